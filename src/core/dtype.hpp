@@ -1,0 +1,53 @@
+// Element types of tensors. The numeric values are GGML's type ids, which GGUF stores on disk,
+// so a DType read from a file is the same number llama.cpp writes.
+// Quantized types are stored in blocks: block_size elements packed into type_size bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace syslm {
+
+enum class DType : uint32_t {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    BF16 = 30,
+};
+
+// Layout facts of one type (the compute functions live in kernels/, see kernels/type_traits.hpp).
+struct DTypeInfo {
+    std::string_view name;
+    int64_t block_size;  // elements per block (1 for plain types)
+    size_t type_size;    // bytes per block
+    bool quantized;
+};
+
+// Returns nullptr for ids syslm does not know (e.g. IQ types), so readers can report them.
+const DTypeInfo* dtype_info(uint32_t id);
+const DTypeInfo& dtype_info(DType t);  // throws Error for unknown ids
+inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+std::optional<DType> dtype_from_name(std::string_view name);  // case-insensitive, "q4_0", "F16"
+
+// Bytes needed for one row of n elements; throws if n is not a multiple of the block size.
+size_t row_bytes(DType t, int64_t n);
+
+}  // namespace syslm
