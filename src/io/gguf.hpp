@@ -23,16 +23,36 @@
 namespace syslm::io {
 
 enum class GGUFType : uint32_t {
-    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-    STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
 };
-std::string_view gguf_type_name(GGUFType t);
+std::string_view gguf_type_name(GGUFType t);  // "u8", ..., "string", "array"; "?" if unknown
+bool gguf_type_valid(uint32_t id);            // one of the 13 value types of the spec
+// Bytes of one scalar of type t on disk (0 for STRING and ARRAY, whose size varies).
+size_t gguf_scalar_size(GGUFType t);
+
+inline constexpr uint32_t kGGUFVersion = 3;          // what GGUFWriter writes
+inline constexpr size_t kGGUFDefaultAlignment = 32;  // when general.alignment is absent
+inline constexpr int kGGUFMaxDims = 4;               // GGML_MAX_DIMS
+inline constexpr size_t kGGUFMaxTensorName = 63;     // GGML_MAX_NAME - 1 (llama.cpp's limit)
+inline constexpr int kGGUFMaxArrayDepth = 32;        // nesting of arrays of arrays we accept
 
 // One metadata value: a scalar, a string, or an array of one element type (arrays of arrays are
 // allowed by the spec and kept). Accessors convert between numeric types when the value fits and
 // throw Error ("expected ..., found ...") otherwise; the caller adds the key name.
 class GGUFValue {
-public:
+  public:
     GGUFValue() = default;
     static GGUFValue u8(uint8_t v);
     static GGUFValue i8(int8_t v);
@@ -55,7 +75,7 @@ public:
     GGUFType type() const { return type_; }
     bool is_array() const { return type_ == GGUFType::ARRAY; }
     GGUFType array_type() const { return array_type_; }  // only for arrays
-    size_t size() const { return items_.size(); }       // number of array elements
+    size_t size() const { return items_.size(); }        // number of array elements
 
     uint64_t as_u64() const;  // any integer type (or bool) that is >= 0
     int64_t as_i64() const;   // any integer type that fits
@@ -72,12 +92,15 @@ public:
 
     std::string to_display(size_t max_items = 8) const;  // short human-readable form
 
-private:
+  private:
     GGUFType type_ = GGUFType::U8;
     GGUFType array_type_ = GGUFType::U8;
-    uint64_t u_ = 0;  // unsigned ints and bool
-    int64_t i_ = 0;   // signed ints
-    double f_ = 0;    // floats
+    // One payload per type (tokenizer arrays hold ~10^5 values, so each value stays small).
+    union {
+        uint64_t u_ = 0;  // unsigned ints and bool
+        int64_t i_;       // signed ints
+        double f_;        // floats
+    };
     std::string s_;
     std::vector<GGUFValue> items_;
 };
@@ -96,10 +119,13 @@ struct GGUFTensor {
 
 // A parsed, validated GGUF file. Construction validates everything (magic, version, counts,
 // string and array lengths, value types, tensor dims/types/offsets/sizes against the file size,
-// alignment, duplicate keys and tensor names); any violation throws one Error that names the
-// file and what is wrong, with the byte offset where it applies.
+// alignment, duplicate keys and tensor names, overlapping tensor data); any violation throws one
+// Error that names the file and what is wrong, with the byte offset where it applies. Versions 2
+// and 3 are read (same layout); strings are kept as raw bytes (invalid UTF-8 is not an error).
+// Memory use is bounded by the file size: no count or length is trusted before it is checked
+// against the bytes that remain.
 class GGUFFile {
-public:
+  public:
     explicit GGUFFile(const std::string& path);  // mmaps the file
     // Parses bytes owned by the caller (fuzzing, tests); `name` is used in error messages.
     GGUFFile(std::span<const uint8_t> bytes, std::string name);
@@ -107,6 +133,7 @@ public:
     const std::string& path() const { return path_; }
     uint32_t version() const { return version_; }
     size_t alignment() const { return alignment_; }
+    // Start of the tensor data section (aligned). A file without tensors may end before it.
     size_t data_offset() const { return data_offset_; }
     size_t file_size() const { return bytes_.size(); }
 
@@ -128,7 +155,7 @@ public:
     const GGUFTensor* find_tensor(std::string_view name) const;
     const GGUFTensor& tensor(std::string_view name) const;  // throws naming file and tensor
 
-private:
+  private:
     void parse();
 
     std::string path_;
@@ -143,7 +170,7 @@ private:
 
 // Builds a GGUF file in memory order and writes it atomically (temp file + rename).
 class GGUFWriter {
-public:
+  public:
     // Adds or replaces a key; keys keep their first insertion order.
     void set(std::string key, GGUFValue value);
     void remove(std::string_view key);
@@ -155,7 +182,7 @@ public:
                     std::vector<uint8_t> bytes);
     void write(const std::string& path) const;  // honours general.alignment if set
 
-private:
+  private:
     struct Pending {
         std::string name;
         DType type;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what syslm needs to build and test on Debian 12: compilers and libraries from Debian,
+# and the Python references (PyTorch, transformers, gguf-py) into .venv from PyPI.
+# --no-python skips the Python references (they are only needed by the tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+          nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev libgmock-dev
+          bible-kjv python3-venv)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+[ "${1:-}" = "--no-python" ] && exit 0
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest" 2>/dev/null; then
+  echo "install_deps: creating .venv with the Python references (torch, transformers, gguf, ...)"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r tests/reference/requirements.txt
+fi

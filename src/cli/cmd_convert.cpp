@@ -1,0 +1,95 @@
+// syslm convert: a Hugging Face model folder (config.json, *.safetensors, tokenizer.json) -> GGUF
+// with llama.cpp's metadata keys and tensor names, so the file also loads in llama.cpp.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "io/hf_convert.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct ConvertArgs {
+    std::string hf_dir;
+    std::string output;
+    std::string outtype = "f32";
+    std::string pre;
+    std::string name;
+    bool vocab_only = false;
+    bool verbose = false;
+};
+
+int run_convert(const ConvertArgs& a) {
+    std::string t = a.outtype;
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+    io::HFConvertOptions opt;
+    opt.model_dir = a.hf_dir;
+    opt.output = a.output;
+    if (t == "f32")
+        opt.out_type = DType::F32;
+    else if (t == "f16")
+        opt.out_type = DType::F16;
+    else if (t == "bf16")
+        opt.out_type = DType::BF16;
+    else
+        fail("--outtype ", a.outtype, ": expected f32, f16 or bf16");
+    opt.pre = a.pre;
+    opt.name = a.name;
+    opt.vocab_only = a.vocab_only;
+    if (a.verbose)
+        opt.log = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
+    const io::HFConvertResult r = io::convert_hf_model(opt);
+    std::printf("%s: %s -> %s, %zu tensors, %llu parameters, tokenizer %s (pre %s, %zu tokens)\n",
+                a.output.c_str(), r.hf_arch.c_str(), r.arch.c_str(), r.n_tensors,
+                static_cast<unsigned long long>(r.n_params), r.tokenizer_model.c_str(),
+                r.tokenizer_pre.c_str(), r.n_tokens);
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<ConvertArgs>();
+    app.footer(
+        "Reads config.json, the safetensors weights (model.safetensors, or the shards listed in "
+        "model.safetensors.index.json; F32, F16 or BF16) and tokenizer.json (+ "
+        "tokenizer_config.json, chat_template.jinja) and writes one GGUF v3 file the way "
+        "llama.cpp's convert_hf_to_gguf.py does: the same general.*, <arch>.* and tokenizer.* "
+        "keys, tensor names (token_embd, blk.N.attn_q, ffn_gate_exps, output, ...) and layouts.\n"
+        "Architectures: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM -> llama "
+        "(Q/K rows permuted for llama.cpp's interleaved RoPE; RoPE scaling linear, yarn, or llama3 "
+        "as the rope_freqs tensor; experts merged into ffn_*_exps); Qwen2ForCausalLM -> qwen2; "
+        "Qwen2MoeForCausalLM -> qwen2moe (shared expert and its gate); GPT2LMHeadModel -> gpt2 "
+        "(Conv1D weights transposed, output = wte when lm_head is tied).\n"
+        "Mistral/Mixtral's sliding_window is written as llama.attention.sliding_window: syslm "
+        "honours it, llama.cpp ignores that key (its llama arch attends to the full context).\n"
+        "Tokenizers: byte-level BPE -> tokenizer.ggml.model gpt2, with tokenizer.ggml.pre "
+        "identified from the pre-tokenizer's regexes (gpt-2, llama-bpe, dbrx, qwen2, smollm, "
+        "falcon, deepseek-llm, deepseek-coder; --pre names another); SentencePiece-style BPE with "
+        "byte fallback, or Unigram -> llama with scores (BPE merge rank r scores -r).\n"
+        "Tensors of 2+ dimensions are written as --outtype; 1-D tensors, norms, biases, the MoE "
+        "router and position embeddings stay F32, as in llama.cpp. The output is written to a "
+        "temporary file and renamed into place, so a failed run leaves no partial file. Any "
+        "unsupported architecture, missing, unexpected or mis-shaped tensor, or corrupt "
+        "safetensors file is one error naming the file and tensor, and exit code 1.");
+    app.add_option("--hf", a->hf_dir, "Hugging Face model folder")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    app.add_option("-o,--output", a->output, "Output .gguf file")->required();
+    app.add_option("--outtype", a->outtype, "Type of 2-D+ weights: f32 (default), f16 or bf16");
+    app.add_option("--pre", a->pre,
+                   "tokenizer.ggml.pre for a byte-level BPE tokenizer whose pre-tokenizer is not "
+                   "recognised (a llama.cpp name, e.g. gpt-2, llama-bpe, qwen2)");
+    app.add_option("--name", a->name, "general.name (default: the folder's name)");
+    app.add_flag("--vocab-only", a->vocab_only, "Write metadata and tokenizer only, no tensors");
+    app.add_flag("-v,--verbose", a->verbose, "List each tensor written (name, type, GGML shape)");
+    return [a] { return run_convert(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(convert, "convert", "Convert a Hugging Face model (safetensors) to GGUF", setup);
+
+}  // namespace syslm::cli

@@ -1,0 +1,100 @@
+// syslm generate: stream a continuation of a prompt.
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "infer/generate.hpp"
+#include "model/transformer.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct GenerateArgs {
+    std::string model, prompt, prompt_file;
+    int n_predict = 128;
+    int n_ctx = 0;
+    int threads = 0;
+    int batch = 512;
+    bool ignore_eos = false;
+    bool no_bos = false;
+    int64_t seed = -1;
+    infer::SamplingParams sampling;
+};
+
+int run_generate(GenerateArgs& a) {
+    if (!a.prompt_file.empty()) {
+        std::ifstream in(a.prompt_file, std::ios::binary);
+        SYSLM_CHECK(in, a.prompt_file, ": cannot open prompt file");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        a.prompt = ss.str();
+    }
+    const model::Model m(a.model);
+    const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
+    const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(m.hparams().n_ctx_train, 4096);
+    model::Context ctx(m, n_ctx, a.threads, a.batch);
+
+    std::vector<int32_t> prompt = tok.encode(a.prompt, !a.no_bos, /*parse_special=*/true);
+    SYSLM_CHECK(!prompt.empty(), "the prompt is empty: give -p TEXT (or a model that adds BOS)");
+    SYSLM_CHECK(static_cast<int>(prompt.size()) < n_ctx, "the prompt has ", prompt.size(),
+                " tokens, which does not fit the context of ", n_ctx, " (raise -c)");
+    a.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
+    infer::Sampler sampler(a.sampling);
+
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+    std::fflush(stdout);
+    const auto st = infer::generate(ctx, tok, prompt, a.n_predict, sampler, a.ignore_eos,
+                                    [](std::string_view text) {
+                                        std::fwrite(text.data(), 1, text.size(), stdout);
+                                        std::fflush(stdout);
+                                    });
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "\nprompt: %d tokens in %.3f s (%.1f tok/s) | generated: %d tokens in %.3f s "
+                 "(%.1f tok/s)%s | seed %llu\n",
+                 st.n_prompt, st.prompt_seconds, st.n_prompt / std::max(1e-9, st.prompt_seconds),
+                 st.n_generated, st.generate_seconds,
+                 st.n_generated / std::max(1e-9, st.generate_seconds),
+                 st.stopped_at_eog ? " | stopped at end-of-generation token" : "",
+                 static_cast<unsigned long long>(a.sampling.seed));
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<GenerateArgs>();
+    app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+    auto* p = app.add_option("-p,--prompt", a->prompt, "Prompt text");
+    app.add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(p);
+    app.add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
+    app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--temp", a->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
+    app.add_option("--top-k", a->sampling.top_k, "Top-k; 0 = off")->capture_default_str();
+    app.add_option("--top-p", a->sampling.top_p, "Top-p; 1 = off")->capture_default_str();
+    app.add_option("--min-p", a->sampling.min_p, "Min-p; 0 = off")->capture_default_str();
+    app.add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty; 1 = off")
+        ->capture_default_str();
+    app.add_option("--repeat-last-n", a->sampling.repeat_last_n,
+                   "Recent tokens the penalties consider")->capture_default_str();
+    app.add_option("--presence-penalty", a->sampling.presence_penalty, "Presence penalty")
+        ->capture_default_str();
+    app.add_option("--frequency-penalty", a->sampling.frequency_penalty, "Frequency penalty")
+        ->capture_default_str();
+    app.add_option("-s,--seed", a->seed, "Random seed (default: random, printed at the end)");
+    app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
+    app.add_flag("--no-bos", a->no_bos, "Do not add the BOS token to the prompt");
+    return [a] { return run_generate(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(generate, "generate", "Generate text from a prompt, streaming it", setup);
+
+}  // namespace syslm::cli

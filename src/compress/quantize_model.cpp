@@ -1,0 +1,296 @@
+#include "compress/quantize_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <ostream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "io/gguf.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::compress {
+namespace {
+
+constexpr DType kTargets[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                              DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// ggml_n_dims: trailing dimensions of size 1 do not count, so a [4096, 1] tensor is 1-D.
+int effective_dims(std::span<const int64_t> ne) {
+    for (int i = static_cast<int>(ne.size()) - 1; i >= 1; --i)
+        if (ne[static_cast<size_t>(i)] > 1) return i + 1;
+    return 1;
+}
+
+bool contains(std::string_view s, std::string_view part) {
+    return s.find(part) != std::string_view::npos;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// llama-quantize's list of weight matrices it never quantizes.
+bool is_quantizable_weight(std::string_view name, std::span<const int64_t> ne) {
+    if (!ends_with(name, "weight") || effective_dims(ne) < 2) return false;
+    static constexpr std::string_view kKeep[] = {"_norm.weight",
+                                                 "ffn_gate_inp.weight",
+                                                 "ssm_conv1d.weight",
+                                                 "time_mix_first.weight",
+                                                 "time_mix_w1.weight",
+                                                 "time_mix_w2.weight",
+                                                 "time_mix_decay_w1.weight",
+                                                 "time_mix_decay_w2.weight",
+                                                 "time_mix_lerp_fused.weight",
+                                                 "attn_rel_b.weight"};
+    for (std::string_view k : kKeep)
+        if (contains(name, k)) return false;
+    return name != "position_embd.weight" && name != "token_types.weight";
+}
+
+bool fits(DType t, int64_t n_per_row) {
+    return n_per_row % dtype_info(t).block_size == 0;
+}
+
+// llama.cpp's replacement when the row length does not fit the chosen type's block.
+DType fallback_of(DType t) {
+    switch (t) {
+        case DType::Q2_K:
+        case DType::Q3_K:
+            return DType::Q4_0;  // llama.cpp: IQ4_NL (not in syslm), same size
+        case DType::Q4_K:
+            return DType::Q5_0;
+        case DType::Q5_K:
+            return DType::Q5_1;
+        case DType::Q6_K:
+            return DType::Q8_0;
+        default:
+            return DType::F16;  // llama.cpp stops with an error here
+    }
+}
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+    std::string s = "[";
+    for (size_t i = 0; i < ne.size(); ++i) s += cat(i ? ", " : "", ne[i]);
+    return s + "]";
+}
+
+std::string mib(size_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return buf;
+}
+
+}  // namespace
+
+bool is_quantize_target(DType t) {
+    return std::find(std::begin(kTargets), std::end(kTargets), t) != std::end(kTargets);
+}
+
+std::vector<DType> quantize_targets() {
+    return {std::begin(kTargets), std::end(kTargets)};
+}
+
+uint32_t llama_ftype_of(DType t) {
+    switch (t) {
+        case DType::F32:
+            return 0;  // LLAMA_FTYPE_ALL_F32
+        case DType::F16:
+            return 1;  // MOSTLY_F16
+        case DType::Q4_0:
+            return 2;  // MOSTLY_Q4_0
+        case DType::Q4_1:
+            return 3;  // MOSTLY_Q4_1
+        case DType::Q8_0:
+            return 7;  // MOSTLY_Q8_0
+        case DType::Q5_0:
+            return 8;  // MOSTLY_Q5_0
+        case DType::Q5_1:
+            return 9;  // MOSTLY_Q5_1
+        case DType::Q2_K:
+            return 10;  // MOSTLY_Q2_K
+        case DType::Q3_K:
+            return 11;  // MOSTLY_Q3_K_S
+        case DType::Q4_K:
+            return 14;  // MOSTLY_Q4_K_S
+        case DType::Q5_K:
+            return 16;  // MOSTLY_Q5_K_S
+        case DType::Q6_K:
+            return 18;  // MOSTLY_Q6_K
+        case DType::BF16:
+            return 32;  // MOSTLY_BF16
+        default:
+            fail("no llama.cpp file type for tensor type ", dtype_name(t));
+    }
+}
+
+TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<const int64_t> ne,
+                              DType target, const ModelFacts& facts) {
+    if (!is_quantizable_weight(name, ne)) return {current, false, false, ""};
+    const int64_t n_per_row = ne.empty() ? 0 : ne[0];
+    DType type = target;
+    std::string note;
+    // The target-independent rules of llama_tensor_get_type apply to quantized targets only.
+    if (dtype_info(target).quantized) {
+        const bool is_output =
+            name == "output.weight" || (!facts.has_output && name == "token_embd.weight");
+        if (is_output) {
+            if (facts.architecture == "falcon" || !fits(target, n_per_row))
+                type = DType::Q8_0;
+            else if (target != DType::Q8_0)
+                type = DType::Q6_K;
+            note = "output tensor";
+        } else if (facts.expert_count == 8 &&
+                   (contains(name, "attn_v.weight") || contains(name, "attn_k.weight"))) {
+            type = DType::Q8_0;
+            note = "attention K/V of an 8-expert model";
+        }
+    }
+    bool fallback = false;
+    if (!fits(type, n_per_row)) {
+        const DType wanted = type;
+        type = fallback_of(type);
+        if (!fits(type, n_per_row)) type = DType::F16;
+        fallback = true;
+        note = cat("fallback: ", n_per_row, " columns are not a multiple of the ",
+                   dtype_name(wanted), " block of ", dtype_info(wanted).block_size);
+    }
+    return {type, type != current, fallback, note};
+}
+
+void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_per_row, int64_t rows,
+                  int threads, std::string_view what) {
+    const kernels::TypeTraits& src_tr = kernels::type_traits(from);
+    const kernels::TypeTraits& dst_tr = kernels::type_traits(to);
+    const size_t src_rb = row_bytes(from, n_per_row);
+    const size_t dst_rb = row_bytes(to, n_per_row);
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+
+    auto work = [&](int64_t r0, int64_t r1) {
+        std::vector<float> row(static_cast<size_t>(n_per_row));
+        for (int64_t r = r0; r < r1; ++r) {
+            src_tr.to_float(in + static_cast<size_t>(r) * src_rb, row.data(), n_per_row);
+            for (int64_t j = 0; j < n_per_row; ++j)
+                if (!std::isfinite(row[static_cast<size_t>(j)]))
+                    fail(what, ": value at row ", r, ", column ", j, " is ",
+                         row[static_cast<size_t>(j)], " (quantization needs finite values)");
+            dst_tr.from_float(row.data(), out + static_cast<size_t>(r) * dst_rb, n_per_row);
+        }
+    };
+
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int64_t n_threads = std::clamp<int64_t>(threads, 1, std::max<int64_t>(rows, 1));
+    if (n_threads == 1) {
+        work(0, rows);
+        return;
+    }
+    // Contiguous row ranges: each thread writes its own part of dst.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(n_threads));
+    for (int64_t t = 0; t < n_threads; ++t) {
+        const int64_t r0 = rows * t / n_threads, r1 = rows * (t + 1) / n_threads;
+        pool.emplace_back([&, t, r0, r1] {
+            try {
+                work(r0, r1);
+            } catch (...) {
+                errors[static_cast<size_t>(t)] = std::current_exception();
+            }
+        });
+    }
+    for (auto& th : pool) th.join();
+    for (const auto& e : errors)
+        if (e) std::rethrow_exception(e);
+}
+
+QuantizeResult quantize_model(const std::string& in_path, const std::string& out_path,
+                              const QuantizeOptions& options) {
+    const DType target = options.target;
+    SYSLM_CHECK(is_quantize_target(target), "cannot quantize to ", dtype_name(target),
+                ": it is not a storage type for weights");
+    const io::GGUFFile in(in_path);  // validated; unchanged tensors are written from its map
+
+    ModelFacts facts;
+    facts.architecture = in.get_string("general.architecture", "");
+    facts.has_output = in.find_tensor("output.weight") != nullptr;
+    if (!facts.architecture.empty())
+        facts.expert_count = in.get_u32(facts.architecture + ".expert_count", 0);
+
+    io::GGUFWriter writer;
+    for (const auto& [key, value] : in.metadata()) writer.set(key, value);
+    writer.set("general.quantization_version", io::GGUFValue::u32(2));  // GGML_QNT_VERSION
+    writer.set("general.file_type", io::GGUFValue::u32(llama_ftype_of(target)));
+    for (const char* key : {"split.no", "split.count", "split.tensors.count"}) writer.remove(key);
+
+    QuantizeResult result;
+    const size_t n_tensors = in.tensors().size();
+    for (size_t i = 0; i < n_tensors; ++i) {
+        const io::GGUFTensor& t = in.tensors()[i];
+        const TypeChoice choice = choose_tensor_type(t.name, t.type, t.ne, target, facts);
+        TensorResult tr{t.name, t.type, choice.type, t.ne, t.nbytes, t.nbytes, false, choice.note};
+        if (!choice.quantize) {
+            writer.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+        } else {
+            const std::string what = cat(in_path, ": tensor ", t.name);
+            SYSLM_CHECK(kernels::has_type_traits(t.type), what, " has type ", dtype_name(t.type),
+                        ", which syslm cannot convert to ", dtype_name(choice.type));
+            const int64_t n_per_row = t.ne[0];
+            const int64_t rows = t.rows();
+            std::vector<uint8_t> bytes(row_bytes(choice.type, n_per_row) *
+                                       static_cast<size_t>(rows));
+            convert_rows(t.type, t.data, choice.type, bytes.data(), n_per_row, rows,
+                         options.threads, what);
+            tr.bytes_after = bytes.size();
+            tr.converted = true;
+            writer.add_tensor(t.name, choice.type, t.ne, std::move(bytes));
+            ++result.n_converted;
+            if (choice.fallback) ++result.n_fallback;
+        }
+        result.bytes_before += tr.bytes_before;
+        result.bytes_after += tr.bytes_after;
+        if (options.log) {
+            char head[160];
+            std::snprintf(head, sizeof head, "[%4zu/%4zu] %-40s %-18s ", i + 1, n_tensors,
+                          t.name.c_str(), shape_str(t.ne).c_str());
+            *options.log << head;
+            if (tr.converted) {
+                char line[96];
+                std::snprintf(line, sizeof line, "%-5s -> %-5s %12s -> %12s",
+                              std::string(dtype_name(tr.from)).c_str(),
+                              std::string(dtype_name(tr.to)).c_str(), mib(tr.bytes_before).c_str(),
+                              mib(tr.bytes_after).c_str());
+                *options.log << line;
+            } else {
+                char line[96];
+                std::snprintf(line, sizeof line, "%-5s    copied %12s",
+                              std::string(dtype_name(tr.from)).c_str(),
+                              mib(tr.bytes_before).c_str());
+                *options.log << line;
+            }
+            if (!tr.note.empty()) *options.log << "  (" << tr.note << ")";
+            *options.log << '\n';
+        }
+        result.tensors.push_back(std::move(tr));
+    }
+    writer.write(out_path);
+
+    if (options.log) {
+        const double before = static_cast<double>(result.bytes_before);
+        *options.log << "quantized " << result.n_converted << " of " << n_tensors << " tensors to "
+                     << dtype_name(target);
+        if (result.n_fallback) *options.log << " (" << result.n_fallback << " by fallback)";
+        char line[128];
+        std::snprintf(
+            line, sizeof line, "; tensor data %s -> %s (%.1f%%)\n",
+            mib(result.bytes_before).c_str(), mib(result.bytes_after).c_str(),
+            before > 0 ? 100.0 * static_cast<double>(result.bytes_after) / before : 100.0);
+        *options.log << line << "wrote " << out_path << '\n';
+    }
+    return result;
+}
+
+}  // namespace syslm::compress

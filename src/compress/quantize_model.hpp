@@ -1,0 +1,98 @@
+// Whole-model quantization: GGUF in, GGUF out, tensor types chosen the way llama.cpp's
+// llama-quantize chooses them by default (without an importance matrix), blocks bit-identical to
+// ggml's reference quantizers (kernels/type_traits.hpp).
+//
+// Which tensors change (choose_tensor_type):
+//   * only weight matrices: names ending in "weight" with 2 or more dimensions larger than 1
+//     (experts' 3-D tensors included); norms, biases and other 1-D tensors are copied unchanged,
+//     as are ffn_gate_inp (MoE router), position_embd, token_types and a few other small
+//     matrices llama.cpp leaves alone;
+//   * for a quantized target, output.weight (or token_embd.weight when the model ties its output
+//     to the embeddings) becomes Q6_K — Q8_0 when the target is Q8_0, the architecture is falcon,
+//     or its rows are not a multiple of the target's block; in models with 8 experts attn_v and
+//     attn_k become Q8_0 (llama.cpp's only other target-independent rule);
+//   * a row length that is not a multiple of the chosen type's block falls back as in llama.cpp:
+//     Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0 (llama.cpp uses IQ4_NL, which
+//     syslm does not have; Q4_0 is its 32-block stand-in of the same size, and what llama.cpp used
+//     before IQ4_NL existed); if the row still does not fit, or the type has no fallback (legacy
+//     types, where llama.cpp stops with an error), F16;
+//   * a tensor already of the chosen type is copied as is; any other input type with kernels
+//     (F32, F16, BF16, any quantized type) is dequantized to F32 first, so quantized models can
+//     be requantized or expanded back to F16/F32.
+// Metadata is copied, general.file_type set to llama.cpp's LLAMA_FTYPE for the target and
+// general.quantization_version to 2; split keys are dropped (the output is one file).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace syslm::compress {
+
+// The types `syslm quantize` can produce (all types with kernels except the activation-only
+// partners Q8_1 and Q8_K).
+bool is_quantize_target(DType t);
+std::vector<DType> quantize_targets();
+
+// llama.cpp's LLAMA_FTYPE value for a file whose weight matrices are mostly of type t.
+// K-quants map to the uniform-ish variants: Q2_K -> MOSTLY_Q2_K, Q3_K -> Q3_K_S, Q4_K -> Q4_K_S,
+// Q5_K -> Q5_K_S, Q6_K -> Q6_K.
+uint32_t llama_ftype_of(DType t);
+
+// Facts about the model that the type rules need.
+struct ModelFacts {
+    std::string architecture;   // general.architecture
+    bool has_output = false;    // output.weight exists (else token embeddings are tied)
+    uint32_t expert_count = 0;  // <arch>.expert_count
+};
+
+struct TypeChoice {
+    DType type;
+    bool quantize;     // false: copy the tensor unchanged
+    bool fallback;     // the row length forced a different type than the rules asked for
+    std::string note;  // why, for the log ("output tensor", "fallback: ...")
+};
+
+// The type a tensor gets when quantizing to `target` (see the rules above).
+TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<const int64_t> ne,
+                              DType target, const ModelFacts& facts);
+
+// Converts `rows` rows of n_per_row elements from type `from` to type `to` (dequantizing through
+// F32), using up to `threads` std::threads over contiguous row ranges. Throws Error naming
+// `what` and the row if a value is NaN or infinite (ggml's quantizers would write garbage).
+void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_per_row, int64_t rows,
+                  int threads, std::string_view what);
+
+struct QuantizeOptions {
+    DType target = DType::Q4_0;
+    int threads = 0;              // <= 0: hardware concurrency
+    std::ostream* log = nullptr;  // per-tensor lines and the summary; nullptr: silent
+};
+
+struct TensorResult {
+    std::string name;
+    DType from, to;
+    std::vector<int64_t> ne;
+    size_t bytes_before = 0, bytes_after = 0;
+    bool converted = false;
+    std::string note;
+};
+
+struct QuantizeResult {
+    std::vector<TensorResult> tensors;
+    size_t bytes_before = 0, bytes_after = 0;
+    int n_converted = 0, n_fallback = 0;
+};
+
+// Reads `in_path` (validated GGUF), writes `out_path` atomically. Throws Error naming the file
+// and tensor on any problem; `out_path` is then left untouched.
+QuantizeResult quantize_model(const std::string& in_path, const std::string& out_path,
+                              const QuantizeOptions& options);
+
+}  // namespace syslm::compress

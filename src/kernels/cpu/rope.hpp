@@ -1,0 +1,41 @@
+// Rotary position embeddings. Each pair of dimensions i (0 <= i < n_rot/2) is rotated by the angle
+// pos * inv_freq[i]. The pairing follows llama.cpp's two modes: NORM rotates adjacent elements
+// (x[2i], x[2i+1]) — the llama arch, whose converter permutes Q/K rows for it — and NEOX rotates
+// the halves (x[i], x[i + n_rot/2]) — qwen2 and HF's rotate_half.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace syslm::kernels {
+
+enum class RopeMode { Norm, Neox };
+
+struct RopeConfig {
+    int n_rot = 0;                // rotated dimensions per head (<= head_dim)
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;      // linear scaling: 1 / factor
+    std::vector<float> freq_factors;  // per pair divisor of the frequency (llama3 rope_freqs), or empty
+    // YaRN (used when yarn_orig_ctx > 0): NTK-by-parts mix of interpolated and extrapolated
+    // frequencies, and a magnitude correction of cos/sin.
+    int yarn_orig_ctx = 0;
+    float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+    float yarn_attn_factor = 1.0f;
+    RopeMode mode = RopeMode::Norm;
+};
+
+// Per-model table of inverse frequencies, computed once.
+class Rope {
+public:
+    explicit Rope(RopeConfig cfg);
+    // Rotates n_heads vectors of head_dim floats (consecutive) at position pos, in place.
+    void apply(float* x, int n_heads, int head_dim, int64_t pos) const;
+    const RopeConfig& config() const { return cfg_; }
+
+private:
+    RopeConfig cfg_;
+    std::vector<double> inv_freq_;
+    float mscale_ = 1.0f;
+};
+
+}  // namespace syslm::kernels

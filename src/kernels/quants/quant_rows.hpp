@@ -1,0 +1,71 @@
+// The scalar reference row functions behind the TypeTraits table (kernels/type_traits.hpp),
+// grouped by family. All take n = number of elements, a multiple of the type's block size
+// (checked by the callers that know the tensor: type_traits users, quantize_model).
+//
+//   dequantize_row_<t>(src, dst, n)  blocks of <t> -> n floats
+//   quantize_row_<t>(src, dst, n)    n floats -> blocks of <t>, bit-identical to ggml's
+//                                    quantize_row_<t>_ref (the quantizer llama-quantize uses
+//                                    without an importance matrix)
+//   vec_dot_<t>_<p>(n, x, y)         dot product of a row of <t> with a row of its partner <p>
+//
+// Dot products multiply integers inside each (sub-)block exactly and accumulate the scaled
+// block results in double, so they equal the dot product of the dequantized operands up to
+// float rounding of the per-block scale products.
+#pragma once
+
+#include <cstdint>
+
+namespace syslm::kernels {
+
+// float_types.cpp
+void dequantize_row_f32(const void* src, float* dst, int64_t n);
+void quantize_row_f32(const float* src, void* dst, int64_t n);
+float vec_dot_f32_f32(int64_t n, const void* x, const void* y);
+void dequantize_row_f16(const void* src, float* dst, int64_t n);
+void quantize_row_f16(const float* src, void* dst, int64_t n);
+float vec_dot_f16_f16(int64_t n, const void* x, const void* y);
+void dequantize_row_bf16(const void* src, float* dst, int64_t n);
+void quantize_row_bf16(const float* src, void* dst, int64_t n);
+float vec_dot_bf16_bf16(int64_t n, const void* x, const void* y);
+
+// legacy_quants.cpp
+void dequantize_row_q4_0(const void* src, float* dst, int64_t n);
+void quantize_row_q4_0(const float* src, void* dst, int64_t n);
+float vec_dot_q4_0_q8_0(int64_t n, const void* x, const void* y);
+void dequantize_row_q4_1(const void* src, float* dst, int64_t n);
+void quantize_row_q4_1(const float* src, void* dst, int64_t n);
+float vec_dot_q4_1_q8_1(int64_t n, const void* x, const void* y);
+void dequantize_row_q5_0(const void* src, float* dst, int64_t n);
+void quantize_row_q5_0(const float* src, void* dst, int64_t n);
+float vec_dot_q5_0_q8_0(int64_t n, const void* x, const void* y);
+void dequantize_row_q5_1(const void* src, float* dst, int64_t n);
+void quantize_row_q5_1(const float* src, void* dst, int64_t n);
+float vec_dot_q5_1_q8_1(int64_t n, const void* x, const void* y);
+void dequantize_row_q8_0(const void* src, float* dst, int64_t n);
+void quantize_row_q8_0(const float* src, void* dst, int64_t n);
+float vec_dot_q8_0_q8_0(int64_t n, const void* x, const void* y);
+void dequantize_row_q8_1(const void* src, float* dst, int64_t n);
+void quantize_row_q8_1(const float* src, void* dst, int64_t n);
+float vec_dot_q8_1_q8_1(int64_t n, const void* x, const void* y);
+
+// k_quants.cpp
+void dequantize_row_q2_k(const void* src, float* dst, int64_t n);
+void quantize_row_q2_k(const float* src, void* dst, int64_t n);
+float vec_dot_q2_k_q8_k(int64_t n, const void* x, const void* y);
+void dequantize_row_q3_k(const void* src, float* dst, int64_t n);
+void quantize_row_q3_k(const float* src, void* dst, int64_t n);
+float vec_dot_q3_k_q8_k(int64_t n, const void* x, const void* y);
+void dequantize_row_q4_k(const void* src, float* dst, int64_t n);
+void quantize_row_q4_k(const float* src, void* dst, int64_t n);
+float vec_dot_q4_k_q8_k(int64_t n, const void* x, const void* y);
+void dequantize_row_q5_k(const void* src, float* dst, int64_t n);
+void quantize_row_q5_k(const float* src, void* dst, int64_t n);
+float vec_dot_q5_k_q8_k(int64_t n, const void* x, const void* y);
+void dequantize_row_q6_k(const void* src, float* dst, int64_t n);
+void quantize_row_q6_k(const float* src, void* dst, int64_t n);
+float vec_dot_q6_k_q8_k(int64_t n, const void* x, const void* y);
+void dequantize_row_q8_k(const void* src, float* dst, int64_t n);
+void quantize_row_q8_k(const float* src, void* dst, int64_t n);
+float vec_dot_q8_k_q8_k(int64_t n, const void* x, const void* y);
+
+}  // namespace syslm::kernels

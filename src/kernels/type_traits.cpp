@@ -1,0 +1,56 @@
+// The per-type table of scalar reference kernels (see type_traits.hpp). Partners follow ggml:
+// legacy symmetric types dot against Q8_0, legacy types with a min against Q8_1 (whose block sum
+// serves the min term), K-quants against Q8_K. Q8_1 and Q8_K, which ggml uses only as partners,
+// dot against themselves so every row of the table is complete.
+#include "kernels/type_traits.hpp"
+
+#include <array>
+#include <optional>
+
+#include "core/error.hpp"
+#include "kernels/quants/quant_rows.hpp"
+
+namespace syslm::kernels {
+namespace {
+
+constexpr std::array kTraits = {
+    TypeTraits{DType::F32, dequantize_row_f32, quantize_row_f32, vec_dot_f32_f32, DType::F32},
+    TypeTraits{DType::F16, dequantize_row_f16, quantize_row_f16, vec_dot_f16_f16, DType::F16},
+    TypeTraits{DType::BF16, dequantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, DType::BF16},
+    TypeTraits{DType::Q4_0, dequantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, DType::Q8_0},
+    TypeTraits{DType::Q4_1, dequantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, DType::Q8_1},
+    TypeTraits{DType::Q5_0, dequantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, DType::Q8_0},
+    TypeTraits{DType::Q5_1, dequantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, DType::Q8_1},
+    TypeTraits{DType::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, DType::Q8_0},
+    TypeTraits{DType::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, vec_dot_q8_1_q8_1, DType::Q8_1},
+    TypeTraits{DType::Q2_K, dequantize_row_q2_k, quantize_row_q2_k, vec_dot_q2_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q3_K, dequantize_row_q3_k, quantize_row_q3_k, vec_dot_q3_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q4_K, dequantize_row_q4_k, quantize_row_q4_k, vec_dot_q4_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, vec_dot_q5_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K},
+};
+
+const TypeTraits* find_traits(DType t) {
+    for (const auto& row : kTraits)
+        if (row.type == t) return &row;
+    return nullptr;
+}
+
+}  // namespace
+
+const TypeTraits& type_traits(DType t) {
+    const TypeTraits* row = find_traits(t);
+    if (!row) {
+        const DTypeInfo* info = dtype_info(static_cast<uint32_t>(t));
+        if (info) fail("tensor type ", info->name, " has no compute kernels");
+        fail("unknown tensor type id ", static_cast<uint32_t>(t));
+    }
+    return *row;
+}
+
+bool has_type_traits(DType t) {
+    return find_traits(t) != nullptr;
+}
+
+}  // namespace syslm::kernels

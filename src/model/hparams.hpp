@@ -1,0 +1,51 @@
+// Hyper-parameters of a decoder-only transformer, read from GGUF metadata with llama.cpp's keys
+// (`<arch>.embedding_length`, ...). One struct covers every supported architecture; the
+// architecture decides which blocks the forward pass uses.
+#pragma once
+
+#include <string>
+
+#include "io/gguf.hpp"
+#include "kernels/cpu/rope.hpp"
+
+namespace syslm::model {
+
+enum class Arch {
+    Llama,     // llama, mistral, mixtral (MoE when expert_count > 0): RMSNorm, SwiGLU, RoPE(norm)
+    Qwen2,     // qwen2: llama + QKV bias, RoPE(neox)
+    Qwen2Moe,  // qwen2moe: qwen2 + routed experts + gated shared expert
+    Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
+};
+
+struct HParams {
+    Arch arch;
+    std::string arch_name;  // general.architecture
+    int n_vocab = 0;
+    int n_ctx_train = 0;
+    int n_embd = 0;
+    int n_layer = 0;
+    int n_head = 0;
+    int n_head_kv = 0;
+    int head_dim = 0;  // key/value length per head
+    int n_ff = 0;      // dense FFN width
+    float norm_eps = 1e-5f;
+    int sliding_window = 0;  // 0: full causal attention
+
+    // Mixture of experts (n_expert == 0: dense FFN).
+    int n_expert = 0;
+    int n_expert_used = 0;
+    int n_ff_exp = 0;         // width of one routed expert
+    int n_ff_shexp = 0;       // width of the shared expert (qwen2moe)
+    bool expert_weights_norm = false;  // renormalise the top-k routing weights to sum to 1
+
+    bool has_rope() const { return arch != Arch::Gpt2; }
+    kernels::RopeConfig rope;  // n_rot, base, scaling (freq_factors are loaded with the weights)
+
+    int q_dim() const { return n_head * head_dim; }
+    int kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Reads and checks hyper-parameters; errors name the file and the key.
+HParams load_hparams(const io::GGUFFile& file);
+
+}  // namespace syslm::model

@@ -1,0 +1,152 @@
+#include "model/random_init.hpp"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/gguf.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::model {
+namespace {
+
+using io::GGUFValue;
+
+class TensorMaker {
+public:
+    TensorMaker(io::GGUFWriter& w, uint64_t seed, DType type) : w_(w), rng_(seed), type_(type) {}
+
+    // ne in GGML order. Matrices get `type`, vectors stay F32 (as llama.cpp keeps them).
+    void normal(const std::string& name, std::vector<int64_t> ne, float std) {
+        std::normal_distribution<float> dist(0.0f, std);
+        std::vector<float> v(count(ne));
+        for (auto& x : v) x = dist(rng_);
+        add(name, std::move(ne), v);
+    }
+    void constant(const std::string& name, std::vector<int64_t> ne, float value) {
+        add(name, std::move(ne), std::vector<float>(count(ne), value));
+    }
+
+private:
+    static size_t count(const std::vector<int64_t>& ne) {
+        size_t n = 1;
+        for (int64_t d : ne) n *= static_cast<size_t>(d);
+        return n;
+    }
+    void add(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v) {
+        const DType t = ne.size() >= 2 ? type_ : DType::F32;
+        std::vector<uint8_t> bytes(row_bytes(t, ne[0]) * (v.size() / ne[0]));
+        kernels::type_traits(t).from_float(v.data(), bytes.data(), static_cast<int64_t>(v.size()));
+        w_.add_tensor(name, t, std::move(ne), std::move(bytes));
+    }
+
+    io::GGUFWriter& w_;
+    std::mt19937_64 rng_;
+    DType type_;
+};
+
+}  // namespace
+
+void write_random_model(const InitConfig& c, const std::string& vocab_path,
+                        const std::string& out_path) {
+    const bool gpt2 = c.arch == "gpt2";
+    SYSLM_CHECK(c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen2moe" || gpt2,
+                "init: unknown architecture '", c.arch, "' (llama, qwen2, qwen2moe, gpt2)");
+    SYSLM_CHECK(c.type == DType::F32 || c.type == DType::F16 || c.type == DType::BF16,
+                "init: weight type must be F32, F16 or BF16");
+    const int n_head_kv = c.n_head_kv > 0 ? c.n_head_kv : c.n_head;
+    SYSLM_CHECK(c.n_layer > 0 && c.n_embd > 0 && c.n_head > 0 && c.n_embd % c.n_head == 0 &&
+                    c.n_head % n_head_kv == 0,
+                "init: need layers > 0 and dim divisible by heads divisible by kv-heads");
+    const int head_dim = c.n_embd / c.n_head;
+    SYSLM_CHECK(gpt2 || head_dim % 2 == 0, "init: RoPE needs an even head size");
+    const bool moe = c.n_expert > 0;
+    SYSLM_CHECK(!moe || (c.arch != "gpt2" && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert),
+                "init: experts need a llama/qwen2moe arch and 1 <= experts-used <= experts");
+    SYSLM_CHECK(moe == (c.arch == "qwen2moe") || c.arch == "llama",
+                "init: qwen2moe needs --experts, and only llama/qwen2moe can have experts");
+    int n_ff = c.n_ff;
+    if (n_ff <= 0) n_ff = gpt2 ? 4 * c.n_embd : (8 * c.n_embd / 3 + 31) / 32 * 32;
+
+    const io::GGUFFile vocab(vocab_path);
+    io::GGUFWriter w;
+    const std::string a = c.arch + ".";
+    w.set("general.architecture", GGUFValue::string(c.arch));
+    w.set("general.name", GGUFValue::string(c.name));
+    w.set("general.file_type", GGUFValue::u32(c.type == DType::F32 ? 0 : c.type == DType::F16 ? 1 : 32));
+    w.set(a + "context_length", GGUFValue::u32(c.n_ctx));
+    w.set(a + "embedding_length", GGUFValue::u32(c.n_embd));
+    w.set(a + "block_count", GGUFValue::u32(c.n_layer));
+    w.set(a + "feed_forward_length", GGUFValue::u32(n_ff));
+    w.set(a + "attention.head_count", GGUFValue::u32(c.n_head));
+    w.set(a + "attention.head_count_kv", GGUFValue::u32(n_head_kv));
+    if (gpt2) {
+        w.set(a + "attention.layer_norm_epsilon", GGUFValue::f32(c.norm_eps));
+    } else {
+        w.set(a + "attention.layer_norm_rms_epsilon", GGUFValue::f32(c.norm_eps));
+        w.set(a + "rope.freq_base", GGUFValue::f32(c.rope_freq_base));
+        w.set(a + "rope.dimension_count", GGUFValue::u32(head_dim));
+    }
+    if (moe) {
+        w.set(a + "expert_count", GGUFValue::u32(c.n_expert));
+        w.set(a + "expert_used_count", GGUFValue::u32(c.n_expert_used));
+        w.set(a + "expert_feed_forward_length", GGUFValue::u32(n_ff));
+    }
+    int n_vocab = 0;
+    for (const auto& [key, value] : vocab.metadata()) {
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        w.set(key, value);
+        if (key == "tokenizer.ggml.tokens") n_vocab = static_cast<int>(value.size());
+    }
+    SYSLM_CHECK(n_vocab > 0, vocab_path, ": no tokenizer.ggml.tokens to take the vocabulary from");
+
+    TensorMaker t(w, c.seed, c.type);
+    const int64_t E = c.n_embd, QD = c.n_head * head_dim, KD = n_head_kv * head_dim, F = n_ff;
+    const float std = 0.02f, proj_std = 0.02f / std::sqrt(2.0f * c.n_layer);
+    t.normal("token_embd.weight", {E, n_vocab}, std);
+    if (gpt2) t.normal("position_embd.weight", {E, c.n_ctx}, 0.01f);
+    for (int il = 0; il < c.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        t.constant(p + "attn_norm.weight", {E}, 1.0f);
+        t.constant(p + "ffn_norm.weight", {E}, 1.0f);
+        if (gpt2) {
+            t.constant(p + "attn_norm.bias", {E}, 0.0f);
+            t.constant(p + "ffn_norm.bias", {E}, 0.0f);
+            t.normal(p + "attn_qkv.weight", {E, QD + 2 * KD}, std);
+            t.constant(p + "attn_qkv.bias", {QD + 2 * KD}, 0.0f);
+            t.normal(p + "attn_output.weight", {QD, E}, proj_std);
+            t.constant(p + "attn_output.bias", {E}, 0.0f);
+            t.normal(p + "ffn_up.weight", {E, F}, std);
+            t.constant(p + "ffn_up.bias", {F}, 0.0f);
+            t.normal(p + "ffn_down.weight", {F, E}, proj_std);
+            t.constant(p + "ffn_down.bias", {E}, 0.0f);
+            continue;
+        }
+        t.normal(p + "attn_q.weight", {E, QD}, std);
+        t.normal(p + "attn_k.weight", {E, KD}, std);
+        t.normal(p + "attn_v.weight", {E, KD}, std);
+        if (c.arch != "llama") {
+            t.constant(p + "attn_q.bias", {QD}, 0.0f);
+            t.constant(p + "attn_k.bias", {KD}, 0.0f);
+            t.constant(p + "attn_v.bias", {KD}, 0.0f);
+        }
+        t.normal(p + "attn_output.weight", {QD, E}, proj_std);
+        if (moe) {
+            t.normal(p + "ffn_gate_inp.weight", {E, c.n_expert}, std);
+            t.normal(p + "ffn_gate_exps.weight", {E, F, c.n_expert}, std);
+            t.normal(p + "ffn_up_exps.weight", {E, F, c.n_expert}, std);
+            t.normal(p + "ffn_down_exps.weight", {F, E, c.n_expert}, proj_std);
+        } else {
+            t.normal(p + "ffn_gate.weight", {E, F}, std);
+            t.normal(p + "ffn_up.weight", {E, F}, std);
+            t.normal(p + "ffn_down.weight", {F, E}, proj_std);
+        }
+    }
+    t.constant("output_norm.weight", {E}, 1.0f);
+    if (gpt2) t.constant("output_norm.bias", {E}, 0.0f);
+    t.normal("output.weight", {E, n_vocab}, std);
+    w.write(out_path);
+}
+
+}  // namespace syslm::model

@@ -1,0 +1,34 @@
+// Builds a new model file with random-initialised weights (GPT-2 style: N(0, 0.02), residual
+// output projections scaled by 1/sqrt(2 * layers), norms at 1) and a tokenizer copied from an
+// existing GGUF (e.g. a vocabulary-only file). The starting point for training, and the
+// embedded default model of the quick start before a trained one exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.hpp"
+
+namespace syslm::model {
+
+struct InitConfig {
+    std::string arch = "llama";  // llama | qwen2 | qwen2moe | gpt2
+    int n_layer = 4;
+    int n_embd = 256;
+    int n_head = 8;
+    int n_head_kv = 0;  // 0: same as n_head
+    int n_ff = 0;       // 0: llama/qwen2 ~ 8/3 * n_embd rounded to 32, gpt2 4 * n_embd
+    int n_ctx = 2048;
+    int n_expert = 0, n_expert_used = 0;
+    float rope_freq_base = 10000.0f;
+    float norm_eps = 1e-5f;
+    uint64_t seed = 1;
+    DType type = DType::F32;  // F32 | F16 | BF16 for the matrices
+    std::string name = "syslm random-init";
+};
+
+// Writes the model to out_path (atomically). The tokenizer.* keys of vocab_path are copied.
+void write_random_model(const InitConfig& cfg, const std::string& vocab_path,
+                        const std::string& out_path);
+
+}  // namespace syslm::model

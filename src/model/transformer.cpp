@@ -1,0 +1,247 @@
+#include "model/transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::model {
+
+using kernels::matmul;
+
+Model::Model(const std::string& path) : Model(std::make_shared<const io::GGUFFile>(path)) {}
+
+Model::Model(std::shared_ptr<const io::GGUFFile> file) : file_(std::move(file)) {
+    hp_ = load_hparams(*file_);
+    w_ = load_weights(*file_, hp_);
+    if (hp_.has_rope()) rope_ = std::make_unique<kernels::Rope>(hp_.rope);
+}
+
+Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch)
+    : model_(model), cache_(model.hparams(), n_ctx), pool_(n_threads), n_batch_(n_batch) {
+    const HParams& hp = model.hparams();
+    SYSLM_CHECK(n_batch > 0, "batch size must be positive");
+    const size_t T = static_cast<size_t>(n_batch);
+    const size_t ff = static_cast<size_t>(std::max({hp.n_ff, hp.n_ff_exp, hp.n_ff_shexp}));
+    x_.resize(T * hp.n_embd);
+    h_.resize(T * hp.n_embd);
+    q_.resize(T * (hp.q_dim() + 2 * hp.kv_dim()));  // gpt2's fused QKV output lands here
+    k_.resize(T * hp.kv_dim());
+    v_.resize(T * hp.kv_dim());
+    attn_.resize(T * hp.q_dim());
+    ff_a_.resize(T * ff);
+    ff_b_.resize(T * ff);
+    ff_out_.resize(T * std::max<size_t>(hp.n_embd, hp.n_expert));
+}
+
+std::span<const float> Context::forward(std::span<const int32_t> tokens, bool all_logits) {
+    const HParams& hp = model_.hparams();
+    SYSLM_CHECK(!tokens.empty(), "forward: no tokens");
+    SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(), "context is full: ",
+                n_past_, " + ", tokens.size(), " tokens exceed the context size ", n_ctx());
+    for (int32_t t : tokens)
+        SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
+                    hp.n_vocab, " tokens)");
+    const size_t V = static_cast<size_t>(hp.n_vocab);
+    logits_.resize(all_logits ? tokens.size() * V : V);
+    for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
+        const size_t n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
+        const bool last = start + n == tokens.size();
+        float* out = all_logits ? logits_.data() + start * V : (last ? logits_.data() : nullptr);
+        forward_batch(tokens.subspan(start, n), out, all_logits);
+    }
+    return logits_;
+}
+
+void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+    const HParams& hp = model_.hparams();
+    const Weights& w = model_.weights();
+    const int64_t T = static_cast<int64_t>(tokens.size()), E = hp.n_embd;
+    if (hp.arch == Arch::Gpt2)
+        SYSLM_CHECK(n_past_ + T <= hp.n_ctx_train, "gpt2 has learned positions for ",
+                    hp.n_ctx_train, " tokens; position ", n_past_ + T - 1, " is beyond them");
+
+    // Embedding rows are dequantized from whatever type the file stores them in.
+    const auto& embd = kernels::type_traits(w.token_embd.type);
+    const size_t embd_row = row_bytes(w.token_embd.type, E);
+    for (int64_t t = 0; t < T; ++t) {
+        embd.to_float(static_cast<const uint8_t*>(w.token_embd.data) + tokens[t] * embd_row,
+                      x_.data() + t * E, E);
+    }
+    if (w.position_embd.data) {
+        const auto& pe = kernels::type_traits(w.position_embd.type);
+        const size_t pe_row = row_bytes(w.position_embd.type, E);
+        for (int64_t t = 0; t < T; ++t) {
+            pe.to_float(static_cast<const uint8_t*>(w.position_embd.data) + (n_past_ + t) * pe_row,
+                        h_.data(), E);
+            for (int64_t i = 0; i < E; ++i) x_[t * E + i] += h_[i];
+        }
+    }
+
+    for (int il = 0; il < hp.n_layer; ++il) {
+        attention_block(il, T);
+        if (hp.n_expert > 0)
+            moe_block(il, T);
+        else
+            ffn_block(il, T);
+    }
+    n_past_ += static_cast<int>(T);
+    if (!logits) return;
+
+    // Only the rows whose logits are wanted go through the final norm and the output matrix.
+    const int64_t first = all_logits ? 0 : T - 1;
+    const float* x = x_.data() + first * E;
+    if (hp.arch == Arch::Gpt2)
+        kernels::layer_norm(x, h_.data(), T - first, E, w.output_norm.data(),
+                            w.output_norm_b.data(), hp.norm_eps);
+    else
+        kernels::rms_norm(x, h_.data(), T - first, E, w.output_norm.data(), hp.norm_eps);
+    matmul(w.output, h_.data(), T - first, logits, pool_);
+}
+
+void Context::attention_block(int il, int64_t T) {
+    const HParams& hp = model_.hparams();
+    const LayerWeights& l = model_.weights().layers[il];
+    const int64_t E = hp.n_embd, QD = hp.q_dim(), KD = hp.kv_dim();
+    auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
+
+    if (hp.arch == Arch::Gpt2)
+        kernels::layer_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), l.attn_norm_b.data(),
+                            hp.norm_eps);
+    else
+        kernels::rms_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), hp.norm_eps);
+
+    const float *q, *k, *v;
+    int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
+    if (l.wqkv.data) {  // fused: each row is [q | k | v]
+        matmul(l.wqkv, h_.data(), T, q_.data(), pool_, bias(l.bqkv));
+        q_stride = kv_stride = QD + 2 * KD;
+        q = q_.data();
+        k = q_.data() + QD;
+        v = q_.data() + QD + KD;
+    } else {
+        matmul(l.wq, h_.data(), T, q_.data(), pool_, bias(l.bq));
+        matmul(l.wk, h_.data(), T, k_.data(), pool_, bias(l.bk));
+        matmul(l.wv, h_.data(), T, v_.data(), pool_, bias(l.bv));
+        q_stride = QD;
+        kv_stride = KD;
+        q = q_.data();
+        k = k_.data();
+        v = v_.data();
+    }
+    // RoPE on q and k, then k and v into the cache; q gathered contiguous into attn_ for reuse.
+    for (int64_t t = 0; t < T; ++t) {
+        const int64_t pos = n_past_ + t;
+        float* qt = attn_.data() + t * QD;
+        float* kc = cache_.k(il, pos);
+        std::copy_n(q + t * q_stride, QD, qt);
+        std::copy_n(k + t * kv_stride, KD, kc);
+        std::copy_n(v + t * kv_stride, KD, cache_.v(il, pos));
+        if (const kernels::Rope* rope = model_.rope()) {
+            rope->apply(qt, hp.n_head, hp.head_dim, pos);
+            rope->apply(kc, hp.n_head_kv, hp.head_dim, pos);
+        }
+    }
+    kernels::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, KD, hp.sliding_window,
+                                  1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
+    kernels::attention(shape, attn_.data(), cache_.k(il, 0), cache_.v(il, 0), T, n_past_,
+                       q_.data(), pool_);
+    matmul(l.wo, q_.data(), T, h_.data(), pool_, bias(l.bo));
+    for (int64_t i = 0; i < T * E; ++i) x_[i] += h_[i];
+}
+
+void Context::ffn_block(int il, int64_t T) {
+    const HParams& hp = model_.hparams();
+    const LayerWeights& l = model_.weights().layers[il];
+    const int64_t E = hp.n_embd, F = hp.n_ff;
+    auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
+
+    if (hp.arch == Arch::Gpt2) {
+        kernels::layer_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), l.ffn_norm_b.data(),
+                            hp.norm_eps);
+        matmul(l.ffn_up, h_.data(), T, ff_a_.data(), pool_, bias(l.ffn_up_b));
+        kernels::gelu_tanh(ff_a_.data(), T * F);
+    } else {
+        kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps);
+        matmul(l.ffn_gate, h_.data(), T, ff_a_.data(), pool_);
+        matmul(l.ffn_up, h_.data(), T, ff_b_.data(), pool_);
+        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * F);
+    }
+    matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), pool_, bias(l.ffn_down_b));
+    for (int64_t i = 0; i < T * E; ++i) x_[i] += ff_out_[i];
+}
+
+// Routed experts: each token picks its top-k experts by router probability; tokens are grouped
+// per expert so every expert's weights are read once per batch, not once per token.
+void Context::moe_block(int il, int64_t T) {
+    const HParams& hp = model_.hparams();
+    const LayerWeights& l = model_.weights().layers[il];
+    const int64_t E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert, K = hp.n_expert_used;
+
+    kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps);
+    std::vector<float> probs(static_cast<size_t>(T * X));
+    matmul(l.ffn_gate_inp, h_.data(), T, probs.data(), pool_);
+
+    // Per expert: (token, weight) pairs routed to it.
+    std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(X));
+    std::vector<int64_t> order(static_cast<size_t>(X));
+    for (int64_t t = 0; t < T; ++t) {
+        float* p = probs.data() + t * X;
+        const float mx = *std::max_element(p, p + X);
+        double sum = 0;
+        for (int64_t e = 0; e < X; ++e) sum += (p[e] = std::exp(p[e] - mx));
+        for (int64_t e = 0; e < X; ++e) p[e] = static_cast<float>(p[e] / sum);
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                          [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+        double top = 0;
+        for (int64_t j = 0; j < K; ++j) top += p[order[j]];
+        for (int64_t j = 0; j < K; ++j) {
+            const float wgt = hp.expert_weights_norm ? static_cast<float>(p[order[j]] / top)
+                                                     : p[order[j]];
+            routed[order[j]].emplace_back(t, wgt);
+        }
+    }
+
+    std::vector<float> in, gate, up, out;  // per-expert gathered rows
+    for (int64_t e = 0; e < X; ++e) {
+        const auto& toks = routed[e];
+        if (toks.empty()) continue;
+        const int64_t n = static_cast<int64_t>(toks.size());
+        in.resize(n * E);
+        gate.resize(n * F);
+        up.resize(n * F);
+        out.resize(n * E);
+        for (int64_t j = 0; j < n; ++j)
+            std::copy_n(h_.data() + toks[j].first * E, E, in.data() + j * E);
+        matmul(l.gate_exps.expert(e), in.data(), n, gate.data(), pool_);
+        matmul(l.up_exps.expert(e), in.data(), n, up.data(), pool_);
+        kernels::swiglu(gate.data(), up.data(), n * F);
+        matmul(l.down_exps.expert(e), gate.data(), n, out.data(), pool_);
+        for (int64_t j = 0; j < n; ++j) {
+            float* xt = x_.data() + toks[j].first * E;
+            for (int64_t i = 0; i < E; ++i) xt[i] += toks[j].second * out[j * E + i];
+        }
+    }
+
+    if (hp.n_ff_shexp > 0) {  // shared expert, scaled by its own sigmoid gate
+        const int64_t S = hp.n_ff_shexp;
+        matmul(l.ffn_gate_shexp, h_.data(), T, ff_a_.data(), pool_);
+        matmul(l.ffn_up_shexp, h_.data(), T, ff_b_.data(), pool_);
+        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * S);
+        matmul(l.ffn_down_shexp, ff_a_.data(), T, ff_out_.data(), pool_);
+        for (int64_t t = 0; t < T; ++t) {
+            double g = 0;
+            for (int64_t i = 0; i < E; ++i) g += l.ffn_gate_inp_shexp[i] * h_[t * E + i];
+            const float s = kernels::sigmoid(static_cast<float>(g));
+            for (int64_t i = 0; i < E; ++i) x_[t * E + i] += s * ff_out_[t * E + i];
+        }
+    }
+}
+
+}  // namespace syslm::model

@@ -1,0 +1,71 @@
+// The decoder-only transformer forward pass for every supported architecture, over a batch of
+// new tokens (prefill) or one token (decode), with a KV cache. The math reads top to bottom:
+// embed -> per layer (norm, QKV, RoPE, attention over the cache, output, residual, norm, FFN or
+// experts, residual) -> final norm -> logits. Speed lives in kernels/, not here.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.hpp"
+#include "io/gguf.hpp"
+#include "model/hparams.hpp"
+#include "model/kv_cache.hpp"
+#include "model/weights.hpp"
+
+namespace syslm::model {
+
+// A loaded model: the mapped file, its hyper-parameters and bound weights. Immutable; many
+// contexts may share one model.
+class Model {
+public:
+    explicit Model(const std::string& path);
+    explicit Model(std::shared_ptr<const io::GGUFFile> file);
+
+    const HParams& hparams() const { return hp_; }
+    const Weights& weights() const { return w_; }
+    const io::GGUFFile& file() const { return *file_; }
+    std::shared_ptr<const io::GGUFFile> file_ptr() const { return file_; }
+    const kernels::Rope* rope() const { return rope_.get(); }
+
+private:
+    std::shared_ptr<const io::GGUFFile> file_;
+    HParams hp_;
+    Weights w_;
+    std::unique_ptr<kernels::Rope> rope_;
+};
+
+// The mutable state of one sequence: KV cache, position and activation buffers (allocated for
+// the largest batch once and reused, so decoding allocates nothing per token).
+class Context {
+public:
+    Context(const Model& model, int n_ctx, int n_threads, int n_batch = 512);
+
+    // Appends tokens at positions n_past()..; returns logits, row-major: one row of n_vocab per
+    // token when all_logits, otherwise only the last token's row.
+    std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits = false);
+
+    int n_past() const { return n_past_; }
+    int n_ctx() const { return cache_.n_ctx(); }
+    void reset() { n_past_ = 0; }
+    const Model& model() const { return model_; }
+    ThreadPool& pool() { return pool_; }
+
+private:
+    void forward_batch(std::span<const int32_t> tokens, float* logits, bool all_logits);
+    void attention_block(int il, int64_t T);
+    void ffn_block(int il, int64_t T);
+    void moe_block(int il, int64_t T);
+
+    const Model& model_;
+    KVCache cache_;
+    ThreadPool pool_;
+    int n_batch_;
+    int n_past_ = 0;
+    // activations, sized for n_batch tokens
+    std::vector<float> x_, h_, q_, k_, v_, attn_, ff_a_, ff_b_, ff_out_, logits_;
+};
+
+}  // namespace syslm::model

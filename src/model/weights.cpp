@@ -1,0 +1,143 @@
+#include "model/weights.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::model {
+
+Matrix Experts::expert(int64_t e) const {
+    const size_t bytes = row_bytes(type, n_in) * static_cast<size_t>(n_out);
+    return {type, n_in, n_out, data + bytes * static_cast<size_t>(e)};
+}
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+    std::string s = "[";
+    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+// Shapes match as llama.cpp checks them: trailing dimensions of 1 are ignored, so a [72, 1]
+// tensor (as HF's converter writes a 1-row gate) binds where [72] is expected.
+bool same_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i)
+        if ((i < a.size() ? a[i] : 1) != (i < b.size() ? b[i] : 1)) return false;
+    return true;
+}
+
+class Binder {
+public:
+    explicit Binder(const io::GGUFFile& f) : f_(f) {}
+
+    const io::GGUFTensor* find(const std::string& name, std::vector<int64_t> ne, bool required) {
+        const io::GGUFTensor* t = f_.find_tensor(name);
+        if (!t) {
+            SYSLM_CHECK(!required, f_.path(), ": missing tensor '", name, "'");
+            return nullptr;
+        }
+        SYSLM_CHECK(same_shape(t->ne, ne), f_.path(), ": tensor '", name, "' has shape ", shape_str(t->ne),
+                    ", expected ", shape_str(ne));
+        SYSLM_CHECK(kernels::has_type_traits(t->type), f_.path(), ": tensor '", name,
+                    "' has type ", dtype_name(t->type), " which syslm cannot compute with");
+        return t;
+    }
+
+    Matrix matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required = true) {
+        const io::GGUFTensor* t = find(name, {n_in, n_out}, required);
+        if (!t) return {DType::F32, n_in, n_out, nullptr};
+        return {t->type, n_in, n_out, t->data};
+    }
+
+    Experts experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) {
+        const io::GGUFTensor* t = find(name, {n_in, n_out, n_expert}, true);
+        return {t->type, n_in, n_out, n_expert, t->data};
+    }
+
+    Vector vector(const std::string& name, int64_t n, bool required = true) {
+        const io::GGUFTensor* t = find(name, {n}, required);
+        if (!t) return {};
+        Vector v(static_cast<size_t>(n));
+        kernels::type_traits(t->type).to_float(t->data, v.data(), n);
+        return v;
+    }
+
+private:
+    const io::GGUFFile& f_;
+};
+
+}  // namespace
+
+Weights load_weights(const io::GGUFFile& f, HParams& hp) {
+    Binder b(f);
+    Weights w;
+    const io::GGUFTensor* embd = f.find_tensor("token_embd.weight");
+    SYSLM_CHECK(embd && embd->ne.size() == 2, f.path(), ": missing 2-D tensor 'token_embd.weight'");
+    hp.n_vocab = static_cast<int>(embd->ne[1]);
+    const int64_t E = hp.n_embd, V = hp.n_vocab;
+    w.token_embd = b.matrix("token_embd.weight", E, V);
+    w.output_norm = b.vector("output_norm.weight", E);
+    w.output = b.matrix("output.weight", E, V, /*required=*/false);
+    if (!w.output.data) w.output = w.token_embd;  // tied embeddings
+    if (hp.arch == Arch::Gpt2) {
+        w.output_norm_b = b.vector("output_norm.bias", E);
+        w.position_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
+    }
+    if (hp.has_rope()) {
+        w.rope_freqs = b.vector("rope_freqs.weight", hp.rope.n_rot / 2, /*required=*/false);
+        hp.rope.freq_factors = w.rope_freqs;
+    }
+
+    const bool gpt2 = hp.arch == Arch::Gpt2;
+    const bool qkv_bias = hp.arch == Arch::Qwen2 || hp.arch == Arch::Qwen2Moe;
+    for (int il = 0; il < hp.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        LayerWeights l;
+        l.attn_norm = b.vector(p + "attn_norm.weight", E);
+        l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
+        l.wo = b.matrix(p + "attn_output.weight", hp.q_dim(), E);
+        if (gpt2) {
+            l.attn_norm_b = b.vector(p + "attn_norm.bias", E);
+            l.ffn_norm_b = b.vector(p + "ffn_norm.bias", E);
+            l.wqkv = b.matrix(p + "attn_qkv.weight", E, hp.q_dim() + 2 * hp.kv_dim());
+            l.bqkv = b.vector(p + "attn_qkv.bias", hp.q_dim() + 2 * hp.kv_dim());
+            l.bo = b.vector(p + "attn_output.bias", E);
+            l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
+            l.ffn_up_b = b.vector(p + "ffn_up.bias", hp.n_ff);
+            l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
+            l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
+        } else {
+            l.wq = b.matrix(p + "attn_q.weight", E, hp.q_dim());
+            l.wk = b.matrix(p + "attn_k.weight", E, hp.kv_dim());
+            l.wv = b.matrix(p + "attn_v.weight", E, hp.kv_dim());
+            l.bq = b.vector(p + "attn_q.bias", hp.q_dim(), qkv_bias);
+            l.bk = b.vector(p + "attn_k.bias", hp.kv_dim(), qkv_bias);
+            l.bv = b.vector(p + "attn_v.bias", hp.kv_dim(), qkv_bias);
+            if (hp.n_expert == 0) {
+                l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, hp.n_ff);
+                l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
+                l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
+            } else {
+                const int64_t F = hp.n_ff_exp, X = hp.n_expert;
+                l.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", E, X);
+                l.gate_exps = b.experts(p + "ffn_gate_exps.weight", E, F, X);
+                l.up_exps = b.experts(p + "ffn_up_exps.weight", E, F, X);
+                l.down_exps = b.experts(p + "ffn_down_exps.weight", F, E, X);
+                if (hp.n_ff_shexp > 0) {
+                    const int64_t S = hp.n_ff_shexp;
+                    l.ffn_gate_inp_shexp = b.vector(p + "ffn_gate_inp_shexp.weight", E);
+                    l.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", E, S);
+                    l.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", E, S);
+                    l.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", S, E);
+                }
+            }
+        }
+        w.layers.push_back(std::move(l));
+    }
+    return w;
+}
+
+}  // namespace syslm::model

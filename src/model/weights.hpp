@@ -1,0 +1,53 @@
+// The tensors of a model, bound by llama.cpp's tensor names and checked against the
+// hyper-parameters. Matrices stay zero-copy views into the mapped GGUF file (any weight type);
+// vectors (norms, biases, rope factors) are small and converted to float32 once at load.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "io/gguf.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "model/hparams.hpp"
+
+namespace syslm::model {
+
+using Matrix = kernels::WeightView;  // rows of n_in elements; data == nullptr when absent
+using Vector = std::vector<float>;   // empty when absent
+
+struct Experts {  // n_expert matrices stored as one 3-D tensor
+    DType type;
+    int64_t n_in, n_out, n_expert;
+    const uint8_t* data = nullptr;
+    Matrix expert(int64_t e) const;
+};
+
+struct LayerWeights {
+    Vector attn_norm, attn_norm_b;
+    Matrix wq{}, wk{}, wv{}, wqkv{};  // wqkv: fused (gpt2); otherwise wq/wk/wv
+    Vector bq, bk, bv, bqkv;
+    Matrix wo{};
+    Vector bo;
+    Vector ffn_norm, ffn_norm_b;
+    Matrix ffn_gate{}, ffn_up{}, ffn_down{};  // dense FFN (ffn_gate absent for gpt2)
+    Vector ffn_up_b, ffn_down_b;
+    Matrix ffn_gate_inp{};                        // MoE router
+    Experts gate_exps{}, up_exps{}, down_exps{};  // routed experts
+    Vector ffn_gate_inp_shexp;                    // qwen2moe shared-expert gate (n_embd)
+    Matrix ffn_gate_shexp{}, ffn_up_shexp{}, ffn_down_shexp{};
+};
+
+struct Weights {
+    Matrix token_embd{};
+    Matrix position_embd{};  // gpt2
+    Vector output_norm, output_norm_b;
+    Matrix output{};  // equals token_embd when the embeddings are tied
+    Vector rope_freqs;
+    std::vector<LayerWeights> layers;
+};
+
+// Binds every tensor the architecture needs; a missing tensor, a wrong shape or an unsupported
+// type throws an Error naming the file and the tensor. Also sets hp.n_vocab.
+Weights load_weights(const io::GGUFFile& file, HParams& hp);
+
+}  // namespace syslm::model

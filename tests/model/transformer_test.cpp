@@ -1,0 +1,173 @@
+// Internal consistency of the forward pass on random-initialised models of every architecture:
+// one batched prefill, chunked prefill and token-by-token decode through the KV cache must give
+// the same logits; bad inputs give clear errors. (Agreement with HF transformers is checked in
+// tests/reference/test_model_logits.py.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/error.hpp"
+#include "model/random_init.hpp"
+#include "model/transformer.hpp"
+
+namespace syslm::model {
+namespace {
+
+const std::string kVocab = SYSLM_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf";
+
+std::string make_model(const std::string& tag, InitConfig cfg) {
+    std::filesystem::create_directories(SYSLM_TEST_TMP);
+    const std::string path = std::string(SYSLM_TEST_TMP) + "/model_" + tag + ".gguf";
+    write_random_model(cfg, kVocab, path);
+    return path;
+}
+
+InitConfig small(const std::string& arch) {
+    InitConfig c;
+    c.arch = arch;
+    c.n_layer = 2;
+    c.n_embd = 48;
+    c.n_head = 6;
+    c.n_head_kv = arch == "gpt2" ? 6 : 2;
+    c.n_ff = 72;
+    c.n_ctx = 64;
+    c.seed = 11;
+    return c;
+}
+
+std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng() % n_vocab);
+    return t;
+}
+
+float max_rel_diff(std::span<const float> a, std::span<const float> b) {
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        scale = std::max(scale, std::fabs(b[i]));
+        diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    return diff / scale;
+}
+
+class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
+    InitConfig cfg = small(GetParam() == "mixtral" ? "llama" : GetParam());
+    if (GetParam() == "mixtral" || GetParam() == "qwen2moe") {
+        cfg.n_expert = 4;
+        cfg.n_expert_used = 2;
+    }
+    const Model m(make_model(GetParam(), cfg));
+    const int n = 21, V = m.hparams().n_vocab;
+    const auto tokens = random_tokens(n, V, 5);
+
+    Context full(m, 32, 2);
+    const auto ref = full.forward(tokens, true);
+    const std::vector<float> ref_copy(ref.begin(), ref.end());
+
+    Context chunked(m, 32, 2, /*n_batch=*/4);
+    const auto got = chunked.forward(tokens, true);
+    EXPECT_LT(max_rel_diff(got, ref_copy), 1e-5f);
+
+    Context decode(m, 32, 1);
+    decode.forward(std::span(tokens).first(6), true);
+    for (int i = 6; i < n; ++i) {
+        const auto row = decode.forward(std::span(tokens).subspan(i, 1));
+        ASSERT_LT(max_rel_diff(row, std::span(ref_copy).subspan(size_t(i) * V, V)), 1e-5f) << i;
+    }
+    EXPECT_EQ(decode.n_past(), n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
+                         ::testing::Values("llama", "qwen2", "gpt2", "mixtral", "qwen2moe"));
+
+TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
+    // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.
+    InitConfig cfg = small("llama");
+    const std::string path = make_model("window_base", cfg);
+    io::GGUFFile base(path);
+    io::GGUFWriter w;
+    for (const auto& [k, v] : base.metadata()) w.set(k, v);
+    w.set("llama.attention.sliding_window", io::GGUFValue::u32(4));
+    for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+    const std::string windowed = std::string(SYSLM_TEST_TMP) + "/model_window.gguf";
+    w.write(windowed);
+
+    const Model m(windowed);
+    auto a = random_tokens(12, m.hparams().n_vocab, 9);
+    auto b = a;
+    b[0] = (b[0] + 1) % m.hparams().n_vocab;  // differs only far outside the window
+    b[3] = (b[3] + 7) % m.hparams().n_vocab;
+    Context ca(m, 16, 1), cb(m, 16, 1);
+    // Layers stack windows: after L layers a token sees L*(window-1) back; 2 layers -> 6.
+    const auto la = ca.forward(a);
+    const std::vector<float> la_copy(la.begin(), la.end());
+    const auto lb = cb.forward(b);
+    EXPECT_EQ(max_rel_diff(lb, la_copy), 0.0f);
+    b[8] = (b[8] + 1) % m.hparams().n_vocab;  // inside the window: must change the result
+    Context cc(m, 16, 1);
+    EXPECT_GT(max_rel_diff(cc.forward(b), la_copy), 1e-4f);
+}
+
+TEST(Forward, BadInputsGiveClearErrors) {
+    const Model m(make_model("errors", small("llama")));
+    Context ctx(m, 8, 1);
+    const int32_t bad[] = {1, m.hparams().n_vocab};
+    try {
+        ctx.forward(bad);
+        FAIL() << "no error for an out-of-vocabulary token";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos);
+    }
+    const auto nine = random_tokens(9, m.hparams().n_vocab, 1);
+    try {
+        ctx.forward(nine);
+        FAIL() << "no error for overflowing the context";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("context is full"), std::string::npos);
+    }
+}
+
+TEST(Load, MissingOrMisshapenTensorNamesTheTensor) {
+    const std::string path = make_model("full", small("qwen2"));
+    io::GGUFFile base(path);
+    auto rewrite = [&](const std::string& out, auto&& edit) {
+        io::GGUFWriter w;
+        for (const auto& [k, v] : base.metadata()) w.set(k, v);
+        for (const auto& t : base.tensors()) edit(w, t);
+        w.write(out);
+        return out;
+    };
+    const std::string dropped = rewrite(std::string(SYSLM_TEST_TMP) + "/model_dropped.gguf",
+                                        [](io::GGUFWriter& w, const io::GGUFTensor& t) {
+                                            if (t.name != "blk.1.attn_k.bias")
+                                                w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+                                        });
+    try {
+        Model m(dropped);
+        FAIL() << "loaded a model with a missing tensor";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("blk.1.attn_k.bias"), std::string::npos) << e.what();
+    }
+    const std::string reshaped = rewrite(
+        std::string(SYSLM_TEST_TMP) + "/model_reshaped.gguf",
+        [](io::GGUFWriter& w, const io::GGUFTensor& t) {
+            auto ne = t.ne;
+            if (t.name == "blk.0.ffn_up.weight") std::swap(ne[0], ne[1]);
+            w.add_tensor(t.name, t.type, ne, t.data, t.nbytes);
+        });
+    try {
+        Model m(reshaped);
+        FAIL() << "loaded a model with a wrong shape";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("blk.0.ffn_up.weight"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace syslm::model

@@ -1,0 +1,38 @@
+# Shared fixtures for the Python reference checks (PyTorch / transformers / gguf-py).
+# The syslm binary comes from $SYSLM_BUILD_DIR (default: <repo>/build).
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def syslm_bin() -> pathlib.Path:
+    build = pathlib.Path(os.environ.get("SYSLM_BUILD_DIR", REPO / "build"))
+    path = build / "syslm"
+    if not path.exists():
+        pytest.fail(f"{path} not found: build syslm first (cmake --build build)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> pathlib.Path:
+    return SHARED
+
+
+@pytest.fixture
+def run_syslm(syslm_bin):
+    """Runs `syslm ARGS...`, fails the test with its stderr on a non-zero exit, returns stdout."""
+
+    def run(*args, check=True, input=None):
+        proc = subprocess.run([str(syslm_bin), *map(str, args)], capture_output=True, text=True,
+                              input=input, timeout=600)
+        if check and proc.returncode != 0:
+            pytest.fail(f"syslm {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}")
+        return proc
+
+    return run
