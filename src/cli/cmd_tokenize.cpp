@@ -1,5 +1,6 @@
 // syslm tokenize: print the tokens of a text with the tokenizer of a GGUF file (a model or a
 // vocabulary-only file), like llama.cpp's llama-tokenize.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>

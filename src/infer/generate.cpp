@@ -3,40 +3,16 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace syslm::infer {
 namespace {
-
-// Length of the sequence a UTF-8 lead byte starts (continuation or invalid bytes: 1, so invalid
-// input is passed through rather than held forever).
-size_t utf8_len(unsigned char c) {
-    if (c >= 0xF0 && c < 0xF8) return 4;
-    if (c >= 0xE0) return c < 0xF0 ? 3 : 1;
-    if (c >= 0xC0) return 2;
-    return 1;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
-
-std::string Utf8Stream::push(std::string_view bytes) {
-    pending_.append(bytes);
-    size_t i = 0, complete = 0;
-    while (i < pending_.size()) {
-        const size_t len = utf8_len(static_cast<unsigned char>(pending_[i]));
-        if (i + len > pending_.size()) break;
-        i += len;
-        complete = i;
-    }
-    std::string out = pending_.substr(0, complete);
-    pending_.erase(0, complete);
-    return out;
-}
-
-std::string Utf8Stream::flush() { return std::exchange(pending_, {}); }
 
 GenerateStats generate(model::Context& ctx, const tokenizer::Tokenizer& tok,
                        std::span<const int32_t> prompt, int n_predict, Sampler& sampler,
@@ -50,7 +26,8 @@ GenerateStats generate(model::Context& ctx, const tokenizer::Tokenizer& tok,
     std::span<const float> logits = ctx.forward(prompt);
     st.prompt_seconds = seconds_since(t0);
 
-    Utf8Stream stream;
+    // One token may hold part of a character (byte fallback, byte-level BPE): hold it back.
+    tokenizer::Utf8StreamBuffer stream;
     t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n_predict; ++i) {
         const int32_t next = sampler.sample(logits);

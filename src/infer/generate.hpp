@@ -21,17 +21,6 @@ struct GenerateStats {
     bool stopped_at_eog = false;
 };
 
-// Buffers bytes and releases only complete UTF-8 sequences, since one token may hold part of a
-// character (byte-fallback and byte-level BPE tokens).
-class Utf8Stream {
-public:
-    std::string push(std::string_view bytes);
-    std::string flush();  // whatever is left, even if incomplete
-
-private:
-    std::string pending_;
-};
-
 GenerateStats generate(model::Context& ctx, const tokenizer::Tokenizer& tok,
                        std::span<const int32_t> prompt, int n_predict, Sampler& sampler,
                        bool ignore_eos, const std::function<void(std::string_view)>& on_text);

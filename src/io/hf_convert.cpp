@@ -100,8 +100,11 @@ HFConvertResult convert_hf_model(const HFConvertOptions& opt) {
     w.set("general.architecture", GGUFValue::string(spec.arch));
     w.set("general.type", GGUFValue::string("model"));
     std::string name = opt.name;
-    if (name.empty()) name = fs::path(opt.model_dir).lexically_normal().filename().string();
-    if (name.empty() || name == ".") name = fs::absolute(opt.model_dir).filename().string();
+    if (name.empty()) {  // the folder's own name, also for "dir/" and "."
+        fs::path p = fs::absolute(opt.model_dir).lexically_normal();
+        if (p.filename().empty()) p = p.parent_path();
+        name = p.filename().string();
+    }
     w.set("general.name", GGUFValue::string(name));
     for (const auto& [k, v] : spec.kv) w.set(k, v);
     w.set("general.file_type", GGUFValue::u32(file_type));

@@ -9,25 +9,24 @@ bool ascii_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-// Special tokens whose text occurs somewhere in `text`, in vocab.special_tokens order. Only these
-// can split anything, and real text rarely holds any, so the ordered passes below stay cheap even
-// for vocabularies with thousands of added tokens.
+// Special tokens whose text occurs somewhere in `text`, in vocab.special_tokens order (longest
+// first, then by id). Only these can split anything, and real text rarely holds any, so the
+// ordered passes below stay cheap even for vocabularies with thousands of added tokens.
 std::vector<int32_t> tokens_present(const Vocab& vocab, std::string_view text, bool parse_special) {
-    std::vector<std::vector<int32_t>> by_first_byte(256);
-    for (int32_t id : vocab.special_tokens) {
-        const TokenType t = vocab.token_type[id];
-        if (!parse_special && (t == TokenType::CONTROL || t == TokenType::UNKNOWN)) continue;
-        by_first_byte[static_cast<uint8_t>(vocab.text[id][0])].push_back(id);
-    }
-    std::vector<uint8_t> seen(vocab.text.size(), 0);
+    std::vector<int32_t> found;
     for (size_t pos = 0; pos < text.size(); ++pos) {
-        for (int32_t id : by_first_byte[static_cast<uint8_t>(text[pos])])
-            if (!seen[id] && text.substr(pos).starts_with(vocab.text[id])) seen[id] = 1;
+        for (int32_t id : vocab.special_by_first_byte[static_cast<uint8_t>(text[pos])]) {
+            const TokenType t = vocab.token_type[id];
+            if (!parse_special && (t == TokenType::CONTROL || t == TokenType::UNKNOWN)) continue;
+            if (text.substr(pos).starts_with(vocab.text[id])) found.push_back(id);
+        }
     }
-    std::vector<int32_t> present;
-    for (int32_t id : vocab.special_tokens)
-        if (seen[id]) present.push_back(id);
-    return present;
+    std::sort(found.begin(), found.end(), [&](int32_t a, int32_t b) {
+        const size_t la = vocab.text[a].size(), lb = vocab.text[b].size();
+        return la != lb ? la > lb : a < b;
+    });
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    return found;
 }
 
 }  // namespace

@@ -11,8 +11,6 @@ namespace syslm::tokenizer {
 
 namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-
 // The merge loop over one piece of text.
 void tokenize_piece(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) {
     struct Symbol {
@@ -84,53 +82,79 @@ void tokenize_piece(const Vocab& vocab, std::string_view text, std::vector<int32
 
 }  // namespace
 
-bool spm_can_split_words(const Vocab& vocab) {
+namespace {
+
+// A character of up to 4 bytes packed into 32 bits. Different characters may share a key only
+// when NUL bytes are involved; a shared key can only prevent a cut, never allow a wrong one.
+uint32_t pack(std::string_view c) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < c.size() && i < 4; ++i) v |= uint32_t(uint8_t(c[i])) << (8 * i);
+    return v;
+}
+
+size_t char_len(std::string_view s, size_t off) {
+    return std::min(utf8_len_from_lead(static_cast<uint8_t>(s[off])), s.size() - off);
+}
+
+}  // namespace
+
+uint64_t spm_pair_key(std::string_view left, std::string_view right) {
+    return (uint64_t(pack(left)) << 32) | pack(right);
+}
+
+std::vector<uint64_t> spm_adjacent_pairs(const Vocab& vocab) {
+    std::vector<uint64_t> pairs;
     for (const std::string& t : vocab.text) {
-        size_t lead = 0;
-        while (t.compare(lead, kSpace.size(), kSpace) == 0) lead += kSpace.size();
-        if (t.find(kSpace, lead) != std::string::npos) return false;
+        size_t prev = 0, prev_len = 0;
+        for (size_t off = 0; off < t.size();) {
+            const size_t len = char_len(t, off);
+            if (off > 0)
+                pairs.push_back(spm_pair_key(std::string_view(t).substr(prev, prev_len),
+                                             std::string_view(t).substr(off, len)));
+            prev = off, prev_len = len;
+            off += len;
+        }
     }
-    return true;
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    return pairs;
 }
 
 void spm_tokenize(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) {
-    if (!vocab.spm_split_words) {
+    if (!vocab.spm_cut_text) {
         tokenize_piece(vocab, text, out);
         return;
     }
-    // Cut before every U+2581 run that follows another character. Cuts are made only at the
-    // character boundaries tokenize_piece itself would use (by lead-byte length), so invalid
-    // UTF-8 cannot shift them.
     std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
     std::vector<int32_t> cached;
-    auto emit = [&](std::string_view word) {
-        if (word.empty()) return;
-        auto it = cache.find(word);
+    auto emit = [&](std::string_view piece) {
+        auto it = cache.find(piece);
         if (it != cache.end()) {
             out.insert(out.end(), cached.begin() + it->second.first,
                        cached.begin() + it->second.first + it->second.second);
             return;
         }
         const size_t before = out.size();
-        tokenize_piece(vocab, word, out);
+        tokenize_piece(vocab, piece, out);
         const auto off = static_cast<uint32_t>(cached.size());
         cached.insert(cached.end(), out.begin() + before, out.end());
-        cache.emplace(word, std::make_pair(off, static_cast<uint32_t>(out.size() - before)));
+        cache.emplace(piece, std::make_pair(off, static_cast<uint32_t>(out.size() - before)));
     };
-    size_t word_start = 0;
-    bool prev_space = false;
+    // Cuts fall only on the character boundaries tokenize_piece itself uses (lead-byte lengths
+    // from the start of the text), so invalid UTF-8 cannot shift them.
+    size_t start = 0, prev = 0, prev_len = 0;
     for (size_t off = 0; off < text.size();) {
-        const size_t len =
-            std::min(utf8_len_from_lead(static_cast<uint8_t>(text[off])), text.size() - off);
-        const bool space = text.substr(off, len) == kSpace;
-        if (space && !prev_space && off > word_start) {
-            emit(text.substr(word_start, off - word_start));
-            word_start = off;
+        const size_t len = char_len(text, off);
+        if (off > 0 &&
+            !std::binary_search(vocab.spm_pairs.begin(), vocab.spm_pairs.end(),
+                                spm_pair_key(text.substr(prev, prev_len), text.substr(off, len)))) {
+            emit(text.substr(start, off - start));
+            start = off;
         }
-        prev_space = space;
+        prev = off, prev_len = len;
         off += len;
     }
-    emit(text.substr(word_start));
+    if (start < text.size()) emit(text.substr(start));
 }
 
 }  // namespace syslm::tokenizer

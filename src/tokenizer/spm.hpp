@@ -17,9 +17,11 @@ namespace syslm::tokenizer {
 // `text` must already have its spaces replaced by U+2581.
 void spm_tokenize(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
 
-// True when no token has U+2581 after another character (as in LLaMA, Phi-3, Baichuan). Then no
-// merge can cross the start of a U+2581 run, so text can be tokenized word by word with the same
-// result, and repeated words are looked up instead of merged again.
-bool spm_can_split_words(const Vocab& vocab);
+// Every pair of adjacent characters (split as spm_tokenize splits text) inside some token, as
+// keys of spm_pair_key. Between two characters that no token holds side by side no merge can
+// ever happen, so spm_tokenize cuts the text there and merges the pieces separately, with the
+// same result as over the whole text, and looks repeated pieces up instead of merging them again.
+std::vector<uint64_t> spm_adjacent_pairs(const Vocab& vocab);  // sorted, unique
+uint64_t spm_pair_key(std::string_view left, std::string_view right);
 
 }  // namespace syslm::tokenizer

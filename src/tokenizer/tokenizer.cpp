@@ -1,6 +1,8 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <optional>
 #include <unordered_map>
 
@@ -66,9 +68,12 @@ struct Tokenizer::Impl {
             if (type == TokenType::NORMAL) return unescape_spm(t);
             if (type == TokenType::BYTE) {
                 // "<0xXX>"; vocabularies that store raw one-byte tokens as BYTE are taken as is.
-                if (t.size() == 6 && t.starts_with("<0x") && t.back() == '>')
-                    return std::string(1,
-                                       static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+                unsigned byte = 0;
+                if (t.size() == 6 && t.starts_with("<0x") && t.back() == '>' &&
+                    std::sscanf(t.c_str() + 3, "%2x", &byte) == 1 &&
+                    std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                    std::isxdigit(static_cast<unsigned char>(t[4])))
+                    return std::string(1, static_cast<char>(byte));
                 return t;
             }
             return {};  // UNUSED / UNDEFINED tokens print nothing, as in llama.cpp

@@ -1,6 +1,7 @@
 #include "tokenizer/vocab.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include "core/error.hpp"
@@ -162,6 +163,8 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
     // Longest first, so that "<|im_end|>" is split out before a shorter token inside it.
     std::stable_sort(special_tokens.begin(), special_tokens.end(),
                      [&](int32_t a, int32_t b) { return text[a].size() > text[b].size(); });
+    for (int32_t id : special_tokens)
+        special_by_first_byte[static_cast<uint8_t>(text[id][0])].push_back(id);
 
     // llama.cpp's per-model strip flags (the GGUF has no per-token attributes for them).
     lstrip.assign(n, 0);
@@ -180,7 +183,7 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
 
     byte_token.fill(-1);
     if (type == VocabType::SPM) {
-        spm_split_words = spm_can_split_words(*this);
+        spm_pairs = spm_adjacent_pairs(*this);
         for (int b = 0; b < 256; ++b) {
             char hex[8];
             std::snprintf(hex, sizeof hex, "<0x%02X>", b);

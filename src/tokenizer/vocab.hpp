@@ -68,10 +68,14 @@ struct Vocab {
     int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
     bool add_bos = false, add_eos = false, add_space_prefix = false;
     bool ignore_merges = false;
-    bool spm_split_words = false;  // see spm_can_split_words
+    // SPM: character pairs found inside tokens (spm_adjacent_pairs); spm_tokenize cuts text
+    // between characters that form no such pair. spm_cut_text = false merges over whole texts.
+    std::vector<uint64_t> spm_pairs;
+    bool spm_cut_text = true;
 
     std::vector<int32_t> eog;             // end-of-generation ids, sorted
     std::vector<int32_t> special_tokens;  // CONTROL / USER_DEFINED / UNKNOWN, longest text first
+    std::array<std::vector<int32_t>, 256> special_by_first_byte;  // the same, by first byte
     std::array<int32_t, 256> byte_token;  // SPM byte fallback (<0xXX>), -1 if missing
 
     // Validates `spec` (sizes, ids in range, duplicate texts) and builds the tables; throws Error

@@ -215,6 +215,14 @@ def llama_llama3_rope(out: Path) -> Path:
                                        "original_max_position_embeddings": 64})
 
 
+def llama_yarn_rope(out: Path) -> Path:
+    # YaRN with a short original context so the ramp between beta_fast and beta_slow falls
+    # inside the 6 rotated pairs.
+    return _llama_family(out, LlamaForCausalLM, LlamaConfig, 17, rope_theta=10000.0,
+                         rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                       "original_max_position_embeddings": 64})
+
+
 def llama_tied(out: Path) -> Path:
     return _llama_family(out, LlamaForCausalLM, LlamaConfig, 14, tie_word_embeddings=True,
                          num_key_value_heads=HEADS)
@@ -284,6 +292,7 @@ VARIANTS = {
     "llama": llama,
     "llama_linear_rope": llama_linear_rope,
     "llama_llama3_rope": llama_llama3_rope,
+    "llama_yarn_rope": llama_yarn_rope,
     "llama_tied": llama_tied,
     "mistral_swa": mistral_swa,
     "mixtral": mixtral,

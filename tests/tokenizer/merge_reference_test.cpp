@@ -165,14 +165,15 @@ TEST(MergeReference, SpmMatchesNaiveDefinition) {
     }
 }
 
-TEST(MergeReference, SpmWordSplitGivesTheSameTokens) {
-    // llama-spm has no token with U+2581 after another character, so text is tokenized word by
-    // word; the result must equal the merge loop over the whole text.
+TEST(MergeReference, SpmCutTextGivesTheSameTokens) {
+    // spm_tokenize cuts text between characters that no token holds side by side; the result
+    // must equal the merge loop over the whole text.
     const syslm::io::GGUFFile file(test::shared_vocab_path("llama-spm"));
     Vocab split(read_vocab_spec(file));
-    ASSERT_TRUE(split.spm_split_words);
+    ASSERT_TRUE(split.spm_cut_text);
+    ASSERT_EQ(split.spm_pairs.size(), 3538u);  // distinct adjacent pairs in LLaMA's tokens (Python)
     Vocab whole = split;
-    whole.spm_split_words = false;
+    whole.spm_cut_text = false;
     auto escape = [](const std::string& s) {
         std::string out;
         for (char c : s) out += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
