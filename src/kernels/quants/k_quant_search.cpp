@@ -22,17 +22,25 @@ int clamp_level(int l, int lo, int hi) {
     return std::max(lo, std::min(hi, l));
 }
 
-}  // namespace
-
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw) {
-    float max = 0, amax = 0;
+// The element of largest magnitude, with its sign (ties: the first one); *amax gets |max|.
+float signed_absmax(int n, const float* x, float* amax) {
+    float max = 0;
+    *amax = 0;
     for (int i = 0; i < n; ++i) {
         const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
+        if (ax > *amax) {
+            *amax = ax;
             max = x[i];
         }
     }
+    return max;
+}
+
+}  // namespace
+
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw) {
+    float amax = 0;
+    const float max = signed_absmax(n, x, &amax);
     if (amax < kGroupMaxEps) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
@@ -73,14 +81,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, const float* qw
 }
 
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float amax = 0;
+    const float max = signed_absmax(n, x, &amax);
     if (amax < kGroupMaxEps) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
