@@ -70,19 +70,23 @@ std::function<int()> setup(CLI::App& app) {
     auto* p = app.add_option("-p,--prompt", a->prompt, "Prompt text");
     app.add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(p);
     app.add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
-        ->capture_default_str()->check(CLI::PositiveNumber);
-    app.add_option("--temp", a->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--temp", a->sampling.temperature, "Temperature; 0 = greedy")
+        ->capture_default_str();
     app.add_option("--top-k", a->sampling.top_k, "Top-k; 0 = off")->capture_default_str();
     app.add_option("--top-p", a->sampling.top_p, "Top-p; 1 = off")->capture_default_str();
     app.add_option("--min-p", a->sampling.min_p, "Min-p; 0 = off")->capture_default_str();
     app.add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty; 1 = off")
         ->capture_default_str();
     app.add_option("--repeat-last-n", a->sampling.repeat_last_n,
-                   "Recent tokens the penalties consider")->capture_default_str();
+                   "Recent tokens the penalties consider")
+        ->capture_default_str();
     app.add_option("--presence-penalty", a->sampling.presence_penalty, "Presence penalty")
         ->capture_default_str();
     app.add_option("--frequency-penalty", a->sampling.frequency_penalty, "Frequency penalty")

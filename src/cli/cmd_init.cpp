@@ -16,24 +16,31 @@ struct InitArgs {
 std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<InitArgs>();
     auto& c = a->cfg;
-    app.add_option("--vocab", a->vocab, "GGUF file whose tokenizer the model uses "
-                                        "(e.g. a vocabulary-only file)")
-        ->required()->check(CLI::ExistingFile);
+    app.add_option("--vocab", a->vocab,
+                   "GGUF file whose tokenizer the model uses "
+                   "(e.g. a vocabulary-only file)")
+        ->required()
+        ->check(CLI::ExistingFile);
     app.add_option("-o,--out", a->out, "Output GGUF file")->required();
     app.add_option("--arch", c.arch, "llama | qwen2 | qwen2moe | gpt2")->capture_default_str();
-    app.add_option("--layers", c.n_layer, "Transformer blocks")->capture_default_str()
+    app.add_option("--layers", c.n_layer, "Transformer blocks")
+        ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    app.add_option("--dim", c.n_embd, "Embedding width")->capture_default_str()
+    app.add_option("--dim", c.n_embd, "Embedding width")
+        ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    app.add_option("--heads", c.n_head, "Attention heads")->capture_default_str()
+    app.add_option("--heads", c.n_head, "Attention heads")
+        ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--kv-heads", c.n_head_kv, "Key/value heads (GQA); 0 = heads")
         ->capture_default_str();
     app.add_option("--ff", c.n_ff, "FFN width; 0 = 4*dim (gpt2) or ~8/3*dim (SwiGLU)")
         ->capture_default_str();
-    app.add_option("--ctx", c.n_ctx, "Trained context length")->capture_default_str()
+    app.add_option("--ctx", c.n_ctx, "Trained context length")
+        ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    app.add_option("--experts", c.n_expert, "Routed experts (MoE); 0 = dense")->capture_default_str();
+    app.add_option("--experts", c.n_expert, "Routed experts (MoE); 0 = dense")
+        ->capture_default_str();
     app.add_option("--experts-used", c.n_expert_used, "Experts per token")->capture_default_str();
     app.add_option("--seed", c.seed, "Random seed")->capture_default_str();
     app.add_option("--type", a->type, "Matrix type: f32 | f16 | bf16")->capture_default_str();

@@ -28,19 +28,21 @@ int run_perplexity(const PerplexityArgs& a) {
     ss << in.rdbuf();
     const model::Model m(a.model);
     const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
-    std::vector<int32_t> tokens = tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
+    std::vector<int32_t> tokens =
+        tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
     model::Context ctx(m, a.n_ctx, a.threads, std::min(a.batch, a.n_ctx));
     std::fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %d\n", tokens.size(),
                  tokens.size() / static_cast<size_t>(a.n_ctx), a.n_ctx);
-    const auto r = compress::perplexity(
-        ctx, std::move(tokens), a.n_ctx, tok.add_bos() ? tok.bos() : -1, a.chunks,
-        [](int i, double ppl) {
-            std::printf("[%d]%.4f,", i + 1, ppl);
-            std::fflush(stdout);
-        });
+    const auto r =
+        compress::perplexity(ctx, std::move(tokens), a.n_ctx, tok.add_bos() ? tok.bos() : -1,
+                             a.chunks, [](int i, double ppl) {
+                                 std::printf("[%d]%.4f,", i + 1, ppl);
+                                 std::fflush(stdout);
+                             });
     std::printf("\nFinal estimate: PPL = %.4f +/- %.5f (%d chunks, %d scored tokens)\n", r.ppl,
                 r.ppl_stderr, r.n_chunks, r.n_scored);
-    if (a.json) std::printf("%s\n", nlohmann::json{{"ppl", r.ppl}, {"tokens", r.n_scored}}.dump().c_str());
+    if (a.json)
+        std::printf("%s\n", nlohmann::json{{"ppl", r.ppl}, {"tokens", r.n_scored}}.dump().c_str());
     return 0;
 }
 
@@ -52,10 +54,12 @@ std::function<int()> setup(CLI::App& app) {
         "Needs at least 2*c tokens.");
     app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
     app.add_option("-f,--file", a->file, "Text file")->required()->check(CLI::ExistingFile);
-    app.add_option("-c,--ctx-size", a->n_ctx, "Tokens per chunk")->capture_default_str()
+    app.add_option("-c,--ctx-size", a->n_ctx, "Tokens per chunk")
+        ->capture_default_str()
         ->check(CLI::Range(8, 1 << 20));
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
-    app.add_option("-b,--batch-size", a->batch, "Tokens per forward batch")->capture_default_str()
+    app.add_option("-b,--batch-size", a->batch, "Tokens per forward batch")
+        ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--chunks", a->chunks, "Score at most this many chunks (default: all)");
     app.add_flag("--json", a->json, R"(Print {"ppl": ..., "tokens": ...} as the last line)");

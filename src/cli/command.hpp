@@ -24,5 +24,5 @@ bool register_command(CommandEntry entry);
 }  // namespace syslm::cli
 
 #define SYSLM_COMMAND(ident, name, description, setup) \
-    static const bool syslm_command_##ident =           \
+    static const bool syslm_command_##ident =          \
         ::syslm::cli::register_command({name, description, setup})

@@ -26,10 +26,9 @@ int main(int argc, char** argv) {
     app.set_help_all_flag("--help-all", "Help for every subcommand");
 
     auto& registry = command_registry();
-    std::sort(registry.begin(), registry.end(),
-              [](const CommandEntry& a, const CommandEntry& b) {
-                  return std::string_view(a.name) < std::string_view(b.name);
-              });
+    std::sort(registry.begin(), registry.end(), [](const CommandEntry& a, const CommandEntry& b) {
+        return std::string_view(a.name) < std::string_view(b.name);
+    });
     std::vector<std::pair<CLI::App*, std::function<int()>>> actions;
     for (auto& entry : registry) {
         CLI::App* sub = app.add_subcommand(entry.name, entry.description);

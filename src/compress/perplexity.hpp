@@ -16,7 +16,7 @@ struct PerplexityResult {
     double ppl = 0;
     double ppl_stderr = 0;  // llama.cpp's "+/-" estimate
     int n_chunks = 0;
-    int n_scored = 0;  // tokens whose log-likelihood was summed
+    int n_scored = 0;               // tokens whose log-likelihood was summed
     std::vector<double> chunk_ppl;  // running estimate after each chunk
 };
 

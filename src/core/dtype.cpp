@@ -8,7 +8,7 @@
 namespace syslm {
 namespace {
 
-constexpr int64_t QK = 32;    // block of the legacy types
+constexpr int64_t QK = 32;     // block of the legacy types
 constexpr int64_t QK_K = 256;  // super-block of the K-quants
 
 struct Row {

@@ -44,7 +44,9 @@ struct DTypeInfo {
 // Returns nullptr for ids syslm does not know (e.g. IQ types), so readers can report them.
 const DTypeInfo* dtype_info(uint32_t id);
 const DTypeInfo& dtype_info(DType t);  // throws Error for unknown ids
-inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+inline std::string_view dtype_name(DType t) {
+    return dtype_info(t).name;
+}
 std::optional<DType> dtype_from_name(std::string_view name);  // case-insensitive, "q4_0", "F16"
 
 // Bytes needed for one row of n elements; throws if n is not a multiple of the block size.

@@ -27,8 +27,8 @@ template <class... Args>
     throw Error(cat(std::forward<Args>(args)...));
 }
 
-#define SYSLM_CHECK(cond, ...)                    \
-    do {                                          \
+#define SYSLM_CHECK(cond, ...)                   \
+    do {                                         \
         if (!(cond)) ::syslm::fail(__VA_ARGS__); \
     } while (0)
 

@@ -14,9 +14,9 @@ namespace syslm::infer {
 
 struct SamplingParams {
     float temperature = 0.8f;
-    int top_k = 40;          // <= 0: off
-    float top_p = 0.95f;     // >= 1: off
-    float min_p = 0.05f;     // <= 0: off
+    int top_k = 40;               // <= 0: off
+    float top_p = 0.95f;          // >= 1: off
+    float min_p = 0.05f;          // <= 0: off
     float repeat_penalty = 1.0f;  // 1: off; divides positive / multiplies negative logits
     int repeat_last_n = 64;       // how many recent tokens the penalties look at
     float presence_penalty = 0.0f;

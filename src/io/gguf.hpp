@@ -52,7 +52,7 @@ inline constexpr int kGGUFMaxArrayDepth = 32;        // nesting of arrays of arr
 // allowed by the spec and kept). Accessors convert between numeric types when the value fits and
 // throw Error ("expected ..., found ...") otherwise; the caller adds the key name.
 class GGUFValue {
-  public:
+public:
     GGUFValue() = default;
     static GGUFValue u8(uint8_t v);
     static GGUFValue i8(int8_t v);
@@ -92,7 +92,7 @@ class GGUFValue {
 
     std::string to_display(size_t max_items = 8) const;  // short human-readable form
 
-  private:
+private:
     GGUFType type_ = GGUFType::U8;
     GGUFType array_type_ = GGUFType::U8;
     // One payload per type (tokenizer arrays hold ~10^5 values, so each value stays small).
@@ -125,7 +125,7 @@ struct GGUFTensor {
 // Memory use is bounded by the file size: no count or length is trusted before it is checked
 // against the bytes that remain.
 class GGUFFile {
-  public:
+public:
     explicit GGUFFile(const std::string& path);  // mmaps the file
     // Parses bytes owned by the caller (fuzzing, tests); `name` is used in error messages.
     GGUFFile(std::span<const uint8_t> bytes, std::string name);
@@ -155,7 +155,7 @@ class GGUFFile {
     const GGUFTensor* find_tensor(std::string_view name) const;
     const GGUFTensor& tensor(std::string_view name) const;  // throws naming file and tensor
 
-  private:
+private:
     void parse();
 
     std::string path_;
@@ -170,7 +170,7 @@ class GGUFFile {
 
 // Builds a GGUF file in memory order and writes it atomically (temp file + rename).
 class GGUFWriter {
-  public:
+public:
     // Adds or replaces a key; keys keep their first insertion order.
     void set(std::string key, GGUFValue value);
     void remove(std::string_view key);
@@ -182,7 +182,7 @@ class GGUFWriter {
                     std::vector<uint8_t> bytes);
     void write(const std::string& path) const;  // honours general.alignment if set
 
-  private:
+private:
     struct Pending {
         std::string name;
         DType type;

@@ -72,7 +72,7 @@ const char* unsupported_ggml_type_name(uint32_t id) {
 
 // Reads little-endian fields with bounds checks; `ctx` names the key or tensor being parsed.
 class Cursor {
-  public:
+public:
     Cursor(std::span<const uint8_t> bytes, const std::string& file) : b_(bytes), file_(file) {}
 
     size_t pos() const { return pos_; }
@@ -111,7 +111,7 @@ class Cursor {
         return s;
     }
 
-  private:
+private:
     std::span<const uint8_t> b_;
     const std::string& file_;
     std::string ctx_;

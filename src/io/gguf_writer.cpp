@@ -10,7 +10,7 @@ namespace syslm::io {
 namespace {
 
 class Buffer {
-  public:
+public:
     template <class T>
     void put(T v) {
         const size_t at = bytes.size();

@@ -34,8 +34,8 @@ struct HParams {
     // Mixture of experts (n_expert == 0: dense FFN).
     int n_expert = 0;
     int n_expert_used = 0;
-    int n_ff_exp = 0;         // width of one routed expert
-    int n_ff_shexp = 0;       // width of the shared expert (qwen2moe)
+    int n_ff_exp = 0;                  // width of one routed expert
+    int n_ff_shexp = 0;                // width of the shared expert (qwen2moe)
     bool expert_weights_norm = false;  // renormalise the top-k routing weights to sum to 1
 
     bool has_rope() const { return arch != Arch::Gpt2; }

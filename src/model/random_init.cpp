@@ -74,7 +74,9 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
     const std::string a = c.arch + ".";
     w.set("general.architecture", GGUFValue::string(c.arch));
     w.set("general.name", GGUFValue::string(c.name));
-    w.set("general.file_type", GGUFValue::u32(c.type == DType::F32 ? 0 : c.type == DType::F16 ? 1 : 32));
+    w.set("general.file_type", GGUFValue::u32(c.type == DType::F32   ? 0
+                                              : c.type == DType::F16 ? 1
+                                                                     : 32));
     w.set(a + "context_length", GGUFValue::u32(c.n_ctx));
     w.set(a + "embedding_length", GGUFValue::u32(c.n_embd));
     w.set(a + "block_count", GGUFValue::u32(c.n_layer));

@@ -42,8 +42,9 @@ Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch)
 std::span<const float> Context::forward(std::span<const int32_t> tokens, bool all_logits) {
     const HParams& hp = model_.hparams();
     SYSLM_CHECK(!tokens.empty(), "forward: no tokens");
-    SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(), "context is full: ",
-                n_past_, " + ", tokens.size(), " tokens exceed the context size ", n_ctx());
+    SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(),
+                "context is full: ", n_past_, " + ", tokens.size(),
+                " tokens exceed the context size ", n_ctx());
     for (int32_t t : tokens)
         SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
                     hp.n_vocab, " tokens)");
@@ -118,7 +119,7 @@ void Context::attention_block(int il, int64_t T) {
 
     const float *q, *k, *v;
     int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
-    if (l.wqkv.data) {  // fused: each row is [q | k | v]
+    if (l.wqkv.data) {            // fused: each row is [q | k | v]
         matmul(l.wqkv, h_.data(), T, q_.data(), pool_, bias(l.bqkv));
         q_stride = kv_stride = QD + 2 * KD;
         q = q_.data();
@@ -147,10 +148,11 @@ void Context::attention_block(int il, int64_t T) {
             rope->apply(kc, hp.n_head_kv, hp.head_dim, pos);
         }
     }
-    kernels::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, KD, hp.sliding_window,
-                                  1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
-    kernels::attention(shape, attn_.data(), cache_.k(il, 0), cache_.v(il, 0), T, n_past_,
-                       q_.data(), pool_);
+    kernels::AttentionShape shape{
+        hp.n_head, hp.n_head_kv,      hp.head_dim,
+        KD,        hp.sliding_window, 1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
+    kernels::attention(shape, attn_.data(), cache_.k(il, 0), cache_.v(il, 0), T, n_past_, q_.data(),
+                       pool_);
     matmul(l.wo, q_.data(), T, h_.data(), pool_, bias(l.bo));
     for (int64_t i = 0; i < T * E; ++i) x_[i] += h_[i];
 }
@@ -197,13 +199,14 @@ void Context::moe_block(int il, int64_t T) {
         for (int64_t e = 0; e < X; ++e) sum += (p[e] = std::exp(p[e] - mx));
         for (int64_t e = 0; e < X; ++e) p[e] = static_cast<float>(p[e] / sum);
         std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                          [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int64_t a, int64_t b) {
+            return p[a] > p[b] || (p[a] == p[b] && a < b);
+        });
         double top = 0;
         for (int64_t j = 0; j < K; ++j) top += p[order[j]];
         for (int64_t j = 0; j < K; ++j) {
-            const float wgt = hp.expert_weights_norm ? static_cast<float>(p[order[j]] / top)
-                                                     : p[order[j]];
+            const float wgt =
+                hp.expert_weights_norm ? static_cast<float>(p[order[j]] / top) : p[order[j]];
             routed[order[j]].emplace_back(t, wgt);
         }
     }

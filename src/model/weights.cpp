@@ -39,10 +39,10 @@ public:
             SYSLM_CHECK(!required, f_.path(), ": missing tensor '", name, "'");
             return nullptr;
         }
-        SYSLM_CHECK(same_shape(t->ne, ne), f_.path(), ": tensor '", name, "' has shape ", shape_str(t->ne),
-                    ", expected ", shape_str(ne));
-        SYSLM_CHECK(kernels::has_type_traits(t->type), f_.path(), ": tensor '", name,
-                    "' has type ", dtype_name(t->type), " which syslm cannot compute with");
+        SYSLM_CHECK(same_shape(t->ne, ne), f_.path(), ": tensor '", name, "' has shape ",
+                    shape_str(t->ne), ", expected ", shape_str(ne));
+        SYSLM_CHECK(kernels::has_type_traits(t->type), f_.path(), ": tensor '", name, "' has type ",
+                    dtype_name(t->type), " which syslm cannot compute with");
         return t;
     }
 

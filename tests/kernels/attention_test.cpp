@@ -50,10 +50,12 @@ TEST(Attention, MatchesDenseMaskedReference) {
     std::mt19937 rng(3);
     std::normal_distribution<float> d(0.0f, 1.0f);
     ThreadPool pool(2);
-    for (const Case c : {Case{6, 2, 12, 0, 19, 0}, Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 10, 7, 23, 0},
-                         Case{4, 4, 8, 5, 3, 29}, Case{3, 3, 14, 64, 17, 5}}) {
-        AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
-                         c.window, 1.0f / std::sqrt(float(c.head_dim))};
+    for (const Case c :
+         {Case{6, 2, 12, 0, 19, 0}, Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 10, 7, 23, 0},
+          Case{4, 4, 8, 5, 3, 29}, Case{3, 3, 14, 64, 17, 5}}) {
+        AttentionShape s{c.n_head,   c.n_head_kv,
+                         c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
+                         c.window,   1.0f / std::sqrt(float(c.head_dim))};
         const int64_t total = c.pos0 + c.n_tokens;
         std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
             v(total * s.kv_stride), out(q.size());

@@ -142,24 +142,25 @@ TEST(Load, MissingOrMisshapenTensorNamesTheTensor) {
         w.write(out);
         return out;
     };
-    const std::string dropped = rewrite(std::string(SYSLM_TEST_TMP) + "/model_dropped.gguf",
-                                        [](io::GGUFWriter& w, const io::GGUFTensor& t) {
-                                            if (t.name != "blk.1.attn_k.bias")
-                                                w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-                                        });
+    const std::string dropped =
+        rewrite(std::string(SYSLM_TEST_TMP) + "/model_dropped.gguf",
+                [](io::GGUFWriter& w, const io::GGUFTensor& t) {
+                    if (t.name != "blk.1.attn_k.bias")
+                        w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+                });
     try {
         Model m(dropped);
         FAIL() << "loaded a model with a missing tensor";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("blk.1.attn_k.bias"), std::string::npos) << e.what();
     }
-    const std::string reshaped = rewrite(
-        std::string(SYSLM_TEST_TMP) + "/model_reshaped.gguf",
-        [](io::GGUFWriter& w, const io::GGUFTensor& t) {
-            auto ne = t.ne;
-            if (t.name == "blk.0.ffn_up.weight") std::swap(ne[0], ne[1]);
-            w.add_tensor(t.name, t.type, ne, t.data, t.nbytes);
-        });
+    const std::string reshaped = rewrite(std::string(SYSLM_TEST_TMP) + "/model_reshaped.gguf",
+                                         [](io::GGUFWriter& w, const io::GGUFTensor& t) {
+                                             auto ne = t.ne;
+                                             if (t.name == "blk.0.ffn_up.weight")
+                                                 std::swap(ne[0], ne[1]);
+                                             w.add_tensor(t.name, t.type, ne, t.data, t.nbytes);
+                                         });
     try {
         Model m(reshaped);
         FAIL() << "loaded a model with a wrong shape";

@@ -16,6 +16,8 @@ void gelu_tanh(float* x, int64_t n) {
     }
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float sigmoid(float x) {
+    return 1.0f / (1.0f + std::exp(-x));
+}
 
 }  // namespace syslm::kernels

@@ -6,13 +6,15 @@ namespace syslm::kernels {
 
 // Sums in double: rows are short (thousands) and this keeps the reference exact enough that
 // differences to other engines come from the matmuls, not from the norm.
-void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight, float eps) {
+void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+              float eps) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * dim;
         float* yr = out + r * dim;
         double ss = 0;
         for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-        const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+        const float scale =
+            static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
         for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * weight[i];
     }
 }

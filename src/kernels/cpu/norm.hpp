@@ -6,7 +6,8 @@
 namespace syslm::kernels {
 
 // out = x / sqrt(mean(x^2) + eps) * weight
-void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight, float eps);
+void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+              float eps);
 // out = (x - mean) / sqrt(var + eps) * weight + bias (bias may be null)
 void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
                 const float* bias, float eps);

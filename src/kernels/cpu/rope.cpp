@@ -28,9 +28,9 @@ Rope::Rope(RopeConfig cfg) : cfg_(std::move(cfg)) {
     if (yarn) {
         lo = std::max(0.0, std::floor(yarn_corr_dim(cfg_.n_rot, cfg_.yarn_orig_ctx,
                                                     cfg_.yarn_beta_fast, cfg_.freq_base)));
-        hi = std::min<double>(cfg_.n_rot - 1, std::ceil(yarn_corr_dim(cfg_.n_rot, cfg_.yarn_orig_ctx,
-                                                                      cfg_.yarn_beta_slow,
-                                                                      cfg_.freq_base)));
+        hi = std::min<double>(cfg_.n_rot - 1,
+                              std::ceil(yarn_corr_dim(cfg_.n_rot, cfg_.yarn_orig_ctx,
+                                                      cfg_.yarn_beta_slow, cfg_.freq_base)));
         mscale_ = cfg_.yarn_attn_factor * (1.0f + 0.1f * std::log(1.0f / cfg_.freq_scale));
     }
     for (int i = 0; i < half; ++i) {

@@ -12,10 +12,11 @@ namespace syslm::kernels {
 enum class RopeMode { Norm, Neox };
 
 struct RopeConfig {
-    int n_rot = 0;                // rotated dimensions per head (<= head_dim)
+    int n_rot = 0;  // rotated dimensions per head (<= head_dim)
     float freq_base = 10000.0f;
-    float freq_scale = 1.0f;      // linear scaling: 1 / factor
-    std::vector<float> freq_factors;  // per pair divisor of the frequency (llama3 rope_freqs), or empty
+    float freq_scale = 1.0f;  // linear scaling: 1 / factor
+    std::vector<float>
+        freq_factors;  // per pair divisor of the frequency (llama3 rope_freqs), or empty
     // YaRN (used when yarn_orig_ctx > 0): NTK-by-parts mix of interpolated and extrapolated
     // frequencies, and a magnitude correction of cos/sin.
     int yarn_orig_ctx = 0;
