@@ -14,25 +14,42 @@ namespace syslm::kernels {
 namespace {
 
 constexpr std::array kTraits = {
-    TypeTraits{DType::F32, dequantize_row_f32, quantize_row_f32, vec_dot_f32_f32, DType::F32},
-    TypeTraits{DType::F16, dequantize_row_f16, quantize_row_f16, vec_dot_f16_f16, DType::F16},
-    TypeTraits{DType::BF16, dequantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, DType::BF16},
-    TypeTraits{DType::Q4_0, dequantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, DType::Q8_0},
-    TypeTraits{DType::Q4_1, dequantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, DType::Q8_1},
-    TypeTraits{DType::Q5_0, dequantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, DType::Q8_0},
-    TypeTraits{DType::Q5_1, dequantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, DType::Q8_1},
-    TypeTraits{DType::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, DType::Q8_0},
-    TypeTraits{DType::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, vec_dot_q8_1_q8_1, DType::Q8_1},
-    TypeTraits{DType::Q2_K, dequantize_row_q2_k, quantize_row_q2_k, vec_dot_q2_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q3_K, dequantize_row_q3_k, quantize_row_q3_k, vec_dot_q3_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q4_K, dequantize_row_q4_k, quantize_row_q4_k, vec_dot_q4_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, vec_dot_q5_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::F32, dequantize_row_f32, quantize_row_f32, quantize_row_f32, vec_dot_f32_f32, DType::F32},
+    TypeTraits{DType::F16, dequantize_row_f16, quantize_row_f16, quantize_row_f16, vec_dot_f16_f16, DType::F16},
+    TypeTraits{DType::BF16, dequantize_row_bf16, quantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, DType::BF16},
+    TypeTraits{DType::Q4_0, dequantize_row_q4_0, quantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, DType::Q8_0},
+    TypeTraits{DType::Q4_1, dequantize_row_q4_1, quantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, DType::Q8_1},
+    TypeTraits{DType::Q5_0, dequantize_row_q5_0, quantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, DType::Q8_0},
+    TypeTraits{DType::Q5_1, dequantize_row_q5_1, quantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, DType::Q8_1},
+    TypeTraits{DType::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, DType::Q8_0},
+    TypeTraits{DType::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, quantize_row_q8_1, vec_dot_q8_1_q8_1, DType::Q8_1},
+    TypeTraits{DType::Q2_K, dequantize_row_q2_k, quantize_row_q2_k, quantize_row_q2_k, vec_dot_q2_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q3_K, dequantize_row_q3_k, quantize_row_q3_k, quantize_row_q3_k, vec_dot_q3_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q4_K, dequantize_row_q4_k, quantize_row_q4_k, quantize_row_q4_k, vec_dot_q4_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, quantize_row_q5_k, vec_dot_q5_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K},
 };
 
-const TypeTraits* find_traits(DType t) {
-    for (const auto& row : kTraits)
+using Table = std::array<TypeTraits, kTraits.size()>;
+
+// Tables per ISA, each built from the one below it: scalar -> + AVX2 -> + AVX-512.
+const std::array<Table, 3>& tables() {
+    static const std::array<Table, 3> t = [] {
+        std::array<Table, 3> out{kTraits, kTraits, kTraits};
+        if (isa_supported(Isa::Avx2)) {
+            register_avx2_kernels(out[1].data(), static_cast<int>(out[1].size()));
+            out[2] = out[1];
+        }
+        if (isa_supported(Isa::Avx512))
+            register_avx512_kernels(out[2].data(), static_cast<int>(out[2].size()));
+        return out;
+    }();
+    return t;
+}
+
+const TypeTraits* find_traits(DType t, Isa isa) {
+    for (const auto& row : tables()[static_cast<int>(isa)])
         if (row.type == t) return &row;
     return nullptr;
 }
@@ -40,7 +57,13 @@ const TypeTraits* find_traits(DType t) {
 }  // namespace
 
 const TypeTraits& type_traits(DType t) {
-    const TypeTraits* row = find_traits(t);
+    static const Isa isa = active_isa();
+    return type_traits(t, isa);
+}
+
+const TypeTraits& type_traits(DType t, Isa isa) {
+    SYSLM_CHECK(isa_supported(isa), "kernel variant ", isa_name(isa), " is not supported by this CPU");
+    const TypeTraits* row = find_traits(t, isa);
     if (!row) {
         const DTypeInfo* info = dtype_info(static_cast<uint32_t>(t));
         if (info) fail("tensor type ", info->name, " has no compute kernels");
@@ -50,7 +73,7 @@ const TypeTraits& type_traits(DType t) {
 }
 
 bool has_type_traits(DType t) {
-    return find_traits(t) != nullptr;
+    return find_traits(t, Isa::Scalar) != nullptr;
 }
 
 }  // namespace syslm::kernels

@@ -3,14 +3,16 @@
 // its partner type `vec_dot_type` (activations are quantized to the partner on the fly).
 // Adding a type means filling one row, not editing every kernel.
 //
-// The functions here are the scalar references: obviously right, bit-identical to ggml's
-// reference quantizers (quantize_row_*_ref). SIMD variants chosen at run time are tested
-// against them.
+// Each ISA (kernels/isa.hpp) has its own table: the scalar references — obviously right,
+// bit-identical to ggml's reference quantizers (quantize_row_*_ref) — with the fields an ISA
+// accelerates overwritten by its register function. Variants are tested against the scalar
+// table.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "kernels/isa.hpp"
 
 namespace syslm::kernels {
 
@@ -22,13 +24,19 @@ using VecDotFn = float (*)(int64_t n, const void* x, const void* y);
 struct TypeTraits {
     DType type;
     ToFloatFn to_float;
-    FromFloatFn from_float;
+    FromFloatFn from_float;       // exact reference quantizer: used to write weights
+    FromFloatFn from_float_fast;  // for activations on the fly; may round ties differently
     VecDotFn vec_dot;
     DType vec_dot_type;
 };
 
 // Throws Error for types without compute support (I8..F64).
-const TypeTraits& type_traits(DType t);
+const TypeTraits& type_traits(DType t);  // the active ISA's row
+const TypeTraits& type_traits(DType t, Isa isa);  // a given variant; throws if unsupported here
 bool has_type_traits(DType t);
+
+// Defined in the ISA files: overwrite the fields of rows[0..n) that the ISA accelerates.
+void register_avx2_kernels(TypeTraits* rows, int n);
+void register_avx512_kernels(TypeTraits* rows, int n);
 
 }  // namespace syslm::kernels

@@ -23,7 +23,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
         scratch.resize(x_row * static_cast<size_t>(n_tokens));
         uint8_t* dst = scratch.data();
         pool.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; ++t) pt.from_float(x + t * w.n_in, dst + t * x_row, w.n_in);
+            for (int64_t t = b; t < e; ++t) pt.from_float_fast(x + t * w.n_in, dst + t * x_row, w.n_in);
         });
         xq = scratch.data();
     }
