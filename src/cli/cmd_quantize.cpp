@@ -18,16 +18,15 @@ struct QuantizeArgs {
 
 std::string target_list() {
     std::string s;
-    for (DType t : compress::quantize_targets()) s += cat(s.empty() ? "" : ", ", dtype_name(t));
+    for (const auto& name : compress::quant_target_names()) s += cat(s.empty() ? "" : ", ", name);
     return s;
 }
 
 int run_quantize(const QuantizeArgs& a) {
-    const auto type = dtype_from_name(a.type);
-    if (!type || !compress::is_quantize_target(*type))
-        fail("unknown target type '", a.type, "': choose one of ", target_list());
+    const auto target = compress::parse_quant_target(a.type);
+    if (!target) fail("unknown target type '", a.type, "': choose one of ", target_list());
     compress::QuantizeOptions opt;
-    opt.target = *type;
+    opt.target = *target;
     opt.threads = a.threads;
     opt.log = &std::cout;
     compress::quantize_model(a.input, a.output, opt);
@@ -54,8 +53,11 @@ std::function<int()> setup(CLI::App& app) {
         "  - inputs of any type with kernels (F32, F16, BF16, quantized) are dequantized first, "
         "so a quantized model can be requantized, or expanded with TYPE F16/F32; tensors "
         "already of the chosen type are copied.\n"
-        "K-quant TYPEs quantize every matrix uniformly (no Q4_K_M-style per-layer mixes); "
-        "general.file_type is set to llama.cpp's value for the type (Q3_K/Q4_K/Q5_K: the _S "
+        "  - the recipes Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M mix types as llama.cpp's do: _M gives "
+        "attn_v and ffn_down of the first and last eighth of the layers and of every third layer "
+        "between Q6_K (fused attn_qkv: Q5_K for Q4_K_M, Q6_K for Q5_K_M); Q4_K_S gives attn_v of "
+        "the first 4 layers and ffn_down of the first eighth Q5_K. Plain K types are uniform.\n"
+        "general.file_type is set to llama.cpp's value for the type (plain Q3_K/Q4_K/Q5_K: the _S "
         "variant) and general.quantization_version to 2; all other metadata is copied. Values "
         "must be finite. The output is written atomically; converted tensors are held in memory "
         "until then. Prints one line per tensor and a size summary (MiB).");

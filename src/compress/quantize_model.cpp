@@ -1,6 +1,7 @@
 #include "compress/quantize_model.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -84,7 +85,76 @@ std::string mib(size_t bytes) {
     return buf;
 }
 
+// llama.cpp's use_more_bits: the first and last eighth of the layers, and every third between.
+bool use_more_bits(int i_layer, int n_layer) {
+    return i_layer < n_layer / 8 || i_layer >= 7 * n_layer / 8 || (i_layer - n_layer / 8) % 3 == 2;
+}
+
+// The N of "blk.N.", or -1.
+int layer_of(std::string_view name) {
+    if (name.substr(0, 4) != "blk.") return -1;
+    int n = 0;
+    size_t i = 4;
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) n = n * 10 + (name[i] - '0');
+    return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
+}
+
+// The recipe's type for one tensor (llama_tensor_get_type's rules for Q4_K_S/M and Q5_K_S/M).
+DType recipe_type(std::string_view name, const QuantTarget& target, const ModelFacts& facts,
+                  std::string* note) {
+    if (target.mix == KMix::None) return target.type;
+    const int il = layer_of(name), nl = static_cast<int>(facts.n_layer);
+    const bool q4 = target.type == DType::Q4_K, m = target.mix == KMix::M;
+    DType t = target.type;
+    if (contains(name, "attn_v.weight") && il >= 0) {
+        if (m && use_more_bits(il, nl)) t = DType::Q6_K;
+        else if (q4 && !m && il < 4) t = DType::Q5_K;
+    } else if (contains(name, "ffn_down") && il >= 0 && facts.architecture != "falcon") {
+        if (m && use_more_bits(il, nl)) t = DType::Q6_K;
+        else if (q4 && !m && il < nl / 8) t = DType::Q5_K;
+    } else if (contains(name, "attn_qkv.weight") && m) {
+        t = q4 ? DType::Q5_K : DType::Q6_K;
+    } else if (contains(name, "attn_output.weight") && q4 && facts.expert_count == 8 &&
+               facts.architecture != "falcon") {
+        t = DType::Q5_K;
+    }
+    if (t != target.type) *note = cat(quant_target_name(target), " recipe");
+    return t;
+}
+
 }  // namespace
+
+std::optional<QuantTarget> parse_quant_target(std::string_view name) {
+    std::string upper(name);
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (const auto& [suffix, mix] : {std::pair{"_M", KMix::M}, std::pair{"_S", KMix::S}}) {
+        if (ends_with(upper, suffix)) {
+            const auto base = dtype_from_name(upper.substr(0, upper.size() - 2));
+            if (base == DType::Q4_K || base == DType::Q5_K) return QuantTarget{*base, mix};
+            return std::nullopt;
+        }
+    }
+    const auto t = dtype_from_name(upper);
+    if (!t || !is_quantize_target(*t)) return std::nullopt;
+    return QuantTarget{*t, KMix::None};
+}
+
+std::string quant_target_name(const QuantTarget& t) {
+    return cat(dtype_name(t.type), t.mix == KMix::M ? "_M" : t.mix == KMix::S ? "_S" : "");
+}
+
+std::vector<std::string> quant_target_names() {
+    std::vector<std::string> names;
+    for (DType t : kTargets) names.push_back(std::string(dtype_name(t)));
+    for (DType t : {DType::Q4_K, DType::Q5_K})
+        for (KMix m : {KMix::S, KMix::M}) names.push_back(quant_target_name({t, m}));
+    return names;
+}
+
+uint32_t llama_ftype_of(const QuantTarget& t) {
+    if (t.mix == KMix::M) return t.type == DType::Q4_K ? 15 : 17;  // MOSTLY_Q4_K_M / Q5_K_M
+    return llama_ftype_of(t.type);  // _S and plain K types are the _S file types
+}
 
 bool is_quantize_target(DType t) {
     return std::find(std::begin(kTargets), std::end(kTargets), t) != std::end(kTargets);
@@ -128,11 +198,12 @@ uint32_t llama_ftype_of(DType t) {
 }
 
 TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<const int64_t> ne,
-                              DType target, const ModelFacts& facts) {
+                              const QuantTarget& recipe, const ModelFacts& facts) {
     if (!is_quantizable_weight(name, ne)) return {current, false, false, ""};
     const int64_t n_per_row = ne.empty() ? 0 : ne[0];
-    DType type = target;
+    const DType target = recipe.type;
     std::string note;
+    DType type = recipe_type(name, recipe, facts, &note);
     // The target-independent rules of llama_tensor_get_type apply to quantized targets only.
     if (dtype_info(target).quantized) {
         const bool is_output =
@@ -209,8 +280,8 @@ void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_pe
 
 QuantizeResult quantize_model(const std::string& in_path, const std::string& out_path,
                               const QuantizeOptions& options) {
-    const DType target = options.target;
-    SYSLM_CHECK(is_quantize_target(target), "cannot quantize to ", dtype_name(target),
+    const QuantTarget& target = options.target;
+    SYSLM_CHECK(is_quantize_target(target.type), "cannot quantize to ", dtype_name(target.type),
                 ": it is not a storage type for weights");
     const io::GGUFFile in(in_path);  // validated; unchanged tensors are written from its map
 
@@ -219,6 +290,8 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     facts.has_output = in.find_tensor("output.weight") != nullptr;
     if (!facts.architecture.empty())
         facts.expert_count = in.get_u32(facts.architecture + ".expert_count", 0);
+    if (!facts.architecture.empty())
+        facts.n_layer = in.get_u32(facts.architecture + ".block_count", 0);
 
     io::GGUFWriter writer;
     for (const auto& [key, value] : in.metadata()) writer.set(key, value);
@@ -281,7 +354,7 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     if (options.log) {
         const double before = static_cast<double>(result.bytes_before);
         *options.log << "quantized " << result.n_converted << " of " << n_tensors << " tensors to "
-                     << dtype_name(target);
+                     << quant_target_name(target);
         if (result.n_fallback) *options.log << " (" << result.n_fallback << " by fallback)";
         char line[128];
         std::snprintf(

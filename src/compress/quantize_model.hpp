@@ -19,6 +19,11 @@
 //   * a tensor already of the chosen type is copied as is; any other input type with kernels
 //     (F32, F16, BF16, any quantized type) is dequantized to F32 first, so quantized models can
 //     be requantized or expanded back to F16/F32.
+//   * the K-quant recipes Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M mix types by tensor role and layer as
+//     llama.cpp's do (use_more_bits: the first and last eighth of the layers and every third one
+//     between): _M gives attn_v and ffn_down of those layers Q6_K and a fused attn_qkv Q5_K
+//     (Q4_K_M) / Q6_K (Q5_K_M); Q4_K_S gives attn_v of the first 4 layers and ffn_down of the
+//     first eighth Q5_K; 8-expert models get attn_output Q5_K under Q4_K_S/M.
 // Metadata is copied, general.file_type set to llama.cpp's LLAMA_FTYPE for the target and
 // general.quantization_version to 2; split keys are dropped (the output is one file).
 #pragma once
@@ -26,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +40,18 @@
 #include "core/dtype.hpp"
 
 namespace syslm::compress {
+
+// A K-quant recipe on top of the base type (Q4_K + KMix::M = llama.cpp's Q4_K_M).
+enum class KMix { None, S, M };
+
+struct QuantTarget {
+    DType type = DType::Q4_0;
+    KMix mix = KMix::None;
+};
+// "Q4_0", "q4_k_m", "Q5_K_S", ...; nullopt for anything else.
+std::optional<QuantTarget> parse_quant_target(std::string_view name);
+std::string quant_target_name(const QuantTarget& t);
+std::vector<std::string> quant_target_names();  // every accepted name
 
 // The types `syslm quantize` can produce (all types with kernels except the activation-only
 // partners Q8_1 and Q8_K).
@@ -44,12 +62,14 @@ std::vector<DType> quantize_targets();
 // K-quants map to the uniform-ish variants: Q2_K -> MOSTLY_Q2_K, Q3_K -> Q3_K_S, Q4_K -> Q4_K_S,
 // Q5_K -> Q5_K_S, Q6_K -> Q6_K.
 uint32_t llama_ftype_of(DType t);
+uint32_t llama_ftype_of(const QuantTarget& t);
 
 // Facts about the model that the type rules need.
 struct ModelFacts {
     std::string architecture;   // general.architecture
     bool has_output = false;    // output.weight exists (else token embeddings are tied)
     uint32_t expert_count = 0;  // <arch>.expert_count
+    uint32_t n_layer = 0;       // <arch>.block_count
 };
 
 struct TypeChoice {
@@ -61,7 +81,7 @@ struct TypeChoice {
 
 // The type a tensor gets when quantizing to `target` (see the rules above).
 TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<const int64_t> ne,
-                              DType target, const ModelFacts& facts);
+                              const QuantTarget& target, const ModelFacts& facts);
 
 // Converts `rows` rows of n_per_row elements from type `from` to type `to` (dequantizing through
 // F32), using up to `threads` std::threads over contiguous row ranges. Throws Error naming
@@ -70,7 +90,7 @@ void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_pe
                   int threads, std::string_view what);
 
 struct QuantizeOptions {
-    DType target = DType::Q4_0;
+    QuantTarget target;
     int threads = 0;              // <= 0: hardware concurrency
     std::ostream* log = nullptr;  // per-tensor lines and the summary; nullptr: silent
 };

@@ -1,10 +1,20 @@
 #include "core/thread_pool.hpp"
 
 #include <algorithm>
-#include <exception>
+#include <utility>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SYSLM_PAUSE() _mm_pause()
+#else
+#define SYSLM_PAUSE() std::this_thread::yield()
+#endif
 
 namespace syslm {
 namespace {
+
+// Spin iterations before sleeping; a pause is ~10-40 ns, so this is tens of microseconds.
+constexpr int kSpinIterations = 2000;
 
 void chunk(int64_t n, int parts, int i, int64_t* begin, int64_t* end) {
     const int64_t base = n / parts, extra = n % parts;
@@ -24,38 +34,46 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard lock(mu_);
-        stop_ = true;
+        stop_.store(true);
     }
-    start_cv_.notify_all();
+    wake_cv_.notify_all();
     for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunk(int index) {
+    int64_t b, e;
+    chunk(job_n_, n_threads_, index, &b, &e);
+    if (b >= e) return;
+    try {
+        (*job_)(b, e, index);
+    } catch (...) {
+        std::lock_guard lock(mu_);
+        if (!error_) error_ = std::current_exception();
+    }
 }
 
 void ThreadPool::worker(int index) {
     uint64_t seen = 0;
     for (;;) {
-        const std::function<void(int64_t, int64_t, int)>* job;
-        int64_t n;
-        {
-            std::unique_lock lock(mu_);
-            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
-            job = job_;
-            n = job_n_;
-        }
-        int64_t b, e;
-        chunk(n, n_threads_, index, &b, &e);
-        std::exception_ptr err;
-        if (b < e) {
-            try {
-                (*job)(b, e, index);
-            } catch (...) {
-                err = std::current_exception();
+        int spins = 0;
+        while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+            if (++spins < kSpinIterations) {
+                SYSLM_PAUSE();
+                continue;
             }
+            // Sleep. sleepers_ is raised before the final check, under the lock, so the caller
+            // either sees us sleeping (and notifies under the lock) or we see its new generation.
+            std::unique_lock lock(mu_);
+            sleepers_.fetch_add(1);
+            wake_cv_.wait(lock, [&] {
+                return generation_.load(std::memory_order_acquire) != seen || stop_.load();
+            });
+            sleepers_.fetch_sub(1);
         }
-        std::lock_guard lock(mu_);
-        if (err && !error_) error_ = err;
-        if (--pending_ == 0) done_cv_.notify_one();
+        if (stop_.load()) return;
+        seen = generation_.load(std::memory_order_acquire);
+        run_chunk(index);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
@@ -65,27 +83,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         fn(0, n, 0);
         return;
     }
-    {
+    job_ = &fn;
+    job_n_ = n;
+    error_ = nullptr;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+    if (sleepers_.load() > 0) {
         std::lock_guard lock(mu_);
-        job_ = &fn;
-        job_n_ = n;
-        pending_ = n_threads_ - 1;
-        error_ = nullptr;
-        ++generation_;
+        wake_cv_.notify_all();
     }
-    start_cv_.notify_all();
-    int64_t b, e;
-    chunk(n, n_threads_, 0, &b, &e);
-    std::exception_ptr err;
-    try {
-        if (b < e) fn(b, e, 0);
-    } catch (...) {
-        err = std::current_exception();
+    run_chunk(0);
+    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+        if (spins < kSpinIterations)
+            SYSLM_PAUSE();
+        else
+            std::this_thread::yield();
     }
-    std::unique_lock lock(mu_);
-    done_cv_.wait(lock, [&] { return pending_ == 0; });
-    if (!err) err = error_;
-    if (err) std::rethrow_exception(err);
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 }  // namespace syslm
