@@ -15,6 +15,7 @@ namespace {
 
 // Spin iterations before sleeping; a pause is ~10-40 ns, so this is tens of microseconds.
 constexpr int kSpinIterations = 2000;
+constexpr int kYieldEvery = 64;
 
 void chunk(int64_t n, int parts, int i, int64_t* begin, int64_t* end) {
     const int64_t base = n / parts, extra = n % parts;
@@ -58,7 +59,10 @@ void ThreadPool::worker(int index) {
         int spins = 0;
         while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
             if (++spins < kSpinIterations) {
-                SYSLM_PAUSE();
+                // Yield now and then: if another process holds the other core, the thread we
+                // wait for may need this one.
+                if (spins % kYieldEvery == 0) std::this_thread::yield();
+                else SYSLM_PAUSE();
                 continue;
             }
             // Sleep. sleepers_ is raised before the final check, under the lock, so the caller
@@ -94,7 +98,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     }
     run_chunk(0);
     for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-        if (spins < kSpinIterations)
+        if (spins < kSpinIterations && spins % kYieldEvery != 0)
             SYSLM_PAUSE();
         else
             std::this_thread::yield();

@@ -52,7 +52,12 @@ TEST(Attention, MatchesDenseMaskedReference) {
     ThreadPool pool(2);
     for (const Case c :
          {Case{6, 2, 12, 0, 19, 0}, Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 10, 7, 23, 0},
-          Case{4, 4, 8, 5, 3, 29}, Case{3, 3, 14, 64, 17, 5}}) {
+          Case{4, 4, 8, 5, 3, 29}, Case{3, 3, 14, 64, 17, 5},
+                         // several query tiles, a window cutting through position blocks
+                         Case{4, 2, 8, 70, 37, 100},
+                         // decode over long caches: positions split across threads and merged
+                         Case{4, 1, 16, 0, 1, 700}, Case{8, 2, 12, 300, 1, 900},
+                         Case{2, 1, 6, 0, 2, 1200}}) {
         AttentionShape s{c.n_head,   c.n_head_kv,
                          c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
                          c.window,   1.0f / std::sqrt(float(c.head_dim))};

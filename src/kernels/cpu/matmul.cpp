@@ -1,5 +1,6 @@
 #include "kernels/cpu/matmul.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.hpp"
@@ -28,12 +29,24 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
         xq = scratch.data();
     }
     const auto* xb = static_cast<const uint8_t*>(xq);
-    pool.parallel_for(w.n_out, [&](int64_t b, int64_t e, int) {
-        for (int64_t o = b; o < e; ++o) {
-            const uint8_t* wr = w_bytes + o * w_row;
-            const float add = bias ? bias[o] : 0.0f;
-            for (int64_t t = 0; t < n_tokens; ++t)
-                y[t * w.n_out + o] = tt.vec_dot(w.n_in, wr, xb + t * x_row) + add;
+    // Output tiles of kTileRows weight rows x kTileTokens tokens: the tile's activation rows stay
+    // in L2 while its weight rows stream through L1 once per token block. Tiles are ordered
+    // token-block-major so threads working at the same time share the activation block. Decode
+    // (one token) is one row of tiles: each thread reads a contiguous slice of the weights.
+    constexpr int64_t kTileRows = 16, kTileTokens = 64;
+    const int64_t row_tiles = (w.n_out + kTileRows - 1) / kTileRows;
+    const int64_t tok_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
+    pool.parallel_for(row_tiles * tok_tiles, [&](int64_t b, int64_t e, int) {
+        for (int64_t tile = b; tile < e; ++tile) {
+            const int64_t r0 = (tile % row_tiles) * kTileRows, r1 = std::min(w.n_out, r0 + kTileRows);
+            const int64_t t0 = (tile / row_tiles) * kTileTokens;
+            const int64_t t1 = std::min(n_tokens, t0 + kTileTokens);
+            for (int64_t t = t0; t < t1; ++t) {
+                const uint8_t* xt = xb + t * x_row;
+                float* yt = y + t * w.n_out;
+                for (int64_t o = r0; o < r1; ++o)
+                    yt[o] = tt.vec_dot(w.n_in, w_bytes + o * w_row, xt) + (bias ? bias[o] : 0.0f);
+            }
         }
     });
 }
