@@ -1,0 +1,439 @@
+// The quantized dot products (vec_dot of every quant type with its partner), written once on
+// 256-bit vectors and compiled twice: by quant_dot_avx2.cpp and quant_dot_avx512.cpp, each of
+// which defines the int8 primitives below before including this file. Included only by ISA
+// files; everything here has internal linkage (kernels/isa.hpp).
+//
+// Primitives the includer defines (all on 8 int32 lanes; lane i covers bytes 4i..4i+3):
+//   dot4(u, s)            sum of the 4 products u8 * s8 per lane
+//   dot4_sub(u, c, s)     dot4(u, s) - dot4(c, s)   (levels stored with an offset c)
+//   prep_scale(s)         per-lane int32 scales into the form dot4_scaled expects
+//   dot4_scaled(u, s, p)  dot4(u, s) * scale, p from prep_scale
+// AVX2 builds them on vpmaddubsw, whose int16 pair sums saturate: every use below keeps a pair
+// under 2^15 as long as the partner quant (the s8 operand) is never -128 — which the Q8
+// quantizers guarantee (they clamp to [-127, 127]). VNNI (vpdpbusd) has no such limit.
+//
+// Numeric contract: the integer dot product of each (sub-)block is exact, as in the scalar
+// references (quants/quant_rows.hpp); block results are scaled and summed in float (the
+// references use double), so results differ from them by float rounding of those sums only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/x86/simd.hpp"
+#include "kernels/cpu/x86/x86_kernels.hpp"
+#include "kernels/quants/block_layouts.hpp"
+
+namespace syslm::kernels::x86 {
+namespace {
+
+float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+float f16(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+__m256i load256(const void* p) {
+    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+__m128i load128(const void* p) {
+    return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
+
+uint32_t load_u32(const void* p) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// Signed int8 dot product via the sign trick: |x| (as u8, so -128 -> 128 is right) times y with
+// x's sign applied.
+__m256i dot_i8(__m256i x, __m256i y) {
+    return dot4(_mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
+}
+
+// 32 levels of a 4-bit legacy block: the low nibbles of 16 bytes (elements 0..15), then the high
+// nibbles (16..31).
+__m256i nibbles16(const uint8_t* p) {
+    const __m128i t = load128(p);
+    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// Byte j = `value` where bit j of the little-endian 32-bit mask at p is set, else 0.
+__m256i bits_to_bytes(const uint8_t* p, char value) {
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(load_u32(p))),
+                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(value));
+}
+
+// Bit k of every byte moved to bit `pos` of the same byte, all other bits cleared. Shifting
+// 16-bit lanes lets bits cross into the neighbouring byte, but never onto bit `pos`.
+__m256i bit_to(__m256i v, int k, int pos) {
+    const __m256i moved = k < pos ? _mm256_slli_epi16(v, pos - k) : _mm256_srli_epi16(v, k - pos);
+    return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << pos)));
+}
+
+// Lanes 0..3 = lane 2t of s, lanes 4..7 = lane 2t + 1: the scales of the two 16-element
+// sub-blocks in a 32-byte group (t in 0..3).
+__m256i pair_scales(__m256i s, int t) {
+    const __m256i idx =
+        _mm256_add_epi32(_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_set1_epi32(2 * t));
+    return _mm256_permutevar8x32_epi32(s, idx);
+}
+
+// All lanes = lane j of s.
+__m256i lane_scale(__m256i s, int j) {
+    return _mm256_permutevar8x32_epi32(s, _mm256_set1_epi32(j));
+}
+
+// ---- legacy 32-element blocks -------------------------------------------------------------------
+
+// Q8_0 x Q8_0 and Q8_1 x Q8_1: the same body over blocks of different sizes. Two blocks per
+// step with two accumulators, so the FMA latency does not serialise the loop.
+template <typename Block>
+float dot_q8_legacy(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const Block*>(vx);
+    const auto* y = static_cast<const Block*>(vy);
+    const int64_t nb = n / 32;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256i p0 = dot_i8(load256(x[i].qs), load256(y[i].qs));
+        const __m256i p1 = dot_i8(load256(x[i + 1].qs), load256(y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(x[i].d) * f16(y[i].d)),
+                               acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                               _mm256_set1_ps(f16(x[i + 1].d) * f16(y[i + 1].d)), acc1);
+    }
+    if (i < nb) {
+        const __m256i p0 = dot_i8(load256(x[i].qs), load256(y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(x[i].d) * f16(y[i].d)),
+                               acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q8_0_q8_0(int64_t n, const void* x, const void* y) {
+    return dot_q8_legacy<BlockQ8_0>(n, x, y);
+}
+
+float dot_q8_1_q8_1(int64_t n, const void* x, const void* y) {
+    return dot_q8_legacy<BlockQ8_1>(n, x, y);
+}
+
+// Symmetric 4/5-bit blocks against Q8_0: levels u in [0, 2c) stand for u - c.
+__m256i levels_q4_0(const BlockQ4_0& b) {
+    return nibbles16(b.qs);
+}
+
+__m256i levels_q5_0(const BlockQ5_0& b) {
+    return _mm256_or_si256(nibbles16(b.qs), bits_to_bytes(b.qh, 0x10));
+}
+
+template <typename Block, __m256i (*levels)(const Block&), char offset>
+float dot_symmetric(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const Block*>(vx);
+    const auto* y = static_cast<const BlockQ8_0*>(vy);
+    const int64_t nb = n / 32;
+    const __m256i c = _mm256_set1_epi8(offset);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256i p0 = dot4_sub(levels(x[i]), c, load256(y[i].qs));
+        const __m256i p1 = dot4_sub(levels(x[i + 1]), c, load256(y[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(x[i].d) * f16(y[i].d)),
+                               acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                               _mm256_set1_ps(f16(x[i + 1].d) * f16(y[i + 1].d)), acc1);
+    }
+    if (i < nb) {
+        const __m256i p0 = dot4_sub(levels(x[i]), c, load256(y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(x[i].d) * f16(y[i].d)),
+                               acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q4_0_q8_0(int64_t n, const void* x, const void* y) {
+    return dot_symmetric<BlockQ4_0, levels_q4_0, 8>(n, x, y);
+}
+
+float dot_q5_0_q8_0(int64_t n, const void* x, const void* y) {
+    return dot_symmetric<BlockQ5_0, levels_q5_0, 16>(n, x, y);
+}
+
+// Blocks with a minimum against Q8_1: d*dy*sum(q*y) + m*dy*sum(y). sum(y) is recomputed from the
+// quants (exact) rather than read from Q8_1's f16 `s`, as the reference does.
+__m256i levels_q4_1(const BlockQ4_1& b) {
+    return nibbles16(b.qs);
+}
+
+__m256i levels_q5_1(const BlockQ5_1& b) {
+    return _mm256_or_si256(nibbles16(b.qs), bits_to_bytes(b.qh, 0x10));
+}
+
+template <typename Block, __m256i (*levels)(const Block&)>
+float dot_with_min(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const Block*>(vx);
+    const auto* y = static_cast<const BlockQ8_1*>(vy);
+    const int64_t nb = n / 32;
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256 acc_d = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const __m256i yq = load256(y[i].qs);
+        const __m256i p = dot4(levels(x[i]), yq);
+        const __m256i s = dot4(ones, yq);
+        const float dy = f16(y[i].d);
+        acc_d = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16(x[i].d) * dy), acc_d);
+        acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(f16(x[i].m) * dy), acc_m);
+    }
+    return hsum_ps(_mm256_add_ps(acc_d, acc_m));
+}
+
+float dot_q4_1_q8_1(int64_t n, const void* x, const void* y) {
+    return dot_with_min<BlockQ4_1, levels_q4_1>(n, x, y);
+}
+
+float dot_q5_1_q8_1(int64_t n, const void* x, const void* y) {
+    return dot_with_min<BlockQ5_1, levels_q5_1>(n, x, y);
+}
+
+// ---- K-quants (super-blocks of 256 against Q8_K) ------------------------------------------------
+
+float dot_q8_k_q8_k(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ8_K*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < QK_K; j += 32)
+            isum = _mm256_add_epi32(isum, dot_i8(load256(x[i].qs + j), load256(y[i].qs + j)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x[i].d * y[i].d), acc);
+    }
+    return hsum_ps(acc);
+}
+
+// sum over the 16 sub-blocks of scale[s] * bsums[s], scales as 16 int16.
+int scaled_bsums(__m256i scales16, const int16_t* bsums) {
+    return hsum_epi32(_mm256_madd_epi16(scales16, load256(bsums)));
+}
+
+// Q2_K: levels q in [0, 3]; x = d * sc * q - dmin * m per 16 elements.
+float dot_q2_k_q8_k(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ2_K*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    float min_sum = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const __m128i packed = load128(x[i].scales);
+        const __m128i sc = _mm_and_si128(packed, _mm_set1_epi8(0x0F));
+        const __m128i mn = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F));
+        const int mins = scaled_bsums(_mm256_cvtepu8_epi16(mn), y[i].bsums);
+        const __m256i sc_lo = prep_scale(_mm256_cvtepu8_epi32(sc));
+        const __m256i sc_hi = prep_scale(_mm256_cvtepu8_epi32(_mm_srli_si128(sc, 8)));
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i planes = load256(x[i].qs + 32 * h);
+            const __m256i scales = h == 0 ? sc_lo : sc_hi;
+            for (int p = 0; p < 4; ++p) {
+                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(planes, 2 * p), m3);
+                const __m256i yq = load256(y[i].qs + 128 * h + 32 * p);
+                isum = _mm256_add_epi32(isum, dot4_scaled(q, yq, pair_scales(scales, p)));
+            }
+        }
+        const float dy = y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * f16(x[i].d)), acc);
+        min_sum += dy * f16(x[i].dmin) * static_cast<float>(mins);
+    }
+    return hsum_ps(acc) - min_sum;
+}
+
+// Q3_K's 16 six-bit scales (stored + 32), unpacked to int8 (see block_layouts.hpp).
+__m128i q3_k_scales(const uint8_t* s) {
+    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
+    const uint32_t lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+    const uint32_t s0 = (a & lo4) | ((c & lo2) << 4);
+    const uint32_t s1 = (b & lo4) | (((c >> 2) & lo2) << 4);
+    const uint32_t s2 = ((a >> 4) & lo4) | (((c >> 4) & lo2) << 4);
+    const uint32_t s3 = ((b >> 4) & lo4) | (((c >> 6) & lo2) << 4);
+    const __m128i u = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1),
+                                     static_cast<int>(s2), static_cast<int>(s3));
+    return _mm_sub_epi8(u, _mm_set1_epi8(32));
+}
+
+// Q3_K: levels u = low 2 bits | hmask bit << 2 in [0, 7] stand for u - 4; the -4 goes through
+// the bsums: sum(sc * (u - 4) * y) = sum(sc * u * y) - 4 * sum(sc * bsum).
+float dot_q3_k_q8_k(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ3_K*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    float off_sum = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const __m128i sc = q3_k_scales(x[i].scales);
+        const int offset = scaled_bsums(_mm256_cvtepi8_epi16(sc), y[i].bsums);
+        const __m256i sc_lo = prep_scale(_mm256_cvtepi8_epi32(sc));
+        const __m256i sc_hi = prep_scale(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)));
+        const __m256i hm = load256(x[i].hmask);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i planes = load256(x[i].qs + 32 * h);
+            const __m256i scales = h == 0 ? sc_lo : sc_hi;
+            for (int p = 0; p < 4; ++p) {
+                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(planes, 2 * p), m3);
+                const __m256i q = _mm256_or_si256(low, bit_to(hm, 4 * h + p, 2));
+                const __m256i yq = load256(y[i].qs + 128 * h + 32 * p);
+                isum = _mm256_add_epi32(isum, dot4_scaled(q, yq, pair_scales(scales, p)));
+            }
+        }
+        const float d = y[i].d * f16(x[i].d);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+        off_sum += d * static_cast<float>(4 * offset);
+    }
+    return hsum_ps(acc) - off_sum;
+}
+
+// Q4_K/Q5_K: 8 six-bit scales and mins from 12 bytes (block_layouts.hpp), as 8 bytes each.
+void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
+    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
+    const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top = 0x30303030u;
+    const uint32_t sc_lo = a & lo6, sc_hi = (c & lo4) | ((a >> 2) & top);
+    const uint32_t m_lo = b & lo6, m_hi = ((c >> 4) & lo4) | ((b >> 2) & top);
+    scales = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
+    mins = m_lo | (static_cast<uint64_t>(m_hi) << 32);
+}
+
+// sum_j m[j] * (bsums[2j] + bsums[2j+1]) over the 8 sub-blocks of 32.
+int k4_min_term(uint64_t mins, const int16_t* bsums) {
+    const __m128i pairs = _mm_hadd_epi16(load128(bsums), load128(bsums + 8));
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mins)));
+    __m128i s = _mm_madd_epi16(m16, pairs);
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// Q4_K (with_high = false) and Q5_K (5th bit from qh): each 32-byte chunk of qs holds two
+// sub-blocks, low nibbles then high nibbles.
+template <typename Block, bool with_high>
+float dot_k4(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const Block*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float min_sum = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        uint64_t sc8, mn8;
+        k4_scales_mins(x[i].scales, sc8, mn8);
+        const int mins = k4_min_term(mn8, y[i].bsums);
+        const __m256i scales =
+            prep_scale(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+        __m256i hbits = _mm256_setzero_si256();
+        if constexpr (with_high) hbits = load256(x[i].qh);
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i v = load256(x[i].qs + 32 * c);
+            __m256i lo = _mm256_and_si256(v, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if constexpr (with_high) {
+                lo = _mm256_or_si256(lo, bit_to(hbits, 2 * c, 4));
+                hi = _mm256_or_si256(hi, bit_to(hbits, 2 * c + 1, 4));
+            }
+            const int8_t* yq = y[i].qs + 64 * c;
+            isum = _mm256_add_epi32(isum, dot4_scaled(lo, load256(yq), lane_scale(scales, 2 * c)));
+            isum = _mm256_add_epi32(
+                isum, dot4_scaled(hi, load256(yq + 32), lane_scale(scales, 2 * c + 1)));
+        }
+        const float dy = y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * f16(x[i].d)), acc);
+        min_sum += dy * f16(x[i].dmin) * static_cast<float>(mins);
+    }
+    return hsum_ps(acc) - min_sum;
+}
+
+float dot_q4_k_q8_k(int64_t n, const void* x, const void* y) {
+    return dot_k4<BlockQ4_K, false>(n, x, y);
+}
+
+float dot_q5_k_q8_k(int64_t n, const void* x, const void* y) {
+    return dot_k4<BlockQ5_K, true>(n, x, y);
+}
+
+// Q6_K: levels u in [0, 63] stand for u - 32; the -32 goes through the bsums as for Q3_K.
+float dot_q6_k_q8_k(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ6_K*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    float off_sum = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const __m128i sc = load128(x[i].scales);
+        const int offset = scaled_bsums(_mm256_cvtepi8_epi16(sc), y[i].bsums);
+        const __m256i sc_lo = prep_scale(_mm256_cvtepi8_epi32(sc));
+        const __m256i sc_hi = prep_scale(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)));
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = load256(x[i].ql + 64 * h);
+            const __m256i ql1 = load256(x[i].ql + 64 * h + 32);
+            const __m256i qh = load256(x[i].qh + 32 * h);
+            const __m256i scales = h == 0 ? sc_lo : sc_hi;
+            // Groups of 32 elements: low nibbles of ql0 / ql1, then their high nibbles; the two
+            // high bits come from successive bit pairs of qh.
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                                _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                _mm256_and_si256(qh, m2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
+            };
+            for (int p = 0; p < 4; ++p) {
+                const __m256i yq = load256(y[i].qs + 128 * h + 32 * p);
+                isum = _mm256_add_epi32(isum, dot4_scaled(q[p], yq, pair_scales(scales, p)));
+            }
+        }
+        const float d = y[i].d * f16(x[i].d);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+        off_sum += d * static_cast<float>(32 * offset);
+    }
+    return hsum_ps(acc) - off_sum;
+}
+
+// Overwrites the vec_dot of every quant type in rows[0..n).
+void set_quant_dots(TypeTraits* rows, int n) {
+    const struct {
+        DType type;
+        VecDotFn fn;
+    } dots[] = {
+        {DType::Q4_0, dot_q4_0_q8_0}, {DType::Q4_1, dot_q4_1_q8_1}, {DType::Q5_0, dot_q5_0_q8_0},
+        {DType::Q5_1, dot_q5_1_q8_1}, {DType::Q8_0, dot_q8_0_q8_0}, {DType::Q8_1, dot_q8_1_q8_1},
+        {DType::Q2_K, dot_q2_k_q8_k}, {DType::Q3_K, dot_q3_k_q8_k}, {DType::Q4_K, dot_q4_k_q8_k},
+        {DType::Q5_K, dot_q5_k_q8_k}, {DType::Q6_K, dot_q6_k_q8_k}, {DType::Q8_K, dot_q8_k_q8_k},
+    };
+    for (const auto& d : dots)
+        if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
+}
+
+}  // namespace
+}  // namespace syslm::kernels::x86
