@@ -1,15 +1,17 @@
 #include "kernels/cpu/matmul.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/gemm.hpp"
 #include "kernels/type_traits.hpp"
 
 namespace syslm::kernels {
 
-void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-            const float* bias) {
+void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float* y,
+                    ThreadPool& pool, const float* bias) {
     const TypeTraits& tt = type_traits(w.type);
     const size_t w_row = row_bytes(w.type, w.n_in);
     const auto* w_bytes = static_cast<const uint8_t*>(w.data);
@@ -24,7 +26,8 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
         scratch.resize(x_row * static_cast<size_t>(n_tokens));
         uint8_t* dst = scratch.data();
         pool.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; ++t) pt.from_float_fast(x + t * w.n_in, dst + t * x_row, w.n_in);
+            for (int64_t t = b; t < e; ++t)
+                pt.from_float_fast(x + t * w.n_in, dst + t * x_row, w.n_in);
         });
         xq = scratch.data();
     }
@@ -38,7 +41,8 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
     const int64_t tok_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
     pool.parallel_for(row_tiles * tok_tiles, [&](int64_t b, int64_t e, int) {
         for (int64_t tile = b; tile < e; ++tile) {
-            const int64_t r0 = (tile % row_tiles) * kTileRows, r1 = std::min(w.n_out, r0 + kTileRows);
+            const int64_t r0 = (tile % row_tiles) * kTileRows,
+                          r1 = std::min(w.n_out, r0 + kTileRows);
             const int64_t t0 = (tile / row_tiles) * kTileTokens;
             const int64_t t1 = std::min(n_tokens, t0 + kTileTokens);
             for (int64_t t = t0; t < t1; ++t) {
@@ -49,6 +53,34 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
             }
         }
     });
+}
+
+int64_t gemm_min_tokens() {
+    static const int64_t n = [] {
+        const char* env = std::getenv("SYSLM_GEMM_MIN_TOKENS");
+        if (!env) return kGemmMinTokens;
+        char* end = nullptr;
+        const long long v = std::strtoll(env, &end, 10);
+        if (end == env || *end != '\0' || v < 1)
+            fail("SYSLM_GEMM_MIN_TOKENS='", env, "': expected a positive number of tokens");
+        return static_cast<int64_t>(v);
+    }();
+    return n;
+}
+
+GemmPanel matmul_gemm_panel(DType type, int64_t n_tokens) {
+    if (n_tokens < gemm_min_tokens()) return GemmPanel::None;
+    return gemm_panel(type, active_isa());
+}
+
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            const float* bias) {
+    const GemmPanel panel = matmul_gemm_panel(w.type, n_tokens);
+    if (panel != GemmPanel::None) {
+        gemm(w, x, n_tokens, y, pool, bias, active_isa(), panel);
+        return;
+    }
+    matmul_vec_dot(w, x, n_tokens, y, pool, bias);
 }
 
 }  // namespace syslm::kernels

@@ -8,6 +8,7 @@
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/gemm.hpp"
 
 namespace syslm::kernels {
 
@@ -19,7 +20,21 @@ struct WeightView {
 };
 
 // x: n_tokens rows of w.n_in floats; y: n_tokens rows of w.n_out floats; bias: n_out or null.
+// Many tokens (prefill) go through the packed GEMM (kernels/cpu/gemm.hpp) where the type and ISA
+// have one; few tokens (decode: memory-bound) through one vec_dot per (row, token).
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             const float* bias = nullptr);
+
+// The vec_dot path alone: activations quantized to the partner type, then vec_dot in tiles.
+void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float* y,
+                    ThreadPool& pool, const float* bias = nullptr);
+
+// From this many tokens on, matmul() uses the GEMM: the measured crossover (bench/gemm), below
+// which packing the weights costs more than it saves. The environment variable
+// SYSLM_GEMM_MIN_TOKENS overrides it (tests route small models through either path with it).
+inline constexpr int64_t kGemmMinTokens = 32;
+int64_t gemm_min_tokens();
+// The panel format matmul() uses for `type` and `n_tokens` on the active ISA (None: vec_dot).
+GemmPanel matmul_gemm_panel(DType type, int64_t n_tokens);
 
 }  // namespace syslm::kernels

@@ -1,0 +1,183 @@
+#include "kernels/cpu/gemm.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::kernels {
+namespace {
+
+// Depth of a packed block: a multiple of every block size (QK_K = 256), so quantized rows are
+// dequantized in whole blocks, and short enough that an activation micro-panel (kKc x mr) stays
+// in L1 while the weight block streams from L2.
+constexpr int64_t kKc = 256;
+// Weight rows per packed block: kKc x kNc f32 = 128 KiB, well inside a core's L2.
+constexpr int64_t kNc = 128;
+
+// Grow-only 64-byte-aligned scratch, one per thread: no allocation per call once warm.
+struct Scratch {
+    struct Free {
+        void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+    };
+    std::unique_ptr<std::byte[], Free> data;
+    size_t size = 0;
+    template <typename T>
+    T* get(size_t n) {
+        const size_t bytes = n * sizeof(T);
+        if (bytes > size) {
+            data.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64))));
+            size = bytes;
+        }
+        return reinterpret_cast<T*>(data.get());
+    }
+};
+
+// Activations packed per token block of mr: [block][k][mr] floats, or [block][k2][mr] bf16
+// pairs, zero-padded past the last token and (pairs) past K.
+void pack_activations(const GemmKernels& kn, bool bf16, const float* x, int64_t T, int64_t K,
+                      int mr, void* dst, ThreadPool& pool) {
+    const int64_t blocks = (T + mr - 1) / mr, K2 = (K + 1) / 2;
+    pool.parallel_for(blocks, [&](int64_t b, int64_t e, int) {
+        for (int64_t tb = b; tb < e; ++tb) {
+            const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
+            if (bf16)
+                kn.pack_a_bf16(x + tb * mr * K, K, m, K,
+                               static_cast<uint32_t*>(dst) + tb * K2 * mr);
+            else
+                kn.pack_a_f32(x + tb * mr * K, K, m, K, static_cast<float*>(dst) + tb * K * mr);
+        }
+    });
+}
+
+}  // namespace
+
+const char* gemm_panel_name(GemmPanel p) {
+    switch (p) {
+        case GemmPanel::None:
+            return "none";
+        case GemmPanel::F32:
+            return "f32";
+        case GemmPanel::BF16:
+            return "bf16";
+    }
+    return "?";
+}
+
+const GemmKernels& gemm_kernels(Isa isa) {
+    static const std::array<GemmKernels, 3> tables = [] {
+        std::array<GemmKernels, 3> t{};
+        t[0].isa = Isa::Scalar;
+        if (isa_supported(Isa::Avx2)) t[1] = x86::gemm_kernels_avx2();
+        if (isa_supported(Isa::Avx512)) t[2] = x86::gemm_kernels_avx512(cpu_features().avx512bf16);
+        return t;
+    }();
+    if (!isa_supported(isa)) fail("GEMM: this CPU does not support ISA ", isa_name(isa));
+    return tables[static_cast<int>(isa)];
+}
+
+GemmPanel gemm_panel(DType type, Isa isa) {
+    const GemmKernels& k = gemm_kernels(isa);
+    if (!k.tile_f32 || !has_type_traits(type)) return GemmPanel::None;
+    // F16 in bf16 would lose 3 mantissa bits of every weight: f32 panels keep F16 exact.
+    if (type == DType::F32 || type == DType::F16) return GemmPanel::F32;
+    return k.tile_bf16 ? GemmPanel::BF16 : GemmPanel::F32;
+}
+
+void gemm(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+          const float* bias, Isa isa, GemmPanel panel) {
+    const GemmKernels& kn = gemm_kernels(isa);
+    const bool bf16 = panel == GemmPanel::BF16;
+    if (panel == GemmPanel::None || (bf16 ? !kn.tile_bf16 : !kn.tile_f32))
+        fail("GEMM: no ", gemm_panel_name(panel), " panels for ISA ", isa_name(isa));
+    const TypeTraits& tt = type_traits(w.type, isa);
+    const int64_t K = w.n_in, N = w.n_out, T = n_tokens;
+    if (T <= 0 || N <= 0) return;
+    const int mr = bf16 ? kn.mr_bf16 : kn.mr_f32;
+    const int nr = bf16 ? kn.nr_bf16 : kn.nr_f32;
+    const int64_t K2 = (K + 1) / 2;
+    const int64_t token_blocks = (T + mr - 1) / mr;
+
+    thread_local Scratch a_scratch;
+    float* a_f32 = nullptr;
+    uint32_t* a_bf16 = nullptr;
+    if (bf16)
+        a_bf16 = a_scratch.get<uint32_t>(static_cast<size_t>(token_blocks * K2 * mr));
+    else
+        a_f32 = a_scratch.get<float>(static_cast<size_t>(token_blocks * K * mr));
+    pack_activations(kn, bf16, x, T, K, mr, bf16 ? static_cast<void*>(a_bf16) : a_f32, pool);
+
+    const size_t w_row = row_bytes(w.type, w.n_in);
+    const auto* w_bytes = static_cast<const uint8_t*>(w.data);
+    const int64_t blck = dtype_info(w.type).block_size;
+    const size_t blck_bytes = dtype_info(w.type).type_size;
+    // Weight rows [jc, jc + nc) x [pc, pc + kc) to panels in bpack, converted on the fly; types
+    // without a direct packer go through to_float into `rows` first (kKc is a multiple of every
+    // block size, so pc starts a block).
+    const auto pack_weights = [&](int64_t jc, int64_t nc, int64_t pc, int64_t kc, std::byte* bpack,
+                                  float* rows) {
+        const auto* f32 = reinterpret_cast<const float*>(w_bytes) + jc * K + pc;
+        const auto* u16 = reinterpret_cast<const uint16_t*>(w_bytes) + jc * K + pc;
+        auto* b_f32 = reinterpret_cast<float*>(bpack);
+        auto* b_bf16 = reinterpret_cast<uint16_t*>(bpack);
+        if (!bf16 && w.type == DType::F32) return kn.pack_f32(f32, K, nc, kc, b_f32);
+        if (!bf16 && w.type == DType::F16) return kn.pack_f32_from_f16(u16, K, nc, kc, b_f32);
+        if (bf16 && w.type == DType::BF16) return kn.pack_bf16(u16, K, nc, kc, b_bf16);
+        const size_t offset = static_cast<size_t>(pc / blck) * blck_bytes;
+        for (int64_t r = 0; r < nc; ++r)
+            tt.to_float(w_bytes + (jc + r) * w_row + offset, rows + r * kc, kc);
+        if (bf16)
+            kn.pack_bf16_from_f32(rows, kc, nc, kc, b_bf16);
+        else
+            kn.pack_f32(rows, kc, nc, kc, b_f32);
+    };
+
+    // Each thread owns a contiguous run of nr-row panels (the pool splits [0, panels) evenly),
+    // packs its own weights once and sweeps all tokens over them: no weight is converted twice
+    // and both threads get the same number of panels, give or take one.
+    const int64_t panels = (N + nr - 1) / nr;
+    const int64_t nc_max = std::max<int64_t>(kNc / nr, 1) * nr;
+    pool.parallel_for(panels, [&](int64_t pb, int64_t pe, int) {
+        thread_local Scratch b_scratch, rows_scratch;
+        const int64_t kc_pad = (kKc + 1) / 2 * 2;
+        std::byte* bpack = b_scratch.get<std::byte>(static_cast<size_t>(nc_max * kc_pad) * 4);
+        float* rows = rows_scratch.get<float>(static_cast<size_t>(nc_max * kKc));
+        const int64_t r_end = std::min(N, pe * nr);
+        for (int64_t jc = pb * nr; jc < r_end; jc += nc_max) {
+            const int64_t nc = std::min(nc_max, r_end - jc);
+            for (int64_t pc = 0; pc < K; pc += kKc) {
+                const int64_t kc = std::min(kKc, K - pc);
+                pack_weights(jc, nc, pc, kc, bpack, rows);
+                const bool accumulate = pc > 0;
+                const int64_t kc2 = (kc + 1) / 2;
+                for (int64_t tb = 0; tb < token_blocks; ++tb) {
+                    const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
+                    float* yt = y + tb * mr * N;
+                    for (int64_t p = 0; p * nr < nc; ++p) {
+                        const int n = static_cast<int>(std::min<int64_t>(nr, nc - p * nr));
+                        const int64_t o = jc + p * nr;
+                        const float* b = bias && !accumulate ? bias + o : nullptr;
+                        if (bf16) {
+                            kn.tile_bf16(
+                                kc2, a_bf16 + tb * K2 * mr + pc / 2 * mr,
+                                reinterpret_cast<const uint16_t*>(bpack) + p * kc2 * 2 * nr, yt + o,
+                                N, m, n, b, accumulate);
+                        } else {
+                            kn.tile_f32(kc, a_f32 + tb * K * mr + pc * mr,
+                                        reinterpret_cast<const float*>(bpack) + p * kc * nr, yt + o,
+                                        N, m, n, b, accumulate);
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+}  // namespace syslm::kernels

@@ -1,0 +1,192 @@
+// The prefill GEMM (kernels/cpu/gemm.hpp) against a double-precision reference computed here from
+// the dequantized operands, for every ISA variant and panel format this CPU supports, on awkward
+// shapes: partial micro-tiles in both directions, several depth blocks with a short last one, an
+// odd depth, one token, bias on and off.
+//
+// Tolerances, with mag = sum_k |w_k x_k| + |b| (the scale of y before cancellation):
+//   - against the operands as the kernel sees them (f32, or both rounded to bf16 for BF16
+//     panels): 1e-5 mag — float accumulation over <= 2.1k terms, in blocks of 256;
+//   - BF16 panels against the unrounded operands: 2^-7 mag — each product carries at most two
+//     bf16 roundings of u = 2^-8 relative (8-bit significand).
+// matmul() is checked to route prefill through the GEMM (bit-identical) and decode to vec_dot.
+#include "kernels/cpu/gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/half.hpp"
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/type_traits.hpp"
+#include "quant_test_inputs.hpp"
+
+namespace syslm::kernels {
+namespace {
+
+struct Case {
+    DType type;
+    int64_t n_in;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+    return std::string(dtype_info(info.param.type).name) + "_k" + std::to_string(info.param.n_in);
+}
+
+// 96 and 2048 + 32 for types with 32-element blocks (2048 + 256 for the K-quants, whose blocks are
+// 256); 97 (odd: bf16 pairs padded) for the float types.
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+        for (int64_t k : {96, 97, 2080}) out.push_back({t, k});
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
+        for (int64_t k : {96, 2080}) out.push_back({t, k});
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+        for (int64_t k : {256, 2304}) out.push_back({t, k});
+    return out;
+}
+
+float round_bf16(float v) {
+    return bf16_to_f32(f32_to_bf16(v));
+}
+
+class Gemm : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Gemm, MatchesDoubleReferenceOfDequantizedOperands) {
+    const auto [type, K] = GetParam();
+    const TypeTraits& scalar = type_traits(type, Isa::Scalar);
+    ThreadPool pool(2);
+    uint64_t seed = 7000 + static_cast<uint64_t>(type) * 31 + static_cast<uint64_t>(K);
+    int checked = 0;
+    for (int64_t N : {13, 100}) {
+        // Weights: quantized by the reference quantizer, dequantized by the scalar table.
+        const std::vector<float> wf = testing::make_weight_like(seed++, N, K);
+        const size_t rb = row_bytes(type, K);
+        std::vector<uint8_t> wq(rb * static_cast<size_t>(N));
+        std::vector<float> wd(wf.size());
+        for (int64_t o = 0; o < N; ++o) {
+            scalar.from_float(wf.data() + o * K, wq.data() + o * rb, K);
+            scalar.to_float(wq.data() + o * rb, wd.data() + o * K, K);
+        }
+        const WeightView w{type, K, N, wq.data()};
+        std::vector<float> bias(static_cast<size_t>(N));
+        for (int64_t o = 0; o < N; ++o) bias[o] = 0.01f * static_cast<float>(o % 7) - 0.03f;
+
+        for (int64_t T : {1, 7, 65, 130}) {
+            const std::vector<float> x = testing::make_quant_input(seed++, T * K);
+            for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+                if (!isa_supported(isa)) continue;
+                for (GemmPanel panel : {GemmPanel::F32, GemmPanel::BF16}) {
+                    const GemmKernels& kn = gemm_kernels(isa);
+                    if (panel == GemmPanel::BF16 && !kn.tile_bf16) continue;
+                    for (const bool with_bias : {false, true}) {
+                        const float* b = with_bias ? bias.data() : nullptr;
+                        std::vector<float> y(static_cast<size_t>(T * N), NAN);
+                        gemm(w, x.data(), T, y.data(), pool, b, isa, panel);
+                        const bool bf = panel == GemmPanel::BF16;
+                        for (int64_t t = 0; t < T; ++t)
+                            for (int64_t o = 0; o < N; ++o) {
+                                double exact = 0, seen = 0, mag = 0;
+                                for (int64_t k = 0; k < K; ++k) {
+                                    const float wv = wd[o * K + k], xv = x[t * K + k];
+                                    exact += static_cast<double>(wv) * xv;
+                                    seen +=
+                                        bf ? static_cast<double>(round_bf16(wv)) * round_bf16(xv)
+                                           : static_cast<double>(wv) * xv;
+                                    mag += std::fabs(static_cast<double>(wv) * xv);
+                                }
+                                const double add = b ? b[o] : 0.0;
+                                const float got = y[t * N + o];
+                                ASSERT_NEAR(got, seen + add, 1e-5 * (mag + std::fabs(add)) + 1e-30)
+                                    << isa_name(isa) << " " << gemm_panel_name(panel) << " N=" << N
+                                    << " T=" << T << " t=" << t << " o=" << o;
+                                if (bf) {
+                                    ASSERT_NEAR(got, exact + add,
+                                                std::ldexp(mag, -7) + 1e-5 * std::fabs(add) + 1e-30)
+                                        << isa_name(isa) << " N=" << N << " T=" << T;
+                                }
+                                ++checked;
+                            }
+                    }
+                }
+            }
+        }
+    }
+    if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2: the GEMM has no variant here";
+    EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Gemm, ::testing::ValuesIn(cases()), case_name);
+
+TEST(GemmRouting, MatmulUsesTheGemmForPrefillOnly) {
+    const Isa isa = active_isa();
+    const int64_t K = 512, N = 45, T = std::max<int64_t>(gemm_min_tokens(), 40);
+    ThreadPool pool(2);
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K}) {
+        const GemmPanel panel = matmul_gemm_panel(type, T);
+        EXPECT_EQ(matmul_gemm_panel(type, 1), GemmPanel::None) << "decode stays on vec_dot";
+        if (isa == Isa::Scalar) {
+            EXPECT_EQ(panel, GemmPanel::None);
+            continue;
+        }
+        ASSERT_NE(panel, GemmPanel::None) << dtype_info(type).name;
+        const std::vector<float> wf = testing::make_weight_like(41, N, K);
+        const size_t rb = row_bytes(type, K);
+        std::vector<uint8_t> wq(rb * static_cast<size_t>(N));
+        for (int64_t o = 0; o < N; ++o)
+            type_traits(type).from_float(wf.data() + o * K, wq.data() + o * rb, K);
+        const WeightView w{type, K, N, wq.data()};
+        const std::vector<float> x = testing::make_quant_input(42, T * K);
+        std::vector<float> via_matmul(static_cast<size_t>(T * N)), via_gemm(via_matmul.size());
+        matmul(w, x.data(), T, via_matmul.data(), pool);
+        gemm(w, x.data(), T, via_gemm.data(), pool, nullptr, isa, panel);
+        EXPECT_EQ(via_matmul, via_gemm) << dtype_info(type).name;
+    }
+}
+
+// Packers alone against an index-by-index transpose, including partial panels.
+TEST(GemmPack, PanelsAreTheTransposedRows) {
+    for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+        if (!isa_supported(isa)) continue;
+        const GemmKernels& kn = gemm_kernels(isa);
+        for (int64_t n_rows : {1, 31, 32, 45}) {
+            for (int64_t kc : {1, 16, 37, 256}) {
+                const int64_t ld = kc + 6;
+                std::vector<float> rows = testing::make_quant_input(99 + n_rows + kc, n_rows * ld);
+                const int64_t panels = (n_rows + kn.nr_f32 - 1) / kn.nr_f32;
+                std::vector<float> got(static_cast<size_t>(panels * kc * kn.nr_f32), NAN);
+                kn.pack_f32(rows.data(), ld, n_rows, kc, got.data());
+                for (int64_t r = 0; r < panels * kn.nr_f32; ++r)
+                    for (int64_t k = 0; k < kc; ++k) {
+                        const float want = r < n_rows ? rows[r * ld + k] : 0.0f;
+                        ASSERT_EQ(got[(r / kn.nr_f32 * kc + k) * kn.nr_f32 + r % kn.nr_f32], want)
+                            << isa_name(isa) << " f32 r=" << r << " k=" << k;
+                    }
+                if (!kn.pack_bf16) continue;
+                const int64_t nr = kn.nr_bf16, kc2 = (kc + 1) / 2;
+                std::vector<uint16_t> src(rows.size());
+                for (size_t i = 0; i < rows.size(); ++i) src[i] = f32_to_bf16(rows[i]);
+                std::vector<uint16_t> g1(static_cast<size_t>(panels * kc2 * 2 * nr), 0xFFFF);
+                std::vector<uint16_t> g2(g1);
+                kn.pack_bf16(src.data(), ld, n_rows, kc, g1.data());
+                kn.pack_bf16_from_f32(rows.data(), ld, n_rows, kc, g2.data());
+                for (int64_t r = 0; r < panels * nr; ++r)
+                    for (int64_t k = 0; k < 2 * kc2; ++k) {
+                        const uint16_t want = r < n_rows && k < kc ? src[r * ld + k] : 0;
+                        const size_t at =
+                            static_cast<size_t>(((r / nr * kc2 + k / 2) * nr + r % nr) * 2 + k % 2);
+                        ASSERT_EQ(g1[at], want) << isa_name(isa) << " bf16 r=" << r << " k=" << k;
+                        ASSERT_EQ(g2[at], want)
+                            << isa_name(isa) << " bf16<-f32 r=" << r << " k=" << k;
+                    }
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace syslm::kernels
