@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/norm.hpp"
@@ -67,6 +68,8 @@ void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool
         SYSLM_CHECK(n_past_ + T <= hp.n_ctx_train, "gpt2 has learned positions for ",
                     hp.n_ctx_train, " tokens; position ", n_past_ + T - 1, " is beyond them");
 
+    SYSLM_PROFILE_STEPS(prof);
+    SYSLM_PROFILE_STEP(prof, "embedding", 0, T * (row_bytes(w.token_embd.type, E) + 4 * E));
     // Embedding rows are dequantized from whatever type the file stores them in.
     const auto& embd = kernels::type_traits(w.token_embd.type);
     const size_t embd_row = row_bytes(w.token_embd.type, E);
@@ -84,6 +87,7 @@ void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool
         }
     }
 
+    prof.end();  // the blocks profile themselves
     for (int il = 0; il < hp.n_layer; ++il) {
         attention_block(il, T);
         if (hp.n_expert > 0)
@@ -97,11 +101,13 @@ void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool
     // Only the rows whose logits are wanted go through the final norm and the output matrix.
     const int64_t first = all_logits ? 0 : T - 1;
     const float* x = x_.data() + first * E;
+    SYSLM_PROFILE_STEP(prof, "output_norm", 4 * (T - first) * E, 8 * (T - first) * E);
     if (hp.arch == Arch::Gpt2)
         kernels::layer_norm(x, h_.data(), T - first, E, w.output_norm.data(),
                             w.output_norm_b.data(), hp.norm_eps);
     else
         kernels::rms_norm(x, h_.data(), T - first, E, w.output_norm.data(), hp.norm_eps);
+    SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, T - first);
     matmul(w.output, h_.data(), T - first, logits, pool_);
 }
 
@@ -111,6 +117,8 @@ void Context::attention_block(int il, int64_t T) {
     const int64_t E = hp.n_embd, QD = hp.q_dim(), KD = hp.kv_dim();
     auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
 
+    SYSLM_PROFILE_STEPS(prof);
+    SYSLM_PROFILE_STEP(prof, "attn_norm", 4 * T * E, 8 * T * E);
     if (hp.arch == Arch::Gpt2)
         kernels::layer_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), l.attn_norm_b.data(),
                             hp.norm_eps);
@@ -120,14 +128,18 @@ void Context::attention_block(int il, int64_t T) {
     const float *q, *k, *v;
     int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
     if (l.wqkv.data) {            // fused: each row is [q | k | v]
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
         matmul(l.wqkv, h_.data(), T, q_.data(), pool_, bias(l.bqkv));
         q_stride = kv_stride = QD + 2 * KD;
         q = q_.data();
         k = q_.data() + QD;
         v = q_.data() + QD + KD;
     } else {
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
         matmul(l.wq, h_.data(), T, q_.data(), pool_, bias(l.bq));
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
         matmul(l.wk, h_.data(), T, k_.data(), pool_, bias(l.bk));
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
         matmul(l.wv, h_.data(), T, v_.data(), pool_, bias(l.bv));
         q_stride = QD;
         kv_stride = KD;
@@ -135,6 +147,7 @@ void Context::attention_block(int il, int64_t T) {
         k = k_.data();
         v = v_.data();
     }
+    SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD), 4 * T * (2 * QD + 4 * KD));
     // RoPE on q and k, then k and v into the cache; q gathered contiguous into attn_ for reuse.
     for (int64_t t = 0; t < T; ++t) {
         const int64_t pos = n_past_ + t;
@@ -148,12 +161,16 @@ void Context::attention_block(int il, int64_t T) {
             rope->apply(kc, hp.n_head_kv, hp.head_dim, pos);
         }
     }
+    SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * T * (n_past_ + (T + 1) / 2.0),
+                       8.0 * (KD * (n_past_ + T) + QD * T));
     kernels::AttentionShape shape{
         hp.n_head, hp.n_head_kv,      hp.head_dim,
         KD,        hp.sliding_window, 1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
     kernels::attention(shape, attn_.data(), cache_.k(il, 0), cache_.v(il, 0), T, n_past_, q_.data(),
                        pool_);
+    SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
     matmul(l.wo, q_.data(), T, h_.data(), pool_, bias(l.bo));
+    SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
     for (int64_t i = 0; i < T * E; ++i) x_[i] += h_[i];
 }
 
@@ -163,18 +180,28 @@ void Context::ffn_block(int il, int64_t T) {
     const int64_t E = hp.n_embd, F = hp.n_ff;
     auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
 
+    SYSLM_PROFILE_STEPS(prof);
     if (hp.arch == Arch::Gpt2) {
+        SYSLM_PROFILE_STEP(prof, "ffn_norm", 8 * T * E, 8 * T * E);
         kernels::layer_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), l.ffn_norm_b.data(),
                             hp.norm_eps);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         matmul(l.ffn_up, h_.data(), T, ff_a_.data(), pool_, bias(l.ffn_up_b));
+        SYSLM_PROFILE_STEP(prof, "gelu", 10 * T * F, 8 * T * F);
         kernels::gelu_tanh(ff_a_.data(), T * F);
     } else {
+        SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
         kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
         matmul(l.ffn_gate, h_.data(), T, ff_a_.data(), pool_);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         matmul(l.ffn_up, h_.data(), T, ff_b_.data(), pool_);
+        SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * F, 12 * T * F);
         kernels::swiglu(ff_a_.data(), ff_b_.data(), T * F);
     }
+    SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
     matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), pool_, bias(l.ffn_down_b));
+    SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
     for (int64_t i = 0; i < T * E; ++i) x_[i] += ff_out_[i];
 }
 
@@ -185,7 +212,10 @@ void Context::moe_block(int il, int64_t T) {
     const LayerWeights& l = model_.weights().layers[il];
     const int64_t E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert, K = hp.n_expert_used;
 
+    SYSLM_PROFILE_STEPS(prof);
+    SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
     kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps);
+    SYSLM_PROFILE_MATMUL_STEP(prof, "moe_routing", l.ffn_gate_inp, T);
     std::vector<float> probs(static_cast<size_t>(T * X));
     matmul(l.ffn_gate_inp, h_.data(), T, probs.data(), pool_);
 
@@ -215,6 +245,7 @@ void Context::moe_block(int il, int64_t T) {
     for (int64_t e = 0; e < X; ++e) {
         const auto& toks = routed[e];
         if (toks.empty()) continue;
+        SYSLM_PROFILE_STEP(prof, "moe_gather", 0, 8 * static_cast<int64_t>(toks.size()) * E);
         const int64_t n = static_cast<int64_t>(toks.size());
         in.resize(n * E);
         gate.resize(n * F);
@@ -222,10 +253,15 @@ void Context::moe_block(int il, int64_t T) {
         out.resize(n * E);
         for (int64_t j = 0; j < n; ++j)
             std::copy_n(h_.data() + toks[j].first * E, E, in.data() + j * E);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate_exps", l.gate_exps.expert(e), n);
         matmul(l.gate_exps.expert(e), in.data(), n, gate.data(), pool_);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_exps", l.up_exps.expert(e), n);
         matmul(l.up_exps.expert(e), in.data(), n, up.data(), pool_);
+        SYSLM_PROFILE_STEP(prof, "swiglu", 5 * n * F, 12 * n * F);
         kernels::swiglu(gate.data(), up.data(), n * F);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_exps", l.down_exps.expert(e), n);
         matmul(l.down_exps.expert(e), gate.data(), n, out.data(), pool_);
+        SYSLM_PROFILE_STEP(prof, "moe_combine", 2 * n * E, 12 * n * E);
         for (int64_t j = 0; j < n; ++j) {
             float* xt = x_.data() + toks[j].first * E;
             for (int64_t i = 0; i < E; ++i) xt[i] += toks[j].second * out[j * E + i];
@@ -234,10 +270,15 @@ void Context::moe_block(int il, int64_t T) {
 
     if (hp.n_ff_shexp > 0) {  // shared expert, scaled by its own sigmoid gate
         const int64_t S = hp.n_ff_shexp;
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate_shexp", l.ffn_gate_shexp, T);
         matmul(l.ffn_gate_shexp, h_.data(), T, ff_a_.data(), pool_);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_shexp", l.ffn_up_shexp, T);
         matmul(l.ffn_up_shexp, h_.data(), T, ff_b_.data(), pool_);
+        SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * S, 12 * T * S);
         kernels::swiglu(ff_a_.data(), ff_b_.data(), T * S);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_shexp", l.ffn_down_shexp, T);
         matmul(l.ffn_down_shexp, ff_a_.data(), T, ff_out_.data(), pool_);
+        SYSLM_PROFILE_STEP(prof, "shexp_gate_add", 4 * T * E, 8 * T * E);
         for (int64_t t = 0; t < T; ++t) {
             double g = 0;
             for (int64_t i = 0; i < E; ++i) g += l.ffn_gate_inp_shexp[i] * h_[t * E + i];

@@ -1,0 +1,291 @@
+// syslm bench: prompt-processing and generation speed of a model as llama-bench measures them,
+// each figure also as a fraction of this machine's roofline; --profile explains where the time
+// goes, --trace records it for Perfetto.
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "cli/command.hpp"
+#include "core/cpu_features.hpp"
+#include "core/error.hpp"
+#include "core/profiler.hpp"
+#include "kernels/isa.hpp"
+#include "profile/bench_runner.hpp"
+#include "profile/machine_probe.hpp"
+#include "profile/model_costs.hpp"
+#include "profile/op_report.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct BenchArgs {
+    std::string model;
+    int n_prompt = 512;
+    int n_gen = 128;
+    int threads = 2;
+    int reps = 5;
+    int n_batch = 2048;
+    bool json = false;
+    bool profile = false;
+    std::string trace;
+};
+
+// llama.cpp's names for general.file_type (llama_model_ftype_name).
+std::string ftype_name(uint32_t ft) {
+    switch (ft) {
+        case 0:
+            return "all F32";
+        case 1:
+            return "F16";
+        case 2:
+            return "Q4_0";
+        case 3:
+            return "Q4_1";
+        case 7:
+            return "Q8_0";
+        case 8:
+            return "Q5_0";
+        case 9:
+            return "Q5_1";
+        case 10:
+            return "Q2_K - Medium";
+        case 11:
+            return "Q3_K - Small";
+        case 12:
+            return "Q3_K - Medium";
+        case 13:
+            return "Q3_K - Large";
+        case 14:
+            return "Q4_K - Small";
+        case 15:
+            return "Q4_K - Medium";
+        case 16:
+            return "Q5_K - Small";
+        case 17:
+            return "Q5_K - Medium";
+        case 18:
+            return "Q6_K";
+        case 21:
+            return "Q2_K - Small";
+        case 32:
+            return "BF16";
+        default:
+            return "ftype " + std::to_string(ft);
+    }
+}
+
+std::string params_label(double n) {
+    char b[32];
+    if (n >= 1e9)
+        std::snprintf(b, sizeof b, "%.1fB", n / 1e9);
+    else
+        std::snprintf(b, sizeof b, "%.0fM", n / 1e6);
+    return b;
+}
+
+std::string size_label(double bytes) {
+    char b[32];
+    if (bytes >= (1 << 30))
+        std::snprintf(b, sizeof b, "%.2f GiB", bytes / (1 << 30));
+    else
+        std::snprintf(b, sizeof b, "%.2f MiB", bytes / (1 << 20));
+    return b;
+}
+
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+int run_bench_cmd(const BenchArgs& a) {
+    SYSLM_CHECK(a.n_prompt > 0 || a.n_gen > 0, "bench: nothing to measure (-p 0 and -n 0)");
+    bool measured = false;
+    const profile::ProbeResult probe = profile::cached_or_measured_probe(0, false, &measured);
+    if (measured)
+        std::fprintf(stderr, "bench: measured this machine's limits (cached in %s)\n",
+                     profile::probe_cache_path().c_str());
+
+    const model::Model m(a.model);
+    const profile::ModelCosts costs = profile::model_costs(m);
+    const uint32_t ftype = m.file().get_u32("general.file_type", 0);
+    const std::string model_type =
+        m.hparams().arch_name + " " + params_label(costs.n_params) + " " + ftype_name(ftype);
+
+    std::vector<profile::BenchTest> tests;
+    if (a.n_prompt > 0) tests.push_back({a.n_prompt, 0});
+    if (a.n_gen > 0) tests.push_back({0, a.n_gen});
+
+    const bool profiling = a.profile || !a.trace.empty();
+    nlohmann::json out = nlohmann::json::array();
+    std::vector<profile::OpReport> reports;
+    if (!a.json) {
+        std::printf("| %-28s | %10s | %7s | %7s | %7s | %8s | %16s | %7s |\n", "model", "size",
+                    "params", "backend", "threads", "test", "t/s", "of roof");
+        std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", std::string(28, '-').c_str(),
+                    std::string(10, '-').c_str(), std::string(7, '-').c_str(),
+                    std::string(7, '-').c_str(), std::string(7, '-').c_str(),
+                    std::string(8, '-').c_str(), std::string(16, '-').c_str(),
+                    std::string(7, '-').c_str());
+        std::fflush(stdout);
+    }
+    for (const profile::BenchTest& test : tests) {
+        profile::BenchOptions opt;
+        opt.threads = a.threads;
+        opt.reps = a.reps;
+        opt.n_batch = a.n_batch;
+        if (profiling) {
+            profiler::reset();
+            // The trace keeps the first timed repetition only: enough to see, small to load.
+            opt.before_rep = [&](int rep) {
+                profiler::set_trace(!a.trace.empty() && rep == 0);
+                profiler::set_enabled(true);
+            };
+            opt.after_rep = [](int) { profiler::set_enabled(false); };
+        }
+        const std::string test_time = utc_now();
+        const profile::BenchResult r = profile::run_bench(m, test, opt);
+        const bool decode = test.n_gen > 0;
+        const double roof_s =
+            decode ? profile::decode_roofline_seconds(costs, test.n_gen, probe, a.threads)
+                   : profile::prefill_roofline_seconds(costs, test.n_prompt, probe, a.threads);
+        const double roof_ts = test.n_tokens() / roof_s;
+        char basis[96];
+        if (decode)
+            std::snprintf(basis, sizeof basis, "read bandwidth %.1f GB/s",
+                          probe.read_gbs_for(a.threads));
+        else
+            std::snprintf(basis, sizeof basis, "matrix peaks of the weight types");
+        if (profiling) {
+            double wall = 0;
+            for (double ns : r.samples_ns) wall += ns * 1e-9;
+            reports.push_back(
+                profile::make_op_report((decode ? "decode " : "prefill ") + test.name(),
+                                        profiler::collect(), wall, costs, probe, a.threads));
+        }
+
+        nlohmann::json j = {
+            {"build_commit", "syslm"},
+            {"cpu_info", probe.cpu},
+            {"gpu_info", ""},
+            {"backends", "CPU"},
+            {"isa", kernels::isa_name(kernels::active_isa())},
+            {"model_filename", a.model},
+            {"model_type", model_type},
+            {"model_size", static_cast<uint64_t>(costs.model_bytes)},
+            {"model_n_params", static_cast<uint64_t>(costs.n_params)},
+            {"n_batch", a.n_batch},
+            {"n_ubatch", std::min(a.n_batch, std::max(test.n_prompt, 1))},
+            {"n_threads", a.threads},
+            {"type_k", "f32"},
+            {"type_v", "f32"},
+            {"n_gpu_layers", 0},
+            {"flash_attn", false},
+            {"use_mmap", true},
+            {"embeddings", false},
+            {"n_prompt", test.n_prompt},
+            {"n_gen", test.n_gen},
+            {"n_depth", 0},
+            {"test_time", test_time},
+            {"avg_ns", static_cast<uint64_t>(r.avg_ns)},
+            {"stddev_ns", static_cast<uint64_t>(r.stddev_ns)},
+            {"avg_ts", r.avg_ts},
+            {"stddev_ts", r.stddev_ts},
+            {"samples_ns", r.samples_ns},
+            {"samples_ts", r.samples_ts},
+            {"roofline_ts", roof_ts},
+            {"roofline_fraction", r.avg_ts / roof_ts},
+            {"roofline_basis", basis},
+        };
+        out.push_back(j);
+        if (!a.json) {
+            char ts[64];
+            std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts, r.stddev_ts);
+            std::printf("| %-28s | %10s | %7s | %7s | %7d | %8s | %17s | %6.0f%% |\n",
+                        model_type.c_str(), size_label(costs.model_bytes).c_str(),
+                        params_label(costs.n_params).c_str(), "CPU", a.threads, test.name().c_str(),
+                        ts, 100 * r.avg_ts / roof_ts);
+            std::fflush(stdout);
+        }
+    }
+    profiler::set_trace(false);
+
+    if (a.json) {
+        std::printf("%s\n", out.dump(2).c_str());
+    } else {
+        std::printf(
+            "\nroofline: decode at %.1f GB/s read bandwidth / %.1f MB per token (weights touched "
+            "+ KV cache at mid-run); prefill at the %s peaks (FP32 FMA %.0f, BF16 %.0f GFLOP/s, "
+            "int8 %.0f GOP/s for %d threads), from `syslm probe` (%s).\n",
+            probe.read_gbs_for(a.threads),
+            (costs.decode_weight_bytes + costs.kv_bytes_per_position * a.n_gen / 2) / 1e6,
+            probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads),
+            probe.int8_for(a.threads), a.threads, profile::probe_cache_path().c_str());
+    }
+    for (const profile::OpReport& rep : reports) {
+        std::FILE* f = a.json ? stderr : stdout;
+        std::fprintf(f, "\nprofile of %s (%d repetitions, %.1f ms of wall time)\n",
+                     rep.phase.c_str(), a.reps, rep.wall_seconds * 1e3);
+        std::fprintf(f, "%s", profile::format_op_report(rep).c_str());
+        std::fprintf(f, "%s\n", rep.bottleneck.c_str());
+    }
+    if (!a.trace.empty()) {
+        profiler::write_chrome_trace(a.trace);
+        std::fprintf(a.json ? stderr : stdout,
+                     "\ntrace: %zu events written to %s (open in https://ui.perfetto.dev or "
+                     "chrome://tracing)\n",
+                     profiler::trace_event_count(), a.trace.c_str());
+    }
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<BenchArgs>();
+    app.footer(
+        "Method (as llama-bench): pp<p> processes one batch of p random tokens from an empty "
+        "cache; tg<n> decodes n tokens one at a time from an empty cache. Each test runs once "
+        "untimed, then -r times; t/s is the mean ± sample standard deviation over the "
+        "repetitions. 'of roof' is the figure as a fraction of its roofline: decode against the "
+        "read bandwidth measured by `syslm probe` divided by the bytes a step reads (weights "
+        "touched + KV cache), prefill against the arithmetic peaks of the weight types (int8 dot "
+        "products for quantized types, FP32 FMA for F32/F16, BF16 dot products for BF16). The "
+        "probe result is cached; run `syslm probe --refresh` on a quiet machine for good "
+        "rooflines. --json prints one object per test with llama-bench's field names "
+        "(n_prompt, n_gen, avg_ts, stddev_ts, model_size, model_n_params, n_threads, ...).");
+    app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+    app.add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens for the pp test (0: skip)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("-n,--n-gen", a->n_gen, "Tokens to generate for the tg test (0: skip)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("-t,--threads", a->threads, "Threads")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024));
+    app.add_option("-r,--repetitions", a->reps, "Timed repetitions per test")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    app.add_option("-b,--batch-size", a->n_batch, "Prompt tokens per forward call")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_flag("--json", a->json,
+                 "Print a JSON array, one object per test (llama-bench -o json)");
+    app.add_flag("--profile", a->profile,
+                 "Profile the timed repetitions: per-op table and the bottleneck in one sentence");
+    app.add_option("--trace", a->trace,
+                   "Write a Chrome trace-event JSON file of the first timed repetition of each "
+                   "test (implies profiling)");
+    return [a] { return run_bench_cmd(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(bench, "bench",
+              "Prompt-processing and generation speed (llama-bench method) against the roofline",
+              setup);
+
+}  // namespace syslm::cli

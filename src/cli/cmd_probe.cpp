@@ -1,0 +1,83 @@
+// syslm probe: this machine's limits (memory bandwidth, arithmetic peaks, caches, ISA), measured
+// with the engine's own kernels and cached for `syslm bench`.
+#include <cstdio>
+
+#include "cli/command.hpp"
+#include "profile/machine_probe.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct ProbeArgs {
+    int threads = 0;
+    bool json = false;
+    bool refresh = false;
+};
+
+void print_peak(const char* what, double one, double all, int threads, const std::string& insn,
+                const char* unit) {
+    if (one <= 0) {
+        std::printf("  %-22s not available with this ISA\n", what);
+        return;
+    }
+    std::printf("  %-22s %8.1f %s/core  %8.1f %s (%d threads)   [%s]\n", what, one, unit, all, unit,
+                threads, insn.c_str());
+}
+
+int run_probe_cmd(const ProbeArgs& a) {
+    bool measured = false;
+    if (!a.json) std::fprintf(stderr, "probe: %s\n", a.refresh ? "measuring..." : "loading...");
+    const profile::ProbeResult r =
+        profile::cached_or_measured_probe(a.threads, a.refresh, &measured);
+    if (a.json) {
+        nlohmann::json j = profile::to_json(r);
+        j["cache_file"] = profile::probe_cache_path();
+        j["from_cache"] = !measured;
+        std::printf("%s\n", j.dump(2).c_str());
+        return 0;
+    }
+    std::printf("CPU         %s, %d hardware threads\n", r.cpu.c_str(), r.hw_threads);
+    std::printf("ISA         %s kernels; CPU features: %s\n", r.isa.c_str(), r.features.c_str());
+    std::printf("caches      %s\n", r.caches.empty() ? "(not described by sysfs)"
+                                                     : profile::describe(r.caches).c_str());
+    std::printf("memory\n");
+    std::printf("  %-22s %8.1f GB/s (1 thread)  %8.1f GB/s (%d threads)\n", "read (sum)",
+                r.read_gbs_1, r.read_gbs, r.threads);
+    std::printf("  %-22s %8s                    %8.1f GB/s (%d threads)\n", "read, 4 KiB pages", "",
+                r.read_gbs_small_pages, r.threads);
+    std::printf("  %-22s %8.1f GB/s (1 thread)  %8.1f GB/s (%d threads)\n", "copy (read+write)",
+                r.copy_gbs_1, r.copy_gbs, r.threads);
+    std::printf("compute peaks\n");
+    print_peak("FP32 FMA", r.fma_f32_1, r.fma_f32, r.threads, r.fma_f32_insn, "GFLOP/s");
+    print_peak("BF16 dot", r.bf16_1, r.bf16, r.threads, r.bf16_insn, "GFLOP/s");
+    print_peak("int8 dot (u8 x s8)", r.int8_1, r.int8, r.threads, r.int8_insn, "GOP/s ");
+    std::printf("%s %s (%s; delete the file or pass --refresh to measure again)\n",
+                measured ? "measured now, cached in" : "cached result from",
+                profile::probe_cache_path().c_str(), r.measured_at.c_str());
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<ProbeArgs>();
+    app.footer(
+        "Read bandwidth: a 512 MiB buffer summed with SIMD by every thread (best of 8 passes), "
+        "backed by transparent huge pages where the kernel allows, and again with 4 KiB pages "
+        "(as weights mmap'd from a file are). "
+        "Copy bandwidth: 256 MiB copied with ordinary stores, counted as bytes read + written "
+        "(as STREAM's Copy). Peaks: register-only loops of the FMA, BF16 (vdpbf16ps, AVX-512 BF16 "
+        "CPUs only) and u8 x s8 dot-product instructions of the active ISA (SYSLM_ISA caps it); a "
+        "multiply-add counts 2 operations. Results are cached per CPU, thread count and ISA.");
+    app.add_option("-t,--threads", a->threads, "Threads for the all-core figures (default: all)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_flag("--json", a->json, "Print the result as one JSON object");
+    app.add_flag("--refresh", a->refresh, "Measure again even if a cached result exists");
+    return [a] { return run_probe_cmd(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(probe, "probe",
+              "Measure this machine's limits: memory bandwidth, FP32/BF16/int8 peaks, caches, ISA",
+              setup);
+
+}  // namespace syslm::cli

@@ -1,0 +1,111 @@
+#include "profile/model_costs.hpp"
+
+#include <string_view>
+
+namespace syslm::profile {
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+void add_matrix(ModelCosts& c, const char* op, const kernels::WeightView& w, double share = 1) {
+    if (!w.data) return;
+    c.matrices.push_back(
+        {op, w.type, 2.0 * static_cast<double>(w.n_in) * static_cast<double>(w.n_out) * share,
+         static_cast<double>(row_bytes(w.type, w.n_in)) * static_cast<double>(w.n_out)});
+}
+
+void add_experts(ModelCosts& c, const char* op, const model::Experts& e, double share) {
+    if (!e.data) return;
+    for (int64_t x = 0; x < e.n_expert; ++x) add_matrix(c, op, e.expert(x), share);
+}
+
+}  // namespace
+
+ModelCosts model_costs(const model::Model& m) {
+    const model::HParams& hp = m.hparams();
+    const model::Weights& w = m.weights();
+    ModelCosts c;
+    const double routed = hp.n_expert > 0 ? static_cast<double>(hp.n_expert_used) / hp.n_expert : 1;
+    for (const io::GGUFTensor& t : m.file().tensors()) {
+        c.model_bytes += static_cast<double>(t.nbytes);
+        c.n_params += static_cast<double>(t.numel());
+        if (t.name == "token_embd.weight" || t.name == "position_embd.weight") {
+            c.decode_weight_bytes += static_cast<double>(t.nbytes) / static_cast<double>(t.rows());
+            continue;
+        }
+        const bool expert = ends_with(t.name, "_exps.weight");
+        c.decode_weight_bytes += static_cast<double>(t.nbytes) * (expert ? routed : 1.0);
+    }
+    // Tied embeddings: the output matrix is the embedding table, read whole for every token.
+    if (w.output.data == w.token_embd.data)
+        c.decode_weight_bytes += static_cast<double>(row_bytes(w.output.type, w.output.n_in)) *
+                                 static_cast<double>(w.output.n_out);
+    c.kv_bytes_per_position = 2.0 * hp.n_layer * hp.kv_dim() * sizeof(float);
+    c.attn_flops_per_pair = 4.0 * hp.n_layer * hp.q_dim();
+
+    for (const model::LayerWeights& l : w.layers) {
+        add_matrix(c, "attn_qkv", l.wqkv);
+        add_matrix(c, "attn_q", l.wq);
+        add_matrix(c, "attn_k", l.wk);
+        add_matrix(c, "attn_v", l.wv);
+        add_matrix(c, "attn_out", l.wo);
+        add_matrix(c, "ffn_gate", l.ffn_gate);
+        add_matrix(c, "ffn_up", l.ffn_up);
+        add_matrix(c, "ffn_down", l.ffn_down);
+        add_matrix(c, "moe_routing", l.ffn_gate_inp);
+        add_experts(c, "ffn_gate_exps", l.gate_exps, routed);
+        add_experts(c, "ffn_up_exps", l.up_exps, routed);
+        add_experts(c, "ffn_down_exps", l.down_exps, routed);
+        add_matrix(c, "ffn_gate_shexp", l.ffn_gate_shexp);
+        add_matrix(c, "ffn_up_shexp", l.ffn_up_shexp);
+        add_matrix(c, "ffn_down_shexp", l.ffn_down_shexp);
+    }
+    add_matrix(c, "output", w.output);
+    return c;
+}
+
+double matmul_peak(DType type, const ProbeResult& probe, int threads) {
+    switch (type) {
+        case DType::F32:
+        case DType::F16:
+            return probe.fma_f32_for(threads) * 1e9;
+        case DType::BF16:
+            return (probe.bf16 > 0 ? probe.bf16_for(threads) : probe.fma_f32_for(threads)) * 1e9;
+        default:
+            return probe.int8_for(threads) * 1e9;
+    }
+}
+
+double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,
+                               int threads) {
+    // Step p reads the weights and positions 0..p of the cache.
+    const double n = n_gen;
+    const double bytes = n * c.decode_weight_bytes + c.kv_bytes_per_position * n * (n + 1) / 2;
+    return bytes / (probe.read_gbs_for(threads) * 1e9);
+}
+
+double prefill_roofline_seconds(const ModelCosts& c, int n_prompt, const ProbeResult& probe,
+                                int threads) {
+    const double n = n_prompt;
+    double seconds = 0;
+    for (const MatrixCost& m : c.matrices) {
+        const double tokens = m.op == "output" ? 1.0 : n;
+        seconds += m.flops_per_token * tokens / matmul_peak(m.type, probe, threads);
+    }
+    seconds += c.attn_flops_per_pair * n * (n + 1) / 2 / (probe.fma_f32_for(threads) * 1e9);
+    return seconds;
+}
+
+double op_peak(const ModelCosts& c, const std::string& op, const ProbeResult& probe, int threads) {
+    double flops = 0, seconds = 0;
+    for (const MatrixCost& m : c.matrices) {
+        if (m.op != op) continue;
+        flops += m.flops_per_token;
+        seconds += m.flops_per_token / matmul_peak(m.type, probe, threads);
+    }
+    return seconds > 0 ? flops / seconds : probe.fma_f32_for(threads) * 1e9;
+}
+
+}  // namespace syslm::profile

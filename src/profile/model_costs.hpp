@@ -1,0 +1,52 @@
+// What one token costs a model, for rooflines: the bytes a decode step must read (weights it
+// touches + the KV cache) and the arithmetic of each matrix, with the weight type that decides
+// which arithmetic peak applies.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/transformer.hpp"
+#include "profile/machine_probe.hpp"
+
+namespace syslm::profile {
+
+struct MatrixCost {
+    std::string op;  // the profiler's op name: attn_q, attn_k, attn_v, attn_qkv, attn_out, ...
+    DType type;
+    double flops_per_token;  // 2 * n_in * n_out (times the share of tokens routed, for experts)
+    double bytes;            // the whole matrix
+};
+
+struct ModelCosts {
+    double model_bytes = 0;            // every tensor, as llama-bench's model_size
+    double n_params = 0;               // every tensor's elements
+    double decode_weight_bytes = 0;    // read per decoded token: matrices (routed experts by the
+                                       // share used), norms, one embedding row
+    double kv_bytes_per_position = 0;  // K and V of one position, all layers (float32 cache)
+    double attn_flops_per_pair = 0;    // QK^T and PV for one (query, key) pair, all layers
+    std::vector<MatrixCost> matrices;  // output last
+};
+
+ModelCosts model_costs(const model::Model& m);
+
+// The arithmetic peak (operations/s) that applies to a matrix of `type` with n threads: float
+// types run on FP32 FMA (BF16 on the BF16 dot product when the CPU has it), quantized types on
+// int8 dot products of the quantized activations.
+double matmul_peak(DType type, const ProbeResult& probe, int threads);
+
+// Seconds per repetition at the roofline.
+// Decode: n_gen steps from an empty cache, each reading the weights and the cache so far at the
+// probe's read bandwidth.
+double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,
+                               int threads);
+// Prefill: n_prompt tokens from an empty cache in one batch at the arithmetic peaks of the types
+// involved (logits for the last token only, as llama-bench).
+double prefill_roofline_seconds(const ModelCosts& c, int n_prompt, const ProbeResult& probe,
+                                int threads);
+
+// The effective peak of a profiled op: for matmul ops the flop-weighted peak of its matrices'
+// types, for other ops FP32 FMA.
+double op_peak(const ModelCosts& c, const std::string& op, const ProbeResult& probe, int threads);
+
+}  // namespace syslm::profile
