@@ -107,11 +107,15 @@ DType recipe_type(std::string_view name, const QuantTarget& target, const ModelF
     const bool q4 = target.type == DType::Q4_K, m = target.mix == KMix::M;
     DType t = target.type;
     if (contains(name, "attn_v.weight") && il >= 0) {
-        if (m && use_more_bits(il, nl)) t = DType::Q6_K;
-        else if (q4 && !m && il < 4) t = DType::Q5_K;
+        if (m && use_more_bits(il, nl))
+            t = DType::Q6_K;
+        else if (q4 && !m && il < 4)
+            t = DType::Q5_K;
     } else if (contains(name, "ffn_down") && il >= 0 && facts.architecture != "falcon") {
-        if (m && use_more_bits(il, nl)) t = DType::Q6_K;
-        else if (q4 && !m && il < nl / 8) t = DType::Q5_K;
+        if (m && use_more_bits(il, nl))
+            t = DType::Q6_K;
+        else if (q4 && !m && il < nl / 8)
+            t = DType::Q5_K;
     } else if (contains(name, "attn_qkv.weight") && m) {
         t = q4 ? DType::Q5_K : DType::Q6_K;
     } else if (contains(name, "attn_output.weight") && q4 && facts.expert_count == 8 &&
@@ -313,13 +317,16 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
                         ", which syslm cannot convert to ", dtype_name(choice.type));
             const int64_t n_per_row = t.ne[0];
             const int64_t rows = t.rows();
-            std::vector<uint8_t> bytes(row_bytes(choice.type, n_per_row) *
-                                       static_cast<size_t>(rows));
-            convert_rows(t.type, t.data, choice.type, bytes.data(), n_per_row, rows,
-                         options.threads, what);
-            tr.bytes_after = bytes.size();
+            const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
+            // Converted while the file is written: one tensor in memory at a time.
+            writer.add_tensor(t.name, choice.type, t.ne, nbytes,
+                              [&t, to = choice.type, n_per_row, rows, what,
+                               threads = options.threads](uint8_t* dst) {
+                                  convert_rows(t.type, t.data, to, dst, n_per_row, rows, threads,
+                                               what);
+                              });
+            tr.bytes_after = nbytes;
             tr.converted = true;
-            writer.add_tensor(t.name, choice.type, t.ne, std::move(bytes));
             ++result.n_converted;
             if (choice.fallback) ++result.n_fallback;
         }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -180,6 +181,10 @@ public:
     // Same, with the writer owning the bytes.
     void add_tensor(std::string name, DType type, std::vector<int64_t> ne,
                     std::vector<uint8_t> bytes);
+    // Same, with the bytes produced at write() time by fill(dst) into nbytes of scratch, so a
+    // converter holds one tensor in memory at a time (an exception from fill aborts the write).
+    void add_tensor(std::string name, DType type, std::vector<int64_t> ne, size_t nbytes,
+                    std::function<void(uint8_t* dst)> fill);
     void write(const std::string& path) const;  // honours general.alignment if set
 
 private:
@@ -190,7 +195,10 @@ private:
         const void* data;
         size_t nbytes;
         std::shared_ptr<std::vector<uint8_t>> owned;
+        std::function<void(uint8_t*)> fill;  // when set, data is null
     };
+    void check_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
+                      size_t nbytes) const;
     std::vector<std::pair<std::string, GGUFValue>> kv_;
     std::vector<Pending> tensors_;
 };

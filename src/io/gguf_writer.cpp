@@ -113,8 +113,8 @@ void GGUFWriter::remove(std::string_view key) {
     std::erase_if(kv_, [&](const auto& kv) { return kv.first == key; });
 }
 
-void GGUFWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data,
-                            size_t nbytes) {
+void GGUFWriter::check_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
+                              size_t nbytes) const {
     SYSLM_CHECK(!name.empty() && name.size() <= kGGUFMaxTensorName, "GGUFWriter: tensor name '",
                 name, "' must have 1..", kGGUFMaxTensorName, " bytes (llama.cpp's limit)");
     for (const auto& t : tensors_)
@@ -139,8 +139,21 @@ void GGUFWriter::add_tensor(std::string name, DType type, std::vector<int64_t> n
     const size_t expected = row_bytes(type, ne[0]) * static_cast<size_t>(rows);
     SYSLM_CHECK(nbytes == expected, "GGUFWriter: tensor '", name, "' has ", nbytes,
                 " bytes of data, its shape and type need ", expected);
+}
+
+void GGUFWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data,
+                            size_t nbytes) {
+    check_tensor(name, type, ne, nbytes);
     SYSLM_CHECK(data != nullptr, "GGUFWriter: tensor '", name, "' has no data");
-    tensors_.push_back(Pending{std::move(name), type, std::move(ne), data, nbytes, nullptr});
+    tensors_.push_back(Pending{std::move(name), type, std::move(ne), data, nbytes, nullptr, {}});
+}
+
+void GGUFWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne, size_t nbytes,
+                            std::function<void(uint8_t* dst)> fill) {
+    check_tensor(name, type, ne, nbytes);
+    SYSLM_CHECK(fill != nullptr, "GGUFWriter: tensor '", name, "' has no data");
+    tensors_.push_back(
+        Pending{std::move(name), type, std::move(ne), nullptr, nbytes, nullptr, std::move(fill)});
 }
 
 void GGUFWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne,
@@ -182,8 +195,15 @@ void GGUFWriter::write(const std::string& path) const {
     const std::vector<uint8_t> zeros(alignment, 0);
     AtomicFileWriter out(path);
     out.write(head.bytes.data(), head.bytes.size());
+    std::vector<uint8_t> scratch;  // for generated tensors, reused
     for (const auto& t : tensors_) {
-        out.write(t.data, t.nbytes);
+        if (t.fill) {
+            scratch.resize(t.nbytes);
+            t.fill(scratch.data());
+            out.write(scratch.data(), t.nbytes);
+        } else {
+            out.write(t.data, t.nbytes);
+        }
         out.write(zeros.data(), align_up(t.nbytes, alignment) - t.nbytes);
     }
     out.commit();

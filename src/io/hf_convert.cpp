@@ -125,7 +125,13 @@ HFConvertResult convert_hf_model(const HFConvertOptions& opt) {
         if (one && p.transform == HFTransform::None && same_type(one->dtype, t)) {
             w.add_tensor(p.name, t, p.ne, one->data.data(), one->data.size());  // zero-copy
         } else {
-            w.add_tensor(p.name, t, p.ne, encode(materialise(p, *st, spec), t));
+            // Converted while the file is written: one tensor in memory at a time.
+            w.add_tensor(
+                p.name, t, p.ne, row_bytes(t, p.ne[0]) * static_cast<size_t>(numel / p.ne[0]),
+                [&p, &st, &spec, t](uint8_t* dst) {
+                    const std::vector<uint8_t> bytes = encode(materialise(p, *st, spec), t);
+                    std::memcpy(dst, bytes.data(), bytes.size());
+                });
         }
         res.n_params += static_cast<uint64_t>(numel);
         ++res.n_tensors;

@@ -370,6 +370,33 @@ TEST(GGUFWriter, WriteIsAtomic) {
     EXPECT_THROW(b.write(std::string(SYSLM_TEST_TMP) + "/no/such/dir/x.gguf"), Error);
 }
 
+TEST(GGUFWriter, GeneratedTensorsAreFilledAtWriteTime) {
+    const std::string path = tmp_path("generated.gguf");
+    GGUFWriter w;
+    int calls = 0;
+    w.add_tensor("gen", DType::F32, {5, 3}, 60, [&](uint8_t* dst) {
+        ++calls;
+        for (int i = 0; i < 15; ++i) {
+            const float v = 0.5f * static_cast<float>(i) - 3.25f;
+            std::memcpy(dst + 4 * i, &v, 4);
+        }
+    });
+    EXPECT_EQ(calls, 0);  // nothing is produced before write()
+    EXPECT_THROW(w.add_tensor("bad", DType::F32, {5, 3}, 59, [](uint8_t*) {}), Error);
+    w.write(path);
+    EXPECT_EQ(calls, 1);
+    const GGUFFile f(path);
+    const auto* data = reinterpret_cast<const float*>(f.tensor("gen").data);
+    for (int i = 0; i < 15; ++i) EXPECT_EQ(data[i], 0.5f * static_cast<float>(i) - 3.25f);
+
+    // A failing generator aborts the write and leaves the previous file in place.
+    GGUFWriter failing;
+    failing.add_tensor("gen", DType::F32, {4}, 16,
+                       [](uint8_t*) { throw Error("generator failed"); });
+    EXPECT_THROW(failing.write(path), Error);
+    EXPECT_EQ(GGUFFile(path).tensor("gen").ne, (std::vector<int64_t>{5, 3}));
+}
+
 // The shared vocabulary files come from llama.cpp: tokenizer arrays, no tensors, no padding at
 // the end. Facts checked here were read with gguf-py's GGUFReader.
 TEST(GGUFVocab, ReadsLlamaSpm) {
