@@ -13,22 +13,28 @@
 namespace syslm::kernels {
 namespace {
 
+// The reference vec_dot_rows: one vec_dot per row.
+template <VecDotFn dot>
+void vec_dot_rows_loop(int64_t n, int nr, const void* x, size_t bx, const void* y, float* s) {
+    for (int r = 0; r < nr; ++r) s[r] = dot(n, static_cast<const uint8_t*>(x) + r * bx, y);
+}
+
 constexpr std::array kTraits = {
-    TypeTraits{DType::F32, dequantize_row_f32, quantize_row_f32, quantize_row_f32, vec_dot_f32_f32, DType::F32},
-    TypeTraits{DType::F16, dequantize_row_f16, quantize_row_f16, quantize_row_f16, vec_dot_f16_f16, DType::F16},
-    TypeTraits{DType::BF16, dequantize_row_bf16, quantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, DType::BF16},
-    TypeTraits{DType::Q4_0, dequantize_row_q4_0, quantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, DType::Q8_0},
-    TypeTraits{DType::Q4_1, dequantize_row_q4_1, quantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, DType::Q8_1},
-    TypeTraits{DType::Q5_0, dequantize_row_q5_0, quantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, DType::Q8_0},
-    TypeTraits{DType::Q5_1, dequantize_row_q5_1, quantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, DType::Q8_1},
-    TypeTraits{DType::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, DType::Q8_0},
-    TypeTraits{DType::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, quantize_row_q8_1, vec_dot_q8_1_q8_1, DType::Q8_1},
-    TypeTraits{DType::Q2_K, dequantize_row_q2_k, quantize_row_q2_k, quantize_row_q2_k, vec_dot_q2_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q3_K, dequantize_row_q3_k, quantize_row_q3_k, quantize_row_q3_k, vec_dot_q3_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q4_K, dequantize_row_q4_k, quantize_row_q4_k, quantize_row_q4_k, vec_dot_q4_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, quantize_row_q5_k, vec_dot_q5_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K},
-    TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K},
+    TypeTraits{DType::F32, dequantize_row_f32, quantize_row_f32, quantize_row_f32, vec_dot_f32_f32, DType::F32, vec_dot_rows_loop<vec_dot_f32_f32>},
+    TypeTraits{DType::F16, dequantize_row_f16, quantize_row_f16, quantize_row_f16, vec_dot_f16_f16, DType::F16, vec_dot_rows_loop<vec_dot_f16_f16>},
+    TypeTraits{DType::BF16, dequantize_row_bf16, quantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, DType::BF16, vec_dot_rows_loop<vec_dot_bf16_bf16>},
+    TypeTraits{DType::Q4_0, dequantize_row_q4_0, quantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q4_0_q8_0>},
+    TypeTraits{DType::Q4_1, dequantize_row_q4_1, quantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q4_1_q8_1>},
+    TypeTraits{DType::Q5_0, dequantize_row_q5_0, quantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q5_0_q8_0>},
+    TypeTraits{DType::Q5_1, dequantize_row_q5_1, quantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q5_1_q8_1>},
+    TypeTraits{DType::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q8_0_q8_0>},
+    TypeTraits{DType::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, quantize_row_q8_1, vec_dot_q8_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q8_1_q8_1>},
+    TypeTraits{DType::Q2_K, dequantize_row_q2_k, quantize_row_q2_k, quantize_row_q2_k, vec_dot_q2_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q2_k_q8_k>},
+    TypeTraits{DType::Q3_K, dequantize_row_q3_k, quantize_row_q3_k, quantize_row_q3_k, vec_dot_q3_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q3_k_q8_k>},
+    TypeTraits{DType::Q4_K, dequantize_row_q4_k, quantize_row_q4_k, quantize_row_q4_k, vec_dot_q4_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q4_k_q8_k>},
+    TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, quantize_row_q5_k, vec_dot_q5_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q5_k_q8_k>},
+    TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q6_k_q8_k>},
+    TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q8_k_q8_k>},
 };
 
 using Table = std::array<TypeTraits, kTraits.size()>;
@@ -37,6 +43,11 @@ using Table = std::array<TypeTraits, kTraits.size()>;
 const std::array<Table, 3>& tables() {
     static const std::array<Table, 3> t = [] {
         std::array<Table, 3> out{kTraits, kTraits, kTraits};
+        // The scalar loop over vec_dot must not outlive an accelerated vec_dot: an ISA table
+        // without its own multi-row kernel for a type gets a null vec_dot_rows (callers loop
+        // over the row's vec_dot), set before registration so a registered kernel wins.
+        for (Table* t : {&out[1], &out[2]})
+            for (TypeTraits& row : *t) row.vec_dot_rows = nullptr;
         if (isa_supported(Isa::Avx2)) {
             register_avx2_kernels(out[1].data(), static_cast<int>(out[1].size()));
             out[2] = out[1];
@@ -70,6 +81,15 @@ const TypeTraits& type_traits(DType t, Isa isa) {
         fail("unknown tensor type id ", static_cast<uint32_t>(t));
     }
     return *row;
+}
+
+void vec_dot_rows(const TypeTraits& tt, int64_t n, int nr, const void* x, size_t bx,
+                  const void* y, float* s) {
+    if (tt.vec_dot_rows) {
+        tt.vec_dot_rows(n, nr, x, bx, y, s);
+        return;
+    }
+    for (int r = 0; r < nr; ++r) s[r] = tt.vec_dot(n, static_cast<const uint8_t*>(x) + r * bx, y);
 }
 
 bool has_type_traits(DType t) {

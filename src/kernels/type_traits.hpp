@@ -9,6 +9,7 @@
 // table.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.hpp"
@@ -20,6 +21,10 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // x is a row of n elements of this type, y a row of n elements of vec_dot_type.
 using VecDotFn = float (*)(int64_t n, const void* x, const void* y);
+// nr rows of this type, bx bytes apart starting at x, each dotted with the one row y:
+// s[r] = vec_dot(n, x + r * bx, y). Decode's kernel: a variant loads each activation block once
+// for several weight rows. The scalar reference is the loop over vec_dot.
+using VecDotRowsFn = void (*)(int64_t n, int nr, const void* x, size_t bx, const void* y, float* s);
 
 struct TypeTraits {
     DType type;
@@ -28,10 +33,17 @@ struct TypeTraits {
     FromFloatFn from_float_fast;  // for activations on the fly; may round ties differently
     VecDotFn vec_dot;
     DType vec_dot_type;
+    // Null in an ISA table (never in the scalar one) where that ISA has no multi-row kernel for
+    // the type: loop over vec_dot then (see vec_dot_rows() below).
+    VecDotRowsFn vec_dot_rows;
 };
 
+// s[r] = tt.vec_dot(n, x + r * bx, y) for r < nr, through tt.vec_dot_rows where it has one.
+void vec_dot_rows(const TypeTraits& tt, int64_t n, int nr, const void* x, size_t bx, const void* y,
+                  float* s);  // defined out of line: ISA files include this
+
 // Throws Error for types without compute support (I8..F64).
-const TypeTraits& type_traits(DType t);  // the active ISA's row
+const TypeTraits& type_traits(DType t);           // the active ISA's row
 const TypeTraits& type_traits(DType t, Isa isa);  // a given variant; throws if unsupported here
 bool has_type_traits(DType t);
 

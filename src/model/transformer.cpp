@@ -15,6 +15,18 @@ namespace syslm::model {
 
 using kernels::matmul;
 
+namespace {
+
+// The normed input of the matmuls that share it, converted once to their partner type. One per
+// thread that runs a forward pass (Context's header is not this file's to extend); its buffer
+// keeps its capacity from token to token.
+kernels::SharedActivations& shared_input() {
+    thread_local kernels::SharedActivations a;
+    return a;
+}
+
+}  // namespace
+
 Model::Model(const std::string& path) : Model(std::make_shared<const io::GGUFFile>(path)) {}
 
 Model::Model(std::shared_ptr<const io::GGUFFile> file) : file_(std::move(file)) {
@@ -135,12 +147,15 @@ void Context::attention_block(int il, int64_t T) {
         k = q_.data() + QD;
         v = q_.data() + QD + KD;
     } else {
+        // q, k and v read the same normed input: it is quantized once for the three.
+        kernels::SharedActivations& hq = shared_input();
+        hq.reset(h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
-        matmul(l.wq, h_.data(), T, q_.data(), pool_, bias(l.bq));
+        matmul(l.wq, hq, q_.data(), pool_, bias(l.bq));
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
-        matmul(l.wk, h_.data(), T, k_.data(), pool_, bias(l.bk));
+        matmul(l.wk, hq, k_.data(), pool_, bias(l.bk));
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
-        matmul(l.wv, h_.data(), T, v_.data(), pool_, bias(l.bv));
+        matmul(l.wv, hq, v_.data(), pool_, bias(l.bv));
         q_stride = QD;
         kv_stride = KD;
         q = q_.data();
@@ -192,10 +207,12 @@ void Context::ffn_block(int il, int64_t T) {
     } else {
         SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
         kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps);
+        kernels::SharedActivations& hq = shared_input();  // gate and up share it
+        hq.reset(h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
-        matmul(l.ffn_gate, h_.data(), T, ff_a_.data(), pool_);
+        matmul(l.ffn_gate, hq, ff_a_.data(), pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
-        matmul(l.ffn_up, h_.data(), T, ff_b_.data(), pool_);
+        matmul(l.ffn_up, hq, ff_b_.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * F, 12 * T * F);
         kernels::swiglu(ff_a_.data(), ff_b_.data(), T * F);
     }

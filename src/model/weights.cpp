@@ -1,6 +1,12 @@
 #include "model/weights.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <string>
 
 #include "core/error.hpp"
@@ -68,6 +74,70 @@ public:
 private:
     const io::GGUFFile& f_;
 };
+
+// Whether matrices are copied to huge pages or read from the mapped file (the default).
+bool copy_weights() {
+    const char* env = std::getenv("SYSLM_WEIGHTS");
+    if (!env || std::strcmp(env, "mmap") == 0) return false;
+    if (std::strcmp(env, "copy") == 0) return true;
+    fail("SYSLM_WEIGHTS='", env, "': expected 'mmap' (the default) or 'copy' (huge-page copy)");
+}
+
+// Drops this process's pages of [p, p + n) of the read-only file mapping (whole pages inside it
+// only): they stay in the page cache, and a later read faults them back in.
+void release_file_pages(const void* p, size_t n) {
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+    if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
+// Copies every matrix but the token embedding into one buffer on transparent huge pages and
+// points the views there (see weights.hpp).
+void copy_to_huge_pages(Weights& w) {
+    struct Span {
+        const void* src;
+        size_t bytes;
+        std::function<void(uint8_t*)> point_to;
+    };
+    std::vector<Span> spans;
+    auto add_m = [&](Matrix& m) {
+        if (m.data && m.data != w.token_embd.data)
+            spans.push_back({m.data, row_bytes(m.type, m.n_in) * static_cast<size_t>(m.n_out),
+                             [&m](uint8_t* p) { m.data = p; }});
+    };
+    auto add_e = [&](Experts& x) {
+        if (x.data)
+            spans.push_back({x.data,
+                             row_bytes(x.type, x.n_in) * static_cast<size_t>(x.n_out * x.n_expert),
+                             [&x](uint8_t* p) { x.data = p; }});
+    };
+    add_m(w.output);
+    for (LayerWeights& l : w.layers) {
+        for (Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down,
+                          &l.ffn_gate_inp, &l.ffn_gate_shexp, &l.ffn_up_shexp, &l.ffn_down_shexp})
+            add_m(*m);
+        for (Experts* x : {&l.gate_exps, &l.up_exps, &l.down_exps}) add_e(*x);
+    }
+    constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
+    size_t total = 0;
+    for (const Span& s : spans) total += (s.bytes + kAlign - 1) / kAlign * kAlign;
+    if (total == 0) return;
+    total = (total + kHuge - 1) / kHuge * kHuge;
+    void* buf = std::aligned_alloc(kHuge, total);
+    SYSLM_CHECK(buf, "cannot allocate ", total >> 20, " MiB for the model's weights");
+    madvise(buf, total, MADV_HUGEPAGE);  // advice: without THP the copy still works
+    w.copy =
+        std::shared_ptr<const void>(buf, [](const void* p) { std::free(const_cast<void*>(p)); });
+    w.copy_bytes = total;
+    auto* dst = static_cast<uint8_t*>(buf);
+    for (const Span& s : spans) {
+        std::memcpy(dst, s.src, s.bytes);
+        release_file_pages(s.src, s.bytes);
+        s.point_to(dst);
+        dst += (s.bytes + kAlign - 1) / kAlign * kAlign;
+    }
+}
 
 }  // namespace
 
@@ -137,6 +207,7 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp) {
         }
         w.layers.push_back(std::move(l));
     }
+    if (copy_weights()) copy_to_huge_pages(w);
     return w;
 }
 

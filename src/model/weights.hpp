@@ -1,6 +1,11 @@
 // The tensors of a model, bound by llama.cpp's tensor names and checked against the
-// hyper-parameters. Matrices stay zero-copy views into the mapped GGUF file (any weight type);
-// vectors (norms, biases, rope factors) are small and converted to float32 once at load.
+// hyper-parameters. Vectors (norms, biases, rope factors) are small and converted to float32
+// once at load. Matrices (any weight type) are zero-copy views into the mapped GGUF file; with
+// SYSLM_WEIGHTS=copy they are instead copied, unchanged, into one anonymous buffer on
+// transparent huge pages and their pages of the file released as they are copied (decode
+// streams every weight once per token, and `syslm probe` reads 4 KiB pages at ~60% of the
+// bandwidth of huge pages). Not the default until measured on a quiet machine. The token
+// embedding is always read from the file, and so is the output matrix when it is tied to it.
 #pragma once
 
 #include <memory>
@@ -44,6 +49,8 @@ struct Weights {
     Matrix output{};  // equals token_embd when the embeddings are tied
     Vector rope_freqs;
     std::vector<LayerWeights> layers;
+    std::shared_ptr<const void> copy;  // the huge-page copy the matrices point into, if any
+    size_t copy_bytes = 0;
 };
 
 // Binds every tensor the architecture needs; a missing tensor, a wrong shape or an unsupported

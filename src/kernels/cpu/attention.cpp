@@ -1,32 +1,62 @@
 // Tiled causal attention with an online softmax (FlashAttention-style), for prefill and decode.
 //
-// Work is split into jobs of (tile of query tokens, KV head, slice of positions). A job walks the
-// visible KV positions in blocks; each K/V row of a block is loaded once and used for every query
-// head of the GQA group and every token of the tile while it is in L1. Scores never exist beyond
-// one block: per (token, head) the job keeps the running max m, the running sum l and the
-// unnormalised output acc, rescaled when the max grows. When there are fewer (tile, head) jobs
-// than threads — decode with few KV heads — the positions are split into slices whose partial
-// (m, l, acc) are merged afterwards (flash-decoding).
+// Work is split into jobs of (tile of query tokens, KV head, slice of positions). A job packs the
+// queries of its tile and of every head of the GQA group as the columns of a small matrix, then
+// walks the visible KV positions in blocks: each block's K rows are read once for all columns
+// (scores as a small matrix product), its V rows once (P.V as another). Scores never exist
+// beyond one block: per column the job keeps the running max m, the running sum l and the
+// unnormalised output o, rescaled when the max grows (attention_body.hpp, one instantiation per
+// ISA). When there are fewer (tile, head) jobs than threads — decode with few KV heads — the
+// positions are split into slices whose partial (m, l, o) are merged afterwards
+// (flash-decoding).
 #include "kernels/cpu/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "kernels/type_traits.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/attention_body.hpp"
 
 namespace syslm::kernels {
 namespace {
 
-constexpr int64_t kTileTokens = 16;     // query tokens per job
-constexpr int64_t kBlockPositions = 64;  // KV positions per block
-constexpr int64_t kMinSlice = 256;       // don't split the positions finer than this
+constexpr int64_t kTileTokens = 16;  // query tokens per job
+constexpr int64_t kMinSlice = 256;   // don't split the positions finer than this
+constexpr float kNoMax = -1e30f;     // initial running max (finite: see AttentionColumns::m)
 
-struct Partial {  // running softmax state of one (token, head)
-    float m, l;
+// The scalar reference of the vector type the block kernel is written against.
+struct VScalar {
+    using T = float;
+    using M = bool;
+    static constexpr int W = 1;
+    static constexpr int kScoreRows = 4, kScoreVecs = 4, kPvRows = 2, kPvVecs = 4;
+    static T zero() { return 0.0f; }
+    static T set1(float x) { return x; }
+    static T load(const float* p) { return *p; }
+    static void store(float* p, T x) { *p = x; }
+    static T load_n(const float* p, int n) { return n > 0 ? *p : 0.0f; }
+    static void store_n(float* p, T x, int n) {
+        if (n > 0) *p = x;
+    }
+    static T add(T a, T b) { return a + b; }
+    static T sub(T a, T b) { return a - b; }
+    static T mul(T a, T b) { return a * b; }
+    static T max(T a, T b) { return std::max(a, b); }
+    static T fmadd(T a, T b, T c) { return a * b + c; }
+    static M le(T a, T b) { return a <= b; }
+    static M both(M a, M b) { return a && b; }
+    static T select(M m, T a, T b) { return m ? a : b; }
+    static T keep(M m, T a) { return m ? a : 0.0f; }
+    static float hsum(T v) { return v; }
+    static T exp(T x) { return std::exp(x); }
 };
 
-// acc += w * v over d elements (vectorised by the compiler: no reduction).
+void attend_block_scalar(const AttentionColumns& c, const float* k, const float* v, int64_t stride,
+                         int64_t p0, int np) {
+    attend_block<VScalar>(c, k, v, stride, p0, np);
+}
+
 void axpy(float* __restrict acc, float w, const float* __restrict v, int d) {
     for (int i = 0; i < d; ++i) acc[i] += w * v[i];
 }
@@ -37,12 +67,28 @@ void scale(float* acc, float s, int d) {
 
 }  // namespace
 
+const AttentionKernels& attention_kernels(Isa isa) {
+    static const AttentionKernels tables[3] = {
+        AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr},
+        isa_supported(Isa::Avx2) ? x86::attention_kernels_avx2() : AttentionKernels{},
+        isa_supported(Isa::Avx512) ? x86::attention_kernels_avx512() : AttentionKernels{},
+    };
+    if (!isa_supported(isa))
+        fail("attention: this CPU does not support the ", isa_name(isa), " kernels");
+    return tables[static_cast<int>(isa)];
+}
+
 void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool) {
+    attention(s, q, k_cache, v_cache, n_tokens, pos0, out, pool, active_isa());
+}
+
+void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa) {
+    const AttentionKernels& kern = attention_kernels(isa);
     const int D = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
     const int64_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
-    const VecDotFn dot = type_traits(DType::F32).vec_dot;
     const int64_t last_pos = pos0 + n_tokens - 1;
     const int64_t first_pos = s.window > 0 ? std::max<int64_t>(0, pos0 - s.window + 1) : 0;
     const int64_t span = last_pos - first_pos + 1;  // positions any token of the batch may see
@@ -55,84 +101,108 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
                                        std::max<int64_t>(1, span / kMinSlice));
     const int64_t slice_len = (span + n_slices - 1) / n_slices;
 
-    // Per (slice, token, head): partial state and unnormalised output.
+    // Per (slice, token, head): partial state (m, l) and unnormalised output.
     const size_t n_state = static_cast<size_t>(n_slices * n_tokens * s.n_head);
-    thread_local std::vector<Partial> state;
+    thread_local std::vector<float> state;
     thread_local std::vector<float> accs;
-    state.resize(n_state);
+    state.resize(2 * n_state);
     accs.resize(n_state * D);
-    Partial* st = state.data();
+    float* st = state.data();
     float* acc_all = accs.data();
 
+    const int max_nq = static_cast<int>(kTileTokens) * G;
+    const int max_nqp = (max_nq + kern.lanes - 1) / kern.lanes * kern.lanes;
     pool.parallel_for(jobs * n_slices, [&](int64_t b, int64_t e, int) {
-        thread_local std::vector<float> scores;
-        scores.resize(static_cast<size_t>(kBlockPositions));
+        // Per-thread scratch, reused by every job: packed columns and their state.
+        thread_local std::vector<float> buf;
+        const size_t nqp_sz = static_cast<size_t>(max_nqp);
+        buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq) * D);
+        float* qt = buf.data();
+        float* lo = qt + nqp_sz * D;
+        float* hi = lo + nqp_sz;
+        float* m = hi + nqp_sz;
+        float* l = m + nqp_sz;
+        float* c = l + nqp_sz;
+        float* sc = c + nqp_sz;
+        float* o = sc + nqp_sz * (kAttentionBlock + 8);
         for (int64_t job = b; job < e; ++job) {
             const int64_t slice = job % n_slices;
             const int hk = static_cast<int>((job / n_slices) % s.n_head_kv);
             const int64_t tile = job / n_slices / s.n_head_kv;
             const int64_t t0 = tile * kTileTokens, t1 = std::min(n_tokens, t0 + kTileTokens);
-            const int64_t lo = first_pos + slice * slice_len;
-            const int64_t hi = std::min(last_pos + 1, lo + slice_len);  // exclusive
+            const int nq = static_cast<int>(t1 - t0) * G;
+            const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
             const int64_t kv_off = static_cast<int64_t>(hk) * D;
+            const bool rows = nq * 4 <= kern.lanes;  // row mode: see block_rows
 
-            for (int64_t t = t0; t < t1; ++t)
-                for (int g = 0; g < G; ++g) {
-                    const size_t i = static_cast<size_t>((slice * n_tokens + t) * s.n_head +
-                                                         hk * G + g);
-                    st[i] = {-INFINITY, 0.0f};
-                    std::fill_n(acc_all + i * D, D, 0.0f);
+            // Columns i = (t - t0) * G + g; queries transposed with the scale folded in.
+            for (int i = 0; i < nqp; ++i) {
+                m[i] = kNoMax;
+                l[i] = 0.0f;
+                if (i >= nq) {  // padding: sees nothing
+                    lo[i] = 0.0f;
+                    hi[i] = -1.0f;
+                    if (!rows)
+                        for (int d = 0; d < D; ++d) qt[static_cast<int64_t>(d) * nqp + i] = 0.0f;
+                    continue;
                 }
-            for (int64_t p0 = lo; p0 < hi; p0 += kBlockPositions) {
-                const int64_t p1 = std::min(hi, p0 + kBlockPositions);
-                for (int64_t t = t0; t < t1; ++t) {
-                    const int64_t pos = pos0 + t;
-                    // Visible part of this block for this token: causal and inside the window.
-                    const int64_t a = std::max(p0, s.window > 0 ? pos - s.window + 1 : p0);
-                    const int64_t z = std::min(p1, pos + 1);
-                    if (a >= z) continue;
-                    for (int g = 0; g < G; ++g) {
-                        const int h = hk * G + g;
-                        const float* qv = q + t * q_stride + static_cast<int64_t>(h) * D;
-                        const size_t i = static_cast<size_t>((slice * n_tokens + t) * s.n_head + h);
-                        float* acc = acc_all + i * D;
-                        float mx = st[i].m;
-                        for (int64_t p = a; p < z; ++p) {
-                            const float sc = dot(D, qv, k_cache + p * s.kv_stride + kv_off) * s.scale;
-                            scores[p - a] = sc;
-                            mx = std::max(mx, sc);
-                        }
-                        if (mx > st[i].m) {  // rescale what was accumulated under the old max
-                            const float c = std::exp(st[i].m - mx);
-                            st[i].l *= c;
-                            scale(acc, c, D);
-                            st[i].m = mx;
-                        }
-                        for (int64_t p = a; p < z; ++p) {
-                            const float w = std::exp(scores[p - a] - mx);
-                            st[i].l += w;
-                            axpy(acc, w, v_cache + p * s.kv_stride + kv_off, D);
-                        }
-                    }
-                }
+                const int64_t t = t0 + i / G, pos = pos0 + t;
+                const int h = hk * G + i % G;
+                const float* qv = q + t * q_stride + static_cast<int64_t>(h) * D;
+                for (int d = 0; d < D; ++d)
+                    qt[rows ? static_cast<int64_t>(i) * D + d : static_cast<int64_t>(d) * nqp + i] =
+                        qv[d] * s.scale;
+                hi[i] = static_cast<float>(pos);
+                lo[i] =
+                    static_cast<float>(s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0);
+            }
+            std::fill_n(o, static_cast<size_t>(nq) * D, 0.0f);
+            const AttentionColumns cols{qt, lo, hi, m, l, o, sc, c, nq, nqp, D};
+
+            // Blocks: the slice, cut to what some token of the tile can see.
+            const int64_t tile_first =
+                s.window > 0 ? std::max<int64_t>(0, pos0 + t0 - s.window + 1) : 0;
+            const int64_t lo_p = std::max(first_pos + slice * slice_len, tile_first);
+            const int64_t hi_p =
+                std::min({last_pos + 1, first_pos + (slice + 1) * slice_len, pos0 + t1});
+            for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
+                const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
+                (rows ? kern.block_rows : kern.block)(cols, k_cache + p0 * s.kv_stride + kv_off,
+                                                      v_cache + p0 * s.kv_stride + kv_off,
+                                                      s.kv_stride, p0, np);
+            }
+
+            for (int i = 0; i < nq; ++i) {
+                const int64_t t = t0 + i / G;
+                const size_t si =
+                    static_cast<size_t>((slice * n_tokens + t) * s.n_head + hk * G + i % G);
+                st[2 * si] = m[i];
+                st[2 * si + 1] = l[i];
+                std::copy_n(o + static_cast<int64_t>(i) * D, D, acc_all + si * D);
             }
         }
     });
 
-    // Merge the slices and normalise: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+    // Merge the slices and normalise: out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int h = 0; h < s.n_head; ++h) {
-            float M = -INFINITY;
+            float M = kNoMax;
             for (int64_t sl = 0; sl < n_slices; ++sl)
-                M = std::max(M, st[(sl * n_tokens + t) * s.n_head + h].m);
+                M = std::max(M, st[2 * ((sl * n_tokens + t) * s.n_head + h)]);
             float* o = out + t * q_stride + static_cast<int64_t>(h) * D;
+            if (n_slices == 1) {  // common case: o / l
+                const size_t i = static_cast<size_t>(t * s.n_head + h);
+                const float inv = 1.0f / st[2 * i + 1];
+                for (int d = 0; d < D; ++d) o[d] = acc_all[i * D + d] * inv;
+                continue;
+            }
             std::fill_n(o, D, 0.0f);
             double L = 0;
             for (int64_t sl = 0; sl < n_slices; ++sl) {
                 const size_t i = static_cast<size_t>((sl * n_tokens + t) * s.n_head + h);
-                if (st[i].l == 0.0f) continue;  // slice saw no visible position
-                const float c = std::exp(st[i].m - M);
-                L += static_cast<double>(st[i].l) * c;
+                if (st[2 * i + 1] == 0.0f) continue;  // slice saw no visible position
+                const float c = std::exp(st[2 * i] - M);
+                L += static_cast<double>(st[2 * i + 1]) * c;
                 axpy(o, c, acc_all + i * D, D);
             }
             scale(o, static_cast<float>(1.0 / L), D);

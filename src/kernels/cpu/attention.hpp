@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/thread_pool.hpp"
+#include "kernels/isa.hpp"
 
 namespace syslm::kernels {
 
@@ -19,8 +20,51 @@ struct AttentionShape {
     float scale;  // usually 1/sqrt(head_dim)
 };
 
-// q: n_tokens rows of n_head*head_dim; out: same shape.
+// q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa().
 void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool);
+// The same with the kernels of `isa` (throws Error if this CPU lacks it): tests, benchmarks.
+void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa);
+
+// One job's query columns for the per-ISA block kernel (attention_body.hpp). Column i is one
+// (token, head) of the job; columns are padded to a multiple of the vector width. A plain
+// aggregate: the ISA files must not emit inline constructors.
+struct AttentionColumns {
+    const float* qt;  // [d][nqp] queries, transposed and multiplied by the scale; 0 in padding
+                      // (row mode: [nq][d], see AttentionKernels::block_rows)
+    const float* lo;  // [nqp] first visible position of each column (as float)
+    const float* hi;  // [nqp] last visible position (-1 in padding columns: nothing visible)
+    float* m;         // [nqp] running max (starts at -1e30, finite so that e^(m - m') is never NaN)
+    float* l;         // [nqp] running sum of e^(score - m)
+    float* o;         // [nq][d] unnormalised output, rescaled when m grows
+    float* s;         // scratch: [kAttentionBlock + 8][nqp] scores, then probabilities
+    float* c;         // scratch: [nqp] rescale factors
+    int nq, nqp, d;
+};
+
+constexpr int kAttentionBlock = 64;  // KV positions per block
+
+struct AttentionKernels {
+    Isa isa;
+    int lanes;  // vector width in floats: columns are padded to a multiple of it
+    // Attends the columns to the KV rows k/v[j * stride] (0 <= j < np <= kAttentionBlock) at
+    // positions p0 + j: scores, masks, online-softmax update of m / l / o.
+    void (*block)(const AttentionColumns& c, const float* k, const float* v, int64_t stride,
+                  int64_t p0, int np);
+    // The same in row mode, for jobs of at most lanes / 4 columns (decode without a large GQA
+    // group): c.qt holds the scaled queries as rows [nq][d] and c.s is [nq][kAttentionBlock];
+    // positions lie along the lanes. Null in the scalar table (lanes = 1: never used).
+    void (*block_rows)(const AttentionColumns& c, const float* k, const float* v, int64_t stride,
+                       int64_t p0, int np);
+};
+
+// The table for `isa` (throws Error if this CPU lacks it).
+const AttentionKernels& attention_kernels(Isa isa);
+
+namespace x86 {
+AttentionKernels attention_kernels_avx2();    // attention_avx2.cpp
+AttentionKernels attention_kernels_avx512();  // attention_avx512.cpp
+}  // namespace x86
 
 }  // namespace syslm::kernels

@@ -10,32 +10,18 @@
 
 namespace syslm::kernels {
 
-void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float* y,
-                    ThreadPool& pool, const float* bias) {
-    const TypeTraits& tt = type_traits(w.type);
+namespace {
+
+// The tiled vec_dot_rows loop over activations already in the partner type (rows x_row bytes).
+void vec_dot_tiles(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
+                   int64_t n_tokens, float* y, ThreadPool& pool, const float* bias) {
     const size_t w_row = row_bytes(w.type, w.n_in);
     const auto* w_bytes = static_cast<const uint8_t*>(w.data);
-
-    // Activations in the partner type; F32 weights use the activations as they are.
-    const void* xq = x;
-    size_t x_row = static_cast<size_t>(w.n_in) * sizeof(float);
-    thread_local std::vector<uint8_t> scratch;
-    if (tt.vec_dot_type != DType::F32) {
-        const TypeTraits& pt = type_traits(tt.vec_dot_type);
-        x_row = row_bytes(tt.vec_dot_type, w.n_in);
-        scratch.resize(x_row * static_cast<size_t>(n_tokens));
-        uint8_t* dst = scratch.data();
-        pool.parallel_for(n_tokens, [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; ++t)
-                pt.from_float_fast(x + t * w.n_in, dst + t * x_row, w.n_in);
-        });
-        xq = scratch.data();
-    }
-    const auto* xb = static_cast<const uint8_t*>(xq);
     // Output tiles of kTileRows weight rows x kTileTokens tokens: the tile's activation rows stay
     // in L2 while its weight rows stream through L1 once per token block. Tiles are ordered
     // token-block-major so threads working at the same time share the activation block. Decode
-    // (one token) is one row of tiles: each thread reads a contiguous slice of the weights.
+    // (one token) is one row of tiles: each thread reads a contiguous slice of the weights, the
+    // same number of tiles per thread (parallel_for splits evenly).
     constexpr int64_t kTileRows = 16, kTileTokens = 64;
     const int64_t row_tiles = (w.n_out + kTileRows - 1) / kTileRows;
     const int64_t tok_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
@@ -46,13 +32,67 @@ void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float
             const int64_t t0 = (tile / row_tiles) * kTileTokens;
             const int64_t t1 = std::min(n_tokens, t0 + kTileTokens);
             for (int64_t t = t0; t < t1; ++t) {
-                const uint8_t* xt = xb + t * x_row;
                 float* yt = y + t * w.n_out;
-                for (int64_t o = r0; o < r1; ++o)
-                    yt[o] = tt.vec_dot(w.n_in, w_bytes + o * w_row, xt) + (bias ? bias[o] : 0.0f);
+                vec_dot_rows(tt, w.n_in, static_cast<int>(r1 - r0), w_bytes + r0 * w_row, w_row,
+                             xb + t * x_row, yt + r0);
+                if (bias)
+                    for (int64_t o = r0; o < r1; ++o) yt[o] += bias[o];
             }
         }
     });
+}
+
+}  // namespace
+
+void SharedActivations::reset(const float* x, int64_t n_tokens, int64_t n_in) {
+    x_ = x;
+    n_tokens_ = n_tokens;
+    n_in_ = n_in;
+    valid_ = false;
+}
+
+const uint8_t* SharedActivations::rows(DType partner, ThreadPool& pool, size_t& row_stride) {
+    if (partner == DType::F32) {
+        row_stride = static_cast<size_t>(n_in_) * sizeof(float);
+        return reinterpret_cast<const uint8_t*>(x_);
+    }
+    row_stride = row_bytes(partner, n_in_);
+    if (valid_ && type_ == partner) return storage_.data();
+    const TypeTraits& pt = type_traits(partner);
+    storage_.resize(row_stride * static_cast<size_t>(n_tokens_));
+    uint8_t* dst = storage_.data();
+    const size_t stride = row_stride;
+    pool.parallel_for(n_tokens_, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; ++t) pt.from_float_fast(x_ + t * n_in_, dst + t * stride, n_in_);
+    });
+    type_ = partner;
+    valid_ = true;
+    return storage_.data();
+}
+
+void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float* y,
+                    ThreadPool& pool, const float* bias) {
+    thread_local SharedActivations act;
+    act.reset(x, n_tokens, w.n_in);
+    const TypeTraits& tt = type_traits(w.type);
+    size_t x_row = 0;
+    const uint8_t* xb = act.rows(tt.vec_dot_type, pool, x_row);
+    vec_dot_tiles(w, tt, xb, x_row, n_tokens, y, pool, bias);
+}
+
+void matmul(const WeightView& w, SharedActivations& x, float* y, ThreadPool& pool,
+            const float* bias) {
+    SYSLM_CHECK(x.n_in() == w.n_in, "matmul: activations of ", x.n_in(),
+                " elements for a matrix with rows of ", w.n_in);
+    const GemmPanel panel = matmul_gemm_panel(w.type, x.n_tokens());
+    if (panel != GemmPanel::None) {
+        gemm(w, x.floats(), x.n_tokens(), y, pool, bias, active_isa(), panel);
+        return;
+    }
+    const TypeTraits& tt = type_traits(w.type);
+    size_t x_row = 0;
+    const uint8_t* xb = x.rows(tt.vec_dot_type, pool, x_row);
+    vec_dot_tiles(w, tt, xb, x_row, x.n_tokens(), y, pool, bias);
 }
 
 int64_t gemm_min_tokens() {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
@@ -21,8 +22,33 @@ struct WeightView {
 
 // x: n_tokens rows of w.n_in floats; y: n_tokens rows of w.n_out floats; bias: n_out or null.
 // Many tokens (prefill) go through the packed GEMM (kernels/cpu/gemm.hpp) where the type and ISA
-// have one; few tokens (decode: memory-bound) through one vec_dot per (row, token).
+// have one; few tokens (decode: memory-bound) through vec_dot_rows: several weight rows per
+// activation row.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            const float* bias = nullptr);
+
+// Activations shared by several matmuls over the same input (q, k and v; gate and up): converted
+// to a weight type's partner at most once rather than once per matmul. Keep one alive (reset()
+// per use) so its buffer is not reallocated every token. x must outlive the uses.
+class SharedActivations {
+public:
+    void reset(const float* x, int64_t n_tokens, int64_t n_in);
+    const float* floats() const { return x_; }
+    int64_t n_tokens() const { return n_tokens_; }
+    int64_t n_in() const { return n_in_; }
+    // The rows in `partner` (F32: x itself), converting on first request; row stride in bytes.
+    const uint8_t* rows(DType partner, ThreadPool& pool, size_t& row_stride);
+
+private:
+    const float* x_ = nullptr;
+    int64_t n_tokens_ = 0, n_in_ = 0;
+    DType type_ = DType::F32;
+    bool valid_ = false;  // storage_ holds x_ in type_
+    std::vector<uint8_t> storage_;
+};
+
+// matmul() of x held in `x` (x.n_in() == w.n_in): the same result, with the conversion shared.
+void matmul(const WeightView& w, SharedActivations& x, float* y, ThreadPool& pool,
             const float* bias = nullptr);
 
 // The vec_dot path alone: activations quantized to the partner type, then vec_dot in tiles.

@@ -2,12 +2,14 @@
 
 #include <cmath>
 
+#include "kernels/cpu/elementwise_kernels.hpp"
+
 namespace syslm::kernels {
 
 // Sums in double: rows are short (thousands) and this keeps the reference exact enough that
 // differences to other engines come from the matmuls, not from the norm.
-void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
-              float eps) {
+void rms_norm_scalar(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                     float eps) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * dim;
         float* yr = out + r * dim;
@@ -19,8 +21,8 @@ void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float
     }
 }
 
-void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
-                const float* bias, float eps) {
+void layer_norm_scalar(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                       const float* bias, float eps) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * dim;
         float* yr = out + r * dim;
@@ -35,6 +37,44 @@ void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const flo
             yr[i] = bias ? v + bias[i] : v;
         }
     }
+}
+
+void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight, float eps,
+              Isa isa) {
+    elementwise_kernels(isa).rms_norm(x, out, rows, dim, weight, eps);
+}
+
+void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+              float eps) {
+    rms_norm(x, out, rows, dim, weight, eps, active_isa());
+}
+
+void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight, float eps,
+              ThreadPool& pool) {
+    const auto fn = elementwise_kernels(active_isa()).rms_norm;
+    if (rows == 1 || pool.size() == 1) return fn(x, out, rows, dim, weight, eps);
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+        fn(x + b * dim, out + b * dim, e - b, dim, weight, eps);
+    });
+}
+
+void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                const float* bias, float eps, Isa isa) {
+    elementwise_kernels(isa).layer_norm(x, out, rows, dim, weight, bias, eps);
+}
+
+void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                const float* bias, float eps) {
+    layer_norm(x, out, rows, dim, weight, bias, eps, active_isa());
+}
+
+void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                const float* bias, float eps, ThreadPool& pool) {
+    const auto fn = elementwise_kernels(active_isa()).layer_norm;
+    if (rows == 1 || pool.size() == 1) return fn(x, out, rows, dim, weight, bias, eps);
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+        fn(x + b * dim, out + b * dim, e - b, dim, weight, bias, eps);
+    });
 }
 
 }  // namespace syslm::kernels

@@ -1,0 +1,121 @@
+// Vectorised element-wise kernels, written once against a vector type V (V512, V256) and
+// instantiated in the ISA files. Internal linkage only. Tails use masked loads and stores.
+//
+// silu(g) * u = g * u / (1 + e^-g). gelu_tanh(x) = x / 2 * (1 + tanh(y)) with
+// y = sqrt(2/pi) (x + 0.044715 x^3) is computed as x / (1 + e^(-2y)) (the same function:
+// (1 + tanh y) / 2 = sigmoid(2y)), which needs no tanh and does not cancel for negative x.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace syslm::kernels {
+namespace {
+
+template <class V>
+void swiglu_v(float* gate, const float* up, int64_t n) {
+    constexpr int W = V::W;
+    const typename V::T one = V::set1(1.0f), zero = V::zero();
+    auto f = [&](typename V::T g, typename V::T u) {
+        return V::div(V::mul(g, u), V::add(one, V::exp(V::sub(zero, g))));
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) V::store(gate + i, f(V::load(gate + i), V::load(up + i)));
+    if (i < n) {
+        const int r = static_cast<int>(n - i);
+        V::store_n(gate + i, f(V::load_n(gate + i, r), V::load_n(up + i, r)), r);
+    }
+}
+
+template <class V>
+void gelu_tanh_v(float* x, int64_t n) {
+    constexpr int W = V::W;
+    const typename V::T one = V::set1(1.0f), a = V::set1(-2.0f * 0.7978845608028654f),
+                        b = V::set1(0.044715f);
+    auto f = [&](typename V::T v) {
+        const typename V::T y = V::mul(a, V::fmadd(V::mul(b, v), V::mul(v, v), v));  // -2y
+        return V::div(v, V::add(one, V::exp(y)));
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) V::store(x + i, f(V::load(x + i)));
+    if (i < n) {
+        const int r = static_cast<int>(n - i);
+        V::store_n(x + i, f(V::load_n(x + i, r)), r);
+    }
+}
+
+// Sum over a row with double accumulators; Op(acc, vector).
+template <class V, class Op>
+double row_sum(const float* x, int64_t dim, Op op) {
+    constexpr int W = V::W;
+    typename V::D a0 = V::dzero(), a1 = V::dzero();
+    int64_t i = 0;
+    for (; i + 2 * W <= dim; i += 2 * W) {
+        op(a0, V::load(x + i));
+        op(a1, V::load(x + i + W));
+    }
+    for (; i + W <= dim; i += W) op(a0, V::load(x + i));
+    if (i < dim) op(a1, V::load_n(x + i, static_cast<int>(dim - i)));  // zeros add nothing
+    return V::dsum(a0) + V::dsum(a1);
+}
+
+template <class V>
+void rms_norm_v(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                float eps) {
+    constexpr int W = V::W;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * dim;
+        float* yr = out + r * dim;
+        const double ss =
+            row_sum<V>(xr, dim, [](typename V::D& a, typename V::T v) { V::dadd_sq(a, v); });
+        const typename V::T sc =
+            V::set1(static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps)));
+        int64_t i = 0;
+        for (; i + W <= dim; i += W)
+            V::store(yr + i, V::mul(V::mul(V::load(xr + i), sc), V::load(weight + i)));
+        if (i < dim) {
+            const int n = static_cast<int>(dim - i);
+            V::store_n(yr + i, V::mul(V::mul(V::load_n(xr + i, n), sc), V::load_n(weight + i, n)),
+                       n);
+        }
+    }
+}
+
+template <class V>
+void layer_norm_v(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                  const float* bias, float eps) {
+    constexpr int W = V::W;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * dim;
+        float* yr = out + r * dim;
+        const double mean =
+            row_sum<V>(xr, dim, [](typename V::D& a, typename V::T v) { V::dadd(a, v); }) /
+            static_cast<double>(dim);
+        // Zero-filled tail lanes would add mean^2 each: sum full vectors, the tail separately.
+        const int64_t full = dim / W * W;
+        double var = row_sum<V>(
+            xr, full, [mean](typename V::D& a, typename V::T v) { V::dadd_sqdev(a, v, mean); });
+        for (int64_t i = full; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+        const double inv = 1.0 / std::sqrt(var / static_cast<double>(dim) + eps);
+        // y = (x - mean) * inv * w + b = x * (inv w) + (b - mean inv w), in float.
+        const typename V::T vi = V::set1(static_cast<float>(inv)),
+                            vm = V::set1(static_cast<float>(-mean * inv));
+        auto f = [&](typename V::T xv, typename V::T w, typename V::T b) {
+            return V::fmadd(V::fmadd(xv, vi, vm), w, b);
+        };
+        int64_t i = 0;
+        for (; i + W <= dim; i += W)
+            V::store(yr + i,
+                     f(V::load(xr + i), V::load(weight + i), bias ? V::load(bias + i) : V::zero()));
+        if (i < dim) {
+            const int n = static_cast<int>(dim - i);
+            V::store_n(yr + i,
+                       f(V::load_n(xr + i, n), V::load_n(weight + i, n),
+                         bias ? V::load_n(bias + i, n) : V::zero()),
+                       n);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace syslm::kernels

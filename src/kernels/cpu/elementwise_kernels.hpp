@@ -1,0 +1,31 @@
+// Per-ISA tables of the element-wise kernels (activations.hpp, norm.hpp). The scalar entries are
+// the references; the AVX2 / AVX-512 ones (elementwise_body.hpp) use a polynomial e^x (about
+// 1 ulp) and sum the norms' statistics in double like the references, in another order.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.hpp"
+
+namespace syslm::kernels {
+
+// A plain aggregate: the ISA files build it and must not emit inline constructors.
+struct ElementwiseKernels {
+    Isa isa;
+    void (*swiglu)(float* gate, const float* up, int64_t n);
+    void (*gelu_tanh)(float* x, int64_t n);
+    void (*rms_norm)(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                     float eps);
+    void (*layer_norm)(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
+                       const float* bias, float eps);
+};
+
+// The table for `isa` (throws Error if this CPU lacks it).
+const ElementwiseKernels& elementwise_kernels(Isa isa);
+
+namespace x86 {
+ElementwiseKernels elementwise_kernels_avx2();    // elementwise_avx2.cpp
+ElementwiseKernels elementwise_kernels_avx512();  // elementwise_avx512.cpp
+}  // namespace x86
+
+}  // namespace syslm::kernels

@@ -1,0 +1,31 @@
+// The attention block kernel (attention_body.hpp) on V256. Compiled with the avx2 flags; see
+// kernels/isa.hpp for the rules of ISA files.
+#include "kernels/cpu/x86/vec_avx2.hpp"
+
+#include "kernels/cpu/attention_body.hpp"
+
+namespace syslm::kernels::x86 {
+namespace {
+
+void block(const AttentionColumns& c, const float* k, const float* v, int64_t stride, int64_t p0,
+           int np) {
+    attend_block<V256>(c, k, v, stride, p0, np);
+}
+
+void block_rows(const AttentionColumns& c, const float* k, const float* v, int64_t stride,
+                int64_t p0, int np) {
+    attend_block_rows<V256>(c, k, v, stride, p0, np);
+}
+
+}  // namespace
+
+AttentionKernels attention_kernels_avx2() {
+    AttentionKernels k{};
+    k.isa = Isa::Avx2;
+    k.lanes = V256::W;
+    k.block = block;
+    k.block_rows = block_rows;
+    return k;
+}
+
+}  // namespace syslm::kernels::x86
