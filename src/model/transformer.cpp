@@ -116,9 +116,9 @@ void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool
     SYSLM_PROFILE_STEP(prof, "output_norm", 4 * (T - first) * E, 8 * (T - first) * E);
     if (hp.arch == Arch::Gpt2)
         kernels::layer_norm(x, h_.data(), T - first, E, w.output_norm.data(),
-                            w.output_norm_b.data(), hp.norm_eps);
+                            w.output_norm_b.data(), hp.norm_eps, pool_);
     else
-        kernels::rms_norm(x, h_.data(), T - first, E, w.output_norm.data(), hp.norm_eps);
+        kernels::rms_norm(x, h_.data(), T - first, E, w.output_norm.data(), hp.norm_eps, pool_);
     SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, T - first);
     matmul(w.output, h_.data(), T - first, logits, pool_);
 }
@@ -133,9 +133,9 @@ void Context::attention_block(int il, int64_t T) {
     SYSLM_PROFILE_STEP(prof, "attn_norm", 4 * T * E, 8 * T * E);
     if (hp.arch == Arch::Gpt2)
         kernels::layer_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), l.attn_norm_b.data(),
-                            hp.norm_eps);
+                            hp.norm_eps, pool_);
     else
-        kernels::rms_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), hp.norm_eps);
+        kernels::rms_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), hp.norm_eps, pool_);
 
     const float *q, *k, *v;
     int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
@@ -199,14 +199,14 @@ void Context::ffn_block(int il, int64_t T) {
     if (hp.arch == Arch::Gpt2) {
         SYSLM_PROFILE_STEP(prof, "ffn_norm", 8 * T * E, 8 * T * E);
         kernels::layer_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), l.ffn_norm_b.data(),
-                            hp.norm_eps);
+                            hp.norm_eps, pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         matmul(l.ffn_up, h_.data(), T, ff_a_.data(), pool_, bias(l.ffn_up_b));
         SYSLM_PROFILE_STEP(prof, "gelu", 10 * T * F, 8 * T * F);
-        kernels::gelu_tanh(ff_a_.data(), T * F);
+        kernels::gelu_tanh(ff_a_.data(), T * F, pool_);
     } else {
         SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
-        kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps);
+        kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
         kernels::SharedActivations& hq = shared_input();  // gate and up share it
         hq.reset(h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
@@ -214,7 +214,7 @@ void Context::ffn_block(int il, int64_t T) {
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         matmul(l.ffn_up, hq, ff_b_.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * F, 12 * T * F);
-        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * F);
+        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * F, pool_);
     }
     SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
     matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), pool_, bias(l.ffn_down_b));
@@ -231,7 +231,7 @@ void Context::moe_block(int il, int64_t T) {
 
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
-    kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps);
+    kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
     SYSLM_PROFILE_MATMUL_STEP(prof, "moe_routing", l.ffn_gate_inp, T);
     std::vector<float> probs(static_cast<size_t>(T * X));
     matmul(l.ffn_gate_inp, h_.data(), T, probs.data(), pool_);
@@ -275,7 +275,7 @@ void Context::moe_block(int il, int64_t T) {
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_exps", l.up_exps.expert(e), n);
         matmul(l.up_exps.expert(e), in.data(), n, up.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * n * F, 12 * n * F);
-        kernels::swiglu(gate.data(), up.data(), n * F);
+        kernels::swiglu(gate.data(), up.data(), n * F, pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_exps", l.down_exps.expert(e), n);
         matmul(l.down_exps.expert(e), gate.data(), n, out.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "moe_combine", 2 * n * E, 12 * n * E);
@@ -292,7 +292,7 @@ void Context::moe_block(int il, int64_t T) {
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_shexp", l.ffn_up_shexp, T);
         matmul(l.ffn_up_shexp, h_.data(), T, ff_b_.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * S, 12 * T * S);
-        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * S);
+        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * S, pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_shexp", l.ffn_down_shexp, T);
         matmul(l.ffn_down_shexp, ff_a_.data(), T, ff_out_.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "shexp_gate_add", 4 * T * E, 8 * T * E);

@@ -9,10 +9,6 @@ __m256i dot4(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
-__m256i dot4_add(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_add_epi32(acc, dot4(u, s));
-}
-
 // The offset is removed in int16 (both pair sums stay far from 2^15), saving one vpmaddwd.
 __m256i dot4_sub(__m256i u, __m256i c, __m256i s) {
     const __m256i d = _mm256_sub_epi16(_mm256_maddubs_epi16(u, s), _mm256_maddubs_epi16(c, s));

@@ -15,10 +15,6 @@ __m256i dot4(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
-__m256i dot4_add(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_dpbusd_epi32(acc, u, s);
-}
-
 __m256i dot4_sub(__m256i u, __m256i c, __m256i s) {
     return _mm256_sub_epi32(dot4(u, s), dot4(c, s));
 }

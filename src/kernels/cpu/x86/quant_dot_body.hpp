@@ -8,7 +8,6 @@
 //   dot4_sub(u, c, s)     dot4(u, s) - dot4(c, s)   (levels stored with an offset c)
 //   prep_scale(s)         per-lane int32 scales into the form dot4_scaled expects
 //   dot4_scaled(u, s, p)  dot4(u, s) * scale, p from prep_scale
-//   dot4_add(acc, u, s)   acc + dot4(u, s)
 // AVX2 builds them on vpmaddubsw, whose int16 pair sums saturate: every use below keeps a pair
 // under 2^15 as long as the partner quant (the s8 operand) is never -128 — which the Q8
 // quantizers guarantee (they clamp to [-127, 127]). VNNI (vpdpbusd) has no such limit.
@@ -421,68 +420,10 @@ float dot_q6_k_q8_k(int64_t n, const void* vx, const void* vy) {
     return hsum_ps(acc) - off_sum;
 }
 
-// ---- several weight rows x one activation row (decode) ------------------------------------------
-// Four rows at a time: each activation block is loaded once (and its offset term computed once)
-// for the four rows, the four rows' 8-lane integer block sums are reduced together into one
-// vector (lane k = row k) and their scales converted and applied together. Rows left over
-// (nr % 4) go through the single-row kernel.
-// Measured (one thread, 2048-element rows, Zen 4): Q4_0 +17% over vec_dot. The same scheme
-// for Q8_0, Q4_K and Q6_K (shared activation loads, hadd reduction of four rows) measured
-// 10-35% slower than their vec_dot, so those types keep vec_dot (null vec_dot_rows).
-
-// Lane k = the sum of the 8 lanes of p[k].
-__m128i reduce4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
-__m128 f16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
-    return _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(a), static_cast<short>(b),
-                                       static_cast<short>(c), static_cast<short>(d), 0, 0, 0, 0));
-}
-
-// Legacy types against Q8_0: `bias` is computed once per activation block, `prod`
-// gives one row's 8-lane block dot product (the level offset already removed).
-struct RowsQ4_0 {
-    using Block = BlockQ4_0;
-    static __m256i bias(__m256i yq) {
-        return _mm256_sub_epi32(_mm256_setzero_si256(), dot4(_mm256_set1_epi8(8), yq));
-    }
-    static __m256i prod(const Block& b, __m256i yq, __m256i bias) {
-        return dot4_add(bias, nibbles16(b.qs), yq);
-    }
-};
-
-template <typename P, VecDotFn single>
-void dot_rows_legacy(int64_t n, int nr, const void* vx, size_t bx, const void* vy, float* s) {
-    using Block = typename P::Block;
-    const auto* y = static_cast<const BlockQ8_0*>(vy);
-    const auto* xb = static_cast<const uint8_t*>(vx);
-    const int64_t nb = n / 32;
-    int r = 0;
-    for (; r + 4 <= nr; r += 4) {
-        const Block* x0 = reinterpret_cast<const Block*>(xb + (r + 0) * bx);
-        const Block* x1 = reinterpret_cast<const Block*>(xb + (r + 1) * bx);
-        const Block* x2 = reinterpret_cast<const Block*>(xb + (r + 2) * bx);
-        const Block* x3 = reinterpret_cast<const Block*>(xb + (r + 3) * bx);
-        __m128 acc = _mm_setzero_ps();
-        for (int64_t i = 0; i < nb; ++i) {
-            const __m256i yq = load256(y[i].qs);
-            const __m256i bias = P::bias(yq);
-            const __m128i dots = reduce4(P::prod(x0[i], yq, bias), P::prod(x1[i], yq, bias),
-                                         P::prod(x2[i], yq, bias), P::prod(x3[i], yq, bias));
-            const __m128 d =
-                _mm_mul_ps(f16x4(x0[i].d, x1[i].d, x2[i].d, x3[i].d), _mm_set1_ps(f16(y[i].d)));
-            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), d, acc);
-        }
-        _mm_storeu_ps(s + r, acc);
-    }
-    for (; r < nr; ++r) s[r] = single(n, xb + r * bx, vy);
-}
-
-void dot_rows_q4_0(int64_t n, int nr, const void* x, size_t bx, const void* y, float* s) {
-    dot_rows_legacy<RowsQ4_0, dot_q4_0_q8_0>(n, nr, x, bx, y, s);
-}
+// A multi-row decode kernel (four weight rows per activation block, shared activation loads)
+// measured +17% for Q4_0 in isolation but halved L1B Q4_0 decode inside matmul (24.8 vs 42 t/s,
+// 16-row tiles on 2 threads), and was 10-35% slower for Q8_0/Q4_K/Q6_K; it was removed. Every
+// type keeps vec_dot_rows = null here, so matmul loops over the fast vec_dot.
 
 // Overwrites the vec_dot of every quant type in rows[0..n).
 void set_quant_dots(TypeTraits* rows, int n) {
@@ -497,14 +438,6 @@ void set_quant_dots(TypeTraits* rows, int n) {
     };
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
-    const struct {
-        DType type;
-        VecDotRowsFn fn;
-    } row_dots[] = {
-        {DType::Q4_0, dot_rows_q4_0},
-    };
-    for (const auto& d : row_dots)
-        if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot_rows = d.fn;
 }
 
 }  // namespace
