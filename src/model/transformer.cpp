@@ -15,18 +15,6 @@ namespace syslm::model {
 
 using kernels::matmul;
 
-namespace {
-
-// The normed input of the matmuls that share it, converted once to their partner type. One per
-// thread that runs a forward pass (Context's header is not this file's to extend); its buffer
-// keeps its capacity from token to token.
-kernels::SharedActivations& shared_input() {
-    thread_local kernels::SharedActivations a;
-    return a;
-}
-
-}  // namespace
-
 Model::Model(const std::string& path) : Model(std::make_shared<const io::GGUFFile>(path)) {}
 
 Model::Model(std::shared_ptr<const io::GGUFFile> file) : file_(std::move(file)) {
@@ -148,7 +136,7 @@ void Context::attention_block(int il, int64_t T) {
         v = q_.data() + QD + KD;
     } else {
         // q, k and v read the same normed input: it is quantized once for the three.
-        kernels::SharedActivations& hq = shared_input();
+        kernels::SharedActivations& hq = shared_input_;
         hq.reset(h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
         matmul(l.wq, hq, q_.data(), pool_, bias(l.bq));
@@ -207,7 +195,7 @@ void Context::ffn_block(int il, int64_t T) {
     } else {
         SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
         kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
-        kernels::SharedActivations& hq = shared_input();  // gate and up share it
+        kernels::SharedActivations& hq = shared_input_;  // gate and up share it
         hq.reset(h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
         matmul(l.ffn_gate, hq, ff_a_.data(), pool_);
@@ -233,12 +221,16 @@ void Context::moe_block(int il, int64_t T) {
     SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
     kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
     SYSLM_PROFILE_MATMUL_STEP(prof, "moe_routing", l.ffn_gate_inp, T);
-    std::vector<float> probs(static_cast<size_t>(T * X));
+    std::vector<float>& probs = moe_probs_;
+    probs.resize(static_cast<size_t>(T * X));
     matmul(l.ffn_gate_inp, h_.data(), T, probs.data(), pool_);
 
     // Per expert: (token, weight) pairs routed to it.
-    std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(X));
-    std::vector<int64_t> order(static_cast<size_t>(X));
+    auto& routed = moe_routed_;
+    routed.resize(static_cast<size_t>(X));
+    for (auto& r : routed) r.clear();  // keeps capacity
+    auto& order = moe_order_;
+    order.resize(static_cast<size_t>(X));
     for (int64_t t = 0; t < T; ++t) {
         float* p = probs.data() + t * X;
         const float mx = *std::max_element(p, p + X);
@@ -258,7 +250,7 @@ void Context::moe_block(int il, int64_t T) {
         }
     }
 
-    std::vector<float> in, gate, up, out;  // per-expert gathered rows
+    auto &in = moe_in_, &gate = moe_gate_, &up = moe_up_, &out = moe_out_;  // gathered rows
     for (int64_t e = 0; e < X; ++e) {
         const auto& toks = routed[e];
         if (toks.empty()) continue;

@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.hpp"
 #include "io/gguf.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "model/hparams.hpp"
 #include "model/kv_cache.hpp"
 #include "model/weights.hpp"
@@ -66,6 +67,11 @@ private:
     int n_past_ = 0;
     // activations, sized for n_batch tokens
     std::vector<float> x_, h_, q_, k_, v_, attn_, ff_a_, ff_b_, ff_out_, logits_;
+    kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
+    // MoE routing state, kept so that routing allocates nothing once warm
+    std::vector<float> moe_probs_, moe_in_, moe_gate_, moe_up_, moe_out_;
+    std::vector<std::vector<std::pair<int64_t, float>>> moe_routed_;  // per expert: (token, weight)
+    std::vector<int64_t> moe_order_;
 };
 
 }  // namespace syslm::model
