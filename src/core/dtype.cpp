@@ -38,6 +38,8 @@ constexpr std::array kTypes = {
     Row{DType::I32, {"I32", 1, 4, false}},
     Row{DType::I64, {"I64", 1, 8, false}},
     Row{DType::F64, {"F64", 1, 8, false}},
+    Row{DType::Q4_0_G8, {"Q4_0_G8", 8 * QK, 8 * (2 + QK / 2), true, true}},
+    Row{DType::Q8_0_G8, {"Q8_0_G8", 8 * QK, 8 * (4 + 4 + QK), true, true}},
 };
 
 }  // namespace
@@ -56,7 +58,7 @@ const DTypeInfo& dtype_info(DType t) {
 
 std::optional<DType> dtype_from_name(std::string_view name) {
     for (const auto& r : kTypes) {
-        if (r.info.name.size() != name.size()) continue;
+        if (r.info.runtime_only || r.info.name.size() != name.size()) continue;
         bool same = true;
         for (size_t i = 0; i < name.size() && same; ++i)
             same = std::toupper(static_cast<unsigned char>(name[i])) == r.info.name[i];

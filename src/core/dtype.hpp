@@ -31,6 +31,10 @@ enum class DType : uint32_t {
     I64 = 27,
     F64 = 28,
     BF16 = 30,
+    // Run-time layouts, never in a file (GGUF readers and writers refuse them): weights repacked
+    // at load time for the SIMD kernels, and their activation partners (kernels/repack.hpp).
+    Q4_0_G8 = 0x10002,  // Q4_0 in groups of 8 blocks: the 8 scales first, then the 8 nibble sets
+    Q8_0_G8 = 0x10008,  // Q8_0 activations laid out for Q4_0_G8 (block_layouts.hpp)
 };
 
 // Layout facts of one type (the compute functions live in kernels/, see kernels/type_traits.hpp).
@@ -39,15 +43,18 @@ struct DTypeInfo {
     int64_t block_size;  // elements per block (1 for plain types)
     size_t type_size;    // bytes per block
     bool quantized;
+    bool runtime_only = false;  // a load-time layout: not a GGUF type
 };
 
-// Returns nullptr for ids syslm does not know (e.g. IQ types), so readers can report them.
+// Returns nullptr for ids syslm does not know (e.g. IQ types), so readers can report them; file
+// readers and writers must also refuse runtime_only types.
 const DTypeInfo* dtype_info(uint32_t id);
 const DTypeInfo& dtype_info(DType t);  // throws Error for unknown ids
 inline std::string_view dtype_name(DType t) {
     return dtype_info(t).name;
 }
-std::optional<DType> dtype_from_name(std::string_view name);  // case-insensitive, "q4_0", "F16"
+// Case-insensitive ("q4_0", "F16"); file types only.
+std::optional<DType> dtype_from_name(std::string_view name);
 
 // Bytes needed for one row of n elements; throws if n is not a multiple of the block size.
 size_t row_bytes(DType t, int64_t n);

@@ -298,7 +298,7 @@ void GGUFFile::parse() {
         const size_t type_at = c.pos();
         const uint32_t type_id = c.read<uint32_t>("tensor type");
         const DTypeInfo* info = dtype_info(type_id);
-        if (!info) {
+        if (!info || info->runtime_only) {
             const char* known = unsupported_ggml_type_name(type_id);
             if (known)
                 c.error_at(type_at, "tensor type id ", type_id, " (", known,

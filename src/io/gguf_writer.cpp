@@ -123,8 +123,8 @@ void GGUFWriter::check_tensor(const std::string& name, DType type, const std::ve
                 "GGUFWriter: tensor '", name, "' has ", ne.size(), " dimensions (must be 1..",
                 kGGUFMaxDims, ")");
     const DTypeInfo* info = dtype_info(static_cast<uint32_t>(type));
-    SYSLM_CHECK(info, "GGUFWriter: tensor '", name, "' has unknown type id ",
-                static_cast<uint32_t>(type));
+    SYSLM_CHECK(info && !info->runtime_only, "GGUFWriter: tensor '", name,
+                "' has type id ", static_cast<uint32_t>(type), ", which is not a GGUF type");
     int64_t rows = 1;
     for (size_t d = 0; d < ne.size(); ++d) {
         SYSLM_CHECK(ne[d] > 0, "GGUFWriter: tensor '", name, "' dimension ", d, " is ", ne[d]);

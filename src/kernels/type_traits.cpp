@@ -1,7 +1,8 @@
 // The per-type table of scalar reference kernels (see type_traits.hpp). Partners follow ggml:
 // legacy symmetric types dot against Q8_0, legacy types with a min against Q8_1 (whose block sum
 // serves the min term), K-quants against Q8_K. Q8_1 and Q8_K, which ggml uses only as partners,
-// dot against themselves so every row of the table is complete.
+// dot against themselves so every row of the table is complete; so does Q8_0_G8, the partner
+// of the load-time layout Q4_0_G8 (kernels/repack.hpp).
 #include "kernels/type_traits.hpp"
 
 #include <array>
@@ -35,6 +36,8 @@ constexpr std::array kTraits = {
     TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, quantize_row_q5_k, vec_dot_q5_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q5_k_q8_k>},
     TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q6_k_q8_k>},
     TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q8_k_q8_k>},
+    TypeTraits{DType::Q4_0_G8, dequantize_row_q4_0_g8, quantize_row_q4_0_g8, quantize_row_q4_0_g8, vec_dot_q4_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q4_0_g8_q8_0_g8>},
+    TypeTraits{DType::Q8_0_G8, dequantize_row_q8_0_g8, quantize_row_q8_0_g8, quantize_row_q8_0_g8, vec_dot_q8_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q8_0_g8_q8_0_g8>},
 };
 
 using Table = std::array<TypeTraits, kTraits.size()>;

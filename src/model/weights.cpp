@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "kernels/repack.hpp"
 #include "kernels/type_traits.hpp"
 
 namespace syslm::model {
@@ -75,12 +76,20 @@ private:
     const io::GGUFFile& f_;
 };
 
-// Whether matrices are copied to huge pages or read from the mapped file (the default).
+// Whether every matrix is copied to huge pages, or only those repacked (the default).
 bool copy_weights() {
     const char* env = std::getenv("SYSLM_WEIGHTS");
     if (!env || std::strcmp(env, "mmap") == 0) return false;
     if (std::strcmp(env, "copy") == 0) return true;
     fail("SYSLM_WEIGHTS='", env, "': expected 'mmap' (the default) or 'copy' (huge-page copy)");
+}
+
+// Whether matrices are converted to their load-time layouts (kernels/repack.hpp).
+bool repack_weights() {
+    const char* env = std::getenv("SYSLM_REPACK");
+    if (!env || std::strcmp(env, "1") == 0) return true;
+    if (std::strcmp(env, "0") == 0) return false;
+    fail("SYSLM_REPACK='", env, "': expected 1 (the default: repack where it pays) or 0");
 }
 
 // Drops this process's pages of [p, p + n) of the read-only file mapping (whole pages inside it
@@ -92,25 +101,35 @@ void release_file_pages(const void* p, size_t n) {
     if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
-// Copies every matrix but the token embedding into one buffer on transparent huge pages and
-// points the views there (see weights.hpp).
-void copy_to_huge_pages(Weights& w) {
+// Moves the matrices that are repacked (and, with copy_all, every other matrix but the token
+// embedding) into one buffer on transparent huge pages, converting them on the way, and
+// points the views there; the file pages they came from are released (see weights.hpp).
+void place_matrices(Weights& w, bool copy_all, bool repack) {
     struct Span {
         const void* src;
-        size_t bytes;
-        std::function<void(uint8_t*)> point_to;
+        DType from, to;
+        int64_t n_in, rows;
+        std::function<void(uint8_t*, DType)> point_to;
     };
     std::vector<Span> spans;
+    auto add = [&](const void* src, DType type, int64_t n_in, int64_t rows,
+                   std::function<void(uint8_t*, DType)> point_to) {
+        const DType to = repack ? kernels::load_layout(type, n_in) : type;
+        if (src && (copy_all || to != type))
+            spans.push_back({src, type, to, n_in, rows, std::move(point_to)});
+    };
     auto add_m = [&](Matrix& m) {
-        if (m.data && m.data != w.token_embd.data)
-            spans.push_back({m.data, row_bytes(m.type, m.n_in) * static_cast<size_t>(m.n_out),
-                             [&m](uint8_t* p) { m.data = p; }});
+        if (m.data != w.token_embd.data)
+            add(m.data, m.type, m.n_in, m.n_out, [&m](uint8_t* p, DType t) {
+                m.data = p;
+                m.type = t;
+            });
     };
     auto add_e = [&](Experts& x) {
-        if (x.data)
-            spans.push_back({x.data,
-                             row_bytes(x.type, x.n_in) * static_cast<size_t>(x.n_out * x.n_expert),
-                             [&x](uint8_t* p) { x.data = p; }});
+        add(x.data, x.type, x.n_in, x.n_out * x.n_expert, [&x](uint8_t* p, DType t) {
+            x.data = p;
+            x.type = t;
+        });
     };
     add_m(w.output);
     for (LayerWeights& l : w.layers) {
@@ -120,8 +139,9 @@ void copy_to_huge_pages(Weights& w) {
         for (Experts* x : {&l.gate_exps, &l.up_exps, &l.down_exps}) add_e(*x);
     }
     constexpr size_t kAlign = 64, kHuge = size_t{2} << 20;
+    const auto bytes = [](const Span& s) { return row_bytes(s.from, s.n_in) * s.rows; };
     size_t total = 0;
-    for (const Span& s : spans) total += (s.bytes + kAlign - 1) / kAlign * kAlign;
+    for (const Span& s : spans) total += (bytes(s) + kAlign - 1) / kAlign * kAlign;
     if (total == 0) return;
     total = (total + kHuge - 1) / kHuge * kHuge;
     void* buf = std::aligned_alloc(kHuge, total);
@@ -132,10 +152,13 @@ void copy_to_huge_pages(Weights& w) {
     w.copy_bytes = total;
     auto* dst = static_cast<uint8_t*>(buf);
     for (const Span& s : spans) {
-        std::memcpy(dst, s.src, s.bytes);
-        release_file_pages(s.src, s.bytes);
-        s.point_to(dst);
-        dst += (s.bytes + kAlign - 1) / kAlign * kAlign;
+        if (s.to == s.from)
+            std::memcpy(dst, s.src, bytes(s));
+        else
+            kernels::repack_rows(s.from, s.to, s.src, dst, s.n_in, s.rows);
+        release_file_pages(s.src, bytes(s));
+        s.point_to(dst, s.to);
+        dst += (bytes(s) + kAlign - 1) / kAlign * kAlign;
     }
 }
 
@@ -207,7 +230,7 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp) {
         }
         w.layers.push_back(std::move(l));
     }
-    if (copy_weights()) copy_to_huge_pages(w);
+    place_matrices(w, copy_weights(), repack_weights());
     return w;
 }
 

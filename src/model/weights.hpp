@@ -1,10 +1,12 @@
 // The tensors of a model, bound by llama.cpp's tensor names and checked against the
 // hyper-parameters. Vectors (norms, biases, rope factors) are small and converted to float32
-// once at load. Matrices (any weight type) are zero-copy views into the mapped GGUF file; with
-// SYSLM_WEIGHTS=copy they are instead copied, unchanged, into one anonymous buffer on
-// transparent huge pages and their pages of the file released as they are copied (decode
+// once at load. Matrices (any weight type) are zero-copy views into the mapped GGUF file, except
+// those whose type has a faster load-time layout (kernels/repack.hpp: Q4_0 -> Q4_0_G8): those are
+// converted into one anonymous buffer on transparent huge pages, and their pages of the file
+// released as they are converted, so the resident size stays that of the file. SYSLM_REPACK=0
+// keeps every matrix as stored; SYSLM_WEIGHTS=copy copies all matrices to that buffer (decode
 // streams every weight once per token, and `syslm probe` reads 4 KiB pages at ~60% of the
-// bandwidth of huge pages). Not the default until measured on a quiet machine. The token
+// bandwidth of huge pages; not the default until measured on a quiet machine). The token
 // embedding is always read from the file, and so is the output matrix when it is tied to it.
 #pragma once
 
@@ -49,7 +51,7 @@ struct Weights {
     Matrix output{};  // equals token_embd when the embeddings are tied
     Vector rope_freqs;
     std::vector<LayerWeights> layers;
-    std::shared_ptr<const void> copy;  // the huge-page copy the matrices point into, if any
+    std::shared_ptr<const void> copy;  // the huge-page buffer matrices point into, if any
     size_t copy_bytes = 0;
 };
 

@@ -29,6 +29,10 @@ TEST(DType, BlockSizesMatchGgml) {
     EXPECT_EQ(dtype_info(uint32_t{16}), nullptr);  // IQ2_XXS: not supported, reported as unknown
     EXPECT_EQ(dtype_from_name("q4_k"), DType::Q4_K);
     EXPECT_FALSE(dtype_from_name("q4_k_x").has_value());
+    // Load-time layouts are not file types: no name a user could ask for.
+    EXPECT_TRUE(dtype_info(DType::Q4_0_G8).runtime_only);
+    EXPECT_FALSE(dtype_from_name("Q4_0_G8").has_value());
+    EXPECT_EQ(dtype_info(DType::Q4_0_G8).type_size, 8 * dtype_info(DType::Q4_0).type_size);
 }
 
 // Reference conversion through the compiler's own correctly rounded _Float16.

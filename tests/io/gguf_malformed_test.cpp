@@ -241,6 +241,14 @@ TEST(GGUFMalformed, UnknownTensorType) {
                  {"tensor 'w'", "type id 16", "IQ2_XXS", "not supported"}, 45);
     expect_error(Bytes().header(1, 0).tensor("w", {32}, 1000, 0).pad().zeros(64).b,
                  {"tensor 'w'", "unknown tensor type id 1000"}, 45);
+    // syslm's load-time layouts have ids too, but never belong in a file.
+    expect_error(Bytes()
+                     .header(1, 0)
+                     .tensor("w", {256}, static_cast<uint32_t>(DType::Q4_0_G8), 0)
+                     .pad()
+                     .zeros(160)
+                     .b,
+                 {"tensor 'w'", "unknown tensor type id 65538"}, 45);
 }
 
 TEST(GGUFMalformed, RowNotWholeBlocks) {

@@ -29,6 +29,16 @@
 //   elements l, l+32, l+64, l+96 at bit offsets 0, 2, 4, 6. 4-bit planes (Q4_K/Q5_K qs): in each
 //   64-element chunk, byte l holds element l (low nibble) and l+32 (high nibble). Q6_K ql: in
 //   each 128-element half, byte l (l < 32) holds elements l / l+64, byte 32+l holds l+32 / l+96.
+//
+// Run-time layouts (never in files; made at load time, see kernels/repack.hpp): groups of 8
+// legacy blocks of one row (256 elements). Per-block fields are stored in "slot order": slot s
+// holds block kG8Block[s] = 0, 2, 4, 6, 1, 3, 5, 7 — the order in which three rounds of
+// pairwise horizontal adds (vphaddd) leave the 8 block sums of the SIMD kernel.
+//   Q4_0_G8  d[8] f16 scales in slot order, then the 8 blocks' 16 nibble bytes in block order.
+//   Q8_0_G8  partner of Q4_0_G8: d[8] f32 scales (the f16 scales of Q8_0, widened) and s[8]
+//            sums of the quants, both in slot order; then the quants by pairs of blocks
+//            (2p, 2p + 1): elements 0..15 of both, then 16..31 of both — the elements that
+//            the low and the high nibbles of the pair's 32 nibble bytes hold.
 #pragma once
 
 #include <cstdint>
@@ -121,7 +131,24 @@ struct BlockQ8_K {
     int16_t bsums[QK_K / 16];  // sums of qs per 16 elements
 };
 
+inline constexpr int kG8Blocks = 8;
+inline constexpr int kG8Block[kG8Blocks] = {0, 2, 4, 6, 1, 3, 5, 7};  // slot -> block
+inline constexpr int kG8Slot[kG8Blocks] = {0, 4, 1, 5, 2, 6, 3, 7};   // block -> slot
+
+struct BlockQ4_0G8 {
+    uint16_t d[kG8Blocks];  // f16, slot order
+    uint8_t qs[kG8Blocks * QK4_0 / 2];
+};
+
+struct BlockQ8_0G8 {
+    float d[kG8Blocks];    // slot order
+    int32_t s[kG8Blocks];  // slot order
+    int8_t qs[kG8Blocks * QK8_0];
+};
+
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_0G8) == 8 * sizeof(BlockQ4_0));
+static_assert(sizeof(BlockQ8_0G8) == 320);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);

@@ -1,5 +1,5 @@
 // AVX2 activation quantizers (TypeTraits::from_float_fast) for the dot-product partners Q8_0,
-// Q8_1 and Q8_K. Compiled with -mavx2 -mfma -mf16c; see kernels/isa.hpp. The AVX-512 tier keeps
+// Q8_1, Q8_K and Q8_0_G8. Compiled with -mavx2 -mfma -mf16c; see kernels/isa.hpp. The AVX-512 tier keeps
 // these: quantizing one activation row costs little next to reading the weight matrix.
 //
 // Contract: bit-identical to the reference quantizers (from_float) for every input without NaN,
@@ -102,6 +102,25 @@ void quantize_q8_1_fast(const float* x, void* dst, int64_t n) {
     }
 }
 
+// Q8_0_G8 (block_layouts.hpp): the blocks of Q8_0, their sums and widened scales moved into
+// the group layout.
+void quantize_q8_0_g8_fast(const float* x, void* dst, int64_t n) {
+    auto* g = static_cast<BlockQ8_0G8*>(dst);
+    for (int64_t i = 0; i < n / (kG8Blocks * QK8_0); ++i) {
+        for (int b = 0; b < kG8Blocks; ++b, x += QK8_0) {
+            alignas(32) int8_t qs[QK8_0];
+            uint16_t d16;
+            float d;
+            const int slot = kG8Slot[b];
+            g[i].s[slot] = quantize_block32(x, d16, qs, d);
+            g[i].d[slot] = _cvtsh_ss(d16);
+            int8_t* pair = g[i].qs + (b / 2) * 64 + (b % 2) * 16;
+            std::memcpy(pair, qs, 16);
+            std::memcpy(pair + 32, qs + 16, 16);
+        }
+    }
+}
+
 // Q8_K: the scale comes from the signed element of largest magnitude (the first one on ties).
 void quantize_q8_k_fast(const float* x, void* dst, int64_t n) {
     auto* y = static_cast<BlockQ8_K*>(dst);
@@ -142,6 +161,8 @@ void register_act_quant_avx2(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::Q8_0)) r->from_float_fast = quantize_q8_0_fast;
     if (TypeTraits* r = find_row(rows, n, DType::Q8_1)) r->from_float_fast = quantize_q8_1_fast;
     if (TypeTraits* r = find_row(rows, n, DType::Q8_K)) r->from_float_fast = quantize_q8_k_fast;
+    if (TypeTraits* r = find_row(rows, n, DType::Q8_0_G8))
+        r->from_float_fast = quantize_q8_0_g8_fast;
 }
 
 }  // namespace syslm::kernels::x86

@@ -15,6 +15,12 @@ __m256i dot4_sub(__m256i u, __m256i c, __m256i s) {
     return _mm256_madd_epi16(d, _mm256_set1_epi16(1));
 }
 
+// Both int16 pair sums stay under 2 * 2 * 63 * 127 < 2^15, so they add before one vpmaddwd.
+__m256i dot8(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+    const __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
+    return _mm256_madd_epi16(d, _mm256_set1_epi16(1));
+}
+
 // The scale multiplies the int16 pair sums inside vpmaddwd: each int32 lane holds it twice.
 __m256i prep_scale(__m256i s) {
     return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)),

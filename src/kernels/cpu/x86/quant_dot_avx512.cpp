@@ -19,6 +19,10 @@ __m256i dot4_sub(__m256i u, __m256i c, __m256i s) {
     return _mm256_sub_epi32(dot4(u, s), dot4(c, s));
 }
 
+__m256i dot8(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+}
+
 __m256i prep_scale(__m256i s) {
     return s;
 }

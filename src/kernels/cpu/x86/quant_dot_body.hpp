@@ -8,6 +8,7 @@
 //   dot4_sub(u, c, s)     dot4(u, s) - dot4(c, s)   (levels stored with an offset c)
 //   prep_scale(s)         per-lane int32 scales into the form dot4_scaled expects
 //   dot4_scaled(u, s, p)  dot4(u, s) * scale, p from prep_scale
+//   dot8(u0, s0, u1, s1)  dot4(u0, s0) + dot4(u1, s1), for levels u below 64
 // AVX2 builds them on vpmaddubsw, whose int16 pair sums saturate: every use below keeps a pair
 // under 2^15 as long as the partner quant (the s8 operand) is never -128 — which the Q8
 // quantizers guarantee (they clamp to [-127, 127]). VNNI (vpdpbusd) has no such limit.
@@ -178,6 +179,37 @@ float dot_q4_0_q8_0(int64_t n, const void* x, const void* y) {
 
 float dot_q5_0_q8_0(int64_t n, const void* x, const void* y) {
     return dot_symmetric<BlockQ5_0, levels_q5_0, 16>(n, x, y);
+}
+
+// Q4_0_G8 x Q8_0_G8 (the load-time layout, block_layouts.hpp): per group of 8 blocks, four
+// 32-byte loads of nibbles (two blocks each) against the activations laid out to match, three
+// rounds of vphaddd leave the 8 block sums in slot order, and one FMA scales all 8. The -8
+// offset of the levels is removed per block through the activations' quant sums.
+float dot_q4_0_g8_q8_0_g8(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ4_0G8*>(vx);
+    const auto* y = static_cast<const BlockQ8_0G8*>(vy);
+    const int64_t ng = n / (kG8Blocks * QK4_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < ng; ++i) {
+        __m256i pair[4];
+        for (int p = 0; p < 4; ++p) {
+            const __m256i q = load256(x[i].qs + 32 * p);
+            pair[p] = dot8(_mm256_and_si256(q, m4), load256(y[i].qs + 64 * p),
+                           _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                           load256(y[i].qs + 64 * p + 32));
+        }
+        __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[0], pair[1]),
+                                         _mm256_hadd_epi32(pair[2], pair[3]));
+        sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(load256(y[i].s), 3));
+        const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(load128(x[i].d)),
+                                           _mm256_loadu_ps(y[i].d));
+        if (i % 2 == 0)
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc0);
+        else
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc1);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
 // Blocks with a minimum against Q8_1: d*dy*sum(q*y) + m*dy*sum(y). sum(y) is recomputed from the
@@ -435,6 +467,7 @@ void set_quant_dots(TypeTraits* rows, int n) {
         {DType::Q5_1, dot_q5_1_q8_1}, {DType::Q8_0, dot_q8_0_q8_0}, {DType::Q8_1, dot_q8_1_q8_1},
         {DType::Q2_K, dot_q2_k_q8_k}, {DType::Q3_K, dot_q3_k_q8_k}, {DType::Q4_K, dot_q4_k_q8_k},
         {DType::Q5_K, dot_q5_k_q8_k}, {DType::Q6_K, dot_q6_k_q8_k}, {DType::Q8_K, dot_q8_k_q8_k},
+        {DType::Q4_0_G8, dot_q4_0_g8_q8_0_g8},
     };
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;

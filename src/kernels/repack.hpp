@@ -1,0 +1,21 @@
+// Load-time weight layouts. A GGUF file stores each matrix in a file type (Q4_0, ...); some
+// types compute faster regrouped for the SIMD kernels, so the model loader converts those
+// matrices once, at load, into a run-time type (core/dtype.hpp: runtime_only) that holds the same
+// numbers in the same bytes per row. Today: Q4_0 -> Q4_0_G8 (8 blocks' scales together, so
+// one FMA scales 8 blocks; see block_layouts.hpp), measured in bench/RESULTS.md.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace syslm::kernels {
+
+// The run-time type for a matrix of `type` with rows of n_in elements under the active ISA, or
+// `type` itself when it is best read as stored.
+DType load_layout(DType type, int64_t n_in);
+
+// n_rows rows of n_in elements from `from` into `to` == load_layout(from, n_in) (same bytes).
+void repack_rows(DType from, DType to, const void* src, void* dst, int64_t n_in, int64_t n_rows);
+
+}  // namespace syslm::kernels

@@ -1,0 +1,99 @@
+// Load-time repacking (kernels/repack.hpp): the run-time layouts hold exactly the numbers of the
+// file type they come from, and the dot products over them agree with the file type's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "kernels/isa.hpp"
+#include "kernels/quants/block_layouts.hpp"
+#include "kernels/repack.hpp"
+#include "kernels/type_traits.hpp"
+#include "quant_test_inputs.hpp"
+
+namespace syslm::kernels {
+namespace {
+
+std::vector<float> to_floats(DType t, const std::vector<uint8_t>& q, int64_t n) {
+    std::vector<float> out(static_cast<size_t>(n));
+    type_traits(t, Isa::Scalar).to_float(q.data(), out.data(), n);
+    return out;
+}
+
+std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
+    std::vector<uint8_t> q(row_bytes(t, static_cast<int64_t>(x.size())));
+    type_traits(t, Isa::Scalar).from_float(x.data(), q.data(), static_cast<int64_t>(x.size()));
+    return q;
+}
+
+TEST(Repack, LayoutChoice) {
+    const bool simd = active_isa() != Isa::Scalar;
+    EXPECT_EQ(load_layout(DType::Q4_0, 2048), simd ? DType::Q4_0_G8 : DType::Q4_0);
+    EXPECT_EQ(load_layout(DType::Q4_0, 96), DType::Q4_0);  // not whole groups of 8 blocks
+    for (DType t : {DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K})
+        EXPECT_EQ(load_layout(t, 2048), t);
+    EXPECT_THROW(repack_rows(DType::Q8_0, DType::Q4_0_G8, nullptr, nullptr, 256, 1), Error);
+}
+
+// Random Q4_0 rows (every nibble pattern, finite scales) keep every value through the repack.
+TEST(Repack, Q4_0RowsKeepTheirValues) {
+    testing::SplitMix64 rng(5);
+    const int64_t n = 256 * 3, rows = 5;
+    const size_t rb = row_bytes(DType::Q4_0, n);
+    std::vector<uint8_t> src(rb * rows), dst(rb * rows);
+    for (auto& b : src) b = static_cast<uint8_t>(rng.next());
+    for (size_t off = 0; off < src.size(); off += sizeof(BlockQ4_0)) {
+        const uint16_t d = f32_to_f16((rng.uniform() - 0.5f) * 0.1f);
+        std::memcpy(&src[off], &d, sizeof d);
+    }
+    repack_rows(DType::Q4_0, DType::Q4_0_G8, src.data(), dst.data(), n, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<uint8_t> a(src.begin() + r * rb, src.begin() + (r + 1) * rb);
+        const std::vector<uint8_t> b(dst.begin() + r * rb, dst.begin() + (r + 1) * rb);
+        EXPECT_EQ(to_floats(DType::Q4_0, a, n), to_floats(DType::Q4_0_G8, b, n)) << "row " << r;
+    }
+}
+
+TEST(Repack, Q8_0G8HoldsQ8_0AndItsSums) {
+    const int64_t n = 256 * 4;
+    const std::vector<float> x = testing::make_quant_input(11, n);
+    const auto q8 = quantize(DType::Q8_0, x);
+    const auto g8 = quantize(DType::Q8_0_G8, x);
+    EXPECT_EQ(to_floats(DType::Q8_0, q8, n), to_floats(DType::Q8_0_G8, g8, n));
+    const auto* blocks = reinterpret_cast<const BlockQ8_0*>(q8.data());
+    const auto* groups = reinterpret_cast<const BlockQ8_0G8*>(g8.data());
+    for (int64_t b = 0; b < n / 32; ++b) {
+        int sum = 0;
+        for (int8_t v : blocks[b].qs) sum += v;
+        EXPECT_EQ(groups[b / 8].s[kG8Slot[b % 8]], sum) << "block " << b;
+    }
+}
+
+// The whole path a matmul takes: repacked weights . activations quantized to Q8_0_G8 by the
+// active ISA equals the file path (Q4_0 . Q8_0) up to float summation order.
+TEST(Repack, DotOverRepackedRowsEqualsFileTypeDot) {
+    for (int64_t groups : {1, 2, 7, 22}) {
+        const int64_t n = 256 * groups;
+        const auto w = quantize(DType::Q4_0, testing::make_weight_like(groups, 1, n));
+        const std::vector<float> x = testing::make_quant_input(100 + groups, n);
+        std::vector<uint8_t> wg(w.size());
+        repack_rows(DType::Q4_0, DType::Q4_0_G8, w.data(), wg.data(), n, 1);
+        std::vector<uint8_t> xg(row_bytes(DType::Q8_0_G8, n));
+        type_traits(DType::Q8_0_G8).from_float_fast(x.data(), xg.data(), n);
+        const auto xq = quantize(DType::Q8_0, x);
+        const float want = type_traits(DType::Q4_0, Isa::Scalar).vec_dot(n, w.data(), xq.data());
+        const float got = type_traits(DType::Q4_0_G8).vec_dot(n, wg.data(), xg.data());
+        const auto wf = to_floats(DType::Q4_0, w, n), xf = to_floats(DType::Q8_0, xq, n);
+        double mag = 0;
+        for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+        EXPECT_NEAR(got, want, 1e-6 * mag) << "n=" << n;
+    }
+}
+
+}  // namespace
+}  // namespace syslm::kernels
