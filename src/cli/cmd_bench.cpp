@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/profiler.hpp"
 #include "kernels/isa.hpp"
+#include "model/kv_cache.hpp"
 #include "profile/bench_runner.hpp"
 #include "profile/machine_probe.hpp"
 #include "profile/model_costs.hpp"
@@ -26,6 +27,7 @@ struct BenchArgs {
     int threads = 2;
     int reps = 5;
     int n_batch = 2048;
+    std::string cache_type = "f16";
     bool json = false;
     bool profile = false;
     std::string trace;
@@ -110,8 +112,9 @@ int run_bench_cmd(const BenchArgs& a) {
         std::fprintf(stderr, "bench: measured this machine's limits (cached in %s)\n",
                      profile::probe_cache_path().c_str());
 
+    const DType kv_type = model::kv_cache_type(a.cache_type);
     const model::Model m(a.model);
-    const profile::ModelCosts costs = profile::model_costs(m);
+    const profile::ModelCosts costs = profile::model_costs(m, kv_type);
     const uint32_t ftype = m.file().get_u32("general.file_type", 0);
     const std::string model_type =
         m.hparams().arch_name + " " + params_label(costs.n_params) + " " + ftype_name(ftype);
@@ -138,6 +141,7 @@ int run_bench_cmd(const BenchArgs& a) {
         opt.threads = a.threads;
         opt.reps = a.reps;
         opt.n_batch = a.n_batch;
+        opt.kv_type = kv_type;
         if (profiling) {
             profiler::reset();
             // The trace keeps the first timed repetition only: enough to see, small to load.
@@ -181,8 +185,8 @@ int run_bench_cmd(const BenchArgs& a) {
             {"n_batch", a.n_batch},
             {"n_ubatch", std::min(a.n_batch, std::max(test.n_prompt, 1))},
             {"n_threads", a.threads},
-            {"type_k", "f32"},
-            {"type_v", "f32"},
+            {"type_k", a.cache_type},
+            {"type_v", a.cache_type},
             {"n_gpu_layers", 0},
             {"flash_attn", false},
             {"use_mmap", true},
@@ -272,6 +276,9 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-b,--batch-size", a->n_batch, "Prompt tokens per forward call")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--cache-type", a->cache_type, "KV cache element type: f16 or f32")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"f16", "f32"}));
     app.add_flag("--json", a->json,
                  "Print a JSON array, one object per test (llama-bench -o json)");
     app.add_flag("--profile", a->profile,

@@ -7,6 +7,7 @@
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "infer/generate.hpp"
+#include "model/kv_cache.hpp"
 #include "model/transformer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -18,6 +19,7 @@ struct GenerateArgs {
     int n_predict = 128;
     int n_ctx = 0;
     int threads = 0;
+    std::string cache_type = "f16";
     int batch = 512;
     bool ignore_eos = false;
     bool no_bos = false;
@@ -36,7 +38,7 @@ int run_generate(GenerateArgs& a) {
     const model::Model m(a.model);
     const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
     const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(m.hparams().n_ctx_train, 4096);
-    model::Context ctx(m, n_ctx, a.threads, a.batch);
+    model::Context ctx(m, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
 
     std::vector<int32_t> prompt = tok.encode(a.prompt, !a.no_bos, /*parse_special=*/true);
     SYSLM_CHECK(!prompt.empty(), "the prompt is empty: give -p TEXT (or a model that adds BOS)");
@@ -74,6 +76,9 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    app.add_option("--cache-type", a->cache_type,
+                   "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")
+        ->check(CLI::IsMember({"f16", "f32"}));
     app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

@@ -8,6 +8,7 @@
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
+#include "model/kv_cache.hpp"
 #include "model/transformer.hpp"
 
 namespace syslm::cli {
@@ -17,6 +18,7 @@ struct LogitsArgs {
     std::string model, ids, out;
     int prefill = -1;
     int threads = 0;
+    std::string cache_type = "f16";
 };
 
 void write_npy(const std::string& path, const std::vector<float>& data, size_t rows, size_t cols) {
@@ -52,7 +54,8 @@ int run_logits(const LogitsArgs& a) {
     SYSLM_CHECK(prefill >= 1 && prefill <= static_cast<int>(ids.size()), "--prefill ", prefill,
                 " must be between 1 and the number of ids (", ids.size(), ")");
     const model::Model m(a.model);
-    model::Context ctx(m, static_cast<int>(ids.size()), a.threads);
+    model::Context ctx(m, static_cast<int>(ids.size()), a.threads, 512,
+                       model::kv_cache_type(a.cache_type));
     const size_t V = static_cast<size_t>(m.hparams().n_vocab);
     std::vector<float> all;
     auto logits = ctx.forward(std::span(ids).first(prefill), /*all_logits=*/true);
@@ -75,6 +78,9 @@ std::function<int()> setup(CLI::App& app) {
                    "at a time (default: all in one batch)");
     app.add_option("-o,--out", a->out, "Output .npy file (float32, [n_ids, n_vocab])")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    app.add_option("--cache-type", a->cache_type,
+                   "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")
+        ->check(CLI::IsMember({"f16", "f32"}));
     return [a] { return run_logits(*a); };
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -23,8 +24,8 @@ Model::Model(std::shared_ptr<const io::GGUFFile> file) : file_(std::move(file)) 
     if (hp_.has_rope()) rope_ = std::make_unique<kernels::Rope>(hp_.rope);
 }
 
-Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch)
-    : model_(model), cache_(model.hparams(), n_ctx), pool_(n_threads), n_batch_(n_batch) {
+Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type)
+    : model_(model), cache_(model.hparams(), n_ctx, kv_type), pool_(n_threads), n_batch_(n_batch) {
     const HParams& hp = model.hparams();
     SYSLM_CHECK(n_batch > 0, "batch size must be positive");
     const size_t T = static_cast<size_t>(n_batch);
@@ -150,26 +151,35 @@ void Context::attention_block(int il, int64_t T) {
         k = k_.data();
         v = v_.data();
     }
-    SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD), 4 * T * (2 * QD + 4 * KD));
-    // RoPE on q and k, then k and v into the cache; q gathered contiguous into attn_ for reuse.
-    for (int64_t t = 0; t < T; ++t) {
-        const int64_t pos = n_past_ + t;
-        float* qt = attn_.data() + t * QD;
-        float* kc = cache_.k(il, pos);
-        std::copy_n(q + t * q_stride, QD, qt);
-        std::copy_n(k + t * kv_stride, KD, kc);
-        std::copy_n(v + t * kv_stride, KD, cache_.v(il, pos));
-        if (const kernels::Rope* rope = model_.rope()) {
-            rope->apply(qt, hp.n_head, hp.head_dim, pos);
-            rope->apply(kc, hp.n_head_kv, hp.head_dim, pos);
+    const double kv_elem = static_cast<double>(dtype_info(cache_.type()).type_size);
+    SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD),
+                       T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
+    // RoPE on q and k (k in k_, in place), then k and v into the cache, converted to its type;
+    // q gathered contiguous into attn_ for reuse.
+    pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; ++t) {
+            const int64_t pos = n_past_ + t;
+            float* qt = attn_.data() + t * QD;
+            float* kt = k_.data() + t * KD;
+            std::copy_n(q + t * q_stride, QD, qt);
+            if (k + t * kv_stride != kt) std::memmove(kt, k + t * kv_stride, KD * sizeof(float));
+            if (const kernels::Rope* rope = model_.rope()) {
+                rope->apply(qt, hp.n_head, hp.head_dim, pos);
+                rope->apply(kt, hp.n_head_kv, hp.head_dim, pos);
+            }
+            cache_.store(il, pos, kt, v + t * kv_stride);
         }
-    }
+    });
     SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * T * (n_past_ + (T + 1) / 2.0),
-                       8.0 * (KD * (n_past_ + T) + QD * T));
-    kernels::AttentionShape shape{
-        hp.n_head, hp.n_head_kv,      hp.head_dim,
-        KD,        hp.sliding_window, 1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
-    kernels::attention(shape, attn_.data(), cache_.k(il, 0), cache_.v(il, 0), T, n_past_, q_.data(),
+                       2 * kv_elem * KD * (n_past_ + T) + 8.0 * QD * T);
+    kernels::AttentionShape shape{hp.n_head,
+                                  hp.n_head_kv,
+                                  hp.head_dim,
+                                  KD,
+                                  hp.sliding_window,
+                                  1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
+                                  cache_.type()};
+    kernels::attention(shape, attn_.data(), cache_.k(il), cache_.v(il), T, n_past_, q_.data(),
                        pool_);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
     matmul(l.wo, q_.data(), T, h_.data(), pool_, bias(l.bo));

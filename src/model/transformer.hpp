@@ -42,7 +42,9 @@ private:
 // the largest batch once and reused, so decoding allocates nothing per token).
 class Context {
 public:
-    Context(const Model& model, int n_ctx, int n_threads, int n_batch = 512);
+    // kv_type: F16 (as llama.cpp) or F32 (exact; the reference tests use it).
+    Context(const Model& model, int n_ctx, int n_threads, int n_batch = 512,
+            DType kv_type = DType::F16);
 
     // Appends tokens at positions n_past()..; returns logits, row-major: one row of n_vocab per
     // token when all_logits, otherwise only the last token's row.
@@ -50,6 +52,7 @@ public:
 
     int n_past() const { return n_past_; }
     int n_ctx() const { return cache_.n_ctx(); }
+    const KVCache& kv_cache() const { return cache_; }
     void reset() { n_past_ = 0; }
     const Model& model() const { return model_; }
     ThreadPool& pool() { return pool_; }

@@ -35,7 +35,7 @@ BenchResult run_bench(const model::Model& m, const BenchTest& test, const BenchO
     std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
 
     const int n_batch = test.n_prompt > 0 ? std::min(opt.n_batch, test.n_prompt) : 1;
-    model::Context ctx(m, std::max(test.n_tokens(), 1), opt.threads, n_batch);
+    model::Context ctx(m, std::max(test.n_tokens(), 1), opt.threads, n_batch, opt.kv_type);
     std::vector<int32_t> tokens(static_cast<size_t>(std::max(test.n_prompt, 1)));
 
     // Returns the seconds of one run.

@@ -23,6 +23,7 @@ struct BenchOptions {
     int threads = 2;
     int reps = 5;
     int n_batch = 2048;  // prompt tokens per forward call
+    DType kv_type = DType::F16;
     uint64_t seed = 1234;
     // Called around each timed repetition (rep 0 first), e.g. to switch the profiler on.
     std::function<void(int rep)> before_rep, after_rep;

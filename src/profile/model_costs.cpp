@@ -23,7 +23,7 @@ void add_experts(ModelCosts& c, const char* op, const model::Experts& e, double 
 
 }  // namespace
 
-ModelCosts model_costs(const model::Model& m) {
+ModelCosts model_costs(const model::Model& m, DType kv_type) {
     const model::HParams& hp = m.hparams();
     const model::Weights& w = m.weights();
     ModelCosts c;
@@ -42,7 +42,8 @@ ModelCosts model_costs(const model::Model& m) {
     if (w.output.data == w.token_embd.data)
         c.decode_weight_bytes += static_cast<double>(row_bytes(w.output.type, w.output.n_in)) *
                                  static_cast<double>(w.output.n_out);
-    c.kv_bytes_per_position = 2.0 * hp.n_layer * hp.kv_dim() * sizeof(float);
+    c.kv_bytes_per_position =
+        2.0 * hp.n_layer * hp.kv_dim() * static_cast<double>(dtype_info(kv_type).type_size);
     c.attn_flops_per_pair = 4.0 * hp.n_layer * hp.q_dim();
 
     for (const model::LayerWeights& l : w.layers) {

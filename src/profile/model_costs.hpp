@@ -23,12 +23,12 @@ struct ModelCosts {
     double n_params = 0;               // every tensor's elements
     double decode_weight_bytes = 0;    // read per decoded token: matrices (routed experts by the
                                        // share used), norms, one embedding row
-    double kv_bytes_per_position = 0;  // K and V of one position, all layers (float32 cache)
+    double kv_bytes_per_position = 0;  // K and V of one position, all layers, in the cache type
     double attn_flops_per_pair = 0;    // QK^T and PV for one (query, key) pair, all layers
     std::vector<MatrixCost> matrices;  // output last
 };
 
-ModelCosts model_costs(const model::Model& m);
+ModelCosts model_costs(const model::Model& m, DType kv_type);
 
 // The arithmetic peak (operations/s) that applies to a matrix of `type` with n threads: float
 // types run on FP32 FMA (BF16 on the BF16 dot product when the CPU has it), quantized types on

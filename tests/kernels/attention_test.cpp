@@ -1,12 +1,14 @@
 // The attention kernel against a dense reference that materialises the whole masked T x T score
 // matrix (the formulation the kernel avoids), on awkward sizes, GQA and sliding windows, for
-// every kernel variant this CPU supports (scalar, AVX2, AVX-512).
+// every kernel variant this CPU supports (scalar, AVX2, AVX-512), over F32 and F16 caches (the
+// reference then reads the F16 values widened: the kernel must add no error of its own).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
 
 namespace syslm::kernels {
@@ -55,25 +57,41 @@ std::vector<Isa> supported_isas() {
     return v;
 }
 
-void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng) {
+void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
+                DType kv_type = DType::F32) {
     std::normal_distribution<float> d(0.0f, 1.0f);
     ThreadPool pool(threads);
-    AttentionShape s{c.n_head,   c.n_head_kv,
-                     c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
-                     c.window,   1.0f / std::sqrt(float(c.head_dim))};
+    AttentionShape s{c.n_head,
+                     c.n_head_kv,
+                     c.head_dim,
+                     int64_t(c.n_head_kv) * c.head_dim,
+                     c.window,
+                     1.0f / std::sqrt(float(c.head_dim)),
+                     kv_type};
     const int64_t total = c.pos0 + c.n_tokens;
     std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
         v(total * s.kv_stride), out(q.size());
     for (auto* vec : {&q, &k, &v})
         for (auto& x : *vec) x = d(rng);
     // Exactly sized buffers: a read past the cache's last position would be caught by ASan.
-    attention(s, q.data(), k.data(), v.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
+    if (kv_type == DType::F16) {
+        std::vector<uint16_t> kh(k.size()), vh(v.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+            kh[i] = f32_to_f16(k[i]);
+            vh[i] = f32_to_f16(v[i]);
+            k[i] = f16_to_f32(kh[i]);
+            v[i] = f16_to_f32(vh[i]);
+        }
+        attention(s, q.data(), kh.data(), vh.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
+    } else {
+        attention(s, q.data(), k.data(), v.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
+    }
     const auto ref = dense_reference(s, q, k, v, c.n_tokens, c.pos0);
     for (size_t i = 0; i < out.size(); ++i)
         ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i])))
             << isa_name(isa) << " threads " << threads << " heads " << c.n_head << "/"
             << c.n_head_kv << " dim " << c.head_dim << " window " << c.window << " tokens "
-            << c.n_tokens << " pos0 " << c.pos0 << " at " << i;
+            << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv_type) << " at " << i;
 }
 
 TEST(Attention, MatchesDenseMaskedReference) {
@@ -86,7 +104,7 @@ TEST(Attention, MatchesDenseMaskedReference) {
               Case{4, 2, 8, 70, 37, 100},
               // decode over long caches: positions split across threads and merged
               Case{4, 1, 16, 0, 1, 700}, Case{8, 2, 12, 300, 1, 900}, Case{2, 1, 6, 0, 2, 1200}})
-            check_case(c, isa, 2, rng);
+            for (DType kv : {DType::F32, DType::F16}) check_case(c, isa, 2, rng, kv);
 }
 
 // Shapes of the benchmark models (head_dim 64: whole vectors, GQA 8 and MHA) and awkward ones:
@@ -105,6 +123,7 @@ TEST(Attention, ModelShapesAndVectorTails) {
               Case{4, 2, 36, 10, 1, 300}, Case{6, 6, 64, 40, 4, 1000}}) {
             check_case(c, isa, 1, rng);
             check_case(c, isa, 3, rng);
+            check_case(c, isa, 2, rng, DType::F16);
         }
 }
 

@@ -212,8 +212,9 @@ TEST(Load, RepackedQ4_0DecodesLikeTheFileLayout) {
     unsetenv("SYSLM_REPACK");
     const Model repacked(path);
     EXPECT_EQ(file_layout.weights().layers[0].wq.type, DType::Q4_0);
-    if (kernels::active_isa() != kernels::Isa::Scalar)
+    if (kernels::active_isa() != kernels::Isa::Scalar) {
         EXPECT_EQ(repacked.weights().layers[0].ffn_down.type, DType::Q4_0_G8);
+    }
     EXPECT_LT(max_rel_diff(decode(repacked), decode(file_layout)), 1e-5f);
 }
 

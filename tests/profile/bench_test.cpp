@@ -39,7 +39,7 @@ const std::string& model_path() {
 
 TEST(ModelCosts, MatchTheShapes) {
     const model::Model m(model_path());
-    const ModelCosts c = model_costs(m);
+    const ModelCosts c = model_costs(m, DType::F32);
     const double V = m.hparams().n_vocab, E = kEmbd, F = kFf, KD = kEmbd / kHeads * kKvHeads;
     const double per_layer_w = E * E + 2 * E * KD + E * E + 3 * E * F;  // q, k, v, o, gate/up/down
     const double norms = kLayers * 2 * E + E;
@@ -80,7 +80,7 @@ TEST(BenchRunner, OneSamplePerRepetitionAndConsistentRates) {
 
 TEST(BenchRunner, ProfileNamesEveryOpAndItsFlops) {
     const model::Model m(model_path());
-    const ModelCosts c = model_costs(m);
+    const ModelCosts c = model_costs(m, DType::F32);
     BenchOptions opt;
     opt.threads = 1;
     opt.reps = 2;

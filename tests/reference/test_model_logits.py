@@ -60,7 +60,7 @@ def test_logits_match_transformers(variant, tmp_path, run_syslm):
     for path in (gguf_path, copy_path):
         out = tmp_path / "logits.npy"
         run_syslm("logits", "-m", path, "--ids", ",".join(map(str, tokens.tolist())),
-                  "--prefill", PREFILL, "-o", out, "-t", 2)
+                  "--prefill", PREFILL, "-o", out, "-t", 2, "--cache-type", "f32")
         got = np.load(out)
         assert got.shape == ref.shape
         err = rel_err_per_position(got, ref)
@@ -69,3 +69,23 @@ def test_logits_match_transformers(variant, tmp_path, run_syslm):
               f"decode {err[PREFILL:].max():.2e}")
         assert err[:PREFILL].max() < TOLERANCE, f"prefill rel err {err[:PREFILL]}"
         assert err[PREFILL:].max() < TOLERANCE, f"decode rel err {err[PREFILL:]}"
+
+
+@pytest.mark.parametrize("variant", ["llama", "gpt2", "mixtral"])
+def test_f16_kv_cache_stays_close(variant, tmp_path, run_syslm):
+    """The default F16 KV cache rounds keys and values to 11 significant bits: logits move by
+    about that much, not more (the F32 cache above is the exact path)."""
+    hf_dir = tiny_hf_models.build(variant, tmp_path / "hf")
+    model = tiny_hf_models.load(hf_dir)
+    gen = torch.Generator().manual_seed(7)
+    tokens = torch.randint(0, model.config.vocab_size, (PREFILL + DECODE,), generator=gen)
+    with torch.no_grad():
+        ref = model(tokens[None]).logits[0].float().numpy()
+    gguf_path = tmp_path / "model.gguf"
+    run_syslm("convert", "--hf", hf_dir, "-o", gguf_path)
+    out = tmp_path / "logits.npy"
+    run_syslm("logits", "-m", gguf_path, "--ids", ",".join(map(str, tokens.tolist())),
+              "--prefill", PREFILL, "-o", out, "-t", 2)
+    err = rel_err_per_position(np.load(out), ref)
+    print(f"{variant}: F16 KV cache max rel err {err.max():.2e}")
+    assert err.max() < 2e-3

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "kernels/cpu/attention_body.hpp"
 
 namespace syslm::kernels {
@@ -36,6 +37,8 @@ struct VScalar {
     static T load(const float* p) { return *p; }
     static void store(float* p, T x) { *p = x; }
     static T load_n(const float* p, int n) { return n > 0 ? *p : 0.0f; }
+    static T load_h(const uint16_t* p) { return f16_to_f32(*p); }
+    static T load_h_n(const uint16_t* p, int n) { return n > 0 ? f16_to_f32(*p) : 0.0f; }
     static void store_n(float* p, T x, int n) {
         if (n > 0) *p = x;
     }
@@ -57,6 +60,10 @@ void attend_block_scalar(const AttentionColumns& c, const float* k, const float*
     attend_block<VScalar>(c, k, v, stride, p0, np);
 }
 
+void widen_f16_scalar(const uint16_t* src, int64_t stride, int np, int d, float* dst) {
+    widen_f16_rows<VScalar>(src, stride, np, d, dst);
+}
+
 void axpy(float* __restrict acc, float w, const float* __restrict v, int d) {
     for (int i = 0; i < d; ++i) acc[i] += w * v[i];
 }
@@ -69,7 +76,7 @@ void scale(float* acc, float s, int d) {
 
 const AttentionKernels& attention_kernels(Isa isa) {
     static const AttentionKernels tables[3] = {
-        AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr},
+        AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr, widen_f16_scalar},
         isa_supported(Isa::Avx2) ? x86::attention_kernels_avx2() : AttentionKernels{},
         isa_supported(Isa::Avx512) ? x86::attention_kernels_avx512() : AttentionKernels{},
     };
@@ -78,14 +85,17 @@ const AttentionKernels& attention_kernels(Isa isa) {
     return tables[static_cast<int>(isa)];
 }
 
-void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool) {
     attention(s, q, k_cache, v_cache, n_tokens, pos0, out, pool, active_isa());
 }
 
-void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa) {
     const AttentionKernels& kern = attention_kernels(isa);
+    SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
+                dtype_name(s.kv_type), " is not supported");
+    const bool f16 = s.kv_type == DType::F16;
     const int D = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
     const int64_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
@@ -110,13 +120,36 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
     float* st = state.data();
     float* acc_all = accs.data();
 
+    // F16 caches: a prefill of several tiles would widen every block once per tile, so the
+    // visible span is widened once, up front, for all tiles (span x kv_stride floats, K and V);
+    // decode widens block by block inside its one job.
+    const bool widen_up_front = f16 && n_tiles > 1;
+    thread_local std::vector<float> wide;  // the caller's: workers see it through kwide / vwide
+    float *kwide = nullptr, *vwide = nullptr;
+    if (widen_up_front) {
+        const size_t n = static_cast<size_t>(span * s.kv_stride);
+        wide.resize(2 * n);
+        const auto* k16 = static_cast<const uint16_t*>(k_cache) + first_pos * s.kv_stride;
+        const auto* v16 = static_cast<const uint16_t*>(v_cache) + first_pos * s.kv_stride;
+        kwide = wide.data();
+        vwide = wide.data() + n;
+        const int row = static_cast<int>(s.kv_stride);
+        pool.parallel_for(span, [&](int64_t b, int64_t e, int) {
+            const int rows = static_cast<int>(e - b);
+            kern.widen_f16(k16 + b * s.kv_stride, s.kv_stride, rows, row, kwide + b * s.kv_stride);
+            kern.widen_f16(v16 + b * s.kv_stride, s.kv_stride, rows, row, vwide + b * s.kv_stride);
+        });
+    }
+
     const int max_nq = static_cast<int>(kTileTokens) * G;
     const int max_nqp = (max_nq + kern.lanes - 1) / kern.lanes * kern.lanes;
     pool.parallel_for(jobs * n_slices, [&](int64_t b, int64_t e, int) {
         // Per-thread scratch, reused by every job: packed columns and their state.
         thread_local std::vector<float> buf;
         const size_t nqp_sz = static_cast<size_t>(max_nqp);
-        buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq) * D);
+        const size_t kv_block = f16 && !widen_up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
+        buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq) * D +
+                   2 * kv_block);
         float* qt = buf.data();
         float* lo = qt + nqp_sz * D;
         float* hi = lo + nqp_sz;
@@ -125,6 +158,8 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
         float* c = l + nqp_sz;
         float* sc = c + nqp_sz;
         float* o = sc + nqp_sz * (kAttentionBlock + 8);
+        float* kw = o + static_cast<size_t>(max_nq) * D;  // widened F16 block rows
+        float* vw = kw + kv_block;
         for (int64_t job = b; job < e; ++job) {
             const int64_t slice = job % n_slices;
             const int hk = static_cast<int>((job / n_slices) % s.n_head_kv);
@@ -167,9 +202,21 @@ void attention(const AttentionShape& s, const float* q, const float* k_cache, co
                 std::min({last_pos + 1, first_pos + (slice + 1) * slice_len, pos0 + t1});
             for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
                 const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
-                (rows ? kern.block_rows : kern.block)(cols, k_cache + p0 * s.kv_stride + kv_off,
-                                                      v_cache + p0 * s.kv_stride + kv_off,
-                                                      s.kv_stride, p0, np);
+                const int64_t at = p0 * s.kv_stride + kv_off;
+                const auto block = rows ? kern.block_rows : kern.block;
+                if (widen_up_front) {
+                    const int64_t w_at = (p0 - first_pos) * s.kv_stride + kv_off;
+                    block(cols, kwide + w_at, vwide + w_at, s.kv_stride, p0, np);
+                } else if (f16) {
+                    kern.widen_f16(static_cast<const uint16_t*>(k_cache) + at, s.kv_stride, np, D,
+                                   kw);
+                    kern.widen_f16(static_cast<const uint16_t*>(v_cache) + at, s.kv_stride, np, D,
+                                   vw);
+                    block(cols, kw, vw, D, p0, np);
+                } else {
+                    block(cols, static_cast<const float*>(k_cache) + at,
+                          static_cast<const float*>(v_cache) + at, s.kv_stride, p0, np);
+                }
             }
 
             for (int i = 0; i < nq; ++i) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/isa.hpp"
 
@@ -15,16 +16,19 @@ struct AttentionShape {
     int n_head;
     int n_head_kv;
     int head_dim;
-    int64_t kv_stride;  // floats between consecutive positions in the K and V caches
+    int64_t kv_stride;  // elements between consecutive positions in the K and V caches
     int window = 0;
-    float scale;  // usually 1/sqrt(head_dim)
+    float scale;                 // usually 1/sqrt(head_dim)
+    DType kv_type = DType::F32;  // of the caches' elements: F32 or F16
 };
 
-// q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa().
-void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+// q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa(). F16
+// caches are widened to float block by block (kAttentionBlock positions of one KV head) into
+// per-thread scratch, so the block kernels read floats either way.
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool);
 // The same with the kernels of `isa` (throws Error if this CPU lacks it): tests, benchmarks.
-void attention(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa);
 
 // One job's query columns for the per-ISA block kernel (attention_body.hpp). Column i is one
@@ -57,6 +61,8 @@ struct AttentionKernels {
     // positions lie along the lanes. Null in the scalar table (lanes = 1: never used).
     void (*block_rows)(const AttentionColumns& c, const float* k, const float* v, int64_t stride,
                        int64_t p0, int np);
+    // dst[j * d + i] = src[j * stride + i] (f16 -> float) for j < np, i < d.
+    void (*widen_f16)(const uint16_t* src, int64_t stride, int np, int d, float* dst);
 };
 
 // The table for `isa` (throws Error if this CPU lacks it).

@@ -194,5 +194,18 @@ void attend_block_rows(const AttentionColumns& a, const float* k, const float* v
     }
 }
 
+// F16 cache rows widened to floats (AttentionKernels::widen_f16).
+template <class V>
+void widen_f16_rows(const uint16_t* src, int64_t stride, int np, int d, float* dst) {
+    constexpr int W = V::W;
+    const int full = d / W * W;
+    for (int j = 0; j < np; ++j) {
+        const uint16_t* r = src + j * stride;
+        float* o = dst + static_cast<int64_t>(j) * d;
+        for (int i = 0; i < full; i += W) V::store(o + i, V::load_h(r + i));
+        if (full < d) V::store_n(o + full, V::load_h_n(r + full, d - full), d - full);
+    }
+}
+
 }  // namespace
 }  // namespace syslm::kernels

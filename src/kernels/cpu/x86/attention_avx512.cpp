@@ -17,6 +17,10 @@ void block_rows(const AttentionColumns& c, const float* k, const float* v, int64
     attend_block_rows<V512>(c, k, v, stride, p0, np);
 }
 
+void widen_f16(const uint16_t* src, int64_t stride, int np, int d, float* dst) {
+    widen_f16_rows<V512>(src, stride, np, d, dst);
+}
+
 }  // namespace
 
 AttentionKernels attention_kernels_avx512() {
@@ -25,6 +29,7 @@ AttentionKernels attention_kernels_avx512() {
     k.lanes = V512::W;
     k.block = block;
     k.block_rows = block_rows;
+    k.widen_f16 = widen_f16;
     return k;
 }
 

@@ -1,4 +1,5 @@
-// AVX2 + FMA + F16C dot products of float rows (F32 x F32, F16 x F16, BF16 x BF16). Compiled with
+// AVX2 + FMA + F16C dot products of float rows (F32 x F32, F16 x F16, BF16 x BF16), and the F32 ->
+// F16 conversion (activations for F16 matrices, the F16 KV cache). Compiled with
 // -mavx2 -mfma -mf16c; see kernels/isa.hpp for the rules of ISA files.
 #include "kernels/cpu/x86/simd.hpp"
 
@@ -59,13 +60,25 @@ float dot(int64_t n, const void* xv, const void* yv) {
     return sum;
 }
 
+// Round to nearest even, as core/half.hpp's f32_to_f16 (bit-identical for every non-NaN input).
+void to_f16(const float* x, void* dst, int64_t n) {
+    auto* y = static_cast<uint16_t*>(dst);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i) y[i] = static_cast<uint16_t>(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
 }  // namespace
 
 void register_float_avx2(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::F32))
         r->vec_dot = dot<float, load_f32, f32_scalar>;
-    if (TypeTraits* r = find_row(rows, n, DType::F16))
+    if (TypeTraits* r = find_row(rows, n, DType::F16)) {
         r->vec_dot = dot<uint16_t, load_f16, f16_scalar>;
+        r->from_float_fast = to_f16;
+    }
     if (TypeTraits* r = find_row(rows, n, DType::BF16))
         r->vec_dot = dot<uint16_t, load_bf16, bf16_scalar>;
 }

@@ -26,6 +26,14 @@ struct V256 {
     }
     static T load_n(const float* p, int n) { return _mm256_maskload_ps(p, first(n)); }
     static void store_n(float* p, T x, int n) { _mm256_maskstore_ps(p, first(n), x); }
+    static T load_h(const uint16_t* p) {  // 8 f16 -> floats (F16C)
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+    static T load_h_n(const uint16_t* p, int n) {  // no 16-bit masked load in AVX2: via a copy
+        alignas(16) uint16_t t[8] = {};
+        for (int i = 0; i < n; ++i) t[i] = p[i];
+        return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+    }
     static T add(T a, T b) { return _mm256_add_ps(a, b); }
     static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
     static T mul(T a, T b) { return _mm256_mul_ps(a, b); }

@@ -24,6 +24,12 @@ struct V512 {
     static M first(int n) { return static_cast<M>((1u << n) - 1); }  // n < 16
     static T load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(first(n), p); }
     static void store_n(float* p, T x, int n) { _mm512_mask_storeu_ps(p, first(n), x); }
+    static T load_h(const uint16_t* p) {  // 16 f16 -> floats
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+    static T load_h_n(const uint16_t* p, int n) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(n), p));
+    }
     static T add(T a, T b) { return _mm512_add_ps(a, b); }
     static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
     static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
