@@ -5,6 +5,8 @@
 namespace syslm::kernels::x86 {
 namespace {
 
+constexpr bool kScaleAfterSum = false;
+
 __m256i dot4(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }

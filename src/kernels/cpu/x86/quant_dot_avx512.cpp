@@ -11,6 +11,8 @@
 namespace syslm::kernels::x86 {
 namespace {
 
+constexpr bool kScaleAfterSum = true;
+
 __m256i dot4(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }

@@ -9,6 +9,9 @@
 //   prep_scale(s)         per-lane int32 scales into the form dot4_scaled expects
 //   dot4_scaled(u, s, p)  dot4(u, s) * scale, p from prep_scale
 //   dot8(u0, s0, u1, s1)  dot4(u0, s0) + dot4(u1, s1), for levels u below 64
+//   kScaleAfterSum        true where dot4 is one instruction (VNNI): kernels with a scale per
+//                         sub-block then sum each sub-block's lanes first and multiply once,
+//                         instead of scaling every dot4 (AVX2 scales for free inside vpmaddwd)
 // AVX2 builds them on vpmaddubsw, whose int16 pair sums saturate: every use below keeps a pair
 // under 2^15 as long as the partner quant (the s8 operand) is never -128 — which the Q8
 // quantizers guarantee (they clamp to [-127, 127]). VNNI (vpdpbusd) has no such limit.
@@ -364,6 +367,15 @@ int k4_min_term(uint64_t mins, const int16_t* bsums) {
     return _mm_cvtsi128_si32(s);
 }
 
+// Lane j of the result = the sum of the 8 lanes of v[j].
+__m256i sum_lanes8(const __m256i* v) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    // a = [v0..v3 summed over lanes 0-3 | v0..v3 over lanes 4-7], b the same for v4..v7.
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
 // Q4_K (with_high = false) and Q5_K (5th bit from qh): each 32-byte chunk of qs holds two
 // sub-blocks, low nibbles then high nibbles.
 template <typename Block, bool with_high>
@@ -382,6 +394,7 @@ float dot_k4(int64_t n, const void* vx, const void* vy) {
         __m256i hbits = _mm256_setzero_si256();
         if constexpr (with_high) hbits = load256(x[i].qh);
         __m256i isum = _mm256_setzero_si256();
+        __m256i sub[8];  // per sub-block dot products (kScaleAfterSum)
         for (int c = 0; c < 4; ++c) {
             const __m256i v = load256(x[i].qs + 32 * c);
             __m256i lo = _mm256_and_si256(v, m4);
@@ -391,10 +404,17 @@ float dot_k4(int64_t n, const void* vx, const void* vy) {
                 hi = _mm256_or_si256(hi, bit_to(hbits, 2 * c + 1, 4));
             }
             const int8_t* yq = y[i].qs + 64 * c;
-            isum = _mm256_add_epi32(isum, dot4_scaled(lo, load256(yq), lane_scale(scales, 2 * c)));
-            isum = _mm256_add_epi32(
-                isum, dot4_scaled(hi, load256(yq + 32), lane_scale(scales, 2 * c + 1)));
+            if constexpr (kScaleAfterSum) {
+                sub[2 * c] = dot4(lo, load256(yq));
+                sub[2 * c + 1] = dot4(hi, load256(yq + 32));
+            } else {
+                isum = _mm256_add_epi32(isum,
+                                        dot4_scaled(lo, load256(yq), lane_scale(scales, 2 * c)));
+                isum = _mm256_add_epi32(
+                    isum, dot4_scaled(hi, load256(yq + 32), lane_scale(scales, 2 * c + 1)));
+            }
         }
+        if constexpr (kScaleAfterSum) isum = _mm256_mullo_epi32(sum_lanes8(sub), scales);
         const float dy = y[i].d;
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * f16(x[i].d)), acc);
         min_sum += dy * f16(x[i].dmin) * static_cast<float>(mins);
