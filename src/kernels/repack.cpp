@@ -15,8 +15,8 @@ DType load_layout(DType type, int64_t n_in) {
 }
 
 void repack_rows(DType from, DType to, const void* src, void* dst, int64_t n_in, int64_t n_rows) {
-    SYSLM_CHECK(row_bytes(from, n_in) == row_bytes(to, n_in), "repack ", dtype_name(from),
-                " -> ", dtype_name(to), ": different row sizes");
+    SYSLM_CHECK(row_bytes(from, n_in) == row_bytes(to, n_in), "repack ", dtype_name(from), " -> ",
+                dtype_name(to), ": different row sizes");
     if (from == DType::Q4_0 && to == DType::Q4_0_G8) {
         const size_t rb = row_bytes(from, n_in);
         for (int64_t r = 0; r < n_rows; ++r)

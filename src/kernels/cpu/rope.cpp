@@ -47,13 +47,21 @@ Rope::Rope(RopeConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos) const {
+    rotate(x, n_heads, head_dim, pos, 1.0f);
+}
+
+void Rope::apply_backward(float* dy, int n_heads, int head_dim, int64_t pos) const {
+    rotate(dy, n_heads, head_dim, pos, -1.0f);
+}
+
+void Rope::rotate(float* x, int n_heads, int head_dim, int64_t pos, float sin_sign) const {
     const int half = cfg_.n_rot / 2;
     thread_local std::vector<float> cs;
     cs.resize(2 * static_cast<size_t>(half));
     for (int i = 0; i < half; ++i) {
         const double a = static_cast<double>(pos) * inv_freq_[i];
         cs[2 * i] = static_cast<float>(std::cos(a)) * mscale_;
-        cs[2 * i + 1] = static_cast<float>(std::sin(a)) * mscale_;
+        cs[2 * i + 1] = static_cast<float>(std::sin(a)) * mscale_ * sin_sign;
     }
     for (int h = 0; h < n_heads; ++h) {
         float* v = x + static_cast<int64_t>(h) * head_dim;

@@ -31,9 +31,14 @@ public:
     explicit Rope(RopeConfig cfg);
     // Rotates n_heads vectors of head_dim floats (consecutive) at position pos, in place.
     void apply(float* x, int n_heads, int head_dim, int64_t pos) const;
+    // The backward pass: the forward is a scaled rotation y = s R(a) x, so the gradient
+    // dx = s R(-a) dy — the rotation by the opposite angle, in place on dy.
+    void apply_backward(float* dy, int n_heads, int head_dim, int64_t pos) const;
     const RopeConfig& config() const { return cfg_; }
 
 private:
+    void rotate(float* x, int n_heads, int head_dim, int64_t pos, float sin_sign) const;
+
     RopeConfig cfg_;
     std::vector<double> inv_freq_;
     float mscale_ = 1.0f;

@@ -1,0 +1,183 @@
+// Scalar backward kernels (backward.hpp). They are a small share of a training step next to
+// the matmuls, so they are written for clarity and split across the pool by rows; a SIMD
+// variant can come when the profiler says so.
+#include "kernels/cpu/backward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace syslm::kernels {
+namespace {
+
+// Per-thread partial sums of a parameter gradient (dim doubles per thread), added into dw at the
+// end in thread order, so the result does not depend on timing.
+class PartialSums {
+public:
+    PartialSums(int threads, int64_t dim) : dim_(dim), sums_(static_cast<size_t>(threads * dim)) {}
+    double* of(int thread) { return sums_.data() + static_cast<size_t>(thread) * dim_; }
+    void add_to(float* dw) const {
+        if (!dw) return;
+        for (int64_t i = 0; i < dim_; ++i) {
+            double s = 0;
+            for (size_t t = 0; t < sums_.size() / static_cast<size_t>(dim_); ++t)
+                s += sums_[t * static_cast<size_t>(dim_) + static_cast<size_t>(i)];
+            dw[i] += static_cast<float>(s);
+        }
+    }
+
+private:
+    int64_t dim_;
+    std::vector<double> sums_;
+};
+
+float silu(float a) {
+    return a / (1.0f + std::exp(-a));
+}
+
+}  // namespace
+
+void rms_norm_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                       int64_t rows, int64_t dim, float eps, ThreadPool& pool) {
+    PartialSums dws(pool.size(), dim);
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int thread) {
+        double* dwt = dws.of(thread);
+        for (int64_t r = b; r < e; ++r) {
+            const float* xr = x + r * dim;
+            const float* dyr = dy + r * dim;
+            double ss = 0, gx = 0;
+            for (int64_t i = 0; i < dim; ++i) {
+                ss += static_cast<double>(xr[i]) * xr[i];
+                gx += static_cast<double>(dyr[i]) * w[i] * xr[i];
+            }
+            // y = x * rs * w with rs = (mean(x^2) + eps)^-1/2:
+            // dx = rs * (dy * w) - rs^3 / dim * x * sum(dy * w * x).
+            const double rs = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
+            const double c = rs * rs * rs * gx / static_cast<double>(dim);
+            for (int64_t i = 0; i < dim; ++i) {
+                dx[r * dim + i] = static_cast<float>(rs * dyr[i] * w[i] - c * xr[i]);
+                dwt[i] += static_cast<double>(dyr[i]) * xr[i] * rs;
+            }
+        }
+    });
+    dws.add_to(dw);
+}
+
+void layer_norm_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                         float* db, int64_t rows, int64_t dim, float eps, ThreadPool& pool) {
+    PartialSums dws(pool.size(), dim), dbs(pool.size(), dim);
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int thread) {
+        double* dwt = dws.of(thread);
+        double* dbt = dbs.of(thread);
+        for (int64_t r = b; r < e; ++r) {
+            const float* xr = x + r * dim;
+            const float* dyr = dy + r * dim;
+            double mean = 0;
+            for (int64_t i = 0; i < dim; ++i) mean += xr[i];
+            mean /= static_cast<double>(dim);
+            double var = 0;
+            for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+            const double rs = 1.0 / std::sqrt(var / static_cast<double>(dim) + eps);
+            // g = dy * w; dx = rs * (g - mean(g) - xhat * mean(g * xhat)).
+            double g_mean = 0, gx_mean = 0;
+            for (int64_t i = 0; i < dim; ++i) {
+                const double g = static_cast<double>(dyr[i]) * w[i];
+                const double xhat = (xr[i] - mean) * rs;
+                g_mean += g;
+                gx_mean += g * xhat;
+                dwt[i] += static_cast<double>(dyr[i]) * xhat;
+                dbt[i] += dyr[i];
+            }
+            g_mean /= static_cast<double>(dim);
+            gx_mean /= static_cast<double>(dim);
+            for (int64_t i = 0; i < dim; ++i) {
+                const double g = static_cast<double>(dyr[i]) * w[i];
+                const double xhat = (xr[i] - mean) * rs;
+                dx[r * dim + i] = static_cast<float>(rs * (g - g_mean - xhat * gx_mean));
+            }
+        }
+    });
+    dws.add_to(dw);
+    dbs.add_to(db);
+}
+
+void swiglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
+                     float* dup, int64_t n, ThreadPool& pool) {
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) {
+            const float a = gate[i];
+            const float sig = 1.0f / (1.0f + std::exp(-a));
+            // d silu(a) / da = sig * (1 + a * (1 - sig))
+            dgate[i] = dout[i] * up[i] * sig * (1.0f + a * (1.0f - sig));
+            dup[i] = dout[i] * silu(a);
+        }
+    });
+}
+
+void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool) {
+    constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    constexpr float c = 0.044715f;
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) {
+            const float v = x[i];
+            const float t = std::tanh(k * (v + c * v * v * v));
+            // y = v/2 (1 + t): dy/dv = (1 + t)/2 + v/2 (1 - t^2) k (1 + 3 c v^2)
+            const float d =
+                0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
+            dx[i] = dy[i] * d;
+        }
+    });
+}
+
+void embedding_backward(const int32_t* tokens, int64_t n_tokens, const float* dx, float* dtable,
+                        int64_t n_vocab, int64_t dim, ThreadPool& pool) {
+    for (int64_t t = 0; t < n_tokens; ++t)
+        SYSLM_CHECK(tokens[t] >= 0 && tokens[t] < n_vocab, "embedding backward: token ", tokens[t],
+                    " at position ", t, " is outside the vocabulary of ", n_vocab);
+    pool.parallel_for(n_vocab, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            const int64_t v = tokens[t];
+            if (v < b || v >= e) continue;
+            float* row = dtable + v * dim;
+            const float* g = dx + t * dim;
+            for (int64_t i = 0; i < dim; ++i) row[i] += g[i];
+        }
+    });
+}
+
+double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
+                           ThreadPool& pool) {
+    int64_t counted = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        SYSLM_CHECK(targets[r] < n_vocab, "cross-entropy: target ", targets[r], " of row ", r,
+                    " is outside the vocabulary of ", n_vocab);
+        counted += targets[r] >= 0;
+    }
+    std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
+    const double inv = counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0;
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) {
+            float* z = logits + r * n_vocab;
+            if (targets[r] < 0) {
+                std::fill_n(z, n_vocab, 0.0f);
+                continue;
+            }
+            const float m = *std::max_element(z, z + n_vocab);
+            double sum = 0;
+            for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(z[i]) - m);
+            // loss = log(sum e^z) - z[target]; dz = (softmax - onehot) / counted
+            row_loss[static_cast<size_t>(r)] = std::log(sum) + m - z[targets[r]];
+            const double scale = inv / sum;
+            for (int64_t i = 0; i < n_vocab; ++i)
+                z[i] = static_cast<float>(std::exp(static_cast<double>(z[i]) - m) * scale);
+            z[targets[r]] -= static_cast<float>(inv);
+        }
+    });
+    double loss = 0;
+    for (double l : row_loss) loss += l;
+    return loss * inv;
+}
+
+}  // namespace syslm::kernels

@@ -1,0 +1,213 @@
+// The backward kernels (kernels/cpu/backward.hpp, Rope::apply_backward) against central finite
+// differences of the forward written out in double here, on random inputs of awkward sizes. The
+// loss is L = sum(y * r) for a random r, so dL/dy = r is what each backward receives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/cpu/backward.hpp"
+#include "kernels/cpu/rope.hpp"
+
+namespace syslm::kernels {
+namespace {
+
+using Vec = std::vector<double>;
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+Vec to_double(const std::vector<float>& v) {
+    return Vec(v.begin(), v.end());
+}
+
+// dL/dp for every element of p by central differences of loss(p).
+Vec numeric_grad(Vec p, const std::function<double(const Vec&)>& loss) {
+    Vec g(p.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+        const double h = 1e-4 * std::max(1.0, std::fabs(p[i]));
+        const double keep = p[i];
+        p[i] = keep + h;
+        const double up = loss(p);
+        p[i] = keep - h;
+        const double down = loss(p);
+        p[i] = keep;
+        g[i] = (up - down) / (2 * h);
+    }
+    return g;
+}
+
+void expect_grad_near(const std::vector<float>& got, const Vec& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double scale = 0;
+    for (double w : want) scale = std::max(scale, std::fabs(w));
+    for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 2e-4 * scale + 1e-6) << what << " at " << i;
+}
+
+double dot(const Vec& a, const Vec& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    return s;
+}
+
+constexpr int64_t kRows = 5, kDim = 37;  // awkward: not a vector multiple
+
+TEST(Backward, RmsNorm) {
+    const float eps = 1e-5f;
+    const auto x = random_floats(kRows * kDim, 1), w = random_floats(kDim, 2),
+               r = random_floats(kRows * kDim, 3);
+    auto forward = [&](const Vec& xs, const Vec& ws) {
+        Vec y(xs.size());
+        for (int64_t row = 0; row < kRows; ++row) {
+            double ss = 0;
+            for (int64_t i = 0; i < kDim; ++i) ss += xs[row * kDim + i] * xs[row * kDim + i];
+            const double rs = 1 / std::sqrt(ss / kDim + eps);
+            for (int64_t i = 0; i < kDim; ++i) y[row * kDim + i] = xs[row * kDim + i] * rs * ws[i];
+        }
+        return dot(y, to_double(r));
+    };
+    ThreadPool pool(2);
+    std::vector<float> dx(x.size()), dw(kDim, 0.5f);  // dw accumulates onto what is there
+    rms_norm_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), kRows, kDim, eps, pool);
+    expect_grad_near(
+        dx, numeric_grad(to_double(x), [&](const Vec& p) { return forward(p, to_double(w)); }),
+        "dx");
+    Vec want_dw =
+        numeric_grad(to_double(w), [&](const Vec& p) { return forward(to_double(x), p); });
+    for (double& v : want_dw) v += 0.5;
+    expect_grad_near(dw, want_dw, "dw");
+}
+
+TEST(Backward, LayerNorm) {
+    const float eps = 1e-5f;
+    const auto x = random_floats(kRows * kDim, 4, 2.0f), w = random_floats(kDim, 5),
+               b = random_floats(kDim, 6), r = random_floats(kRows * kDim, 7);
+    auto forward = [&](const Vec& xs, const Vec& ws, const Vec& bs) {
+        Vec y(xs.size());
+        for (int64_t row = 0; row < kRows; ++row) {
+            double mean = 0, var = 0;
+            for (int64_t i = 0; i < kDim; ++i) mean += xs[row * kDim + i] / kDim;
+            for (int64_t i = 0; i < kDim; ++i) {
+                const double d = xs[row * kDim + i] - mean;
+                var += d * d / kDim;
+            }
+            for (int64_t i = 0; i < kDim; ++i)
+                y[row * kDim + i] =
+                    (xs[row * kDim + i] - mean) / std::sqrt(var + eps) * ws[i] + bs[i];
+        }
+        return dot(y, to_double(r));
+    };
+    ThreadPool pool(3);
+    std::vector<float> dx(x.size()), dw(kDim, 0.0f), db(kDim, 0.0f);
+    layer_norm_backward(x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data(), kRows, kDim,
+                        eps, pool);
+    const Vec xd = to_double(x), wd = to_double(w), bd = to_double(b);
+    expect_grad_near(dx, numeric_grad(xd, [&](const Vec& p) { return forward(p, wd, bd); }), "dx");
+    expect_grad_near(dw, numeric_grad(wd, [&](const Vec& p) { return forward(xd, p, bd); }), "dw");
+    expect_grad_near(db, numeric_grad(bd, [&](const Vec& p) { return forward(xd, wd, p); }), "db");
+}
+
+TEST(Backward, SwiGluAndGelu) {
+    const int64_t n = 203;
+    const auto g = random_floats(n, 8, 3.0f), u = random_floats(n, 9), r = random_floats(n, 10);
+    ThreadPool pool(2);
+    std::vector<float> dg(n), du(n), dx(n);
+    swiglu_backward(g.data(), u.data(), r.data(), dg.data(), du.data(), n, pool);
+    const Vec gd = to_double(g), ud = to_double(u), rd = to_double(r);
+    auto swiglu = [&](const Vec& a, const Vec& b) {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) s += a[i] / (1 + std::exp(-a[i])) * b[i] * rd[i];
+        return s;
+    };
+    expect_grad_near(dg, numeric_grad(gd, [&](const Vec& p) { return swiglu(p, ud); }), "dgate");
+    expect_grad_near(du, numeric_grad(ud, [&](const Vec& p) { return swiglu(gd, p); }), "dup");
+
+    gelu_tanh_backward(g.data(), r.data(), dx.data(), n, pool);
+    auto gelu = [&](const Vec& a) {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double v = a[i];
+            s +=
+                0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))) * rd[i];
+        }
+        return s;
+    };
+    expect_grad_near(dx, numeric_grad(gd, gelu), "gelu dx");
+}
+
+// RoPE is linear in x: the backward must be its adjoint, <R x, dy> = <x, R^T dy>, for both
+// pairings, partial rotation (n_rot < head_dim) and YaRN's magnitude scale.
+TEST(Backward, RopeIsTheAdjoint) {
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+        RopeConfig cfg;
+        cfg.n_rot = 10;
+        cfg.mode = mode;
+        cfg.yarn_orig_ctx = mode == RopeMode::Neox ? 64 : 0;
+        cfg.freq_scale = mode == RopeMode::Neox ? 0.25f : 1.0f;
+        const Rope rope(cfg);
+        const int heads = 3, head_dim = 14;
+        for (int64_t pos : {0, 1, 17, 1000}) {
+            auto x = random_floats(heads * head_dim, 11 + static_cast<uint32_t>(pos));
+            auto dy = random_floats(heads * head_dim, 12 + static_cast<uint32_t>(pos));
+            const Vec xd = to_double(x), dyd = to_double(dy);
+            rope.apply(x.data(), heads, head_dim, pos);
+            rope.apply_backward(dy.data(), heads, head_dim, pos);
+            const double lhs = dot(to_double(x), dyd), rhs = dot(xd, to_double(dy));
+            EXPECT_NEAR(lhs, rhs, 1e-5 * (1 + std::fabs(lhs))) << "pos " << pos;
+        }
+    }
+}
+
+TEST(Backward, EmbeddingScatterAdds) {
+    const int64_t vocab = 11, dim = 6;
+    const std::vector<int32_t> tokens = {3, 7, 3, 0, 10, 3, 7};
+    const auto dx = random_floats(tokens.size() * dim, 13);
+    std::vector<float> table(vocab * dim, 1.0f), want(table);
+    for (size_t t = 0; t < tokens.size(); ++t)
+        for (int64_t i = 0; i < dim; ++i) want[tokens[t] * dim + i] += dx[t * dim + i];
+    ThreadPool pool(3);
+    embedding_backward(tokens.data(), static_cast<int64_t>(tokens.size()), dx.data(), table.data(),
+                       vocab, dim, pool);
+    for (size_t i = 0; i < table.size(); ++i) EXPECT_FLOAT_EQ(table[i], want[i]) << i;
+    const int32_t bad[] = {11};
+    EXPECT_THROW(embedding_backward(bad, 1, dx.data(), table.data(), vocab, dim, pool), Error);
+}
+
+TEST(Backward, CrossEntropyLossAndGradient) {
+    const int64_t rows = 6, vocab = 53;
+    const auto z = random_floats(rows * vocab, 14, 4.0f);
+    const std::vector<int32_t> targets = {5, -1, 52, 0, 17, -1};  // -1: ignored rows
+    auto loss = [&](const Vec& zs) {
+        double total = 0;
+        int counted = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            if (targets[r] < 0) continue;
+            double m = -1e300, s = 0;
+            for (int64_t i = 0; i < vocab; ++i) m = std::max(m, zs[r * vocab + i]);
+            for (int64_t i = 0; i < vocab; ++i) s += std::exp(zs[r * vocab + i] - m);
+            total += std::log(s) + m - zs[r * vocab + targets[r]];
+            ++counted;
+        }
+        return total / counted;
+    };
+    ThreadPool pool(2);
+    std::vector<float> grad = z;
+    const double got = cross_entropy_fused(grad.data(), targets.data(), rows, vocab, pool);
+    EXPECT_NEAR(got, loss(to_double(z)), 1e-6);
+    expect_grad_near(grad, numeric_grad(to_double(z), loss), "dlogits");
+    const std::vector<int32_t> bad = {5, 53, 0, 0, 0, 0};
+    std::vector<float> again = z;
+    EXPECT_THROW(cross_entropy_fused(again.data(), bad.data(), rows, vocab, pool), Error);
+}
+
+}  // namespace
+}  // namespace syslm::kernels
