@@ -6,10 +6,12 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
 #include "kernels/cpu/backward.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
 
 namespace syslm::kernels {
@@ -207,6 +209,37 @@ TEST(Backward, CrossEntropyLossAndGradient) {
     const std::vector<int32_t> bad = {5, 53, 0, 0, 0, 0};
     std::vector<float> again = z;
     EXPECT_THROW(cross_entropy_fused(again.data(), bad.data(), rows, vocab, pool), Error);
+}
+
+// The linear layer's two GEMMs against plain double loops, on sizes on both sides of the
+// matmul's 32-row GEMM threshold.
+TEST(Backward, LinearLayer) {
+    for (const auto [T, K, N] :
+         {std::tuple<int64_t, int64_t, int64_t>{7, 45, 29}, {70, 37, 53}, {33, 130, 96}}) {
+        const auto dy = random_floats(T * N, 20), w = random_floats(N * K, 21),
+                   x = random_floats(T * K, 22);
+        ThreadPool pool(2);
+        std::vector<float> dx(T * K), dw(N * K, 0.25f), db(N, -1.0f);
+        linear_backward_input(dy.data(), w.data(), T, K, N, dx.data(), pool);
+        linear_backward_weight(dy.data(), x.data(), T, K, N, dw.data(), db.data(), pool);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t k = 0; k < K; ++k) {
+                double s = 0;
+                for (int64_t n = 0; n < N; ++n) s += double(dy[t * N + n]) * w[n * K + k];
+                ASSERT_NEAR(dx[t * K + k], s, 1e-4 * (1 + std::fabs(s)))
+                    << T << " dx " << t << "," << k;
+            }
+        for (int64_t n = 0; n < N; ++n) {
+            double sb = -1.0;
+            for (int64_t t = 0; t < T; ++t) sb += dy[t * N + n];
+            ASSERT_NEAR(db[n], sb, 1e-4 * (1 + std::fabs(sb))) << "db " << n;
+            for (int64_t k = 0; k < K; ++k) {
+                double s = 0.25;
+                for (int64_t t = 0; t < T; ++t) s += double(dy[t * N + n]) * x[t * K + k];
+                ASSERT_NEAR(dw[n * K + k], s, 1e-4 * (1 + std::fabs(s))) << "dw " << n << "," << k;
+            }
+        }
+    }
 }
 
 }  // namespace
