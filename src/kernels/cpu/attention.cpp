@@ -86,12 +86,13 @@ const AttentionKernels& attention_kernels(Isa isa) {
 }
 
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
-               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool) {
-    attention(s, q, k_cache, v_cache, n_tokens, pos0, out, pool, active_isa());
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, float* lse) {
+    attention(s, q, k_cache, v_cache, n_tokens, pos0, out, pool, active_isa(), lse);
 }
 
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
-               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa) {
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa,
+               float* lse) {
     const AttentionKernels& kern = attention_kernels(isa);
     SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
                 dtype_name(s.kv_type), " is not supported");
@@ -241,6 +242,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
                 const size_t i = static_cast<size_t>(t * s.n_head + h);
                 const float inv = 1.0f / st[2 * i + 1];
                 for (int d = 0; d < D; ++d) o[d] = acc_all[i * D + d] * inv;
+                if (lse) lse[t * s.n_head + h] = st[2 * i] + std::log(st[2 * i + 1]);
                 continue;
             }
             std::fill_n(o, D, 0.0f);
@@ -253,6 +255,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
                 axpy(o, c, acc_all + i * D, D);
             }
             scale(o, static_cast<float>(1.0 / L), D);
+            if (lse) lse[t * s.n_head + h] = M + static_cast<float>(std::log(L));
         }
 }
 

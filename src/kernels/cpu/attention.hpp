@@ -25,11 +25,23 @@ struct AttentionShape {
 // q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa(). F16
 // caches are widened to float block by block (kAttentionBlock positions of one KV head) into
 // per-thread scratch, so the block kernels read floats either way.
+// lse (training's forward; may be null): n_tokens x n_head log-sum-exp of each row's scaled
+// scores, what attention_backward needs to rebuild the probabilities.
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
-               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool);
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool,
+               float* lse = nullptr);
 // The same with the kernels of `isa` (throws Error if this CPU lacks it): tests, benchmarks.
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
-               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa);
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa,
+               float* lse = nullptr);
+
+// Gradients of attention over one sequence from position 0 (F32 K/V, kv_stride apart), given
+// the forward's output o and lse: dq (n_tokens x n_head*head_dim) and dk, dv (n_tokens rows
+// kv_stride apart, the KV heads' columns) are overwritten. The probabilities are rebuilt from
+// q, k and lse one row at a time (FlashAttention's backward): nothing T x T is stored.
+void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                        const float* o, const float* lse, const float* dout, int64_t n_tokens,
+                        float* dq, float* dk, float* dv, ThreadPool& pool);
 
 // One job's query columns for the per-ISA block kernel (attention_body.hpp). Column i is one
 // (token, head) of the job; columns are padded to a multiple of the vector width. A plain
