@@ -3,9 +3,9 @@
 // time through the KV cache (decode), exactly as generation does. Used to check the model math
 // against a reference (tests/reference/test_model_logits.py) and to debug.
 #include <cstdio>
-#include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/token_ids.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "model/kv_cache.hpp"
@@ -38,18 +38,7 @@ void write_npy(const std::string& path, const std::vector<float>& data, size_t r
 }
 
 int run_logits(const LogitsArgs& a) {
-    std::vector<int32_t> ids;
-    std::istringstream in(a.ids);
-    for (std::string item; std::getline(in, item, ',');) {
-        try {
-            size_t used = 0;
-            ids.push_back(std::stoi(item, &used));
-            SYSLM_CHECK(item.find_first_not_of(" \t", used) == std::string::npos, "");
-        } catch (const std::exception&) {
-            fail("--ids: '", item, "' is not an integer token id");
-        }
-    }
-    SYSLM_CHECK(!ids.empty(), "--ids: no token ids given");
+    const std::vector<int32_t> ids = parse_token_ids(a.ids, "--ids");
     const int prefill = a.prefill < 0 ? static_cast<int>(ids.size()) : a.prefill;
     SYSLM_CHECK(prefill >= 1 && prefill <= static_cast<int>(ids.size()), "--prefill ", prefill,
                 " must be between 1 and the number of ids (", ids.size(), ")");

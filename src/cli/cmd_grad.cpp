@@ -1,0 +1,64 @@
+// syslm grad: the training loss of a model on a batch of token ids and the gradient of every
+// parameter, written as a GGUF file with the model's tensor names (F32). Each sequence is T + 1
+// ids: the first T are the input, the last T the targets (next-token prediction). Used to check
+// the training math against PyTorch autograd (tests/reference/test_train_grads.py).
+#include <cstdio>
+
+#include "cli/command.hpp"
+#include "cli/token_ids.hpp"
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "train/train_model.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct GradArgs {
+    std::string model, ids, out;
+    int batch = 1;
+    int threads = 0;
+};
+
+int run_grad(const GradArgs& a) {
+    const std::vector<int32_t> ids = parse_token_ids(a.ids, "--ids");
+    SYSLM_CHECK(ids.size() % static_cast<size_t>(a.batch) == 0, "--ids: ", ids.size(),
+                " ids do not split into ", a.batch, " sequences");
+    const int T = static_cast<int>(ids.size()) / a.batch - 1;
+    SYSLM_CHECK(T >= 1, "--ids: each sequence needs at least 2 ids (input and target)");
+    std::vector<int32_t> tokens, targets;
+    for (int b = 0; b < a.batch; ++b) {
+        const auto* seq = ids.data() + static_cast<size_t>(b) * (T + 1);
+        tokens.insert(tokens.end(), seq, seq + T);
+        targets.insert(targets.end(), seq + 1, seq + T + 1);
+    }
+    const io::GGUFFile file(a.model);
+    train::TrainModel m(file);
+    ThreadPool pool(a.threads);
+    const double loss = m.forward_backward(tokens, targets, a.batch, T, pool);
+    auto meta = file.metadata();
+    meta.emplace_back("syslm.grad.loss", io::GGUFValue::f64(loss));
+    m.params().write_gguf(a.out, meta, /*gradients=*/true);
+    std::printf("loss %.9g\n", loss);
+    std::fprintf(stderr, "wrote the gradients of %zu tensors to %s\n", m.params().params().size(),
+                 a.out.c_str());
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<GradArgs>();
+    app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+    app.add_option("--ids", a->ids, "Comma-separated token ids: batch sequences of T + 1 ids each")
+        ->required();
+    app.add_option("-b,--batch", a->batch, "Number of sequences in --ids")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("-o,--out", a->out, "Output GGUF file of F32 gradients")->required();
+    app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    return [a] { return run_grad(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(grad, "grad", "Training loss and parameter gradients on a batch of token ids", setup);
+
+}  // namespace syslm::cli

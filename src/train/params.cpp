@@ -1,0 +1,73 @@
+#include "train/params.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::train {
+
+ParamStore ParamStore::from_gguf(const io::GGUFFile& file) {
+    ParamStore s;
+    size_t total = 0;
+    for (const io::GGUFTensor& t : file.tensors()) {
+        if (t.name == "rope_freqs.weight") continue;
+        SYSLM_CHECK(kernels::has_type_traits(t.type), file.path(), ": tensor '", t.name,
+                    "' has type ", dtype_name(t.type), ", which syslm cannot convert to f32");
+        // 16-float alignment: every tensor starts on a cache line of the arena.
+        total = (total + 15) / 16 * 16;
+        s.params_.push_back({t.name, t.ne, total, t.numel()});
+        total += static_cast<size_t>(t.numel());
+    }
+    try {
+        s.values_.assign(total, 0.0f);
+        s.grads_.assign(total, 0.0f);
+    } catch (const std::bad_alloc&) {
+        fail(file.path(), ": cannot allocate ", 2 * total * sizeof(float) >> 20,
+             " MiB for the f32 parameters and their gradients");
+    }
+    for (const Param& p : s.params_) {
+        const io::GGUFTensor& t = file.tensor(p.name);
+        const auto& tt = kernels::type_traits(t.type);
+        const int64_t rows = t.rows();
+        const size_t rb = row_bytes(t.type, t.ne[0]);
+        for (int64_t r = 0; r < rows; ++r)
+            tt.to_float(t.data + r * rb, s.values_.data() + p.offset + r * t.ne[0], t.ne[0]);
+    }
+    return s;
+}
+
+const Param* ParamStore::find(const std::string& name) const {
+    for (const Param& p : params_)
+        if (p.name == name) return &p;
+    return nullptr;
+}
+
+float* ParamStore::value(const std::string& name) {
+    const Param* p = find(name);
+    return p ? values_.data() + p->offset : nullptr;
+}
+
+float* ParamStore::grad(const std::string& name) {
+    const Param* p = find(name);
+    return p ? grads_.data() + p->offset : nullptr;
+}
+
+void ParamStore::zero_grads() {
+    std::fill(grads_.begin(), grads_.end(), 0.0f);
+}
+
+void ParamStore::write_gguf(const std::string& path,
+                            const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
+                            bool gradients) const {
+    io::GGUFWriter w;
+    for (const auto& [k, v] : metadata) w.set(k, v);
+    w.set("general.file_type", io::GGUFValue::u32(0));  // all F32
+    const std::vector<float>& src = gradients ? grads_ : values_;
+    for (const Param& p : params_)
+        w.add_tensor(p.name, DType::F32, p.ne, src.data() + p.offset,
+                     static_cast<size_t>(p.numel) * sizeof(float));
+    w.write(path);
+}
+
+}  // namespace syslm::train

@@ -1,0 +1,46 @@
+// The trainable parameters of a model in FP32 (the master weights), with their gradients, in two
+// arenas of the same layout: one tensor per GGUF tensor, under llama.cpp's names, so a trained
+// model is written back as the GGUF that `syslm generate` and llama.cpp load. Tensors that are
+// not trained (rope_freqs: constants of the position encoding) stay out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/gguf.hpp"
+
+namespace syslm::train {
+
+struct Param {
+    std::string name;
+    std::vector<int64_t> ne;  // GGML order
+    size_t offset;            // in floats, into values / grads
+    int64_t numel;
+};
+
+class ParamStore {
+public:
+    // Every tensor of the file but the constants, converted to f32 (any stored type).
+    static ParamStore from_gguf(const io::GGUFFile& file);
+
+    const std::vector<Param>& params() const { return params_; }
+    const Param* find(const std::string& name) const;
+    float* value(const std::string& name);  // nullptr when absent
+    float* grad(const std::string& name);
+    float* values() { return values_.data(); }
+    float* grads() { return grads_.data(); }
+    size_t size() const { return values_.size(); }  // floats
+    void zero_grads();
+
+    // Writes the values (or the gradients) as F32 tensors with the given metadata.
+    void write_gguf(const std::string& path,
+                    const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
+                    bool gradients = false) const;
+
+private:
+    std::vector<Param> params_;
+    std::vector<float> values_, grads_;
+};
+
+}  // namespace syslm::train

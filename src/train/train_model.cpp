@@ -1,0 +1,329 @@
+#include "train/train_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/backward.hpp"
+#include "kernels/cpu/linear_backward.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::train {
+
+namespace {
+
+bool same_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i)
+        if ((i < a.size() ? a[i] : 1) != (i < b.size() ? b[i] : 1)) return false;
+    return true;
+}
+
+void add_into(float* dst, const float* src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+}  // namespace
+
+TrainModel::TrainModel(const io::GGUFFile& file)
+    : hp_(model::load_hparams(file)), params_(ParamStore::from_gguf(file)) {
+    SYSLM_CHECK(hp_.n_expert == 0, file.path(),
+                ": training mixture-of-experts models is not implemented yet");
+    const io::GGUFTensor& embd = file.tensor("token_embd.weight");
+    SYSLM_CHECK(embd.ne.size() == 2, file.path(), ": token_embd.weight must be 2-D");
+    hp_.n_vocab = static_cast<int>(embd.ne[1]);
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim(),
+                  F = hp_.n_ff;
+    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
+    const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
+
+    token_embd_ = bind("token_embd.weight", {E, V});
+    output_norm_ = bind("output_norm.weight", {E});
+    output_ = bind("output.weight", {E, V}, false);
+    if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
+    if (gpt2) {
+        output_norm_b_ = bind("output_norm.bias", {E});
+        position_embd_ = bind("position_embd.weight", {E, hp_.n_ctx_train});
+    }
+    if (hp_.has_rope()) {
+        if (const io::GGUFTensor* f = file.find_tensor("rope_freqs.weight")) {
+            hp_.rope.freq_factors.resize(static_cast<size_t>(f->numel()));
+            kernels::type_traits(f->type).to_float(f->data, hp_.rope.freq_factors.data(),
+                                                   f->numel());
+        }
+        rope_ = std::make_unique<kernels::Rope>(hp_.rope);
+    }
+    for (int il = 0; il < hp_.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        Layer l;
+        l.attn_norm = bind(p + "attn_norm.weight", {E});
+        l.ffn_norm = bind(p + "ffn_norm.weight", {E});
+        l.wo = bind(p + "attn_output.weight", {QD, E});
+        l.ffn_up = bind(p + "ffn_up.weight", {E, F});
+        l.ffn_down = bind(p + "ffn_down.weight", {F, E});
+        if (gpt2) {
+            l.attn_norm_b = bind(p + "attn_norm.bias", {E});
+            l.ffn_norm_b = bind(p + "ffn_norm.bias", {E});
+            l.wqkv = bind(p + "attn_qkv.weight", {E, QD + 2 * KD});
+            l.bqkv = bind(p + "attn_qkv.bias", {QD + 2 * KD});
+            l.bo = bind(p + "attn_output.bias", {E});
+            l.ffn_up_b = bind(p + "ffn_up.bias", {F});
+            l.ffn_down_b = bind(p + "ffn_down.bias", {E});
+        } else {
+            l.wq = bind(p + "attn_q.weight", {E, QD});
+            l.wk = bind(p + "attn_k.weight", {E, KD});
+            l.wv = bind(p + "attn_v.weight", {E, KD});
+            l.bq = bind(p + "attn_q.bias", {QD}, qkv_bias);
+            l.bk = bind(p + "attn_k.bias", {KD}, qkv_bias);
+            l.bv = bind(p + "attn_v.bias", {KD}, qkv_bias);
+            l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
+        }
+        layers_.push_back(l);
+    }
+}
+
+TrainModel::Tensor TrainModel::bind(const std::string& name, std::vector<int64_t> ne,
+                                    bool required) {
+    const Param* p = params_.find(name);
+    if (!p) {
+        SYSLM_CHECK(!required, "training: the model has no tensor '", name, "'");
+        return {};
+    }
+    SYSLM_CHECK(same_shape(p->ne, ne), "training: tensor '", name, "' has the wrong shape");
+    return {params_.value(name), params_.grad(name)};
+}
+
+void TrainModel::plan(int B, int T) {
+    SYSLM_CHECK(B > 0 && T > 0, "training: batch ", B, " x ", T, " is empty");
+    if (hp_.arch == model::Arch::Gpt2)
+        SYSLM_CHECK(T <= hp_.n_ctx_train, "training: sequence length ", T,
+                    " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
+    if (B == planned_B_ && T == planned_T_) return;
+    const size_t R = static_cast<size_t>(B) * T;
+    const size_t E = hp_.n_embd, QD = hp_.q_dim(), KD = hp_.kv_dim(), F = hp_.n_ff, V = hp_.n_vocab,
+                 H = hp_.n_head;
+    saved_.resize(static_cast<size_t>(hp_.n_layer));
+    for (Saved& s : saved_) {
+        for (auto* v : {&s.x_in, &s.a, &s.x_mid, &s.b}) v->assign(R * E, 0.0f);
+        for (auto* v : {&s.q, &s.o}) v->assign(R * QD, 0.0f);
+        for (auto* v : {&s.k, &s.v}) v->assign(R * KD, 0.0f);
+        s.lse.assign(R * H, 0.0f);
+        for (auto* v : {&s.g, &s.u, &s.s}) v->assign(R * F, 0.0f);
+    }
+    for (auto* v : {&x_, &x_final_, &xf_, &dx_, &d_mid_, &d_a_, &d_b_}) v->assign(R * E, 0.0f);
+    logits_.assign(R * V, 0.0f);
+    for (auto* v : {&d_q_, &d_o_}) v->assign(R * QD, 0.0f);
+    for (auto* v : {&d_k_, &d_v_}) v->assign(R * KD, 0.0f);
+    for (auto* v : {&d_g_, &d_u_, &d_s_}) v->assign(R * F, 0.0f);
+    tmp_.assign(R * std::max({E, QD + 2 * KD, F}), 0.0f);
+    planned_B_ = B;
+    planned_T_ = T;
+}
+
+void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
+                              int64_t rows, ThreadPool& pool) const {
+    if (hp_.arch == model::Arch::Gpt2)
+        kernels::layer_norm(x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps, pool);
+    else
+        kernels::rms_norm(x, out, rows, hp_.n_embd, w.w, hp_.norm_eps, pool);
+}
+
+void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy,
+                               float* dx, int64_t rows, ThreadPool& pool) const {
+    if (hp_.arch == model::Arch::Gpt2)
+        kernels::layer_norm_backward(x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps,
+                                     pool);
+    else
+        kernels::rms_norm_backward(x, w.w, dy, dx, w.g, rows, hp_.n_embd, hp_.norm_eps, pool);
+}
+
+void TrainModel::linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows,
+                        int64_t n_in, int64_t n_out, float* y, ThreadPool& pool) const {
+    kernels::matmul(kernels::WeightView{DType::F32, n_in, n_out, w.w}, x, rows, y, pool, b.w);
+}
+
+void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
+                                 int64_t rows, int64_t n_in, int64_t n_out, float* dx, bool add_dx,
+                                 ThreadPool& pool) {
+    kernels::linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, pool);
+    if (!add_dx) {
+        kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, pool);
+        return;
+    }
+    kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, tmp_.data(), pool);
+    add_into(dx, tmp_.data(), static_cast<size_t>(rows * n_in));
+}
+
+void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
+    const Layer& l = layers_[static_cast<size_t>(il)];
+    Saved& S = saved_[static_cast<size_t>(il)];
+    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
+                  KD = hp_.kv_dim(), F = hp_.n_ff;
+    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
+
+    S.x_in = x_;
+    norm_forward(S.x_in.data(), S.a.data(), l.attn_norm, l.attn_norm_b, R, pool);
+    if (gpt2) {
+        const int64_t W = QD + 2 * KD;
+        linear(l.wqkv, l.bqkv, S.a.data(), R, E, W, tmp_.data(), pool);
+        for (int64_t r = 0; r < R; ++r) {
+            const float* row = tmp_.data() + r * W;
+            std::copy_n(row, QD, S.q.data() + r * QD);
+            std::copy_n(row + QD, KD, S.k.data() + r * KD);
+            std::copy_n(row + QD + KD, KD, S.v.data() + r * KD);
+        }
+    } else {
+        linear(l.wq, l.bq, S.a.data(), R, E, QD, S.q.data(), pool);
+        linear(l.wk, l.bk, S.a.data(), R, E, KD, S.k.data(), pool);
+        linear(l.wv, l.bv, S.a.data(), R, E, KD, S.v.data(), pool);
+    }
+    if (rope_)
+        pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) {
+                rope_->apply(S.q.data() + r * QD, hp_.n_head, hp_.head_dim, r % T);
+                rope_->apply(S.k.data() + r * KD, hp_.n_head_kv, hp_.head_dim, r % T);
+            }
+        });
+    const kernels::AttentionShape shape{hp_.n_head,         hp_.n_head_kv,
+                                        hp_.head_dim,       KD,
+                                        hp_.sliding_window, 1.0f / std::sqrt(float(hp_.head_dim))};
+    for (int b = 0; b < B; ++b) {
+        const int64_t r0 = static_cast<int64_t>(b) * T;
+        kernels::attention(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD, S.v.data() + r0 * KD,
+                           T, 0, S.o.data() + r0 * QD, pool, S.lse.data() + r0 * hp_.n_head);
+    }
+    linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), pool);
+    for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_in[i] + tmp_[i];
+    S.x_mid = x_;
+
+    norm_forward(S.x_mid.data(), S.b.data(), l.ffn_norm, l.ffn_norm_b, R, pool);
+    if (gpt2) {
+        linear(l.ffn_up, l.ffn_up_b, S.b.data(), R, E, F, S.u.data(), pool);
+        S.s = S.u;
+        kernels::gelu_tanh(S.s.data(), R * F, pool);
+    } else {
+        linear(l.ffn_gate, {}, S.b.data(), R, E, F, S.g.data(), pool);
+        linear(l.ffn_up, {}, S.b.data(), R, E, F, S.u.data(), pool);
+        S.s = S.g;
+        kernels::swiglu(S.s.data(), S.u.data(), R * F, pool);
+    }
+    linear(l.ffn_down, l.ffn_down_b, S.s.data(), R, F, E, tmp_.data(), pool);
+    for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_mid[i] + tmp_[i];
+}
+
+// dx_ holds dL/d(layer output) on entry and dL/d(layer input) on return.
+void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
+    Layer& l = layers_[static_cast<size_t>(il)];
+    const Saved& S = saved_[static_cast<size_t>(il)];
+    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
+                  KD = hp_.kv_dim(), F = hp_.n_ff;
+    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
+
+    // FFN: out = x_mid + down(s).
+    linear_backward(l.ffn_down, l.ffn_down_b, S.s.data(), dx_.data(), R, F, E, d_s_.data(), false,
+                    pool);
+    if (gpt2) {
+        kernels::gelu_tanh_backward(S.u.data(), d_s_.data(), d_u_.data(), R * F, pool);
+        linear_backward(l.ffn_up, l.ffn_up_b, S.b.data(), d_u_.data(), R, E, F, d_b_.data(), false,
+                        pool);
+    } else {
+        kernels::swiglu_backward(S.g.data(), S.u.data(), d_s_.data(), d_g_.data(), d_u_.data(),
+                                 R * F, pool);
+        linear_backward(l.ffn_gate, {}, S.b.data(), d_g_.data(), R, E, F, d_b_.data(), false, pool);
+        linear_backward(l.ffn_up, {}, S.b.data(), d_u_.data(), R, E, F, d_b_.data(), true, pool);
+    }
+    norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, pool);
+    add_into(d_mid_.data(), dx_.data(), static_cast<size_t>(R * E));
+
+    // Attention: x_mid = x_in + out(attention(rope(q), rope(k), v)).
+    linear_backward(l.wo, l.bo, S.o.data(), d_mid_.data(), R, QD, E, d_o_.data(), false, pool);
+    const kernels::AttentionShape shape{hp_.n_head,         hp_.n_head_kv,
+                                        hp_.head_dim,       KD,
+                                        hp_.sliding_window, 1.0f / std::sqrt(float(hp_.head_dim))};
+    for (int b = 0; b < B; ++b) {
+        const int64_t r0 = static_cast<int64_t>(b) * T;
+        kernels::attention_backward(
+            shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD, S.v.data() + r0 * KD,
+            S.o.data() + r0 * QD, S.lse.data() + r0 * hp_.n_head, d_o_.data() + r0 * QD, T,
+            d_q_.data() + r0 * QD, d_k_.data() + r0 * KD, d_v_.data() + r0 * KD, pool);
+    }
+    if (rope_)
+        pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) {
+                rope_->apply_backward(d_q_.data() + r * QD, hp_.n_head, hp_.head_dim, r % T);
+                rope_->apply_backward(d_k_.data() + r * KD, hp_.n_head_kv, hp_.head_dim, r % T);
+            }
+        });
+    if (gpt2) {
+        const int64_t W = QD + 2 * KD;
+        std::vector<float>& dqkv = d_s_;  // free again: R x F >= R x W is not guaranteed
+        if (dqkv.size() < static_cast<size_t>(R * W)) dqkv.resize(static_cast<size_t>(R * W));
+        for (int64_t r = 0; r < R; ++r) {
+            float* row = dqkv.data() + r * W;
+            std::copy_n(d_q_.data() + r * QD, QD, row);
+            std::copy_n(d_k_.data() + r * KD, KD, row + QD);
+            std::copy_n(d_v_.data() + r * KD, KD, row + QD + KD);
+        }
+        linear_backward(l.wqkv, l.bqkv, S.a.data(), dqkv.data(), R, E, W, d_a_.data(), false, pool);
+    } else {
+        linear_backward(l.wq, l.bq, S.a.data(), d_q_.data(), R, E, QD, d_a_.data(), false, pool);
+        linear_backward(l.wk, l.bk, S.a.data(), d_k_.data(), R, E, KD, d_a_.data(), true, pool);
+        linear_backward(l.wv, l.bv, S.a.data(), d_v_.data(), R, E, KD, d_a_.data(), true, pool);
+    }
+    norm_backward(S.x_in.data(), l.attn_norm, l.attn_norm_b, d_a_.data(), dx_.data(), R, pool);
+    add_into(dx_.data(), d_mid_.data(), static_cast<size_t>(R * E));
+}
+
+double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                       int T, ThreadPool& pool, bool backward) {
+    plan(B, T);
+    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, V = hp_.n_vocab;
+    SYSLM_CHECK(
+        static_cast<int64_t>(tokens.size()) == R && static_cast<int64_t>(targets.size()) == R,
+        "training: ", tokens.size(), " tokens and ", targets.size(), " targets for a ", B, " x ", T,
+        " batch");
+    for (int64_t r = 0; r < R; ++r)
+        SYSLM_CHECK(tokens[r] >= 0 && tokens[r] < V, "training: token ", tokens[r], " at ", r,
+                    " is outside the vocabulary of ", V);
+    tokens_.assign(tokens.begin(), tokens.end());
+
+    for (int64_t r = 0; r < R; ++r) {
+        const float* e = token_embd_.w + static_cast<int64_t>(tokens[r]) * E;
+        float* x = x_.data() + r * E;
+        std::copy_n(e, E, x);
+        if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
+    }
+    for (int il = 0; il < hp_.n_layer; ++il) layer_forward(il, B, T, pool);
+    x_final_ = x_;
+    norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
+    linear(output_, {}, xf_.data(), R, E, V, logits_.data(), pool);
+    const double loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool);
+    if (!backward) return loss;
+
+    // logits_ now holds dL/dlogits.
+    linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, V, d_a_.data(), false, pool);
+    norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, pool);
+    for (int il = hp_.n_layer - 1; il >= 0; --il) layer_backward(il, B, T, pool);
+    kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
+    if (position_embd_.g)
+        for (int64_t r = 0; r < R; ++r)
+            add_into(position_embd_.g + (r % T) * E, dx_.data() + r * E, static_cast<size_t>(E));
+    return loss;
+}
+
+double TrainModel::forward_backward(std::span<const int32_t> tokens,
+                                    std::span<const int32_t> targets, int B, int T,
+                                    ThreadPool& pool) {
+    return run(tokens, targets, B, T, pool, true);
+}
+
+double TrainModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                        int T, ThreadPool& pool) {
+    return run(tokens, targets, B, T, pool, false);
+}
+
+}  // namespace syslm::train

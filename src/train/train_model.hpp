@@ -1,0 +1,88 @@
+// The training forward and backward pass of a decoder-only model over a batch of B sequences of T
+// tokens, on FP32 parameters (params.hpp). The math is the inference forward's
+// (model/transformer.cpp) with every intermediate the backward needs kept, written out layer by
+// layer in the llm.c style (no autograd graph): the op set is closed and the activation memory is
+// planned once for (B, T) — nothing is allocated inside a step once warm.
+//
+// Supported: llama / mistral (sliding window) / qwen2 (QKV biases, NEOX RoPE) dense models and
+// gpt2 (LayerNorm, fused QKV, learned positions, GELU, biases), tied or separate output. MoE
+// models are refused with a clear error (their backward is not written yet).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/rope.hpp"
+#include "model/hparams.hpp"
+#include "train/params.hpp"
+
+namespace syslm::train {
+
+class TrainModel {
+public:
+    // Hyper-parameters from the file's metadata, parameters converted to f32.
+    explicit TrainModel(const io::GGUFFile& file);
+
+    const model::HParams& hparams() const { return hp_; }
+    ParamStore& params() { return params_; }
+
+    // tokens and targets: B x T (row-major). Runs the forward pass, the mean cross-entropy over
+    // the targets >= 0, and the backward pass, adding the gradients into params().grads().
+    // Returns the loss.
+    double forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                            int B, int T, ThreadPool& pool);
+
+    // The forward pass only: the loss (targets as above), nothing kept for a backward.
+    double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
+                ThreadPool& pool);
+
+private:
+    struct Tensor {  // one parameter: value and gradient, both nullptr when absent
+        float* w = nullptr;
+        float* g = nullptr;
+    };
+    struct Layer {
+        Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, wo, bo;
+        Tensor ffn_norm, ffn_norm_b, ffn_gate, ffn_up, ffn_down, ffn_up_b, ffn_down_b;
+    };
+    struct Saved {  // what a layer's backward needs, for B*T rows
+        std::vector<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
+    };
+
+    Tensor bind(const std::string& name, std::vector<int64_t> ne, bool required = true);
+    void plan(int B, int T);
+    double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
+               ThreadPool& pool, bool backward);
+    void layer_forward(int il, int B, int T, ThreadPool& pool);
+    void layer_backward(int il, int B, int T, ThreadPool& pool);
+    void norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b, int64_t rows,
+                      ThreadPool& pool) const;
+    void norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy, float* dx,
+                       int64_t rows, ThreadPool& pool) const;
+    // y = x W^T (+ bias) for rows of x, and the matching backward (dx overwritten or added).
+    void linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows, int64_t n_in,
+                int64_t n_out, float* y, ThreadPool& pool) const;
+    void linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
+                         int64_t rows, int64_t n_in, int64_t n_out, float* dx, bool add_dx,
+                         ThreadPool& pool);
+
+    model::HParams hp_;
+    ParamStore params_;
+    std::unique_ptr<kernels::Rope> rope_;
+    Tensor token_embd_, position_embd_, output_norm_, output_norm_b_, output_;
+    std::vector<Layer> layers_;
+
+    // Activations, planned for (B, T): the residual stream, per-layer saved tensors, the final
+    // norm's input/output, logits (overwritten by their gradient), and backward scratch.
+    int planned_B_ = 0, planned_T_ = 0;
+    std::vector<Saved> saved_;
+    std::vector<float> x_, x_final_, xf_, logits_;
+    std::vector<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
+    std::vector<int32_t> tokens_;
+};
+
+}  // namespace syslm::train

@@ -1,0 +1,92 @@
+"""Training math against PyTorch autograd.
+
+For each dense architecture variant of tiny_hf_models (random-initialised, awkward sizes, FP32):
+the loss of a batch of random token sequences (next-token cross-entropy, mean over the batch)
+and the gradient of every parameter, from `syslm grad` and from transformers + loss.backward().
+PyTorch's gradients are written as an HF checkpoint and converted by `syslm convert`, so they go
+through exactly the renaming and re-layout the weights went through (e.g. the Q/K row
+permutation of llama's interleaved RoPE, GPT-2's transposed Conv1D) before the tensor-by-tensor
+comparison.
+"""
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+import tiny_hf_models
+
+B, T = 2, 9
+TOLERANCE = 1e-4  # max |syslm - torch| / max |torch| per tensor
+DENSE = ["llama", "llama_llama3_rope", "llama_tied", "mistral_swa", "qwen2", "gpt2"]
+
+
+def read_gguf(path):
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    tensors = {t.name: np.array(t.data, dtype=np.float32).reshape(-1) for t in reader.tensors}
+    fields = {name: field for name, field in reader.fields.items()}
+    return tensors, fields
+
+
+@pytest.mark.parametrize("variant", DENSE)
+def test_gradients_match_autograd(variant, tmp_path, run_syslm):
+    hf_dir = tiny_hf_models.build(variant, tmp_path / "hf")
+    model = tiny_hf_models.load(hf_dir)
+    n_vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(hash(variant) % 2**31)
+    ids = torch.randint(0, n_vocab, (B, T + 1), generator=gen)
+
+    logits = model(input_ids=ids[:, :T]).logits
+    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
+    loss.backward()
+
+    # PyTorch's gradients as a checkpoint of the same model, converted like the weights.
+    grad_dir = tmp_path / "grads_hf"
+    shutil.copytree(hf_dir, grad_dir)
+    grads = {name: p.grad.detach().contiguous() for name, p in model.named_parameters()}
+    save_file(grads, str(grad_dir / "model.safetensors"), metadata={"format": "pt"})
+    ref_path = tmp_path / "grads_ref.gguf"
+    run_syslm("convert", "--hf", grad_dir, "-o", ref_path)
+
+    model_path = tmp_path / "model.gguf"
+    run_syslm("convert", "--hf", hf_dir, "-o", model_path)
+    got_path = tmp_path / "grads.gguf"
+    out = run_syslm("grad", "-m", model_path, "--ids", ",".join(map(str, ids.reshape(-1).tolist())),
+                    "--batch", B, "-o", got_path, "-t", 2).stdout
+    got_loss = float(out.split()[1])
+    assert abs(got_loss - loss.item()) < 1e-5 * abs(loss.item()), (got_loss, loss.item())
+
+    got, _ = read_gguf(got_path)
+    ref, _ = read_gguf(ref_path)
+    assert got, "no gradients written"
+    if variant == "gpt2":
+        # GPT-2 ties lm_head to wte, but its GGUF (as llama.cpp's converter writes it) holds the
+        # output matrix as a separate copy, which syslm trains as a separate tensor: the tied
+        # gradient is the sum of the two uses.
+        got["token_embd.weight"] = got["token_embd.weight"] + got["output.weight"]
+        got["output.weight"] = got["token_embd.weight"]
+    worst = 0.0
+    for name, g in got.items():
+        assert name in ref, f"{name}: no PyTorch gradient"
+        r = ref[name]
+        assert g.shape == r.shape, name
+        err = np.abs(g - r).max() / max(np.abs(r).max(), 1e-12)
+        worst = max(worst, err)
+        assert err < TOLERANCE, f"{name}: max rel err {err:.2e}"
+    # Every trainable tensor of the reference has a syslm gradient (rope_freqs is a constant).
+    assert set(ref) - {"rope_freqs.weight"} == set(got)
+    print(f"{variant}: loss {got_loss:.6f} vs {loss.item():.6f}, worst tensor rel err {worst:.2e}")
+
+
+def test_moe_training_is_refused_clearly(tmp_path, run_syslm):
+    hf_dir = tiny_hf_models.build("mixtral", tmp_path / "hf")
+    model_path = tmp_path / "model.gguf"
+    run_syslm("convert", "--hf", hf_dir, "-o", model_path)
+    proc = run_syslm("grad", "-m", model_path, "--ids", "1,2,3", "-o", tmp_path / "g.gguf",
+                     check=False)
+    assert proc.returncode != 0
+    assert "mixture-of-experts" in proc.stderr
