@@ -53,13 +53,21 @@ float* ParamStore::grad(const std::string& name) {
     return p ? grads_.data() + p->offset : nullptr;
 }
 
+void ParamStore::tie(const std::string& alias, const std::string& target) {
+    const Param* a = find(alias);
+    const Param* t = find(target);
+    SYSLM_CHECK(a && t && a->ne == t->ne, "cannot tie '", alias, "' to '", target, "'");
+    ties_.emplace_back(alias, target);
+    params_.erase(params_.begin() + (a - params_.data()));
+}
+
 void ParamStore::zero_grads() {
     std::fill(grads_.begin(), grads_.end(), 0.0f);
 }
 
 void ParamStore::write_gguf(const std::string& path,
                             const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
-                            bool gradients) const {
+                            bool gradients, const io::GGUFFile* constants) const {
     io::GGUFWriter w;
     for (const auto& [k, v] : metadata) w.set(k, v);
     w.set("general.file_type", io::GGUFValue::u32(0));  // all F32
@@ -67,6 +75,20 @@ void ParamStore::write_gguf(const std::string& path,
     for (const Param& p : params_)
         w.add_tensor(p.name, DType::F32, p.ne, src.data() + p.offset,
                      static_cast<size_t>(p.numel) * sizeof(float));
+    for (const auto& [alias, target] : ties_) {
+        const Param* p = find(target);
+        w.add_tensor(alias, DType::F32, p->ne, src.data() + p->offset,
+                     static_cast<size_t>(p->numel) * sizeof(float));
+    }
+    auto tied = [&](const std::string& name) {
+        for (const auto& t : ties_)
+            if (t.first == name) return true;
+        return false;
+    };
+    if (constants)
+        for (const io::GGUFTensor& t : constants->tensors())
+            if (!find(t.name) && !tied(t.name))
+                w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
     w.write(path);
 }
 

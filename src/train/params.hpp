@@ -32,14 +32,19 @@ public:
     float* grads() { return grads_.data(); }
     size_t size() const { return values_.size(); }  // floats
     void zero_grads();
+    // Makes `alias` the same parameter as `target` (same shape): it leaves the trained set and is
+    // written as a copy of `target`. For GPT-2 files, which store the tied output matrix twice.
+    void tie(const std::string& alias, const std::string& target);
 
-    // Writes the values (or the gradients) as F32 tensors with the given metadata.
+    // Writes the values (or the gradients) as F32 tensors with the given metadata, plus, when
+    // `constants` is given, its tensors that are not parameters (rope_freqs), unchanged.
     void write_gguf(const std::string& path,
                     const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
-                    bool gradients = false) const;
+                    bool gradients = false, const io::GGUFFile* constants = nullptr) const;
 
 private:
     std::vector<Param> params_;
+    std::vector<std::pair<std::string, std::string>> ties_;  // (alias, target)
     std::vector<float> values_, grads_;
 };
 

@@ -41,6 +41,16 @@ TrainModel::TrainModel(const io::GGUFFile& file)
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
     const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
 
+    // GPT-2 ties its output matrix to the embedding, but its GGUF stores it twice (llama.cpp's
+    // gpt2 requires output.weight): two bit-identical copies are trained as the one tensor HF
+    // trains, and written back twice.
+    if (gpt2 && params_.find("output.weight") && params_.find("token_embd.weight")) {
+        const Param* o = params_.find("output.weight");
+        const Param* t = params_.find("token_embd.weight");
+        if (o->ne == t->ne && std::equal(params_.value(o->name), params_.value(o->name) + o->numel,
+                                         params_.value(t->name)))
+            params_.tie("output.weight", "token_embd.weight");
+    }
     token_embd_ = bind("token_embd.weight", {E, V});
     output_norm_ = bind("output_norm.weight", {E});
     output_ = bind("output.weight", {E, V}, false);

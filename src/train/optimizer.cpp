@@ -1,0 +1,128 @@
+#include "train/optimizer.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace syslm::train {
+
+OptimizerKind optimizer_kind(const std::string& name) {
+    if (name == "adamw") return OptimizerKind::AdamW;
+    if (name == "lion") return OptimizerKind::Lion;
+    if (name == "sgd") return OptimizerKind::Sgd;
+    fail("optimizer '", name, "': expected adamw, lion or sgd");
+}
+
+ScheduleKind schedule_kind(const std::string& name) {
+    if (name == "cosine") return ScheduleKind::Cosine;
+    if (name == "linear") return ScheduleKind::Linear;
+    if (name == "constant") return ScheduleKind::Constant;
+    fail("schedule '", name, "': expected cosine, linear or constant");
+}
+
+bool Optimizer::decays(const Param& p, bool decay_embeddings) {
+    if (p.ne.size() < 2) return false;  // norms and biases
+    const bool embedding = p.name == "token_embd.weight" || p.name == "position_embd.weight";
+    return !embedding || decay_embeddings;
+}
+
+Optimizer::Optimizer(const OptimizerConfig& cfg, ParamStore& params) : cfg_(cfg), params_(params) {
+    m_.assign(params.size(), 0.0f);
+    if (cfg.kind == OptimizerKind::AdamW) v_.assign(params.size(), 0.0f);
+    for (const Param& p : params.params()) decay_.push_back(decays(p, cfg.decay_embeddings));
+}
+
+void Optimizer::step(float lr, ThreadPool& pool) {
+    ++t_;
+    const auto& ps = params_.params();
+    float* w = params_.values();
+    const float* g = params_.grads();
+    const float b1 = cfg_.beta1, b2 = cfg_.beta2;
+    // torch.optim.AdamW (single-tensor): bias corrections in double, as Python floats are.
+    const double bc1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(t_));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(t_));
+    const float step_size = static_cast<float>(lr / bc1);
+    const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+    pool.parallel_for(static_cast<int64_t>(ps.size()), [&](int64_t pb, int64_t pe, int) {
+        for (int64_t pi = pb; pi < pe; ++pi) {
+            const Param& p = ps[static_cast<size_t>(pi)];
+            const float wd = decay_[static_cast<size_t>(pi)] ? cfg_.weight_decay : 0.0f;
+            float* x = w + p.offset;
+            const float* gx = g + p.offset;
+            float* m = m_.data() + p.offset;
+            switch (cfg_.kind) {
+                case OptimizerKind::AdamW: {
+                    float* v = v_.data() + p.offset;
+                    const float decay = 1.0f - lr * wd;
+                    for (int64_t i = 0; i < p.numel; ++i) {
+                        x[i] *= decay;
+                        m[i] += (gx[i] - m[i]) * (1.0f - b1);  // lerp
+                        v[i] = v[i] * b2 + gx[i] * gx[i] * (1.0f - b2);
+                        const float denom = std::sqrt(v[i]) / bc2_sqrt + cfg_.eps;
+                        x[i] += -step_size * (m[i] / denom);
+                    }
+                    break;
+                }
+                case OptimizerKind::Lion: {
+                    const float decay = 1.0f - lr * wd;
+                    for (int64_t i = 0; i < p.numel; ++i) {
+                        x[i] *= decay;
+                        const float c = m[i] * b1 + gx[i] * (1.0f - b1);
+                        x[i] -= lr * static_cast<float>((c > 0.0f) - (c < 0.0f));
+                        m[i] = m[i] * b2 + gx[i] * (1.0f - b2);
+                    }
+                    break;
+                }
+                case OptimizerKind::Sgd: {
+                    // torch.optim.SGD: L2 decay into the gradient, buffer = gradient at step 1.
+                    const float mu = cfg_.momentum;
+                    for (int64_t i = 0; i < p.numel; ++i) {
+                        float d = gx[i] + wd * x[i];
+                        if (mu != 0.0f) {
+                            m[i] = t_ == 1 ? d : m[i] * mu + d;
+                            d = cfg_.nesterov ? d + mu * m[i] : m[i];
+                        }
+                        x[i] += -lr * d;
+                    }
+                    break;
+                }
+            }
+        }
+    });
+}
+
+double clip_grad_norm(ParamStore& params, double max_norm, ThreadPool& pool) {
+    const int64_t n = static_cast<int64_t>(params.size());
+    std::vector<double> partial(static_cast<size_t>(pool.size()), 0.0);
+    float* g = params.grads();
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int thread) {
+        double s = 0;
+        for (int64_t i = b; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
+        partial[static_cast<size_t>(thread)] = s;
+    });
+    double total = 0;
+    for (double s : partial) total += s;
+    const double norm = std::sqrt(total);
+    if (max_norm > 0) {
+        const float coef = static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
+        if (coef < 1.0f)
+            pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+                for (int64_t i = b; i < e; ++i) g[i] *= coef;
+            });
+    }
+    return norm;
+}
+
+float Schedule::at(int64_t step) const {
+    if (warmup > 0 && step < warmup)
+        return lr * static_cast<float>(step + 1) / static_cast<float>(warmup);
+    if (kind == ScheduleKind::Constant) return lr;
+    const int64_t span = std::max<int64_t>(1, total - warmup - 1);
+    const double progress =
+        std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(span));
+    const double f =
+        kind == ScheduleKind::Cosine ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
+    return static_cast<float>(min_lr + (lr - min_lr) * f);
+}
+
+}  // namespace syslm::train

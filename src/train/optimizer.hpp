@@ -1,0 +1,75 @@
+// Optimizers over a ParamStore: AdamW, Lion and SGD with momentum, each written to match its
+// reference update operation for operation (torch.optim.AdamW and SGD's single-tensor code
+// paths; Lion as published by Chen et al. 2023, with decoupled weight decay), so a run can be
+// compared with PyTorch parameter for parameter. Parameter groups: weight decay applies to the
+// matrices only — not to norms, biases or embeddings unless decay_embeddings — as is usual for
+// transformer training. Also global-norm gradient clipping and the learning-rate schedules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.hpp"
+#include "train/params.hpp"
+
+namespace syslm::train {
+
+enum class OptimizerKind { AdamW, Lion, Sgd };
+OptimizerKind optimizer_kind(const std::string& name);  // "adamw" | "lion" | "sgd"
+
+struct OptimizerConfig {
+    OptimizerKind kind = OptimizerKind::AdamW;
+    float beta1 = 0.9f;  // AdamW/Lion; SGD's momentum is `momentum`
+    float beta2 = 0.999f;
+    float eps = 1e-8f;
+    float weight_decay = 0.0f;
+    float momentum = 0.9f;  // SGD
+    bool nesterov = false;  // SGD
+    bool decay_embeddings = false;
+};
+
+class Optimizer {
+public:
+    Optimizer(const OptimizerConfig& cfg, ParamStore& params);
+
+    // One update of every parameter from its gradient, at learning rate lr.
+    void step(float lr, ThreadPool& pool);
+    int64_t steps() const { return t_; }
+    const OptimizerConfig& config() const { return cfg_; }
+    // Whether weight decay applies to a tensor (by its GGUF name and rank).
+    static bool decays(const Param& p, bool decay_embeddings);
+
+    // The state a checkpoint must keep for a bit-exact resume.
+    std::vector<float>& first_moment() { return m_; }
+    std::vector<float>& second_moment() { return v_; }
+    void set_steps(int64_t t) { t_ = t; }
+
+private:
+    OptimizerConfig cfg_;
+    ParamStore& params_;
+    std::vector<float> m_, v_;    // AdamW: both; Lion: m; SGD: the momentum buffer in m
+    std::vector<uint8_t> decay_;  // per parameter
+    int64_t t_ = 0;
+};
+
+// Scales the gradients so that their global L2 norm is at most max_norm (as
+// torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), never above 1); returns
+// the norm before clipping. max_norm <= 0: only measures.
+double clip_grad_norm(ParamStore& params, double max_norm, ThreadPool& pool);
+
+enum class ScheduleKind { Cosine, Linear, Constant };
+ScheduleKind schedule_kind(const std::string& name);  // "cosine" | "linear" | "constant"
+
+// Learning rate at step (0-based) of total: linear warm-up from lr/warmup to lr over `warmup`
+// steps, then cosine or linear decay to min_lr at the last step, or constant.
+struct Schedule {
+    ScheduleKind kind = ScheduleKind::Cosine;
+    float lr = 3e-4f;
+    float min_lr = 0.0f;
+    int64_t warmup = 0;
+    int64_t total = 1;
+    float at(int64_t step) const;
+};
+
+}  // namespace syslm::train
