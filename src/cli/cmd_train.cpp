@@ -1,14 +1,20 @@
-// syslm train: train a model from scratch (--arch ...) or fine-tune one (--init model.gguf), on
-// a fixed batch of ids (--ids) or random tokens (--synthetic-data, for speed), with AdamW / Lion /
-// SGD, a warm-up + cosine / linear / constant schedule, gradient accumulation and clipping. Prints
-// a live progress line (step, loss, tokens/s, MFU against `syslm probe`'s FP32 peak, ETA) and
-// writes the trained model as GGUF (-o). With --json the last line of stdout is
-// {"tokens_per_s", "mfu", "final_loss", "peak_rss_mib"}.
+// syslm train: train a model from scratch (--arch ...), fine-tune one (--init model.gguf) or
+// continue a checkpoint (--resume dir), on a `syslm data prepare` directory (--data), a fixed
+// batch of ids (--ids) or random tokens (--synthetic-data, for speed), with AdamW / Lion / SGD, a
+// warm-up + cosine / linear / constant schedule, gradient accumulation and clipping. Prints a live
+// progress line (step, loss, tokens/s, MFU against `syslm probe`'s FP32 peak, ETA), evaluates on
+// the val split, stops early without improvement, writes checkpoints atomically (and on Ctrl-C),
+// metrics as JSON lines, and the trained model as GGUF (-o). With --json the last line of stdout
+// is {"tokens_per_s", "mfu", "final_loss", "peak_rss_mib"}.
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
@@ -28,8 +34,11 @@ struct TrainArgs {
     int layers = 4, heads = 8, kv_heads = 0, dim = 256, ffn = 0, ctx = 1024, vocab = 0;
     uint64_t seed = 1;
     // data
-    std::string ids;
+    std::string data, ids;
     bool synthetic = false;
+    // run control
+    int eval_every = 0, eval_batches = 20, patience = 0, checkpoint_every = 0;
+    std::string checkpoint, resume, metrics;
     // run
     int batch = 4, seq = 64, accum = 1, threads = 0, log_every = 10;
     int64_t steps = 10;
@@ -58,6 +67,12 @@ double flops_per_token(train::TrainModel& m, int T) {
     return 6 * matrix + 6.0 * hp.n_layer * T * hp.q_dim();
 }
 
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int) {
+    g_interrupted = true;
+}
+
 std::string eta(double seconds) {
     const long s = static_cast<long>(seconds + 0.5);
     char buf[32];
@@ -66,12 +81,19 @@ std::string eta(double seconds) {
 }
 
 int run_train(const TrainArgs& a) {
-    SYSLM_CHECK(a.init.empty() != a.arch.empty(),
-                "train: give either --init model.gguf (fine-tune) or --arch "
-                "(from scratch), not both");
-    SYSLM_CHECK(a.ids.empty() != !a.synthetic,
-                "train: give exactly one data source: --ids or --synthetic-data");
-    std::string path = a.init;
+    const int sources = !a.init.empty() + !a.arch.empty() + !a.resume.empty();
+    SYSLM_CHECK(sources == 1,
+                "train: give one of --init model.gguf (fine-tune), --arch (from "
+                "scratch) or --resume checkpoint-dir");
+    SYSLM_CHECK(!a.data.empty() + !a.ids.empty() + a.synthetic == 1,
+                "train: give exactly one data source: --data, --ids or --synthetic-data");
+    SYSLM_CHECK(a.eval_every == 0 || !a.data.empty(),
+                "train: --eval-every needs --data (its val split)");
+    SYSLM_CHECK(a.patience == 0 || a.eval_every > 0, "train: --patience needs --eval-every");
+    SYSLM_CHECK(a.checkpoint_every == 0 || !a.checkpoint.empty(),
+                "train: --checkpoint-every needs --checkpoint DIR");
+    std::string path =
+        !a.resume.empty() ? (std::filesystem::path(a.resume) / "model.gguf").string() : a.init;
     std::string temp;
     if (!a.arch.empty()) {
         SYSLM_CHECK(!a.tokenizer.empty(),
@@ -94,15 +116,16 @@ int run_train(const TrainArgs& a) {
     const io::GGUFFile file(path);
     if (!temp.empty()) std::filesystem::remove(temp);  // the mapping stays valid
     train::TrainModel model(file);
+    const int n_vocab = model.hparams().n_vocab;
     if (a.vocab > 0)
-        SYSLM_CHECK(model.hparams().n_vocab == a.vocab, "train: --vocab ", a.vocab,
-                    " but the tokenizer (", a.tokenizer, ") has ", model.hparams().n_vocab,
+        SYSLM_CHECK(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
                     " tokens");
 
     std::unique_ptr<train::BatchSource> data;
-    if (a.synthetic)
-        data = std::make_unique<train::SyntheticBatches>(a.seed, model.hparams().n_vocab, a.batch,
-                                                         a.seq);
+    if (!a.data.empty())
+        data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, a.batch, a.seq);
+    else if (a.synthetic)
+        data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, a.batch, a.seq);
     else
         data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), a.batch, a.seq);
 
@@ -123,27 +146,88 @@ int run_train(const TrainArgs& a) {
     opt.optimizer.decay_embeddings = a.decay_embeddings;
 
     ThreadPool pool(a.threads);
+    train::Trainer trainer(model, *data, opt, pool);
+    if (!a.resume.empty()) {
+        trainer.load_state(a.resume);
+        std::fprintf(stderr, "resumed %s at step %lld\n", a.resume.c_str(),
+                     static_cast<long long>(trainer.next_step()));
+    }
+    std::ofstream metrics;
+    if (!a.metrics.empty()) {
+        metrics.open(a.metrics, std::ios::app);
+        SYSLM_CHECK(metrics, a.metrics, ": cannot open the metrics file");
+    }
+    auto log = [&](const nlohmann::json& j) {
+        if (metrics.is_open()) metrics << j.dump() << "\n" << std::flush;
+    };
+    auto save = [&] {
+        trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
+        std::fprintf(stderr, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
+                     static_cast<long long>(trainer.next_step()));
+    };
+    std::signal(SIGINT, on_sigint);
+
     const double peak = profile::cached_or_measured_probe(0, false).fma_f32_for(pool.size()) * 1e9;
     const double step_flops = flops_per_token(model, a.seq) * a.batch * a.seq * a.accum;
     const double tokens_per_step = static_cast<double>(a.batch) * a.seq * a.accum;
-    double timed = 0, final_loss = 0;
+    double timed = 0, final_loss = 0, best_val = INFINITY;
     int64_t timed_steps = 0;
-    train::train(model, *data, opt, pool, [&](const train::StepStats& s) {
+    int evals_without_gain = 0;
+    bool interrupted = false, stopped_early = false;
+    const int64_t first = trainer.next_step();
+    while (!trainer.done()) {
+        const train::StepStats s = trainer.step();
         final_loss = s.loss;
-        if (s.step > 0 || a.steps == 1) {  // step 0 includes warm-up (allocation, page faults)
+        if (s.step > first || a.steps - first == 1) {  // the first step includes warm-up
             timed += s.seconds;
             ++timed_steps;
         }
         const double sps = timed_steps ? timed / timed_steps : s.seconds;
         const double tps = tokens_per_step / sps;
+        const double mfu = step_flops / sps / peak;
         std::fprintf(stderr,
                      "\rstep %lld/%lld | loss %.4f | grad norm %.3f | lr %.2e | %.0f tok/s | MFU "
                      "%.1f%% | ETA %s   ",
                      static_cast<long long>(s.step + 1), static_cast<long long>(a.steps), s.loss,
-                     s.grad_norm, s.lr, tps, 100 * step_flops / sps / peak,
+                     s.grad_norm, s.lr, tps, 100 * mfu,
                      eta(sps * static_cast<double>(a.steps - s.step - 1)).c_str());
         if ((s.step + 1) % a.log_every == 0 || s.step + 1 == a.steps) std::fputc('\n', stderr);
-    });
+        log({{"step", s.step + 1},
+             {"loss", s.loss},
+             {"lr", s.lr},
+             {"grad_norm", s.grad_norm},
+             {"tokens_per_s", tps},
+             {"mfu", mfu},
+             {"waited_ms", 1e3 * data->waited_s()}});
+        if (a.eval_every > 0 && ((s.step + 1) % a.eval_every == 0 || trainer.done())) {
+            const double val = train::evaluate(model, a.data, a.batch, a.seq, a.eval_batches, pool);
+            std::fprintf(stderr, "\nstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
+                         static_cast<long long>(s.step + 1), val, 1e3 * data->waited_s());
+            log({{"step", s.step + 1}, {"val_loss", val}});
+            if (val < best_val) {
+                best_val = val;
+                evals_without_gain = 0;
+            } else if (a.patience > 0 && ++evals_without_gain >= a.patience) {
+                std::fprintf(stderr, "early stop: no val improvement in %d evaluations\n",
+                             a.patience);
+                stopped_early = true;
+            }
+        }
+        if (g_interrupted) interrupted = true;
+        const bool periodic = a.checkpoint_every > 0 && (s.step + 1) % a.checkpoint_every == 0;
+        if (!a.checkpoint.empty() && (periodic || interrupted)) save();
+        if (interrupted || stopped_early) break;
+    }
+    std::signal(SIGINT, SIG_DFL);
+    if (interrupted) {
+        std::fprintf(stderr, "\ninterrupted at step %lld%s\n",
+                     static_cast<long long>(trainer.next_step()),
+                     a.checkpoint.empty() ? "" : ": resume with --resume <checkpoint>");
+    }
+    // A final checkpoint unless the last step just wrote one.
+    if (!a.checkpoint.empty() && !interrupted && a.checkpoint_every > 0 &&
+        trainer.next_step() % a.checkpoint_every != 0)
+        save();
     const double sps = timed / std::max<int64_t>(1, timed_steps);
     if (!a.out.empty()) {
         model.params().write_gguf(a.out, file.metadata(), false, &file);
@@ -151,14 +235,14 @@ int run_train(const TrainArgs& a) {
     }
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    if (a.json)
-        std::printf("%s\n", nlohmann::json{{"tokens_per_s", tokens_per_step / sps},
-                                           {"mfu", step_flops / sps / peak},
-                                           {"final_loss", final_loss},
-                                           {"peak_rss_mib", ru.ru_maxrss / 1024.0}}
-                                .dump()
-                                .c_str());
-    return 0;
+    const nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
+                                 {"mfu", step_flops / sps / peak},
+                                 {"final_loss", final_loss},
+                                 {"peak_rss_mib", ru.ru_maxrss / 1024.0}};
+    log(summary);
+    if (std::isfinite(best_val)) std::fprintf(stderr, "best val loss %.4f\n", best_val);
+    if (a.json) std::printf("%s\n", summary.dump().c_str());
+    return interrupted ? 130 : 0;
 }
 
 std::function<int()> setup(CLI::App& app) {
@@ -177,6 +261,10 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--vocab", a->vocab, "Expected vocabulary size (checked against the tokenizer)");
     app.add_option("--seed", a->seed, "Seed of the initialisation and synthetic data")
         ->capture_default_str();
+    app.add_option("--resume", a->resume, "Continue a checkpoint directory (same flags otherwise)")
+        ->check(CLI::ExistingDirectory);
+    app.add_option("--data", a->data, "Data: a `syslm data prepare` directory (train split)")
+        ->check(CLI::ExistingDirectory);
     app.add_option("--ids", a->ids, "Data: one fixed batch, --batch sequences of --seq + 1 ids");
     app.add_flag("--synthetic-data", a->synthetic, "Data: uniformly random tokens (benchmarks)");
     app.add_option("-b,--batch", a->batch, "Sequences per micro-batch")
@@ -212,6 +300,18 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--log-every", a->log_every, "Keep a progress line every N steps")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 30));
+    app.add_option("--eval-every", a->eval_every,
+                   "Evaluate on the val split every N steps (0: off)");
+    app.add_option("--eval-batches", a->eval_batches, "Val batches per evaluation (0: all)")
+        ->capture_default_str();
+    app.add_option("--patience", a->patience,
+                   "Stop after N evaluations without a better val loss (0: never)");
+    app.add_option("--checkpoint", a->checkpoint,
+                   "Checkpoint directory (written atomically; also on Ctrl-C)");
+    app.add_option("--checkpoint-every", a->checkpoint_every,
+                   "Checkpoint every N steps (0: only "
+                   "on Ctrl-C)");
+    app.add_option("--metrics", a->metrics, "Append one JSON line per step / evaluation");
     app.add_option("-o,--out", a->out, "Write the trained model (GGUF, F32)");
     app.add_flag("--json", a->json,
                  "Last line of stdout: {tokens_per_s, mfu, final_loss, peak_rss_mib}");
@@ -220,6 +320,6 @@ std::function<int()> setup(CLI::App& app) {
 
 }  // namespace
 
-SYSLM_COMMAND(train, "train", "Train or fine-tune a model (FP32 for now)", setup);
+SYSLM_COMMAND(train, "train", "Train, fine-tune or resume a model (FP32 for now)", setup);
 
 }  // namespace syslm::cli

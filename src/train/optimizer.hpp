@@ -43,6 +43,8 @@ public:
     // The state a checkpoint must keep for a bit-exact resume.
     std::vector<float>& first_moment() { return m_; }
     std::vector<float>& second_moment() { return v_; }
+    const std::vector<float>& first_moment() const { return m_; }
+    const std::vector<float>& second_moment() const { return v_; }
     void set_steps(int64_t t) { t_ = t; }
 
 private:

@@ -1,10 +1,19 @@
 #include "train/trainer.hpp"
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.hpp"
+#include "core/mapped_file.hpp"
+#include "data/prepare.hpp"
+#include "data/shards.hpp"
 
 namespace syslm::train {
+
+namespace fs = std::filesystem;
 
 FixedBatch::FixedBatch(std::vector<int32_t> ids, int B, int T) {
     SYSLM_CHECK(B > 0 && T > 0 && ids.size() == static_cast<size_t>(B) * (T + 1),
@@ -21,6 +30,11 @@ void FixedBatch::next(std::vector<int32_t>& tokens, std::vector<int32_t>& target
     targets = targets_;
 }
 
+void FixedBatch::seek(const std::string& position) {
+    SYSLM_CHECK(position == "fixed", "checkpoint: data position '", position,
+                "' is not a fixed batch's");
+}
+
 SyntheticBatches::SyntheticBatches(uint64_t seed, int n_vocab, int B, int T)
     : rng_(seed), n_vocab_(n_vocab), n_(B * T) {}
 
@@ -32,34 +46,190 @@ void SyntheticBatches::next(std::vector<int32_t>& tokens, std::vector<int32_t>& 
     for (auto& t : targets) t = pick(rng_);
 }
 
-void train(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool,
-           const std::function<void(const StepStats&)>& on_step) {
+std::string SyntheticBatches::position() const {
+    std::ostringstream s;
+    s << "synthetic " << rng_;
+    return s.str();
+}
+
+void SyntheticBatches::seek(const std::string& position) {
+    std::istringstream s(position);
+    std::string kind;
+    s >> kind >> rng_;
+    SYSLM_CHECK(kind == "synthetic" && s, "checkpoint: data position is not synthetic data's");
+}
+
+ShardBatches::ShardBatches(const std::string& data_dir, uint64_t seed, int n_vocab, int B, int T) {
+    data::check_model_vocab(data_dir, data::read_meta(data_dir), static_cast<uint64_t>(n_vocab));
+    data::LoaderOptions opt;
+    opt.batch = B;
+    opt.seq = T;
+    opt.seed = seed;
+    opt.n_vocab = static_cast<uint64_t>(n_vocab);
+    loader_ = std::make_unique<data::BatchLoader>(data::split_shard_paths(data_dir, "train"), opt);
+}
+
+void ShardBatches::next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
+    const data::Batch& b = loader_->next();
+    tokens.resize(static_cast<size_t>(b.batch) * b.seq);
+    targets.resize(tokens.size());
+    for (int r = 0; r < b.batch; ++r) {
+        const int32_t* row = b.row(r);
+        std::copy_n(row, b.seq, tokens.data() + static_cast<size_t>(r) * b.seq);
+        std::copy_n(row + 1, b.seq, targets.data() + static_cast<size_t>(r) * b.seq);
+    }
+}
+
+std::string ShardBatches::position() const {
+    const data::LoaderPosition p = loader_->position();
+    return "shards " + std::to_string(loader_->fingerprint()) + " " + std::to_string(p.epoch) +
+           " " + std::to_string(p.index);
+}
+
+void ShardBatches::seek(const std::string& position) {
+    std::istringstream s(position);
+    std::string kind;
+    uint64_t fingerprint = 0;
+    data::LoaderPosition p;
+    s >> kind >> fingerprint >> p.epoch >> p.index;
+    SYSLM_CHECK(kind == "shards" && s, "checkpoint: data position is not a data directory's");
+    SYSLM_CHECK(fingerprint == loader_->fingerprint(),
+                "checkpoint: it was saved on other data (or another --seq / --seed); its position "
+                "does not apply here");
+    loader_->seek(p);
+}
+
+double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, int max_batches,
+                ThreadPool& pool) {
+    data::SequentialLoader val(data::split_shard_paths(data_dir, "val"), B, T,
+                               static_cast<uint64_t>(model.hparams().n_vocab));
+    std::vector<int32_t> rows, tokens(static_cast<size_t>(B) * T), targets(tokens.size());
+    double sum = 0;
+    int n = 0;
+    while (max_batches <= 0 || n < max_batches) {
+        // Full batches only: every batch then has the same number of targets, so the mean of
+        // the batch means is the mean over all of them.
+        if (val.next(rows) < B) break;
+        for (int r = 0; r < B; ++r) {
+            const int32_t* row = rows.data() + static_cast<size_t>(r) * (T + 1);
+            std::copy_n(row, T, tokens.data() + static_cast<size_t>(r) * T);
+            std::copy_n(row + 1, T, targets.data() + static_cast<size_t>(r) * T);
+        }
+        sum += model.loss(tokens, targets, B, T, pool);
+        ++n;
+    }
+    SYSLM_CHECK(n > 0, data_dir, ": the val split has no full batch of ", B, " x ", T + 1,
+                " tokens");
+    return sum / n;
+}
+
+Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool)
+    : model_(model),
+      data_(data),
+      opt_(opt),
+      pool_(pool),
+      optimizer_(opt.optimizer, model.params()) {
     SYSLM_CHECK(opt.steps > 0 && opt.accum > 0,
                 "training: steps and accumulation must be positive");
-    Optimizer optimizer(opt.optimizer, model.params());
-    Schedule schedule = opt.schedule;
-    schedule.total = opt.steps;
-    std::vector<int32_t> tokens, targets;
-    for (int64_t step = 0; step < opt.steps; ++step) {
-        const auto t0 = std::chrono::steady_clock::now();
-        model.params().zero_grads();
-        double loss = 0;
-        for (int micro = 0; micro < opt.accum; ++micro) {
-            data.next(tokens, targets);
-            loss += model.forward_backward(tokens, targets, opt.B, opt.T, pool);
-        }
-        if (opt.accum > 1) {  // the mean over micro-batches, as one batch accum times larger
-            const float inv = 1.0f / static_cast<float>(opt.accum);
-            float* g = model.params().grads();
-            for (size_t i = 0; i < model.params().size(); ++i) g[i] *= inv;
-        }
-        const double norm = clip_grad_norm(model.params(), opt.clip, pool);
-        const float lr = schedule.at(step);
-        optimizer.step(lr, pool);
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (on_step) on_step({step, loss / opt.accum, norm, lr, seconds});
+    opt_.schedule.total = opt.steps;
+}
+
+StepStats Trainer::step() {
+    const auto t0 = std::chrono::steady_clock::now();
+    model_.params().zero_grads();
+    double loss = 0;
+    for (int micro = 0; micro < opt_.accum; ++micro) {
+        data_.next(tokens_, targets_);
+        loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_);
     }
+    if (opt_.accum > 1) {  // the mean over micro-batches, as one batch accum times larger
+        const float inv = 1.0f / static_cast<float>(opt_.accum);
+        float* g = model_.params().grads();
+        for (size_t i = 0; i < model_.params().size(); ++i) g[i] *= inv;
+    }
+    const double norm = clip_grad_norm(model_.params(), opt_.clip, pool_);
+    const float lr = opt_.schedule.at(next_step_);
+    optimizer_.step(lr, pool_);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return {next_step_++, loss / opt_.accum, norm, lr, seconds};
+}
+
+namespace {
+
+constexpr char kStateMagic[4] = {'S', 'Y', 'S', 'T'};
+constexpr uint32_t kStateVersion = 1;
+
+void put_floats(AtomicFileWriter& w, const std::vector<float>& v) {
+    const uint64_t n = v.size();
+    w.write(&n, sizeof n);
+    w.write(v.data(), n * sizeof(float));
+}
+
+}  // namespace
+
+void Trainer::save_checkpoint(const std::string& dir,
+                              const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
+                              const io::GGUFFile* constants) const {
+    const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    model_.params().write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
+    {
+        AtomicFileWriter w((tmp / "state.bin").string());
+        w.write(kStateMagic, 4);
+        w.write(&kStateVersion, sizeof kStateVersion);
+        const int64_t step = next_step_, t = optimizer_.steps();
+        w.write(&step, sizeof step);
+        w.write(&t, sizeof t);
+        put_floats(w, optimizer_.first_moment());
+        put_floats(w, optimizer_.second_moment());
+        const std::string pos = data_.position();
+        const uint64_t len = pos.size();
+        w.write(&len, sizeof len);
+        w.write(pos.data(), len);
+        w.commit();
+    }
+    // Swap in the new directory: the old one is kept until the new one is in place.
+    fs::remove_all(old);
+    if (fs::exists(final_dir)) fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old);
+}
+
+void Trainer::load_state(const std::string& dir) {
+    const std::string path = (fs::path(dir) / "state.bin").string();
+    std::ifstream in(path, std::ios::binary);
+    SYSLM_CHECK(in, path, ": cannot open the checkpoint state");
+    auto read = [&](void* p, size_t n, const char* what) {
+        in.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
+        SYSLM_CHECK(in && static_cast<size_t>(in.gcount()) == n, path, ": truncated at the ", what);
+    };
+    char magic[4];
+    uint32_t version = 0;
+    read(magic, 4, "magic");
+    SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
+    read(&version, sizeof version, "version");
+    SYSLM_CHECK(version == kStateVersion, path, ": state version ", version, " (expected ",
+                kStateVersion, ")");
+    int64_t step = 0, t = 0;
+    read(&step, sizeof step, "step");
+    read(&t, sizeof t, "optimizer step");
+    for (std::vector<float>* v : {&optimizer_.first_moment(), &optimizer_.second_moment()}) {
+        uint64_t n = 0;
+        read(&n, sizeof n, "optimizer state size");
+        SYSLM_CHECK(n == v->size(), path, ": optimizer state of ", n, " values for ", v->size(),
+                    " (another model or optimizer?)");
+        read(v->data(), n * sizeof(float), "optimizer state");
+    }
+    uint64_t len = 0;
+    read(&len, sizeof len, "data position length");
+    SYSLM_CHECK(len < (1u << 20), path, ": corrupt data position length ", len);
+    std::string pos(len, '\0');
+    read(pos.data(), len, "data position");
+    data_.seek(pos);
+    next_step_ = step;
+    optimizer_.set_steps(t);
 }
 
 }  // namespace syslm::train

@@ -1,24 +1,31 @@
 // The training loop: micro-batches from a BatchSource, gradient accumulation, global-norm
-// clipping, the learning-rate schedule and the optimizer step, with per-step statistics for the
-// caller to print or log. Run control (evaluation, checkpoints, resume) builds on this.
+// clipping, the learning-rate schedule and the optimizer step, one step() at a time so the
+// caller runs evaluation, early stopping, logging and checkpoints between steps; and the
+// checkpoint itself (save / resume bit-exactly).
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.hpp"
+#include "data/loader.hpp"
 #include "train/optimizer.hpp"
 #include "train/train_model.hpp"
 
 namespace syslm::train {
 
-// Fills one micro-batch: tokens and targets, B x T each.
+// Fills one micro-batch: tokens and targets, B x T each. Its position in the data can be saved
+// and restored (checkpoints), as an opaque string.
 class BatchSource {
 public:
     virtual ~BatchSource() = default;
     virtual void next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) = 0;
+    virtual std::string position() const = 0;
+    virtual void seek(const std::string& position) = 0;  // throws Error for a foreign position
+    virtual double waited_s() const { return 0; }        // time next() waited for data so far
 };
 
 // The same batch every step, from B sequences of T + 1 ids (input, then shifted targets): for
@@ -27,6 +34,8 @@ class FixedBatch : public BatchSource {
 public:
     FixedBatch(std::vector<int32_t> ids, int B, int T);
     void next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) override;
+    std::string position() const override { return "fixed"; }
+    void seek(const std::string& position) override;
 
 private:
     std::vector<int32_t> tokens_, targets_;
@@ -37,11 +46,31 @@ class SyntheticBatches : public BatchSource {
 public:
     SyntheticBatches(uint64_t seed, int n_vocab, int B, int T);
     void next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) override;
+    std::string position() const override;
+    void seek(const std::string& position) override;
 
 private:
     std::mt19937_64 rng_;
     int n_vocab_, n_;
 };
+
+// Shuffled windows of a `syslm data prepare` directory's train split (data/loader.hpp), read
+// ahead on a background thread.
+class ShardBatches : public BatchSource {
+public:
+    ShardBatches(const std::string& data_dir, uint64_t seed, int n_vocab, int B, int T);
+    void next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) override;
+    std::string position() const override;
+    void seek(const std::string& position) override;
+    double waited_s() const override { return loader_->waited_s(); }
+
+private:
+    std::unique_ptr<data::BatchLoader> loader_;
+};
+
+// Mean loss over the full batches of a data directory's val split (at most max_batches; 0 = all).
+double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, int max_batches,
+                ThreadPool& pool);
 
 struct TrainOptions {
     int B = 4, T = 64;
@@ -60,8 +89,31 @@ struct StepStats {
     double seconds;  // wall time of the whole step
 };
 
-// Trains for opt.steps steps; on_step (may be empty) sees every step's statistics.
-void train(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool,
-           const std::function<void(const StepStats&)>& on_step);
+class Trainer {
+public:
+    Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool);
+
+    StepStats step();  // the next optimizer step
+    int64_t next_step() const { return next_step_; }
+    bool done() const { return next_step_ >= opt_.steps; }
+
+    // A checkpoint directory: model.gguf (the weights, loadable anywhere) and state.bin
+    // (optimizer moments and step, data position). Written into `<dir>.tmp` and renamed over
+    // `dir`, so a crash at any moment leaves the previous checkpoint intact.
+    void save_checkpoint(const std::string& dir,
+                         const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
+                         const io::GGUFFile* constants) const;
+    // Restores state.bin of a checkpoint whose model.gguf `model` was loaded from.
+    void load_state(const std::string& dir);
+
+private:
+    TrainModel& model_;
+    BatchSource& data_;
+    TrainOptions opt_;
+    ThreadPool& pool_;
+    Optimizer optimizer_;
+    int64_t next_step_ = 0;
+    std::vector<int32_t> tokens_, targets_;
+};
 
 }  // namespace syslm::train
