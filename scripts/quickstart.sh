@@ -1,34 +1,45 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: install, build, then exercise the engine end to end on a
-# small model. Until the trainer lands there is no trained model to ship, so the model here is
-# RANDOM-INITIALISED (llama architecture, the real 32000-token Llama SentencePiece vocabulary
-# from ../shared/data/vocab): its text is gibberish and its perplexity is near the vocabulary
-# size. What it shows is the machinery: init -> info -> tokenize -> generate -> perplexity ->
-# quantize -> perplexity again.
+# The main job on an embedded default: install, build, then train a small llama-family model on
+# the King James Bible (Debian's bible-kjv) and generate from it. Every step is syslm:
+#   tokenizer train (byte-level BPE) -> data prepare (token shards, 2% held out) ->
+#   train (live progress: step, loss, tokens/s, MFU, ETA; held-out loss) -> generate ->
+#   quantize (Q8_0) -> generate again.
+# About 6 minutes of training on 2 cores. Everything lands in runs/kjv-demo/; the model is
+# runs/kjv-demo/model.gguf (F32 GGUF: llama.cpp loads it too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh --no-python
 scripts/build.sh
 
-OUT=runs/quickstart
-VOCAB=../shared/data/vocab/ggml-vocab-llama-spm.gguf
+OUT=runs/kjv-demo
+STEPS=${STEPS:-1300}
 mkdir -p "$OUT"
-bible -f "Genesis1:1-Exodus40:38" > "$OUT/kjv-genesis-exodus.txt"
-
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-step "syslm init: random-initialised llama model, 4 layers, dim 256, GQA 8/4 heads (F32)"
-build/syslm init --vocab "$VOCAB" --arch llama --layers 4 --dim 256 --heads 8 --kv-heads 4 \
-  --ctx 1024 --seed 1 --name "syslm quickstart (random init)" -o "$OUT/random-llama-f32.gguf"
-step "syslm info"
-build/syslm info -m "$OUT/random-llama-f32.gguf" --no-tensors
-step "syslm tokenize (llama SentencePiece vocabulary)"
-build/syslm tokenize -m "$OUT/random-llama-f32.gguf" -p "In the beginning God created the heaven and the earth."
-step "syslm generate (random weights: expect gibberish)"
-build/syslm generate -m "$OUT/random-llama-f32.gguf" -p "In the beginning" -n 32 --seed 7
-step "syslm perplexity on KJV Genesis-Exodus, 8 chunks of 256 tokens (F32)"
-build/syslm perplexity -m "$OUT/random-llama-f32.gguf" -f "$OUT/kjv-genesis-exodus.txt" -c 256 --chunks 8
-step "syslm quantize to Q4_0, then perplexity again"
-build/syslm quantize "$OUT/random-llama-f32.gguf" "$OUT/random-llama-q4_0.gguf" Q4_0
-build/syslm perplexity -m "$OUT/random-llama-q4_0.gguf" -f "$OUT/kjv-genesis-exodus.txt" -c 256 --chunks 8
+
+step "the King James Bible (bible-kjv), verse references stripped: one verse per line"
+bible -f "Genesis1:1-Revelation22:21" | sed -E 's/^[^ ]+ //' > "$OUT/kjv.txt"
+wc -c "$OUT/kjv.txt"
+
+step "syslm tokenizer train: byte-level BPE, 4096 tokens"
+build/syslm tokenizer train -f "$OUT/kjv.txt" --vocab 4096 -o "$OUT/tokenizer.gguf"
+
+step "syslm data prepare: token shards, 2% of the text held out for validation"
+build/syslm data prepare -f "$OUT/kjv.txt" --tokenizer "$OUT/tokenizer.gguf" -o "$OUT/data" \
+  --val 0.02 --docs line
+
+step "syslm train: llama (4 layers, dim 256, 8 heads), $STEPS steps of 8 x 128 tokens, AdamW"
+rm -rf "$OUT/checkpoint" "$OUT/metrics.jsonl"
+build/syslm train --arch llama --tokenizer "$OUT/tokenizer.gguf" --layers 4 --dim 256 --heads 8 \
+  --ctx 256 --data "$OUT/data" --batch 8 --seq 128 --steps "$STEPS" --lr 2e-3 --min-lr 2e-4 \
+  --warmup 50 --eval-every $((STEPS / 4)) --eval-batches 20 --checkpoint "$OUT/checkpoint" \
+  --checkpoint-every 500 --metrics "$OUT/metrics.jsonl" --log-every 100 -o "$OUT/model.gguf"
+
+step "syslm generate from the trained model"
+build/syslm generate -m "$OUT/model.gguf" -p "In the beginning" -n 80 --seed 1 --temp 0.7
+
+step "syslm quantize to Q8_0, generate again"
+build/syslm quantize "$OUT/model.gguf" "$OUT/model-q8_0.gguf" Q8_0
+build/syslm generate -m "$OUT/model-q8_0.gguf" -p "And the LORD said" -n 60 --seed 2 --temp 0.7
+
 step "done: files in $OUT"
 ls -l "$OUT"
