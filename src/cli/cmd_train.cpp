@@ -20,6 +20,7 @@
 #include "cli/command.hpp"
 #include "cli/token_ids.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "core/thread_pool.hpp"
 #include "model/random_init.hpp"
 #include "profile/machine_probe.hpp"
@@ -50,6 +51,7 @@ struct TrainArgs {
     double clip = 1.0;
     std::string out;
     bool json = false;
+    bool profile = false;
 };
 
 // FLOPs of one trained token: 6 per matrix parameter used in a matmul (forward 2, backward 4)
@@ -175,7 +177,23 @@ int run_train(const TrainArgs& a) {
     int evals_without_gain = 0;
     bool interrupted = false, stopped_early = false;
     const int64_t first = trainer.next_step();
+    // Profiling covers the steps after the first (warm-up), as the speed figures do.
+    auto profile_report = [&] {
+        if (!a.profile) return;
+        const auto ops = profiler::collect();
+        double total = 0;
+        for (const auto& op : ops) total += op.seconds;
+        std::fprintf(stderr, "\nprofile of %lld steps (%.1f s in profiled ops of %.1f s)\n",
+                     static_cast<long long>(timed_steps), total, timed);
+        std::fprintf(stderr, "%-18s %8s %10s %7s %10s\n", "op", "calls", "time s", "time %",
+                     "GFLOP/s");
+        for (const auto& op : ops)
+            std::fprintf(stderr, "%-18s %8llu %10.3f %6.1f%% %10.1f\n", op.name.c_str(),
+                         static_cast<unsigned long long>(op.calls), op.seconds,
+                         100 * op.seconds / std::max(timed, 1e-9), op.flops / op.seconds / 1e9);
+    };
     while (!trainer.done()) {
+        if (a.profile && trainer.next_step() == first + 1) profiler::set_enabled(true);
         const train::StepStats s = trainer.step();
         final_loss = s.loss;
         if (s.step > first || a.steps - first == 1) {  // the first step includes warm-up
@@ -219,6 +237,7 @@ int run_train(const TrainArgs& a) {
         if (interrupted || stopped_early) break;
     }
     std::signal(SIGINT, SIG_DFL);
+    profile_report();
     if (interrupted) {
         std::fprintf(stderr, "\ninterrupted at step %lld%s\n",
                      static_cast<long long>(trainer.next_step()),
@@ -313,6 +332,8 @@ std::function<int()> setup(CLI::App& app) {
                    "on Ctrl-C)");
     app.add_option("--metrics", a->metrics, "Append one JSON line per step / evaluation");
     app.add_option("-o,--out", a->out, "Write the trained model (GGUF, F32)");
+    app.add_flag("--profile", a->profile,
+                 "Per-op time table of the training steps (forward, backward, loss)");
     app.add_flag("--json", a->json,
                  "Last line of stdout: {tokens_per_s, mfu, final_loss, peak_rss_mib}");
     return [a] { return run_train(*a); };

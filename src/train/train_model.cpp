@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/backward.hpp"
@@ -136,6 +137,7 @@ void TrainModel::plan(int B, int T) {
 
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
                               int64_t rows, ThreadPool& pool) const {
+    SYSLM_PROFILE_SCOPE("norm", 8.0 * rows * hp_.n_embd, 8.0 * rows * hp_.n_embd);
     if (hp_.arch == model::Arch::Gpt2)
         kernels::layer_norm(x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps, pool);
     else
@@ -144,6 +146,7 @@ void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const
 
 void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy,
                                float* dx, int64_t rows, ThreadPool& pool) const {
+    SYSLM_PROFILE_SCOPE("norm_bwd", 16.0 * rows * hp_.n_embd, 12.0 * rows * hp_.n_embd);
     if (hp_.arch == model::Arch::Gpt2)
         kernels::layer_norm_backward(x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps,
                                      pool);
@@ -153,13 +156,21 @@ void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b,
 
 void TrainModel::linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows,
                         int64_t n_in, int64_t n_out, float* y, ThreadPool& pool) const {
+    SYSLM_PROFILE_SCOPE("matmul", 2.0 * rows * n_in * n_out,
+                        4.0 * (rows * (n_in + n_out) + n_in * n_out));
     kernels::matmul(kernels::WeightView{DType::F32, n_in, n_out, w.w}, x, rows, y, pool, b.w);
 }
 
 void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
                                  int64_t rows, int64_t n_in, int64_t n_out, float* dx, bool add_dx,
                                  ThreadPool& pool) {
-    kernels::linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, pool);
+    {
+        SYSLM_PROFILE_SCOPE("matmul_bwd_weight", 2.0 * rows * n_in * n_out,
+                            4.0 * (rows * (n_in + n_out) + 2 * n_in * n_out));
+        kernels::linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, pool);
+    }
+    SYSLM_PROFILE_SCOPE("matmul_bwd_input", 2.0 * rows * n_in * n_out,
+                        4.0 * (rows * (n_in + n_out) + n_in * n_out));
     if (!add_dx) {
         kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, pool);
         return;
@@ -201,10 +212,14 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     const kernels::AttentionShape shape{hp_.n_head,         hp_.n_head_kv,
                                         hp_.head_dim,       KD,
                                         hp_.sliding_window, 1.0f / std::sqrt(float(hp_.head_dim))};
-    for (int b = 0; b < B; ++b) {
-        const int64_t r0 = static_cast<int64_t>(b) * T;
-        kernels::attention(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD, S.v.data() + r0 * KD,
-                           T, 0, S.o.data() + r0 * QD, pool, S.lse.data() + r0 * hp_.n_head);
+    {
+        SYSLM_PROFILE_SCOPE("attention", 2.0 * B * T * T * QD, 4.0 * R * (2 * QD + 2 * KD));
+        for (int b = 0; b < B; ++b) {
+            const int64_t r0 = static_cast<int64_t>(b) * T;
+            kernels::attention(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD,
+                               S.v.data() + r0 * KD, T, 0, S.o.data() + r0 * QD, pool,
+                               S.lse.data() + r0 * hp_.n_head);
+        }
     }
     linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), pool);
     for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_in[i] + tmp_[i];
@@ -254,12 +269,15 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     const kernels::AttentionShape shape{hp_.n_head,         hp_.n_head_kv,
                                         hp_.head_dim,       KD,
                                         hp_.sliding_window, 1.0f / std::sqrt(float(hp_.head_dim))};
-    for (int b = 0; b < B; ++b) {
-        const int64_t r0 = static_cast<int64_t>(b) * T;
-        kernels::attention_backward(
-            shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD, S.v.data() + r0 * KD,
-            S.o.data() + r0 * QD, S.lse.data() + r0 * hp_.n_head, d_o_.data() + r0 * QD, T,
-            d_q_.data() + r0 * QD, d_k_.data() + r0 * KD, d_v_.data() + r0 * KD, pool);
+    {
+        SYSLM_PROFILE_SCOPE("attention_bwd", 5.0 * B * T * T * QD, 4.0 * R * (4 * QD + 4 * KD));
+        for (int b = 0; b < B; ++b) {
+            const int64_t r0 = static_cast<int64_t>(b) * T;
+            kernels::attention_backward(
+                shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD, S.v.data() + r0 * KD,
+                S.o.data() + r0 * QD, S.lse.data() + r0 * hp_.n_head, d_o_.data() + r0 * QD, T,
+                d_q_.data() + r0 * QD, d_k_.data() + r0 * KD, d_v_.data() + r0 * KD, pool);
+        }
     }
     if (rope_)
         pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
@@ -311,7 +329,11 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     x_final_ = x_;
     norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
     linear(output_, {}, xf_.data(), R, E, V, logits_.data(), pool);
-    const double loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool);
+    double loss = 0;
+    {
+        SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * V, 8.0 * R * V);
+        loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool);
+    }
     if (!backward) return loss;
 
     // logits_ now holds dL/dlogits.

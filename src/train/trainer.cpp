@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
+#include "core/profiler.hpp"
 #include "data/prepare.hpp"
 #include "data/shards.hpp"
 
@@ -142,6 +143,8 @@ StepStats Trainer::step() {
         data_.next(tokens_, targets_);
         loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_);
     }
+    const double n = static_cast<double>(model_.params().size());
+    SYSLM_PROFILE_SCOPE("optimizer", 12 * n, 20 * n);
     if (opt_.accum > 1) {  // the mean over micro-batches, as one batch accum times larger
         const float inv = 1.0f / static_cast<float>(opt_.accum);
         float* g = model_.params().grads();

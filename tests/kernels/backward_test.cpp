@@ -215,7 +215,7 @@ TEST(Backward, CrossEntropyLossAndGradient) {
 // The linear layer's two GEMMs against plain double loops, on sizes on both sides of the
 // matmul's 32-row GEMM threshold.
 TEST(Backward, LinearLayer) {
-    for (const auto [T, K, N] :
+    for (const auto& [T, K, N] :
          {std::tuple<int64_t, int64_t, int64_t>{7, 45, 29}, {70, 37, 53}, {33, 130, 96}}) {
         const auto dy = random_floats(T * N, 20), w = random_floats(N * K, 21),
                    x = random_floats(T * K, 22);
@@ -301,6 +301,59 @@ TEST(Backward, Attention) {
             dv,
             numeric_grad(vd, [&](const Vec& p) { return dot(forward(qd, kd, p, nullptr), rd); }),
             "dv");
+    }
+}
+
+// Long sequences (several key blocks), windows across block boundaries, head_dim tails and GQA,
+// for every ISA variant: against the plain per-pair loop, the definition written out.
+TEST(Backward, AttentionVariantsOnLongSequences) {
+    struct Case {
+        int H, HK, D, window;
+        int64_t T;
+    };
+    for (const Case c : {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},
+                         Case{2, 1, 64, 100, 200}}) {
+        const int64_t QS = c.H * c.D, KS = c.HK * c.D;
+        const AttentionShape shape{c.H, c.HK, c.D, KS, c.window, 1.0f / std::sqrt(float(c.D))};
+        const auto q = random_floats(c.T * QS, 40), k = random_floats(c.T * KS, 41),
+                   v = random_floats(c.T * KS, 42), r = random_floats(c.T * QS, 43);
+        ThreadPool pool(2);
+        std::vector<float> o(c.T * QS), lse(c.T * c.H);
+        attention(shape, q.data(), k.data(), v.data(), c.T, 0, o.data(), pool, lse.data());
+        // The reference: per (head, query, visible key) in double.
+        std::vector<double> wq(q.size(), 0.0), wk(k.size(), 0.0), wv(v.size(), 0.0);
+        const int G = c.H / c.HK;
+        for (int h = 0; h < c.H; ++h)
+            for (int64_t t = 0; t < c.T; ++t) {
+                const int64_t hk = h / G, qa = t * QS + h * c.D;
+                double Dt = 0;
+                for (int d = 0; d < c.D; ++d) Dt += double(r[qa + d]) * o[qa + d];
+                const int64_t first = c.window > 0 ? std::max<int64_t>(0, t - c.window + 1) : 0;
+                for (int64_t j = first; j <= t; ++j) {
+                    const int64_t ka = j * KS + hk * c.D;
+                    double sdot = 0, pdot = 0;
+                    for (int d = 0; d < c.D; ++d) {
+                        sdot += double(q[qa + d]) * k[ka + d];
+                        pdot += double(r[qa + d]) * v[ka + d];
+                    }
+                    const double p = std::exp(shape.scale * sdot - lse[t * c.H + h]);
+                    const double ds = p * (pdot - Dt) * shape.scale;
+                    for (int d = 0; d < c.D; ++d) {
+                        wq[qa + d] += ds * k[ka + d];
+                        wk[ka + d] += ds * q[qa + d];
+                        wv[ka + d] += p * r[qa + d];
+                    }
+                }
+            }
+        for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+            if (!isa_supported(isa)) continue;
+            std::vector<float> dq(q.size(), 9.0f), dk(k.size(), 9.0f), dv(v.size(), 9.0f);
+            attention_backward(shape, q.data(), k.data(), v.data(), o.data(), lse.data(), r.data(),
+                               c.T, dq.data(), dk.data(), dv.data(), pool, isa);
+            expect_grad_near(dq, wq, isa_name(isa));
+            expect_grad_near(dk, wk, isa_name(isa));
+            expect_grad_near(dv, wv, isa_name(isa));
+        }
     }
 }
 

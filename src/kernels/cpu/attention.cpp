@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "kernels/cpu/attention_backward_body.hpp"
 #include "kernels/cpu/attention_body.hpp"
 
 namespace syslm::kernels {
@@ -60,6 +61,10 @@ void attend_block_scalar(const AttentionColumns& c, const float* k, const float*
     attend_block<VScalar>(c, k, v, stride, p0, np);
 }
 
+void backward_job_scalar(const AttentionBackwardJob& job) {
+    attention_backward_job<VScalar>(job);
+}
+
 void widen_f16_scalar(const uint16_t* src, int64_t stride, int np, int d, float* dst) {
     widen_f16_rows<VScalar>(src, stride, np, d, dst);
 }
@@ -76,7 +81,8 @@ void scale(float* acc, float s, int d) {
 
 const AttentionKernels& attention_kernels(Isa isa) {
     static const AttentionKernels tables[3] = {
-        AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr, widen_f16_scalar},
+        AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr, widen_f16_scalar,
+                         backward_job_scalar},
         isa_supported(Isa::Avx2) ? x86::attention_kernels_avx2() : AttentionKernels{},
         isa_supported(Isa::Avx512) ? x86::attention_kernels_avx512() : AttentionKernels{},
     };
@@ -91,8 +97,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 }
 
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
-               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa,
-               float* lse) {
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa, float* lse) {
     const AttentionKernels& kern = attention_kernels(isa);
     SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
                 dtype_name(s.kv_type), " is not supported");
@@ -148,7 +153,8 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
         // Per-thread scratch, reused by every job: packed columns and their state.
         thread_local std::vector<float> buf;
         const size_t nqp_sz = static_cast<size_t>(max_nqp);
-        const size_t kv_block = f16 && !widen_up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
+        const size_t kv_block =
+            f16 && !widen_up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
         buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq) * D +
                    2 * kv_block);
         float* qt = buf.data();

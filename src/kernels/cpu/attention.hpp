@@ -28,8 +28,7 @@ struct AttentionShape {
 // lse (training's forward; may be null): n_tokens x n_head log-sum-exp of each row's scaled
 // scores, what attention_backward needs to rebuild the probabilities.
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
-               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool,
-               float* lse = nullptr);
+               int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, float* lse = nullptr);
 // The same with the kernels of `isa` (throws Error if this CPU lacks it): tests, benchmarks.
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa,
@@ -42,6 +41,10 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                         const float* o, const float* lse, const float* dout, int64_t n_tokens,
                         float* dq, float* dk, float* dv, ThreadPool& pool);
+// The same with the kernels of `isa` (throws Error if this CPU lacks it): tests.
+void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                        const float* o, const float* lse, const float* dout, int64_t n_tokens,
+                        float* dq, float* dk, float* dv, ThreadPool& pool, Isa isa);
 
 // One job's query columns for the per-ISA block kernel (attention_body.hpp). Column i is one
 // (token, head) of the job; columns are padded to a multiple of the vector width. A plain
@@ -61,6 +64,21 @@ struct AttentionColumns {
 
 constexpr int kAttentionBlock = 64;  // KV positions per block
 
+// One job of attention_backward: a sequence's rows of one KV head (attention_backward_body.hpp).
+struct AttentionBackwardJob {
+    const AttentionShape* shape;
+    int kv_head;
+    int64_t n_tokens;
+    const float *q, *k, *v, *o, *lse, *dout;
+    float *dq, *dk, *dv;
+    float* scratch;  // attention_backward_scratch(shape, n_tokens) floats
+};
+
+inline int64_t attention_backward_scratch(const AttentionShape& s, int64_t n_tokens) {
+    return 2 * int64_t{s.head_dim} * kAttentionBlock + 2 * kAttentionBlock +
+           n_tokens * (s.n_head / s.n_head_kv);
+}
+
 struct AttentionKernels {
     Isa isa;
     int lanes;  // vector width in floats: columns are padded to a multiple of it
@@ -75,6 +93,7 @@ struct AttentionKernels {
                        int64_t p0, int np);
     // dst[j * d + i] = src[j * stride + i] (f16 -> float) for j < np, i < d.
     void (*widen_f16)(const uint16_t* src, int64_t stride, int np, int d, float* dst);
+    void (*backward_job)(const AttentionBackwardJob& job);
 };
 
 // The table for `isa` (throws Error if this CPU lacks it).

@@ -2,6 +2,7 @@
 // kernels/isa.hpp for the rules of ISA files.
 #include "kernels/cpu/x86/vec_avx512.hpp"
 
+#include "kernels/cpu/attention_backward_body.hpp"
 #include "kernels/cpu/attention_body.hpp"
 
 namespace syslm::kernels::x86 {
@@ -21,6 +22,10 @@ void widen_f16(const uint16_t* src, int64_t stride, int np, int d, float* dst) {
     widen_f16_rows<V512>(src, stride, np, d, dst);
 }
 
+void backward_job(const AttentionBackwardJob& job) {
+    attention_backward_job<V512>(job);
+}
+
 }  // namespace
 
 AttentionKernels attention_kernels_avx512() {
@@ -30,6 +35,7 @@ AttentionKernels attention_kernels_avx512() {
     k.block = block;
     k.block_rows = block_rows;
     k.widen_f16 = widen_f16;
+    k.backward_job = backward_job;
     return k;
 }
 
