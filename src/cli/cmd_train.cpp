@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
+#include "cli/config_file.hpp"
 #include "cli/token_ids.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
@@ -52,6 +53,7 @@ struct TrainArgs {
     std::string out;
     bool json = false;
     bool profile = false;
+    std::string config;
 };
 
 // FLOPs of one trained token: 6 per matrix parameter used in a matmul (forward 2, backward 4)
@@ -266,6 +268,10 @@ int run_train(const TrainArgs& a) {
 
 std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<TrainArgs>();
+    app.add_option("--config", a->config,
+                   "TOML file of options: keys are the long option names (`layers = 4`, "
+                   "`data = \"runs/x/data\"`); command-line flags win")
+        ->check(CLI::ExistingFile);
     app.add_option("--init", a->init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
     app.add_option("--arch", a->arch, "Train from scratch: llama | qwen2 | gpt2")
         ->check(CLI::IsMember({"llama", "qwen2", "gpt2"}));
@@ -336,7 +342,10 @@ std::function<int()> setup(CLI::App& app) {
                  "Per-op time table of the training steps (forward, backward, loss)");
     app.add_flag("--json", a->json,
                  "Last line of stdout: {tokens_per_s, mfu, final_loss, peak_rss_mib}");
-    return [a] { return run_train(*a); };
+    return [a, &app] {
+        if (!a->config.empty()) apply_config_file(app, a->config);
+        return run_train(*a);
+    };
 }
 
 }  // namespace

@@ -93,3 +93,20 @@ def test_accumulation_equals_larger_batch(prepared, tmp_path, run_syslm):
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=0, atol=1e-5 * np.abs(a[name]).max(),
                                    err_msg=name)
+
+
+def test_config_file_equals_flags(prepared, tmp_path, run_syslm):
+    tok, data = prepared
+    run_syslm(*train_args(tok, data, 4, ["-o", tmp_path / "flags.gguf"]))
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'arch = "llama"\ntokenizer = "{tok}"\nlayers = 2\ndim = 64\nheads = 4\n'
+                   f'ctx = 64\ndata = "{data}"\nbatch = 4\nseq = 32\nsteps = 99\nlr = 3e-3\n'
+                   f'warmup = 5\nseed = 3\n')
+    run_syslm("train", "--config", cfg, "--steps", 4, "-t", 2, "-o", tmp_path / "config.gguf")
+    a, _ = read_gguf(tmp_path / "flags.gguf")
+    b, _ = read_gguf(tmp_path / "config.gguf")
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+    cfg.write_text(cfg.read_text() + "learning_rate = 1\n")
+    proc = run_syslm("train", "--config", cfg, check=False)
+    assert proc.returncode != 0 and "'learning_rate' is not an option" in proc.stderr
