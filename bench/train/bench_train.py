@@ -96,7 +96,7 @@ def kjv_tokenizer(syslm, tmp):
     corpus = Path(tmp) / "kjv.txt"
     corpus.write_text(re.sub(r"(?m)^\S+ ", "", text))
     tok = Path(tmp) / "tok8192.gguf"
-    subprocess.run([syslm, "tokenizer", "train", "-f", corpus, "--vocab", 8192, "-o", tok],
+    subprocess.run([str(a) for a in [syslm, "tokenizer", "train", "-f", corpus, "--vocab", 8192, "-o", tok]],
                    check=True, capture_output=True)
     return tok
 

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/command.hpp"
 #include "cli/config_file.hpp"
@@ -69,6 +70,17 @@ double flops_per_token(train::TrainModel& m, int T) {
     }
     if (tied) matrix += static_cast<double>(hp.n_vocab) * hp.n_embd;
     return 6 * matrix + 6.0 * hp.n_layer * T * hp.q_dim();
+}
+
+// Peak resident memory of this process image: /proc's VmHWM (getrusage's ru_maxrss would also
+// count a parent's memory from before exec, e.g. a Python harness that forked us).
+double peak_rss_mib() {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
 std::atomic<bool> g_interrupted{false};
@@ -254,12 +266,10 @@ int run_train(const TrainArgs& a) {
         model.params().write_gguf(a.out, file.metadata(), false, &file);
         std::fprintf(stderr, "wrote %s\n", a.out.c_str());
     }
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
     const nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
                                  {"mfu", step_flops / sps / peak},
                                  {"final_loss", final_loss},
-                                 {"peak_rss_mib", ru.ru_maxrss / 1024.0}};
+                                 {"peak_rss_mib", peak_rss_mib()}};
     log(summary);
     if (std::isfinite(best_val)) std::fprintf(stderr, "best val loss %.4f\n", best_val);
     if (a.json) std::printf("%s\n", summary.dump().c_str());

@@ -9,6 +9,11 @@
 
 namespace syslm {
 
+// Drops this process's pages of [p, p + n) of a read-only file mapping (whole pages inside it
+// only): they stay in the page cache, and a later read faults them back in. For data that has
+// been copied or converted out of the mapping.
+void release_mapped_pages(const void* p, size_t n);
+
 class MappedFile {
 public:
     explicit MappedFile(const std::string& path);  // throws Error naming the path

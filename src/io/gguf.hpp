@@ -132,6 +132,9 @@ public:
     GGUFFile(std::span<const uint8_t> bytes, std::string name);
 
     const std::string& path() const { return path_; }
+    // Whether the bytes are a read-only mapping of the file (not a caller's buffer): only then may
+    // pages of it be released (core/mapped_file.hpp release_mapped_pages).
+    bool mapped() const { return map_ != nullptr; }
     uint32_t version() const { return version_; }
     size_t alignment() const { return alignment_; }
     // Start of the tensor data section (aligned). A file without tensors may end before it.

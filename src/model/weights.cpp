@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/mapped_file.hpp"
 #include "kernels/repack.hpp"
 #include "kernels/type_traits.hpp"
 
@@ -92,19 +93,10 @@ bool repack_weights() {
     fail("SYSLM_REPACK='", env, "': expected 1 (the default: repack where it pays) or 0");
 }
 
-// Drops this process's pages of [p, p + n) of the read-only file mapping (whole pages inside it
-// only): they stay in the page cache, and a later read faults them back in.
-void release_file_pages(const void* p, size_t n) {
-    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
-    const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
-    if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-}
-
 // Moves the matrices that are repacked (and, with copy_all, every other matrix but the token
 // embedding) into one buffer on transparent huge pages, converting them on the way, and
 // points the views there; the file pages they came from are released (see weights.hpp).
-void place_matrices(Weights& w, bool copy_all, bool repack) {
+void place_matrices(Weights& w, bool copy_all, bool repack, bool release_source) {
     struct Span {
         const void* src;
         DType from, to;
@@ -156,7 +148,7 @@ void place_matrices(Weights& w, bool copy_all, bool repack) {
             std::memcpy(dst, s.src, bytes(s));
         else
             kernels::repack_rows(s.from, s.to, s.src, dst, s.n_in, s.rows);
-        release_file_pages(s.src, bytes(s));
+        if (release_source) release_mapped_pages(s.src, bytes(s));
         s.point_to(dst, s.to);
         dst += (bytes(s) + kAlign - 1) / kAlign * kAlign;
     }
@@ -230,7 +222,7 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp) {
         }
         w.layers.push_back(std::move(l));
     }
-    place_matrices(w, copy_weights(), repack_weights());
+    place_matrices(w, copy_weights(), repack_weights(), f.mapped());
     return w;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "kernels/cpu/optimizer_update.hpp"
 
 namespace syslm::train {
 
@@ -43,29 +44,24 @@ void Optimizer::step(float lr, ThreadPool& pool) {
     const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(t_));
     const float step_size = static_cast<float>(lr / bc1);
     const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    pool.parallel_for(static_cast<int64_t>(ps.size()), [&](int64_t pb, int64_t pe, int) {
-        for (int64_t pi = pb; pi < pe; ++pi) {
-            const Param& p = ps[static_cast<size_t>(pi)];
-            const float wd = decay_[static_cast<size_t>(pi)] ? cfg_.weight_decay : 0.0f;
-            float* x = w + p.offset;
-            const float* gx = g + p.offset;
-            float* m = m_.data() + p.offset;
+    // Tensor by tensor, each split across the threads (the embedding alone can be a third of a
+    // model: splitting by tensors would leave one thread with most of the work).
+    for (size_t pi = 0; pi < ps.size(); ++pi) {
+        const Param& p = ps[pi];
+        const float wd = decay_[pi] ? cfg_.weight_decay : 0.0f;
+        pool.parallel_for(p.numel, [&](int64_t b, int64_t e, int) {
+            float* x = w + p.offset + b;
+            const float* gx = g + p.offset + b;
+            float* m = m_.data() + p.offset + b;
+            const int64_t n = e - b;
             switch (cfg_.kind) {
-                case OptimizerKind::AdamW: {
-                    float* v = v_.data() + p.offset;
-                    const float decay = 1.0f - lr * wd;
-                    for (int64_t i = 0; i < p.numel; ++i) {
-                        x[i] *= decay;
-                        m[i] += (gx[i] - m[i]) * (1.0f - b1);  // lerp
-                        v[i] = v[i] * b2 + gx[i] * gx[i] * (1.0f - b2);
-                        const float denom = std::sqrt(v[i]) / bc2_sqrt + cfg_.eps;
-                        x[i] += -step_size * (m[i] / denom);
-                    }
+                case OptimizerKind::AdamW:  // m: torch's lerp_; the vector kernel
+                    kernels::adamw_update(x, gx, m, v_.data() + p.offset + b, n,
+                                          {1.0f - lr * wd, b1, b2, cfg_.eps, step_size, bc2_sqrt});
                     break;
-                }
                 case OptimizerKind::Lion: {
                     const float decay = 1.0f - lr * wd;
-                    for (int64_t i = 0; i < p.numel; ++i) {
+                    for (int64_t i = 0; i < n; ++i) {
                         x[i] *= decay;
                         const float c = m[i] * b1 + gx[i] * (1.0f - b1);
                         x[i] -= lr * static_cast<float>((c > 0.0f) - (c < 0.0f));
@@ -76,7 +72,7 @@ void Optimizer::step(float lr, ThreadPool& pool) {
                 case OptimizerKind::Sgd: {
                     // torch.optim.SGD: L2 decay into the gradient, buffer = gradient at step 1.
                     const float mu = cfg_.momentum;
-                    for (int64_t i = 0; i < p.numel; ++i) {
+                    for (int64_t i = 0; i < n; ++i) {
                         float d = gx[i] + wd * x[i];
                         if (mu != 0.0f) {
                             m[i] = t_ == 1 ? d : m[i] * mu + d;
@@ -87,8 +83,8 @@ void Optimizer::step(float lr, ThreadPool& pool) {
                     break;
                 }
             }
-        }
-    });
+        });
+    }
 }
 
 double clip_grad_norm(ParamStore& params, double max_norm, ThreadPool& pool) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/mapped_file.hpp"
 #include "kernels/type_traits.hpp"
 
 namespace syslm::train {
@@ -33,6 +34,7 @@ ParamStore ParamStore::from_gguf(const io::GGUFFile& file) {
         const size_t rb = row_bytes(t.type, t.ne[0]);
         for (int64_t r = 0; r < rows; ++r)
             tt.to_float(t.data + r * rb, s.values_.data() + p.offset + r * t.ne[0], t.ne[0]);
+        if (file.mapped()) release_mapped_pages(t.data, t.nbytes);  // the f32 copy trains
     }
     return s;
 }

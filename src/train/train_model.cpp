@@ -171,12 +171,7 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
     }
     SYSLM_PROFILE_SCOPE("matmul_bwd_input", 2.0 * rows * n_in * n_out,
                         4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    if (!add_dx) {
-        kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, pool);
-        return;
-    }
-    kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, tmp_.data(), pool);
-    add_into(dx, tmp_.data(), static_cast<size_t>(rows * n_in));
+    kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
 }
 
 void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {

@@ -203,10 +203,14 @@ TEST(Backward, CrossEntropyLossAndGradient) {
         return total / counted;
     };
     ThreadPool pool(2);
-    std::vector<float> grad = z;
-    const double got = cross_entropy_fused(grad.data(), targets.data(), rows, vocab, pool);
-    EXPECT_NEAR(got, loss(to_double(z)), 1e-6);
-    expect_grad_near(grad, numeric_grad(to_double(z), loss), "dlogits");
+    const Vec want = numeric_grad(to_double(z), loss);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!isa_supported(isa)) continue;
+        std::vector<float> grad = z;
+        const double got = cross_entropy_fused(grad.data(), targets.data(), rows, vocab, pool, isa);
+        EXPECT_NEAR(got, loss(to_double(z)), 1e-6) << isa_name(isa);
+        expect_grad_near(grad, want, isa_name(isa));
+    }
     const std::vector<int32_t> bad = {5, 53, 0, 0, 0, 0};
     std::vector<float> again = z;
     EXPECT_THROW(cross_entropy_fused(again.data(), bad.data(), rows, vocab, pool), Error);
@@ -220,12 +224,12 @@ TEST(Backward, LinearLayer) {
         const auto dy = random_floats(T * N, 20), w = random_floats(N * K, 21),
                    x = random_floats(T * K, 22);
         ThreadPool pool(2);
-        std::vector<float> dx(T * K), dw(N * K, 0.25f), db(N, -1.0f);
-        linear_backward_input(dy.data(), w.data(), T, K, N, dx.data(), pool);
+        std::vector<float> dx(T * K, 0.5f), dw(N * K, 0.25f), db(N, -1.0f);
+        linear_backward_input(dy.data(), w.data(), T, K, N, dx.data(), /*accumulate=*/true, pool);
         linear_backward_weight(dy.data(), x.data(), T, K, N, dw.data(), db.data(), pool);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t k = 0; k < K; ++k) {
-                double s = 0;
+                double s = 0.5;
                 for (int64_t n = 0; n < N; ++n) s += double(dy[t * N + n]) * w[n * K + k];
                 ASSERT_NEAR(dx[t * K + k], s, 1e-4 * (1 + std::fabs(s)))
                     << T << " dx " << t << "," << k;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/elementwise_kernels.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -147,8 +148,26 @@ void embedding_backward(const int32_t* tokens, int64_t n_tokens, const float* dx
     });
 }
 
+double xent_row_scalar(float* z, int64_t n, int32_t target, float scale) {
+    const float m = *std::max_element(z, z + n);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(z[i]) - m);
+    const double loss = std::log(sum) + m - z[target];
+    const double k = scale / sum;
+    for (int64_t i = 0; i < n; ++i)
+        z[i] = static_cast<float>(std::exp(static_cast<double>(z[i]) - m) * k);
+    z[target] -= scale;
+    return loss;
+}
+
 double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
                            ThreadPool& pool) {
+    return cross_entropy_fused(logits, targets, rows, n_vocab, pool, active_isa());
+}
+
+double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
+                           ThreadPool& pool, Isa isa) {
+    const auto xent = elementwise_kernels(isa).xent_row;
     int64_t counted = 0;
     for (int64_t r = 0; r < rows; ++r) {
         SYSLM_CHECK(targets[r] < n_vocab, "cross-entropy: target ", targets[r], " of row ", r,
@@ -156,7 +175,7 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
         counted += targets[r] >= 0;
     }
     std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
-    const double inv = counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0;
+    const float inv = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
     pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; ++r) {
             float* z = logits + r * n_vocab;
@@ -164,20 +183,12 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
                 std::fill_n(z, n_vocab, 0.0f);
                 continue;
             }
-            const float m = *std::max_element(z, z + n_vocab);
-            double sum = 0;
-            for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(z[i]) - m);
-            // loss = log(sum e^z) - z[target]; dz = (softmax - onehot) / counted
-            row_loss[static_cast<size_t>(r)] = std::log(sum) + m - z[targets[r]];
-            const double scale = inv / sum;
-            for (int64_t i = 0; i < n_vocab; ++i)
-                z[i] = static_cast<float>(std::exp(static_cast<double>(z[i]) - m) * scale);
-            z[targets[r]] -= static_cast<float>(inv);
+            row_loss[static_cast<size_t>(r)] = xent(z, n_vocab, targets[r], inv);
         }
     });
     double loss = 0;
     for (double l : row_loss) loss += l;
-    return loss * inv;
+    return counted > 0 ? loss / static_cast<double>(counted) : 0.0;
 }
 
 }  // namespace syslm::kernels

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/thread_pool.hpp"
+#include "kernels/isa.hpp"
 
 namespace syslm::kernels {
 
@@ -39,5 +40,8 @@ void embedding_backward(const int32_t* tokens, int64_t n_tokens, const float* dx
 // probabilities never exist beside the logits. Throws Error for a target >= n_vocab.
 double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
                            ThreadPool& pool);
+// The same with the kernels of `isa` (the scalar one computes e^x in double): tests.
+double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
+                           ThreadPool& pool, Isa isa);
 
 }  // namespace syslm::kernels

@@ -6,6 +6,7 @@
 // (1 + tanh y) / 2 = sigmoid(2y)), which needs no tanh and does not cancel for negative x.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -115,6 +116,42 @@ void layer_norm_v(const float* x, float* out, int64_t rows, int64_t dim, const f
                        n);
         }
     }
+}
+
+// Softmax cross-entropy of one row: max, then e^(z - max) stored in place and summed in double,
+// then scaled (the scalar reference computes e^x in double; this one in float, ~1 ulp).
+template <class V>
+double xent_row_v(float* z, int64_t n, int32_t target, float scale) {
+    constexpr int W = V::W;
+    const int64_t full = n / W * W;
+    const int r = static_cast<int>(n - full);
+    typename V::T mv = V::set1(-INFINITY);
+    for (int64_t i = 0; i < full; i += W) mv = V::max(mv, V::load(z + i));
+    float lanes[W];
+    V::store(lanes, mv);
+    float m = lanes[0];
+    for (int i = 1; i < W; ++i) m = std::max(m, lanes[i]);
+    for (int64_t i = full; i < n; ++i) m = std::max(m, z[i]);
+    const float zt = z[target];
+    const typename V::T mb = V::set1(m);
+    typename V::D acc = V::dzero();
+    for (int64_t i = 0; i < full; i += W) {
+        const typename V::T e = V::exp(V::sub(V::load(z + i), mb));
+        V::store(z + i, e);
+        V::dadd(acc, e);
+    }
+    double sum = V::dsum(acc);
+    if (r) {
+        const typename V::T e = V::exp(V::sub(V::load_n(z + full, r), mb));
+        V::store_n(z + full, e, r);
+        V::store(lanes, e);
+        for (int i = 0; i < r; ++i) sum += lanes[i];
+    }
+    const typename V::T k = V::set1(static_cast<float>(scale / sum));
+    for (int64_t i = 0; i < full; i += W) V::store(z + i, V::mul(V::load(z + i), k));
+    if (r) V::store_n(z + full, V::mul(V::load_n(z + full, r), k), r);
+    z[target] -= scale;
+    return std::log(sum) + m - zt;
 }
 
 }  // namespace

@@ -18,7 +18,13 @@ struct ElementwiseKernels {
                      float eps);
     void (*layer_norm)(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
                        const float* bias, float eps);
+    // One row of the fused softmax cross-entropy (backward.hpp): returns -log softmax(z)[target]
+    // and overwrites z with (softmax(z) - onehot(target)) * scale.
+    double (*xent_row)(float* z, int64_t n, int32_t target, float scale);
 };
+
+// The scalar reference of xent_row (backward.cpp): exp and sums in double.
+double xent_row_scalar(float* z, int64_t n, int32_t target, float scale);
 
 // The table for `isa` (throws Error if this CPU lacks it).
 const ElementwiseKernels& elementwise_kernels(Isa isa);

@@ -1,6 +1,7 @@
 // Scale searches of the K-quant reference quantizers (see k_quant_search.hpp). Every float
 // expression keeps ggml's operand order; no fused multiply-adds (GCC: ISO mode implies
 // -ffp-contract=off; clang: the pragma below), since contraction would change the chosen levels.
+// (This file is compiled for the baseline ISA, which has no FMA to contract into.)
 #include "kernels/quants/k_quant_search.hpp"
 
 #include <algorithm>

@@ -14,6 +14,7 @@ ElementwiseKernels elementwise_kernels_avx512() {
     k.gelu_tanh = gelu_tanh_v<V512>;
     k.rms_norm = rms_norm_v<V512>;
     k.layer_norm = layer_norm_v<V512>;
+    k.xent_row = xent_row_v<V512>;
     return k;
 }
 
