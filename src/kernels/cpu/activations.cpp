@@ -38,7 +38,8 @@ void split(int64_t n, ThreadPool& pool, Fn fn) {
 const ElementwiseKernels& elementwise_kernels(Isa isa) {
     static const ElementwiseKernels tables[3] = {
         ElementwiseKernels{Isa::Scalar, swiglu_scalar, gelu_tanh_scalar, rms_norm_scalar,
-                           layer_norm_scalar, xent_row_scalar},
+                           layer_norm_scalar, xent_row_scalar, swiglu_backward_scalar,
+                           gelu_tanh_backward_scalar},
         isa_supported(Isa::Avx2) ? x86::elementwise_kernels_avx2() : ElementwiseKernels{},
         isa_supported(Isa::Avx512) ? x86::elementwise_kernels_avx512() : ElementwiseKernels{},
     };

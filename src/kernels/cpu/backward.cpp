@@ -104,32 +104,40 @@ void layer_norm_backward(const float* x, const float* w, const float* dy, float*
     dbs.add_to(db);
 }
 
+void swiglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
+                            float* dup, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float a = gate[i];
+        const float sig = 1.0f / (1.0f + std::exp(-a));
+        // d silu(a) / da = sig * (1 + a * (1 - sig))
+        dgate[i] = dout[i] * up[i] * sig * (1.0f + a * (1.0f - sig));
+        dup[i] = dout[i] * silu(a);
+    }
+}
+
+void gelu_tanh_backward_scalar(const float* x, const float* dy, float* dx, int64_t n) {
+    constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    constexpr float c = 0.044715f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        const float t = std::tanh(k * (v + c * v * v * v));
+        // y = v/2 (1 + t): dy/dv = (1 + t)/2 + v/2 (1 - t^2) k (1 + 3 c v^2)
+        dx[i] =
+            dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v));
+    }
+}
+
 void swiglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
                      float* dup, int64_t n, ThreadPool& pool) {
+    const auto fn = elementwise_kernels(active_isa()).swiglu_backward;
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; ++i) {
-            const float a = gate[i];
-            const float sig = 1.0f / (1.0f + std::exp(-a));
-            // d silu(a) / da = sig * (1 + a * (1 - sig))
-            dgate[i] = dout[i] * up[i] * sig * (1.0f + a * (1.0f - sig));
-            dup[i] = dout[i] * silu(a);
-        }
+        fn(gate + b, up + b, dout + b, dgate + b, dup + b, e - b);
     });
 }
 
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool) {
-    constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-    constexpr float c = 0.044715f;
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; ++i) {
-            const float v = x[i];
-            const float t = std::tanh(k * (v + c * v * v * v));
-            // y = v/2 (1 + t): dy/dv = (1 + t)/2 + v/2 (1 - t^2) k (1 + 3 c v^2)
-            const float d =
-                0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
-            dx[i] = dy[i] * d;
-        }
-    });
+    const auto fn = elementwise_kernels(active_isa()).gelu_tanh_backward;
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(x + b, dy + b, dx + b, e - b); });
 }
 
 void embedding_backward(const int32_t* tokens, int64_t n_tokens, const float* dx, float* dtable,

@@ -118,6 +118,58 @@ void layer_norm_v(const float* x, float* out, int64_t rows, int64_t dim, const f
     }
 }
 
+// silu'(a) = s (1 + a (1 - s)) with s = sigmoid(a).
+template <class V>
+void swiglu_backward_v(const float* gate, const float* up, const float* dout, float* dgate,
+                       float* dup, int64_t n) {
+    constexpr int W = V::W;
+    const typename V::T one = V::set1(1.0f), zero = V::zero();
+    auto step = [&](int64_t i, int r) {
+        auto ld = [&](const float* p) { return r == W ? V::load(p + i) : V::load_n(p + i, r); };
+        auto st = [&](float* p, typename V::T v) {
+            if (r == W)
+                V::store(p + i, v);
+            else
+                V::store_n(p + i, v, r);
+        };
+        const typename V::T a = ld(gate), u = ld(up), d = ld(dout);
+        const typename V::T sg = V::div(one, V::add(one, V::exp(V::sub(zero, a))));
+        const typename V::T silu = V::mul(a, sg);
+        const typename V::T dsilu = V::mul(sg, V::fmadd(a, V::sub(one, sg), one));
+        st(dgate, V::mul(V::mul(d, u), dsilu));
+        st(dup, V::mul(d, silu));
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) step(i, W);
+    if (i < n) step(i, static_cast<int>(n - i));
+}
+
+// gelu_tanh(x) = x s with s = sigmoid(2y), y = k (x + c x^3) (see the top of the file):
+// d/dx = s + x * 2 s (1 - s) * k (1 + 3 c x^2).
+template <class V>
+void gelu_tanh_backward_v(const float* x, const float* dy, float* dx, int64_t n) {
+    constexpr int W = V::W;
+    const typename V::T one = V::set1(1.0f), two = V::set1(2.0f);
+    const typename V::T a = V::set1(-2.0f * 0.7978845608028654f), k = V::set1(0.7978845608028654f);
+    const typename V::T c = V::set1(0.044715f), c3 = V::set1(3.0f * 0.044715f);
+    auto step = [&](int64_t i, int r) {
+        const typename V::T v = r == W ? V::load(x + i) : V::load_n(x + i, r);
+        const typename V::T g = r == W ? V::load(dy + i) : V::load_n(dy + i, r);
+        const typename V::T v2 = V::mul(v, v);
+        const typename V::T s =
+            V::div(one, V::add(one, V::exp(V::mul(a, V::fmadd(V::mul(c, v), v2, v)))));
+        const typename V::T dydx = V::fmadd(V::mul(V::mul(two, v), V::mul(s, V::sub(one, s))),
+                                            V::mul(k, V::fmadd(c3, v2, one)), s);
+        if (r == W)
+            V::store(dx + i, V::mul(g, dydx));
+        else
+            V::store_n(dx + i, V::mul(g, dydx), r);
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) step(i, W);
+    if (i < n) step(i, static_cast<int>(n - i));
+}
+
 // Softmax cross-entropy of one row: max, then e^(z - max) stored in place and summed in double,
 // then scaled (the scalar reference computes e^x in double; this one in float, ~1 ulp).
 template <class V>

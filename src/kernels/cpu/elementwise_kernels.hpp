@@ -21,10 +21,18 @@ struct ElementwiseKernels {
     // One row of the fused softmax cross-entropy (backward.hpp): returns -log softmax(z)[target]
     // and overwrites z with (softmax(z) - onehot(target)) * scale.
     double (*xent_row)(float* z, int64_t n, int32_t target, float scale);
+    // Backward of swiglu / gelu_tanh (backward.hpp) over n elements.
+    void (*swiglu_backward)(const float* gate, const float* up, const float* dout, float* dgate,
+                            float* dup, int64_t n);
+    void (*gelu_tanh_backward)(const float* x, const float* dy, float* dx, int64_t n);
 };
 
-// The scalar reference of xent_row (backward.cpp): exp and sums in double.
+// The scalar references of the training entries (backward.cpp): xent_row's exp and sums in
+// double.
 double xent_row_scalar(float* z, int64_t n, int32_t target, float scale);
+void swiglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
+                            float* dup, int64_t n);
+void gelu_tanh_backward_scalar(const float* x, const float* dy, float* dx, int64_t n);
 
 // The table for `isa` (throws Error if this CPU lacks it).
 const ElementwiseKernels& elementwise_kernels(Isa isa);

@@ -15,6 +15,8 @@ ElementwiseKernels elementwise_kernels_avx2() {
     k.rms_norm = rms_norm_v<V256>;
     k.layer_norm = layer_norm_v<V256>;
     k.xent_row = xent_row_v<V256>;
+    k.swiglu_backward = swiglu_backward_v<V256>;
+    k.gelu_tanh_backward = gelu_tanh_backward_v<V256>;
     return k;
 }
 

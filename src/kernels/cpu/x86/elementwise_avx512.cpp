@@ -15,6 +15,8 @@ ElementwiseKernels elementwise_kernels_avx512() {
     k.rms_norm = rms_norm_v<V512>;
     k.layer_norm = layer_norm_v<V512>;
     k.xent_row = xent_row_v<V512>;
+    k.swiglu_backward = swiglu_backward_v<V512>;
+    k.gelu_tanh_backward = gelu_tanh_backward_v<V512>;
     return k;
 }
 
