@@ -328,7 +328,7 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
         int64_t T;
     };
     for (const Case c : {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},
-                         Case{2, 1, 64, 100, 200}}) {
+                         Case{2, 1, 64, 100, 200}, Case{2, 2, 130, 0, 70}}) {
         const int64_t QS = c.H * c.D, KS = c.HK * c.D;
         const AttentionShape shape{c.H, c.HK, c.D, KS, c.window, 1.0f / std::sqrt(float(c.D))};
         const auto q = random_floats(c.T * QS, 40), k = random_floats(c.T * KS, 41),

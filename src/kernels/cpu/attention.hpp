@@ -75,8 +75,8 @@ struct AttentionBackwardJob {
 };
 
 inline int64_t attention_backward_scratch(const AttentionShape& s, int64_t n_tokens) {
-    return 2 * int64_t{s.head_dim} * kAttentionBlock + 2 * kAttentionBlock +
-           n_tokens * (s.n_head / s.n_head_kv);
+    return 2 * int64_t{s.head_dim} * kAttentionBlock + 2 * 16 * kAttentionBlock +
+           n_tokens * (s.n_head / s.n_head_kv);  // 16: kBackwardTileRows
 }
 
 struct AttentionKernels {

@@ -5,10 +5,12 @@
 // One job is one (sequence, KV head): it owns that head's dk / dv columns. Keys are walked in
 // blocks of kAttentionBlock; each block's K and V are transposed once into [d][block] scratch so
 // that every product is a vector FMA along the block's positions or along d — no horizontal
-// sums: per query row t (every query head of the GQA group) that sees the block,
+// sums. Per tile of 16 (query, head) rows that see the block (every head of the GQA group):
 //   s  = q_t K^T          (positions along the lanes)     p = e^(scale s - lse_t), 0 if masked
-//   dp = dout_t V^T                                          ds = p (dp - D_t)
-//   dq_t += scale ds K,   dk_j += scale ds_j q_t,   dv_j += p_j dout_t   (d along the lanes)
+//   dp = dout_t V^T                                          ds = scale p (dp - D_t)
+//   dq_t += ds K          (d along the lanes, dq_t in registers over the block's positions)
+//   dk_j += sum over the tile of ds_tj q_t,  dv_j += sum of p_tj dout_t  (dk_j, dv_j in
+//   registers over the tile: each is read and written once per tile, not once per row)
 #pragma once
 
 #include <algorithm>
@@ -19,31 +21,77 @@
 namespace syslm::kernels {
 namespace {
 
-// y[0..n) += a * x[0..n)
-template <class V>
-void axpy_v(float* y, float a, const float* x, int n) {
-    const typename V::T av = V::set1(a);
-    int i = 0;
-    for (; i + V::W <= n; i += V::W) V::store(y + i, V::fmadd(av, V::load(x + i), V::load(y + i)));
-    if (i < n)
-        V::store_n(y + i, V::fmadd(av, V::load_n(x + i, n - i), V::load_n(y + i, n - i)), n - i);
+// Calls f.template operator()<N>() with N = n, for 1 <= n <= 8: the vector counts below are
+// compile-time, so their accumulators live in registers (a runtime count spills them).
+template <class F>
+void with_vector_count(int n, F&& f) {
+    switch (n) {
+        case 1:
+            return f.template operator()<1>();
+        case 2:
+            return f.template operator()<2>();
+        case 3:
+            return f.template operator()<3>();
+        case 4:
+            return f.template operator()<4>();
+        case 5:
+            return f.template operator()<5>();
+        case 6:
+            return f.template operator()<6>();
+        case 7:
+            return f.template operator()<7>();
+        default:
+            return f.template operator()<8>();
+    }
 }
 
-// out[0..np) = sum_d a[d] * mt[d * ld + 0..np)
+// out[0..np) = sum_d a[d] * mt[d * ld + 0..np): positions in chunks of up to 8 vectors, one
+// accumulator per vector, so the FMA chains run side by side.
 template <class V>
 void rowvec_times_t(const float* a, const float* mt, int64_t ld, int d, int np, float* out) {
-    for (int j = 0; j < np; j += V::W) {
-        const int n = std::min(V::W, np - j);
-        typename V::T acc = V::zero();
-        for (int k = 0; k < d; ++k) {
-            const typename V::T m =
-                n == V::W ? V::load(mt + k * ld + j) : V::load_n(mt + k * ld + j, n);
-            acc = V::fmadd(V::set1(a[k]), m, acc);
-        }
-        if (n == V::W)
-            V::store(out + j, acc);
-        else
-            V::store_n(out + j, acc, n);
+    constexpr int W = V::W, kVecs = 8;
+    for (int j0 = 0; j0 < np; j0 += kVecs * W) {
+        const int jn = std::min(kVecs * W, np - j0);
+        const int nv = (jn + W - 1) / W, tail = jn - (nv - 1) * W;
+        with_vector_count(nv, [&]<int N>() {
+            typename V::T acc[N];
+            for (int c = 0; c < N; ++c) acc[c] = V::zero();
+            for (int k = 0; k < d; ++k) {
+                const typename V::T ak = V::set1(a[k]);
+                const float* row = mt + k * ld + j0;
+                for (int c = 0; c + 1 < N; ++c) acc[c] = V::fmadd(ak, V::load(row + c * W), acc[c]);
+                acc[N - 1] = V::fmadd(ak, V::load_n(row + (N - 1) * W, tail), acc[N - 1]);
+            }
+            for (int c = 0; c + 1 < N; ++c) V::store(out + j0 + c * W, acc[c]);
+            V::store_n(out + j0 + (N - 1) * W, acc[N - 1], tail);
+        });
+    }
+}
+
+constexpr int kBackwardTileRows = 16;  // (query, head) rows sharing each dk / dv update
+
+// dst[0..D) += sum over rows r < n of coef[r * ld + p] * src[r][0..D): D in chunks of up to 8
+// vectors held in registers, so dst is read and written once, not once per row.
+template <class V>
+void accumulate_rows(float* dst, const float* const* src, const float* coef, int64_t ld, int p,
+                     int n, int D) {
+    constexpr int W = V::W, kVecs = 8;
+    for (int d0 = 0; d0 < D; d0 += kVecs * W) {
+        const int dn = std::min(kVecs * W, D - d0);
+        const int nv = (dn + W - 1) / W, tail = dn - (nv - 1) * W;
+        with_vector_count(nv, [&]<int N>() {
+            typename V::T acc[N];
+            for (int c = 0; c + 1 < N; ++c) acc[c] = V::load(dst + d0 + c * W);
+            acc[N - 1] = V::load_n(dst + d0 + (N - 1) * W, tail);
+            for (int r = 0; r < n; ++r) {
+                const typename V::T wv = V::set1(coef[r * ld + p]);
+                const float* x = src[r] + d0;
+                for (int c = 0; c + 1 < N; ++c) acc[c] = V::fmadd(wv, V::load(x + c * W), acc[c]);
+                acc[N - 1] = V::fmadd(wv, V::load_n(x + (N - 1) * W, tail), acc[N - 1]);
+            }
+            for (int c = 0; c + 1 < N; ++c) V::store(dst + d0 + c * W, acc[c]);
+            V::store_n(dst + d0 + (N - 1) * W, acc[N - 1], tail);
+        });
     }
 }
 
@@ -53,11 +101,12 @@ void attention_backward_job(const AttentionBackwardJob& j) {
     const int D = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
     const int64_t kv_off = static_cast<int64_t>(j.kv_head) * D;
-    float* kt = j.scratch;                 // [D][kAttentionBlock]
-    float* vt = kt + D * kAttentionBlock;  // [D][kAttentionBlock]
-    float* sp = vt + D * kAttentionBlock;  // [kAttentionBlock] p, then ds
-    float* dp = sp + kAttentionBlock;      // [kAttentionBlock]
-    float* dts = dp + kAttentionBlock;     // [n_tokens][G]: D_t = dout_t . o_t per query head
+    constexpr int B = kAttentionBlock, TR = kBackwardTileRows;
+    float* kt = j.scratch;      // [D][B] the block's keys, transposed
+    float* vt = kt + D * B;     // [D][B] its values, transposed
+    float* pt = vt + D * B;     // [TR][B] probabilities of the tile's rows (0 where masked)
+    float* dst = pt + TR * B;   // [TR][B] scale * ds
+    float* dts = dst + TR * B;  // [n_tokens][G]: D_t = dout_t . o_t per query head
     for (int64_t t = 0; t < j.n_tokens; ++t) {
         std::fill_n(j.dk + t * s.kv_stride + kv_off, D, 0.0f);
         std::fill_n(j.dv + t * s.kv_stride + kv_off, D, 0.0f);
@@ -69,51 +118,66 @@ void attention_backward_job(const AttentionBackwardJob& j) {
             dts[t * G + g] = d_t;
         }
     }
-    for (int64_t j0 = 0; j0 < j.n_tokens; j0 += kAttentionBlock) {
-        const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, j.n_tokens - j0));
-        for (int p = 0; p < np; ++p)
+    const float* qrow[TR];
+    const float* orow[TR];  // dout rows
+    const float* krow[B];
+    const float* vrow[B];
+    const typename V::T sc = V::set1(s.scale);
+    for (int64_t j0 = 0; j0 < j.n_tokens; j0 += B) {
+        const int np = static_cast<int>(std::min<int64_t>(B, j.n_tokens - j0));
+        for (int p = 0; p < np; ++p) {
+            krow[p] = j.k + (j0 + p) * s.kv_stride + kv_off;
+            vrow[p] = j.v + (j0 + p) * s.kv_stride + kv_off;
             for (int d = 0; d < D; ++d) {
-                kt[d * kAttentionBlock + p] = j.k[(j0 + p) * s.kv_stride + kv_off + d];
-                vt[d * kAttentionBlock + p] = j.v[(j0 + p) * s.kv_stride + kv_off + d];
+                kt[d * B + p] = krow[p][d];
+                vt[d * B + p] = vrow[p][d];
             }
+        }
         // Queries that see some of the block: t >= j0, and within the window of its last key.
         const int64_t t_end =
             s.window > 0 ? std::min<int64_t>(j.n_tokens, j0 + np - 1 + s.window) : j.n_tokens;
-        for (int64_t t = j0; t < t_end; ++t) {
-            const int64_t lo = s.window > 0 ? std::max<int64_t>(0, t - s.window + 1) : 0;
-            const int ja = static_cast<int>(std::clamp<int64_t>(lo - j0, 0, np));
-            const int jz = static_cast<int>(std::clamp<int64_t>(t - j0 + 1, 0, np));
-            if (ja >= jz) continue;
-            for (int g = 0; g < G; ++g) {
-                const int64_t h = static_cast<int64_t>(j.kv_head) * G + g;
-                const float* qt = j.q + t * q_stride + h * D;
-                const float* dot_ = j.dout + t * q_stride + h * D;
-                float* dqt = j.dq + t * q_stride + h * D;
-                const float lse = j.lse[t * s.n_head + h];
-                const float Dt = dts[t * G + g];
-                rowvec_times_t<V>(qt, kt, kAttentionBlock, D, np, sp);
-                rowvec_times_t<V>(dot_, vt, kAttentionBlock, D, np, dp);
-                const typename V::T sc = V::set1(s.scale), nl = V::set1(-lse), dtv = V::set1(Dt);
+        // Rows (t, g) in order, TR at a time.
+        for (int64_t row0 = j0 * G; row0 < t_end * G; row0 += TR) {
+            const int nr = static_cast<int>(std::min<int64_t>(TR, t_end * G - row0));
+            for (int r = 0; r < nr; ++r) {
+                const int64_t t = (row0 + r) / G,
+                              h = static_cast<int64_t>(j.kv_head) * G + (row0 + r) % G;
+                qrow[r] = j.q + t * q_stride + h * D;
+                orow[r] = j.dout + t * q_stride + h * D;
+                float* prow = pt + r * B;
+                float* drow = dst + r * B;
+                rowvec_times_t<V>(qrow[r], kt, B, D, np, prow);
+                rowvec_times_t<V>(orow[r], vt, B, D, np, drow);
+                const typename V::T nl = V::set1(-j.lse[t * s.n_head + h]);
+                const typename V::T dtv = V::set1(dts[(row0 + r)]);
                 for (int p = 0; p < np; p += V::W) {
                     const int n = std::min(V::W, np - p);
-                    const typename V::T sv = n == V::W ? V::load(sp + p) : V::load_n(sp + p, n);
-                    const typename V::T dv = n == V::W ? V::load(dp + p) : V::load_n(dp + p, n);
+                    const typename V::T sv = n == V::W ? V::load(prow + p) : V::load_n(prow + p, n);
+                    const typename V::T dv = n == V::W ? V::load(drow + p) : V::load_n(drow + p, n);
                     const typename V::T pr = V::exp(V::fmadd(sv, sc, nl));
-                    const typename V::T ds = V::mul(pr, V::sub(dv, dtv));
+                    const typename V::T ds = V::mul(sc, V::mul(pr, V::sub(dv, dtv)));
                     if (n == V::W) {
-                        V::store(sp + p, pr);
-                        V::store(dp + p, ds);
+                        V::store(prow + p, pr);
+                        V::store(drow + p, ds);
                     } else {
-                        V::store_n(sp + p, pr, n);
-                        V::store_n(dp + p, ds, n);
+                        V::store_n(prow + p, pr, n);
+                        V::store_n(drow + p, ds, n);
                     }
                 }
-                for (int p = ja; p < jz; ++p) {
-                    const float* kj = j.k + (j0 + p) * s.kv_stride + kv_off;
-                    axpy_v<V>(dqt, s.scale * dp[p], kj, D);
-                    axpy_v<V>(j.dk + (j0 + p) * s.kv_stride + kv_off, s.scale * dp[p], qt, D);
-                    axpy_v<V>(j.dv + (j0 + p) * s.kv_stride + kv_off, sp[p], dot_, D);
-                }
+                // Masked positions: p and ds exactly 0, so the sums below can run over the block.
+                const int64_t lo = s.window > 0 ? std::max<int64_t>(0, t - s.window + 1) : 0;
+                const int ja = static_cast<int>(std::clamp<int64_t>(lo - j0, 0, np));
+                const int jz = static_cast<int>(std::clamp<int64_t>(t - j0 + 1, 0, np));
+                for (int p = 0; p < np; ++p)
+                    if (p < ja || p >= jz) prow[p] = drow[p] = 0.0f;
+                // dq_t += sum_p ds_p k_p
+                accumulate_rows<V>(j.dq + t * q_stride + h * D, krow, drow, 1, 0, np, D);
+            }
+            for (int p = 0; p < np; ++p) {
+                float* dkp = j.dk + (j0 + p) * s.kv_stride + kv_off;
+                float* dvp = j.dv + (j0 + p) * s.kv_stride + kv_off;
+                accumulate_rows<V>(dkp, qrow, dst, B, p, nr, D);  // dk_p += sum_r ds_rp q_r
+                accumulate_rows<V>(dvp, orow, pt, B, p, nr, D);   // dv_p += sum_r p_rp dout_r
             }
         }
     }
