@@ -17,6 +17,7 @@ struct GradArgs {
     std::string model, ids, out;
     int batch = 1;
     int threads = 0;
+    std::string recompute = "none";
 };
 
 int run_grad(const GradArgs& a) {
@@ -32,7 +33,7 @@ int run_grad(const GradArgs& a) {
         targets.insert(targets.end(), seq + 1, seq + T + 1);
     }
     const io::GGUFFile file(a.model);
-    train::TrainModel m(file);
+    train::TrainModel m(file, train::recompute_policy(a.recompute));
     ThreadPool pool(a.threads);
     const double loss = m.forward_backward(tokens, targets, a.batch, T, pool);
     auto meta = file.metadata();
@@ -54,6 +55,9 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 16));
     app.add_option("-o,--out", a->out, "Output GGUF file of F32 gradients")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    app.add_option("--recompute", a->recompute, "Activation checkpointing: none or full")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "full"}));
     return [a] { return run_grad(*a); };
 }
 

@@ -45,7 +45,7 @@ struct TrainArgs {
     // run
     int batch = 4, seq = 64, accum = 1, threads = 0, log_every = 10;
     int64_t steps = 10;
-    std::string optimizer = "adamw", schedule = "cosine";
+    std::string optimizer = "adamw", schedule = "cosine", recompute = "none";
     float lr = 3e-4f, min_lr = 0.0f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     float weight_decay = 0.1f, momentum = 0.9f;
     bool nesterov = false, decay_embeddings = false;
@@ -131,7 +131,7 @@ int run_train(const TrainArgs& a) {
     }
     const io::GGUFFile file(path);
     if (!temp.empty()) std::filesystem::remove(temp);  // the mapping stays valid
-    train::TrainModel model(file);
+    train::TrainModel model(file, train::recompute_policy(a.recompute));
     const int n_vocab = model.hparams().n_vocab;
     if (a.vocab > 0)
         SYSLM_CHECK(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
@@ -330,6 +330,11 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--decay-embeddings", a->decay_embeddings, "Decay the embeddings too");
     app.add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
     app.add_flag("--nesterov", a->nesterov, "SGD: Nesterov momentum");
+    app.add_option("--recompute", a->recompute,
+                   "Activation checkpointing: none, or full (keep layer inputs, recompute the "
+                   "rest in the backward pass)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "full"}));
     app.add_option("--clip", a->clip, "Global gradient-norm limit (0: off)")->capture_default_str();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--log-every", a->log_every, "Keep a progress line every N steps")

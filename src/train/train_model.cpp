@@ -30,8 +30,14 @@ void add_into(float* dst, const float* src, size_t n) {
 
 }  // namespace
 
-TrainModel::TrainModel(const io::GGUFFile& file)
-    : hp_(model::load_hparams(file)), params_(ParamStore::from_gguf(file)) {
+Recompute recompute_policy(const std::string& name) {
+    if (name == "none") return Recompute::None;
+    if (name == "full") return Recompute::Full;
+    fail("recompute policy '", name, "': expected none or full");
+}
+
+TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
+    : hp_(model::load_hparams(file)), params_(ParamStore::from_gguf(file)), recompute_(recompute) {
     SYSLM_CHECK(hp_.n_expert == 0, file.path(),
                 ": training mixture-of-experts models is not implemented yet");
     const io::GGUFTensor& embd = file.tensor("token_embd.weight");
@@ -117,7 +123,9 @@ void TrainModel::plan(int B, int T) {
     const size_t R = static_cast<size_t>(B) * T;
     const size_t E = hp_.n_embd, QD = hp_.q_dim(), KD = hp_.kv_dim(), F = hp_.n_ff, V = hp_.n_vocab,
                  H = hp_.n_head;
-    saved_.resize(static_cast<size_t>(hp_.n_layer));
+    saved_.resize(recompute_ == Recompute::Full ? 1 : static_cast<size_t>(hp_.n_layer));
+    if (recompute_ == Recompute::Full)
+        inputs_.assign(static_cast<size_t>(hp_.n_layer), std::vector<float>(R * E));
     for (Saved& s : saved_) {
         for (auto* v : {&s.x_in, &s.a, &s.x_mid, &s.b}) v->assign(R * E, 0.0f);
         for (auto* v : {&s.q, &s.o}) v->assign(R * QD, 0.0f);
@@ -176,12 +184,13 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
 
 void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     const Layer& l = layers_[static_cast<size_t>(il)];
-    Saved& S = saved_[static_cast<size_t>(il)];
+    Saved& S = saved(il);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
                   KD = hp_.kv_dim(), F = hp_.n_ff;
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
 
     S.x_in = x_;
+    if (recompute_ == Recompute::Full) inputs_[static_cast<size_t>(il)] = x_;
     norm_forward(S.x_in.data(), S.a.data(), l.attn_norm, l.attn_norm_b, R, pool);
     if (gpt2) {
         const int64_t W = QD + 2 * KD;
@@ -238,7 +247,11 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
 // dx_ holds dL/d(layer output) on entry and dL/d(layer input) on return.
 void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     Layer& l = layers_[static_cast<size_t>(il)];
-    const Saved& S = saved_[static_cast<size_t>(il)];
+    if (recompute_ == Recompute::Full) {  // rebuild this layer's intermediates from its input
+        x_ = inputs_[static_cast<size_t>(il)];
+        layer_forward(il, B, T, pool);
+    }
+    const Saved& S = saved(il);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
                   KD = hp_.kv_dim(), F = hp_.n_ff;
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;

@@ -22,10 +22,17 @@
 
 namespace syslm::train {
 
+// Activation checkpointing: `None` keeps every layer's intermediates from the forward for the
+// backward; `Full` keeps only each layer's input and recomputes the layer's forward just before
+// its backward (one more forward pass of compute, activation memory of one layer plus one
+// residual row block per layer). Gradients are bit-identical either way.
+enum class Recompute { None, Full };
+Recompute recompute_policy(const std::string& name);  // "none" | "full"
+
 class TrainModel {
 public:
     // Hyper-parameters from the file's metadata, parameters converted to f32.
-    explicit TrainModel(const io::GGUFFile& file);
+    explicit TrainModel(const io::GGUFFile& file, Recompute recompute = Recompute::None);
 
     const model::HParams& hparams() const { return hp_; }
     ParamStore& params() { return params_; }
@@ -54,6 +61,9 @@ private:
     };
 
     Tensor bind(const std::string& name, std::vector<int64_t> ne, bool required = true);
+    Saved& saved(int il) {
+        return saved_[recompute_ == Recompute::Full ? 0 : static_cast<size_t>(il)];
+    }
     void plan(int B, int T);
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
                ThreadPool& pool, bool backward);
@@ -79,7 +89,9 @@ private:
     // Activations, planned for (B, T): the residual stream, per-layer saved tensors, the final
     // norm's input/output, logits (overwritten by their gradient), and backward scratch.
     int planned_B_ = 0, planned_T_ = 0;
-    std::vector<Saved> saved_;
+    Recompute recompute_;
+    std::vector<Saved> saved_;                // per layer, or one reused by every layer (Full)
+    std::vector<std::vector<float>> inputs_;  // Full: each layer's input
     std::vector<float> x_, x_final_, xf_, logits_;
     std::vector<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
     std::vector<int32_t> tokens_;
