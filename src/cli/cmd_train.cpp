@@ -191,6 +191,7 @@ int run_train(const TrainArgs& a) {
     int evals_without_gain = 0;
     bool interrupted = false, stopped_early = false;
     const int64_t first = trainer.next_step();
+    const bool live = isatty(fileno(stderr)) != 0;
     // Profiling covers the steps after the first (warm-up), as the speed figures do.
     auto profile_report = [&] {
         if (!a.profile) return;
@@ -217,13 +218,19 @@ int run_train(const TrainArgs& a) {
         const double sps = timed_steps ? timed / timed_steps : s.seconds;
         const double tps = tokens_per_step / sps;
         const double mfu = step_flops / sps / peak;
-        std::fprintf(stderr,
-                     "\rstep %lld/%lld | loss %.4f | grad norm %.3f | lr %.2e | %.0f tok/s | MFU "
-                     "%.1f%% | ETA %s   ",
-                     static_cast<long long>(s.step + 1), static_cast<long long>(a.steps), s.loss,
-                     s.grad_norm, s.lr, tps, 100 * mfu,
-                     eta(sps * static_cast<double>(a.steps - s.step - 1)).c_str());
-        if ((s.step + 1) % a.log_every == 0 || s.step + 1 == a.steps) std::fputc('\n', stderr);
+        // A live line on a terminal (rewritten each step, kept every --log-every steps); in a
+        // log file only the kept lines.
+        const bool keep = (s.step + 1) % a.log_every == 0 || s.step + 1 == a.steps;
+        if (live || keep) {
+            std::fprintf(stderr,
+                         "%sstep %lld/%lld | loss %.4f | grad norm %.3f | lr %.2e | %.0f tok/s | "
+                         "MFU %.1f%% | ETA %s   %s",
+                         live ? "\r" : "", static_cast<long long>(s.step + 1),
+                         static_cast<long long>(a.steps), s.loss, s.grad_norm, s.lr, tps, 100 * mfu,
+                         eta(sps * static_cast<double>(a.steps - s.step - 1)).c_str(),
+                         keep ? "\n" : "");
+            std::fflush(stderr);
+        }
         log({{"step", s.step + 1},
              {"loss", s.loss},
              {"lr", s.lr},
@@ -233,8 +240,9 @@ int run_train(const TrainArgs& a) {
              {"waited_ms", 1e3 * data->waited_s()}});
         if (a.eval_every > 0 && ((s.step + 1) % a.eval_every == 0 || trainer.done())) {
             const double val = train::evaluate(model, a.data, a.batch, a.seq, a.eval_batches, pool);
-            std::fprintf(stderr, "\nstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
-                         static_cast<long long>(s.step + 1), val, 1e3 * data->waited_s());
+            std::fprintf(stderr, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
+                         live && !keep ? "\n" : "", static_cast<long long>(s.step + 1), val,
+                         1e3 * data->waited_s());
             log({{"step", s.step + 1}, {"val_loss", val}});
             if (val < best_val) {
                 best_val = val;
