@@ -57,7 +57,10 @@ void write_safetensors(const fs::path& path, const std::vector<Tensor>& ts) {
 class HFConvert : public ::testing::Test {
 protected:
     void SetUp() override {
-        dir_ = fs::path(SYSLM_TEST_TMP) / "hf_convert_llama";
+        // One folder per test: CTest runs the tests of this fixture in parallel processes.
+        dir_ = fs::path(SYSLM_TEST_TMP) /
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() /
+               "hf_convert_llama";
         fs::remove_all(dir_);
         fs::create_directories(dir_);
         std::ofstream(dir_ / "config.json") << R"({"architectures": ["LlamaForCausalLM"],
