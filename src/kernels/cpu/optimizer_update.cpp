@@ -5,9 +5,9 @@
 #include "core/error.hpp"
 
 namespace syslm::kernels {
-namespace {
 
-void adamw_scalar(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
+void adamw_update_scalar(float* w, const float* g, float* m, float* v, int64_t n,
+                         const AdamWStep& s) {
     for (int64_t i = 0; i < n; ++i) {
         w[i] *= s.decay;
         m[i] += (g[i] - m[i]) * (1.0f - s.b1);
@@ -17,8 +17,6 @@ void adamw_scalar(float* w, const float* g, float* m, float* v, int64_t n, const
     }
 }
 
-}  // namespace
-
 void adamw_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
     adamw_update(w, g, m, v, n, s, active_isa());
 }
@@ -26,7 +24,7 @@ void adamw_update(float* w, const float* g, float* m, float* v, int64_t n, const
 void adamw_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s,
                   Isa isa) {
     static const x86::AdamWFn fns[3] = {
-        adamw_scalar,
+        adamw_update_scalar,
         isa_supported(Isa::Avx2) ? x86::adamw_avx2() : nullptr,
         isa_supported(Isa::Avx512) ? x86::adamw_avx512() : nullptr,
     };

@@ -22,6 +22,8 @@ struct AdamWStep {
 };
 
 void adamw_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);
+void adamw_update_scalar(float* w, const float* g, float* m, float* v, int64_t n,
+                         const AdamWStep& s);  // the reference (and the variants' tails)
 void adamw_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s,
                   Isa isa);
 

@@ -1,44 +1,12 @@
-// AdamW (optimizer_update.hpp) on 512-bit vectors: the scalar update's operations in the same
-// order, no FMA, so the result is bit-identical. See kernels/isa.hpp for the rules of ISA files.
-#include <cmath>
+// AdamW (optimizer_update_body.hpp) on V512. See kernels/isa.hpp for the rules of ISA files.
+#include "kernels/cpu/x86/vec_avx512.hpp"
 
-#include "kernels/cpu/optimizer_update.hpp"
-#include "kernels/cpu/x86/simd.hpp"
+#include "kernels/cpu/optimizer_update_body.hpp"
 
 namespace syslm::kernels::x86 {
-namespace {
-
-void adamw(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
-    const __m512 decay = _mm512_set1_ps(s.decay), a1 = _mm512_set1_ps(1.0f - s.b1);
-    const __m512 b2 = _mm512_set1_ps(s.b2), a2 = _mm512_set1_ps(1.0f - s.b2);
-    const __m512 bc2 = _mm512_set1_ps(s.bc2_sqrt), eps = _mm512_set1_ps(s.eps);
-    const __m512 step = _mm512_set1_ps(-s.step_size);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 gi = _mm512_loadu_ps(g + i);
-        const __m512 wi = _mm512_mul_ps(_mm512_loadu_ps(w + i), decay);
-        __m512 mi = _mm512_loadu_ps(m + i);
-        mi = _mm512_add_ps(mi, _mm512_mul_ps(_mm512_sub_ps(gi, mi), a1));
-        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2),
-                                        _mm512_mul_ps(_mm512_mul_ps(gi, gi), a2));
-        const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
-        _mm512_storeu_ps(w + i, _mm512_add_ps(wi, _mm512_mul_ps(step, _mm512_div_ps(mi, denom))));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-    }
-    for (; i < n; ++i) {
-        w[i] *= s.decay;
-        m[i] += (g[i] - m[i]) * (1.0f - s.b1);
-        v[i] = v[i] * s.b2 + g[i] * g[i] * (1.0f - s.b2);
-        const float denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
-        w[i] += -s.step_size * (m[i] / denom);
-    }
-}
-
-}  // namespace
 
 AdamWFn adamw_avx512() {
-    return adamw;
+    return adamw_v<V512>;
 }
 
 }  // namespace syslm::kernels::x86

@@ -38,6 +38,7 @@ struct V256 {
     static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
     static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
     static T div(T a, T b) { return _mm256_div_ps(a, b); }
+    static T sqrt(T a) { return _mm256_sqrt_ps(a); }
     static T max(T a, T b) { return _mm256_max_ps(a, b); }
     static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
     static M le(T a, T b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }

@@ -34,6 +34,7 @@ struct V512 {
     static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
     static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
     static T div(T a, T b) { return _mm512_div_ps(a, b); }
+    static T sqrt(T a) { return _mm512_sqrt_ps(a); }
     static T max(T a, T b) { return _mm512_max_ps(a, b); }
     static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
     static M le(T a, T b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
