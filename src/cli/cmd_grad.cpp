@@ -55,9 +55,9 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 16));
     app.add_option("-o,--out", a->out, "Output GGUF file of F32 gradients")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
-    app.add_option("--recompute", a->recompute, "Activation checkpointing: none or full")
+    app.add_option("--recompute", a->recompute, "Activation checkpointing: none, selective or full")
         ->capture_default_str()
-        ->check(CLI::IsMember({"none", "full"}));
+        ->check(CLI::IsMember({"none", "selective", "full"}));
     return [a] { return run_grad(*a); };
 }
 

@@ -339,10 +339,10 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
     app.add_flag("--nesterov", a->nesterov, "SGD: Nesterov momentum");
     app.add_option("--recompute", a->recompute,
-                   "Activation checkpointing: none, or full (keep layer inputs, recompute the "
-                   "rest in the backward pass)")
+                   "Activation checkpointing: none; selective (recompute norm and activation "
+                   "outputs); full (keep layer inputs, recompute the rest in the backward pass)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"none", "full"}));
+        ->check(CLI::IsMember({"none", "selective", "full"}));
     app.add_option("--clip", a->clip, "Global gradient-norm limit (0: off)")->capture_default_str();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--log-every", a->log_every, "Keep a progress line every N steps")

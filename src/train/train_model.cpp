@@ -32,8 +32,9 @@ void add_into(float* dst, const float* src, size_t n) {
 
 Recompute recompute_policy(const std::string& name) {
     if (name == "none") return Recompute::None;
+    if (name == "selective") return Recompute::Selective;
     if (name == "full") return Recompute::Full;
-    fail("recompute policy '", name, "': expected none or full");
+    fail("recompute policy '", name, "': expected none, selective or full");
 }
 
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
@@ -127,11 +128,14 @@ void TrainModel::plan(int B, int T) {
     if (recompute_ == Recompute::Full)
         inputs_.assign(static_cast<size_t>(hp_.n_layer), std::vector<float>(R * E));
     for (Saved& s : saved_) {
-        for (auto* v : {&s.x_in, &s.a, &s.x_mid, &s.b}) v->assign(R * E, 0.0f);
+        for (auto* v : {&s.x_in, &s.x_mid}) v->assign(R * E, 0.0f);
+        if (recompute_ != Recompute::Selective)
+            for (auto* v : {&s.a, &s.b}) v->assign(R * E, 0.0f);
         for (auto* v : {&s.q, &s.o}) v->assign(R * QD, 0.0f);
         for (auto* v : {&s.k, &s.v}) v->assign(R * KD, 0.0f);
         s.lse.assign(R * H, 0.0f);
-        for (auto* v : {&s.g, &s.u, &s.s}) v->assign(R * F, 0.0f);
+        for (auto* v : {&s.g, &s.u}) v->assign(R * F, 0.0f);
+        if (recompute_ != Recompute::Selective) s.s.assign(R * F, 0.0f);
     }
     for (auto* v : {&x_, &x_final_, &xf_, &dx_, &d_mid_, &d_a_, &d_b_}) v->assign(R * E, 0.0f);
     logits_.assign(R * V, 0.0f);
@@ -139,6 +143,11 @@ void TrainModel::plan(int B, int T) {
     for (auto* v : {&d_k_, &d_v_}) v->assign(R * KD, 0.0f);
     for (auto* v : {&d_g_, &d_u_, &d_s_}) v->assign(R * F, 0.0f);
     tmp_.assign(R * std::max({E, QD + 2 * KD, F}), 0.0f);
+    if (recompute_ == Recompute::Selective) {
+        sel_a_.assign(R * E, 0.0f);
+        sel_b_.assign(R * E, 0.0f);
+        sel_s_.assign(R * F, 0.0f);
+    }
     planned_B_ = B;
     planned_T_ = T;
 }
@@ -182,6 +191,17 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
     kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
 }
 
+void TrainModel::activation(Saved& S, int64_t n, ThreadPool& pool) {
+    float* s = act_out(S);
+    if (hp_.arch == model::Arch::Gpt2) {
+        std::copy_n(S.u.data(), n, s);
+        kernels::gelu_tanh(s, n, pool);
+    } else {
+        std::copy_n(S.g.data(), n, s);
+        kernels::swiglu(s, S.u.data(), n, pool);
+    }
+}
+
 void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     const Layer& l = layers_[static_cast<size_t>(il)];
     Saved& S = saved(il);
@@ -191,10 +211,11 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
 
     S.x_in = x_;
     if (recompute_ == Recompute::Full) inputs_[static_cast<size_t>(il)] = x_;
-    norm_forward(S.x_in.data(), S.a.data(), l.attn_norm, l.attn_norm_b, R, pool);
+    float* a = norm1_out(S);
+    norm_forward(S.x_in.data(), a, l.attn_norm, l.attn_norm_b, R, pool);
     if (gpt2) {
         const int64_t W = QD + 2 * KD;
-        linear(l.wqkv, l.bqkv, S.a.data(), R, E, W, tmp_.data(), pool);
+        linear(l.wqkv, l.bqkv, a, R, E, W, tmp_.data(), pool);
         for (int64_t r = 0; r < R; ++r) {
             const float* row = tmp_.data() + r * W;
             std::copy_n(row, QD, S.q.data() + r * QD);
@@ -202,9 +223,9 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
             std::copy_n(row + QD + KD, KD, S.v.data() + r * KD);
         }
     } else {
-        linear(l.wq, l.bq, S.a.data(), R, E, QD, S.q.data(), pool);
-        linear(l.wk, l.bk, S.a.data(), R, E, KD, S.k.data(), pool);
-        linear(l.wv, l.bv, S.a.data(), R, E, KD, S.v.data(), pool);
+        linear(l.wq, l.bq, a, R, E, QD, S.q.data(), pool);
+        linear(l.wk, l.bk, a, R, E, KD, S.k.data(), pool);
+        linear(l.wv, l.bv, a, R, E, KD, S.v.data(), pool);
     }
     if (rope_)
         pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
@@ -229,45 +250,49 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_in[i] + tmp_[i];
     S.x_mid = x_;
 
-    norm_forward(S.x_mid.data(), S.b.data(), l.ffn_norm, l.ffn_norm_b, R, pool);
+    float* b = norm2_out(S);
+    norm_forward(S.x_mid.data(), b, l.ffn_norm, l.ffn_norm_b, R, pool);
     if (gpt2) {
-        linear(l.ffn_up, l.ffn_up_b, S.b.data(), R, E, F, S.u.data(), pool);
-        S.s = S.u;
-        kernels::gelu_tanh(S.s.data(), R * F, pool);
+        linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), pool);
     } else {
-        linear(l.ffn_gate, {}, S.b.data(), R, E, F, S.g.data(), pool);
-        linear(l.ffn_up, {}, S.b.data(), R, E, F, S.u.data(), pool);
-        S.s = S.g;
-        kernels::swiglu(S.s.data(), S.u.data(), R * F, pool);
+        linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
+        linear(l.ffn_up, {}, b, R, E, F, S.u.data(), pool);
     }
-    linear(l.ffn_down, l.ffn_down_b, S.s.data(), R, F, E, tmp_.data(), pool);
+    activation(S, R * F, pool);
+    linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), pool);
     for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_mid[i] + tmp_[i];
 }
 
 // dx_ holds dL/d(layer output) on entry and dL/d(layer input) on return.
 void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     Layer& l = layers_[static_cast<size_t>(il)];
+    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
+                  KD = hp_.kv_dim(), F = hp_.n_ff;
     if (recompute_ == Recompute::Full) {  // rebuild this layer's intermediates from its input
         x_ = inputs_[static_cast<size_t>(il)];
         layer_forward(il, B, T, pool);
     }
-    const Saved& S = saved(il);
-    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
-                  KD = hp_.kv_dim(), F = hp_.n_ff;
+    Saved& S = saved(il);
+    if (recompute_ == Recompute::Selective) {  // the intermediates the forward did not keep
+        norm_forward(S.x_in.data(), norm1_out(S), l.attn_norm, l.attn_norm_b, R, pool);
+        norm_forward(S.x_mid.data(), norm2_out(S), l.ffn_norm, l.ffn_norm_b, R, pool);
+        activation(S, R * F, pool);
+    }
+    const float* a = norm1_out(S);
+    const float* b = norm2_out(S);
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
 
     // FFN: out = x_mid + down(s).
-    linear_backward(l.ffn_down, l.ffn_down_b, S.s.data(), dx_.data(), R, F, E, d_s_.data(), false,
+    linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), dx_.data(), R, F, E, d_s_.data(), false,
                     pool);
     if (gpt2) {
         kernels::gelu_tanh_backward(S.u.data(), d_s_.data(), d_u_.data(), R * F, pool);
-        linear_backward(l.ffn_up, l.ffn_up_b, S.b.data(), d_u_.data(), R, E, F, d_b_.data(), false,
-                        pool);
+        linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), false, pool);
     } else {
         kernels::swiglu_backward(S.g.data(), S.u.data(), d_s_.data(), d_g_.data(), d_u_.data(),
                                  R * F, pool);
-        linear_backward(l.ffn_gate, {}, S.b.data(), d_g_.data(), R, E, F, d_b_.data(), false, pool);
-        linear_backward(l.ffn_up, {}, S.b.data(), d_u_.data(), R, E, F, d_b_.data(), true, pool);
+        linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
+        linear_backward(l.ffn_up, {}, b, d_u_.data(), R, E, F, d_b_.data(), true, pool);
     }
     norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, pool);
     add_into(d_mid_.data(), dx_.data(), static_cast<size_t>(R * E));
@@ -304,11 +329,11 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
             std::copy_n(d_k_.data() + r * KD, KD, row + QD);
             std::copy_n(d_v_.data() + r * KD, KD, row + QD + KD);
         }
-        linear_backward(l.wqkv, l.bqkv, S.a.data(), dqkv.data(), R, E, W, d_a_.data(), false, pool);
+        linear_backward(l.wqkv, l.bqkv, a, dqkv.data(), R, E, W, d_a_.data(), false, pool);
     } else {
-        linear_backward(l.wq, l.bq, S.a.data(), d_q_.data(), R, E, QD, d_a_.data(), false, pool);
-        linear_backward(l.wk, l.bk, S.a.data(), d_k_.data(), R, E, KD, d_a_.data(), true, pool);
-        linear_backward(l.wv, l.bv, S.a.data(), d_v_.data(), R, E, KD, d_a_.data(), true, pool);
+        linear_backward(l.wq, l.bq, a, d_q_.data(), R, E, QD, d_a_.data(), false, pool);
+        linear_backward(l.wk, l.bk, a, d_k_.data(), R, E, KD, d_a_.data(), true, pool);
+        linear_backward(l.wv, l.bv, a, d_v_.data(), R, E, KD, d_a_.data(), true, pool);
     }
     norm_backward(S.x_in.data(), l.attn_norm, l.attn_norm_b, d_a_.data(), dx_.data(), R, pool);
     add_into(dx_.data(), d_mid_.data(), static_cast<size_t>(R * E));

@@ -23,11 +23,13 @@
 namespace syslm::train {
 
 // Activation checkpointing: `None` keeps every layer's intermediates from the forward for the
-// backward; `Full` keeps only each layer's input and recomputes the layer's forward just before
-// its backward (one more forward pass of compute, activation memory of one layer plus one
-// residual row block per layer). Gradients are bit-identical either way.
-enum class Recompute { None, Full };
-Recompute recompute_policy(const std::string& name);  // "none" | "full"
+// backward; `Selective` keeps the matmul outputs but recomputes the cheap large ones (the two
+// norm outputs and the SwiGLU / GELU output) before each layer's backward; `Full` keeps only each
+// layer's input and recomputes the layer's whole forward just before its backward (one more
+// forward pass of compute, activation memory of one layer plus one residual row block per
+// layer). Gradients are bit-identical in every case.
+enum class Recompute { None, Selective, Full };
+Recompute recompute_policy(const std::string& name);  // "none" | "selective" | "full"
 
 class TrainModel {
 public:
@@ -64,6 +66,18 @@ private:
     Saved& saved(int il) {
         return saved_[recompute_ == Recompute::Full ? 0 : static_cast<size_t>(il)];
     }
+    // Where a layer's norm outputs and activation output live: its own Saved, or (Selective)
+    // one buffer that every layer overwrites and the backward refills.
+    float* norm1_out(Saved& S) {
+        return recompute_ == Recompute::Selective ? sel_a_.data() : S.a.data();
+    }
+    float* norm2_out(Saved& S) {
+        return recompute_ == Recompute::Selective ? sel_b_.data() : S.b.data();
+    }
+    float* act_out(Saved& S) {
+        return recompute_ == Recompute::Selective ? sel_s_.data() : S.s.data();
+    }
+    void activation(Saved& S, int64_t n, ThreadPool& pool);  // act_out(S) from S.g / S.u
     void plan(int B, int T);
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
                ThreadPool& pool, bool backward);
@@ -90,8 +104,9 @@ private:
     // norm's input/output, logits (overwritten by their gradient), and backward scratch.
     int planned_B_ = 0, planned_T_ = 0;
     Recompute recompute_;
-    std::vector<Saved> saved_;                // per layer, or one reused by every layer (Full)
-    std::vector<std::vector<float>> inputs_;  // Full: each layer's input
+    std::vector<Saved> saved_;                  // per layer, or one reused by every layer (Full)
+    std::vector<std::vector<float>> inputs_;    // Full: each layer's input
+    std::vector<float> sel_a_, sel_b_, sel_s_;  // Selective: the recomputed intermediates
     std::vector<float> x_, x_final_, xf_, logits_;
     std::vector<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
     std::vector<int32_t> tokens_;

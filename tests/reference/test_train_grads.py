@@ -81,13 +81,14 @@ def test_gradients_match_autograd(variant, tmp_path, run_syslm):
     assert set(ref) - {"rope_freqs.weight"} == set(got)
     print(f"{variant}: loss {got_loss:.6f} vs {loss.item():.6f}, worst tensor rel err {worst:.2e}")
 
-    # Full activation recompute gives bit-identical gradients.
-    recomputed = tmp_path / "grads_recompute.gguf"
-    run_syslm("grad", "-m", model_path, "--ids", ",".join(map(str, ids.reshape(-1).tolist())),
-              "--batch", B, "-o", recomputed, "-t", 2, "--recompute", "full")
-    again, _ = read_gguf(recomputed)
-    for name, g in read_gguf(got_path)[0].items():
-        assert np.array_equal(g, again[name]), f"{name}: recompute changed the gradient"
+    # Activation recompute, selective or full, gives bit-identical gradients.
+    for policy in ("selective", "full"):
+        recomputed = tmp_path / f"grads_{policy}.gguf"
+        run_syslm("grad", "-m", model_path, "--ids", ",".join(map(str, ids.reshape(-1).tolist())),
+                  "--batch", B, "-o", recomputed, "-t", 2, "--recompute", policy)
+        again, _ = read_gguf(recomputed)
+        for name, g in read_gguf(got_path)[0].items():
+            assert np.array_equal(g, again[name]), f"{name}: {policy} recompute changed it"
 
 
 def test_moe_training_is_refused_clearly(tmp_path, run_syslm):
