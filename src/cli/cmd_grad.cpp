@@ -18,6 +18,7 @@ struct GradArgs {
     int batch = 1;
     int threads = 0;
     std::string recompute = "none";
+    double moe_aux_coef = 0.01;
 };
 
 int run_grad(const GradArgs& a) {
@@ -34,6 +35,7 @@ int run_grad(const GradArgs& a) {
     }
     const io::GGUFFile file(a.model);
     train::TrainModel m(file, train::recompute_policy(a.recompute));
+    m.set_router_aux_coef(a.moe_aux_coef);
     ThreadPool pool(a.threads);
     const double loss = m.forward_backward(tokens, targets, a.batch, T, pool);
     auto meta = file.metadata();
@@ -55,6 +57,9 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 16));
     app.add_option("-o,--out", a->out, "Output GGUF file of F32 gradients")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    app.add_option("--moe-aux-coef", a->moe_aux_coef,
+                   "MoE: weight of the load-balancing auxiliary loss in the loss")
+        ->capture_default_str();
     app.add_option("--recompute", a->recompute, "Activation checkpointing: none, selective or full")
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "selective", "full"}));

@@ -35,6 +35,8 @@ struct TrainArgs {
     // model
     std::string init, arch, tokenizer;
     int layers = 4, heads = 8, kv_heads = 0, dim = 256, ffn = 0, ctx = 1024, vocab = 0;
+    int experts = 0, experts_used = 2;
+    double moe_aux_coef = 0.01;
     uint64_t seed = 1;
     // data
     std::string data, ids;
@@ -57,8 +59,9 @@ struct TrainArgs {
     std::string config;
 };
 
-// FLOPs of one trained token: 6 per matrix parameter used in a matmul (forward 2, backward 4)
-// plus attention's QK^T and PV over the causal half of a length-T sequence, times 3.
+// FLOPs of one trained token: 6 per matrix parameter used in a matmul (forward 2, backward 4;
+// of a layer's experts only the k a token is routed to) plus attention's QK^T and PV over the
+// causal half of a length-T sequence, times 3.
 double flops_per_token(train::TrainModel& m, int T) {
     const auto& hp = m.hparams();
     double matrix = 0;
@@ -67,6 +70,8 @@ double flops_per_token(train::TrainModel& m, int T) {
         if (p.name == "output.weight") tied = false;
         if (p.ne.size() == 2 && p.name != "token_embd.weight" && p.name != "position_embd.weight")
             matrix += static_cast<double>(p.numel);
+        if (p.ne.size() == 3)  // experts
+            matrix += static_cast<double>(p.numel) * hp.n_expert_used / hp.n_expert;
     }
     if (tied) matrix += static_cast<double>(hp.n_vocab) * hp.n_embd;
     return 6 * matrix + 6.0 * hp.n_layer * T * hp.q_dim();
@@ -121,6 +126,8 @@ int run_train(const TrainArgs& a) {
         c.n_head_kv = a.kv_heads;
         c.n_embd = a.dim;
         c.n_ff = a.ffn;
+        c.n_expert = a.experts;
+        c.n_expert_used = a.experts > 0 ? a.experts_used : 0;
         c.n_ctx = a.ctx;
         c.seed = a.seed;
         temp = (std::filesystem::temp_directory_path() /
@@ -132,6 +139,7 @@ int run_train(const TrainArgs& a) {
     const io::GGUFFile file(path);
     if (!temp.empty()) std::filesystem::remove(temp);  // the mapping stays valid
     train::TrainModel model(file, train::recompute_policy(a.recompute));
+    model.set_router_aux_coef(a.moe_aux_coef);
     const int n_vocab = model.hparams().n_vocab;
     if (a.vocab > 0)
         SYSLM_CHECK(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
@@ -298,6 +306,13 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--kv-heads", a->kv_heads, "From scratch: KV heads (0: as --heads)");
     app.add_option("--dim", a->dim, "From scratch: embedding width")->capture_default_str();
     app.add_option("--ffn", a->ffn, "From scratch: FFN width (0: the architecture's default)");
+    app.add_option("--experts", a->experts, "From scratch: routed experts per layer (0: dense)")
+        ->capture_default_str();
+    app.add_option("--experts-used", a->experts_used, "From scratch: experts per token (top-k)")
+        ->capture_default_str();
+    app.add_option("--moe-aux-coef", a->moe_aux_coef,
+                   "MoE: weight of the load-balancing auxiliary loss")
+        ->capture_default_str();
     app.add_option("--ctx", a->ctx, "From scratch: context length")->capture_default_str();
     app.add_option("--tokenizer", a->tokenizer, "From scratch: GGUF whose tokenizer to use")
         ->check(CLI::ExistingFile);

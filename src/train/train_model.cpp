@@ -39,8 +39,11 @@ Recompute recompute_policy(const std::string& name) {
 
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
     : hp_(model::load_hparams(file)), params_(ParamStore::from_gguf(file)), recompute_(recompute) {
-    SYSLM_CHECK(hp_.n_expert == 0, file.path(),
-                ": training mixture-of-experts models is not implemented yet");
+    SYSLM_CHECK(hp_.n_ff_shexp == 0 && hp_.arch != model::Arch::Qwen2Moe, file.path(),
+                ": training models with shared experts (qwen2moe) is not implemented; routed "
+                "experts (mixtral-style llama) are");
+    SYSLM_CHECK(hp_.n_expert <= kMaxTrainedExperts, file.path(), ": ", hp_.n_expert,
+                " experts per layer; training supports up to ", kMaxTrainedExperts);
     const io::GGUFTensor& embd = file.tensor("token_embd.weight");
     SYSLM_CHECK(embd.ne.size() == 2, file.path(), ": token_embd.weight must be 2-D");
     hp_.n_vocab = static_cast<int>(embd.ne[1]);
@@ -48,6 +51,8 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
                   F = hp_.n_ff;
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
     const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
+    const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
+    ffn_width_ = moe() ? hp_.n_expert_used * FX : F;
 
     // GPT-2 ties its output matrix to the embedding, but its GGUF stores it twice (llama.cpp's
     // gpt2 requires output.weight): two bit-identical copies are trained as the one tensor HF
@@ -81,8 +86,15 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
         l.attn_norm = bind(p + "attn_norm.weight", {E});
         l.ffn_norm = bind(p + "ffn_norm.weight", {E});
         l.wo = bind(p + "attn_output.weight", {QD, E});
-        l.ffn_up = bind(p + "ffn_up.weight", {E, F});
-        l.ffn_down = bind(p + "ffn_down.weight", {F, E});
+        if (moe()) {
+            l.router = bind(p + "ffn_gate_inp.weight", {E, X});
+            l.gate_exps = bind(p + "ffn_gate_exps.weight", {E, FX, X});
+            l.up_exps = bind(p + "ffn_up_exps.weight", {E, FX, X});
+            l.down_exps = bind(p + "ffn_down_exps.weight", {FX, E, X});
+        } else {
+            l.ffn_up = bind(p + "ffn_up.weight", {E, F});
+            l.ffn_down = bind(p + "ffn_down.weight", {F, E});
+        }
         if (gpt2) {
             l.attn_norm_b = bind(p + "attn_norm.bias", {E});
             l.ffn_norm_b = bind(p + "ffn_norm.bias", {E});
@@ -98,7 +110,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
             l.bq = bind(p + "attn_q.bias", {QD}, qkv_bias);
             l.bk = bind(p + "attn_k.bias", {KD}, qkv_bias);
             l.bv = bind(p + "attn_v.bias", {KD}, qkv_bias);
-            l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
+            if (!moe()) l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
         }
         layers_.push_back(l);
     }
@@ -122,8 +134,9 @@ void TrainModel::plan(int B, int T) {
                     " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
     if (B == planned_B_ && T == planned_T_) return;
     const size_t R = static_cast<size_t>(B) * T;
-    const size_t E = hp_.n_embd, QD = hp_.q_dim(), KD = hp_.kv_dim(), F = hp_.n_ff, V = hp_.n_vocab,
-                 H = hp_.n_head;
+    const size_t E = hp_.n_embd, QD = hp_.q_dim(), KD = hp_.kv_dim(),
+                 F = static_cast<size_t>(ffn_width_), V = hp_.n_vocab, H = hp_.n_head,
+                 X = static_cast<size_t>(hp_.n_expert), K = static_cast<size_t>(hp_.n_expert_used);
     saved_.resize(recompute_ == Recompute::Full ? 1 : static_cast<size_t>(hp_.n_layer));
     if (recompute_ == Recompute::Full)
         inputs_.assign(static_cast<size_t>(hp_.n_layer), std::vector<float>(R * E));
@@ -136,6 +149,23 @@ void TrainModel::plan(int B, int T) {
         s.lse.assign(R * H, 0.0f);
         for (auto* v : {&s.g, &s.u}) v->assign(R * F, 0.0f);
         if (recompute_ != Recompute::Selective) s.s.assign(R * F, 0.0f);
+        if (moe()) {
+            s.router_p.assign(R * X, 0.0f);
+            s.slot_w.assign(R * K, 0.0f);
+            s.eo.assign(R * K * E, 0.0f);
+            s.route_slot.assign(R * K, 0);
+            s.slot_row.assign(R * K, 0);
+            s.expert_begin.assign(X + 1, 0);
+        }
+    }
+    if (moe()) {
+        moe_in_.assign(R * K * E, 0.0f);
+        moe_grad_.assign(R * K * E, 0.0f);
+        moe_dz_.assign(R * X, 0.0f);
+        moe_slot_dw_.assign(R * K, 0.0f);
+        moe_aux_grad_.assign(X, 0.0f);
+        moe_count_.assign(static_cast<size_t>(hp_.n_layer) * X, 0);
+        moe_psum_.assign(static_cast<size_t>(hp_.n_layer) * X, 0.0);
     }
     for (auto* v : {&x_, &x_final_, &xf_, &dx_, &d_mid_, &d_a_, &d_b_}) v->assign(R * E, 0.0f);
     logits_.assign(R * V, 0.0f);
@@ -206,7 +236,7 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     const Layer& l = layers_[static_cast<size_t>(il)];
     Saved& S = saved(il);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
-                  KD = hp_.kv_dim(), F = hp_.n_ff;
+                  KD = hp_.kv_dim(), F = ffn_width_;
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
 
     S.x_in = x_;
@@ -252,14 +282,18 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
 
     float* b = norm2_out(S);
     norm_forward(S.x_mid.data(), b, l.ffn_norm, l.ffn_norm_b, R, pool);
-    if (gpt2) {
-        linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), pool);
+    if (moe()) {
+        moe_forward(il, S, b, R, pool);
     } else {
-        linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
-        linear(l.ffn_up, {}, b, R, E, F, S.u.data(), pool);
+        if (gpt2) {
+            linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), pool);
+        } else {
+            linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
+            linear(l.ffn_up, {}, b, R, E, F, S.u.data(), pool);
+        }
+        activation(S, R * F, pool);
+        linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), pool);
     }
-    activation(S, R * F, pool);
-    linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), pool);
     for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_mid[i] + tmp_[i];
 }
 
@@ -267,7 +301,7 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
 void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     Layer& l = layers_[static_cast<size_t>(il)];
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
-                  KD = hp_.kv_dim(), F = hp_.n_ff;
+                  KD = hp_.kv_dim(), F = ffn_width_;
     if (recompute_ == Recompute::Full) {  // rebuild this layer's intermediates from its input
         x_ = inputs_[static_cast<size_t>(il)];
         layer_forward(il, B, T, pool);
@@ -283,16 +317,21 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
 
     // FFN: out = x_mid + down(s).
-    linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), dx_.data(), R, F, E, d_s_.data(), false,
-                    pool);
-    if (gpt2) {
-        kernels::gelu_tanh_backward(S.u.data(), d_s_.data(), d_u_.data(), R * F, pool);
-        linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), false, pool);
+    if (moe()) {
+        moe_backward(il, S, b, R, pool);
     } else {
-        kernels::swiglu_backward(S.g.data(), S.u.data(), d_s_.data(), d_g_.data(), d_u_.data(),
-                                 R * F, pool);
-        linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
-        linear_backward(l.ffn_up, {}, b, d_u_.data(), R, E, F, d_b_.data(), true, pool);
+        linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), dx_.data(), R, F, E, d_s_.data(),
+                        false, pool);
+        if (gpt2) {
+            kernels::gelu_tanh_backward(S.u.data(), d_s_.data(), d_u_.data(), R * F, pool);
+            linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), false,
+                            pool);
+        } else {
+            kernels::swiglu_backward(S.g.data(), S.u.data(), d_s_.data(), d_g_.data(),
+                                     d_u_.data(), R * F, pool);
+            linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
+            linear_backward(l.ffn_up, {}, b, d_u_.data(), R, E, F, d_b_.data(), true, pool);
+        }
     }
     norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, pool);
     add_into(d_mid_.data(), dx_.data(), static_cast<size_t>(R * E));
@@ -359,6 +398,7 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
     }
     for (int il = 0; il < hp_.n_layer; ++il) layer_forward(il, B, T, pool);
+    const double aux = moe() && backward ? moe_aux_loss() : 0.0;
     x_final_ = x_;
     norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
     linear(output_, {}, xf_.data(), R, E, V, logits_.data(), pool);
@@ -368,6 +408,7 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool);
     }
     if (!backward) return loss;
+    loss += aux_coef_ * aux;
 
     // logits_ now holds dL/dlogits.
     linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, V, d_a_.data(), false, pool);

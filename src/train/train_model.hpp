@@ -5,10 +5,12 @@
 // planned once for (B, T) — nothing is allocated inside a step once warm.
 //
 // Supported: llama / mistral (sliding window) / qwen2 (QKV biases, NEOX RoPE) dense models and
-// gpt2 (LayerNorm, fused QKV, learned positions, GELU, biases), tied or separate output. MoE
-// models are refused with a clear error (their backward is not written yet).
+// gpt2 (LayerNorm, fused QKV, learned positions, GELU, biases), tied or separate output, and
+// mixtral-style mixtures of experts (llama with routed SwiGLU experts, softmax top-k routing and
+// the Switch / HF load-balancing auxiliary loss; moe.cpp). Shared experts (qwen2moe) are refused.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -29,6 +31,10 @@ namespace syslm::train {
 // forward pass of compute, activation memory of one layer plus one residual row block per
 // layer). Gradients are bit-identical in every case.
 enum class Recompute { None, Selective, Full };
+
+// Routing scratch lives on the stack (no allocation inside a step): models with more experts per
+// layer than this are refused.
+constexpr int kMaxTrainedExperts = 512;
 Recompute recompute_policy(const std::string& name);  // "none" | "selective" | "full"
 
 class TrainModel {
@@ -37,15 +43,18 @@ public:
     explicit TrainModel(const io::GGUFFile& file, Recompute recompute = Recompute::None);
 
     const model::HParams& hparams() const { return hp_; }
+    // Weight of the MoE load-balancing loss added to the training loss (HF's
+    // router_aux_loss_coef); no effect on dense models.
+    void set_router_aux_coef(double c) { aux_coef_ = c; }
     ParamStore& params() { return params_; }
 
     // tokens and targets: B x T (row-major). Runs the forward pass, the mean cross-entropy over
     // the targets >= 0, and the backward pass, adding the gradients into params().grads().
-    // Returns the loss.
+    // Returns the loss (for MoE models: cross-entropy + aux coef x load-balancing loss).
     double forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                             int B, int T, ThreadPool& pool);
 
-    // The forward pass only: the loss (targets as above), nothing kept for a backward.
+    // The forward pass only: the cross-entropy (targets as above), nothing kept for a backward.
     double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
                 ThreadPool& pool);
 
@@ -57,9 +66,21 @@ private:
     struct Layer {
         Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, wo, bo;
         Tensor ffn_norm, ffn_norm_b, ffn_gate, ffn_up, ffn_down, ffn_up_b, ffn_down_b;
+        Tensor router, gate_exps, up_exps, down_exps;  // MoE: expert e's matrix at e x its size
     };
     struct Saved {  // what a layer's backward needs, for B*T rows
+        // g, u, s: B*T x n_ff (dense), or B*T*K x n_ff_exp (MoE, rows in slot order).
         std::vector<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
+        // MoE routing: router probabilities (rows x experts); each (row, k) choice's slot, where
+        // slots are grouped by expert (expert e owns slots expert_begin[e] ..
+        // expert_begin[e+1]); each slot's row, weight and expert output (slots x n_embd).
+        std::vector<float> router_p, slot_w, eo;
+        std::vector<int32_t> route_slot, slot_row;
+        std::vector<int64_t> expert_begin;
+        int64_t expert_of(int64_t slot) const {
+            return std::upper_bound(expert_begin.begin(), expert_begin.end(), slot) -
+                   expert_begin.begin() - 1;
+        }
     };
 
     Tensor bind(const std::string& name, std::vector<int64_t> ne, bool required = true);
@@ -83,6 +104,13 @@ private:
                ThreadPool& pool, bool backward);
     void layer_forward(int il, int B, int T, ThreadPool& pool);
     void layer_backward(int il, int B, int T, ThreadPool& pool);
+    bool moe() const { return hp_.n_expert > 0; }
+    // MoE FFN (moe.cpp): routes the rows of `b` (the FFN norm's output), runs the experts on
+    // their rows and writes the weighted sum to tmp_; the backward reads dL/dout from dx_ and
+    // writes dL/db to d_b_.
+    void moe_forward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool);
+    void moe_backward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool);
+    double moe_aux_loss();  // from the forward's counts; also sets moe_aux_grad_
     void norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b, int64_t rows,
                       ThreadPool& pool) const;
     void norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy, float* dx,
@@ -110,6 +138,15 @@ private:
     std::vector<float> x_, x_final_, xf_, logits_;
     std::vector<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
     std::vector<int32_t> tokens_;
+
+    // MoE: rows gathered per expert, their output gradients (then input gradients), router
+    // logit gradients, per-slot routing-weight gradients; per layer, how many rows chose each
+    // expert and the sum of its router probability (the load-balancing loss's two factors).
+    int64_t ffn_width_ = 0;  // floats of g / u / s per row: n_ff, or K x n_ff_exp for MoE
+    double aux_coef_ = 0.01;
+    std::vector<float> moe_in_, moe_grad_, moe_dz_, moe_slot_dw_, moe_aux_grad_;
+    std::vector<int64_t> moe_count_;
+    std::vector<double> moe_psum_;
 };
 
 }  // namespace syslm::train

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 
 import tiny_hf_models
 
@@ -34,23 +33,18 @@ def read_gguf(path):
     return tensors, fields
 
 
-@pytest.mark.parametrize("variant", DENSE)
-def test_gradients_match_autograd(variant, tmp_path, run_syslm):
-    hf_dir = tiny_hf_models.build(variant, tmp_path / "hf")
-    model = tiny_hf_models.load(hf_dir)
-    n_vocab = model.config.vocab_size
-    gen = torch.Generator().manual_seed(zlib.crc32(variant.encode()))
-    ids = torch.randint(0, n_vocab, (B, T + 1), generator=gen)
-
-    logits = model(input_ids=ids[:, :T]).logits
-    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
-    loss.backward()
-
+def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_syslm, *extra):
+    """Runs `syslm grad` on the converted model; checks its loss and every gradient against
+    PyTorch's (loss.backward() already run) and returns the syslm model and gradient paths."""
     # PyTorch's gradients as a checkpoint of the same model, converted like the weights.
     grad_dir = tmp_path / "grads_hf"
     shutil.copytree(hf_dir, grad_dir)
-    grads = {name: p.grad.detach().contiguous() for name, p in model.named_parameters()}
-    save_file(grads, str(grad_dir / "model.safetensors"), metadata={"format": "pt"})
+    # The model saves its own gradients: save_pretrained applies transformers' conversion back to
+    # the checkpoint layout (e.g. Mixtral's fused in-memory experts to per-expert w1/w2/w3).
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.grad)
+    model.save_pretrained(grad_dir)
     ref_path = tmp_path / "grads_ref.gguf"
     run_syslm("convert", "--hf", grad_dir, "-o", ref_path)
 
@@ -58,7 +52,7 @@ def test_gradients_match_autograd(variant, tmp_path, run_syslm):
     run_syslm("convert", "--hf", hf_dir, "-o", model_path)
     got_path = tmp_path / "grads.gguf"
     out = run_syslm("grad", "-m", model_path, "--ids", ",".join(map(str, ids.reshape(-1).tolist())),
-                    "--batch", B, "-o", got_path, "-t", 2).stdout
+                    "--batch", B, "-o", got_path, "-t", 2, *extra).stdout
     got_loss = float(out.split()[1])
     assert abs(got_loss - loss.item()) < 1e-5 * abs(loss.item()), (got_loss, loss.item())
 
@@ -80,22 +74,64 @@ def test_gradients_match_autograd(variant, tmp_path, run_syslm):
     # Every trainable tensor of the reference has a syslm gradient (rope_freqs is a constant).
     assert set(ref) - {"rope_freqs.weight"} == set(got)
     print(f"{variant}: loss {got_loss:.6f} vs {loss.item():.6f}, worst tensor rel err {worst:.2e}")
+    return model_path, got_path
 
-    # Activation recompute, selective or full, gives bit-identical gradients.
+
+def check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm, *extra):
     for policy in ("selective", "full"):
         recomputed = tmp_path / f"grads_{policy}.gguf"
         run_syslm("grad", "-m", model_path, "--ids", ",".join(map(str, ids.reshape(-1).tolist())),
-                  "--batch", B, "-o", recomputed, "-t", 2, "--recompute", policy)
+                  "--batch", B, "-o", recomputed, "-t", 2, "--recompute", policy, *extra)
         again, _ = read_gguf(recomputed)
         for name, g in read_gguf(got_path)[0].items():
             assert np.array_equal(g, again[name]), f"{name}: {policy} recompute changed it"
 
 
-def test_moe_training_is_refused_clearly(tmp_path, run_syslm):
+@pytest.mark.parametrize("variant", DENSE)
+def test_gradients_match_autograd(variant, tmp_path, run_syslm):
+    hf_dir = tiny_hf_models.build(variant, tmp_path / "hf")
+    model = tiny_hf_models.load(hf_dir)
+    n_vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(zlib.crc32(variant.encode()))
+    ids = torch.randint(0, n_vocab, (B, T + 1), generator=gen)
+
+    logits = model(input_ids=ids[:, :T]).logits
+    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
+    loss.backward()
+    model_path, got_path = check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path,
+                                                  run_syslm)
+    # Activation recompute, selective or full, gives bit-identical gradients.
+    check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm)
+
+
+def test_moe_gradients_match_autograd(tmp_path, run_syslm):
+    """Mixtral (4 experts, top-2, renormalised weights): cross-entropy plus HF's load-balancing
+    auxiliary loss (router_aux_loss_coef, all layers' rows), every gradient incl. the router's
+    and each expert's."""
+    coef = 0.05  # large enough that the auxiliary loss's gradient shows in the router's
     hf_dir = tiny_hf_models.build("mixtral", tmp_path / "hf")
+    model = tiny_hf_models.load(hf_dir)
+    model.config.router_aux_loss_coef = coef
+    n_vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(zlib.crc32(b"mixtral"))
+    ids = torch.randint(0, n_vocab, (B, T + 1), generator=gen)
+
+    out = model(input_ids=ids[:, :T], output_router_logits=True)
+    ce = F.cross_entropy(out.logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
+    assert out.aux_loss is not None and out.aux_loss.item() > 0
+    loss = ce + coef * out.aux_loss
+    loss.backward()
+    extra = ("--moe-aux-coef", coef)
+    model_path, got_path = check_against_autograd("mixtral", model, hf_dir, ids, loss, tmp_path,
+                                                  run_syslm, *extra)
+    check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm, *extra)
+
+
+def test_shared_expert_training_is_refused_clearly(tmp_path, run_syslm):
+    hf_dir = tiny_hf_models.build("qwen2moe", tmp_path / "hf")
     model_path = tmp_path / "model.gguf"
     run_syslm("convert", "--hf", hf_dir, "-o", model_path)
     proc = run_syslm("grad", "-m", model_path, "--ids", "1,2,3", "-o", tmp_path / "g.gguf",
                      check=False)
     assert proc.returncode != 0
-    assert "mixture-of-experts" in proc.stderr
+    assert "shared experts" in proc.stderr

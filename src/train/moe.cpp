@@ -1,0 +1,193 @@
+// The mixture-of-experts FFN of TrainModel (mixtral-style): softmax router, top-k experts per row
+// (weights renormalised over the k when the model says so), SwiGLU experts run on the rows routed
+// to them (grouped, so each expert is one GEMM per step), and the load-balancing auxiliary loss
+// of Switch Transformer as HF's Mixtral computes it over all layers' rows:
+//   aux = X * sum_e f_e * P_e,  f_e = (choices of e) / (L*R),  P_e = mean router probability of e.
+// f is a count (no gradient), so d aux / d p[l, r, e] = X * f_e / (L*R).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numeric>
+
+#include "core/profiler.hpp"
+#include "kernels/cpu/backward.hpp"
+#include "train/train_model.hpp"
+
+namespace syslm::train {
+
+void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool) {
+    const Layer& l = layers_[static_cast<size_t>(il)];
+    const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert, K = hp_.n_expert_used;
+
+    linear(l.router, {}, b, R, E, X, S.router_p.data(), pool);
+    // Softmax and top-k per row, as the inference forward (model/transformer.cpp); the choices
+    // go to slot_w (weights) and route_slot (expert ids, turned into slots below).
+    pool.parallel_for(R, [&](int64_t r0, int64_t r1, int) {
+        std::array<int64_t, kMaxTrainedExperts> order;  // no allocation inside the step
+        for (int64_t r = r0; r < r1; ++r) {
+            float* p = S.router_p.data() + r * X;
+            const float mx = *std::max_element(p, p + X);
+            double sum = 0;
+            for (int64_t e = 0; e < X; ++e) sum += (p[e] = std::exp(p[e] - mx));
+            for (int64_t e = 0; e < X; ++e) p[e] = static_cast<float>(p[e] / sum);
+            std::iota(order.begin(), order.begin() + X, 0);
+            std::partial_sort(order.begin(), order.begin() + K, order.begin() + X,
+                              [&](int64_t x, int64_t y) {
+                                  return p[x] > p[y] || (p[x] == p[y] && x < y);
+                              });
+            double top = 0;
+            for (int64_t j = 0; j < K; ++j) top += p[order[j]];
+            for (int64_t j = 0; j < K; ++j) {
+                S.route_slot[r * K + j] = static_cast<int32_t>(order[j]);
+                S.slot_w[r * K + j] = hp_.expert_weights_norm
+                                          ? static_cast<float>(p[order[j]] / top)
+                                          : p[order[j]];
+            }
+        }
+    });
+    // Slots grouped by expert, rows in order within an expert (deterministic).
+    int64_t* count = moe_count_.data() + static_cast<size_t>(il) * X;
+    std::fill_n(count, X, 0);
+    for (int64_t i = 0; i < R * K; ++i) ++count[S.route_slot[i]];
+    S.expert_begin[0] = 0;
+    for (int64_t e = 0; e < X; ++e) S.expert_begin[e + 1] = S.expert_begin[e] + count[e];
+    std::array<int64_t, kMaxTrainedExperts> cursor;
+    std::copy(S.expert_begin.begin(), S.expert_begin.end() - 1, cursor.begin());
+    float* weight = moe_slot_dw_.data();  // scratch here; the backward's dL/dw later
+    std::copy_n(S.slot_w.data(), R * K, weight);
+    for (int64_t i = 0; i < R * K; ++i) {
+        const int64_t j = cursor[S.route_slot[i]]++;
+        S.slot_row[j] = static_cast<int32_t>(i / K);
+        S.slot_w[j] = weight[i];
+        S.route_slot[i] = static_cast<int32_t>(j);
+    }
+    double* psum = moe_psum_.data() + static_cast<size_t>(il) * X;
+    for (int64_t e = 0; e < X; ++e) {
+        double s = 0;
+        for (int64_t r = 0; r < R; ++r) s += S.router_p[r * X + e];
+        psum[e] = s;
+    }
+
+    pool.parallel_for(R * K, [&](int64_t j0, int64_t j1, int) {
+        for (int64_t j = j0; j < j1; ++j)
+            std::copy_n(b + S.slot_row[j] * E, E, moe_in_.data() + j * E);
+    });
+    for (int64_t e = 0; e < X; ++e) {
+        const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
+        if (n == 0) continue;
+        const int64_t m = E * F;  // floats of one expert's matrix
+        linear({l.gate_exps.w + e * m}, {}, moe_in_.data() + j * E, n, E, F, S.g.data() + j * F,
+               pool);
+        linear({l.up_exps.w + e * m}, {}, moe_in_.data() + j * E, n, E, F, S.u.data() + j * F,
+               pool);
+    }
+    activation(S, R * K * F, pool);
+    const float* s = act_out(S);
+    for (int64_t e = 0; e < X; ++e) {
+        const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
+        if (n == 0) continue;
+        linear({l.down_exps.w + e * E * F}, {}, s + j * F, n, F, E, S.eo.data() + j * E, pool);
+    }
+    pool.parallel_for(R, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+            float* out = tmp_.data() + r * E;
+            std::fill_n(out, E, 0.0f);
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t j = S.route_slot[r * K + k];
+                const float w = S.slot_w[j];
+                const float* eo = S.eo.data() + j * E;
+                for (int64_t i = 0; i < E; ++i) out[i] += w * eo[i];
+            }
+        }
+    });
+}
+
+double TrainModel::moe_aux_loss() {
+    const int64_t X = hp_.n_expert;
+    const double N = static_cast<double>(hp_.n_layer) * planned_B_ * planned_T_;
+    double aux = 0;
+    for (int64_t e = 0; e < X; ++e) {
+        double count = 0, psum = 0;
+        for (int il = 0; il < hp_.n_layer; ++il) {
+            count += static_cast<double>(moe_count_[static_cast<size_t>(il * X + e)]);
+            psum += moe_psum_[static_cast<size_t>(il * X + e)];
+        }
+        aux += (count / N) * (psum / N);
+        moe_aux_grad_[static_cast<size_t>(e)] = static_cast<float>(aux_coef_ * X * count / N / N);
+    }
+    return X * aux;
+}
+
+void TrainModel::moe_backward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool) {
+    Layer& l = layers_[static_cast<size_t>(il)];
+    const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert, K = hp_.n_expert_used;
+    const int64_t m = E * F;
+
+    // Per slot: dL/d(expert output) = w * dL/dout[row]; dL/dw = dL/dout[row] . expert output.
+    pool.parallel_for(R * K, [&](int64_t j0, int64_t j1, int) {
+        for (int64_t j = j0; j < j1; ++j) {
+            const float* dy = dx_.data() + S.slot_row[j] * E;
+            const float* eo = S.eo.data() + j * E;
+            float* g = moe_grad_.data() + j * E;
+            const float w = S.slot_w[j];
+            double dw = 0;
+            for (int64_t i = 0; i < E; ++i) {
+                g[i] = w * dy[i];
+                dw += static_cast<double>(dy[i]) * eo[i];
+            }
+            moe_slot_dw_[j] = static_cast<float>(dw);
+            std::copy_n(b + S.slot_row[j] * E, E, moe_in_.data() + j * E);  // expert inputs
+        }
+    });
+    const float* s = act_out(S);
+    for (int64_t e = 0; e < X; ++e) {
+        const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
+        if (n == 0) continue;
+        linear_backward({l.down_exps.w + e * m, l.down_exps.g + e * m}, {}, s + j * F,
+                        moe_grad_.data() + j * E, n, F, E, d_s_.data() + j * F, false, pool);
+    }
+    kernels::swiglu_backward(S.g.data(), S.u.data(), d_s_.data(), d_g_.data(), d_u_.data(),
+                             R * K * F, pool);
+    for (int64_t e = 0; e < X; ++e) {  // moe_grad_ now takes dL/d(expert input)
+        const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
+        if (n == 0) continue;
+        const float* in = moe_in_.data() + j * E;
+        float* din = moe_grad_.data() + j * E;
+        linear_backward({l.gate_exps.w + e * m, l.gate_exps.g + e * m}, {}, in,
+                        d_g_.data() + j * F, n, E, F, din, false, pool);
+        linear_backward({l.up_exps.w + e * m, l.up_exps.g + e * m}, {}, in, d_u_.data() + j * F, n,
+                        E, F, din, true, pool);
+    }
+
+    // Per row: the expert inputs' gradients summed back, and the router's: through the top-k
+    // weights (renormalised or not), plus the auxiliary loss, then the softmax.
+    const bool norm = hp_.expert_weights_norm;
+    pool.parallel_for(R, [&](int64_t r0, int64_t r1, int) {
+        std::array<double, kMaxTrainedExperts> dp;
+        for (int64_t r = r0; r < r1; ++r) {
+            float* db = d_b_.data() + r * E;
+            std::fill_n(db, E, 0.0f);
+            const float* p = S.router_p.data() + r * X;
+            for (int64_t e = 0; e < X; ++e) dp[e] = moe_aux_grad_[e];
+            double top = 0, dot = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t j = S.route_slot[r * K + k];
+                const float* din = moe_grad_.data() + j * E;
+                for (int64_t i = 0; i < E; ++i) db[i] += din[i];
+                top += p[S.expert_of(j)];
+                dot += static_cast<double>(moe_slot_dw_[j]) * S.slot_w[j];
+            }
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t j = S.route_slot[r * K + k];
+                dp[S.expert_of(j)] += norm ? (moe_slot_dw_[j] - dot) / top : moe_slot_dw_[j];
+            }
+            double pdp = 0;
+            for (int64_t e = 0; e < X; ++e) pdp += p[e] * dp[e];
+            for (int64_t e = 0; e < X; ++e)
+                moe_dz_[r * X + e] = static_cast<float>(p[e] * (dp[e] - pdp));
+        }
+    });
+    linear_backward(l.router, {}, b, moe_dz_.data(), R, E, X, d_b_.data(), true, pool);
+}
+
+}  // namespace syslm::train
