@@ -3,11 +3,15 @@
 //   - syslm gemm() per weight type, ISA and panel format (f32 FMA / bf16 vdpbf16ps),
 //   - the per-(row, token) vec_dot path it replaces for prefill (matmul_vec_dot),
 //   - OpenBLAS sgemm on f32 (its own threads, set to the same count),
-//   - the peak loops of kernels/cpu/peak.hpp (FMA f32, vdpbf16ps) on the same threads.
+//   - the peak loops of kernels/cpu/peak.hpp (FMA f32, vdpbf16ps) on the same threads,
+//   - the training GEMMs of a linear layer (forward, input and weight gradient): bf16 panels
+//     against OpenBLAS sgemm ('Train/').
 // Filter with --benchmark_filter, e.g. 'Gemm/F16.*2048x5632'.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -110,6 +114,52 @@ void bm_openblas(benchmark::State& st, Shape s) {
 }
 #endif
 
+// The three GEMMs of a linear layer's training step (forward Y = X W^T, input gradient
+// dX = dY W, weight gradient dW += dY^T X) on (T x K) activations and an (N x K) weight: syslm's
+// bf16 training GEMM (operands read in place, transposed where needed) against OpenBLAS sgemm.
+enum class TrainOp { Forward, Input, Weight };
+const Shape kTrainShapes[] = {
+    {"small_384x1536_T2048", 384, 1536, 2048},
+    {"small_384x8192_T2048", 384, 8192, 2048},
+    {"gpt2_768x3072_T256", 768, 3072, 256},
+};
+
+void bm_train(benchmark::State& st, Shape s, TrainOp op, bool bf16) {
+    const std::vector<float> x = noise(static_cast<size_t>(s.T * s.K), 2);
+    const std::vector<float> w = noise(static_cast<size_t>(s.N * s.K), 1);
+    const std::vector<float> dy = noise(static_cast<size_t>(s.T * s.N), 3);
+    std::vector<float> out(static_cast<size_t>(std::max(s.T * s.N, std::max(s.T, s.N) * s.K)));
+    for (auto _ : st) {
+        if (bf16) {
+            if (op == TrainOp::Forward)
+                gemm_bf16({x.data(), s.K, false}, {w.data(), s.K, false}, s.T, s.N, s.K,
+                          out.data(), false, pool());
+            else if (op == TrainOp::Input)
+                gemm_bf16({dy.data(), s.N, false}, {w.data(), s.K, true}, s.T, s.K, s.N,
+                          out.data(), false, pool());
+            else
+                gemm_bf16({dy.data(), s.N, true}, {x.data(), s.K, true}, s.N, s.K, s.T,
+                          out.data(), true, pool());
+        } else {
+#ifdef SYSLM_BENCH_OPENBLAS
+            openblas_set_num_threads(bench_threads());
+            const int T = static_cast<int>(s.T), N = static_cast<int>(s.N),
+                      K = static_cast<int>(s.K);
+            if (op == TrainOp::Forward)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, x.data(), K,
+                            w.data(), K, 0.0f, out.data(), N);
+            else if (op == TrainOp::Input)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dy.data(), N,
+                            w.data(), K, 0.0f, out.data(), K);
+            else
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, T, 1.0f, dy.data(), N,
+                            x.data(), K, 1.0f, out.data(), K);
+#endif
+        }
+    }
+    set_flops(st, s);
+}
+
 void bm_peak(benchmark::State& st, bool bf16) {
     const PeakKernels& pk = peak_kernels();
     const PeakKernels::ComputeFn fn = bf16 ? pk.dot_bf16 : pk.fma_f32;
@@ -133,6 +183,21 @@ void bm_peak(benchmark::State& st, bool bf16) {
 const int kRegistered = [] {
     benchmark::RegisterBenchmark("Peak/fma_f32", bm_peak, false)->UseRealTime();
     benchmark::RegisterBenchmark("Peak/dot_bf16", bm_peak, true)->UseRealTime();
+    for (const Shape& s : kTrainShapes)
+        for (const auto& [op, opname] : {std::pair{TrainOp::Forward, "forward"},
+                                         {TrainOp::Input, "input_grad"},
+                                         {TrainOp::Weight, "weight_grad"}})
+            for (const bool bf16 : {false, true}) {
+#ifndef SYSLM_BENCH_OPENBLAS
+                if (!bf16) continue;
+#endif
+                if (bf16 && !gemm_bf16_supported()) continue;
+                const std::string name = std::string("Train/") + (bf16 ? "bf16/" : "sgemm/") +
+                                         opname + "/" + s.name;
+                benchmark::RegisterBenchmark(name.c_str(), bm_train, s, op, bf16)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+            }
     const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                            DType::Q4_0, DType::Q4_K, DType::Q6_K};
     for (const Shape& s : kShapes) {

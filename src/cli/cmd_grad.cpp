@@ -19,6 +19,7 @@ struct GradArgs {
     int threads = 0;
     std::string recompute = "none";
     double moe_aux_coef = 0.01;
+    std::string precision = "f32";
 };
 
 int run_grad(const GradArgs& a) {
@@ -36,6 +37,7 @@ int run_grad(const GradArgs& a) {
     const io::GGUFFile file(a.model);
     train::TrainModel m(file, train::recompute_policy(a.recompute));
     m.set_router_aux_coef(a.moe_aux_coef);
+    m.set_precision(train::precision_mode(a.precision));
     ThreadPool pool(a.threads);
     const double loss = m.forward_backward(tokens, targets, a.batch, T, pool);
     auto meta = file.metadata();
@@ -57,6 +59,8 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 16));
     app.add_option("-o,--out", a->out, "Output GGUF file of F32 gradients")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    app.add_option("--precision", a->precision, "Linear layers' arithmetic: f32 or bf16")
+        ->capture_default_str();
     app.add_option("--moe-aux-coef", a->moe_aux_coef,
                    "MoE: weight of the load-balancing auxiliary loss in the loss")
         ->capture_default_str();

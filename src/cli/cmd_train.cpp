@@ -37,6 +37,7 @@ struct TrainArgs {
     int layers = 4, heads = 8, kv_heads = 0, dim = 256, ffn = 0, ctx = 1024, vocab = 0;
     int experts = 0, experts_used = 2;
     double moe_aux_coef = 0.01;
+    std::string precision = "f32";
     uint64_t seed = 1;
     // data
     std::string data, ids;
@@ -140,6 +141,7 @@ int run_train(const TrainArgs& a) {
     if (!temp.empty()) std::filesystem::remove(temp);  // the mapping stays valid
     train::TrainModel model(file, train::recompute_policy(a.recompute));
     model.set_router_aux_coef(a.moe_aux_coef);
+    model.set_precision(train::precision_mode(a.precision));
     const int n_vocab = model.hparams().n_vocab;
     if (a.vocab > 0)
         SYSLM_CHECK(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
@@ -191,7 +193,12 @@ int run_train(const TrainArgs& a) {
     };
     std::signal(SIGINT, on_sigint);
 
-    const double peak = profile::cached_or_measured_probe(0, false).fma_f32_for(pool.size()) * 1e9;
+    // MFU against the peak of the arithmetic the matmuls run on (bf16: vdpbf16ps where the CPU
+    // has it; the emulated path has the f32 peak).
+    const profile::ProbeResult probe = profile::cached_or_measured_probe(0, false);
+    const bool bf16_peak = model.precision() == train::Precision::BF16 && probe.bf16 > 0;
+    const double peak =
+        (bf16_peak ? probe.bf16_for(pool.size()) : probe.fma_f32_for(pool.size())) * 1e9;
     const double step_flops = flops_per_token(model, a.seq) * a.batch * a.seq * a.accum;
     const double tokens_per_step = static_cast<double>(a.batch) * a.seq * a.accum;
     double timed = 0, final_loss = 0, best_val = INFINITY;
@@ -353,6 +360,10 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--decay-embeddings", a->decay_embeddings, "Decay the embeddings too");
     app.add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
     app.add_flag("--nesterov", a->nesterov, "SGD: Nesterov momentum");
+    app.add_option("--precision", a->precision,
+                   "Linear layers' arithmetic: f32, or bf16 (mixed precision: bf16 operands, f32 "
+                   "accumulation and master weights)")
+        ->capture_default_str();
     app.add_option("--recompute", a->recompute,
                    "Activation checkpointing: none; selective (recompute norm and activation "
                    "outputs); full (keep layer inputs, recompute the rest in the backward pass)")

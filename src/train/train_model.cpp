@@ -37,6 +37,12 @@ Recompute recompute_policy(const std::string& name) {
     fail("recompute policy '", name, "': expected none, selective or full");
 }
 
+Precision precision_mode(const std::string& name) {
+    if (name == "f32") return Precision::F32;
+    if (name == "bf16") return Precision::BF16;
+    fail("precision '", name, "': expected f32 or bf16");
+}
+
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
     : hp_(model::load_hparams(file)), params_(ParamStore::from_gguf(file)), recompute_(recompute) {
     SYSLM_CHECK(hp_.n_ff_shexp == 0 && hp_.arch != model::Arch::Qwen2Moe, file.path(),
@@ -205,7 +211,10 @@ void TrainModel::linear(const Tensor& w, const Tensor& b, const float* x, int64_
                         int64_t n_in, int64_t n_out, float* y, ThreadPool& pool) const {
     SYSLM_PROFILE_SCOPE("matmul", 2.0 * rows * n_in * n_out,
                         4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    kernels::matmul(kernels::WeightView{DType::F32, n_in, n_out, w.w}, x, rows, y, pool, b.w);
+    if (precision_ == Precision::BF16)
+        kernels::linear_forward_bf16(x, w.w, b.w, rows, n_in, n_out, y, pool);
+    else
+        kernels::matmul(kernels::WeightView{DType::F32, n_in, n_out, w.w}, x, rows, y, pool, b.w);
 }
 
 void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
@@ -214,11 +223,17 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
     {
         SYSLM_PROFILE_SCOPE("matmul_bwd_weight", 2.0 * rows * n_in * n_out,
                             4.0 * (rows * (n_in + n_out) + 2 * n_in * n_out));
-        kernels::linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, pool);
+        if (precision_ == Precision::BF16)
+            kernels::linear_backward_weight_bf16(dy, x, rows, n_in, n_out, w.g, b.g, pool);
+        else
+            kernels::linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, pool);
     }
     SYSLM_PROFILE_SCOPE("matmul_bwd_input", 2.0 * rows * n_in * n_out,
                         4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
+    if (precision_ == Precision::BF16)
+        kernels::linear_backward_input_bf16(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
+    else
+        kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
 }
 
 void TrainModel::activation(Saved& S, int64_t n, ThreadPool& pool) {

@@ -37,6 +37,13 @@ enum class Recompute { None, Selective, Full };
 constexpr int kMaxTrainedExperts = 512;
 Recompute recompute_policy(const std::string& name);  // "none" | "selective" | "full"
 
+// Arithmetic of the linear layers (every matmul with a weight, incl. the output head). F32: f32
+// throughout. BF16 mixed precision: both operands of those matmuls rounded to bf16 with f32
+// accumulation (as PyTorch's bf16 autocast), on AVX512_BF16's vdpbf16ps where the CPU has it;
+// master weights, gradients, optimizer, norms, attention, softmax and loss stay f32.
+enum class Precision { F32, BF16 };
+Precision precision_mode(const std::string& name);  // "f32" | "bf16"
+
 class TrainModel {
 public:
     // Hyper-parameters from the file's metadata, parameters converted to f32.
@@ -46,6 +53,8 @@ public:
     // Weight of the MoE load-balancing loss added to the training loss (HF's
     // router_aux_loss_coef); no effect on dense models.
     void set_router_aux_coef(double c) { aux_coef_ = c; }
+    void set_precision(Precision p) { precision_ = p; }
+    Precision precision() const { return precision_; }
     ParamStore& params() { return params_; }
 
     // tokens and targets: B x T (row-major). Runs the forward pass, the mean cross-entropy over
@@ -144,6 +153,7 @@ private:
     // expert and the sum of its router probability (the load-balancing loss's two factors).
     int64_t ffn_width_ = 0;  // floats of g / u / s per row: n_ff, or K x n_ff_exp for MoE
     double aux_coef_ = 0.01;
+    Precision precision_ = Precision::F32;
     std::vector<float> moe_in_, moe_grad_, moe_dz_, moe_slot_dw_, moe_aux_grad_;
     std::vector<int64_t> moe_count_;
     std::vector<double> moe_psum_;

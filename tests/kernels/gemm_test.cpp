@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -185,6 +186,45 @@ TEST(GemmPack, PanelsAreTheTransposedRows) {
                     }
             }
         }
+    }
+}
+
+// The training GEMM on bf16 panels, every orientation of both operands (forward x W^T, input
+// gradient dY W, weight gradient dY^T X), awkward sizes incl. odd depth, with and without
+// accumulation: equal to a double-precision sum of the bf16-rounded operands.
+TEST(GemmBf16, EveryOperandOrientationMatchesTheRoundedReference) {
+    if (!gemm_bf16_supported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+    ThreadPool pool(2);
+    uint64_t seed = 91;
+    for (const auto& [T, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {13, 45, 7},
+                                  {30, 70, 261}, {131, 33, 517}}) {
+        for (const bool xt : {false, true})
+            for (const bool wt : {false, true})
+                for (const bool accumulate : {false, true}) {
+                    const std::vector<float> x = testing::make_quant_input(seed++, T * K);
+                    const std::vector<float> w = testing::make_quant_input(seed++, N * K);
+                    std::vector<float> y = testing::make_quant_input(seed++, T * N);
+                    const std::vector<float> y0 = y;
+                    // x(t, k), w(o, k) in the chosen storage order.
+                    auto xv = [&](int64_t t, int64_t k) { return xt ? x[k * T + t] : x[t * K + k]; };
+                    auto wv = [&](int64_t o, int64_t k) { return wt ? w[k * N + o] : w[o * K + k]; };
+                    gemm_bf16({x.data(), xt ? T : K, xt}, {w.data(), wt ? N : K, wt}, T, N, K,
+                              y.data(), accumulate, pool);
+                    for (int64_t t = 0; t < T; ++t)
+                        for (int64_t o = 0; o < N; ++o) {
+                            double ref = accumulate ? y0[t * N + o] : 0.0, mag = std::fabs(ref);
+                            for (int64_t k = 0; k < K; ++k) {
+                                const double p = static_cast<double>(round_bf16(xv(t, k))) *
+                                                 round_bf16(wv(o, k));
+                                ref += p;
+                                mag += std::fabs(p);
+                            }
+                            ASSERT_NEAR(y[t * N + o], ref, 1e-5 * mag + 1e-30)
+                                << "T=" << T << " N=" << N << " K=" << K << " xt=" << xt
+                                << " wt=" << wt << " acc=" << accumulate << " t=" << t
+                                << " o=" << o;
+                        }
+                }
     }
 }
 

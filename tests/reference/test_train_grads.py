@@ -77,6 +77,48 @@ def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_sysl
     return model_path, got_path
 
 
+def test_bf16_gradients_stay_near_fp32(tmp_path, run_syslm):
+    """BF16 mixed precision (bf16 matmul operands, f32 accumulation and everything else): the
+    loss and every gradient stay within bf16's rounding of PyTorch's FP32 values, and they do
+    differ from FP32 (the bf16 path ran)."""
+    for variant in ("llama", "gpt2"):
+        hf_dir = tiny_hf_models.build(variant, tmp_path / variant)
+        model = tiny_hf_models.load(hf_dir)
+        n_vocab = model.config.vocab_size
+        gen = torch.Generator().manual_seed(zlib.crc32(variant.encode()) + 1)
+        ids = torch.randint(0, n_vocab, (B, T + 1), generator=gen)
+        logits = model(input_ids=ids[:, :T]).logits
+        loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
+        loss.backward()
+        grad_dir = tmp_path / f"{variant}_grads_hf"
+        shutil.copytree(hf_dir, grad_dir)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.grad)
+        model.save_pretrained(grad_dir)
+        ref_path = tmp_path / f"{variant}_ref.gguf"
+        run_syslm("convert", "--hf", grad_dir, "-o", ref_path)
+        model_path = tmp_path / f"{variant}.gguf"
+        run_syslm("convert", "--hf", hf_dir, "-o", model_path)
+        got_path = tmp_path / f"{variant}_bf16.gguf"
+        out = run_syslm("grad", "-m", model_path, "--precision", "bf16", "-t", 2, "--batch", B,
+                        "--ids", ",".join(map(str, ids.reshape(-1).tolist())), "-o",
+                        got_path).stdout
+        got_loss = float(out.split()[1])
+        assert abs(got_loss - loss.item()) < 5e-3 * loss.item(), (got_loss, loss.item())
+        got, _ = read_gguf(got_path)
+        ref, _ = read_gguf(ref_path)
+        worst, least = 0.0, 1.0
+        for name, g in got.items():
+            r = ref[name]
+            err = np.abs(g - r).max() / max(np.abs(r).max(), 1e-12)
+            worst, least = max(worst, err), min(least, err)
+            assert err < 3e-2, f"{variant} {name}: bf16 rel err {err:.2e}"
+        assert worst > 1e-4, "bf16 gradients equal fp32's: the bf16 path did not run"
+        print(f"{variant} bf16: loss {got_loss:.6f} vs fp32 {loss.item():.6f}, "
+              f"rel err per tensor {least:.1e}..{worst:.1e}")
+
+
 def check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm, *extra):
     for policy in ("selective", "full"):
         recomputed = tmp_path / f"grads_{policy}.gguf"

@@ -56,6 +56,60 @@ void pack_activations(const GemmKernels& kn, bool bf16, const float* x, int64_t 
     });
 }
 
+// The blocked sweep shared by every entry point. Each thread owns a contiguous run of nr-row
+// panels (the pool splits [0, panels) evenly), packs its own weights once per (kc x nc) block
+// with pack_weights(jc, nc, pc, kc, bpack, rows) and sweeps all tokens (packed in `a`) over
+// them: no weight is converted twice and both threads get the same number of panels, give or
+// take one.
+template <typename PackWeights>
+void sweep(const GemmKernels& kn, bool bf16, int64_t T, int64_t N, int64_t K, const void* a,
+           PackWeights&& pack_weights, float* y, const float* bias, bool accumulate,
+           ThreadPool& pool) {
+    const int mr = bf16 ? kn.mr_bf16 : kn.mr_f32;
+    const int nr = bf16 ? kn.nr_bf16 : kn.nr_f32;
+    const int64_t K2 = (K + 1) / 2;
+    const int64_t token_blocks = (T + mr - 1) / mr;
+    const auto* a_f32 = static_cast<const float*>(a);
+    const auto* a_bf16 = static_cast<const uint32_t*>(a);
+    const int64_t panels = (N + nr - 1) / nr;
+    const int64_t nc_max = std::max<int64_t>(kNc / nr, 1) * nr;
+    pool.parallel_for(panels, [&](int64_t pb, int64_t pe, int) {
+        thread_local Scratch b_scratch, rows_scratch;
+        const int64_t kc_pad = (kKc + 1) / 2 * 2;
+        std::byte* bpack = b_scratch.get<std::byte>(static_cast<size_t>(nc_max * kc_pad) * 4);
+        float* rows = rows_scratch.get<float>(static_cast<size_t>(nc_max * kKc));
+        const int64_t r_end = std::min(N, pe * nr);
+        for (int64_t jc = pb * nr; jc < r_end; jc += nc_max) {
+            const int64_t nc = std::min(nc_max, r_end - jc);
+            for (int64_t pc = 0; pc < K; pc += kKc) {
+                const int64_t kc = std::min(kKc, K - pc);
+                pack_weights(jc, nc, pc, kc, bpack, rows);
+                const bool acc = accumulate || pc > 0;
+                const int64_t kc2 = (kc + 1) / 2;
+                for (int64_t tb = 0; tb < token_blocks; ++tb) {
+                    const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
+                    float* yt = y + tb * mr * N;
+                    for (int64_t p = 0; p * nr < nc; ++p) {
+                        const int n = static_cast<int>(std::min<int64_t>(nr, nc - p * nr));
+                        const int64_t o = jc + p * nr;
+                        const float* b = bias && pc == 0 ? bias + o : nullptr;
+                        if (bf16) {
+                            kn.tile_bf16(
+                                kc2, a_bf16 + tb * K2 * mr + pc / 2 * mr,
+                                reinterpret_cast<const uint16_t*>(bpack) + p * kc2 * 2 * nr, yt + o,
+                                N, m, n, b, acc);
+                        } else {
+                            kn.tile_f32(kc, a_f32 + tb * K * mr + pc * mr,
+                                        reinterpret_cast<const float*>(bpack) + p * kc * nr, yt + o,
+                                        N, m, n, b, acc);
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
 }  // namespace
 
 const char* gemm_panel_name(GemmPanel p) {
@@ -100,7 +154,6 @@ void gemm(const WeightView& w, const float* x, int64_t n_tokens, float* y, Threa
     const int64_t K = w.n_in, N = w.n_out, T = n_tokens;
     if (T <= 0 || N <= 0) return;
     const int mr = bf16 ? kn.mr_bf16 : kn.mr_f32;
-    const int nr = bf16 ? kn.nr_bf16 : kn.nr_f32;
     const int64_t K2 = (K + 1) / 2;
     const int64_t token_blocks = (T + mr - 1) / mr;
 
@@ -138,46 +191,41 @@ void gemm(const WeightView& w, const float* x, int64_t n_tokens, float* y, Threa
             kn.pack_f32(rows, kc, nc, kc, b_f32);
     };
 
-    // Each thread owns a contiguous run of nr-row panels (the pool splits [0, panels) evenly),
-    // packs its own weights once and sweeps all tokens over them: no weight is converted twice
-    // and both threads get the same number of panels, give or take one.
-    const int64_t panels = (N + nr - 1) / nr;
-    const int64_t nc_max = std::max<int64_t>(kNc / nr, 1) * nr;
-    pool.parallel_for(panels, [&](int64_t pb, int64_t pe, int) {
-        thread_local Scratch b_scratch, rows_scratch;
-        const int64_t kc_pad = (kKc + 1) / 2 * 2;
-        std::byte* bpack = b_scratch.get<std::byte>(static_cast<size_t>(nc_max * kc_pad) * 4);
-        float* rows = rows_scratch.get<float>(static_cast<size_t>(nc_max * kKc));
-        const int64_t r_end = std::min(N, pe * nr);
-        for (int64_t jc = pb * nr; jc < r_end; jc += nc_max) {
-            const int64_t nc = std::min(nc_max, r_end - jc);
-            for (int64_t pc = 0; pc < K; pc += kKc) {
-                const int64_t kc = std::min(kKc, K - pc);
-                pack_weights(jc, nc, pc, kc, bpack, rows);
-                const bool accumulate = pc > 0;
-                const int64_t kc2 = (kc + 1) / 2;
-                for (int64_t tb = 0; tb < token_blocks; ++tb) {
-                    const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
-                    float* yt = y + tb * mr * N;
-                    for (int64_t p = 0; p * nr < nc; ++p) {
-                        const int n = static_cast<int>(std::min<int64_t>(nr, nc - p * nr));
-                        const int64_t o = jc + p * nr;
-                        const float* b = bias && !accumulate ? bias + o : nullptr;
-                        if (bf16) {
-                            kn.tile_bf16(
-                                kc2, a_bf16 + tb * K2 * mr + pc / 2 * mr,
-                                reinterpret_cast<const uint16_t*>(bpack) + p * kc2 * 2 * nr, yt + o,
-                                N, m, n, b, accumulate);
-                        } else {
-                            kn.tile_f32(kc, a_f32 + tb * K * mr + pc * mr,
-                                        reinterpret_cast<const float*>(bpack) + p * kc * nr, yt + o,
-                                        N, m, n, b, accumulate);
-                        }
-                    }
-                }
-            }
+    sweep(kn, bf16, T, N, K, bf16 ? static_cast<const void*>(a_bf16) : a_f32, pack_weights, y,
+          bias, false, pool);
+}
+
+bool gemm_bf16_supported() {
+    return isa_supported(Isa::Avx512) && gemm_kernels(Isa::Avx512).pack_a_bf16_t != nullptr;
+}
+
+void gemm_bf16(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K, float* y,
+               bool accumulate, ThreadPool& pool, const float* bias) {
+    if (!gemm_bf16_supported()) fail("GEMM: bf16 panels need AVX512_BF16, which this CPU lacks");
+    if (T <= 0 || N <= 0) return;
+    const GemmKernels& kn = gemm_kernels(Isa::Avx512);
+    const int mr = kn.mr_bf16;
+    const int64_t K2 = (K + 1) / 2, blocks = (T + mr - 1) / mr;
+    thread_local Scratch a_scratch;
+    uint32_t* a = a_scratch.get<uint32_t>(static_cast<size_t>(blocks * K2 * mr));
+    pool.parallel_for(blocks, [&](int64_t b, int64_t e, int) {
+        for (int64_t tb = b; tb < e; ++tb) {
+            const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
+            if (x.transposed)
+                kn.pack_a_bf16_t(x.data + tb * mr, x.ld, m, K, a + tb * K2 * mr);
+            else
+                kn.pack_a_bf16(x.data + tb * mr * x.ld, x.ld, m, K, a + tb * K2 * mr);
         }
     });
+    const auto pack_weights = [&](int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                                  std::byte* bpack, float*) {
+        auto* dst = reinterpret_cast<uint16_t*>(bpack);
+        if (w.transposed)
+            kn.pack_bf16_from_f32_t(w.data + pc * w.ld + jc, w.ld, nc, kc, dst);
+        else
+            kn.pack_bf16_from_f32(w.data + jc * w.ld + pc, w.ld, nc, kc, dst);
+    };
+    sweep(kn, true, T, N, K, a, pack_weights, y, bias, accumulate, pool);
 }
 
 }  // namespace syslm::kernels

@@ -61,6 +61,11 @@ struct GemmKernels {
     // (f32) or dst[k2][mr] words of two bf16 (rounded to nearest even), zero past m and K.
     void (*pack_a_f32)(const float* x, int64_t ldx, int m, int64_t K, float* dst);
     void (*pack_a_bf16)(const float* x, int64_t ldx, int m, int64_t K, uint32_t* dst);
+    // The bf16 packers over transposed sources, for the training GEMMs: tokens at
+    // x[k * ldx + i], weight rows at cols[k * ld + r].
+    void (*pack_a_bf16_t)(const float* x, int64_t ldx, int m, int64_t K, uint32_t* dst);
+    void (*pack_bf16_from_f32_t)(const float* cols, int64_t ld, int64_t n_rows, int64_t kc,
+                                 uint16_t* dst);
 };
 
 // The table for `isa` (throws Error if this CPU lacks it; Isa::Scalar has no GEMM: empty table).
@@ -74,6 +79,21 @@ GemmPanel gemm_panel(DType type, Isa isa);
 // AVX2 and AVX-512). x: n_tokens rows of w.n_in floats; y: n_tokens rows of w.n_out floats.
 void gemm(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
           const float* bias, Isa isa, GemmPanel panel);
+
+// Training GEMMs on bf16 panels (AVX512_BF16): y[t, o] (+)= sum_k x(t, k) w(o, k) for t < T,
+// o < N, k < K, with y rows of N floats. Each f32 operand is read as stored (x[t * ld + k],
+// w[o * ld + k]) or transposed (x[k * ld + t], w[k * ld + o]) and rounded to bf16 as it is
+// packed (nearest even); products accumulate in f32. Covers a linear layer's forward
+// (x, w as stored), input gradient (dY as stored, W transposed) and weight gradient (dY and X
+// both transposed) without transposed copies. Throws Error where the CPU lacks AVX512_BF16.
+struct GemmOperand {
+    const float* data;
+    int64_t ld;
+    bool transposed;
+};
+bool gemm_bf16_supported();
+void gemm_bf16(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K, float* y,
+               bool accumulate, ThreadPool& pool, const float* bias = nullptr);
 
 namespace x86 {
 // Defined in the ISA files.

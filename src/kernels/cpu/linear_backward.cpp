@@ -2,6 +2,11 @@
 
 #include <cblas.h>
 
+#include <vector>
+
+#include "core/half.hpp"
+#include "kernels/cpu/gemm.hpp"
+
 namespace syslm::kernels {
 namespace {
 
@@ -12,6 +17,32 @@ void use_threads(const ThreadPool& pool) {
 
 int blas_int(int64_t v) {
     return static_cast<int>(v);  // model dimensions: far below 2^31
+}
+
+void bias_backward(const float* dy, int64_t T, int64_t N, float* db, ThreadPool& pool) {
+    pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
+        for (int64_t n = b; n < e; ++n) {
+            double s = 0;
+            for (int64_t t = 0; t < T; ++t) s += dy[t * N + n];
+            db[n] += static_cast<float>(s);
+        }
+    });
+}
+
+bool native_bf16(bool emulate) {
+    return !emulate && gemm_bf16_supported();
+}
+
+// The emulated path's operands: a bf16-rounded f32 copy in one of two grow-only buffers.
+const float* rounded(const float* v, int64_t n, int slot, ThreadPool& pool) {
+    thread_local std::vector<float> copies[2];
+    std::vector<float>& c = copies[slot];
+    if (c.size() < static_cast<size_t>(n)) c.resize(static_cast<size_t>(n));
+    float* d = c.data();
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) d[i] = bf16_to_f32(f32_to_bf16(v[i]));
+    });
+    return d;
 }
 
 }  // namespace
@@ -28,14 +59,46 @@ void linear_backward_weight(const float* dy, const float* x, int64_t T, int64_t 
     use_threads(pool);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(N), blas_int(K), blas_int(T),
                 1.0f, dy, blas_int(N), x, blas_int(K), 1.0f, dw, blas_int(K));
-    if (!db) return;
-    pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
-        for (int64_t n = b; n < e; ++n) {
-            double s = 0;
-            for (int64_t t = 0; t < T; ++t) s += dy[t * N + n];
-            db[n] += static_cast<float>(s);
-        }
-    });
+    if (db) bias_backward(dy, T, N, db, pool);
+}
+
+void linear_forward_bf16(const float* x, const float* w, const float* bias, int64_t T, int64_t K,
+                         int64_t N, float* y, ThreadPool& pool, bool emulate) {
+    if (native_bf16(emulate)) {
+        gemm_bf16({x, K, false}, {w, K, false}, T, N, K, y, false, pool, bias);
+        return;
+    }
+    const float* xr = rounded(x, T * K, 0, pool);
+    const float* wr = rounded(w, N * K, 1, pool);
+    use_threads(pool);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T), blas_int(N), blas_int(K),
+                1.0f, xr, blas_int(K), wr, blas_int(K), 0.0f, y, blas_int(N));
+    if (bias)
+        pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+            for (int64_t t = b; t < e; ++t)
+                for (int64_t n = 0; n < N; ++n) y[t * N + n] += bias[n];
+        });
+}
+
+void linear_backward_input_bf16(const float* dy, const float* w, int64_t T, int64_t K, int64_t N,
+                                float* dx, bool accumulate, ThreadPool& pool, bool emulate) {
+    if (native_bf16(emulate)) {
+        gemm_bf16({dy, N, false}, {w, K, true}, T, K, N, dx, accumulate, pool);
+        return;
+    }
+    linear_backward_input(rounded(dy, T * N, 0, pool), rounded(w, N * K, 1, pool), T, K, N, dx,
+                          accumulate, pool);
+}
+
+void linear_backward_weight_bf16(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
+                                 float* dw, float* db, ThreadPool& pool, bool emulate) {
+    if (native_bf16(emulate)) {
+        gemm_bf16({dy, N, true}, {x, K, true}, N, K, T, dw, true, pool);
+    } else {
+        linear_backward_weight(rounded(dy, T * N, 0, pool), rounded(x, T * K, 1, pool), T, K, N,
+                               dw, nullptr, pool);
+    }
+    if (db) bias_backward(dy, T, N, db, pool);  // f32: bias gradients are sums, not products
 }
 
 }  // namespace syslm::kernels

@@ -265,6 +265,43 @@ void pack_a_bf16(const float* x, int64_t ldx, int m, int64_t K, uint32_t* dst) {
     }
 }
 
+// Two rows of up to 16 floats (k and k + 1 of the same 16 columns) rounded to bf16 and
+// interleaved into 16 words: the low half from row k, the high half from row k + 1.
+__m512i bf16_pairs(const float* row0, const float* row1, __mmask16 m) {
+    const __m512i lo = _mm512_cvtepu16_epi32(to_bf16(_mm512_maskz_loadu_ps(m, row0)));
+    const __m512i hi = row1 ? _mm512_cvtepu16_epi32(to_bf16(_mm512_maskz_loadu_ps(m, row1)))
+                            : _mm512_setzero_si512();
+    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+// pack_a_bf16 from a transposed source: token i, depth k at x[k * ldx + i]. Each pair of depth
+// rows gives one 16-lane word vector, so no transpose is needed.
+void pack_a_bf16_t(const float* x, int64_t ldx, int m, int64_t K, uint32_t* dst) {
+    const __mmask16 lanes = static_cast<__mmask16>((1u << m) - 1);
+    for (int64_t k = 0; k < K; k += 2) {
+        const __m512i w = bf16_pairs(x + k * ldx, k + 1 < K ? x + (k + 1) * ldx : nullptr, lanes);
+        _mm512_mask_storeu_epi32(dst + k / 2 * kMr, static_cast<__mmask16>((1u << kMr) - 1), w);
+    }
+}
+
+// pack_bf16_from_f32 from a transposed source: weight row r, depth k at cols[k * ld + r]. Rows
+// are contiguous in the source, so a panel's k pair is two 32-float loads.
+void pack_bf16_from_f32_t(const float* cols, int64_t ld, int64_t n_rows, int64_t kc,
+                          uint16_t* dst) {
+    const int64_t kc2 = (kc + 1) / 2;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kNr, dst += kc2 * 2 * kNr) {
+        __mmask16 m0, m1;
+        column_masks(static_cast<int>(n_rows - r0 < kNr ? n_rows - r0 : kNr), m0, m1);
+        for (int64_t k2 = 0; k2 < kc2; ++k2) {
+            const float* row0 = cols + 2 * k2 * ld + r0;
+            const float* row1 = 2 * k2 + 1 < kc ? row0 + ld : nullptr;
+            auto* d = reinterpret_cast<uint32_t*>(dst + k2 * 2 * kNr);
+            _mm512_storeu_si512(d, bf16_pairs(row0, row1, m0));
+            _mm512_storeu_si512(d + 16, bf16_pairs(row0 + 16, row1 ? row1 + 16 : nullptr, m1));
+        }
+    }
+}
+
 }  // namespace
 
 GemmKernels gemm_kernels_avx512(bool with_bf16) {
@@ -283,6 +320,8 @@ GemmKernels gemm_kernels_avx512(bool with_bf16) {
         k.tile_bf16 = tile_bf16;
         k.pack_bf16 = pack_bf16;
         k.pack_bf16_from_f32 = pack_bf16_from_f32;
+        k.pack_a_bf16_t = pack_a_bf16_t;
+        k.pack_bf16_from_f32_t = pack_bf16_from_f32_t;
     }
     return k;
 }
