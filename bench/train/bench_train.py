@@ -5,8 +5,10 @@ Shapes (issue 4):
   gpt2-124M  vocab 50257, 12 layers, 12 heads, dim 768, B=4, T=64    (llm.c's train_gpt2 shape)
   small      vocab 8192, 6 layers, 6 heads, dim 384, B=8, T=256
 Each measures tokens/s of full training steps (forward + backward + AdamW step) on random
-tokens, 2 threads, after warm-up steps, and prints the ratios and the MFU against `syslm probe`'s
-FP32 peak (6 x matrix parameters per token + attention, the same count for every engine).
+tokens, 2 threads, after warm-up steps, in FP32 and in BF16 mixed precision (syslm
+--precision bf16 against PyTorch's BF16 autocast), and prints the ratios, peak RSS and the MFU
+against `syslm probe`'s FP32 / BF16 peak (6 x matrix parameters per token + attention, the same
+count for every engine).
 
     bench/train/bench_train.py --syslm build/syslm [--torch] [--llmc /path/to/llm.c]
 
@@ -34,12 +36,12 @@ SHAPES = {
 }
 
 
-def syslm_run(syslm, shape, tokenizer, steps, threads):
+def syslm_run(syslm, shape, tokenizer, steps, threads, precision):
     s = SHAPES[shape]
     cmd = [syslm, "train", "--arch", "gpt2", "--tokenizer", tokenizer, "--layers", s["layers"],
            "--heads", s["heads"], "--dim", s["dim"], "--ctx", s["ctx"], "--vocab", s["vocab"],
            "--synthetic-data", "--batch", s["B"], "--seq", s["T"], "--steps", steps,
-           "-t", threads, "--json"]
+           "-t", threads, "--precision", precision, "--json"]
     out = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -118,9 +120,11 @@ def main():
                 tokenizer = kjv_tokenizer(args.syslm, tmp)
             else:
                 tokenizer = ROOT.parent / "shared" / "data" / "vocab" / "ggml-vocab-gpt-2.gguf"
-            r = syslm_run(args.syslm, shape, tokenizer, args.steps, args.threads)
+            r = syslm_run(args.syslm, shape, tokenizer, args.steps, args.threads, "f32")
+            rb = syslm_run(args.syslm, shape, tokenizer, args.steps, args.threads, "bf16")
             row = {"shape": shape, "syslm": r["tokens_per_s"], "mfu": r["mfu"],
-                   "rss": r["peak_rss_mib"]}
+                   "rss": r["peak_rss_mib"], "syslm_bf16": rb["tokens_per_s"],
+                   "mfu_bf16": rb["mfu"], "rss_bf16": rb["peak_rss_mib"]}
             if args.torch:
                 row["torch"] = torch_run(shape, args.steps, args.threads, False)["tokens_per_s"]
                 row["torch_bf16"] = torch_run(shape, args.steps, args.threads, True)["tokens_per_s"]
@@ -129,16 +133,20 @@ def main():
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
 
-    print(f"| shape | syslm FP32 tok/s | MFU | peak RSS MiB | PyTorch FP32 | syslm / PyTorch | "
-          f"PyTorch BF16 autocast | llm.c | syslm / llm.c |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| shape | syslm FP32 tok/s | MFU | RSS MiB | PyTorch FP32 | syslm / PyTorch | "
+          "syslm BF16 tok/s | MFU (BF16 peak) | RSS MiB | PyTorch BF16 autocast | "
+          "syslm / PyTorch (BF16) | llm.c | syslm / llm.c |")
+    print("| --- |" + " ---: |" * 12)
     for r in rows:
         def cell(k, fmt="{:.0f}"):
             return fmt.format(r[k]) if k in r else "-"
-        ratio_t = f"{r['syslm'] / r['torch']:.2f}x" if "torch" in r else "-"
-        ratio_l = f"{r['syslm'] / r['llmc']:.2f}x" if "llmc" in r else "-"
+
+        def ratio(a, b):
+            return f"{r[a] / r[b]:.2f}x" if b in r else "-"
         print(f"| {r['shape']} | {r['syslm']:.0f} | {100 * r['mfu']:.1f}% | {r['rss']:.0f} | "
-              f"{cell('torch')} | {ratio_t} | {cell('torch_bf16')} | {cell('llmc')} | {ratio_l} |")
+              f"{cell('torch')} | {ratio('syslm', 'torch')} | {r['syslm_bf16']:.0f} | "
+              f"{100 * r['mfu_bf16']:.1f}% | {r['rss_bf16']:.0f} | {cell('torch_bf16')} | "
+              f"{ratio('syslm_bf16', 'torch_bf16')} | {cell('llmc')} | {ratio('syslm', 'llmc')} |")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,49 @@ void with_vector_count(int n, F&& f) {
     }
 }
 
+// The fixed-size cores of the two helpers below. Separate functions with every argument by value
+// (not lambdas over references): the compiler then keeps the N accumulators in registers and
+// hoists the tail mask, instead of spilling them around every store it cannot disambiguate.
+template <class V, int N, bool Tail>
+void rowvec_times_t_n(const float* a, const float* mt, int64_t ld, int d, float* out, int tail) {
+    constexpr int W = V::W;
+    typename V::T acc[N];
+    for (int c = 0; c < N; ++c) acc[c] = V::zero();
+    for (int k = 0; k < d; ++k) {
+        const typename V::T ak = V::set1(a[k]);
+        const float* row = mt + k * ld;
+        for (int c = 0; c + 1 < N; ++c) acc[c] = V::fmadd(ak, V::load(row + c * W), acc[c]);
+        acc[N - 1] = V::fmadd(
+            ak, Tail ? V::load_n(row + (N - 1) * W, tail) : V::load(row + (N - 1) * W), acc[N - 1]);
+    }
+    for (int c = 0; c + 1 < N; ++c) V::store(out + c * W, acc[c]);
+    if (Tail)
+        V::store_n(out + (N - 1) * W, acc[N - 1], tail);
+    else
+        V::store(out + (N - 1) * W, acc[N - 1]);
+}
+
+template <class V, int N, bool Tail>
+void accumulate_rows_n(float* dst, const float* const* src, const float* coef, int64_t ld, int n,
+                       int tail) {
+    constexpr int W = V::W;
+    typename V::T acc[N];
+    for (int c = 0; c + 1 < N; ++c) acc[c] = V::load(dst + c * W);
+    acc[N - 1] = Tail ? V::load_n(dst + (N - 1) * W, tail) : V::load(dst + (N - 1) * W);
+    for (int r = 0; r < n; ++r) {
+        const typename V::T wv = V::set1(coef[r * ld]);
+        const float* x = src[r];
+        for (int c = 0; c + 1 < N; ++c) acc[c] = V::fmadd(wv, V::load(x + c * W), acc[c]);
+        acc[N - 1] = V::fmadd(
+            wv, Tail ? V::load_n(x + (N - 1) * W, tail) : V::load(x + (N - 1) * W), acc[N - 1]);
+    }
+    for (int c = 0; c + 1 < N; ++c) V::store(dst + c * W, acc[c]);
+    if (Tail)
+        V::store_n(dst + (N - 1) * W, acc[N - 1], tail);
+    else
+        V::store(dst + (N - 1) * W, acc[N - 1]);
+}
+
 // out[0..np) = sum_d a[d] * mt[d * ld + 0..np): positions in chunks of up to 8 vectors, one
 // accumulator per vector, so the FMA chains run side by side.
 template <class V>
@@ -53,17 +96,11 @@ void rowvec_times_t(const float* a, const float* mt, int64_t ld, int d, int np, 
     for (int j0 = 0; j0 < np; j0 += kVecs * W) {
         const int jn = std::min(kVecs * W, np - j0);
         const int nv = (jn + W - 1) / W, tail = jn - (nv - 1) * W;
-        with_vector_count(nv, [&]<int N>() {
-            typename V::T acc[N];
-            for (int c = 0; c < N; ++c) acc[c] = V::zero();
-            for (int k = 0; k < d; ++k) {
-                const typename V::T ak = V::set1(a[k]);
-                const float* row = mt + k * ld + j0;
-                for (int c = 0; c + 1 < N; ++c) acc[c] = V::fmadd(ak, V::load(row + c * W), acc[c]);
-                acc[N - 1] = V::fmadd(ak, V::load_n(row + (N - 1) * W, tail), acc[N - 1]);
-            }
-            for (int c = 0; c + 1 < N; ++c) V::store(out + j0 + c * W, acc[c]);
-            V::store_n(out + j0 + (N - 1) * W, acc[N - 1], tail);
+        with_vector_count(nv, [=]<int N>() {
+            if (tail == W)
+                rowvec_times_t_n<V, N, false>(a, mt + j0, ld, d, out + j0, tail);
+            else
+                rowvec_times_t_n<V, N, true>(a, mt + j0, ld, d, out + j0, tail);
         });
     }
 }
@@ -76,21 +113,21 @@ template <class V>
 void accumulate_rows(float* dst, const float* const* src, const float* coef, int64_t ld, int p,
                      int n, int D) {
     constexpr int W = V::W, kVecs = 8;
+    const float* const* rows = src;
     for (int d0 = 0; d0 < D; d0 += kVecs * W) {
         const int dn = std::min(kVecs * W, D - d0);
         const int nv = (dn + W - 1) / W, tail = dn - (nv - 1) * W;
-        with_vector_count(nv, [&]<int N>() {
-            typename V::T acc[N];
-            for (int c = 0; c + 1 < N; ++c) acc[c] = V::load(dst + d0 + c * W);
-            acc[N - 1] = V::load_n(dst + d0 + (N - 1) * W, tail);
-            for (int r = 0; r < n; ++r) {
-                const typename V::T wv = V::set1(coef[r * ld + p]);
-                const float* x = src[r] + d0;
-                for (int c = 0; c + 1 < N; ++c) acc[c] = V::fmadd(wv, V::load(x + c * W), acc[c]);
-                acc[N - 1] = V::fmadd(wv, V::load_n(x + (N - 1) * W, tail), acc[N - 1]);
-            }
-            for (int c = 0; c + 1 < N; ++c) V::store(dst + d0 + c * W, acc[c]);
-            V::store_n(dst + d0 + (N - 1) * W, acc[N - 1], tail);
+        // Row pointers offset by d0 (at most kBackwardTileRows or kAttentionBlock of them).
+        const float* off[kAttentionBlock > kBackwardTileRows ? kAttentionBlock : kBackwardTileRows];
+        if (d0 > 0) {
+            for (int r = 0; r < n; ++r) off[r] = src[r] + d0;
+            rows = off;
+        }
+        with_vector_count(nv, [=]<int N>() {
+            if (tail == W)
+                accumulate_rows_n<V, N, false>(dst + d0, rows, coef + p, ld, n, tail);
+            else
+                accumulate_rows_n<V, N, true>(dst + d0, rows, coef + p, ld, n, tail);
         });
     }
 }

@@ -209,13 +209,23 @@ void gemm_bf16(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K, fl
     thread_local Scratch a_scratch;
     uint32_t* a = a_scratch.get<uint32_t>(static_cast<size_t>(blocks * K2 * mr));
     pool.parallel_for(blocks, [&](int64_t b, int64_t e, int) {
-        for (int64_t tb = b; tb < e; ++tb) {
-            const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
-            if (x.transposed)
-                kn.pack_a_bf16_t(x.data + tb * mr, x.ld, m, K, a + tb * K2 * mr);
-            else
+        if (!x.transposed) {
+            for (int64_t tb = b; tb < e; ++tb) {
+                const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
                 kn.pack_a_bf16(x.data + tb * mr * x.ld, x.ld, m, K, a + tb * K2 * mr);
+            }
+            return;
         }
+        // Transposed: a token block is a short piece of every depth row, so blocks go in groups
+        // over chunks of depth rows: each row's cache lines are used whole while in L1.
+        constexpr int64_t kGroup = 8, kDepth = 64;
+        for (int64_t g = b; g < e; g += kGroup)
+            for (int64_t k0 = 0; k0 < K; k0 += kDepth)
+                for (int64_t tb = g; tb < std::min(e, g + kGroup); ++tb) {
+                    const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
+                    kn.pack_a_bf16_t(x.data + k0 * x.ld + tb * mr, x.ld, m,
+                                     std::min(kDepth, K - k0), a + tb * K2 * mr + k0 / 2 * mr);
+                }
     });
     const auto pack_weights = [&](int64_t jc, int64_t nc, int64_t pc, int64_t kc,
                                   std::byte* bpack, float*) {
