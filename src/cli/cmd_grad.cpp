@@ -20,6 +20,7 @@ struct GradArgs {
     std::string recompute = "none";
     double moe_aux_coef = 0.01;
     std::string precision = "f32";
+    float loss_scale = 1.0f;
 };
 
 int run_grad(const GradArgs& a) {
@@ -39,7 +40,11 @@ int run_grad(const GradArgs& a) {
     m.set_router_aux_coef(a.moe_aux_coef);
     m.set_precision(train::precision_mode(a.precision));
     ThreadPool pool(a.threads);
-    const double loss = m.forward_backward(tokens, targets, a.batch, T, pool);
+    const double loss = m.forward_backward(tokens, targets, a.batch, T, pool, a.loss_scale);
+    if (a.loss_scale != 1.0f) {  // written unscaled
+        float* g = m.params().grads();
+        for (size_t i = 0; i < m.params().size(); ++i) g[i] /= a.loss_scale;
+    }
     auto meta = file.metadata();
     meta.emplace_back("syslm.grad.loss", io::GGUFValue::f64(loss));
     m.params().write_gguf(a.out, meta, /*gradients=*/true);
@@ -59,7 +64,11 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 16));
     app.add_option("-o,--out", a->out, "Output GGUF file of F32 gradients")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
-    app.add_option("--precision", a->precision, "Linear layers' arithmetic: f32 or bf16")
+    app.add_option("--precision", a->precision, "Linear layers' arithmetic: f32, bf16 or f16")
+        ->capture_default_str();
+    app.add_option("--loss-scale", a->loss_scale,
+                   "Backpropagate loss x this (FP16 loss scaling); gradients are written unscaled")
+        ->check(CLI::PositiveNumber)
         ->capture_default_str();
     app.add_option("--moe-aux-coef", a->moe_aux_coef,
                    "MoE: weight of the load-balancing auxiliary loss in the loss")

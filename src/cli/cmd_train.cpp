@@ -38,6 +38,8 @@ struct TrainArgs {
     int experts = 0, experts_used = 2;
     double moe_aux_coef = 0.01;
     std::string precision = "f32";
+    float loss_scale = 65536.0f;
+    int64_t loss_scale_window = 2000;
     uint64_t seed = 1;
     // data
     std::string data, ids;
@@ -161,6 +163,10 @@ int run_train(const TrainArgs& a) {
     opt.steps = a.steps;
     opt.accum = a.accum;
     opt.clip = a.clip;
+    if (model.precision() == train::Precision::F16) {  // fp16's range needs loss scaling
+        opt.loss_scale = a.loss_scale;
+        opt.scale_window = a.loss_scale_window;
+    }
     opt.schedule = {train::schedule_kind(a.schedule), a.lr, a.min_lr, a.warmup, a.steps};
     opt.optimizer.kind = train::optimizer_kind(a.optimizer);
     opt.optimizer.beta1 = a.beta1;
@@ -246,8 +252,14 @@ int run_train(const TrainArgs& a) {
                          keep ? "\n" : "");
             std::fflush(stderr);
         }
+        if (s.skipped)
+            std::fprintf(stderr, "%sstep %lld: gradients overflowed at loss scale %g: skipped, "
+                         "scale halved\n", live ? "\n" : "", static_cast<long long>(s.step + 1),
+                         static_cast<double>(s.loss_scale));
         log({{"step", s.step + 1},
              {"loss", s.loss},
+             {"loss_scale", s.loss_scale},
+             {"skipped", s.skipped},
              {"lr", s.lr},
              {"grad_norm", s.grad_norm},
              {"tokens_per_s", tps},
@@ -361,8 +373,15 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
     app.add_flag("--nesterov", a->nesterov, "SGD: Nesterov momentum");
     app.add_option("--precision", a->precision,
-                   "Linear layers' arithmetic: f32, or bf16 (mixed precision: bf16 operands, f32 "
-                   "accumulation and master weights)")
+                   "Linear layers' arithmetic: f32, or bf16 / f16 (mixed precision: rounded "
+                   "operands, f32 accumulation and master weights; f16 with dynamic loss scaling)")
+        ->capture_default_str();
+    app.add_option("--loss-scale", a->loss_scale, "f16: initial loss scale")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--loss-scale-window", a->loss_scale_window,
+                   "f16: finite steps in a row that double the loss scale")
+        ->check(CLI::PositiveNumber)
         ->capture_default_str();
     app.add_option("--recompute", a->recompute,
                    "Activation checkpointing: none; selective (recompute norm and activation "

@@ -102,7 +102,7 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, Thread
     });
 }
 
-double TrainModel::moe_aux_loss() {
+double TrainModel::moe_aux_loss(float grad_scale) {
     const int64_t X = hp_.n_expert;
     const double N = static_cast<double>(hp_.n_layer) * planned_B_ * planned_T_;
     double aux = 0;
@@ -113,7 +113,8 @@ double TrainModel::moe_aux_loss() {
             psum += moe_psum_[static_cast<size_t>(il * X + e)];
         }
         aux += (count / N) * (psum / N);
-        moe_aux_grad_[static_cast<size_t>(e)] = static_cast<float>(aux_coef_ * X * count / N / N);
+        moe_aux_grad_[static_cast<size_t>(e)] =
+            static_cast<float>(grad_scale * aux_coef_ * X * count / N / N);
     }
     return X * aux;
 }

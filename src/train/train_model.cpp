@@ -40,7 +40,8 @@ Recompute recompute_policy(const std::string& name) {
 Precision precision_mode(const std::string& name) {
     if (name == "f32") return Precision::F32;
     if (name == "bf16") return Precision::BF16;
-    fail("precision '", name, "': expected f32 or bf16");
+    if (name == "f16") return Precision::F16;
+    fail("precision '", name, "': expected f32, bf16 or f16");
 }
 
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
@@ -211,8 +212,8 @@ void TrainModel::linear(const Tensor& w, const Tensor& b, const float* x, int64_
                         int64_t n_in, int64_t n_out, float* y, ThreadPool& pool) const {
     SYSLM_PROFILE_SCOPE("matmul", 2.0 * rows * n_in * n_out,
                         4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    if (precision_ == Precision::BF16)
-        kernels::linear_forward_bf16(x, w.w, b.w, rows, n_in, n_out, y, pool);
+    if (precision_ != Precision::F32)
+        kernels::linear_forward_rounded(rounding(), x, w.w, b.w, rows, n_in, n_out, y, pool);
     else
         kernels::matmul(kernels::WeightView{DType::F32, n_in, n_out, w.w}, x, rows, y, pool, b.w);
 }
@@ -223,15 +224,17 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
     {
         SYSLM_PROFILE_SCOPE("matmul_bwd_weight", 2.0 * rows * n_in * n_out,
                             4.0 * (rows * (n_in + n_out) + 2 * n_in * n_out));
-        if (precision_ == Precision::BF16)
-            kernels::linear_backward_weight_bf16(dy, x, rows, n_in, n_out, w.g, b.g, pool);
+        if (precision_ != Precision::F32)
+            kernels::linear_backward_weight_rounded(rounding(), dy, x, rows, n_in, n_out, w.g, b.g,
+                                                    pool);
         else
             kernels::linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, pool);
     }
     SYSLM_PROFILE_SCOPE("matmul_bwd_input", 2.0 * rows * n_in * n_out,
                         4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    if (precision_ == Precision::BF16)
-        kernels::linear_backward_input_bf16(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
+    if (precision_ != Precision::F32)
+        kernels::linear_backward_input_rounded(rounding(), dy, w.w, rows, n_in, n_out, dx, add_dx,
+                                               pool);
     else
         kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
 }
@@ -394,7 +397,7 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
 }
 
 double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
-                       int T, ThreadPool& pool, bool backward) {
+                       int T, ThreadPool& pool, bool backward, float loss_scale) {
     plan(B, T);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, V = hp_.n_vocab;
     SYSLM_CHECK(
@@ -413,14 +416,15 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
     }
     for (int il = 0; il < hp_.n_layer; ++il) layer_forward(il, B, T, pool);
-    const double aux = moe() && backward ? moe_aux_loss() : 0.0;
+    const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
     x_final_ = x_;
     norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
     linear(output_, {}, xf_.data(), R, E, V, logits_.data(), pool);
     double loss = 0;
     {
         SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * V, 8.0 * R * V);
-        loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool);
+        loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool,
+                                            loss_scale);
     }
     if (!backward) return loss;
     loss += aux_coef_ * aux;
@@ -438,13 +442,13 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
 
 double TrainModel::forward_backward(std::span<const int32_t> tokens,
                                     std::span<const int32_t> targets, int B, int T,
-                                    ThreadPool& pool) {
-    return run(tokens, targets, B, T, pool, true);
+                                    ThreadPool& pool, float loss_scale) {
+    return run(tokens, targets, B, T, pool, true, loss_scale);
 }
 
 double TrainModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                         int T, ThreadPool& pool) {
-    return run(tokens, targets, B, T, pool, false);
+    return run(tokens, targets, B, T, pool, false, 1.0f);
 }
 
 }  // namespace syslm::train

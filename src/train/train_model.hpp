@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "model/hparams.hpp"
 #include "train/params.hpp"
@@ -38,11 +39,13 @@ constexpr int kMaxTrainedExperts = 512;
 Recompute recompute_policy(const std::string& name);  // "none" | "selective" | "full"
 
 // Arithmetic of the linear layers (every matmul with a weight, incl. the output head). F32: f32
-// throughout. BF16 mixed precision: both operands of those matmuls rounded to bf16 with f32
-// accumulation (as PyTorch's bf16 autocast), on AVX512_BF16's vdpbf16ps where the CPU has it;
-// master weights, gradients, optimizer, norms, attention, softmax and loss stay f32.
-enum class Precision { F32, BF16 };
-Precision precision_mode(const std::string& name);  // "f32" | "bf16"
+// throughout. BF16 / F16 mixed precision: both operands of those matmuls rounded to bf16 / fp16
+// with f32 accumulation (as PyTorch's autocast), bf16 on AVX512_BF16's vdpbf16ps where the CPU
+// has it, fp16 emulated (exact products through the f32 GEMMs: no speed-up on CPUs without FP16
+// arithmetic); master weights, gradients, optimizer, norms, attention, softmax and loss stay
+// f32. F16 needs loss scaling (Trainer), its range ends at 65504.
+enum class Precision { F32, BF16, F16 };
+Precision precision_mode(const std::string& name);  // "f32" | "bf16" | "f16"
 
 class TrainModel {
 public:
@@ -59,9 +62,11 @@ public:
 
     // tokens and targets: B x T (row-major). Runs the forward pass, the mean cross-entropy over
     // the targets >= 0, and the backward pass, adding the gradients into params().grads().
-    // Returns the loss (for MoE models: cross-entropy + aux coef x load-balancing loss).
+    // Returns the loss (for MoE models: cross-entropy + aux coef x load-balancing loss). The
+    // gradients are of loss_scale x the loss (FP16 loss scaling; a power of two keeps them
+    // exactly the unscaled ones times it, short of overflow).
     double forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                            int B, int T, ThreadPool& pool);
+                            int B, int T, ThreadPool& pool, float loss_scale = 1.0f);
 
     // The forward pass only: the cross-entropy (targets as above), nothing kept for a backward.
     double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
@@ -110,7 +115,7 @@ private:
     void activation(Saved& S, int64_t n, ThreadPool& pool);  // act_out(S) from S.g / S.u
     void plan(int B, int T);
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
-               ThreadPool& pool, bool backward);
+               ThreadPool& pool, bool backward, float loss_scale);
     void layer_forward(int il, int B, int T, ThreadPool& pool);
     void layer_backward(int il, int B, int T, ThreadPool& pool);
     bool moe() const { return hp_.n_expert > 0; }
@@ -119,7 +124,11 @@ private:
     // writes dL/db to d_b_.
     void moe_forward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool);
     void moe_backward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool);
-    double moe_aux_loss();  // from the forward's counts; also sets moe_aux_grad_
+    // From the forward's counts; also sets moe_aux_grad_ (of grad_scale x the weighted loss).
+    double moe_aux_loss(float grad_scale);
+    kernels::Rounding rounding() const {
+        return precision_ == Precision::BF16 ? kernels::Rounding::BF16 : kernels::Rounding::F16;
+    }
     void norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b, int64_t rows,
                       ThreadPool& pool) const;
     void norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy, float* dx,

@@ -1,6 +1,8 @@
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -132,36 +134,63 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
       optimizer_(opt.optimizer, model.params()) {
     SYSLM_CHECK(opt.steps > 0 && opt.accum > 0,
                 "training: steps and accumulation must be positive");
+    SYSLM_CHECK(opt.loss_scale >= 0 && std::isfinite(opt.loss_scale) && opt.scale_window > 0,
+                "training: the loss scale must be finite and >= 0, its window positive");
     opt_.schedule.total = opt.steps;
+    scale_ = opt.loss_scale;
 }
 
 StepStats Trainer::step() {
     const auto t0 = std::chrono::steady_clock::now();
     model_.params().zero_grads();
+    const bool scaling = scale_ > 0;
+    const float scale = scaling ? scale_ : 1.0f;
     double loss = 0;
     for (int micro = 0; micro < opt_.accum; ++micro) {
         data_.next(tokens_, targets_);
-        loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_);
+        loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
     }
     const double n = static_cast<double>(model_.params().size());
     SYSLM_PROFILE_SCOPE("optimizer", 12 * n, 20 * n);
-    if (opt_.accum > 1) {  // the mean over micro-batches, as one batch accum times larger
-        const float inv = 1.0f / static_cast<float>(opt_.accum);
-        float* g = model_.params().grads();
-        for (size_t i = 0; i < model_.params().size(); ++i) g[i] *= inv;
+    float* g = model_.params().grads();
+    const size_t size = model_.params().size();
+    // The mean over micro-batches (as one batch accum times larger), unscaled.
+    const float inv = 1.0f / (static_cast<float>(opt_.accum) * scale);
+    if (inv != 1.0f)
+        pool_.parallel_for(static_cast<int64_t>(size), [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i) g[i] *= inv;
+        });
+    const float lr = opt_.schedule.at(next_step_);
+    if (scaling) {
+        std::vector<char> finite(static_cast<size_t>(pool_.size()), 1);
+        pool_.parallel_for(static_cast<int64_t>(size), [&](int64_t b, int64_t e, int w) {
+            bool ok = true;
+            for (int64_t i = b; i < e; ++i) ok &= std::isfinite(g[i]);
+            if (!ok) finite[static_cast<size_t>(w)] = 0;
+        });
+        if (std::find(finite.begin(), finite.end(), 0) != finite.end()) {
+            scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
+            clean_steps_ = 0;
+            const double seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return {next_step_++, loss / opt_.accum, INFINITY, lr, seconds, true, scale};
+        }
     }
     const double norm = clip_grad_norm(model_.params(), opt_.clip, pool_);
-    const float lr = opt_.schedule.at(next_step_);
     optimizer_.step(lr, pool_);
+    if (scaling && ++clean_steps_ >= opt_.scale_window) {
+        scale_ *= 2.0f;
+        clean_steps_ = 0;
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return {next_step_++, loss / opt_.accum, norm, lr, seconds};
+    return {next_step_++, loss / opt_.accum, norm, lr, seconds, false, scaling ? scale : 0.0f};
 }
 
 namespace {
 
 constexpr char kStateMagic[4] = {'S', 'Y', 'S', 'T'};
-constexpr uint32_t kStateVersion = 1;
+constexpr uint32_t kStateVersion = 2;  // 2 added the loss scale; 1 still loads
 
 void put_floats(AtomicFileWriter& w, const std::vector<float>& v) {
     const uint64_t n = v.size();
@@ -187,6 +216,8 @@ void Trainer::save_checkpoint(const std::string& dir,
         w.write(&t, sizeof t);
         put_floats(w, optimizer_.first_moment());
         put_floats(w, optimizer_.second_moment());
+        w.write(&scale_, sizeof scale_);
+        w.write(&clean_steps_, sizeof clean_steps_);
         const std::string pos = data_.position();
         const uint64_t len = pos.size();
         w.write(&len, sizeof len);
@@ -213,8 +244,8 @@ void Trainer::load_state(const std::string& dir) {
     read(magic, 4, "magic");
     SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
     read(&version, sizeof version, "version");
-    SYSLM_CHECK(version == kStateVersion, path, ": state version ", version, " (expected ",
-                kStateVersion, ")");
+    SYSLM_CHECK(version == 1 || version == kStateVersion, path, ": state version ", version,
+                " (expected 1 or ", kStateVersion, ")");
     int64_t step = 0, t = 0;
     read(&step, sizeof step, "step");
     read(&t, sizeof t, "optimizer step");
@@ -224,6 +255,19 @@ void Trainer::load_state(const std::string& dir) {
         SYSLM_CHECK(n == v->size(), path, ": optimizer state of ", n, " values for ", v->size(),
                     " (another model or optimizer?)");
         read(v->data(), n * sizeof(float), "optimizer state");
+    }
+    if (version >= 2) {
+        float scale = 0;
+        int64_t clean = 0;
+        read(&scale, sizeof scale, "loss scale");
+        read(&clean, sizeof clean, "loss scale window");
+        SYSLM_CHECK(std::isfinite(scale) && scale >= 0 && clean >= 0, path,
+                    ": corrupt loss scale ", scale);
+        SYSLM_CHECK((scale > 0) == (scale_ > 0), path, ": the checkpoint was written ",
+                    scale > 0 ? "with" : "without", " loss scaling, this run is ",
+                    scale_ > 0 ? "with" : "without", " (another --precision?)");
+        scale_ = scale;
+        clean_steps_ = clean;
     }
     uint64_t len = 0;
     read(&len, sizeof len, "data position length");

@@ -79,6 +79,11 @@ struct TrainOptions {
     double clip = 1.0;  // global gradient norm limit; <= 0: no clipping
     Schedule schedule;  // its `total` is set to `steps`
     OptimizerConfig optimizer;
+    // Dynamic loss scaling (FP16; PyTorch GradScaler's rule): the backward computes gradients of
+    // scale x loss; a step whose gradients hold an inf or NaN is skipped and halves the scale,
+    // `scale_window` finite steps in a row double it. loss_scale 0: off.
+    float loss_scale = 0.0f;
+    int64_t scale_window = 2000;
 };
 
 struct StepStats {
@@ -87,6 +92,8 @@ struct StepStats {
     double grad_norm;  // before clipping
     float lr;
     double seconds;  // wall time of the whole step
+    bool skipped = false;     // loss scaling: non-finite gradients, no update
+    float loss_scale = 0.0f;  // the scale the step ran with (0: no scaling)
 };
 
 class Trainer {
@@ -98,7 +105,7 @@ public:
     bool done() const { return next_step_ >= opt_.steps; }
 
     // A checkpoint directory: model.gguf (the weights, loadable anywhere) and state.bin
-    // (optimizer moments and step, data position). Written into `<dir>.tmp` and renamed over
+    // (optimizer moments and step, data position, loss scale). Written into `<dir>.tmp` and renamed over
     // `dir`, so a crash at any moment leaves the previous checkpoint intact.
     void save_checkpoint(const std::string& dir,
                          const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
@@ -113,6 +120,8 @@ private:
     ThreadPool& pool_;
     Optimizer optimizer_;
     int64_t next_step_ = 0;
+    float scale_ = 0.0f;       // current loss scale (0: off)
+    int64_t clean_steps_ = 0;  // finite steps since the scale last changed
     std::vector<int32_t> tokens_, targets_;
 };
 

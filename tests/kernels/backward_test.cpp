@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -260,47 +261,64 @@ TEST(Backward, LinearLayer) {
     }
 }
 
-// BF16 mixed precision: forward, input and weight gradients equal double sums of the
-// bf16-rounded operands (bias gradients unrounded), on the native bf16 GEMM where the CPU has it
-// and on the emulated path (rounded copies through sgemm) everywhere.
-TEST(Backward, LinearLayerBf16) {
-    auto r = [](float v) { return static_cast<double>(bf16_to_f32(f32_to_bf16(v))); };
-    for (const bool emulate : {false, true})
-        for (const auto& [T, K, N] :
-             {std::tuple<int64_t, int64_t, int64_t>{7, 45, 29}, {70, 37, 53}, {33, 131, 96}}) {
-            const auto dy = random_floats(T * N, 30), w = random_floats(N * K, 31),
-                       x = random_floats(T * K, 32), bias = random_floats(N, 33);
-            ThreadPool pool(2);
-            std::vector<float> y(T * N), dx(T * K, 0.5f), dw(N * K, 0.25f), db(N, -1.0f);
-            linear_forward_bf16(x.data(), w.data(), bias.data(), T, K, N, y.data(), pool, emulate);
-            linear_backward_input_bf16(dy.data(), w.data(), T, K, N, dx.data(), true, pool,
-                                       emulate);
-            linear_backward_weight_bf16(dy.data(), x.data(), T, K, N, dw.data(), db.data(), pool,
-                                        emulate);
-            const char* path = emulate ? "emulated" : "native";
-            for (int64_t t = 0; t < T; ++t) {
+// Mixed precision: forward, input and weight gradients equal double sums of the rounded operands
+// (bias gradients unrounded): bf16 on the native bf16 GEMM where the CPU has it and on the
+// emulated path (rounded copies through sgemm) everywhere; fp16 (emulated), incl. its overflow
+// to inf above 65504.
+TEST(Backward, LinearLayerRounded) {
+    for (const Rounding rounding : {Rounding::BF16, Rounding::F16}) {
+        auto r = [&](float v) {
+            return rounding == Rounding::BF16 ? static_cast<double>(bf16_to_f32(f32_to_bf16(v)))
+                                              : static_cast<double>(f16_to_f32(f32_to_f16(v)));
+        };
+        for (const bool emulate : {false, true})
+            for (const auto& [T, K, N] : {std::tuple<int64_t, int64_t, int64_t>{7, 45, 29},
+                                          {70, 37, 53},
+                                          {33, 131, 96}}) {
+                const auto dy = random_floats(T * N, 30), w = random_floats(N * K, 31),
+                           x = random_floats(T * K, 32), bias = random_floats(N, 33);
+                ThreadPool pool(2);
+                std::vector<float> y(T * N), dx(T * K, 0.5f), dw(N * K, 0.25f), db(N, -1.0f);
+                linear_forward_rounded(rounding, x.data(), w.data(), bias.data(), T, K, N,
+                                       y.data(), pool, emulate);
+                linear_backward_input_rounded(rounding, dy.data(), w.data(), T, K, N, dx.data(),
+                                              true, pool, emulate);
+                linear_backward_weight_rounded(rounding, dy.data(), x.data(), T, K, N, dw.data(),
+                                               db.data(), pool, emulate);
+                const std::string path = std::string(rounding == Rounding::BF16 ? "bf16" : "f16") +
+                                         (emulate ? " emulated" : " default");
+                for (int64_t t = 0; t < T; ++t) {
+                    for (int64_t n = 0; n < N; ++n) {
+                        double s = bias[n];
+                        for (int64_t k = 0; k < K; ++k) s += r(x[t * K + k]) * r(w[n * K + k]);
+                        ASSERT_NEAR(y[t * N + n], s, 1e-5 * (1 + std::fabs(s))) << path << " y";
+                    }
+                    for (int64_t k = 0; k < K; ++k) {
+                        double s = 0.5;
+                        for (int64_t n = 0; n < N; ++n) s += r(dy[t * N + n]) * r(w[n * K + k]);
+                        ASSERT_NEAR(dx[t * K + k], s, 1e-5 * (1 + std::fabs(s))) << path << " dx";
+                    }
+                }
                 for (int64_t n = 0; n < N; ++n) {
-                    double s = bias[n];
-                    for (int64_t k = 0; k < K; ++k) s += r(x[t * K + k]) * r(w[n * K + k]);
-                    ASSERT_NEAR(y[t * N + n], s, 1e-5 * (1 + std::fabs(s))) << path << " y";
-                }
-                for (int64_t k = 0; k < K; ++k) {
-                    double s = 0.5;
-                    for (int64_t n = 0; n < N; ++n) s += r(dy[t * N + n]) * r(w[n * K + k]);
-                    ASSERT_NEAR(dx[t * K + k], s, 1e-5 * (1 + std::fabs(s))) << path << " dx";
-                }
-            }
-            for (int64_t n = 0; n < N; ++n) {
-                double sb = -1.0;
-                for (int64_t t = 0; t < T; ++t) sb += dy[t * N + n];
-                ASSERT_NEAR(db[n], sb, 1e-5 * (1 + std::fabs(sb))) << path << " db";
-                for (int64_t k = 0; k < K; ++k) {
-                    double s = 0.25;
-                    for (int64_t t = 0; t < T; ++t) s += r(dy[t * N + n]) * r(x[t * K + k]);
-                    ASSERT_NEAR(dw[n * K + k], s, 1e-5 * (1 + std::fabs(s))) << path << " dw";
+                    double sb = -1.0;
+                    for (int64_t t = 0; t < T; ++t) sb += dy[t * N + n];
+                    ASSERT_NEAR(db[n], sb, 1e-5 * (1 + std::fabs(sb))) << path << " db";
+                    for (int64_t k = 0; k < K; ++k) {
+                        double s = 0.25;
+                        for (int64_t t = 0; t < T; ++t) s += r(dy[t * N + n]) * r(x[t * K + k]);
+                        ASSERT_NEAR(dw[n * K + k], s, 1e-5 * (1 + std::fabs(s))) << path << " dw";
+                    }
                 }
             }
-        }
+    }
+    // FP16 overflow: an operand above 65504 becomes inf, and so does the product's sum.
+    ThreadPool pool(1);
+    const float big[2] = {70000.0f, 1.0f}, one[2] = {1.0f, 1.0f};
+    float y = 0;
+    linear_forward_rounded(Rounding::F16, big, one, nullptr, 1, 2, 1, &y, pool);
+    EXPECT_TRUE(std::isinf(y));
+    linear_forward_rounded(Rounding::BF16, big, one, nullptr, 1, 2, 1, &y, pool);
+    EXPECT_FALSE(std::isinf(y));
 }
 
 // Attention's backward (and the forward's log-sum-exp) against finite differences of a dense

@@ -77,10 +77,11 @@ def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_sysl
     return model_path, got_path
 
 
-def test_bf16_gradients_stay_near_fp32(tmp_path, run_syslm):
-    """BF16 mixed precision (bf16 matmul operands, f32 accumulation and everything else): the
-    loss and every gradient stay within bf16's rounding of PyTorch's FP32 values, and they do
-    differ from FP32 (the bf16 path ran)."""
+@pytest.mark.parametrize("precision,scale,bar", [("bf16", 1, 3e-2), ("f16", 1024, 4e-3)])
+def test_mixed_precision_gradients_stay_near_fp32(precision, scale, bar, tmp_path, run_syslm):
+    """BF16 / FP16 mixed precision (rounded matmul operands, f32 accumulation and everything
+    else; FP16 with a loss scale, written unscaled): the loss and every gradient stay within the
+    format's rounding of PyTorch's FP32 values, and they do differ from FP32 (the path ran)."""
     for variant in ("llama", "gpt2"):
         hf_dir = tiny_hf_models.build(variant, tmp_path / variant)
         model = tiny_hf_models.load(hf_dir)
@@ -100,8 +101,9 @@ def test_bf16_gradients_stay_near_fp32(tmp_path, run_syslm):
         run_syslm("convert", "--hf", grad_dir, "-o", ref_path)
         model_path = tmp_path / f"{variant}.gguf"
         run_syslm("convert", "--hf", hf_dir, "-o", model_path)
-        got_path = tmp_path / f"{variant}_bf16.gguf"
-        out = run_syslm("grad", "-m", model_path, "--precision", "bf16", "-t", 2, "--batch", B,
+        got_path = tmp_path / f"{variant}_{precision}.gguf"
+        out = run_syslm("grad", "-m", model_path, "--precision", precision, "--loss-scale", scale,
+                        "-t", 2, "--batch", B,
                         "--ids", ",".join(map(str, ids.reshape(-1).tolist())), "-o",
                         got_path).stdout
         got_loss = float(out.split()[1])
@@ -113,9 +115,9 @@ def test_bf16_gradients_stay_near_fp32(tmp_path, run_syslm):
             r = ref[name]
             err = np.abs(g - r).max() / max(np.abs(r).max(), 1e-12)
             worst, least = max(worst, err), min(least, err)
-            assert err < 3e-2, f"{variant} {name}: bf16 rel err {err:.2e}"
-        assert worst > 1e-4, "bf16 gradients equal fp32's: the bf16 path did not run"
-        print(f"{variant} bf16: loss {got_loss:.6f} vs fp32 {loss.item():.6f}, "
+            assert err < bar, f"{variant} {name}: {precision} rel err {err:.2e}"
+        assert worst > 1e-5, f"{precision} gradients equal fp32's: the {precision} path did not run"
+        print(f"{variant} {precision}: loss {got_loss:.6f} vs fp32 {loss.item():.6f}, "
               f"rel err per tensor {least:.1e}..{worst:.1e}")
 
 

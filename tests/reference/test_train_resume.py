@@ -110,3 +110,35 @@ def test_config_file_equals_flags(prepared, tmp_path, run_syslm):
     cfg.write_text(cfg.read_text() + "learning_rate = 1\n")
     proc = run_syslm("train", "--config", cfg, check=False)
     assert proc.returncode != 0 and "'learning_rate' is not an option" in proc.stderr
+
+
+def test_fp16_loss_scaling_skips_overflow_and_resumes_bit_exactly(prepared, tmp_path, run_syslm):
+    """--precision f16: an initial loss scale far too large overflows fp16 (inf gradients), so
+    those steps are skipped and halve the scale; after --loss-scale-window finite steps it
+    doubles; training still learns; and the scale is part of the checkpoint, so a resumed run
+    ends bit-identical to a straight one."""
+    tok, data = prepared
+    f16 = ["--precision", "f16", "--loss-scale", 2.0 ** 40, "--loss-scale-window", 8,
+           "--schedule", "constant"]
+    metrics = tmp_path / "m.jsonl"
+    run_syslm(*train_args(tok, data, 60, [*f16, "--metrics", metrics, "-o", tmp_path / "a.gguf"]))
+    steps = [json.loads(l) for l in metrics.read_text().splitlines()]
+    steps = [s for s in steps if "loss_scale" in s]
+    assert len(steps) == 60
+    skipped = [s for s in steps if s["skipped"]]
+    assert skipped and steps[0]["skipped"], "2^40 must overflow fp16"
+    for prev, cur in zip(steps, steps[1:]):
+        if prev["skipped"]:
+            assert cur["loss_scale"] == prev["loss_scale"] / 2
+    grew = any(cur["loss_scale"] == 2 * prev["loss_scale"] for prev, cur in zip(steps, steps[1:]))
+    assert grew, "8 finite steps in a row must double the scale"
+    assert steps[-1]["loss"] < 0.8 * steps[0]["loss"]
+
+    ck = tmp_path / "ck"
+    run_syslm(*train_args(tok, data, 30, [*f16, "--checkpoint", ck, "--checkpoint-every", 30]))
+    run_syslm("train", "--resume", ck, "--data", data, "--batch", 4, "--seq", 32, "--steps", 60,
+              "--lr", 3e-3, "--warmup", 5, "--seed", 3, "-t", 2, *f16, "-o", tmp_path / "b.gguf")
+    a, _ = read_gguf(tmp_path / "a.gguf")
+    b, _ = read_gguf(tmp_path / "b.gguf")
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name

@@ -169,12 +169,12 @@ double xent_row_scalar(float* z, int64_t n, int32_t target, float scale) {
 }
 
 double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
-                           ThreadPool& pool) {
-    return cross_entropy_fused(logits, targets, rows, n_vocab, pool, active_isa());
+                           ThreadPool& pool, float grad_scale) {
+    return cross_entropy_fused(logits, targets, rows, n_vocab, pool, active_isa(), grad_scale);
 }
 
 double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
-                           ThreadPool& pool, Isa isa) {
+                           ThreadPool& pool, Isa isa, float grad_scale) {
     const auto xent = elementwise_kernels(isa).xent_row;
     int64_t counted = 0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -183,7 +183,7 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
         counted += targets[r] >= 0;
     }
     std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
-    const float inv = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
+    const float inv = counted > 0 ? grad_scale / static_cast<float>(counted) : 0.0f;
     pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; ++r) {
             float* z = logits + r * n_vocab;

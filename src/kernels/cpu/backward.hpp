@@ -38,10 +38,11 @@ void embedding_backward(const int32_t* tokens, int64_t n_tokens, const float* dx
 // (negative targets are ignored, as PyTorch's ignore_index); returns the loss and overwrites
 // logits with its gradient (softmax - onehot) / n_counted, row by row, so the rows x n_vocab
 // probabilities never exist beside the logits. Throws Error for a target >= n_vocab.
+// grad_scale multiplies the gradient (FP16 training's loss scale), not the returned loss.
 double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
-                           ThreadPool& pool);
+                           ThreadPool& pool, float grad_scale = 1.0f);
 // The same with the kernels of `isa` (the scalar one computes e^x in double): tests.
 double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
-                           ThreadPool& pool, Isa isa);
+                           ThreadPool& pool, Isa isa, float grad_scale = 1.0f);
 
 }  // namespace syslm::kernels

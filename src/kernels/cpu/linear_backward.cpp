@@ -29,18 +29,21 @@ void bias_backward(const float* dy, int64_t T, int64_t N, float* db, ThreadPool&
     });
 }
 
-bool native_bf16(bool emulate) {
-    return !emulate && gemm_bf16_supported();
+bool native(Rounding r, bool emulate) {
+    return r == Rounding::BF16 && !emulate && gemm_bf16_supported();
 }
 
-// The emulated path's operands: a bf16-rounded f32 copy in one of two grow-only buffers.
-const float* rounded(const float* v, int64_t n, int slot, ThreadPool& pool) {
+// The emulated path's operands: a rounded f32 copy in one of two grow-only buffers.
+const float* rounded(Rounding r, const float* v, int64_t n, int slot, ThreadPool& pool) {
     thread_local std::vector<float> copies[2];
     std::vector<float>& c = copies[slot];
     if (c.size() < static_cast<size_t>(n)) c.resize(static_cast<size_t>(n));
     float* d = c.data();
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; ++i) d[i] = bf16_to_f32(f32_to_bf16(v[i]));
+        if (r == Rounding::BF16)
+            for (int64_t i = b; i < e; ++i) d[i] = bf16_to_f32(f32_to_bf16(v[i]));
+        else
+            for (int64_t i = b; i < e; ++i) d[i] = f16_to_f32(f32_to_f16(v[i]));
     });
     return d;
 }
@@ -62,14 +65,15 @@ void linear_backward_weight(const float* dy, const float* x, int64_t T, int64_t 
     if (db) bias_backward(dy, T, N, db, pool);
 }
 
-void linear_forward_bf16(const float* x, const float* w, const float* bias, int64_t T, int64_t K,
-                         int64_t N, float* y, ThreadPool& pool, bool emulate) {
-    if (native_bf16(emulate)) {
+void linear_forward_rounded(Rounding r, const float* x, const float* w, const float* bias,
+                            int64_t T, int64_t K, int64_t N, float* y, ThreadPool& pool,
+                            bool emulate) {
+    if (native(r, emulate)) {
         gemm_bf16({x, K, false}, {w, K, false}, T, N, K, y, false, pool, bias);
         return;
     }
-    const float* xr = rounded(x, T * K, 0, pool);
-    const float* wr = rounded(w, N * K, 1, pool);
+    const float* xr = rounded(r, x, T * K, 0, pool);
+    const float* wr = rounded(r, w, N * K, 1, pool);
     use_threads(pool);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T), blas_int(N), blas_int(K),
                 1.0f, xr, blas_int(K), wr, blas_int(K), 0.0f, y, blas_int(N));
@@ -80,23 +84,25 @@ void linear_forward_bf16(const float* x, const float* w, const float* bias, int6
         });
 }
 
-void linear_backward_input_bf16(const float* dy, const float* w, int64_t T, int64_t K, int64_t N,
-                                float* dx, bool accumulate, ThreadPool& pool, bool emulate) {
-    if (native_bf16(emulate)) {
+void linear_backward_input_rounded(Rounding r, const float* dy, const float* w, int64_t T,
+                                   int64_t K, int64_t N, float* dx, bool accumulate,
+                                   ThreadPool& pool, bool emulate) {
+    if (native(r, emulate)) {
         gemm_bf16({dy, N, false}, {w, K, true}, T, K, N, dx, accumulate, pool);
         return;
     }
-    linear_backward_input(rounded(dy, T * N, 0, pool), rounded(w, N * K, 1, pool), T, K, N, dx,
-                          accumulate, pool);
+    linear_backward_input(rounded(r, dy, T * N, 0, pool), rounded(r, w, N * K, 1, pool), T, K, N,
+                          dx, accumulate, pool);
 }
 
-void linear_backward_weight_bf16(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
-                                 float* dw, float* db, ThreadPool& pool, bool emulate) {
-    if (native_bf16(emulate)) {
+void linear_backward_weight_rounded(Rounding r, const float* dy, const float* x, int64_t T,
+                                    int64_t K, int64_t N, float* dw, float* db, ThreadPool& pool,
+                                    bool emulate) {
+    if (native(r, emulate)) {
         gemm_bf16({dy, N, true}, {x, K, true}, N, K, T, dw, true, pool);
     } else {
-        linear_backward_weight(rounded(dy, T * N, 0, pool), rounded(x, T * K, 1, pool), T, K, N,
-                               dw, nullptr, pool);
+        linear_backward_weight(rounded(r, dy, T * N, 0, pool), rounded(r, x, T * K, 1, pool), T,
+                               K, N, dw, nullptr, pool);
     }
     if (db) bias_backward(dy, T, N, db, pool);  // f32: bias gradients are sums, not products
 }

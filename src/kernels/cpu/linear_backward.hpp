@@ -6,11 +6,13 @@
 // into its output, which measured 180-208 GFLOP/s on these shapes here against 128-152 for
 // transposed copies fed to syslm's own GEMM (kernels/cpu/gemm.hpp, which only knows y = x W^T).
 //
-// BF16 mixed precision (the *_bf16 functions, and the forward y = x W^T + b): the same products
-// with both operands rounded to bf16 (nearest even) and f32 accumulation, as PyTorch's bf16
-// autocast computes a matmul. On AVX512_BF16 they run on syslm's bf16 GEMM (gemm_bf16: operands
-// read in place, transposed where needed, ~1.5-2x sgemm here); elsewhere, or with `emulate`, on
-// the f32 GEMMs over rounded copies: the same products, summed in another order.
+// Mixed precision (the *_rounded functions, incl. the forward y = x W^T + b): the same products
+// with both operands rounded (nearest even) to bf16 or fp16 and f32 accumulation, as PyTorch's
+// autocast computes a matmul. BF16 on AVX512_BF16 runs on syslm's bf16 GEMM (gemm_bf16: operands
+// read in place, transposed where needed, ~1.5-2x sgemm here); elsewhere, with `emulate`, and
+// always for FP16 (no FP16 arithmetic on these CPUs) on the f32 GEMMs over rounded copies: the
+// same products (exact in f32), summed in another order. FP16 rounding overflows to inf above
+// 65504, which is what FP16 training's loss scaling watches for.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +28,15 @@ void linear_backward_input(const float* dy, const float* w, int64_t T, int64_t K
 void linear_backward_weight(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
                             float* dw, float* db, ThreadPool& pool);
 
-void linear_forward_bf16(const float* x, const float* w, const float* bias, int64_t T, int64_t K,
-                         int64_t N, float* y, ThreadPool& pool, bool emulate = false);
-void linear_backward_input_bf16(const float* dy, const float* w, int64_t T, int64_t K, int64_t N,
-                                float* dx, bool accumulate, ThreadPool& pool, bool emulate = false);
-void linear_backward_weight_bf16(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
-                                 float* dw, float* db, ThreadPool& pool, bool emulate = false);
+enum class Rounding { BF16, F16 };
+void linear_forward_rounded(Rounding r, const float* x, const float* w, const float* bias,
+                            int64_t T, int64_t K, int64_t N, float* y, ThreadPool& pool,
+                            bool emulate = false);
+void linear_backward_input_rounded(Rounding r, const float* dy, const float* w, int64_t T,
+                                   int64_t K, int64_t N, float* dx, bool accumulate,
+                                   ThreadPool& pool, bool emulate = false);
+void linear_backward_weight_rounded(Rounding r, const float* dy, const float* x, int64_t T,
+                                    int64_t K, int64_t N, float* dw, float* db, ThreadPool& pool,
+                                    bool emulate = false);
 
 }  // namespace syslm::kernels
