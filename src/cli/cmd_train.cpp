@@ -26,6 +26,7 @@
 #include "core/thread_pool.hpp"
 #include "model/random_init.hpp"
 #include "profile/machine_probe.hpp"
+#include "train/batch_plan.hpp"
 #include "train/trainer.hpp"
 
 namespace syslm::cli {
@@ -39,6 +40,8 @@ struct TrainArgs {
     double moe_aux_coef = 0.01;
     std::string precision = "f32";
     float loss_scale = 65536.0f;
+    int64_t token_budget = 0;
+    std::string memory_limit;
     int64_t loss_scale_window = 2000;
     uint64_t seed = 1;
     // data
@@ -149,19 +152,38 @@ int run_train(const TrainArgs& a) {
         SYSLM_CHECK(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
                     " tokens");
 
+    // Token budget / memory limit: the step's sequences split into the largest micro-batch
+    // that fits, the rest accumulated.
+    int batch = a.batch, accum = a.accum;
+    if (a.token_budget > 0 || !a.memory_limit.empty()) {
+        const int sequences = a.token_budget > 0
+                                  ? std::max<int>(1, static_cast<int>(a.token_budget / a.seq))
+                                  : a.batch * a.accum;
+        const size_t limit = a.memory_limit.empty() ? 0 : train::parse_memory_size(a.memory_limit);
+        const train::BatchPlan bp = train::plan_batches(
+            model, train::optimizer_kind(a.optimizer), a.seq, sequences, limit);
+        batch = bp.micro_batch;
+        accum = bp.accum;
+        std::fprintf(stderr,
+                     "batch: %d sequences of %d tokens per step = %d micro-batches of %d "
+                     "(estimated %zu MiB%s)\n",
+                     sequences, a.seq, accum, batch, bp.bytes >> 20,
+                     limit ? (" of " + std::to_string(limit >> 20) + " MiB").c_str() : "");
+    }
+
     std::unique_ptr<train::BatchSource> data;
     if (!a.data.empty())
-        data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, a.batch, a.seq);
+        data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, batch, a.seq);
     else if (a.synthetic)
-        data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, a.batch, a.seq);
+        data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, batch, a.seq);
     else
-        data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), a.batch, a.seq);
+        data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), batch, a.seq);
 
     train::TrainOptions opt;
-    opt.B = a.batch;
+    opt.B = batch;
     opt.T = a.seq;
     opt.steps = a.steps;
-    opt.accum = a.accum;
+    opt.accum = accum;
     opt.clip = a.clip;
     if (model.precision() == train::Precision::F16) {  // fp16's range needs loss scaling
         opt.loss_scale = a.loss_scale;
@@ -205,8 +227,8 @@ int run_train(const TrainArgs& a) {
     const bool bf16_peak = model.precision() == train::Precision::BF16 && probe.bf16 > 0;
     const double peak =
         (bf16_peak ? probe.bf16_for(pool.size()) : probe.fma_f32_for(pool.size())) * 1e9;
-    const double step_flops = flops_per_token(model, a.seq) * a.batch * a.seq * a.accum;
-    const double tokens_per_step = static_cast<double>(a.batch) * a.seq * a.accum;
+    const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
+    const double tokens_per_step = static_cast<double>(batch) * a.seq * accum;
     double timed = 0, final_loss = 0, best_val = INFINITY;
     int64_t timed_steps = 0;
     int evals_without_gain = 0;
@@ -266,7 +288,7 @@ int run_train(const TrainArgs& a) {
              {"mfu", mfu},
              {"waited_ms", 1e3 * data->waited_s()}});
         if (a.eval_every > 0 && ((s.step + 1) % a.eval_every == 0 || trainer.done())) {
-            const double val = train::evaluate(model, a.data, a.batch, a.seq, a.eval_batches, pool);
+            const double val = train::evaluate(model, a.data, batch, a.seq, a.eval_batches, pool);
             std::fprintf(stderr, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
                          live && !keep ? "\n" : "", static_cast<long long>(s.step + 1), val,
                          1e3 * data->waited_s());
@@ -356,6 +378,13 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--accum", a->accum, "Micro-batches per step (gradient accumulation)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--token-budget", a->token_budget,
+                   "Tokens per optimizer step (sequences = budget / --seq; replaces --batch x "
+                   "--accum): split into the largest micro-batch that fits --memory-limit")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--memory-limit", a->memory_limit,
+                   "Largest estimated process memory (e.g. 2GiB): the micro-batch shrinks to fit "
+                   "and the rest of the step is accumulated");
     app.add_option("--optimizer", a->optimizer, "adamw | lion | sgd")->capture_default_str();
     app.add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
     app.add_option("--min-lr", a->min_lr, "Learning rate at the end of the decay")

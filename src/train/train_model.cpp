@@ -140,53 +140,83 @@ void TrainModel::plan(int B, int T) {
         SYSLM_CHECK(T <= hp_.n_ctx_train, "training: sequence length ", T,
                     " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
     if (B == planned_B_ && T == planned_T_) return;
+    const size_t bytes = activation_bytes(B, T);
+    arena_.release();
+    std::byte* base = nullptr;
+    try {
+        base = arena_.allocate(bytes);
+    } catch (const std::bad_alloc&) {
+        fail("training: cannot allocate ", bytes >> 20, " MiB of activations for a batch of ", B,
+             " x ", T, " tokens (try a smaller --batch, --seq or --recompute selective|full)");
+    }
+    saved_.assign(recompute_ == Recompute::Full ? 1 : static_cast<size_t>(hp_.n_layer), Saved{});
+    inputs_.assign(recompute_ == Recompute::Full ? static_cast<size_t>(hp_.n_layer) : 0, {});
+    ArenaLayout place(base);
+    layout(B, T, place);
+    arena_bytes_ = bytes;
+    planned_B_ = B;
+    planned_T_ = T;
+}
+
+size_t TrainModel::activation_bytes(int B, int T) {
+    ArenaLayout measure;
+    layout(B, T, measure);
+    return measure.bytes();
+}
+
+void TrainModel::layout(int B, int T, ArenaLayout& a) {
     const size_t R = static_cast<size_t>(B) * T;
     const size_t E = hp_.n_embd, QD = hp_.q_dim(), KD = hp_.kv_dim(),
                  F = static_cast<size_t>(ffn_width_), V = hp_.n_vocab, H = hp_.n_head,
                  X = static_cast<size_t>(hp_.n_expert), K = static_cast<size_t>(hp_.n_expert_used);
-    saved_.resize(recompute_ == Recompute::Full ? 1 : static_cast<size_t>(hp_.n_layer));
-    if (recompute_ == Recompute::Full)
-        inputs_.assign(static_cast<size_t>(hp_.n_layer), std::vector<float>(R * E));
-    for (Saved& s : saved_) {
-        for (auto* v : {&s.x_in, &s.x_mid}) v->assign(R * E, 0.0f);
+    const size_t n_saved = recompute_ == Recompute::Full ? 1 : static_cast<size_t>(hp_.n_layer);
+    Saved scratch;  // measuring: views go nowhere
+    for (size_t i = 0; i < n_saved; ++i) {
+        Saved& s = a.placing() ? saved_[i] : scratch;
+        for (auto* v : {&s.x_in, &s.x_mid}) a.take(*v, R * E);
         if (recompute_ != Recompute::Selective)
-            for (auto* v : {&s.a, &s.b}) v->assign(R * E, 0.0f);
-        for (auto* v : {&s.q, &s.o}) v->assign(R * QD, 0.0f);
-        for (auto* v : {&s.k, &s.v}) v->assign(R * KD, 0.0f);
-        s.lse.assign(R * H, 0.0f);
-        for (auto* v : {&s.g, &s.u}) v->assign(R * F, 0.0f);
-        if (recompute_ != Recompute::Selective) s.s.assign(R * F, 0.0f);
+            for (auto* v : {&s.a, &s.b}) a.take(*v, R * E);
+        for (auto* v : {&s.q, &s.o}) a.take(*v, R * QD);
+        for (auto* v : {&s.k, &s.v}) a.take(*v, R * KD);
+        a.take(s.lse, R * H);
+        for (auto* v : {&s.g, &s.u}) a.take(*v, R * F);
+        if (recompute_ != Recompute::Selective) a.take(s.s, R * F);
         if (moe()) {
-            s.router_p.assign(R * X, 0.0f);
-            s.slot_w.assign(R * K, 0.0f);
-            s.eo.assign(R * K * E, 0.0f);
-            s.route_slot.assign(R * K, 0);
-            s.slot_row.assign(R * K, 0);
-            s.expert_begin.assign(X + 1, 0);
+            a.take(s.router_p, R * X);
+            a.take(s.slot_w, R * K);
+            a.take(s.eo, R * K * E);
+            a.take(s.route_slot, R * K);
+            a.take(s.slot_row, R * K);
+            a.take(s.expert_begin, X + 1);
         }
     }
+    if (recompute_ == Recompute::Full) {
+        Buf<float> none;
+        for (int il = 0; il < hp_.n_layer; ++il)
+            a.take(a.placing() ? inputs_[static_cast<size_t>(il)] : none, R * E);
+    }
     if (moe()) {
-        moe_in_.assign(R * K * E, 0.0f);
-        moe_grad_.assign(R * K * E, 0.0f);
-        moe_dz_.assign(R * X, 0.0f);
-        moe_slot_dw_.assign(R * K, 0.0f);
-        moe_aux_grad_.assign(X, 0.0f);
-        moe_count_.assign(static_cast<size_t>(hp_.n_layer) * X, 0);
-        moe_psum_.assign(static_cast<size_t>(hp_.n_layer) * X, 0.0);
+        a.take(moe_in_, R * K * E);
+        a.take(moe_grad_, R * K * E);
+        a.take(moe_dz_, R * X);
+        a.take(moe_slot_dw_, R * K);
+        a.take(moe_aux_grad_, X);
+        a.take(moe_count_, static_cast<size_t>(hp_.n_layer) * X);
+        a.take(moe_psum_, static_cast<size_t>(hp_.n_layer) * X);
     }
-    for (auto* v : {&x_, &x_final_, &xf_, &dx_, &d_mid_, &d_a_, &d_b_}) v->assign(R * E, 0.0f);
-    logits_.assign(R * V, 0.0f);
-    for (auto* v : {&d_q_, &d_o_}) v->assign(R * QD, 0.0f);
-    for (auto* v : {&d_k_, &d_v_}) v->assign(R * KD, 0.0f);
-    for (auto* v : {&d_g_, &d_u_, &d_s_}) v->assign(R * F, 0.0f);
-    tmp_.assign(R * std::max({E, QD + 2 * KD, F}), 0.0f);
+    for (auto* v : {&x_, &x_final_, &xf_, &dx_, &d_mid_, &d_a_, &d_b_}) a.take(*v, R * E);
+    a.take(logits_, R * V);
+    for (auto* v : {&d_q_, &d_o_}) a.take(*v, R * QD);
+    for (auto* v : {&d_k_, &d_v_}) a.take(*v, R * KD);
+    for (auto* v : {&d_g_, &d_u_}) a.take(*v, R * F);
+    a.take(d_s_, R * std::max(F, QD + 2 * KD));  // also GPT-2's fused dQKV
+    a.take(tmp_, R * std::max({E, QD + 2 * KD, F}));
     if (recompute_ == Recompute::Selective) {
-        sel_a_.assign(R * E, 0.0f);
-        sel_b_.assign(R * E, 0.0f);
-        sel_s_.assign(R * F, 0.0f);
+        a.take(sel_a_, R * E);
+        a.take(sel_b_, R * E);
+        a.take(sel_s_, R * F);
     }
-    planned_B_ = B;
-    planned_T_ = T;
+    a.take(tokens_, R);
 }
 
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
@@ -257,8 +287,8 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
                   KD = hp_.kv_dim(), F = ffn_width_;
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
 
-    S.x_in = x_;
-    if (recompute_ == Recompute::Full) inputs_[static_cast<size_t>(il)] = x_;
+    std::copy_n(x_.data(), R * E, S.x_in.data());
+    if (recompute_ == Recompute::Full) std::copy_n(x_.data(), R * E, inputs_[il].data());
     float* a = norm1_out(S);
     norm_forward(S.x_in.data(), a, l.attn_norm, l.attn_norm_b, R, pool);
     if (gpt2) {
@@ -296,7 +326,7 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     }
     linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), pool);
     for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_in[i] + tmp_[i];
-    S.x_mid = x_;
+    std::copy_n(x_.data(), R * E, S.x_mid.data());
 
     float* b = norm2_out(S);
     norm_forward(S.x_mid.data(), b, l.ffn_norm, l.ffn_norm_b, R, pool);
@@ -321,7 +351,7 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
                   KD = hp_.kv_dim(), F = ffn_width_;
     if (recompute_ == Recompute::Full) {  // rebuild this layer's intermediates from its input
-        x_ = inputs_[static_cast<size_t>(il)];
+        std::copy_n(inputs_[il].data(), R * E, x_.data());
         layer_forward(il, B, T, pool);
     }
     Saved& S = saved(il);
@@ -378,8 +408,7 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
         });
     if (gpt2) {
         const int64_t W = QD + 2 * KD;
-        std::vector<float>& dqkv = d_s_;  // free again: R x F >= R x W is not guaranteed
-        if (dqkv.size() < static_cast<size_t>(R * W)) dqkv.resize(static_cast<size_t>(R * W));
+        const Buf<float>& dqkv = d_s_;  // free again, planned for R x W too
         for (int64_t r = 0; r < R; ++r) {
             float* row = dqkv.data() + r * W;
             std::copy_n(d_q_.data() + r * QD, QD, row);
@@ -407,7 +436,7 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     for (int64_t r = 0; r < R; ++r)
         SYSLM_CHECK(tokens[r] >= 0 && tokens[r] < V, "training: token ", tokens[r], " at ", r,
                     " is outside the vocabulary of ", V);
-    tokens_.assign(tokens.begin(), tokens.end());
+    std::copy(tokens.begin(), tokens.end(), tokens_.data());
 
     for (int64_t r = 0; r < R; ++r) {
         const float* e = token_embd_.w + static_cast<int64_t>(tokens[r]) * E;
@@ -417,7 +446,7 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     }
     for (int il = 0; il < hp_.n_layer; ++il) layer_forward(il, B, T, pool);
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
-    x_final_ = x_;
+    std::copy_n(x_.data(), R * E, x_final_.data());
     norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
     linear(output_, {}, xf_.data(), R, E, V, logits_.data(), pool);
     double loss = 0;

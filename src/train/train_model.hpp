@@ -21,6 +21,7 @@
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "model/hparams.hpp"
+#include "train/arena.hpp"
 #include "train/params.hpp"
 
 namespace syslm::train {
@@ -59,6 +60,8 @@ public:
     void set_precision(Precision p) { precision_ = p; }
     Precision precision() const { return precision_; }
     ParamStore& params() { return params_; }
+    // Bytes of the activation arena a (B, T) step needs (measured, nothing allocated).
+    size_t activation_bytes(int B, int T);
 
     // tokens and targets: B x T (row-major). Runs the forward pass, the mean cross-entropy over
     // the targets >= 0, and the backward pass, adding the gradients into params().grads().
@@ -84,13 +87,13 @@ private:
     };
     struct Saved {  // what a layer's backward needs, for B*T rows
         // g, u, s: B*T x n_ff (dense), or B*T*K x n_ff_exp (MoE, rows in slot order).
-        std::vector<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
+        Buf<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
         // MoE routing: router probabilities (rows x experts); each (row, k) choice's slot, where
         // slots are grouped by expert (expert e owns slots expert_begin[e] ..
         // expert_begin[e+1]); each slot's row, weight and expert output (slots x n_embd).
-        std::vector<float> router_p, slot_w, eo;
-        std::vector<int32_t> route_slot, slot_row;
-        std::vector<int64_t> expert_begin;
+        Buf<float> router_p, slot_w, eo;
+        Buf<int32_t> route_slot, slot_row;
+        Buf<int64_t> expert_begin;
         int64_t expert_of(int64_t slot) const {
             return std::upper_bound(expert_begin.begin(), expert_begin.end(), slot) -
                    expert_begin.begin() - 1;
@@ -114,6 +117,7 @@ private:
     }
     void activation(Saved& S, int64_t n, ThreadPool& pool);  // act_out(S) from S.g / S.u
     void plan(int B, int T);
+    void layout(int B, int T, ArenaLayout& a);  // every activation buffer, in one fixed order
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
                ThreadPool& pool, bool backward, float loss_scale);
     void layer_forward(int il, int B, int T, ThreadPool& pool);
@@ -150,12 +154,15 @@ private:
     // norm's input/output, logits (overwritten by their gradient), and backward scratch.
     int planned_B_ = 0, planned_T_ = 0;
     Recompute recompute_;
-    std::vector<Saved> saved_;                  // per layer, or one reused by every layer (Full)
-    std::vector<std::vector<float>> inputs_;    // Full: each layer's input
-    std::vector<float> sel_a_, sel_b_, sel_s_;  // Selective: the recomputed intermediates
-    std::vector<float> x_, x_final_, xf_, logits_;
-    std::vector<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
-    std::vector<int32_t> tokens_;
+    // All of them are views into one arena block (arena.hpp), placed by layout().
+    ArenaBlock arena_;
+    size_t arena_bytes_ = 0;
+    std::vector<Saved> saved_;          // per layer, or one reused by every layer (Full)
+    std::vector<Buf<float>> inputs_;    // Full: each layer's input
+    Buf<float> sel_a_, sel_b_, sel_s_;  // Selective: the recomputed intermediates
+    Buf<float> x_, x_final_, xf_, logits_;
+    Buf<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
+    Buf<int32_t> tokens_;
 
     // MoE: rows gathered per expert, their output gradients (then input gradients), router
     // logit gradients, per-slot routing-weight gradients; per layer, how many rows chose each
@@ -163,9 +170,9 @@ private:
     int64_t ffn_width_ = 0;  // floats of g / u / s per row: n_ff, or K x n_ff_exp for MoE
     double aux_coef_ = 0.01;
     Precision precision_ = Precision::F32;
-    std::vector<float> moe_in_, moe_grad_, moe_dz_, moe_slot_dw_, moe_aux_grad_;
-    std::vector<int64_t> moe_count_;
-    std::vector<double> moe_psum_;
+    Buf<float> moe_in_, moe_grad_, moe_dz_, moe_slot_dw_, moe_aux_grad_;
+    Buf<int64_t> moe_count_;
+    Buf<double> moe_psum_;
 };
 
 }  // namespace syslm::train
