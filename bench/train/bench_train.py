@@ -15,7 +15,11 @@ count for every engine).
 --torch runs HF transformers' GPT2LMHeadModel (the architecture syslm trains as `gpt2`) in
 PyTorch FP32 and with BF16 autocast, from the Python running this script (install torch and
 transformers). --llmc runs llm.c's `train_gpt2` binary from that directory, as built there by
-its own Makefile (it needs its gpt2_124M.bin / tokenizer files there; see llm.c's README). The
+its own Makefile (`make train_gpt2`); it runs in a temporary directory where this script writes
+the inputs llm.c reads, in llm.c's own formats: a random-initialised GPT-2 124M checkpoint
+(`gpt2_124M.bin`, header version 3) and random token files (`dev/data/tinyshakespeare/*.bin`,
+header magic 20240520), so no GPT-2 weights need downloading — speed does not depend on the
+values. The
 vocabulary files come from ../shared/data/vocab (gpt-2) and, for the 8192 vocabulary, a BPE
 tokenizer syslm trains on the KJV Bible (Debian's bible-kjv) into a temporary directory.
 """
@@ -74,11 +78,41 @@ def torch_run(shape, steps, threads, bf16):
     return {"tokens_per_s": s["B"] * s["T"] / per_step}
 
 
-def llmc_run(llmc_dir, threads):
+def llmc_inputs(work):
+    """llm.c's inputs, random: checkpoint (llm.c train_gpt2.c gpt2_build_from_checkpoint: 256
+    int32 header, magic 20240326, version 3, then the f32 tensors in its order) and token files
+    (llmc/dataloader.h: 256 int32 header, magic 20240520, version 1, count; uint16 tokens)."""
+    import numpy as np
+    maxT, V, Vp, L, NH, C = 1024, 50257, 50304, 12, 12, 768
+    header = np.zeros(256, dtype=np.int32)
+    header[:8] = [20240326, 3, maxT, V, L, NH, C, Vp]
+    rng = np.random.default_rng(1)
+    sizes = [Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C, L * C,
+             L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C]
+    ones = {2, 8, 14}  # layer-norm weights
+    with open(work / "gpt2_124M.bin", "wb") as f:
+        f.write(header.tobytes())
+        for i, n in enumerate(sizes):
+            t = np.ones(n, np.float32) if i in ones else (0.02 * rng.standard_normal(n)).astype(np.float32)
+            f.write(t.tobytes())
+    data = work / "dev" / "data" / "tinyshakespeare"
+    data.mkdir(parents=True)
+    for split, n in (("train", 1 << 20), ("val", 1 << 16)):
+        h = np.zeros(256, dtype=np.int32)
+        h[:3] = [20240520, 1, n]
+        with open(data / f"tiny_shakespeare_{split}.bin", "wb") as f:
+            f.write(h.tobytes())
+            f.write(rng.integers(0, V, n, dtype=np.uint16).tobytes())
+
+
+def llmc_run(llmc_dir, threads, tmp):
     """llm.c's train_gpt2 prints 'step N: train loss X (took Y ms)'; B=4, T=64 are its defaults."""
+    work = Path(tmp) / "llmc"
+    work.mkdir()
+    llmc_inputs(work)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    proc = subprocess.Popen(["./train_gpt2"], cwd=llmc_dir, stdout=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen([str(Path(llmc_dir).resolve() / "train_gpt2")], cwd=work,
+                            stdout=subprocess.PIPE, text=True, env=env)
     took = []
     for line in proc.stdout:
         m = re.search(r"step (\d+): train loss [\d.]+ \(took ([\d.]+) ms\)", line)
@@ -129,7 +163,7 @@ def main():
                 row["torch"] = torch_run(shape, args.steps, args.threads, False)["tokens_per_s"]
                 row["torch_bf16"] = torch_run(shape, args.steps, args.threads, True)["tokens_per_s"]
             if args.llmc and shape == "gpt2-124M":
-                row["llmc"] = llmc_run(args.llmc, args.threads)["tokens_per_s"]
+                row["llmc"] = llmc_run(args.llmc, args.threads, tmp)["tokens_per_s"]
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
 

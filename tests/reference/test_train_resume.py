@@ -142,3 +142,30 @@ def test_fp16_loss_scaling_skips_overflow_and_resumes_bit_exactly(prepared, tmp_
     b, _ = read_gguf(tmp_path / "b.gguf")
     for name in a:
         assert np.array_equal(a[name], b[name]), name
+
+
+def test_failed_checkpoint_write_keeps_the_last_good_one(prepared, tmp_path, syslm_bin,
+                                                         run_syslm):
+    """A checkpoint that cannot be written (here the file-size limit of the process, as a full
+    disk would: every write past it fails) is a clear error, and the previous checkpoint stays
+    whole and resumable."""
+    import resource
+
+    tok, data = prepared
+    ck = tmp_path / "ck"
+    run_syslm(*train_args(tok, data, 20, ["--checkpoint", ck, "--checkpoint-every", 10]))
+    before = {p.name: p.read_bytes() for p in ck.iterdir()}
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail with EFBIG instead
+
+    args = ["train", "--resume", ck, "--data", data, "--batch", 4, "--seq", 32, "--steps", 40,
+            "--lr", 3e-3, "--warmup", 5, "--seed", 3, "-t", 2, "--checkpoint", ck,
+            "--checkpoint-every", 10]
+    proc = subprocess.run([str(syslm_bin), *map(str, args)], capture_output=True, text=True,
+                          preexec_fn=small_files, timeout=300)
+    assert proc.returncode != 0
+    assert "write failed" in proc.stderr and "model.gguf" in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in ck.iterdir()} == before
+    run_syslm(*args)  # and it resumes from there
