@@ -69,6 +69,33 @@ void widen_f16_scalar(const uint16_t* src, int64_t stride, int np, int d, float*
     widen_f16_rows<VScalar>(src, stride, np, d, dst);
 }
 
+// Rows [p0, p0 + np) of a cache (contiguous, or in pages when `pages`), columns
+// [col, col + d), to dst[j * d + i] as floats: F16 widened, F32 copied.
+void gather_rows(const AttentionKernels& kern, bool f16, const void* cache,
+                 const void* const* pages, int page_size, int64_t stride, int64_t p0, int np,
+                 int64_t col, int d, float* dst) {
+    for (int j = 0; j < np;) {
+        const int64_t p = p0 + j;
+        const void* base = pages ? pages[p / page_size] : cache;
+        const int64_t row = pages ? p % page_size : p;
+        const int n = pages ? static_cast<int>(std::min<int64_t>(np - j, page_size - row)) : np - j;
+        if (f16) {
+            kern.widen_f16(static_cast<const uint16_t*>(base) + row * stride + col, stride, n, d,
+                           dst + static_cast<int64_t>(j) * d);
+        } else {
+            for (int r = 0; r < n; ++r)
+                std::copy_n(static_cast<const float*>(base) + (row + r) * stride + col, d,
+                            dst + static_cast<int64_t>(j + r) * d);
+        }
+        j += n;
+    }
+}
+
+// attention() and attention_paged(): paged == nullptr reads the contiguous caches.
+void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,
+                    const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
+                    float* out, ThreadPool& pool, Isa isa, float* lse);
+
 void axpy(float* __restrict acc, float w, const float* __restrict v, int d) {
     for (int i = 0; i < d; ++i) acc[i] += w * v[i];
 }
@@ -98,6 +125,25 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa, float* lse) {
+    attention_impl(s, q, k_cache, v_cache, nullptr, n_tokens, pos0, out, pool, isa, lse);
+}
+
+void attention_paged(const AttentionShape& s, const float* q, const KvPagesView& kv,
+                     int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool) {
+    attention_paged(s, q, kv, n_tokens, pos0, out, pool, active_isa());
+}
+
+void attention_paged(const AttentionShape& s, const float* q, const KvPagesView& kv,
+                     int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa) {
+    SYSLM_CHECK(kv.page_size > 0 && kv.k && kv.v, "attention: empty page view");
+    attention_impl(s, q, nullptr, nullptr, &kv, n_tokens, pos0, out, pool, isa, nullptr);
+}
+
+namespace {
+
+void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,
+                    const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
+                    float* out, ThreadPool& pool, Isa isa, float* lse) {
     const AttentionKernels& kern = attention_kernels(isa);
     SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
                 dtype_name(s.kv_type), " is not supported");
@@ -128,22 +174,27 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 
     // F16 caches: a prefill of several tiles would widen every block once per tile, so the
     // visible span is widened once, up front, for all tiles (span x kv_stride floats, K and V);
-    // decode widens block by block inside its one job.
-    const bool widen_up_front = f16 && n_tiles > 1;
+    // decode widens block by block inside its one job. Paged caches go the same way (F32 rows
+    // copied instead of widened), so the block kernels always see contiguous rows.
+    const bool gathered = f16 || paged;
+    const bool widen_up_front = gathered && n_tiles > 1;
+    const void* const* k_pages = paged ? paged->k : nullptr;
+    const void* const* v_pages = paged ? paged->v : nullptr;
+    const int page_size = paged ? paged->page_size : 0;
     thread_local std::vector<float> wide;  // the caller's: workers see it through kwide / vwide
     float *kwide = nullptr, *vwide = nullptr;
     if (widen_up_front) {
         const size_t n = static_cast<size_t>(span * s.kv_stride);
         wide.resize(2 * n);
-        const auto* k16 = static_cast<const uint16_t*>(k_cache) + first_pos * s.kv_stride;
-        const auto* v16 = static_cast<const uint16_t*>(v_cache) + first_pos * s.kv_stride;
         kwide = wide.data();
         vwide = wide.data() + n;
         const int row = static_cast<int>(s.kv_stride);
         pool.parallel_for(span, [&](int64_t b, int64_t e, int) {
             const int rows = static_cast<int>(e - b);
-            kern.widen_f16(k16 + b * s.kv_stride, s.kv_stride, rows, row, kwide + b * s.kv_stride);
-            kern.widen_f16(v16 + b * s.kv_stride, s.kv_stride, rows, row, vwide + b * s.kv_stride);
+            gather_rows(kern, f16, k_cache, k_pages, page_size, s.kv_stride, first_pos + b, rows,
+                        0, row, kwide + b * s.kv_stride);
+            gather_rows(kern, f16, v_cache, v_pages, page_size, s.kv_stride, first_pos + b, rows,
+                        0, row, vwide + b * s.kv_stride);
         });
     }
 
@@ -154,7 +205,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
         thread_local std::vector<float> buf;
         const size_t nqp_sz = static_cast<size_t>(max_nqp);
         const size_t kv_block =
-            f16 && !widen_up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
+            gathered && !widen_up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
         buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq) * D +
                    2 * kv_block);
         float* qt = buf.data();
@@ -214,11 +265,11 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
                 if (widen_up_front) {
                     const int64_t w_at = (p0 - first_pos) * s.kv_stride + kv_off;
                     block(cols, kwide + w_at, vwide + w_at, s.kv_stride, p0, np);
-                } else if (f16) {
-                    kern.widen_f16(static_cast<const uint16_t*>(k_cache) + at, s.kv_stride, np, D,
-                                   kw);
-                    kern.widen_f16(static_cast<const uint16_t*>(v_cache) + at, s.kv_stride, np, D,
-                                   vw);
+                } else if (gathered) {
+                    gather_rows(kern, f16, k_cache, k_pages, page_size, s.kv_stride, p0, np,
+                                kv_off, D, kw);
+                    gather_rows(kern, f16, v_cache, v_pages, page_size, s.kv_stride, p0, np,
+                                kv_off, D, vw);
                     block(cols, kw, vw, D, p0, np);
                 } else {
                     block(cols, static_cast<const float*>(k_cache) + at,
@@ -264,5 +315,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
             if (lse) lse[t * s.n_head + h] = M + static_cast<float>(std::log(L));
         }
 }
+
+}  // namespace
 
 }  // namespace syslm::kernels

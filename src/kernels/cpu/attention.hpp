@@ -34,6 +34,21 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa,
                float* lse = nullptr);
 
+// K/V of one layer in pages (the serving engine's paged cache, infer/kv_pages.hpp): position p's
+// row is row p % page_size of page p / page_size; k[i] / v[i] point at page i's rows of this
+// layer (page_size rows, kv_stride elements apart, of kv_type).
+struct KvPagesView {
+    const void* const* k;
+    const void* const* v;
+    int page_size;
+};
+// attention() over a paged cache: the same math, bit for bit (rows are gathered per block into
+// the scratch the F16 path widens into anyway).
+void attention_paged(const AttentionShape& s, const float* q, const KvPagesView& kv,
+                     int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool);
+void attention_paged(const AttentionShape& s, const float* q, const KvPagesView& kv,
+                     int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa);
+
 // Gradients of attention over one sequence from position 0 (F32 K/V, kv_stride apart), given
 // the forward's output o and lse: dq (n_tokens x n_head*head_dim) and dk, dv (n_tokens rows
 // kv_stride apart, the KV heads' columns) are overwritten. The probabilities are rebuilt from
