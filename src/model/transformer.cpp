@@ -24,8 +24,32 @@ Model::Model(std::shared_ptr<const io::GGUFFile> file) : file_(std::move(file)) 
     if (hp_.has_rope()) rope_ = std::make_unique<kernels::Rope>(hp_.rope);
 }
 
-Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type)
-    : model_(model), cache_(model.hparams(), n_ctx, kv_type), pool_(n_threads), n_batch_(n_batch) {
+namespace {
+
+// One sequence's new rows over its contiguous cache, from position n_past.
+class ContiguousRows final : public KvRows {
+public:
+    ContiguousRows(KVCache& cache, int64_t n_past, int64_t n_rows)
+        : cache_(cache), n_past_(n_past), n_rows_(n_rows) {}
+    int64_t position(int64_t row) const override { return n_past_ + row; }
+    DType kv_type() const override { return cache_.type(); }
+    void store(int il, int64_t row, const float* k, const float* v) override {
+        cache_.store(il, n_past_ + row, k, v);
+    }
+    void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
+                ThreadPool& pool) override {
+        kernels::attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out, pool);
+    }
+
+private:
+    KVCache& cache_;
+    int64_t n_past_, n_rows_;
+};
+
+}  // namespace
+
+Forward::Forward(const Model& model, int n_batch, int n_threads)
+    : model_(model), pool_(n_threads), n_batch_(n_batch) {
     const HParams& hp = model.hparams();
     SYSLM_CHECK(n_batch > 0, "batch size must be positive");
     const size_t T = static_cast<size_t>(n_batch);
@@ -41,33 +65,51 @@ Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DTyp
     ff_out_.resize(T * std::max<size_t>(hp.n_embd, hp.n_expert));
 }
 
+Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type)
+    : model_(model), cache_(model.hparams(), n_ctx, kv_type), forward_(model, n_batch, n_threads) {}
+
 std::span<const float> Context::forward(std::span<const int32_t> tokens, bool all_logits) {
-    const HParams& hp = model_.hparams();
     SYSLM_CHECK(!tokens.empty(), "forward: no tokens");
     SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(),
                 "context is full: ", n_past_, " + ", tokens.size(),
                 " tokens exceed the context size ", n_ctx());
-    for (int32_t t : tokens)
-        SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
-                    hp.n_vocab, " tokens)");
-    const size_t V = static_cast<size_t>(hp.n_vocab);
+    for (int32_t t : tokens)  // all checked before any is processed
+        SYSLM_CHECK(t >= 0 && t < model_.hparams().n_vocab, "token id ", t,
+                    " is outside the vocabulary (", model_.hparams().n_vocab, " tokens)");
+    const size_t V = static_cast<size_t>(model_.hparams().n_vocab);
+    const size_t n_batch = static_cast<size_t>(forward_.n_batch());
     logits_.resize(all_logits ? tokens.size() * V : V);
-    for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(n_batch_)) {
-        const size_t n = std::min(tokens.size() - start, static_cast<size_t>(n_batch_));
+    for (size_t start = 0; start < tokens.size(); start += n_batch) {
+        const size_t n = std::min(tokens.size() - start, n_batch);
         const bool last = start + n == tokens.size();
-        float* out = all_logits ? logits_.data() + start * V : (last ? logits_.data() : nullptr);
-        forward_batch(tokens.subspan(start, n), out, all_logits);
+        logit_rows_.clear();
+        if (all_logits)
+            for (size_t r = 0; r < n; ++r) logit_rows_.push_back(static_cast<int64_t>(r));
+        else if (last)
+            logit_rows_.push_back(static_cast<int64_t>(n) - 1);
+        ContiguousRows rows(cache_, n_past_, static_cast<int64_t>(n));
+        forward_.run(tokens.subspan(start, n), rows, logit_rows_,
+                     all_logits ? logits_.data() + start * V : logits_.data());
+        n_past_ += static_cast<int>(n);
     }
     return logits_;
 }
 
-void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
+                  std::span<const int64_t> logit_rows, float* logits) {
     const HParams& hp = model_.hparams();
     const Weights& w = model_.weights();
     const int64_t T = static_cast<int64_t>(tokens.size()), E = hp.n_embd;
+    SYSLM_CHECK(T > 0 && T <= n_batch_, "forward: ", T, " rows for a batch of ", n_batch_);
+    for (int32_t t : tokens)
+        SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
+                    hp.n_vocab, " tokens)");
     if (hp.arch == Arch::Gpt2)
-        SYSLM_CHECK(n_past_ + T <= hp.n_ctx_train, "gpt2 has learned positions for ",
-                    hp.n_ctx_train, " tokens; position ", n_past_ + T - 1, " is beyond them");
+        for (int64_t t = 0; t < T; ++t)
+            SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, "gpt2 has learned positions for ",
+                        hp.n_ctx_train, " tokens; position ", rows.position(t),
+                        " is beyond them");
+    rows_ = &rows;
 
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "embedding", 0, T * (row_bytes(w.token_embd.type, E) + 4 * E));
@@ -82,7 +124,7 @@ void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool
         const auto& pe = kernels::type_traits(w.position_embd.type);
         const size_t pe_row = row_bytes(w.position_embd.type, E);
         for (int64_t t = 0; t < T; ++t) {
-            pe.to_float(static_cast<const uint8_t*>(w.position_embd.data) + (n_past_ + t) * pe_row,
+            pe.to_float(static_cast<const uint8_t*>(w.position_embd.data) + rows.position(t) * pe_row,
                         h_.data(), E);
             for (int64_t i = 0; i < E; ++i) x_[t * E + i] += h_[i];
         }
@@ -96,23 +138,29 @@ void Context::forward_batch(std::span<const int32_t> tokens, float* logits, bool
         else
             ffn_block(il, T);
     }
-    n_past_ += static_cast<int>(T);
-    if (!logits) return;
+    rows_ = nullptr;
+    const int64_t n_out = static_cast<int64_t>(logit_rows.size());
+    if (n_out == 0) return;
 
-    // Only the rows whose logits are wanted go through the final norm and the output matrix.
-    const int64_t first = all_logits ? 0 : T - 1;
-    const float* x = x_.data() + first * E;
-    SYSLM_PROFILE_STEP(prof, "output_norm", 4 * (T - first) * E, 8 * (T - first) * E);
+    // Only the rows whose logits are wanted go through the final norm and the output matrix:
+    // in place when they are the batch's last rows, else gathered.
+    const float* x = x_.data() + logit_rows[0] * E;
+    if (logit_rows.back() - logit_rows.front() + 1 != n_out || logit_rows.back() != T - 1) {
+        for (int64_t i = 0; i < n_out; ++i)
+            std::copy_n(x_.data() + logit_rows[i] * E, E, ff_out_.data() + i * E);
+        x = ff_out_.data();
+    }
+    SYSLM_PROFILE_STEP(prof, "output_norm", 4 * n_out * E, 8 * n_out * E);
     if (hp.arch == Arch::Gpt2)
-        kernels::layer_norm(x, h_.data(), T - first, E, w.output_norm.data(),
-                            w.output_norm_b.data(), hp.norm_eps, pool_);
+        kernels::layer_norm(x, h_.data(), n_out, E, w.output_norm.data(), w.output_norm_b.data(),
+                            hp.norm_eps, pool_);
     else
-        kernels::rms_norm(x, h_.data(), T - first, E, w.output_norm.data(), hp.norm_eps, pool_);
-    SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, T - first);
-    matmul(w.output, h_.data(), T - first, logits, pool_);
+        kernels::rms_norm(x, h_.data(), n_out, E, w.output_norm.data(), hp.norm_eps, pool_);
+    SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, n_out);
+    matmul(w.output, h_.data(), n_out, logits, pool_);
 }
 
-void Context::attention_block(int il, int64_t T) {
+void Forward::attention_block(int il, int64_t T) {
     const HParams& hp = model_.hparams();
     const LayerWeights& l = model_.weights().layers[il];
     const int64_t E = hp.n_embd, QD = hp.q_dim(), KD = hp.kv_dim();
@@ -151,14 +199,17 @@ void Context::attention_block(int il, int64_t T) {
         k = k_.data();
         v = v_.data();
     }
-    const double kv_elem = static_cast<double>(dtype_info(cache_.type()).type_size);
+    KvRows& rows = *rows_;
+    const double kv_elem = static_cast<double>(dtype_info(rows.kv_type()).type_size);
+    double visible = 0;  // positions attended, summed over rows (for the profile)
+    for (int64_t t = 0; t < T; ++t) visible += static_cast<double>(rows.position(t) + 1);
     SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD),
                        T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
     // RoPE on q and k (k in k_, in place), then k and v into the cache, converted to its type;
     // q gathered contiguous into attn_ for reuse.
     pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
-            const int64_t pos = n_past_ + t;
+            const int64_t pos = rows.position(t);
             float* qt = attn_.data() + t * QD;
             float* kt = k_.data() + t * KD;
             std::copy_n(q + t * q_stride, QD, qt);
@@ -167,27 +218,26 @@ void Context::attention_block(int il, int64_t T) {
                 rope->apply(qt, hp.n_head, hp.head_dim, pos);
                 rope->apply(kt, hp.n_head_kv, hp.head_dim, pos);
             }
-            cache_.store(il, pos, kt, v + t * kv_stride);
+            rows.store(il, t, kt, v + t * kv_stride);
         }
     });
-    SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * T * (n_past_ + (T + 1) / 2.0),
-                       2 * kv_elem * KD * (n_past_ + T) + 8.0 * QD * T);
+    SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * visible,
+                       2 * kv_elem * KD * (rows.position(T - 1) + 1) + 8.0 * QD * T);
     kernels::AttentionShape shape{hp.n_head,
                                   hp.n_head_kv,
                                   hp.head_dim,
                                   KD,
                                   hp.sliding_window,
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
-                                  cache_.type()};
-    kernels::attention(shape, attn_.data(), cache_.k(il), cache_.v(il), T, n_past_, q_.data(),
-                       pool_);
+                                  rows.kv_type()};
+    rows.attend(il, shape, attn_.data(), q_.data(), pool_);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
     matmul(l.wo, q_.data(), T, h_.data(), pool_, bias(l.bo));
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
     for (int64_t i = 0; i < T * E; ++i) x_[i] += h_[i];
 }
 
-void Context::ffn_block(int il, int64_t T) {
+void Forward::ffn_block(int il, int64_t T) {
     const HParams& hp = model_.hparams();
     const LayerWeights& l = model_.weights().layers[il];
     const int64_t E = hp.n_embd, F = hp.n_ff;
@@ -222,7 +272,7 @@ void Context::ffn_block(int il, int64_t T) {
 
 // Routed experts: each token picks its top-k experts by router probability; tokens are grouped
 // per expert so every expert's weights are read once per batch, not once per token.
-void Context::moe_block(int il, int64_t T) {
+void Forward::moe_block(int il, int64_t T) {
     const HParams& hp = model_.hparams();
     const LayerWeights& l = model_.weights().layers[il];
     const int64_t E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert, K = hp.n_expert_used;

@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.hpp"
 #include "io/gguf.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "model/hparams.hpp"
 #include "model/kv_cache.hpp"
@@ -38,8 +39,54 @@ private:
     std::unique_ptr<kernels::Rope> rope_;
 };
 
-// The mutable state of one sequence: KV cache, position and activation buffers (allocated for
-// the largest batch once and reused, so decoding allocates nothing per token).
+// Where the rows of one forward call live: each row's position, where its rotated K and V go,
+// and the attention of every row over what it may see. Context's rows are one sequence's new
+// tokens over its contiguous KVCache; the serving engine's (infer/) are the tokens of many
+// sequences over paged caches.
+class KvRows {
+public:
+    virtual ~KvRows() = default;
+    virtual int64_t position(int64_t row) const = 0;
+    virtual DType kv_type() const = 0;
+    virtual void store(int il, int64_t row, const float* k, const float* v) = 0;
+    // out (rows x q_dim) = each row's attention over its sequence's visible keys and values.
+    virtual void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
+                        ThreadPool& pool) = 0;
+};
+
+// The layer math over a batch of rows, with activation buffers allocated once for n_batch rows
+// (so decoding allocates nothing per token) and the thread pool that runs it.
+class Forward {
+public:
+    Forward(const Model& model, int n_batch, int n_threads);
+
+    // Runs rows.size() == tokens.size() rows through every layer; writes the logits of the rows
+    // listed in logit_rows (ascending), one row of n_vocab each, to `logits`.
+    void run(std::span<const int32_t> tokens, KvRows& rows, std::span<const int64_t> logit_rows,
+             float* logits);
+    int n_batch() const { return n_batch_; }
+    ThreadPool& pool() { return pool_; }
+    const Model& model() const { return model_; }
+
+private:
+    void attention_block(int il, int64_t T);
+    void ffn_block(int il, int64_t T);
+    void moe_block(int il, int64_t T);
+
+    const Model& model_;
+    ThreadPool pool_;
+    int n_batch_;
+    KvRows* rows_ = nullptr;  // of the running call
+    // activations, sized for n_batch tokens
+    std::vector<float> x_, h_, q_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
+    kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
+    // MoE routing state, kept so that routing allocates nothing once warm
+    std::vector<float> moe_probs_, moe_in_, moe_gate_, moe_up_, moe_out_;
+    std::vector<std::vector<std::pair<int64_t, float>>> moe_routed_;  // per expert: (token, weight)
+    std::vector<int64_t> moe_order_;
+};
+
+// The mutable state of one sequence: its KV cache, position, and a Forward.
 class Context {
 public:
     // kv_type: F16 (as llama.cpp) or F32 (exact; the reference tests use it).
@@ -55,26 +102,15 @@ public:
     const KVCache& kv_cache() const { return cache_; }
     void reset() { n_past_ = 0; }
     const Model& model() const { return model_; }
-    ThreadPool& pool() { return pool_; }
+    ThreadPool& pool() { return forward_.pool(); }
 
 private:
-    void forward_batch(std::span<const int32_t> tokens, float* logits, bool all_logits);
-    void attention_block(int il, int64_t T);
-    void ffn_block(int il, int64_t T);
-    void moe_block(int il, int64_t T);
-
     const Model& model_;
     KVCache cache_;
-    ThreadPool pool_;
-    int n_batch_;
+    Forward forward_;
     int n_past_ = 0;
-    // activations, sized for n_batch tokens
-    std::vector<float> x_, h_, q_, k_, v_, attn_, ff_a_, ff_b_, ff_out_, logits_;
-    kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
-    // MoE routing state, kept so that routing allocates nothing once warm
-    std::vector<float> moe_probs_, moe_in_, moe_gate_, moe_up_, moe_out_;
-    std::vector<std::vector<std::pair<int64_t, float>>> moe_routed_;  // per expert: (token, weight)
-    std::vector<int64_t> moe_order_;
+    std::vector<float> logits_;
+    std::vector<int64_t> logit_rows_;
 };
 
 }  // namespace syslm::model

@@ -1,0 +1,45 @@
+#include "infer/paged_rows.hpp"
+
+#include "core/error.hpp"
+
+namespace syslm::infer {
+
+void PagedRows::clear() {
+    segs_.clear();
+    row_seg_.clear();
+}
+
+void PagedRows::add(const BlockTable& t, int64_t pos0, int64_t n) {
+    SYSLM_CHECK(n > 0 && pos0 >= 0 && pos0 + n <= t.length, "paged rows: positions ", pos0, "..",
+                pos0 + n - 1, " outside a table of ", t.length);
+    segs_.push_back({&t, pos0, n, size()});
+    row_seg_.insert(row_seg_.end(), static_cast<size_t>(n), static_cast<int32_t>(segs_.size() - 1));
+}
+
+int64_t PagedRows::position(int64_t row) const {
+    const Segment& s = segs_[static_cast<size_t>(row_seg_[static_cast<size_t>(row)])];
+    return s.pos0 + (row - s.row0);
+}
+
+void PagedRows::store(int il, int64_t row, const float* k, const float* v) {
+    const Segment& s = segs_[static_cast<size_t>(row_seg_[static_cast<size_t>(row)])];
+    pages_.store(*s.table, il, s.pos0 + (row - s.row0), k, v);
+}
+
+void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
+                       ThreadPool& pool) {
+    const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
+    for (const Segment& s : segs_) {
+        k_ptr_.clear();
+        v_ptr_.clear();
+        for (PageId p : s.table->pages) {
+            k_ptr_.push_back(pages_.k(p, il));
+            v_ptr_.push_back(pages_.v(p, il));
+        }
+        kernels::attention_paged(shape, q + s.row0 * q_dim,
+                                 {k_ptr_.data(), v_ptr_.data(), pages_.config().page_size}, s.n,
+                                 s.pos0, out + s.row0 * q_dim, pool);
+    }
+}
+
+}  // namespace syslm::infer

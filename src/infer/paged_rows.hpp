@@ -1,0 +1,41 @@
+// The rows of one serving step: the new tokens of several sequences, each over its own paged KV
+// cache (infer/kv_pages.hpp), laid out sequence after sequence, for model::Forward. Each
+// sequence's pages must already hold room for its new positions (KvPages::append).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "infer/kv_pages.hpp"
+#include "model/transformer.hpp"
+
+namespace syslm::infer {
+
+class PagedRows final : public model::KvRows {
+public:
+    explicit PagedRows(KvPages& pages) : pages_(pages) {}
+
+    // Starts a new step's layout (keeps capacity).
+    void clear();
+    // The next n rows are positions pos0 .. pos0 + n - 1 of the sequence whose table is t.
+    void add(const BlockTable& t, int64_t pos0, int64_t n);
+    int64_t size() const { return static_cast<int64_t>(row_seg_.size()); }
+
+    int64_t position(int64_t row) const override;
+    DType kv_type() const override { return pages_.config().type; }
+    void store(int il, int64_t row, const float* k, const float* v) override;
+    void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
+                ThreadPool& pool) override;
+
+private:
+    struct Segment {
+        const BlockTable* table;
+        int64_t pos0, n, row0;
+    };
+    KvPages& pages_;
+    std::vector<Segment> segs_;
+    std::vector<int32_t> row_seg_;          // segment of each row
+    std::vector<const void*> k_ptr_, v_ptr_;  // one layer's page pointers of a segment
+};
+
+}  // namespace syslm::infer
