@@ -1,0 +1,331 @@
+#include "infer/engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "tokenizer/utf8.hpp"
+
+namespace syslm::infer {
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+KvPagesConfig pool_config(const model::Model& m, const EngineConfig& c) {
+    KvPagesConfig k;
+    k.n_layer = m.hparams().n_layer;
+    k.kv_dim = m.hparams().kv_dim();
+    k.page_size = c.page_size;
+    k.type = c.kv_type;
+    SYSLM_CHECK(c.page_size > 0 && c.parallel > 0 && c.n_ctx > 0 && c.token_budget > 0,
+                "engine: page size, parallel, context and token budget must be positive");
+    if (c.n_pages > 0)
+        k.n_pages = c.n_pages;
+    else if (c.kv_memory > 0)
+        k.n_pages = KvPages::pages_for_bytes(k, c.kv_memory);
+    else
+        k.n_pages = c.parallel * ((c.n_ctx + c.page_size - 1) / c.page_size);
+    return k;
+}
+
+}  // namespace
+
+struct Engine::Active {
+    Sequence seq;
+    GenerationParams params;
+    Callback cb;
+    Sampler sampler;
+    tokenizer::Utf8StreamBuffer stream;
+    std::string text;    // generated text so far
+    size_t emitted = 0;  // bytes of it sent
+    int64_t n_generated = 0;
+    bool published = false, finished = false;
+    double t_submit = 0, t_last = 0;
+
+    Active(const GenerationParams& p, Callback c) : params(p), cb(std::move(c)), sampler(p.sampling) {}
+};
+
+Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer tok,
+               const EngineConfig& cfg)
+    : model_(std::move(model)),
+      tok_(std::move(tok)),
+      cfg_(cfg),
+      pages_(pool_config(*model_, cfg)),
+      scheduler_({cfg.token_budget, cfg.parallel, cfg.max_waiting}, pages_),
+      forward_(*model_, static_cast<int>(cfg.token_budget), cfg.threads),
+      rows_(pages_) {
+    if (model_->hparams().arch == model::Arch::Gpt2)
+        cfg_.n_ctx = std::min(cfg_.n_ctx, model_->hparams().n_ctx_train);
+    logits_.resize(static_cast<size_t>(cfg.parallel) * model_->hparams().n_vocab);
+    stats_.kv_pages_total = pages_.config().n_pages;
+    thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params, Callback cb,
+                    int64_t* id, std::string* error) {
+    auto refuse = [&](std::string why) {
+        if (error) *error = std::move(why);
+        return false;
+    };
+    if (prompt.empty()) return refuse("the prompt is empty");
+    const int V = model_->hparams().n_vocab;
+    for (int32_t t : prompt)
+        if (t < 0 || t >= V)
+            return refuse("token id " + std::to_string(t) + " is outside the vocabulary");
+    if (params.max_tokens < 1) return refuse("max_tokens must be at least 1");
+    if (static_cast<int64_t>(prompt.size()) >= cfg_.n_ctx)
+        return refuse("the prompt has " + std::to_string(prompt.size()) +
+                      " tokens; the context size is " + std::to_string(cfg_.n_ctx));
+    auto a = std::make_unique<Active>(params, std::move(cb));
+    a->seq.n_prompt = static_cast<int64_t>(prompt.size());
+    for (int32_t t : prompt) a->sampler.accept(t);
+    a->seq.tokens = std::move(prompt);
+    a->t_submit = now_s();
+    {
+        std::lock_guard lk(mu_);
+        if (!accepting_) return refuse("the server is shutting down");
+        if (static_cast<int>(incoming_.size()) + stats_.waiting >= cfg_.max_waiting)
+            return refuse("queue full");
+        a->seq.id = next_id_++;
+        if (id) *id = a->seq.id;
+        ++stats_.requests;
+        stats_.prompt_tokens += a->seq.n_prompt;
+        incoming_.push_back(std::move(a));
+    }
+    cv_.notify_all();
+    return true;
+}
+
+void Engine::cancel(int64_t id) {
+    {
+        std::lock_guard lk(mu_);
+        cancels_.push_back(id);
+    }
+    cv_.notify_all();
+}
+
+void Engine::drain() {
+    std::unique_lock lk(mu_);
+    accepting_ = false;
+    idle_cv_.wait(lk, [&] { return incoming_.empty() && active_.empty(); });
+    stop_ = true;
+    lk.unlock();
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+EngineStats Engine::stats(bool take_latencies) {
+    std::lock_guard lk(mu_);
+    EngineStats s = stats_;
+    if (take_latencies) {
+        stats_.ttft.clear();
+        stats_.itl.clear();
+    } else {
+        s.ttft.clear();
+        s.itl.clear();
+    }
+    return s;
+}
+
+bool Engine::emit(Active& a, const Event& e) {
+    return a.cb(e);
+}
+
+void Engine::finish(Active& a, const std::string& reason, const std::string& error) {
+    if (a.finished) return;
+    a.finished = true;
+    scheduler_.remove(&a.seq);
+    Event e;
+    e.done = true;
+    e.finish_reason = reason;
+    e.error = error;
+    e.n_prompt = a.seq.n_prompt;
+    e.n_generated = a.n_generated;
+    if (reason == "stop" || reason == "length") {
+        a.text += a.stream.flush();
+        e.text = a.text.substr(a.emitted);
+        a.emitted = a.text.size();
+    }
+    emit(a, e);
+}
+
+void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
+    const double t = now_s();
+    {
+        std::lock_guard lk(mu_);
+        (a.n_generated == 0 ? stats_.ttft : stats_.itl).push_back(t - (a.n_generated == 0 ? a.t_submit : a.t_last));
+        ++stats_.generated_tokens;
+    }
+    a.t_last = t;
+    ++a.n_generated;
+    if (!a.params.ignore_eos && tok_.is_eog(token)) return finish(a, "stop");
+    a.seq.tokens.push_back(token);
+
+    Event e;
+    e.token = token;
+    if (a.params.logprobs >= 0) {  // the model's distribution, before sampling's changes
+        const float mx = *std::max_element(logits.begin(), logits.end());
+        double sum = 0;
+        for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+        const float lse = mx + static_cast<float>(std::log(sum));
+        e.logprob = logits[static_cast<size_t>(token)] - lse;
+        const size_t k = std::min<size_t>(static_cast<size_t>(a.params.logprobs), logits.size());
+        std::vector<int32_t> ids(logits.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+        std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                          [&](int32_t x, int32_t y) { return logits[x] > logits[y]; });
+        for (size_t i = 0; i < k; ++i) e.top.push_back({ids[i], logits[ids[i]] - lse});
+    }
+    a.text += a.stream.push(tok_.token_to_piece(token));
+
+    // Stop strings: end before the first one; hold back what could still become one.
+    size_t cut = std::string::npos, hold = 0;
+    for (const std::string& s : a.params.stop) {
+        if (s.empty()) continue;
+        const size_t from = a.emitted >= s.size() ? a.emitted - s.size() + 1 : 0;
+        cut = std::min(cut, a.text.find(s, from));
+        hold = std::max(hold, s.size() - 1);
+    }
+    if (cut != std::string::npos) {
+        e.text = a.text.substr(a.emitted, cut - std::min(cut, a.emitted));
+        a.text.resize(std::max(cut, a.emitted));
+        a.emitted = a.text.size();
+        if (!emit(a, e)) return finish(a, "cancelled");
+        return finish(a, "stop");
+    }
+    size_t safe = a.text.size() > hold ? a.text.size() - hold : 0;
+    safe = std::max(safe, a.emitted);
+    while (safe > a.emitted && safe < a.text.size() &&
+           (static_cast<unsigned char>(a.text[safe]) & 0xC0) == 0x80)
+        --safe;  // never split a character
+    e.text = a.text.substr(a.emitted, safe - a.emitted);
+    a.emitted = safe;
+    if (!emit(a, e)) return finish(a, "cancelled");
+    if (a.n_generated >= a.params.max_tokens ||
+        static_cast<int64_t>(a.seq.tokens.size()) >= cfg_.n_ctx)
+        finish(a, "length");
+}
+
+void Engine::step() {
+    std::vector<ScheduledWork> work = scheduler_.schedule();
+    for (Sequence* s : scheduler_.take_rejected())
+        finish(*active_.at(s->id), "error",
+               "the request needs more KV memory than the whole pool holds (" +
+                   std::to_string(pages_.config().n_pages) + " pages of " +
+                   std::to_string(pages_.config().page_size) + " positions)");
+    if (!work.empty()) {
+        std::vector<int32_t> batch;
+        std::vector<int64_t> logit_rows;
+        std::vector<Sequence*> sampled;
+        rows_.clear();
+        for (const ScheduledWork& w : work) {
+            Sequence& s = *w.seq;
+            rows_.add(s.table, s.computed, w.n);
+            batch.insert(batch.end(), s.tokens.begin() + s.computed,
+                         s.tokens.begin() + s.computed + w.n);
+            if (s.computed + w.n == static_cast<int64_t>(s.tokens.size())) {
+                logit_rows.push_back(static_cast<int64_t>(batch.size()) - 1);
+                sampled.push_back(&s);
+            }
+        }
+        forward_.run(batch, rows_, logit_rows, logits_.data());
+        scheduler_.completed(work);
+        const size_t V = static_cast<size_t>(model_->hparams().n_vocab);
+        for (size_t i = 0; i < sampled.size(); ++i) {
+            Active& a = *active_.at(sampled[i]->id);
+            if (!a.published) {  // the prompt's full pages, for later requests with its prefix
+                pages_.publish(a.seq.table, a.seq.tokens);
+                a.published = true;
+            }
+            const std::span<const float> row(logits_.data() + i * V, V);
+            const int32_t token = a.sampler.sample(row);
+            a.sampler.accept(token);
+            on_token(a, token, row);
+        }
+    }
+    for (auto it = active_.begin(); it != active_.end();)
+        it = it->second->finished ? active_.erase(it) : std::next(it);
+
+    std::lock_guard lk(mu_);
+    ++stats_.steps;
+    stats_.running = static_cast<int>(scheduler_.running().size());
+    stats_.waiting = static_cast<int>(scheduler_.waiting().size());
+    stats_.kv_pages_used = pages_.used_pages();
+    stats_.kv_pages_cached = pages_.cached_pages();
+    stats_.preemptions = scheduler_.preemptions();
+    stats_.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
+    const double t = now_s();
+    rate_.emplace_back(t, stats_.generated_tokens);
+    while (rate_.size() > 2 && rate_.front().first < t - 5.0) rate_.erase(rate_.begin());
+    const double span = rate_.back().first - rate_.front().first;
+    stats_.tokens_per_s =
+        span > 0 ? static_cast<double>(rate_.back().second - rate_.front().second) / span : 0.0;
+}
+
+void Engine::loop() {
+    while (true) {
+        {
+            std::unique_lock lk(mu_);
+            if (active_.empty() && incoming_.empty()) {
+                stats_.running = stats_.waiting = 0;
+                stats_.kv_pages_used = pages_.used_pages();
+                stats_.kv_pages_cached = pages_.cached_pages();
+                idle_cv_.notify_all();
+            }
+            cv_.wait(lk, [&] {
+                return stop_ || !incoming_.empty() || !cancels_.empty() || !active_.empty();
+            });
+            if (stop_) break;
+            for (auto& a : incoming_) {
+                Active* p = a.get();
+                active_[p->seq.id] = std::move(a);
+                if (!scheduler_.submit(&p->seq)) {
+                    lk.unlock();
+                    finish(*p, "error", "queue full");
+                    lk.lock();
+                }
+                ++stats_.waiting;
+            }
+            incoming_.clear();
+            std::vector<int64_t> cancels;
+            cancels.swap(cancels_);
+            lk.unlock();
+            for (int64_t id : cancels)
+                if (auto it = active_.find(id); it != active_.end())
+                    finish(*it->second, "cancelled");
+        }
+        try {
+            step();
+        } catch (const std::exception& e) {  // a failed step ends its requests, not the server
+            for (auto& [id, a] : active_) finish(*a, "error", e.what());
+            active_.clear();
+        }
+    }
+    for (auto& [id, a] : active_) finish(*a, "cancelled");
+    active_.clear();
+    std::lock_guard lk(mu_);
+    for (auto& a : incoming_) {
+        Event e;
+        e.done = true;
+        e.finish_reason = "cancelled";
+        a->cb(e);
+    }
+    incoming_.clear();
+    idle_cv_.notify_all();
+}
+
+}  // namespace syslm::infer

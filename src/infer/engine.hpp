@@ -1,0 +1,127 @@
+// The serving engine: requests in, token streams out. One thread runs steps: the scheduler
+// picks the step's work (continuous batching over the paged KV pool), one model::Forward runs
+// every scheduled sequence's rows at once (each weight read once per step), each sequence whose
+// pending tokens are done samples its next token with its own sampler, and the request's
+// callback receives the text (UTF-8 complete, held back while it could still become a stop
+// string). Callbacks run on the engine thread and must be quick (the server's push into a
+// queue); returning false cancels the request.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "infer/kv_pages.hpp"
+#include "infer/paged_rows.hpp"
+#include "infer/sampler.hpp"
+#include "infer/scheduler.hpp"
+#include "model/transformer.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace syslm::infer {
+
+struct EngineConfig {
+    int threads = 0;           // 0: all cores
+    int page_size = 16;        // positions per KV page
+    int n_pages = 0;           // 0: from kv_memory
+    size_t kv_memory = 0;      // bytes of K/V (when n_pages is 0); 0: enough for `parallel` x n_ctx
+    DType kv_type = DType::F16;
+    int parallel = 16;         // sequences per step
+    int64_t token_budget = 512;
+    int max_waiting = 256;
+    int n_ctx = 4096;          // positions per sequence (prompt + generated)
+};
+
+struct GenerationParams {
+    int max_tokens = 16;
+    SamplingParams sampling;
+    std::vector<std::string> stop;
+    bool ignore_eos = false;
+    int logprobs = -1;  // top alternatives to report per token; -1: no logprobs
+};
+
+struct TokenLogprob {
+    int32_t token;
+    float logprob;
+};
+
+struct Event {
+    // A token (text may be empty while held back) or, with done, the end of the request.
+    int32_t token = -1;
+    std::string text;
+    float logprob = 0;
+    std::vector<TokenLogprob> top;  // when logprobs >= 0
+    bool done = false;
+    std::string finish_reason;  // "stop", "length", "cancelled", "error"
+    std::string error;
+    int64_t n_prompt = 0, n_generated = 0;
+};
+
+struct EngineStats {
+    int running = 0, waiting = 0;
+    int kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
+    int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0;
+    int64_t preemptions = 0, prefix_hit_tokens = 0, steps = 0;
+    double tokens_per_s = 0;  // generated, over the last few seconds
+    // Latency samples since the last call (seconds): time to first token, inter-token.
+    std::vector<double> ttft, itl;
+};
+
+class Engine {
+public:
+    Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer tok,
+           const EngineConfig& cfg);
+    ~Engine();  // stops at once (in-flight requests end "cancelled")
+
+    using Callback = std::function<bool(const Event&)>;
+    // Queues a request; false with `error` set when it is refused (queue full, too long, bad
+    // parameters, shutting down). The callback then is never called.
+    bool submit(std::vector<int32_t> prompt, const GenerationParams& params, Callback cb,
+                int64_t* id, std::string* error);
+    void cancel(int64_t id);
+    // Stops accepting, lets every queued and running request finish, then stops the thread.
+    void drain();
+    EngineStats stats(bool take_latencies = false);
+
+    const model::Model& model() const { return *model_; }
+    const tokenizer::Tokenizer& tokenizer() const { return tok_; }
+    const EngineConfig& config() const { return cfg_; }
+
+private:
+    struct Active;
+    void loop();
+    void step();
+    bool emit(Active& a, const Event& e);
+    void finish(Active& a, const std::string& reason, const std::string& error = "");
+    void on_token(Active& a, int32_t token, std::span<const float> logits);
+
+    std::shared_ptr<const model::Model> model_;
+    tokenizer::Tokenizer tok_;
+    EngineConfig cfg_;
+    KvPages pages_;
+    Scheduler scheduler_;
+    model::Forward forward_;
+    PagedRows rows_;
+    std::vector<float> logits_;
+
+    std::mutex mu_;
+    std::condition_variable cv_, idle_cv_;
+    std::vector<std::unique_ptr<Active>> incoming_;
+    std::vector<int64_t> cancels_;
+    std::unordered_map<int64_t, std::unique_ptr<Active>> active_;  // engine thread only
+    bool accepting_ = true, stop_ = false;
+    int64_t next_id_ = 1;
+    int queued_ = 0;  // incoming + waiting, for the bound
+    EngineStats stats_;
+    std::vector<std::pair<double, int64_t>> rate_;  // (time, generated total) samples
+    std::thread thread_;
+};
+
+}  // namespace syslm::infer
