@@ -128,17 +128,16 @@ void Engine::drain() {
     if (thread_.joinable()) thread_.join();
 }
 
-EngineStats Engine::stats(bool take_latencies) {
+void LatencyHistogram::add(double seconds) {
+    for (size_t i = 0; i < std::size(kBounds); ++i)
+        if (seconds <= kBounds[i]) ++buckets[i];
+    ++count;
+    sum += seconds;
+}
+
+EngineStats Engine::stats() {
     std::lock_guard lk(mu_);
-    EngineStats s = stats_;
-    if (take_latencies) {
-        stats_.ttft.clear();
-        stats_.itl.clear();
-    } else {
-        s.ttft.clear();
-        s.itl.clear();
-    }
-    return s;
+    return stats_;
 }
 
 bool Engine::emit(Active& a, const Event& e) {
@@ -167,7 +166,10 @@ void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
     const double t = now_s();
     {
         std::lock_guard lk(mu_);
-        (a.n_generated == 0 ? stats_.ttft : stats_.itl).push_back(t - (a.n_generated == 0 ? a.t_submit : a.t_last));
+        if (a.n_generated == 0)
+            stats_.ttft.add(t - a.t_submit);
+        else
+            stats_.itl.add(t - a.t_last);
         ++stats_.generated_tokens;
     }
     a.t_last = t;

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -64,14 +65,22 @@ struct Event {
     int64_t n_prompt = 0, n_generated = 0;
 };
 
+// Latencies in cumulative buckets (Prometheus histogram semantics: count of samples <= bound).
+struct LatencyHistogram {
+    static constexpr double kBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+    int64_t buckets[std::size(kBounds)] = {};
+    int64_t count = 0;
+    double sum = 0;
+    void add(double seconds);
+};
+
 struct EngineStats {
     int running = 0, waiting = 0;
     int kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
     int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0;
     int64_t preemptions = 0, prefix_hit_tokens = 0, steps = 0;
     double tokens_per_s = 0;  // generated, over the last few seconds
-    // Latency samples since the last call (seconds): time to first token, inter-token.
-    std::vector<double> ttft, itl;
+    LatencyHistogram ttft, itl;  // time to first token, inter-token latency (seconds)
 };
 
 class Engine {
@@ -88,11 +97,12 @@ public:
     void cancel(int64_t id);
     // Stops accepting, lets every queued and running request finish, then stops the thread.
     void drain();
-    EngineStats stats(bool take_latencies = false);
+    EngineStats stats();
 
     const model::Model& model() const { return *model_; }
     const tokenizer::Tokenizer& tokenizer() const { return tok_; }
     const EngineConfig& config() const { return cfg_; }
+    size_t kv_page_bytes() const { return pages_.page_bytes(); }
 
 private:
     struct Active;

@@ -1,0 +1,135 @@
+// syslm serve: the OpenAI-compatible server over the continuous-batching engine. Listens first
+// (/health answers 503 while the model loads), binds 127.0.0.1 unless --host says otherwise,
+// and on SIGTERM / SIGINT stops accepting, finishes in-flight requests and exits.
+#include <signal.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "infer/engine.hpp"
+#include "model/kv_cache.hpp"
+#include "serve/http_server.hpp"
+#include "train/batch_plan.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct ServeArgs {
+    std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
+    std::string cache_type = "f16";
+    int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
+    int64_t token_budget = 512;
+    int max_queue = 256, max_tokens = 4096, max_n = 8, http_threads = 0;
+    size_t max_body = 1 << 20;
+};
+
+int run_serve(const ServeArgs& a) {
+    // Signals go to the waiting main thread only (blocked before any thread starts).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a kill
+
+    serve::ServerConfig sc;
+    sc.host = a.host;
+    sc.port = a.port;
+    sc.api_key = a.api_key;
+    sc.max_body = a.max_body;
+    sc.limits.max_tokens = a.max_tokens;
+    sc.limits.max_n = a.max_n;
+    sc.http_threads = a.http_threads > 0 ? a.http_threads : 2 * a.parallel + 16;
+    serve::Server server(sc);
+    server.start();
+    std::fprintf(stderr, "syslm serve: listening on http://%s:%d (loading %s)\n", a.host.c_str(),
+                 server.port(), a.model.c_str());
+
+    auto model = std::make_shared<const model::Model>(a.model);
+    auto tok = tokenizer::Tokenizer::from_gguf(model->file());
+    // The flag, else the model's template; a model without one gets ChatML (as llama.cpp).
+    const std::string tmpl = !a.chat_template.empty()
+                                 ? a.chat_template
+                                 : model->file().get_string("tokenizer.chat_template", "");
+    if (tmpl.empty())
+        std::fprintf(stderr, "syslm serve: the model has no chat template: using chatml "
+                             "(--chat-template to choose)\n");
+    const tokenizer::ChatFormat format = tokenizer::chat_format(tmpl.empty() ? "chatml" : tmpl);
+    infer::EngineConfig ec;
+    ec.threads = a.threads;
+    ec.page_size = a.page_size;
+    ec.n_pages = a.kv_pages;
+    ec.kv_memory = a.kv_memory.empty() ? 0 : train::parse_memory_size(a.kv_memory);
+    ec.kv_type = model::kv_cache_type(a.cache_type);
+    ec.parallel = a.parallel;
+    ec.token_budget = a.token_budget;
+    ec.max_waiting = a.max_queue;
+    ec.n_ctx = a.ctx;
+    auto engine = std::make_unique<infer::Engine>(model, tok, ec);
+    const auto st = engine->stats();
+    std::string name = a.alias;
+    if (name.empty()) name = model->file().get_string("general.name", "");
+    if (name.empty()) name = std::filesystem::path(a.model).stem().string();
+    std::fprintf(stderr,
+                 "syslm serve: ready: model '%s', chat template %s, %d KV pages of %d positions "
+                 "(%zu MiB), %d parallel, context %d\n",
+                 name.c_str(), tokenizer::chat_format_name(format).c_str(), st.kv_pages_total,
+                 a.page_size, st.kv_pages_total * engine->kv_page_bytes() >> 20, a.parallel,
+                 engine->config().n_ctx);
+    server.set_engine(std::move(engine), name, format);
+
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "syslm serve: %s: finishing in-flight requests\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    server.drain_and_stop();
+    std::fprintf(stderr, "syslm serve: stopped\n");
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<ServeArgs>();
+    app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+    app.add_option("--host", a->host, "Address to bind (127.0.0.1: this machine only)")
+        ->capture_default_str();
+    app.add_option("--port", a->port, "Port (0: any free one)")->capture_default_str();
+    app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY'");
+    app.add_option("--alias", a->alias, "Model name in the API (default: general.name)");
+    app.add_option("--chat-template", a->chat_template,
+                   "Chat format instead of the model's template: chatml, llama2, llama2-sys, "
+                   "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, phi3, zephyr, ...");
+    app.add_option("--parallel", a->parallel, "Sequences per step")->capture_default_str()
+        ->check(CLI::Range(1, 1024));
+    app.add_option("-c,--ctx-size", a->ctx, "Positions per sequence (prompt + generated)")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    auto pages = app.add_option("--kv-pages", a->kv_pages, "KV pages in the pool")
+                     ->check(CLI::PositiveNumber);
+    app.add_option("--kv-memory", a->kv_memory, "KV pool size instead, e.g. 2GiB")
+        ->excludes(pages);
+    app.add_option("--page-size", a->page_size, "Positions per KV page")->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--cache-type", a->cache_type, "KV element type: f16 or f32")
+        ->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
+    app.add_option("--token-budget", a->token_budget, "Tokens per step (decode + prefill chunks)")
+        ->capture_default_str()->check(CLI::Range(1, 65536));
+    app.add_option("--max-queue", a->max_queue, "Waiting requests before 429")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--max-tokens", a->max_tokens, "Largest max_tokens a request may ask for")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--max-n", a->max_n, "Largest n (choices) per request")->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    app.add_option("--max-body", a->max_body, "Largest request body in bytes")
+        ->capture_default_str();
+    app.add_option("--http-threads", a->http_threads, "HTTP worker threads (0: 2 x parallel + 16)");
+    app.add_option("-t,--threads", a->threads, "Compute threads (default: all cores)");
+    return [a] { return run_serve(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(serve, "serve", "Serve a model over an OpenAI-compatible HTTP API", setup);
+
+}  // namespace syslm::cli

@@ -1,0 +1,67 @@
+#include "serve/metrics.hpp"
+
+#include <iterator>
+#include <sstream>
+
+namespace syslm::serve {
+
+namespace {
+
+void metric(std::ostringstream& o, const char* name, const char* type, const char* help,
+            double value) {
+    o << "# HELP syslm_" << name << " " << help << "\n# TYPE syslm_" << name << " " << type
+      << "\nsyslm_" << name << " " << value << "\n";
+}
+
+void histogram(std::ostringstream& o, const char* name, const char* help,
+               const infer::LatencyHistogram& h) {
+    o << "# HELP syslm_" << name << " " << help << "\n# TYPE syslm_" << name << " histogram\n";
+    for (size_t i = 0; i < std::size(infer::LatencyHistogram::kBounds); ++i)
+        o << "syslm_" << name << "_bucket{le=\"" << infer::LatencyHistogram::kBounds[i] << "\"} "
+          << h.buckets[i] << "\n";
+    o << "syslm_" << name << "_bucket{le=\"+Inf\"} " << h.count << "\n";
+    o << "syslm_" << name << "_sum " << h.sum << "\nsyslm_" << name << "_count " << h.count << "\n";
+}
+
+}  // namespace
+
+std::string prometheus_text(const infer::EngineStats& s) {
+    std::ostringstream o;
+    metric(o, "requests_running", "gauge", "Requests in the running batch", s.running);
+    metric(o, "requests_waiting", "gauge", "Requests waiting for a slot or KV pages", s.waiting);
+    metric(o, "requests_total", "counter", "Requests accepted", static_cast<double>(s.requests));
+    metric(o, "prompt_tokens_total", "counter", "Prompt tokens accepted",
+           static_cast<double>(s.prompt_tokens));
+    metric(o, "generation_tokens_total", "counter", "Tokens generated",
+           static_cast<double>(s.generated_tokens));
+    metric(o, "kv_pages_used", "gauge", "KV pages held by sequences", s.kv_pages_used);
+    metric(o, "kv_pages_cached", "gauge", "Free KV pages still holding a cached prefix",
+           s.kv_pages_cached);
+    metric(o, "kv_pages_total", "gauge", "KV pages in the pool", s.kv_pages_total);
+    metric(o, "prefix_cache_hit_tokens_total", "counter",
+           "Prompt tokens served from cached prefix pages", static_cast<double>(s.prefix_hit_tokens));
+    metric(o, "preemptions_total", "counter", "Sequences preempted for KV pages (recomputed)",
+           static_cast<double>(s.preemptions));
+    metric(o, "engine_steps_total", "counter", "Batched forward steps",
+           static_cast<double>(s.steps));
+    metric(o, "generation_tokens_per_second", "gauge", "Generated tokens/s over the last seconds",
+           s.tokens_per_s);
+    histogram(o, "time_to_first_token_seconds", "Time from request to its first token", s.ttft);
+    histogram(o, "inter_token_latency_seconds", "Time between a request's tokens", s.itl);
+    return o.str();
+}
+
+nlohmann::json stats_json(const infer::EngineStats& s) {
+    return {{"running", s.running},
+            {"waiting", s.waiting},
+            {"kv_pages_used", s.kv_pages_used},
+            {"kv_pages_cached", s.kv_pages_cached},
+            {"kv_pages_total", s.kv_pages_total},
+            {"requests", s.requests},
+            {"generated_tokens", s.generated_tokens},
+            {"tokens_per_s", s.tokens_per_s},
+            {"preemptions", s.preemptions},
+            {"prefix_hit_tokens", s.prefix_hit_tokens}};
+}
+
+}  // namespace syslm::serve

@@ -1,0 +1,235 @@
+#include "serve/openai_api.hpp"
+
+#include <random>
+
+namespace syslm::serve {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+    throw ApiError{400, "invalid_request_error", message, param, ""};
+}
+
+// body[key] when present and not null, checked to be of the kind `pred` accepts.
+template <typename Pred>
+const json* field(const json& body, const char* key, Pred pred, const char* kind) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return nullptr;
+    if (!pred(*it)) bad(key, std::string("'") + key + "' must be " + kind);
+    return &*it;
+}
+
+double number(const json& body, const char* key, double def, double lo, double hi) {
+    const json* v = field(body, key, [](const json& j) { return j.is_number(); }, "a number");
+    if (!v) return def;
+    const double x = v->get<double>();
+    if (!(x >= lo && x <= hi))
+        bad(key, std::string("'") + key + "' must be between " + json(lo).dump() + " and " +
+                     json(hi).dump());
+    return x;
+}
+
+int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int64_t hi) {
+    const json* v = field(body, key, [](const json& j) { return j.is_number_integer(); },
+                          "an integer");
+    if (!v) return def;
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi)
+        bad(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
+                     std::to_string(hi));
+    return x;
+}
+
+bool boolean(const json& body, const char* key, bool def) {
+    const json* v = field(body, key, [](const json& j) { return j.is_boolean(); }, "a boolean");
+    return v ? v->get<bool>() : def;
+}
+
+void check_model(const json& body, const std::string& model_name) {
+    const json* m = field(body, "model", [](const json& j) { return j.is_string(); }, "a string");
+    if (m && m->get<std::string>() != model_name)
+        throw ApiError{404, "invalid_request_error",
+                       "The model '" + m->get<std::string>() + "' does not exist; this server has '" +
+                           model_name + "'",
+                       "model", "model_not_found"};
+}
+
+// The fields both endpoints share.
+void common(const json& body, ParsedRequest& r, const infer::Engine& engine,
+            const ApiLimits& limits, int default_max_tokens) {
+    if (!body.is_object()) bad("", "the request body must be a JSON object");
+    infer::SamplingParams& s = r.params.sampling;
+    s.temperature = static_cast<float>(number(body, "temperature", s.temperature, 0, 2));
+    s.top_p = static_cast<float>(number(body, "top_p", s.top_p, 0, 1));
+    s.top_k = static_cast<int>(integer(body, "top_k", s.top_k, 0, 1 << 20));
+    s.min_p = static_cast<float>(number(body, "min_p", s.min_p, 0, 1));
+    s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0, -2, 2));
+    s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0, -2, 2));
+    s.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 1, 0, 10));
+    const int64_t seed = integer(body, "seed", -1, INT64_MIN, INT64_MAX);
+    s.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+    r.params.ignore_eos = boolean(body, "ignore_eos", false);
+    r.n = static_cast<int>(integer(body, "n", 1, 1, limits.max_n));
+    r.stream = boolean(body, "stream", false);
+    if (const json* so = field(body, "stream_options", [](const json& j) { return j.is_object(); },
+                               "an object")) {
+        if (!r.stream) bad("stream_options", "'stream_options' needs 'stream': true");
+        r.include_usage = boolean(*so, "include_usage", false);
+    }
+    const int max_tokens = std::min(limits.max_tokens, engine.config().n_ctx);
+    r.params.max_tokens = static_cast<int>(
+        integer(body, "max_tokens", std::min(default_max_tokens, max_tokens), 1, max_tokens));
+    if (const json* stop = body.contains("stop") ? &body["stop"] : nullptr; stop && !stop->is_null()) {
+        if (stop->is_string()) {
+            r.params.stop.push_back(stop->get<std::string>());
+        } else if (stop->is_array() && stop->size() <= 4) {
+            for (const json& s : *stop) {
+                if (!s.is_string()) bad("stop", "'stop' must be a string or up to 4 strings");
+                r.params.stop.push_back(s.get<std::string>());
+            }
+        } else {
+            bad("stop", "'stop' must be a string or up to 4 strings");
+        }
+    }
+}
+
+void check_length(const std::vector<int32_t>& p, const infer::Engine& engine) {
+    if (static_cast<int64_t>(p.size()) >= engine.config().n_ctx)
+        throw ApiError{400, "invalid_request_error",
+                       "This model's maximum context length is " +
+                           std::to_string(engine.config().n_ctx) + " tokens; the prompt has " +
+                           std::to_string(p.size()),
+                       "messages", "context_length_exceeded"};
+    if (p.empty()) bad("prompt", "the prompt is empty");
+}
+
+}  // namespace
+
+json error_body(const ApiError& e) {
+    return {{"error",
+             {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+ParsedRequest parse_completion(const json& body, const std::string& model_name,
+                               const infer::Engine& engine, const ApiLimits& limits) {
+    ParsedRequest r;
+    common(body, r, engine, limits, 16);
+    check_model(body, model_name);
+    r.echo = boolean(body, "echo", false);
+    r.params.logprobs = static_cast<int>(integer(body, "logprobs", -1, 0, 5));
+    const tokenizer::Tokenizer& tok = engine.tokenizer();
+    const int V = engine.model().hparams().n_vocab;
+    auto add_text = [&](const std::string& text) {
+        r.prompt_texts.push_back(text);
+        r.prompts.push_back(tok.encode(text, true, true));
+    };
+    auto add_ids = [&](const json& ids) {
+        std::vector<int32_t> p;
+        for (const json& t : ids) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= V)
+                bad("prompt", "token ids must be integers in [0, " + std::to_string(V) + ")");
+            p.push_back(t.get<int32_t>());
+        }
+        r.prompt_texts.push_back(tok.decode(p));
+        r.prompts.push_back(std::move(p));
+    };
+    auto it = body.find("prompt");
+    if (it == body.end() || it->is_null()) bad("prompt", "'prompt' is required");
+    const json& prompt = *it;
+    if (prompt.is_string()) {
+        add_text(prompt.get<std::string>());
+    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
+        add_ids(prompt);
+    } else if (prompt.is_array() && !prompt.empty()) {
+        for (const json& p : prompt) {
+            if (p.is_string())
+                add_text(p.get<std::string>());
+            else if (p.is_array())
+                add_ids(p);
+            else
+                bad("prompt", "'prompt' must be a string, token ids, or a list of either");
+        }
+    } else {
+        bad("prompt", "'prompt' must be a string, token ids, or a list of either");
+    }
+    if (r.prompts.size() * static_cast<size_t>(r.n) > static_cast<size_t>(limits.max_n))
+        bad("n", "prompts x n is limited to " + std::to_string(limits.max_n));
+    for (const auto& p : r.prompts) check_length(p, engine);
+    return r;
+}
+
+std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
+    if (!body.is_object()) bad("", "the request body must be a JSON object");
+    auto it = body.find("messages");
+    if (it == body.end() || !it->is_array() || it->empty())
+        bad("messages", "'messages' must be a non-empty array");
+    std::vector<tokenizer::ChatMessage> messages;
+    for (const json& m : *it) {
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+            bad("messages", "each message needs a string 'role'");
+        std::string role = m["role"].get<std::string>();
+        if (role == "developer") role = "system";
+        if (role != "system" && role != "user" && role != "assistant")
+            bad("messages", "unknown role '" + role + "' (system, user, assistant)");
+        std::string content;
+        const json c = m.value("content", json(nullptr));
+        if (c.is_string()) {
+            content = c.get<std::string>();
+        } else if (c.is_array()) {  // content parts: text only
+            for (const json& part : c) {
+                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                    !part["text"].is_string())
+                    bad("messages", "content parts must be {\"type\": \"text\", \"text\": ...}");
+                content += part["text"].get<std::string>();
+            }
+        } else if (!(c.is_null() && role == "assistant")) {
+            bad("messages", "'content' must be a string or an array of text parts");
+        }
+        messages.push_back({role, content});
+    }
+    return messages;
+}
+
+ParsedRequest parse_chat(const json& body, const std::string& model_name,
+                         const infer::Engine& engine, tokenizer::ChatFormat format,
+                         const ApiLimits& limits) {
+    ParsedRequest r;
+    r.chat = true;
+    common(body, r, engine, limits, limits.max_tokens);
+    check_model(body, model_name);
+    if (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null())
+        r.params.max_tokens = static_cast<int>(integer(
+            body, "max_completion_tokens", 0, 1, std::min(limits.max_tokens, engine.config().n_ctx)));
+    if (boolean(body, "logprobs", false))
+        r.params.logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
+    const std::vector<tokenizer::ChatMessage> messages = parse_messages(body);
+    const std::string prompt = tokenizer::apply_chat_template(format, messages, true);
+    r.prompt_texts.push_back(prompt);
+    r.prompts.push_back(engine.tokenizer().encode(prompt, true, true));
+    check_length(r.prompts.back(), engine);
+    r.params.max_tokens = std::min<int>(
+        r.params.max_tokens,
+        engine.config().n_ctx - static_cast<int>(r.prompts.back().size()));
+    return r;
+}
+
+json chat_logprob(const infer::Event& e, const tokenizer::Tokenizer& tok) {
+    auto entry = [&](int32_t id, float lp) {
+        const std::string& piece = tok.token_to_piece(id);
+        json bytes = json::array();
+        for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+        return json{{"token", piece}, {"logprob", lp}, {"bytes", bytes}};
+    };
+    json j = entry(e.token, e.logprob);
+    json top = json::array();
+    for (const auto& t : e.top) top.push_back(entry(t.token, t.logprob));
+    j["top_logprobs"] = top;
+    return j;
+}
+
+}  // namespace syslm::serve

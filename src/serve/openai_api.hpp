@@ -1,0 +1,57 @@
+// The OpenAI API's request and response JSON: parsing /v1/completions and /v1/chat/completions
+// bodies into engine requests (with every field checked: wrong types, out-of-range values and
+// unknown models are ApiErrors with the HTTP status and OpenAI error type to answer with), and
+// building the response objects and streaming chunks (`chat.completion.chunk` /
+// `text_completion`, then `data: [DONE]`).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "infer/engine.hpp"
+#include "tokenizer/chat_template.hpp"
+
+namespace syslm::serve {
+
+struct ApiError {
+    int status;        // HTTP status
+    std::string type;  // "invalid_request_error", "authentication_error", ...
+    std::string message;
+    std::string param;
+    std::string code;
+};
+
+nlohmann::json error_body(const ApiError& e);
+
+struct ApiLimits {
+    int max_tokens = 4096;  // per request (and <= the context)
+    int max_n = 8;          // choices per request
+};
+
+// One parsed request: the prompt(s) as token ids and the generation parameters.
+struct ParsedRequest {
+    bool chat = false;
+    std::vector<std::vector<int32_t>> prompts;  // completions may send several
+    infer::GenerationParams params;
+    int n = 1;
+    bool stream = false, include_usage = false;
+    bool echo = false;  // completions: prompt text before the completion
+    std::vector<std::string> prompt_texts;
+};
+
+// Throws ApiError. `model_name`: the one model served ("model" may be omitted or must match).
+ParsedRequest parse_completion(const nlohmann::json& body, const std::string& model_name,
+                               const infer::Engine& engine, const ApiLimits& limits);
+ParsedRequest parse_chat(const nlohmann::json& body, const std::string& model_name,
+                         const infer::Engine& engine, tokenizer::ChatFormat format,
+                         const ApiLimits& limits);
+
+// The "messages" of a chat request (roles system / developer / user / assistant, string or
+// text-part content); throws ApiError.
+std::vector<tokenizer::ChatMessage> parse_messages(const nlohmann::json& body);
+
+// Logprobs of one token in each API's shape.
+nlohmann::json chat_logprob(const infer::Event& e, const tokenizer::Tokenizer& tok);
+
+}  // namespace syslm::serve

@@ -1,0 +1,215 @@
+"""`syslm serve` against the official `openai` Python client (PyPI), unchanged but for base_url.
+
+A random-initialised llama (SentencePiece vocabulary of ../shared/data, ChatML chosen with
+--chat-template) is served on a free port. Checked: /v1/models; greedy completions equal to
+`syslm generate --temp 0` (an independent path: one sequence through model::Context); chat
+streaming (role chunk, content, finish_reason, include_usage, [DONE]) equal to the non-streamed
+answer; stop sequences; n and logprobs; 16 concurrent greedy requests equal to the same requests
+served one at a time; OpenAI error objects and codes (bad model 404, bad types 400, bad JSON 400,
+missing key 401); /tokenize and /detokenize; a client that disconnects mid-stream frees its KV
+pages; SIGTERM finishes an in-flight stream before exiting.
+"""
+import concurrent.futures
+import json
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+import openai
+import pytest
+
+
+def start_server(syslm_bin, model, *extra):
+    proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0",
+                             "--chat-template", "chatml", "-t", "2", "--parallel", "16", *extra],
+                            stderr=subprocess.PIPE, text=True)
+    port = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+        if "ready" in line:
+            return proc, port
+    proc.kill()
+    pytest.fail("syslm serve did not become ready")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, syslm_bin, shared_dir):
+    path = tmp_path_factory.mktemp("serve") / "model.gguf"
+    subprocess.run([str(syslm_bin), "init", "--vocab",
+                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "2",
+                    "--dim", "64", "--heads", "4", "--kv-heads", "2", "--ctx", "512", "-o", str(path)],
+                   check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(syslm_bin, model):
+    proc, port = start_server(syslm_bin, model, "--ctx-size", "512")
+    yield port
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+
+
+@pytest.fixture
+def client(server):
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{server}/v1", api_key="unused")
+
+
+def http(port, method, path, body=None, headers=None):
+    data = body.encode() if isinstance(body, str) else (json.dumps(body).encode() if body else None)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metric(port, name):
+    _, text = http(port, "GET", "/metrics")
+    return float(re.search(rf"^syslm_{name} (\S+)$", text, re.M).group(1))
+
+
+def test_models_and_greedy_completion_match_generate(client, model, run_syslm):
+    models = client.models.list()
+    assert len(models.data) == 1
+    name = models.data[0].id
+    r = client.completions.create(model=name, prompt="The quick brown fox", max_tokens=12,
+                                  temperature=0)
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 12 and r.usage.prompt_tokens > 0
+    out = run_syslm("generate", "-m", model, "-p", "The quick brown fox", "-n", 12, "--temp", 0,
+                    "-t", 2).stdout
+    assert out.startswith("The quick brown fox")
+    assert out[len("The quick brown fox"):].rstrip("\n") == r.choices[0].text
+
+
+def test_chat_stream_equals_the_whole_answer(client):
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello!"}]
+    whole = client.chat.completions.create(model="x" if False else client.models.list().data[0].id,
+                                           messages=msgs, max_tokens=10, temperature=0)
+    assert whole.choices[0].message.role == "assistant"
+    chunks = list(client.chat.completions.create(messages=msgs, max_tokens=10, temperature=0,
+                                                 stream=True, model=whole.model,
+                                                 stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [whole.choices[0].finish_reason]
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_stop_n_and_logprobs(client):
+    name = client.models.list().data[0].id
+    base = client.completions.create(model=name, prompt="Once upon a time", max_tokens=16,
+                                     temperature=0).choices[0].text
+    stop = base[len(base) // 2:len(base) // 2 + 2]
+    cut = client.completions.create(model=name, prompt="Once upon a time", max_tokens=16,
+                                    temperature=0, stop=[stop])
+    assert cut.choices[0].finish_reason == "stop"
+    assert cut.choices[0].text == base[:base.find(stop)]
+    r = client.completions.create(model=name, prompt="Once", max_tokens=5, n=2, logprobs=2,
+                                  temperature=1.0, seed=7)
+    assert len(r.choices) == 2
+    for c in r.choices:
+        assert len(c.logprobs.tokens) == 5 and all(len(t) == 2 for t in c.logprobs.top_logprobs)
+        assert all(lp <= 0 for lp in c.logprobs.token_logprobs)
+    chat = client.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi"}],
+                                          max_tokens=3, logprobs=True, top_logprobs=3,
+                                          temperature=0)
+    content = chat.choices[0].logprobs.content
+    assert len(content) == 3 and all(len(t.top_logprobs) == 3 for t in content)
+    # Greedy: the chosen token is the most likely one.
+    assert all(abs(t.logprob - t.top_logprobs[0].logprob) < 1e-6 for t in content)
+
+
+def test_concurrent_greedy_requests_equal_sequential(client):
+    name = client.models.list().data[0].id
+    prompts = [("In the beginning " * (1 + i % 4)) + f"number {i}" for i in range(16)]
+
+    def ask(p):
+        return client.completions.create(model=name, prompt=p, max_tokens=10, temperature=0
+                                         ).choices[0].text
+
+    alone = [ask(p) for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        together = list(pool.map(ask, prompts))
+    assert together == alone
+
+
+def test_errors_are_openai_objects(client, server):
+    name = client.models.list().data[0].id
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="no-such-model", prompt="x", max_tokens=2)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=name, prompt="x", max_tokens=-3)
+    assert "max_tokens" in str(e.value)
+    code, body = http(server, "POST", "/v1/chat/completions", "{not json")
+    assert code == 400 and json.loads(body)["error"]["type"] == "invalid_request_error"
+    code, body = http(server, "POST", "/v1/chat/completions",
+                      {"messages": [{"role": "wizard", "content": "x"}]})
+    assert code == 400 and "role" in json.loads(body)["error"]["message"]
+    code, body = http(server, "POST", "/v1/completions", {"prompt": "x" * 5000, "max_tokens": 2})
+    assert code == 400 and json.loads(body)["error"]["code"] == "context_length_exceeded"
+    code, _ = http(server, "GET", "/v1/nothing")
+    assert code == 404
+
+
+def test_tokenize_detokenize_and_health(server):
+    code, body = http(server, "POST", "/tokenize", {"content": "Hello world"})
+    tokens = json.loads(body)["tokens"]
+    assert code == 200 and tokens
+    code, body = http(server, "POST", "/detokenize", {"tokens": tokens})
+    assert json.loads(body)["content"].strip() == "Hello world"
+    assert http(server, "GET", "/health")[0] == 200
+    code, page = http(server, "GET", "/")
+    assert code == 200 and "/v1/chat/completions" in page
+
+
+def test_disconnect_frees_the_pages(server):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", server, timeout=30)
+    conn.request("POST", "/v1/completions",
+                 json.dumps({"prompt": "Tell me a long story", "max_tokens": 400, "stream": True}),
+                 {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    resp.fp.readline()  # the first chunk arrived: the request is running
+    conn.sock.close()
+    conn.close()
+    deadline = time.time() + 20
+    while time.time() < deadline and (metric(server, "kv_pages_used") > 0
+                                      or metric(server, "requests_running") > 0):
+        time.sleep(0.1)
+    assert metric(server, "kv_pages_used") == 0
+    assert metric(server, "generation_tokens_total") > 0
+
+
+def test_api_key_and_sigterm_drain(syslm_bin, model):
+    proc, port = start_server(syslm_bin, model, "--api-key", "sekret")
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong").models.list()
+        ok = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sekret")
+        stream = ok.completions.create(model=ok.models.list().data[0].id, prompt="Go",
+                                       max_tokens=150, temperature=0, stream=True)
+        first = next(iter(stream))
+        proc.send_signal(signal.SIGTERM)  # in flight: must still complete
+        rest = list(stream)
+        assert rest[-1].choices[0].finish_reason == "length"
+        texts = [first.choices[0].text] + [c.choices[0].text for c in rest if c.choices]
+        assert len("".join(texts)) > 0
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
