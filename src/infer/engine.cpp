@@ -268,6 +268,8 @@ void Engine::step() {
     stats_.waiting = static_cast<int>(scheduler_.waiting().size());
     stats_.kv_pages_used = pages_.used_pages();
     stats_.kv_pages_cached = pages_.cached_pages();
+    stats_.kv_positions = 0;
+    for (const Sequence* s : scheduler_.running()) stats_.kv_positions += s->table.length;
     stats_.preemptions = scheduler_.preemptions();
     stats_.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
     const double t = now_s();
@@ -286,6 +288,7 @@ void Engine::loop() {
                 stats_.running = stats_.waiting = 0;
                 stats_.kv_pages_used = pages_.used_pages();
                 stats_.kv_pages_cached = pages_.cached_pages();
+                stats_.kv_positions = 0;
                 idle_cv_.notify_all();
             }
             cv_.wait(lk, [&] {

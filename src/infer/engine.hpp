@@ -77,6 +77,7 @@ struct LatencyHistogram {
 struct EngineStats {
     int running = 0, waiting = 0;
     int kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
+    int64_t kv_positions = 0;  // positions the running sequences hold (for the waste figure)
     int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0;
     int64_t preemptions = 0, prefix_hit_tokens = 0, steps = 0;
     double tokens_per_s = 0;  // generated, over the last few seconds

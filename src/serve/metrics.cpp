@@ -38,6 +38,8 @@ std::string prometheus_text(const infer::EngineStats& s) {
     metric(o, "kv_pages_cached", "gauge", "Free KV pages still holding a cached prefix",
            s.kv_pages_cached);
     metric(o, "kv_pages_total", "gauge", "KV pages in the pool", s.kv_pages_total);
+    metric(o, "kv_positions_used", "gauge", "Positions held by running sequences",
+           static_cast<double>(s.kv_positions));
     metric(o, "prefix_cache_hit_tokens_total", "counter",
            "Prompt tokens served from cached prefix pages", static_cast<double>(s.prefix_hit_tokens));
     metric(o, "preemptions_total", "counter", "Sequences preempted for KV pages (recomputed)",
@@ -57,6 +59,7 @@ nlohmann::json stats_json(const infer::EngineStats& s) {
             {"kv_pages_used", s.kv_pages_used},
             {"kv_pages_cached", s.kv_pages_cached},
             {"kv_pages_total", s.kv_pages_total},
+            {"kv_positions_used", s.kv_positions},
             {"requests", s.requests},
             {"generated_tokens", s.generated_tokens},
             {"tokens_per_s", s.tokens_per_s},

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Serving speed: `syslm serve` against llama.cpp's `llama-server`, same GGUF, same threads and
+parallel slots, driven by the same load generator.
+
+For each engine and each number of concurrent streams N (default 1, 4, 16, 64), N client threads
+send streaming /v1/completions requests back to back (prompts of mixed lengths cut from the KJV
+Bible, 128 generated tokens each, ignore_eos) for --rounds requests per client. Reported:
+aggregate generated tokens/s (all tokens / wall time of the phase), time to first token p50/p99,
+inter-token latency p50/p99 (gaps between streamed chunks), and for syslm the KV memory waste
+(allocated but unused KV positions / allocated, sampled from /metrics during the phase).
+
+    bench/serve/bench_serve.py --model bench/models/L110M-Q8_0.gguf \\
+        [--syslm build/syslm] [--llama-server /path/to/llama-server] [--streams 1,4,16,64]
+
+Peers are not built here: give the path of a `llama-server` you built (llama.cpp's CMake target
+`llama-server`).
+"""
+import argparse
+import http.client
+import json
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kjv_prompts(n, seed=1):
+    text = subprocess.run(["bible", "-f", "Genesis1:1-Exodus40:38"], capture_output=True,
+                          text=True, check=True).stdout
+    words = re.sub(r"(?m)^\S+ ", "", text).split()
+    out, pos = [], seed * 97
+    for i in range(n):
+        length = [24, 60, 120, 200][i % 4]  # mixed prompt lengths (words)
+        out.append(" ".join(words[pos:pos + length]))
+        pos = (pos + 1009) % (len(words) - 300)
+    return out
+
+
+def wait_ready(port, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"server on {port} not ready")
+
+
+def one_request(port, prompt, gen):
+    body = json.dumps({"prompt": prompt, "max_tokens": gen, "stream": True, "temperature": 0,
+                       "ignore_eos": True, "stream_options": {"include_usage": True}})
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    t0 = time.perf_counter()
+    c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]}")
+    times, usage = [], None
+    for raw in r:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        j = json.loads(line[6:])
+        if j.get("usage"):
+            usage = j["usage"]["completion_tokens"]
+        if j.get("choices") and (j["choices"][0].get("text") or "") != "":
+            times.append(time.perf_counter())
+    c.close()
+    n = usage if usage is not None else len(times)
+    return t0, times, n
+
+
+def run_phase(port, streams, rounds, gen, prompts, sample_metrics):
+    results, lock = [], threading.Lock()
+    waste = []
+
+    def client(k):
+        for r in range(rounds):
+            res = one_request(port, prompts[(k * rounds + r) % len(prompts)], gen)
+            with lock:
+                results.append(res)
+
+    stop = threading.Event()
+
+    def sampler():
+        while not stop.wait(0.5):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("GET", "/metrics")
+                text = c.getresponse().read().decode()
+                used = float(re.search(r"^syslm_kv_pages_used (\S+)", text, re.M).group(1))
+                pos = float(re.search(r"^syslm_kv_positions_used (\S+)", text, re.M).group(1))
+                if used > 0:
+                    waste.append((used, pos))
+            except Exception:
+                pass
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(streams)]
+    t0 = time.perf_counter()
+    mt = threading.Thread(target=sampler) if sample_metrics else None
+    if mt:
+        mt.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    stop.set()
+    if mt:
+        mt.join()
+    tokens = sum(n for _, _, n in results)
+    ttft = sorted(ts[0] - t0r for t0r, ts, _ in results if ts)
+    itl = sorted(b - a for _, ts, _ in results for a, b in zip(ts, ts[1:]))
+
+    def pct(v, p):
+        return v[min(len(v) - 1, int(p / 100 * len(v)))] * 1e3 if v else float("nan")
+    row = {"streams": streams, "tok_s": tokens / wall, "ttft_p50": pct(ttft, 50),
+           "ttft_p99": pct(ttft, 99), "itl_p50": pct(itl, 50), "itl_p99": pct(itl, 99)}
+    if waste:
+        return row, waste
+    return row, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--syslm", default=str(ROOT / "build" / "syslm"))
+    ap.add_argument("--llama-server")
+    ap.add_argument("--streams", default="1,4,16,64")
+    ap.add_argument("--rounds", type=int, default=2, help="requests per client")
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--ctx", type=int, default=512, help="positions per slot")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    args = ap.parse_args()
+    streams = [int(s) for s in args.streams.split(",")]
+    parallel = max(streams)
+    prompts = kjv_prompts(256)
+    page = 16
+
+    engines = {"syslm": [args.syslm, "serve", "-m", args.model, "--port", "18181",
+                         "--parallel", str(parallel), "--ctx-size", str(args.ctx), "-t",
+                         str(args.threads), "--page-size", str(page), "--max-queue", "1024"]}
+    if args.llama_server:
+        engines["llama.cpp"] = [args.llama_server, "-m", args.model, "--port", "18182",
+                                "-np", str(parallel), "-c", str(args.ctx * parallel), "-t",
+                                str(args.threads), "-tb", str(args.threads), "--no-webui"]
+    table = {}
+    for name, cmd in engines.items():
+        port = int(cmd[cmd.index("--port") + 1])
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_ready(port)
+            one_request(port, prompts[0], 8)  # warm-up
+            for n in streams:
+                row, waste = run_phase(port, n, args.rounds, args.gen, prompts, name == "syslm")
+                if waste:
+                    w = [1 - pos / (used * page) for used, pos in waste if used * page >= pos]
+                    row["kv_waste"] = statistics.mean(w) if w else float("nan")
+                table[(name, n)] = row
+                print(name, json.dumps(row), file=sys.stderr)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+    print("| streams | syslm tok/s | llama.cpp tok/s | ratio | syslm TTFT p50 / p99 ms | "
+          "llama.cpp TTFT p50 / p99 ms | syslm ITL p50 / p99 ms | llama.cpp ITL p50 / p99 ms | "
+          "syslm KV waste |")
+    print("| ---: |" + " ---: |" * 8)
+    for n in streams:
+        s, l = table.get(("syslm", n)), table.get(("llama.cpp", n))
+        ratio = f"{s['tok_s'] / l['tok_s']:.2f}x" if l else "-"
+
+        def lat(r, k):
+            return f"{r[k + '_p50']:.0f} / {r[k + '_p99']:.0f}" if r else "-"
+        waste = f"{100 * s['kv_waste']:.1f}%" if "kv_waste" in s else "-"
+        print(f"| {n} | {s['tok_s']:.1f} | {l['tok_s']:.1f} | {ratio} | {lat(s, 'ttft')} | "
+              f"{lat(l, 'ttft')} | {lat(s, 'itl')} | {lat(l, 'itl')} | {waste} |" if l else
+              f"| {n} | {s['tok_s']:.1f} | - | - | {lat(s, 'ttft')} | - | {lat(s, 'itl')} | - | {waste} |")
+
+
+if __name__ == "__main__":
+    main()
