@@ -22,7 +22,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "${1:-}" = "--no-python" ] && exit 0
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2" 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis" 2>/dev/null; then
   echo "install_deps: creating .venv with the Python references (torch, transformers, gguf, ...)"
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip

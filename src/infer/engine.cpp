@@ -90,7 +90,12 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
     if (static_cast<int64_t>(prompt.size()) >= cfg_.n_ctx)
         return refuse("the prompt has " + std::to_string(prompt.size()) +
                       " tokens; the context size is " + std::to_string(cfg_.n_ctx));
-    auto a = std::make_unique<Active>(params, std::move(cb));
+    std::unique_ptr<Active> a;
+    try {
+        a = std::make_unique<Active>(params, std::move(cb));  // the sampler checks its params
+    } catch (const Error& e) {
+        return refuse(e.what());
+    }
     a->seq.n_prompt = static_cast<int64_t>(prompt.size());
     for (int32_t t : prompt) a->sampler.accept(t);
     a->seq.tokens = std::move(prompt);

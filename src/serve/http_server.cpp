@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "serve/chat_page.hpp"
 #include "serve/metrics.hpp"
+#include "serve/openapi.hpp"
 
 namespace syslm::serve {
 
@@ -249,6 +250,10 @@ void Server::routes() {
                               {"n_vocab", engine_->model().hparams().n_vocab},
                               {"chat_template", tokenizer::chat_format_name(format_)}}}}}}});
           }));
+    s.Get("/openapi.json", with_engine([this](const httplib::Request&, httplib::Response& res) {
+              send_json(res, 200, openapi_description(cfg_.limits,
+                                                      engine_->model().hparams().n_vocab));
+          }));
     s.Get("/metrics", with_engine([this](const httplib::Request&, httplib::Response& res) {
               res.set_content(prometheus_text(engine_->stats()), "text/plain; version=0.0.4");
           }));
@@ -261,7 +266,11 @@ void Server::routes() {
                if (!body.is_object() || !body.contains("content") || !body["content"].is_string())
                    throw ApiError{400, "invalid_request_error", "'content' must be a string",
                                   "content", ""};
-               const bool special = body.value("add_special", false);
+               const json* as = body.contains("add_special") ? &body["add_special"] : nullptr;
+               if (as && !as->is_boolean())
+                   throw ApiError{400, "invalid_request_error", "'add_special' must be a boolean",
+                                  "add_special", ""};
+               const bool special = as && as->get<bool>();
                send_json(res, 200,
                          {{"tokens", engine_->tokenizer().encode(body["content"].get<std::string>(),
                                                                  special, true)}});

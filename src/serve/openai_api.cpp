@@ -63,6 +63,10 @@ void common(const json& body, ParsedRequest& r, const infer::Engine& engine,
     infer::SamplingParams& s = r.params.sampling;
     s.temperature = static_cast<float>(number(body, "temperature", s.temperature, 0, 2));
     s.top_p = static_cast<float>(number(body, "top_p", s.top_p, 0, 1));
+    if (s.top_p <= 0) {  // keeps only the most likely token: greedy
+        s.top_p = 1;
+        s.temperature = 0;
+    }
     s.top_k = static_cast<int>(integer(body, "top_k", s.top_k, 0, 1 << 20));
     s.min_p = static_cast<float>(number(body, "min_p", s.min_p, 0, 1));
     s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0, -2, 2));

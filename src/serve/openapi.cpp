@@ -1,0 +1,91 @@
+#include "serve/openapi.hpp"
+
+namespace syslm::serve {
+
+using nlohmann::json;
+
+nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab) {
+    json error_schema = {{"type", "object"},
+                         {"required", {"error"}},
+                         {"properties", {{"error", {{"type", "object"}}}}}};
+    json error = {{"description", "OpenAI error object"}};
+    error["content"]["application/json"]["schema"] = error_schema;
+    const json ok = {{"description", "OK"}};
+    auto post = [&](const char* summary, json schema) {
+        return json{{"post",
+                     {{"summary", summary},
+                      {"requestBody",
+                       {{"required", true},
+                        {"content", {{"application/json", {{"schema", std::move(schema)}}}}}}},
+                      {"responses",
+                       {{"200", ok}, {"400", error}, {"404", error}, {"413", error},
+                        {"429", error}}}}}};
+    };
+    auto get = [&](const char* summary) {
+        return json{{"get", {{"summary", summary}, {"responses", {{"200", ok}, {"503", ok}}}}}};
+    };
+    const json token = {{"type", "integer"}, {"minimum", 0}, {"maximum", n_vocab - 1}};
+    const json sampling = {
+        {"max_tokens", {{"type", "integer"}, {"minimum", 1}, {"maximum", limits.max_tokens}}},
+        {"temperature", {{"type", "number"}, {"minimum", 0}, {"maximum", 2}}},
+        {"top_p", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
+        {"top_k", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}},
+        {"min_p", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
+        {"presence_penalty", {{"type", "number"}, {"minimum", -2}, {"maximum", 2}}},
+        {"frequency_penalty", {{"type", "number"}, {"minimum", -2}, {"maximum", 2}}},
+        {"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", limits.max_n}}},
+        {"stream", {{"type", "boolean"}}},
+        {"seed", {{"type", "integer"}}},
+        {"ignore_eos", {{"type", "boolean"}}},
+        {"stop",
+         {{"oneOf",
+           {{{"type", "string"}},
+            {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 4}}}}}},
+        {"model", {{"type", "string"}}},
+    };
+    json completion = {{"type", "object"}, {"required", {"prompt"}}, {"properties", sampling}};
+    completion["properties"]["prompt"] = {
+        {"oneOf",
+         {{{"type", "string"}},
+          {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}},
+          {{"type", "array"}, {"items", token}, {"minItems", 1}}}}};
+    completion["properties"]["logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 5}};
+    completion["properties"]["echo"] = {{"type", "boolean"}};
+    const json message = {
+        {"type", "object"},
+        {"required", {"role", "content"}},
+        {"properties",
+         {{"role", {{"type", "string"}, {"enum", {"system", "user", "assistant", "developer"}}}},
+          {"content", {{"type", "string"}}}}}};
+    json chat = {{"type", "object"}, {"required", {"messages"}}, {"properties", sampling}};
+    chat["properties"]["messages"] = {{"type", "array"}, {"items", message}, {"minItems", 1}};
+    chat["properties"]["logprobs"] = {{"type", "boolean"}};
+    chat["properties"]["top_logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}};
+    return {
+        {"openapi", "3.0.3"},
+        {"info", {{"title", "syslm serve"}, {"version", "1"}}},
+        {"paths",
+         {{"/v1/completions", post("Text completion (OpenAI)", completion)},
+          {"/v1/chat/completions", post("Chat completion (OpenAI)", chat)},
+          {"/tokenize",
+           post("Text to token ids",
+                {{"type", "object"},
+                 {"required", {"content"}},
+                 {"properties",
+                  {{"content", {{"type", "string"}}}, {"add_special", {{"type", "boolean"}}}}}})},
+          {"/detokenize", post("Token ids to text",
+                               {{"type", "object"},
+                                {"required", {"tokens"}},
+                                {"properties", {{"tokens", {{"type", "array"}, {"items", token}}}}}})},
+          {"/apply-template",
+           post("The prompt a chat request becomes",
+                {{"type", "object"},
+                 {"required", {"messages"}},
+                 {"properties", {{"messages", chat["properties"]["messages"]}}}})},
+          {"/v1/models", get("The served model")},
+          {"/health", get("Readiness")},
+          {"/metrics", get("Prometheus metrics")},
+          {"/stats", get("Live figures as JSON")}}}};
+}
+
+}  // namespace syslm::serve
