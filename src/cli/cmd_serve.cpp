@@ -73,13 +73,14 @@ int run_serve(const ServeArgs& a) {
     std::string name = a.alias;
     if (name.empty()) name = model->file().get_string("general.name", "");
     if (name.empty()) name = std::filesystem::path(a.model).stem().string();
+    const size_t kv_mib = st.kv_pages_total * engine->kv_page_bytes() >> 20;
+    const int n_ctx = engine->config().n_ctx;
+    server.set_engine(std::move(engine), name, format);  // before "ready": clients may wait for it
     std::fprintf(stderr,
                  "syslm serve: ready: model '%s', chat template %s, %d KV pages of %d positions "
                  "(%zu MiB), %d parallel, context %d\n",
                  name.c_str(), tokenizer::chat_format_name(format).c_str(), st.kv_pages_total,
-                 a.page_size, st.kv_pages_total * engine->kv_page_bytes() >> 20, a.parallel,
-                 engine->config().n_ctx);
-    server.set_engine(std::move(engine), name, format);
+                 a.page_size, kv_mib, a.parallel, n_ctx);
 
     int sig = 0;
     sigwait(&signals, &sig);
