@@ -294,6 +294,8 @@ void Engine::loop() {
                 stats_.kv_pages_used = pages_.used_pages();
                 stats_.kv_pages_cached = pages_.cached_pages();
                 stats_.kv_positions = 0;
+                stats_.tokens_per_s = 0;  // idle: no rate to report
+                rate_.clear();
                 idle_cv_.notify_all();
             }
             cv_.wait(lk, [&] {
