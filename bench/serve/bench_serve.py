@@ -2,7 +2,9 @@
 """Serving speed: `syslm serve` against llama.cpp's `llama-server`, same GGUF, same threads and
 parallel slots, driven by the same load generator.
 
-For each engine and each number of concurrent streams N (default 1, 4, 16, 64), N client threads
+For each engine and each number of concurrent streams N (default 1, 4, 16, 64), the server is
+started with N parallel slots of --ctx positions each (llama-server: -np N -c N x ctx), and N
+client threads
 send streaming /v1/completions requests back to back (prompts of mixed lengths cut from the KJV
 Bible, 128 generated tokens each, ignore_eos) for --rounds requests per client. Reported:
 aggregate generated tokens/s (all tokens / wall time of the phase), time to first token p50/p99,
@@ -142,34 +144,36 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     args = ap.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
-    parallel = max(streams)
     prompts = kjv_prompts(256)
     page = 16
 
-    engines = {"syslm": [args.syslm, "serve", "-m", args.model, "--port", "18181",
-                         "--parallel", str(parallel), "--ctx-size", str(args.ctx), "-t",
-                         str(args.threads), "--page-size", str(page), "--max-queue", "1024"]}
-    if args.llama_server:
-        engines["llama.cpp"] = [args.llama_server, "-m", args.model, "--port", "18182",
-                                "-np", str(parallel), "-c", str(args.ctx * parallel), "-t",
-                                str(args.threads), "-tb", str(args.threads), "--no-webui"]
+    def command(name, n):
+        if name == "syslm":
+            return [args.syslm, "serve", "-m", args.model, "--port", "18181", "--parallel", str(n),
+                    "--ctx-size", str(args.ctx), "-t", str(args.threads), "--page-size", str(page),
+                    "--max-queue", "1024"]
+        return [args.llama_server, "-m", args.model, "--port", "18182", "-np", str(n), "-c",
+                str(args.ctx * n), "-t", str(args.threads), "-tb", str(args.threads), "--no-webui"]
+
+    names = ["syslm"] + (["llama.cpp"] if args.llama_server else [])
     table = {}
-    for name, cmd in engines.items():
-        port = int(cmd[cmd.index("--port") + 1])
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_ready(port)
-            one_request(port, prompts[0], 8)  # warm-up
-            for n in streams:
+    for n in streams:
+        for name in names:
+            cmd = command(name, n)
+            port = int(cmd[cmd.index("--port") + 1])
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_ready(port)
+                one_request(port, prompts[0], 8)  # warm-up
                 row, waste = run_phase(port, n, args.rounds, args.gen, prompts, name == "syslm")
                 if waste:
                     w = [1 - pos / (used * page) for used, pos in waste if used * page >= pos]
                     row["kv_waste"] = statistics.mean(w) if w else float("nan")
                 table[(name, n)] = row
                 print(name, json.dumps(row), file=sys.stderr)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
 
     print("| streams | syslm tok/s | llama.cpp tok/s | ratio | syslm TTFT p50 / p99 ms | "
           "llama.cpp TTFT p50 / p99 ms | syslm ITL p50 / p99 ms | llama.cpp ITL p50 / p99 ms | "
