@@ -65,7 +65,7 @@ struct Exchange {
     std::vector<int64_t> ids;
     std::atomic<bool> cancelled{false};
     bool stream = false;
-    int done = 0;
+    int done = 0, begun = 0;  // choices finished / with at least one event
 
 };
 
@@ -75,6 +75,7 @@ infer::Engine::Callback callback(std::shared_ptr<Exchange> ex, int index) {
     return [ex = std::move(ex), index](const infer::Event& e) {
         std::lock_guard lk(ex->mu);
         Choice& c = ex->choices[static_cast<size_t>(index)];
+        if (c.tokens.empty() && !c.done && (e.token >= 0 || e.done)) ++ex->begun;
         c.text += e.text;
         if (e.token >= 0) c.tokens.push_back(e);
         if (e.done) {
@@ -330,44 +331,89 @@ void Server::routes() {
         std::shared_ptr<infer::Engine> engine = engine_;
 
         if (!pr.stream) {
-            std::unique_lock lk(ex->mu);
-            ex->cv.wait(lk, [&] { return ex->done == static_cast<int>(n_choices); });
-            json choices = json::array();
-            for (size_t i = 0; i < n_choices; ++i) {
-                const Choice& c = ex->choices[i];
-                if (c.finish == "error")
-                    throw ApiError{c.error.find("KV memory") != std::string::npos ? 400 : 500,
-                                   "server_error", c.error, "", ""};
-                json lp = nullptr;
-                if (pr.params.logprobs >= 0) {
-                    if (chat) {
-                        lp = {{"content", json::array()}};
-                        for (const auto& e : c.tokens)
-                            lp["content"].push_back(chat_logprob(e, engine->tokenizer()));
-                    } else {
-                        const std::string& ptext = pr.prompt_texts[i / static_cast<size_t>(pr.n)];
-                        lp = completion_logprobs(c, engine->tokenizer(), pr.echo ? ptext.size() : 0);
+            // The whole answer as one JSON object: built once every choice is done (under
+            // ex->mu). Errors decided before the first token keep their HTTP status.
+            auto answer = [=]() -> std::pair<int, json> {
+                json choices = json::array();
+                for (size_t i = 0; i < n_choices; ++i) {
+                    const Choice& c = ex->choices[i];
+                    if (c.finish == "error")
+                        return {c.error.find("KV memory") != std::string::npos ? 400 : 500,
+                                error_body({0, "server_error", c.error, "", ""})};
+                    json lp = nullptr;
+                    if (pr.params.logprobs >= 0) {
+                        if (chat) {
+                            lp = {{"content", json::array()}};
+                            for (const auto& e : c.tokens)
+                                lp["content"].push_back(chat_logprob(e, engine->tokenizer()));
+                        } else {
+                            const std::string& ptext =
+                                pr.prompt_texts[i / static_cast<size_t>(pr.n)];
+                            lp = completion_logprobs(c, engine->tokenizer(),
+                                                     pr.echo ? ptext.size() : 0);
+                        }
                     }
+                    if (chat)
+                        choices.push_back(
+                            {{"index", i},
+                             {"message", {{"role", "assistant"}, {"content", c.text}}},
+                             {"logprobs", lp},
+                             {"finish_reason", c.finish}});
+                    else
+                        choices.push_back(
+                            {{"index", i},
+                             {"text", (pr.echo ? pr.prompt_texts[i / static_cast<size_t>(pr.n)]
+                                               : "") +
+                                          c.text},
+                             {"logprobs", lp},
+                             {"finish_reason", c.finish}});
                 }
-                if (chat)
-                    choices.push_back({{"index", i},
-                                       {"message", {{"role", "assistant"}, {"content", c.text}}},
-                                       {"logprobs", lp},
-                                       {"finish_reason", c.finish}});
-                else
-                    choices.push_back(
-                        {{"index", i},
-                         {"text", (pr.echo ? pr.prompt_texts[i / static_cast<size_t>(pr.n)] : "") + c.text},
-                         {"logprobs", lp},
-                         {"finish_reason", c.finish}});
+                return {200, {{"id", rid},
+                              {"object", chat ? "chat.completion" : "text_completion"},
+                              {"created", created},
+                              {"model", model},
+                              {"choices", choices},
+                              {"usage", usage(ex->choices, static_cast<size_t>(pr.n))}}};
+            };
+            {
+                std::unique_lock lk(ex->mu);  // until done, or every choice has begun
+                ex->cv.wait(lk, [&] {
+                    return ex->done == static_cast<int>(n_choices) ||
+                           ex->begun == static_cast<int>(n_choices);
+                });
+                if (ex->done == static_cast<int>(n_choices)) {
+                    auto [status, body] = answer();
+                    send_json(res, status, body);
+                    return;
+                }
             }
-            send_json(res, 200,
-                      {{"id", rid},
-                       {"object", chat ? "chat.completion" : "text_completion"},
-                       {"created", created},
-                       {"model", model},
-                       {"choices", choices},
-                       {"usage", usage(ex->choices, static_cast<size_t>(pr.n))}});
+            // Generating: wait on the connection, so a client that goes away cancels it.
+            ++in_flight_;
+            res.set_chunked_content_provider(
+                "application/json",
+                [=](size_t, httplib::DataSink& sink) {
+                    std::unique_lock lk(ex->mu);
+                    while (!ex->cv.wait_for(lk, std::chrono::milliseconds(200), [&] {
+                        return ex->done == static_cast<int>(n_choices);
+                    })) {
+                        if (!sink.is_writable()) {
+                            ex->cancelled = true;
+                            for (int64_t id : ex->ids) engine->cancel(id);
+                            return false;
+                        }
+                    }
+                    const std::string out = dump(answer().second);
+                    if (!sink.write(out.data(), out.size())) return false;
+                    sink.done();
+                    return true;
+                },
+                [this, ex, engine](bool) {
+                    if (ex->done < static_cast<int>(ex->choices.size())) {
+                        ex->cancelled = true;
+                        for (int64_t id : ex->ids) engine->cancel(id);
+                    }
+                    --in_flight_;
+                });
             return;
         }
 

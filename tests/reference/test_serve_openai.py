@@ -213,3 +213,32 @@ def test_api_key_and_sigterm_drain(syslm_bin, model):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_non_streaming_disconnect_cancels(syslm_bin, tmp_path, shared_dir):
+    """A client waiting for a whole (non-streamed) answer that goes away cancels it too."""
+    import socket
+    model = tmp_path / "bigger.gguf"
+    subprocess.run([str(syslm_bin), "init", "--vocab",
+                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "4",
+                    "--dim", "256", "--heads", "4", "--ctx", "4096", "-o", str(model)],
+                   check=True, capture_output=True)
+    proc, port = start_server(syslm_bin, model, "--ctx-size", "4096", "--max-tokens", "4000")
+    try:
+        body = json.dumps({"prompt": "Tell me everything", "max_tokens": 4000, "ignore_eos": True})
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        deadline = time.time() + 30
+        while metric(port, "generation_tokens_total") < 20 and time.time() < deadline:
+            time.sleep(0.05)
+        s.close()
+        time.sleep(1.0)
+        generated = metric(port, "generation_tokens_total")
+        assert metric(port, "requests_running") == 0 and metric(port, "kv_pages_used") == 0
+        time.sleep(0.5)
+        assert metric(port, "generation_tokens_total") == generated  # nothing runs any more
+        assert generated < 4000
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
