@@ -7,29 +7,17 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
-#include <filesystem>
 #include <mutex>
 #include <random>
 
-#include "model/random_init.hpp"
+#include "../common/random_model.hpp"
 
 namespace syslm::infer {
 namespace {
 
 std::shared_ptr<const model::Model> make_model() {
-    std::filesystem::create_directories(SYSLM_TEST_TMP);
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/engine_llama.gguf";
-    model::InitConfig c;
-    c.arch = "llama";
-    c.n_layer = 2;
-    c.n_embd = 48;
-    c.n_head = 6;
-    c.n_head_kv = 2;
-    c.n_ff = 72;
-    c.n_ctx = 128;
-    c.seed = 33;
-    model::write_random_model(c, SYSLM_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf", path);
-    return std::make_shared<const model::Model>(path);
+    return std::make_shared<const model::Model>(testing::write_test_model(
+        "engine_llama", testing::small_model_config("llama", 128, 33)));
 }
 
 // Collects one request's events.

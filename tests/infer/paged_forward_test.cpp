@@ -6,33 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <random>
 
 #include "infer/paged_rows.hpp"
-#include "model/random_init.hpp"
+#include "../common/random_model.hpp"
 
 namespace syslm::infer {
 namespace {
 
 std::string make_model(const std::string& arch) {
-    std::filesystem::create_directories(SYSLM_TEST_TMP);
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/paged_forward_" + arch + ".gguf";
-    model::InitConfig c;
-    c.arch = arch == "mixtral" ? "llama" : arch;
-    c.n_layer = 2;
-    c.n_embd = 48;
-    c.n_head = 6;
-    c.n_head_kv = arch == "gpt2" ? 6 : 2;
-    c.n_ff = 72;
-    c.n_ctx = 64;
-    c.seed = 21;
-    if (arch == "mixtral") {
-        c.n_expert = 4;
-        c.n_expert_used = 2;
-    }
-    model::write_random_model(c, SYSLM_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf", path);
-    return path;
+    return testing::write_test_model("paged_forward_" + arch,
+                                     testing::small_model_config(arch, 64, 21));
 }
 
 int32_t argmax(std::span<const float> v) {

@@ -14,7 +14,7 @@ import jinja2
 import numpy as np
 import pytest
 
-from test_serve_openai import start_server
+from test_serve_openai import init_model
 
 TEMPLATES = {
     "chatml": "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
@@ -48,10 +48,7 @@ CONVERSATION = [
 
 def model_with_template(tmp_path, syslm_bin, shared_dir, template):
     base = tmp_path / "base.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "1",
-                    "--dim", "32", "--heads", "2", "--ctx", "256", "-o", str(base)],
-                   check=True, capture_output=True)
+    init_model(syslm_bin, shared_dir, base, 1, 32, 2, 256)
     reader = gguf.GGUFReader(str(base))
     out = tmp_path / "model.gguf"
     w = gguf.GGUFWriter(str(out), arch=bytes(reader.fields["general.architecture"].parts[-1]).decode())

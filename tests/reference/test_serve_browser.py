@@ -3,11 +3,10 @@ driven by Selenium) opens `syslm serve`'s page, sends a message, sees the reply 
 live server figures, and the test saves a screenshot (printed path)."""
 import shutil
 import signal
-import subprocess
 
 import pytest
 
-from test_serve_openai import start_server
+from test_serve_openai import init_model, start_server
 
 selenium = pytest.importorskip("selenium")
 from selenium import webdriver  # noqa: E402
@@ -19,10 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 @pytest.mark.skipif(not shutil.which("chromedriver"), reason="chromium-driver not installed")
 def test_chat_page_streams_a_reply(syslm_bin, tmp_path, shared_dir):
     model = tmp_path / "model.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "2",
-                    "--dim", "64", "--heads", "4", "--ctx", "512", "-o", str(model)],
-                   check=True, capture_output=True)
+    init_model(syslm_bin, shared_dir, model, 2, 64, 4, 512)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "512")
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",

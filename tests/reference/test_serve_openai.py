@@ -21,6 +21,15 @@ import openai
 import pytest
 
 
+def init_model(syslm_bin, shared_dir, path, layers=2, dim=64, heads=4, ctx=512, *extra):
+    """A random-initialised llama with the SentencePiece vocabulary of ../shared/data."""
+    subprocess.run([str(syslm_bin), "init", "--vocab",
+                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers",
+                    str(layers), "--dim", str(dim), "--heads", str(heads), "--ctx", str(ctx),
+                    *map(str, extra), "-o", str(path)], check=True, capture_output=True)
+    return path
+
+
 def start_server(syslm_bin, model, *extra):
     proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0",
                              "--chat-template", "chatml", "-t", "2", "--parallel", "16", *extra],
@@ -42,12 +51,8 @@ def start_server(syslm_bin, model, *extra):
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory, syslm_bin, shared_dir):
-    path = tmp_path_factory.mktemp("serve") / "model.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "2",
-                    "--dim", "64", "--heads", "4", "--kv-heads", "2", "--ctx", "512", "-o", str(path)],
-                   check=True, capture_output=True)
-    return path
+    return init_model(syslm_bin, shared_dir, tmp_path_factory.mktemp("serve") / "model.gguf", 2, 64,
+                      4, 512, "--kv-heads", 2)
 
 
 @pytest.fixture(scope="module")
@@ -218,11 +223,7 @@ def test_api_key_and_sigterm_drain(syslm_bin, model):
 def test_non_streaming_disconnect_cancels(syslm_bin, tmp_path, shared_dir):
     """A client waiting for a whole (non-streamed) answer that goes away cancels it too."""
     import socket
-    model = tmp_path / "bigger.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "4",
-                    "--dim", "256", "--heads", "4", "--ctx", "4096", "-o", str(model)],
-                   check=True, capture_output=True)
+    model = init_model(syslm_bin, shared_dir, tmp_path / "bigger.gguf", 4, 256, 4, 4096)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "4096", "--max-tokens", "4000")
     try:
         body = json.dumps({"prompt": "Tell me everything", "max_tokens": 4000, "ignore_eos": True})

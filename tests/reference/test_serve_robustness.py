@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from test_serve_openai import start_server
+from test_serve_openai import init_model, start_server
 
 
 def rss_mib(pid):
@@ -59,12 +59,8 @@ def request(port, rng):
 
 
 def test_thousand_requests_from_32_clients(syslm_bin, tmp_path_factory, shared_dir):
-    import subprocess
     model = tmp_path_factory.mktemp("robust") / "model.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "2",
-                    "--dim", "64", "--heads", "4", "--ctx", "512", "-o", str(model)],
-                   check=True, capture_output=True)
+    init_model(syslm_bin, shared_dir, model, 2, 64, 4, 512)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "512", "--max-body", "65536",
                               "--kv-pages", "96")
     try:

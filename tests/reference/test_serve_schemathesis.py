@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from test_serve_openai import start_server
+from test_serve_openai import init_model, start_server
 
 pytest.importorskip("schemathesis")
 
 
 def test_no_server_errors_on_generated_requests(syslm_bin, tmp_path, shared_dir):
     model = tmp_path / "model.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers", "1",
-                    "--dim", "32", "--heads", "2", "--ctx", "256", "-o", str(model)],
-                   check=True, capture_output=True)
+    init_model(syslm_bin, shared_dir, model, 1, 32, 2, 256)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "256", "--max-tokens", "8",
                               "--max-n", "2")
     try:

@@ -4,30 +4,17 @@
 // with units and bad ones are refused.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 
 #include "core/error.hpp"
 #include "io/gguf.hpp"
-#include "model/random_init.hpp"
+#include "../common/random_model.hpp"
 #include "train/batch_plan.hpp"
 
 namespace syslm::train {
 namespace {
 
 std::string make_model() {
-    std::filesystem::create_directories(SYSLM_TEST_TMP);
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/train_batch_plan.gguf";
-    model::InitConfig c;
-    c.arch = "llama";
-    c.n_layer = 2;
-    c.n_embd = 48;
-    c.n_head = 6;
-    c.n_head_kv = 2;
-    c.n_ff = 72;
-    c.n_ctx = 64;
-    c.seed = 5;
-    model::write_random_model(c, SYSLM_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf", path);
-    return path;
+    return testing::write_test_model("train_batch_plan", testing::small_model_config("llama", 64, 5));
 }
 
 TEST(BatchPlan, KeepsTheTokensPerStepAndFitsTheLimit) {

@@ -1,0 +1,39 @@
+// Random-initialised test models written under the test build's scratch folder: the small
+// shapes the tests of several layers share (awkward sizes, GQA), with the SentencePiece
+// vocabulary of ../shared/data.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "model/random_init.hpp"
+
+namespace syslm::testing {
+
+// 2 layers, width 48, 6 heads on 2 KV heads (6 for gpt2), FFN 72; "mixtral" is llama with 4
+// experts, top-2.
+inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, uint64_t seed) {
+    model::InitConfig c;
+    c.arch = arch == "mixtral" ? "llama" : arch;
+    c.n_layer = 2;
+    c.n_embd = 48;
+    c.n_head = 6;
+    c.n_head_kv = arch == "gpt2" ? 6 : 2;
+    c.n_ff = 72;
+    c.n_ctx = n_ctx;
+    c.seed = seed;
+    if (arch == "mixtral") {
+        c.n_expert = 4;
+        c.n_expert_used = 2;
+    }
+    return c;
+}
+
+inline std::string write_test_model(const std::string& name, const model::InitConfig& c) {
+    std::filesystem::create_directories(SYSLM_TEST_TMP);
+    const std::string path = std::string(SYSLM_TEST_TMP) + "/" + name + ".gguf";
+    model::write_random_model(c, SYSLM_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf", path);
+    return path;
+}
+
+}  // namespace syslm::testing
