@@ -126,7 +126,7 @@ void Engine::cancel(int64_t id) {
 void Engine::drain() {
     std::unique_lock lk(mu_);
     accepting_ = false;
-    idle_cv_.wait(lk, [&] { return incoming_.empty() && active_.empty(); });
+    idle_cv_.wait(lk, [&] { return incoming_.empty() && idle_; });
     stop_ = true;
     lk.unlock();
     cv_.notify_all();
@@ -287,9 +287,12 @@ void Engine::step() {
 
 void Engine::loop() {
     while (true) {
+        std::vector<std::unique_ptr<Active>> arrived;
+        std::vector<int64_t> cancels;
         {
             std::unique_lock lk(mu_);
-            if (active_.empty() && incoming_.empty()) {
+            idle_ = active_.empty() && incoming_.empty();
+            if (idle_) {
                 stats_.running = stats_.waiting = 0;
                 stats_.kv_pages_used = pages_.used_pages();
                 stats_.kv_pages_cached = pages_.cached_pages();
@@ -302,24 +305,20 @@ void Engine::loop() {
                 return stop_ || !incoming_.empty() || !cancels_.empty() || !active_.empty();
             });
             if (stop_) break;
-            for (auto& a : incoming_) {
-                Active* p = a.get();
-                active_[p->seq.id] = std::move(a);
-                if (!scheduler_.submit(&p->seq)) {
-                    lk.unlock();
-                    finish(*p, "error", "queue full");
-                    lk.lock();
-                }
-                ++stats_.waiting;
-            }
-            incoming_.clear();
-            std::vector<int64_t> cancels;
+            idle_ = false;
+            arrived.swap(incoming_);
             cancels.swap(cancels_);
-            lk.unlock();
-            for (int64_t id : cancels)
-                if (auto it = active_.find(id); it != active_.end())
-                    finish(*it->second, "cancelled");
+            stats_.waiting += static_cast<int>(arrived.size());
         }
+        // Callbacks run with no engine lock held (a server thread may hold its own lock and
+        // call cancel()).
+        for (auto& a : arrived) {
+            Active* p = a.get();
+            active_[p->seq.id] = std::move(a);
+            if (!scheduler_.submit(&p->seq)) finish(*p, "error", "queue full");
+        }
+        for (int64_t id : cancels)
+            if (auto it = active_.find(id); it != active_.end()) finish(*it->second, "cancelled");
         try {
             step();
         } catch (const std::exception& e) {  // a failed step ends its requests, not the server
@@ -329,14 +328,19 @@ void Engine::loop() {
     }
     for (auto& [id, a] : active_) finish(*a, "cancelled");
     active_.clear();
-    std::lock_guard lk(mu_);
-    for (auto& a : incoming_) {
+    std::vector<std::unique_ptr<Active>> left;
+    {
+        std::lock_guard lk(mu_);
+        left.swap(incoming_);
+    }
+    for (auto& a : left) {
         Event e;
         e.done = true;
         e.finish_reason = "cancelled";
         a->cb(e);
     }
-    incoming_.clear();
+    std::lock_guard lk(mu_);
+    idle_ = true;
     idle_cv_.notify_all();
 }
 

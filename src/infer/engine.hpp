@@ -128,6 +128,7 @@ private:
     std::vector<int64_t> cancels_;
     std::unordered_map<int64_t, std::unique_ptr<Active>> active_;  // engine thread only
     bool accepting_ = true, stop_ = false;
+    bool idle_ = true;  // nothing active or arriving (set by the engine thread, under mu_)
     int64_t next_id_ = 1;
     int queued_ = 0;  // incoming + waiting, for the bound
     EngineStats stats_;
