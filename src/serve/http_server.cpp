@@ -321,6 +321,8 @@ void Server::routes() {
                 if (error == "queue full")
                     throw ApiError{429, "rate_limit_exceeded",
                                    "The server is busy (request queue full); retry later", "", ""};
+                if (error == "the server is shutting down")
+                    throw ApiError{503, "server_error", "The server is shutting down", "", ""};
                 throw ApiError{400, "invalid_request_error", error, "", ""};
             }
             ex->ids.push_back(id);

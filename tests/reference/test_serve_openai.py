@@ -31,8 +31,9 @@ def init_model(syslm_bin, shared_dir, path, layers=2, dim=64, heads=4, ctx=512, 
 
 
 def start_server(syslm_bin, model, *extra):
+    defaults = [] if "--parallel" in extra else ["--parallel", "16"]
     proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0",
-                             "--chat-template", "chatml", "-t", "2", "--parallel", "16", *extra],
+                             "--chat-template", "chatml", "-t", "2", *defaults, *map(str, extra)],
                             stderr=subprocess.PIPE, text=True)
     port = None
     deadline = time.time() + 60
@@ -240,6 +241,31 @@ def test_non_streaming_disconnect_cancels(syslm_bin, tmp_path, shared_dir):
         time.sleep(0.5)
         assert metric(port, "generation_tokens_total") == generated  # nothing runs any more
         assert generated < 4000
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_full_queue_answers_429(syslm_bin, tmp_path, shared_dir):
+    """One slot, one waiting place: a third concurrent request is refused with 429 and an
+    OpenAI error object; the other two complete."""
+    model = init_model(syslm_bin, shared_dir, tmp_path / "m.gguf", 4, 256, 4, 4096)
+    proc, port = start_server(syslm_bin, model, "--ctx-size", "4096", "--parallel", "1",
+                              "--max-queue", "1", "--max-tokens", "4000")
+    try:
+        body = {"prompt": "Go on", "max_tokens": 300, "ignore_eos": True}
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(http, port, "POST", "/v1/completions", body)
+            deadline = time.time() + 30
+            while metric(port, "requests_running") < 1 and time.time() < deadline:
+                time.sleep(0.02)
+            second = pool.submit(http, port, "POST", "/v1/completions", body)
+            while metric(port, "requests_waiting") < 1 and time.time() < deadline:
+                time.sleep(0.02)
+            code, text = http(port, "POST", "/v1/completions", body)
+            assert code == 429, (code, text)
+            assert json.loads(text)["error"]["type"] == "rate_limit_exceeded"
+            assert first.result()[0] == 200 and second.result()[0] == 200
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
