@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "model/hparams.hpp"
@@ -133,6 +134,7 @@ private:
     kernels::Rounding rounding() const {
         return precision_ == Precision::BF16 ? kernels::Rounding::BF16 : kernels::Rounding::F16;
     }
+    kernels::AttentionShape attention_shape() const;  // the forward's and the backward's
     void norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b, int64_t rows,
                       ThreadPool& pool) const;
     void norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy, float* dx,
