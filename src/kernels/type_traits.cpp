@@ -70,6 +70,31 @@ const TypeTraits* find_traits(DType t, Isa isa) {
 
 }  // namespace
 
+FromFloatImatrixFn imatrix_quantizer(DType t) {
+    switch (t) {
+        case DType::Q4_0:
+            return quantize_row_q4_0_imatrix;
+        case DType::Q4_1:
+            return quantize_row_q4_1_imatrix;
+        case DType::Q5_0:
+            return quantize_row_q5_0_imatrix;
+        case DType::Q5_1:
+            return quantize_row_q5_1_imatrix;
+        case DType::Q2_K:
+            return quantize_row_q2_k_imatrix;
+        case DType::Q3_K:
+            return quantize_row_q3_k_imatrix;
+        case DType::Q4_K:
+            return quantize_row_q4_k_imatrix;
+        case DType::Q5_K:
+            return quantize_row_q5_k_imatrix;
+        case DType::Q6_K:
+            return quantize_row_q6_k_imatrix;
+        default:
+            return nullptr;
+    }
+}
+
 const TypeTraits& type_traits(DType t) {
     static const Isa isa = active_isa();
     return type_traits(t, isa);

@@ -42,6 +42,13 @@ struct TypeTraits {
 void vec_dot_rows(const TypeTraits& tt, int64_t n, int nr, const void* x, size_t bx, const void* y,
                   float* s);  // defined out of line: ISA files include this
 
+// One row of n_per_row floats -> blocks, each element's error weighted by importance[column]
+// (llama-quantize --imatrix; ggml's quantize_row_*_impl, bit for bit).
+using FromFloatImatrixFn = void (*)(const float* src, void* dst, int64_t n_per_row,
+                                    const float* importance);
+// nullptr for types whose quantizer has no weighted form (as in ggml: Q8_0, the float types).
+FromFloatImatrixFn imatrix_quantizer(DType t);
+
 // Throws Error for types without compute support (I8..F64).
 const TypeTraits& type_traits(DType t);           // the active ISA's row
 const TypeTraits& type_traits(DType t, Isa isa);  // a given variant; throws if unsupported here

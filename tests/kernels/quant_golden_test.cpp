@@ -80,6 +80,92 @@ INSTANTIATE_TEST_SUITE_P(AllQuantTypes, QuantGolden, ::testing::ValuesIn(kGolden
                                     std::to_string(info.param.input);
                          });
 
+// Importance-weighted quantizers (llama-quantize --imatrix). Fingerprints from llama.cpp's
+// ggml-quants.c (commit c392e50, quantize_<type>(src, dst, nrow, n_per_row, quant_weights),
+// compiled with gcc -O2 -std=c11) on the inputs below as rows of 1024 (input 0, importance seed
+// 13) or 768 columns (input 1, seed 17): the same function computed by ggml.
+struct ImatrixGolden {
+    DType type;
+    int input;
+    uint64_t blocks_hash;
+};
+
+constexpr ImatrixGolden kImatrixGolden[] = {
+    {DType::Q4_0, 0, 0x123e7f3761d67599ull}, {DType::Q4_0, 1, 0x28ec5b2b58ff6557ull},
+    {DType::Q4_1, 0, 0xf7f47dd8d86e404full}, {DType::Q4_1, 1, 0x9910de2cc5f0ddb0ull},
+    {DType::Q5_0, 0, 0x34fdac1609357d31ull}, {DType::Q5_0, 1, 0xd5281c9f5022b25bull},
+    {DType::Q5_1, 0, 0xc4b6973b19b5d393ull}, {DType::Q5_1, 1, 0xe4d40187c4c5174eull},
+    {DType::Q2_K, 0, 0x2912b98289c95a46ull}, {DType::Q2_K, 1, 0x62956d5cc06788eeull},
+    {DType::Q3_K, 0, 0x9afbc0eb589fc9a9ull}, {DType::Q3_K, 1, 0xdb9f923915f379e9ull},
+    {DType::Q4_K, 0, 0x2093b27f5dfc8bb5ull}, {DType::Q4_K, 1, 0xe59f3a83bef6aa83ull},
+    {DType::Q5_K, 0, 0xe6594f241c1e4603ull}, {DType::Q5_K, 1, 0x405a89b46eb2f40dull},
+    {DType::Q6_K, 0, 0xf9e3e1bf7d1859cfull}, {DType::Q6_K, 1, 0xce8d70206c14e7d0ull},
+};
+
+void PrintTo(const ImatrixGolden& g, std::ostream* os) {
+    *os << dtype_name(g.type) << " input " << g.input;
+}
+
+class QuantImatrixGolden : public ::testing::TestWithParam<ImatrixGolden> {};
+
+TEST_P(QuantImatrixGolden, MatchesGgmlImpl) {
+    const ImatrixGolden& g = GetParam();
+    constexpr int64_t n = 256 * 24;
+    const int64_t cols = g.input == 0 ? 1024 : 768, rows = n / cols;
+    const std::vector<float> x = g.input == 0 ? testing::make_quant_input(7, n)
+                                              : testing::make_weight_like(11, rows, cols);
+    const std::vector<float> importance = testing::make_importance(g.input == 0 ? 13 : 17, cols);
+    const FromFloatImatrixFn quantize = imatrix_quantizer(g.type);
+    ASSERT_NE(quantize, nullptr);
+    const size_t rb = row_bytes(g.type, cols);
+    std::vector<uint8_t> q(rb * static_cast<size_t>(rows), 0);
+    for (int64_t r = 0; r < rows; ++r)
+        quantize(x.data() + r * cols, q.data() + static_cast<size_t>(r) * rb, cols,
+                 importance.data());
+    EXPECT_EQ(testing::fnv1a(q.data(), q.size()), g.blocks_hash)
+        << dtype_name(g.type) << ": blocks differ from ggml's importance-weighted quantizer";
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightedTypes, QuantImatrixGolden, ::testing::ValuesIn(kImatrixGolden),
+                         [](const ::testing::TestParamInfo<ImatrixGolden>& info) {
+                             return std::string(dtype_name(info.param.type)) + "_input" +
+                                    std::to_string(info.param.input);
+                         });
+
+// Weighting works: on weight-like rows, each weighted quantizer's importance-weighted squared
+// error is below the plain quantizer's (summed over rows; the point of --imatrix).
+TEST(QuantImatrix, LowersImportanceWeightedError) {
+    const int64_t cols = 1024, rows = 16;
+    const std::vector<float> x = testing::make_weight_like(23, rows, cols);
+    const std::vector<float> importance = testing::make_importance(29, cols);
+    for (const ImatrixGolden& g : kImatrixGolden) {
+        if (g.input != 0) continue;
+        const TypeTraits& tr = type_traits(g.type);
+        const size_t rb = row_bytes(g.type, cols);
+        std::vector<uint8_t> q(rb);
+        std::vector<float> y(static_cast<size_t>(cols));
+        double err_plain = 0, err_weighted = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* xr = x.data() + r * cols;
+            for (int pass = 0; pass < 2; ++pass) {
+                if (pass == 0)
+                    tr.from_float(xr, q.data(), cols);
+                else
+                    imatrix_quantizer(g.type)(xr, q.data(), cols, importance.data());
+                tr.to_float(q.data(), y.data(), cols);
+                double e = 0;
+                for (int64_t j = 0; j < cols; ++j) {
+                    const double d = static_cast<double>(y[static_cast<size_t>(j)]) - xr[j];
+                    e += importance[static_cast<size_t>(j)] * d * d;
+                }
+                (pass == 0 ? err_plain : err_weighted) += e;
+            }
+        }
+        EXPECT_LT(err_weighted, 0.8 * err_plain) << dtype_name(g.type);
+    }
+    for (DType t : {DType::Q8_0, DType::F16, DType::F32}) EXPECT_EQ(imatrix_quantizer(t), nullptr);
+}
+
 // The row functions work block by block: quantizing rows separately equals quantizing them as
 // one long row (what the multithreaded quantize_model relies on).
 TEST(QuantGolden, RowSplittingDoesNotChangeBlocks) {

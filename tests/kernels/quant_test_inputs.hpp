@@ -134,6 +134,20 @@ inline std::vector<float> make_weight_like(uint64_t seed, int64_t rows, int64_t 
     return x;
 }
 
+// An importance vector (per-column mean squared activation, as an imatrix holds): positive,
+// spread over four orders of magnitude, with a few columns 1000x the rest (the outlier channels
+// activation-aware quantization exists for) and some exactly zero.
+inline std::vector<float> make_importance(uint64_t seed, int64_t n) {
+    SplitMix64 rng(seed);
+    std::vector<float> w(static_cast<size_t>(n));
+    for (auto& v : w) {
+        const uint64_t pick = rng.next() % 64;
+        v = pick == 0 ? 0.0f : power_of_two(static_cast<int>(rng.next() % 14) - 7) * (0.25f + rng.uniform());
+        if (pick == 1) v *= 1000.0f;
+    }
+    return w;
+}
+
 // FNV-1a over bytes: a compact fingerprint of quantized blocks for golden comparisons.
 inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
     const auto* p = static_cast<const uint8_t*>(data);

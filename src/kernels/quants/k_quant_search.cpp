@@ -197,4 +197,72 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
     return scale;
 }
 
+float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* weights) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+    if (max == 0.0f) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    const float fnmax = static_cast<float>(nmax);
+    float iscale = fnmax / max;
+    // ggml stores these first levels unclamped into uint8_t; x <= max keeps them <= nmax.
+    for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(nearest_int(iscale * x[i]));
+    const float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        const float diff = x[i] - scale * static_cast<float>(L[i]);
+        best_mse += weights[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * static_cast<float>(is) + fnmax) / max;
+        const float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+            const float diff = x[i] - scale_is * static_cast<float>(l);
+            mse += weights[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = std::min(nmax, nearest_int(iscale * x[i]));
+        L[i] = static_cast<uint8_t>(l);
+        const float w = weights[i];
+        const float fl = static_cast<float>(l);
+        sumlx += w * x[i] * fl;
+        suml2 += w * fl * fl;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = weights[i];
+            const float li = static_cast<float>(L[i]);
+            float slx = sumlx - w * x[i] * li;
+            float sl2 = suml2 - w * li * li;
+            if (slx > 0 && sl2 > 0) {
+                const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+                if (new_l != L[i]) {
+                    const float fl = static_cast<float>(new_l);
+                    slx += w * x[i] * fl;
+                    sl2 += w * fl * fl;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = static_cast<uint8_t>(new_l);
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return sumlx / suml2;
+}
+
 }  // namespace syslm::kernels::detail

@@ -28,4 +28,10 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
                        float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep,
                        bool use_mad);
 
+// Non-negative levels L[i] in [0, nmax] for non-negative x (the sub-block scales and mins of the
+// importance-weighted K-quantizers; ggml's make_qp_quants): tries 9 scales around nmax/max by
+// weighted squared error, then moves single levels while that improves the fit (at most 5
+// sweeps). Returns the scale.
+float make_qp_quants(int n, int nmax, const float* x, uint8_t* L, const float* weights);
+
 }  // namespace syslm::kernels::detail

@@ -1,7 +1,8 @@
 // K-quants: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and their dot-product partner Q8_K, in 256-element
 // super-blocks (layouts in block_layouts.hpp). Quantizers reproduce ggml's quantize_row_*_ref
-// bit for bit (scale searches in k_quant_search.cpp); dequantizers produce the same floats as
-// ggml's dequantize_row_* (same products in the same order).
+// bit for bit, and with an importance vector ggml's quantize_row_*_impl (scale searches in
+// k_quant_search.cpp); dequantizers produce the same floats as ggml's dequantize_row_* (same
+// products in the same order).
 //
 // Dequantization and the dot products share one unpacking step per super-block — levels into an
 // int8 array of 256, scales into small arrays — so the bit layout is decoded in one place.
@@ -143,40 +144,75 @@ int dot_i8(const int8_t* a, const int8_t* b, int n) {
 
 // ---- Q2_K ---------------------------------------------------------------------------------------
 
-void quantize_row_q2_k(const float* x, void* dst, int64_t n) {
-    auto* y = static_cast<BlockQ2_K*>(dst);
-    uint8_t L[QK_K], Laux[16];
+namespace {
+
+// ggml's quantize_row_q2_K_ref: sub-block fits weighted by |x|, 4-bit scales and mins relative
+// to the largest of each.
+void q2_k_scales_ref(const float* x, BlockQ2_K& y, uint8_t* L) {
+    uint8_t Laux[16];
     float weights[16], mins[QK_K / 16], scales[QK_K / 16];
     const float q4scale = 15.f;
-    for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
-        // Scales and mins are positive (the min is subtracted), so the largest sets the range.
-        float max_scale = 0, max_min = 0;
+    // Scales and mins are positive (the min is subtracted), so the largest sets the range.
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+        scales[j] = detail::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
+                                             -0.5f, 0.1f, 15, true);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    if (max_scale > 0) {
+        const float iscale = q4scale / max_scale;
+        for (int j = 0; j < QK_K / 16; ++j)
+            y.scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
+        y.d = f32_to_f16(max_scale / q4scale);
+    } else {
+        for (int j = 0; j < QK_K / 16; ++j) y.scales[j] = 0;
+        y.d = f32_to_f16(0.f);
+    }
+    if (max_min > 0) {
+        const float iscale = q4scale / max_min;
         for (int j = 0; j < QK_K / 16; ++j) {
-            for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-            scales[j] = detail::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j],
-                                                 Laux, -0.5f, 0.1f, 15, true);
-            if (scales[j] > max_scale) max_scale = scales[j];
-            if (mins[j] > max_min) max_min = mins[j];
+            const int l = nearest_int(iscale * mins[j]);
+            y.scales[j] = static_cast<uint8_t>(y.scales[j] | (l << 4));
         }
-        if (max_scale > 0) {
-            const float iscale = q4scale / max_scale;
-            for (int j = 0; j < QK_K / 16; ++j)
-                y[i].scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
-            y[i].d = f32_to_f16(max_scale / q4scale);
-        } else {
-            for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = 0;
-            y[i].d = f32_to_f16(0.f);
-        }
-        if (max_min > 0) {
-            const float iscale = q4scale / max_min;
-            for (int j = 0; j < QK_K / 16; ++j) {
-                const int l = nearest_int(iscale * mins[j]);
-                y[i].scales[j] = static_cast<uint8_t>(y[i].scales[j] | (l << 4));
-            }
-            y[i].dmin = f32_to_f16(max_min / q4scale);
-        } else {
-            y[i].dmin = f32_to_f16(0.f);
-        }
+        y.dmin = f32_to_f16(max_min / q4scale);
+    } else {
+        y.dmin = f32_to_f16(0.f);
+    }
+}
+
+// ggml's quantize_row_q2_K_impl: sub-block fits weighted by importance * sqrt(sigma^2 + x^2),
+// scales and mins fitted by make_qp_quants weighted by each sub-block's total weight.
+void q2_k_scales_imatrix(const float* x, const float* qw, BlockQ2_K& y, uint8_t* L) {
+    uint8_t Laux[16], Ls[QK_K / 16], Lm[QK_K / 16];
+    float weight[16], mins[QK_K / 16], scales[QK_K / 16], sw[QK_K / 16];
+    float sumx2 = 0;
+    for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = sumx2 / QK_K;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        sw[j] = 0;
+        for (int l = 0; l < 16; ++l)
+            weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+        scales[j] = detail::make_qkx2_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux,
+                                             -0.9f, 0.05f, 36, false);
+    }
+    const float dm = detail::make_qp_quants(QK_K / 16, 15, scales, Ls, sw);
+    const float mm = detail::make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
+    y.d = f32_to_f16(dm);
+    y.dmin = f32_to_f16(mm);
+    for (int j = 0; j < QK_K / 16; ++j) y.scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+}
+
+void quantize_q2_k(const float* x, void* dst, int64_t n, const float* qw) {
+    auto* y = static_cast<BlockQ2_K*>(dst);
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
+        if (qw)
+            q2_k_scales_imatrix(x, qw + QK_K * i, y[i], L);
+        else
+            q2_k_scales_ref(x, y[i], L);
         // Re-pick the levels against the scales as they will be decoded.
         for (int j = 0; j < QK_K / 16; ++j) {
             const float d = f16_to_f32(y[i].d) * static_cast<float>(y[i].scales[j] & 0xF);
@@ -189,6 +225,16 @@ void quantize_row_q2_k(const float* x, void* dst, int64_t n) {
         }
         pack_2bit_planes(L, y[i].qs);
     }
+}
+
+}  // namespace
+
+void quantize_row_q2_k(const float* x, void* dst, int64_t n) {
+    quantize_q2_k(x, dst, n, nullptr);
+}
+
+void quantize_row_q2_k_imatrix(const float* x, void* dst, int64_t n, const float* importance) {
+    quantize_q2_k(x, dst, n, importance);
 }
 
 void dequantize_row_q2_k(const void* src, float* y, int64_t n) {
@@ -227,39 +273,80 @@ float vec_dot_q2_k_q8_k(int64_t n, const void* vx, const void* vy) {
 
 // ---- Q3_K ---------------------------------------------------------------------------------------
 
-void quantize_row_q3_k(const float* x, void* dst, int64_t n) {
+namespace {
+
+// The 16 six-bit scales (stored +32, l6 in [0, 64)) into Q3_K's 12 bytes.
+void pack_q3_k_scales(const int* l6, uint8_t* scales) {
+    std::memset(scales, 0, 12);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        int l = l6[j];
+        if (j < 8)
+            scales[j] = static_cast<uint8_t>(l & 0xF);
+        else
+            scales[j - 8] = static_cast<uint8_t>(scales[j - 8] | ((l & 0xF) << 4));
+        l >>= 4;
+        scales[j % 4 + 8] = static_cast<uint8_t>(scales[j % 4 + 8] | (l << (2 * (j / 4))));
+    }
+}
+
+// ggml's quantize_row_q3_K_ref: x^2-weighted level moves, scales relative to the largest.
+void q3_k_scales_ref(const float* x, BlockQ3_K& y, int8_t* L) {
+    float scales[QK_K / 16];
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        scales[j] = detail::make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        const float scale = std::fabs(scales[j]);
+        if (scale > amax) {
+            amax = scale;
+            max_scale = scales[j];
+        }
+    }
+    int l6[QK_K / 16] = {};
+    if (max_scale != 0.0f) {
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const int l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
+            l6[j] = clamp_int(l, -32, 31) + 32;
+        }
+        pack_q3_k_scales(l6, y.scales);
+        y.d = f32_to_f16(1 / iscale);
+    } else {
+        std::memset(y.scales, 0, sizeof y.scales);
+        y.d = f32_to_f16(0.f);
+    }
+}
+
+// ggml's quantize_row_q3_K_impl with an importance vector: weighted make_qx_quants for the
+// levels and for the scales (weighted by each sub-block's total weight).
+void q3_k_scales_imatrix(const float* x, const float* qw, BlockQ3_K& y, int8_t* L) {
+    float scales[QK_K / 16], weight[16], sw[QK_K / 16];
+    int8_t Ls[QK_K / 16];
+    float sumx2 = 0;
+    for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = 2 * sumx2 / QK_K;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        for (int l = 0; l < 16; ++l)
+            weight[l] = qw[16 * j + l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 16; ++l) sumw += weight[l];
+        sw[j] = sumw;
+        scales[j] = detail::make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
+    }
+    const float d_block = detail::make_qx_quants(QK_K / 16, 32, scales, Ls, sw);
+    int l6[QK_K / 16];
+    for (int j = 0; j < QK_K / 16; ++j) l6[j] = Ls[j];
+    pack_q3_k_scales(l6, y.scales);
+    y.d = f32_to_f16(d_block);
+}
+
+void quantize_q3_k(const float* x, void* dst, int64_t n, const float* qw) {
     auto* y = static_cast<BlockQ3_K*>(dst);
     int8_t L[QK_K];
-    float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            scales[j] = detail::make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            const float scale = std::fabs(scales[j]);
-            if (scale > amax) {
-                amax = scale;
-                max_scale = scales[j];
-            }
-        }
-        std::memset(y[i].scales, 0, sizeof y[i].scales);
-        if (max_scale != 0.0f) {
-            const float iscale = -32.f / max_scale;
-            for (int j = 0; j < QK_K / 16; ++j) {
-                int l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
-                l = clamp_int(l, -32, 31) + 32;
-                if (j < 8)
-                    y[i].scales[j] = static_cast<uint8_t>(l & 0xF);
-                else
-                    y[i].scales[j - 8] =
-                        static_cast<uint8_t>(y[i].scales[j - 8] | ((l & 0xF) << 4));
-                l >>= 4;
-                y[i].scales[j % 4 + 8] =
-                    static_cast<uint8_t>(y[i].scales[j % 4 + 8] | (l << (2 * (j / 4))));
-            }
-            y[i].d = f32_to_f16(1 / iscale);
-        } else {
-            y[i].d = f32_to_f16(0.f);
-        }
+        if (qw)
+            q3_k_scales_imatrix(x, qw + QK_K * i, y[i], L);
+        else
+            q3_k_scales_ref(x, y[i], L);
         int sc[16];
         unpack_q3_k_scales(y[i].scales, sc);
         for (int j = 0; j < QK_K / 16; ++j) {
@@ -283,6 +370,16 @@ void quantize_row_q3_k(const float* x, void* dst, int64_t n) {
         }
         pack_2bit_planes(low, y[i].qs);
     }
+}
+
+}  // namespace
+
+void quantize_row_q3_k(const float* x, void* dst, int64_t n) {
+    quantize_q3_k(x, dst, n, nullptr);
+}
+
+void quantize_row_q3_k_imatrix(const float* x, void* dst, int64_t n, const float* importance) {
+    quantize_q3_k(x, dst, n, importance);
 }
 
 void dequantize_row_q3_k(const void* src, float* y, int64_t n) {
@@ -322,37 +419,61 @@ float vec_dot_q3_k_q8_k(int64_t n, const void* vx, const void* vy) {
 
 namespace {
 
-// The shared first half of the Q4_K/Q5_K quantizers: per 32-element sub-block a weighted
-// asymmetric fit (weights favour large values: rms of the sub-block + |x|), then 6-bit scales and
-// mins relative to the largest of each, then levels re-picked against the decoded scales.
-void quantize_k4_scales(const float* x, int nmax, float rmin, int nstep, uint16_t& d_out,
-                        uint16_t& dmin_out, uint8_t* packed_scales, uint8_t* L) {
+// Q4_K/Q5_K: eight 32-element sub-blocks with a 6-bit scale and min each, in units of the super-
+// block's f16 d and dmin; levels re-picked against the decoded scales at the end.
+// Without an importance vector (ggml's quantize_row_q4_K_ref): a weighted asymmetric fit per
+// sub-block (weights favour large values: rms of the sub-block + |x|), scales and mins relative
+// to the largest of each. With one (ggml's quantize_row_q4_K_impl): weights importance *
+// sqrt(sigma^2 + x^2), a finer search, and scales and mins fitted by make_qp_quants weighted by
+// each sub-block's total weight.
+void quantize_k4_scales(const float* x, const float* qw, int nmax, float rmin, int nstep,
+                        uint16_t& d_out, uint16_t& dmin_out, uint8_t* packed_scales, uint8_t* L) {
     uint8_t Laux[32];
     float weights[32], mins[QK_K / 32], scales[QK_K / 32];
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < QK_K / 32; ++j) {
-        float sum_x2 = 0;
-        for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-        const float av_x = std::sqrt(sum_x2 / 32);
-        for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-        scales[j] = detail::make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j],
-                                             Laux, rmin, 0.1f, nstep, false);
-        if (scales[j] > max_scale) max_scale = scales[j];
-        if (mins[j] > max_min) max_min = mins[j];
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
     uint8_t ls[QK_K / 32], lm[QK_K / 32];
-    for (int j = 0; j < QK_K / 32; ++j) {
-        // ggml stores nearest_int into a uint8_t before clamping: keep that wrap-around.
-        const auto s = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
-        const auto m = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
-        ls[j] = s < 63 ? s : 63;
-        lm[j] = m < 63 ? m : 63;
+    if (qw) {
+        float sw[QK_K / 32];
+        float sum_x2 = 0;
+        for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
+        const float sigma2 = 2 * sum_x2 / QK_K;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            for (int l = 0; l < 32; ++l)
+                weights[l] = qw[32 * j + l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 32; ++l) sumw += weights[l];
+            sw[j] = sumw;
+            scales[j] = detail::make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j,
+                                                 &mins[j], Laux, -0.9f, 0.05f, 36, false);
+        }
+        const float d_block = detail::make_qp_quants(QK_K / 32, 63, scales, ls, sw);
+        const float m_block = detail::make_qp_quants(QK_K / 32, 63, mins, lm, sw);
+        d_out = f32_to_f16(d_block);
+        dmin_out = f32_to_f16(m_block);
+    } else {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+            const float av_x = std::sqrt(sum_x2 / 32);
+            for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+            scales[j] = detail::make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j,
+                                                 &mins[j], Laux, rmin, 0.1f, nstep, false);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+        const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            // ggml stores nearest_int into a uint8_t before clamping: keep that wrap-around.
+            const auto s = static_cast<uint8_t>(nearest_int(inv_scale * scales[j]));
+            const auto m = static_cast<uint8_t>(nearest_int(inv_min * mins[j]));
+            ls[j] = s < 63 ? s : 63;
+            lm[j] = m < 63 ? m : 63;
+        }
+        d_out = f32_to_f16(max_scale / 63.f);
+        dmin_out = f32_to_f16(max_min / 63.f);
     }
     pack_scale_min_k4(ls, lm, packed_scales);
-    d_out = f32_to_f16(max_scale / 63.f);
-    dmin_out = f32_to_f16(max_min / 63.f);
 
     for (int j = 0; j < QK_K / 32; ++j) {
         uint8_t sc, m;
@@ -397,16 +518,29 @@ double dot_k4(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const int8_t
 
 }  // namespace
 
-void quantize_row_q4_k(const float* x, void* dst, int64_t n) {
+namespace {
+
+void quantize_q4_k(const float* x, void* dst, int64_t n, const float* qw) {
     auto* y = static_cast<BlockQ4_K*>(dst);
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
-        quantize_k4_scales(x, 15, -1.f, 20, y[i].d, y[i].dmin, y[i].scales, L);
+        quantize_k4_scales(x, qw ? qw + QK_K * i : nullptr, 15, -1.f, 20, y[i].d, y[i].dmin,
+                           y[i].scales, L);
         for (int c = 0; c < QK_K / 64; ++c)
             for (int l = 0; l < 32; ++l)
                 y[i].qs[32 * c + l] =
                     static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
     }
+}
+
+}  // namespace
+
+void quantize_row_q4_k(const float* x, void* dst, int64_t n) {
+    quantize_q4_k(x, dst, n, nullptr);
+}
+
+void quantize_row_q4_k_imatrix(const float* x, void* dst, int64_t n, const float* importance) {
+    quantize_q4_k(x, dst, n, importance);
 }
 
 void dequantize_row_q4_k(const void* src, float* y, int64_t n) {
@@ -430,11 +564,14 @@ float vec_dot_q4_k_q8_k(int64_t n, const void* vx, const void* vy) {
     return static_cast<float>(sum);
 }
 
-void quantize_row_q5_k(const float* x, void* dst, int64_t n) {
+namespace {
+
+void quantize_q5_k(const float* x, void* dst, int64_t n, const float* qw) {
     auto* y = static_cast<BlockQ5_K*>(dst);
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
-        quantize_k4_scales(x, 31, -0.5f, 15, y[i].d, y[i].dmin, y[i].scales, L);
+        quantize_k4_scales(x, qw ? qw + QK_K * i : nullptr, 31, -0.5f, 15, y[i].d, y[i].dmin,
+                           y[i].scales, L);
         std::memset(y[i].qh, 0, sizeof y[i].qh);
         for (int c = 0; c < QK_K / 64; ++c) {
             for (int l = 0; l < 32; ++l) {
@@ -451,6 +588,16 @@ void quantize_row_q5_k(const float* x, void* dst, int64_t n) {
             }
         }
     }
+}
+
+}  // namespace
+
+void quantize_row_q5_k(const float* x, void* dst, int64_t n) {
+    quantize_q5_k(x, dst, n, nullptr);
+}
+
+void quantize_row_q5_k_imatrix(const float* x, void* dst, int64_t n, const float* importance) {
+    quantize_q5_k(x, dst, n, importance);
 }
 
 void dequantize_row_q5_k(const void* src, float* y, int64_t n) {
@@ -476,14 +623,19 @@ float vec_dot_q5_k_q8_k(int64_t n, const void* vx, const void* vy) {
 
 // ---- Q6_K ---------------------------------------------------------------------------------------
 
-void quantize_row_q6_k(const float* x, void* dst, int64_t n) {
+namespace {
+
+// With an importance vector (ggml's quantize_row_q6_K_impl) it weights the level search
+// directly; the rest is the reference quantizer.
+void quantize_q6_k(const float* x, void* dst, int64_t n, const float* qw) {
     auto* y = static_cast<BlockQ6_K*>(dst);
     int8_t L[QK_K];
     float scales[QK_K / 16];
     for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
         float max_scale = 0, max_abs_scale = 0;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            scales[ib] = detail::make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, nullptr);
+            scales[ib] = detail::make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib,
+                                                qw ? qw + QK_K * i + 16 * ib : nullptr);
             const float abs_scale = std::fabs(scales[ib]);
             if (abs_scale > max_abs_scale) {
                 max_abs_scale = abs_scale;
@@ -522,6 +674,16 @@ void quantize_row_q6_k(const float* x, void* dst, int64_t n) {
             }
         }
     }
+}
+
+}  // namespace
+
+void quantize_row_q6_k(const float* x, void* dst, int64_t n) {
+    quantize_q6_k(x, dst, n, nullptr);
+}
+
+void quantize_row_q6_k_imatrix(const float* x, void* dst, int64_t n, const float* importance) {
+    quantize_q6_k(x, dst, n, importance);
 }
 
 void dequantize_row_q6_k(const void* src, float* y, int64_t n) {

@@ -6,6 +6,7 @@
 
 #include "core/half.hpp"
 #include "kernels/quants/block_layouts.hpp"
+#include "kernels/quants/k_quant_search.hpp"
 #include "kernels/quants/quant_rows.hpp"
 #include "kernels/quants/rounding.hpp"
 
@@ -331,6 +332,102 @@ float vec_dot_q8_1_q8_1(int64_t n, const void* vx, const void* vy) {
         sum += static_cast<double>(f16_to_f32(x[i].d)) * f16_to_f32(y[i].d) * sumi;
     }
     return static_cast<float>(sum);
+}
+
+// ---- importance-weighted quantizers (ggml's quantize_row_*_impl with quant_weights) -------------
+// One row at a time: sigma^2 is the mean square of the whole row. Each element's weight is
+// importance * sqrt(sigma^2 + x^2); the symmetric types search the scale with make_qx_quants,
+// the types with a minimum with the asymmetric search of the K-quants.
+
+namespace {
+
+float row_sigma2(const float* x, int64_t n) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    return sum_x2 / static_cast<float>(n);
+}
+
+void element_weights(const float* x, const float* qw, float sigma2, float* w) {
+    for (int j = 0; j < 32; ++j) w[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+// The 5th bits of 32 levels, as the little-endian uint32 Q5 blocks store: element j at bit j
+// for the first 16, the second 16 at bits 16..31.
+uint32_t fifth_bits(const uint8_t* L) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        qh |= static_cast<uint32_t>((L[j] & 0x10u) >> 4) << j;
+        qh |= static_cast<uint32_t>((L[j + 16] & 0x10u) >> 4) << (j + 16);
+    }
+    return qh;
+}
+
+}  // namespace
+
+void quantize_row_q4_0_imatrix(const float* x, void* dst, int64_t n, const float* qw) {
+    auto* y = static_cast<BlockQ4_0*>(dst);
+    const float sigma2 = row_sigma2(x, n);
+    float w[32];
+    int8_t L[32];
+    for (int64_t ib = 0; ib < n / QK4_0; ++ib) {
+        const float* xb = x + QK4_0 * ib;
+        element_weights(xb, qw + QK4_0 * ib, sigma2, w);
+        const float d = detail::make_qx_quants(QK4_0, 8, xb, L, w);
+        y[ib].d = f32_to_f16(d);
+        for (int j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void quantize_row_q4_1_imatrix(const float* x, void* dst, int64_t n, const float* qw) {
+    auto* y = static_cast<BlockQ4_1*>(dst);
+    const float sigma2 = row_sigma2(x, n);
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    for (int64_t ib = 0; ib < n / QK4_1; ++ib) {
+        const float* xb = x + QK4_1 * ib;
+        element_weights(xb, qw + QK4_1 * ib, sigma2, w);
+        const float d =
+            detail::make_qkx2_quants(QK4_1, 15, xb, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
+        y[ib].d = f32_to_f16(d);
+        y[ib].m = f32_to_f16(-min);
+        for (int j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void quantize_row_q5_0_imatrix(const float* x, void* dst, int64_t n, const float* qw) {
+    auto* y = static_cast<BlockQ5_0*>(dst);
+    const float sigma2 = row_sigma2(x, n);
+    float w[32];
+    int8_t L[32];
+    uint8_t U[32];
+    for (int64_t ib = 0; ib < n / QK5_0; ++ib) {
+        const float* xb = x + QK5_0 * ib;
+        element_weights(xb, qw + QK5_0 * ib, sigma2, w);
+        const float d = detail::make_qx_quants(QK5_0, 16, xb, L, w);
+        y[ib].d = f32_to_f16(d);
+        for (int j = 0; j < 32; ++j) U[j] = static_cast<uint8_t>(L[j]);
+        for (int j = 0; j < 16; ++j)
+            y[ib].qs[j] = static_cast<uint8_t>((U[j] & 0x0F) | ((U[j + 16] & 0x0F) << 4));
+        store_qh(y[ib].qh, fifth_bits(U));
+    }
+}
+
+void quantize_row_q5_1_imatrix(const float* x, void* dst, int64_t n, const float* qw) {
+    auto* y = static_cast<BlockQ5_1*>(dst);
+    const float sigma2 = row_sigma2(x, n);
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    for (int64_t ib = 0; ib < n / QK5_1; ++ib) {
+        const float* xb = x + QK5_1 * ib;
+        element_weights(xb, qw + QK5_1 * ib, sigma2, w);
+        const float d =
+            detail::make_qkx2_quants(QK5_1, 31, xb, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
+        y[ib].d = f32_to_f16(d);
+        y[ib].m = f32_to_f16(-min);
+        for (int j = 0; j < 16; ++j)
+            y[ib].qs[j] = static_cast<uint8_t>((L[j] & 0x0F) | ((L[j + 16] & 0x0F) << 4));
+        store_qh(y[ib].qh, fifth_bits(L));
+    }
 }
 
 }  // namespace syslm::kernels

@@ -68,6 +68,19 @@ void dequantize_row_q8_k(const void* src, float* dst, int64_t n);
 void quantize_row_q8_k(const float* src, void* dst, int64_t n);
 float vec_dot_q8_k_q8_k(int64_t n, const void* x, const void* y);
 
+// Importance-weighted quantizers (legacy_quants.cpp, k_quants.cpp): ggml's quantize_row_*_impl
+// with quant_weights, bit-identical to what llama-quantize --imatrix writes. n is ONE row
+// (legacy types use the row's mean square) and importance[j] weighs column j of it.
+void quantize_row_q4_0_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q4_1_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q5_0_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q5_1_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q2_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q3_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q4_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q5_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q6_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+
 // grouped_quants.cpp: the run-time layouts Q4_0_G8 / Q8_0_G8 (block_layouts.hpp), each
 // defined by its conversion from and to the file type it regroups.
 void q4_0_to_g8(const void* src, void* dst, int64_t n);  // Q4_0 row -> Q4_0_G8 row
