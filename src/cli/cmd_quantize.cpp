@@ -1,10 +1,12 @@
 // syslm quantize: convert the weight matrices of a GGUF model to another tensor type, choosing
-// per-tensor types as llama.cpp's llama-quantize does by default (compress/quantize_model.hpp).
+// per-tensor types as llama.cpp's llama-quantize does (compress/quantize_model.hpp), optionally
+// weighting each column's error by an importance matrix (compress/imatrix.hpp).
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "cli/command.hpp"
+#include "compress/imatrix.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
 
@@ -12,8 +14,9 @@ namespace syslm::cli {
 namespace {
 
 struct QuantizeArgs {
-    std::string input, output, type;
+    std::string input, output, type, imatrix, imatrix_out;
     int threads = 0;
+    int ctx = 512, chunks = -1;
 };
 
 std::string target_list() {
@@ -29,6 +32,24 @@ int run_quantize(const QuantizeArgs& a) {
     opt.target = *target;
     opt.threads = a.threads;
     opt.log = &std::cout;
+    compress::ImportanceMatrix im;
+    if (!a.imatrix.empty()) {
+        if (compress::ImportanceMatrix::looks_like_imatrix(a.imatrix)) {
+            im = compress::ImportanceMatrix::load(a.imatrix);
+            std::cout << "imatrix: " << im.entries().size() << " entries from " << a.imatrix
+                      << '\n';
+        } else {  // calibration text: run the input model over it first
+            compress::ImatrixOptions io;
+            io.n_ctx = a.ctx;
+            io.max_chunks = a.chunks;
+            io.threads = a.threads;
+            io.log = &std::cerr;
+            const model::Model m(a.input);
+            im = compress::collect_imatrix_from_text(m, a.imatrix, io);
+            if (!a.imatrix_out.empty()) im.save(a.imatrix_out);
+        }
+        opt.imatrix = &im;
+    }
     compress::quantize_model(a.input, a.output, opt);
     return 0;
 }
@@ -37,8 +58,9 @@ std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<QuantizeArgs>();
     app.footer(
         "TYPE is one of " + target_list() +
-        " (case-insensitive). Blocks are bit-identical to ggml's reference quantizers, i.e. what "
-        "llama-quantize writes without an importance matrix.\n"
+        " (case-insensitive). Blocks are bit-identical to what llama-quantize writes: ggml's "
+        "reference quantizers, or with --imatrix its importance-weighted ones (Q4_0, Q4_1, Q5_0, "
+        "Q5_1 and the K-quants; Q8_0 and the float types ignore the importance, as in ggml).\n"
         "Which tensors change, as llama-quantize decides by default:\n"
         "  - only weight matrices (names ending in 'weight' with >= 2 dimensions larger than 1, "
         "3-D expert tensors included); norms, biases and other 1-D tensors, ffn_gate_inp, "
@@ -53,10 +75,12 @@ std::function<int()> setup(CLI::App& app) {
         "  - inputs of any type with kernels (F32, F16, BF16, quantized) are dequantized first, "
         "so a quantized model can be requantized, or expanded with TYPE F16/F32; tensors "
         "already of the chosen type are copied.\n"
-        "  - the recipes Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M mix types as llama.cpp's do: _M gives "
-        "attn_v and ffn_down of the first and last eighth of the layers and of every third layer "
-        "between Q6_K (fused attn_qkv: Q5_K for Q4_K_M, Q6_K for Q5_K_M); Q4_K_S gives attn_v of "
-        "the first 4 layers and ffn_down of the first eighth Q5_K. Plain K types are uniform.\n"
+        "  - the recipes Q2_K, Q3_K_S/M/L, Q4_K_S/M and Q5_K_S/M mix types by tensor and layer as "
+        "llama.cpp's do (e.g. Q4_K_M gives attn_v and ffn_down of the first and last eighth of "
+        "the layers and of every third layer between Q6_K; Q2_K gives attn_v, attn_output and "
+        "ffn_down Q3_K). Plain Q3_K/Q4_K/Q5_K are uniform (llama-quantize reads them as _M).\n"
+        "  - with --imatrix, Q4_0/Q5_0 give ffn_down of the first eighth of the layers Q4_1/Q5_1, "
+        "as llama-quantize does.\n"
         "general.file_type is set to llama.cpp's value for the type (plain Q3_K/Q4_K/Q5_K: the _S "
         "variant) and general.quantization_version to 2; all other metadata is copied. Values "
         "must be finite. The output is written atomically; converted tensors are held in memory "
@@ -66,6 +90,16 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("type", a->type, "Target tensor type, e.g. Q4_0, Q4_K, Q8_0, F16")->required();
     app.add_option("-t,--threads", a->threads, "Threads over rows (default: all hardware threads)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--imatrix", a->imatrix,
+                   "Importance matrix: an imatrix file (syslm imatrix or llama-imatrix, GGUF or "
+                   "legacy .dat), or a calibration text the input model is run over first")
+        ->check(CLI::ExistingFile);
+    app.add_option("--imatrix-out", a->imatrix_out,
+                   "Also save the importance matrix computed from calibration text (GGUF)");
+    app.add_option("-c,--ctx-size", a->ctx, "Calibration: tokens per chunk")
+        ->capture_default_str()
+        ->check(CLI::Range(8, 1 << 20));
+    app.add_option("--chunks", a->chunks, "Calibration: at most this many chunks (default: all)");
     return [a] { return run_quantize(*a); };
 }
 

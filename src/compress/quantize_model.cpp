@@ -8,6 +8,7 @@
 #include <ostream>
 #include <thread>
 
+#include "compress/imatrix.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
 #include "kernels/type_traits.hpp"
@@ -99,31 +100,106 @@ int layer_of(std::string_view name) {
     return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
 }
 
-// The recipe's type for one tensor (llama_tensor_get_type's rules for Q4_K_S/M and Q5_K_S/M).
+// The recipe's type for one tensor: llama_tensor_get_type's rules for the mixes (Q2_K, Q3_K_S/M/L,
+// Q4_K_S/M, Q5_K_S/M) and its one importance-dependent rule for Q4_0/Q5_0. Layer indices come
+// from the tensor name (llama.cpp counts tensors of the kind, the same for these models).
 DType recipe_type(std::string_view name, const QuantTarget& target, const ModelFacts& facts,
                   std::string* note) {
-    if (target.mix == KMix::None) return target.type;
     const int il = layer_of(name), nl = static_cast<int>(facts.n_layer);
-    const bool q4 = target.type == DType::Q4_K, m = target.mix == KMix::M;
-    DType t = target.type;
+    const DType base = target.type;
+    const KMix mix = target.mix;
+    const bool q2 = base == DType::Q2_K;  // Q2_K is always llama.cpp's mix
+    const bool q3 = base == DType::Q3_K, q4 = base == DType::Q4_K, q5 = base == DType::Q5_K;
+    const bool falcon = facts.architecture == "falcon", moe8 = facts.expert_count == 8;
+    const bool more = il >= 0 && use_more_bits(il, nl);
+    DType t = base;
     if (contains(name, "attn_v.weight") && il >= 0) {
-        if (m && use_more_bits(il, nl))
-            t = DType::Q6_K;
-        else if (q4 && !m && il < 4)
+        const bool gqa4 = facts.n_head_kv > 0 && facts.n_head / facts.n_head_kv >= 4;
+        if (q2)
+            t = gqa4 ? DType::Q4_K : DType::Q3_K;
+        else if (q3 && mix == KMix::M)
+            t = il < 2 ? DType::Q5_K : DType::Q4_K;
+        else if (q3 && mix == KMix::L)
             t = DType::Q5_K;
-    } else if (contains(name, "ffn_down") && il >= 0 && facts.architecture != "falcon") {
-        if (m && use_more_bits(il, nl))
+        else if ((q4 || q5) && mix == KMix::M && more)
             t = DType::Q6_K;
-        else if (q4 && !m && il < nl / 8)
+        else if (q4 && mix == KMix::S && il < 4)
             t = DType::Q5_K;
-    } else if (contains(name, "attn_qkv.weight") && m) {
-        t = q4 ? DType::Q5_K : DType::Q6_K;
-    } else if (contains(name, "attn_output.weight") && q4 && facts.expert_count == 8 &&
-               facts.architecture != "falcon") {
-        t = DType::Q5_K;
+    } else if (contains(name, "ffn_down") && il >= 0) {
+        if (q2)
+            t = DType::Q3_K;
+        else if (q3 && mix == KMix::M)
+            t = il < nl / 16 ? DType::Q5_K : (!falcon || more) ? DType::Q4_K : DType::Q3_K;
+        else if (q3 && mix == KMix::L)
+            t = falcon ? DType::Q4_K : DType::Q5_K;
+        else if (q4 && mix == KMix::M)
+            t = falcon ? (il < nl / 16 ? DType::Q6_K : more ? DType::Q5_K : DType::Q4_K)
+                       : (more ? DType::Q6_K : DType::Q4_K);
+        else if (q5 && mix == KMix::M && more)
+            t = DType::Q6_K;
+        else if (q4 && mix == KMix::S && !falcon && il < nl / 8)
+            t = DType::Q5_K;
+        else if ((base == DType::Q4_0 || base == DType::Q5_0) && facts.has_imatrix && il < nl / 8)
+            t = base == DType::Q4_0 ? DType::Q4_1 : DType::Q5_1;  // llama.cpp's guard for ffn_down
+    } else if (contains(name, "attn_output.weight")) {
+        if (!falcon && moe8) {
+            if (q2 || (q3 && (mix == KMix::S || mix == KMix::M)) ||
+                (q4 && (mix == KMix::S || mix == KMix::M)))
+                t = DType::Q5_K;
+        } else if (!falcon) {
+            if (q2)
+                t = DType::Q3_K;
+            else if (q3 && mix == KMix::M)
+                t = DType::Q4_K;
+            else if (q3 && mix == KMix::L)
+                t = DType::Q5_K;
+        } else if (q3 && mix == KMix::L) {
+            t = DType::Q4_K;
+        }
+    } else if (contains(name, "attn_qkv.weight")) {
+        if (q3 && (mix == KMix::M || mix == KMix::L))
+            t = DType::Q4_K;
+        else if (q4 && mix == KMix::M)
+            t = DType::Q5_K;
+        else if (q5 && mix == KMix::M)
+            t = DType::Q6_K;
     }
-    if (t != target.type) *note = cat(quant_target_name(target), " recipe");
+    if (t != base)
+        *note = cat(quant_target_name(target), t == DType::Q4_1 || t == DType::Q5_1
+                                                   ? " with an importance matrix"
+                                                   : " recipe");
     return t;
+}
+
+// The importance of every matrix of a tensor (n_mat * n_per_row), or empty when the imatrix has
+// no entry. An expert that saw no calibration token gets the mean of the others (all equal if
+// none did), as it would otherwise have no weights at all.
+std::vector<float> importance_of(const ImportanceMatrix& im, const std::string& name,
+                                 int64_t n_per_row, int64_t n_mat, const std::string& what) {
+    const auto it = im.entries().find(name);
+    if (it == im.entries().end()) return {};
+    const ImportanceMatrix::Entry& e = it->second;
+    SYSLM_CHECK(e.n_in == n_per_row && e.n_mat() == n_mat, what, ": the imatrix entry has ",
+                e.n_mat(), " x ", e.n_in, " values, the tensor ", n_mat, " matrices of ",
+                n_per_row, " columns (an imatrix of another model?)");
+    std::vector<float> out(static_cast<size_t>(n_mat * n_per_row), 0.0f);
+    std::vector<double> mean(static_cast<size_t>(n_per_row), 0.0);
+    int64_t seen = 0;
+    for (int64_t m = 0; m < n_mat; ++m) {
+        const std::vector<float> w = im.importance(name, m, n_per_row);
+        if (w.empty()) continue;
+        std::copy(w.begin(), w.end(), out.begin() + m * n_per_row);
+        for (int64_t j = 0; j < n_per_row; ++j) mean[static_cast<size_t>(j)] += w[static_cast<size_t>(j)];
+        ++seen;
+    }
+    for (int64_t m = 0; m < n_mat; ++m) {
+        if (!im.importance(name, m, n_per_row).empty()) continue;
+        for (int64_t j = 0; j < n_per_row; ++j)
+            out[static_cast<size_t>(m * n_per_row + j)] =
+                seen ? static_cast<float>(mean[static_cast<size_t>(j)] / static_cast<double>(seen))
+                     : 1.0f;
+    }
+    return out;
 }
 
 }  // namespace
@@ -131,10 +207,13 @@ DType recipe_type(std::string_view name, const QuantTarget& target, const ModelF
 std::optional<QuantTarget> parse_quant_target(std::string_view name) {
     std::string upper(name);
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    for (const auto& [suffix, mix] : {std::pair{"_M", KMix::M}, std::pair{"_S", KMix::S}}) {
+    for (const auto& [suffix, mix] :
+         {std::pair{"_M", KMix::M}, std::pair{"_S", KMix::S}, std::pair{"_L", KMix::L}}) {
         if (ends_with(upper, suffix)) {
             const auto base = dtype_from_name(upper.substr(0, upper.size() - 2));
-            if (base == DType::Q4_K || base == DType::Q5_K) return QuantTarget{*base, mix};
+            if (base == DType::Q3_K || ((base == DType::Q4_K || base == DType::Q5_K) &&
+                                        mix != KMix::L))
+                return QuantTarget{*base, mix};
             return std::nullopt;
         }
     }
@@ -144,18 +223,24 @@ std::optional<QuantTarget> parse_quant_target(std::string_view name) {
 }
 
 std::string quant_target_name(const QuantTarget& t) {
-    return cat(dtype_name(t.type), t.mix == KMix::M ? "_M" : t.mix == KMix::S ? "_S" : "");
+    return cat(dtype_name(t.type), t.mix == KMix::M   ? "_M"
+                                   : t.mix == KMix::S ? "_S"
+                                   : t.mix == KMix::L ? "_L"
+                                                      : "");
 }
 
 std::vector<std::string> quant_target_names() {
     std::vector<std::string> names;
     for (DType t : kTargets) names.push_back(std::string(dtype_name(t)));
-    for (DType t : {DType::Q4_K, DType::Q5_K})
-        for (KMix m : {KMix::S, KMix::M}) names.push_back(quant_target_name({t, m}));
+    for (DType t : {DType::Q3_K, DType::Q4_K, DType::Q5_K})
+        for (KMix m : {KMix::S, KMix::M, KMix::L})
+            if (t == DType::Q3_K || m != KMix::L) names.push_back(quant_target_name({t, m}));
     return names;
 }
 
 uint32_t llama_ftype_of(const QuantTarget& t) {
+    if (t.type == DType::Q3_K && t.mix == KMix::M) return 12;  // MOSTLY_Q3_K_M
+    if (t.type == DType::Q3_K && t.mix == KMix::L) return 13;  // MOSTLY_Q3_K_L
     if (t.mix == KMix::M) return t.type == DType::Q4_K ? 15 : 17;  // MOSTLY_Q4_K_M / Q5_K_M
     return llama_ftype_of(t.type);  // _S and plain K types are the _S file types
 }
@@ -237,7 +322,15 @@ TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<co
 }
 
 void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_per_row, int64_t rows,
-                  int threads, std::string_view what) {
+                  int threads, std::string_view what, std::span<const float> importance,
+                  int64_t rows_per_matrix) {
+    const kernels::FromFloatImatrixFn weighted =
+        importance.empty() ? nullptr : kernels::imatrix_quantizer(to);
+    SYSLM_CHECK(!weighted || (rows_per_matrix > 0 &&
+                              static_cast<int64_t>(importance.size()) ==
+                                  (rows + rows_per_matrix - 1) / rows_per_matrix * n_per_row),
+                what, ": importance of ", importance.size(), " values does not match ", rows,
+                " rows of ", n_per_row, " in matrices of ", rows_per_matrix, " rows");
     const kernels::TypeTraits& src_tr = kernels::type_traits(from);
     const kernels::TypeTraits& dst_tr = kernels::type_traits(to);
     const size_t src_rb = row_bytes(from, n_per_row);
@@ -253,7 +346,12 @@ void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_pe
                 if (!std::isfinite(row[static_cast<size_t>(j)]))
                     fail(what, ": value at row ", r, ", column ", j, " is ",
                          row[static_cast<size_t>(j)], " (quantization needs finite values)");
-            dst_tr.from_float(row.data(), out + static_cast<size_t>(r) * dst_rb, n_per_row);
+            uint8_t* q = out + static_cast<size_t>(r) * dst_rb;
+            if (weighted)
+                weighted(row.data(), q, n_per_row,
+                         importance.data() + r / rows_per_matrix * n_per_row);
+            else
+                dst_tr.from_float(row.data(), q, n_per_row);
         }
     };
 
@@ -294,8 +392,12 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     facts.has_output = in.find_tensor("output.weight") != nullptr;
     if (!facts.architecture.empty())
         facts.expert_count = in.get_u32(facts.architecture + ".expert_count", 0);
-    if (!facts.architecture.empty())
+    if (!facts.architecture.empty()) {
         facts.n_layer = in.get_u32(facts.architecture + ".block_count", 0);
+        facts.n_head = in.get_u32(facts.architecture + ".attention.head_count", 0);
+        facts.n_head_kv = in.get_u32(facts.architecture + ".attention.head_count_kv", facts.n_head);
+    }
+    facts.has_imatrix = options.imatrix != nullptr;
 
     io::GGUFWriter writer;
     for (const auto& [key, value] : in.metadata()) writer.set(key, value);
@@ -317,13 +419,21 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
                         ", which syslm cannot convert to ", dtype_name(choice.type));
             const int64_t n_per_row = t.ne[0];
             const int64_t rows = t.rows();
+            const int64_t n_mat = t.ne.size() >= 3 ? rows / t.ne[1] : 1;  // experts
+            std::vector<float> importance;
+            if (options.imatrix && kernels::imatrix_quantizer(choice.type)) {
+                importance = importance_of(*options.imatrix, t.name, n_per_row, n_mat, what);
+                tr.note += tr.note.empty() ? "" : ", ";
+                tr.note += importance.empty() ? "no imatrix entry" : "imatrix";
+            }
             const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
             // Converted while the file is written: one tensor in memory at a time.
             writer.add_tensor(t.name, choice.type, t.ne, nbytes,
-                              [&t, to = choice.type, n_per_row, rows, what,
+                              [&t, to = choice.type, n_per_row, rows, what, n_mat,
+                               importance = std::move(importance),
                                threads = options.threads](uint8_t* dst) {
                                   convert_rows(t.type, t.data, to, dst, n_per_row, rows, threads,
-                                               what);
+                                               what, importance, rows / n_mat);
                               });
             tr.bytes_after = nbytes;
             tr.converted = true;

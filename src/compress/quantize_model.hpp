@@ -19,11 +19,18 @@
 //   * a tensor already of the chosen type is copied as is; any other input type with kernels
 //     (F32, F16, BF16, any quantized type) is dequantized to F32 first, so quantized models can
 //     be requantized or expanded back to F16/F32.
-//   * the K-quant recipes Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M mix types by tensor role and layer as
-//     llama.cpp's do (use_more_bits: the first and last eighth of the layers and every third one
-//     between): _M gives attn_v and ffn_down of those layers Q6_K and a fused attn_qkv Q5_K
-//     (Q4_K_M) / Q6_K (Q5_K_M); Q4_K_S gives attn_v of the first 4 layers and ffn_down of the
-//     first eighth Q5_K; 8-expert models get attn_output Q5_K under Q4_K_S/M.
+//   * the K-quant recipes Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M mix types by tensor role and
+//     layer as llama.cpp's do (use_more_bits: the first and last eighth of the layers and every
+//     third one between): Q4_K_M/Q5_K_M give attn_v and ffn_down of those layers Q6_K and a
+//     fused attn_qkv Q5_K / Q6_K; Q4_K_S gives attn_v of the first 4 layers and ffn_down of the
+//     first eighth Q5_K; Q2_K gives attn_v Q3_K (Q4_K with 4+ query heads per KV head) and
+//     ffn_down and attn_output Q3_K; Q3_K_M gives attn_v Q5_K in the first 2 layers and Q4_K
+//     after, ffn_down Q5_K in the first sixteenth and Q4_K after, attn_output and attn_qkv Q4_K;
+//     Q3_K_L gives attn_v, ffn_down and attn_output Q5_K; 8-expert models get attn_output Q5_K
+//     under Q2_K, Q3_K_S/M and Q4_K_S/M; with an importance matrix, Q4_0/Q5_0 give ffn_down of
+//     the first eighth of the layers Q4_1/Q5_1 (recipe_type in the .cpp has every rule).
+//   * with an importance matrix (compress/imatrix.hpp), every tensor it has an entry for is
+//     quantized by the weighted quantizer of its type (llama-quantize --imatrix, bit for bit).
 // Metadata is copied, general.file_type set to llama.cpp's LLAMA_FTYPE for the target and
 // general.quantization_version to 2; split keys are dropped (the output is one file).
 #pragma once
@@ -41,8 +48,10 @@
 
 namespace syslm::compress {
 
-// A K-quant recipe on top of the base type (Q4_K + KMix::M = llama.cpp's Q4_K_M).
-enum class KMix { None, S, M };
+// A K-quant recipe on top of the base type (Q4_K + KMix::M = llama.cpp's Q4_K_M). Q2_K is always
+// llama.cpp's Q2_K mix; plain Q3_K, Q4_K and Q5_K are uniform (llama-quantize reads them as
+// aliases of the _M mixes; syslm keeps the uniform file for measurements).
+enum class KMix { None, S, M, L };
 
 struct QuantTarget {
     DType type = DType::Q4_0;
@@ -70,6 +79,8 @@ struct ModelFacts {
     bool has_output = false;    // output.weight exists (else token embeddings are tied)
     uint32_t expert_count = 0;  // <arch>.expert_count
     uint32_t n_layer = 0;       // <arch>.block_count
+    uint32_t n_head = 0, n_head_kv = 0;  // attention heads (Q2_K's attn_v rule reads the ratio)
+    bool has_imatrix = false;   // quantizing with an importance matrix (one rule depends on it)
 };
 
 struct TypeChoice {
@@ -86,11 +97,19 @@ TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<co
 // Converts `rows` rows of n_per_row elements from type `from` to type `to` (dequantizing through
 // F32), using up to `threads` std::threads over contiguous row ranges. Throws Error naming
 // `what` and the row if a value is NaN or infinite (ggml's quantizers would write garbage).
+// With `importance` (one vector of n_per_row per matrix of rows_per_matrix rows) and a target
+// type that has a weighted quantizer, rows are quantized by it.
 void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_per_row, int64_t rows,
-                  int threads, std::string_view what);
+                  int threads, std::string_view what, std::span<const float> importance = {},
+                  int64_t rows_per_matrix = 0);
+
+class ImportanceMatrix;
 
 struct QuantizeOptions {
     QuantTarget target;
+    // Importance per input column for the tensors it has entries for (weighted quantizers); the
+    // others, and types without a weighted quantizer (Q8_0, floats), are quantized as without.
+    const ImportanceMatrix* imatrix = nullptr;
     int threads = 0;              // <= 0: hardware concurrency
     std::ostream* log = nullptr;  // per-tensor lines and the summary; nullptr: silent
 };

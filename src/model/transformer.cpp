@@ -95,6 +95,12 @@ std::span<const float> Context::forward(std::span<const int32_t> tokens, bool al
     return logits_;
 }
 
+void Forward::observe(int il, const char* what, const float* x, int64_t rows, int64_t n_in,
+                      int expert) {
+    if (!observer_) return;
+    observer_->observe(cat("blk.", il, ".", what, ".weight"), expert, x, rows, n_in);
+}
+
 void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
                   std::span<const int64_t> logit_rows, float* logits) {
     const HParams& hp = model_.hparams();
@@ -156,6 +162,9 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
                             hp.norm_eps, pool_);
     else
         kernels::rms_norm(x, h_.data(), n_out, E, w.output_norm.data(), hp.norm_eps, pool_);
+    if (observer_)
+        observer_->observe(w.output.data == w.token_embd.data ? "token_embd.weight" : "output.weight",
+                           -1, h_.data(), n_out, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, n_out);
     matmul(w.output, h_.data(), n_out, logits, pool_);
 }
@@ -177,6 +186,7 @@ void Forward::attention_block(int il, int64_t T) {
     const float *q, *k, *v;
     int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
     if (l.wqkv.data) {            // fused: each row is [q | k | v]
+        observe(il, "attn_qkv", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
         matmul(l.wqkv, h_.data(), T, q_.data(), pool_, bias(l.bqkv));
         q_stride = kv_stride = QD + 2 * KD;
@@ -187,6 +197,7 @@ void Forward::attention_block(int il, int64_t T) {
         // q, k and v read the same normed input: it is quantized once for the three.
         kernels::SharedActivations& hq = shared_input_;
         hq.reset(h_.data(), T, E);
+        for (const char* what : {"attn_q", "attn_k", "attn_v"}) observe(il, what, h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
         matmul(l.wq, hq, q_.data(), pool_, bias(l.bq));
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
@@ -231,6 +242,7 @@ void Forward::attention_block(int il, int64_t T) {
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
                                   rows.kv_type()};
     rows.attend(il, shape, attn_.data(), q_.data(), pool_);
+    observe(il, "attn_output", q_.data(), T, QD);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
     matmul(l.wo, q_.data(), T, h_.data(), pool_, bias(l.bo));
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
@@ -248,6 +260,7 @@ void Forward::ffn_block(int il, int64_t T) {
         SYSLM_PROFILE_STEP(prof, "ffn_norm", 8 * T * E, 8 * T * E);
         kernels::layer_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), l.ffn_norm_b.data(),
                             hp.norm_eps, pool_);
+        observe(il, "ffn_up", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         matmul(l.ffn_up, h_.data(), T, ff_a_.data(), pool_, bias(l.ffn_up_b));
         SYSLM_PROFILE_STEP(prof, "gelu", 10 * T * F, 8 * T * F);
@@ -257,6 +270,8 @@ void Forward::ffn_block(int il, int64_t T) {
         kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
         kernels::SharedActivations& hq = shared_input_;  // gate and up share it
         hq.reset(h_.data(), T, E);
+        observe(il, "ffn_gate", h_.data(), T, E);
+        observe(il, "ffn_up", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
         matmul(l.ffn_gate, hq, ff_a_.data(), pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
@@ -264,6 +279,7 @@ void Forward::ffn_block(int il, int64_t T) {
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * F, 12 * T * F);
         kernels::swiglu(ff_a_.data(), ff_b_.data(), T * F, pool_);
     }
+    observe(il, "ffn_down", ff_a_.data(), T, F);
     SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
     matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), pool_, bias(l.ffn_down_b));
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
@@ -280,6 +296,7 @@ void Forward::moe_block(int il, int64_t T) {
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
     kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
+    observe(il, "ffn_gate_inp", h_.data(), T, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "moe_routing", l.ffn_gate_inp, T);
     std::vector<float>& probs = moe_probs_;
     probs.resize(static_cast<size_t>(T * X));
@@ -322,12 +339,15 @@ void Forward::moe_block(int il, int64_t T) {
         out.resize(n * E);
         for (int64_t j = 0; j < n; ++j)
             std::copy_n(h_.data() + toks[j].first * E, E, in.data() + j * E);
+        observe(il, "ffn_gate_exps", in.data(), n, E, static_cast<int>(e));
+        observe(il, "ffn_up_exps", in.data(), n, E, static_cast<int>(e));
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate_exps", l.gate_exps.expert(e), n);
         matmul(l.gate_exps.expert(e), in.data(), n, gate.data(), pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_exps", l.up_exps.expert(e), n);
         matmul(l.up_exps.expert(e), in.data(), n, up.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * n * F, 12 * n * F);
         kernels::swiglu(gate.data(), up.data(), n * F, pool_);
+        observe(il, "ffn_down_exps", gate.data(), n, F, static_cast<int>(e));
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_exps", l.down_exps.expert(e), n);
         matmul(l.down_exps.expert(e), gate.data(), n, out.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "moe_combine", 2 * n * E, 12 * n * E);
@@ -339,12 +359,15 @@ void Forward::moe_block(int il, int64_t T) {
 
     if (hp.n_ff_shexp > 0) {  // shared expert, scaled by its own sigmoid gate
         const int64_t S = hp.n_ff_shexp;
+        observe(il, "ffn_gate_shexp", h_.data(), T, E);
+        observe(il, "ffn_up_shexp", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate_shexp", l.ffn_gate_shexp, T);
         matmul(l.ffn_gate_shexp, h_.data(), T, ff_a_.data(), pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_shexp", l.ffn_up_shexp, T);
         matmul(l.ffn_up_shexp, h_.data(), T, ff_b_.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * S, 12 * T * S);
         kernels::swiglu(ff_a_.data(), ff_b_.data(), T * S, pool_);
+        observe(il, "ffn_down_shexp", ff_a_.data(), T, S);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_shexp", l.ffn_down_shexp, T);
         matmul(l.ffn_down_shexp, ff_a_.data(), T, ff_out_.data(), pool_);
         SYSLM_PROFILE_STEP(prof, "shexp_gate_add", 4 * T * E, 8 * T * E);

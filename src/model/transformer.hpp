@@ -54,6 +54,17 @@ public:
                         ThreadPool& pool) = 0;
 };
 
+// Sees the float input of every weight-matrix product of Forward::run (importance matrices,
+// activation calibration). `tensor` is the GGUF name ("blk.3.ffn_down.weight"; the token
+// embedding's name for a tied output), `expert` the expert's index in a 3-D expert tensor (-1
+// otherwise); x holds `rows` rows of n_in floats. Called on the forward's thread, between kernels.
+class ActivationObserver {
+public:
+    virtual ~ActivationObserver() = default;
+    virtual void observe(const std::string& tensor, int expert, const float* x, int64_t rows,
+                         int64_t n_in) = 0;
+};
+
 // The layer math over a batch of rows, with activation buffers allocated once for n_batch rows
 // (so decoding allocates nothing per token) and the thread pool that runs it.
 class Forward {
@@ -66,17 +77,22 @@ public:
              float* logits);
     int n_batch() const { return n_batch_; }
     ThreadPool& pool() { return pool_; }
+    void set_observer(ActivationObserver* observer) { observer_ = observer; }
     const Model& model() const { return model_; }
 
 private:
     void attention_block(int il, int64_t T);
     void ffn_block(int il, int64_t T);
     void moe_block(int il, int64_t T);
+    // Reports a matrix input to the observer, if any: tensor "blk.<il>.<what>.weight".
+    void observe(int il, const char* what, const float* x, int64_t rows, int64_t n_in,
+                 int expert = -1);
 
     const Model& model_;
     ThreadPool pool_;
     int n_batch_;
     KvRows* rows_ = nullptr;  // of the running call
+    ActivationObserver* observer_ = nullptr;
     // activations, sized for n_batch tokens
     std::vector<float> x_, h_, q_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
@@ -103,6 +119,7 @@ public:
     void reset() { n_past_ = 0; }
     const Model& model() const { return model_; }
     ThreadPool& pool() { return forward_.pool(); }
+    void set_observer(ActivationObserver* observer) { forward_.set_observer(observer); }
 
 private:
     const Model& model_;

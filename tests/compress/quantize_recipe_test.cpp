@@ -56,5 +56,60 @@ TEST(QuantRecipe, Q4KSGivesQ5KToEarlyLayers) {
     EXPECT_EQ(type_of("blk.0.attn_v.weight", plain, f), DType::Q4_K);
 }
 
+// llama.cpp's Q2_K mix: attn_v Q3_K (Q4_K with >= 4 query heads per KV head), ffn_down and
+// attn_output Q3_K, the rest Q2_K.
+TEST(QuantRecipe, Q2KMix) {
+    ModelFacts f{"llama", true, 0, 8};
+    f.n_head = 8;
+    f.n_head_kv = 8;
+    const QuantTarget q2{DType::Q2_K, KMix::None};
+    EXPECT_EQ(type_of("blk.3.attn_v.weight", q2, f), DType::Q3_K);
+    EXPECT_EQ(type_of("blk.3.ffn_down.weight", q2, f), DType::Q3_K);
+    EXPECT_EQ(type_of("blk.3.attn_output.weight", q2, f), DType::Q3_K);
+    EXPECT_EQ(type_of("blk.3.attn_q.weight", q2, f), DType::Q2_K);
+    EXPECT_EQ(type_of("blk.3.ffn_gate.weight", q2, f), DType::Q2_K);
+    EXPECT_EQ(type_of("output.weight", q2, f), DType::Q6_K);
+    f.n_head_kv = 2;  // GQA 4
+    EXPECT_EQ(type_of("blk.3.attn_v.weight", q2, f), DType::Q4_K);
+    EXPECT_EQ(llama_ftype_of(q2), 10u);
+}
+
+// Q3_K_M / Q3_K_L (llama.cpp's rules for 32 layers: n/16 = 2).
+TEST(QuantRecipe, Q3KMixes) {
+    ModelFacts f{"llama", true, 0, 32};
+    const QuantTarget m{DType::Q3_K, KMix::M}, l{DType::Q3_K, KMix::L}, s{DType::Q3_K, KMix::S};
+    for (int il = 0; il < 32; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        EXPECT_EQ(type_of(p + "attn_v.weight", m, f), il < 2 ? DType::Q5_K : DType::Q4_K);
+        EXPECT_EQ(type_of(p + "ffn_down.weight", m, f), il < 2 ? DType::Q5_K : DType::Q4_K);
+        EXPECT_EQ(type_of(p + "attn_output.weight", m, f), DType::Q4_K);
+        EXPECT_EQ(type_of(p + "attn_q.weight", m, f), DType::Q3_K);
+        EXPECT_EQ(type_of(p + "attn_v.weight", l, f), DType::Q5_K);
+        EXPECT_EQ(type_of(p + "ffn_down.weight", l, f), DType::Q5_K);
+        EXPECT_EQ(type_of(p + "attn_output.weight", l, f), DType::Q5_K);
+        EXPECT_EQ(type_of(p + "ffn_up.weight", l, f), DType::Q3_K);
+        EXPECT_EQ(type_of(p + "attn_v.weight", s, f), DType::Q3_K);
+    }
+    EXPECT_EQ(type_of("blk.0.attn_qkv.weight", m, f), DType::Q4_K);
+    EXPECT_EQ(parse_quant_target("q3_k_l")->mix, KMix::L);
+    EXPECT_FALSE(parse_quant_target("Q4_K_L").has_value());
+    EXPECT_EQ(llama_ftype_of(m), 12u);
+    EXPECT_EQ(llama_ftype_of(l), 13u);
+    EXPECT_EQ(llama_ftype_of(s), 11u);
+}
+
+// With an importance matrix, Q4_0 and Q5_0 give ffn_down of the first eighth of the layers the
+// type with a minimum (llama.cpp's guard); without one nothing changes.
+TEST(QuantRecipe, Q40FfnDownGuardOnlyWithImatrix) {
+    ModelFacts f{"llama", true, 0, 16};
+    const QuantTarget q40{DType::Q4_0, KMix::None}, q50{DType::Q5_0, KMix::None};
+    EXPECT_EQ(type_of("blk.1.ffn_down.weight", q40, f), DType::Q4_0);
+    f.has_imatrix = true;
+    EXPECT_EQ(type_of("blk.1.ffn_down.weight", q40, f), DType::Q4_1);
+    EXPECT_EQ(type_of("blk.2.ffn_down.weight", q40, f), DType::Q4_0);
+    EXPECT_EQ(type_of("blk.0.ffn_down.weight", q50, f), DType::Q5_1);
+    EXPECT_EQ(type_of("blk.0.attn_q.weight", q50, f), DType::Q5_0);
+}
+
 }  // namespace
 }  // namespace syslm::compress

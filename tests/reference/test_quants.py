@@ -69,6 +69,8 @@ def expected_type(name: str, shape, target: str) -> str:
     t = target
     if target not in ("F16", "BF16", "F32") and name == "output.weight":
         t = "Q8_0" if target == "Q8_0" else "Q6_K"
+    if target == "Q2_K" and "ffn_down" in name:  # llama.cpp's Q2_K mix
+        t = "Q3_K"
     block = gguf.GGML_QUANT_SIZES[Q[t]][0]
     if cols % block:
         t = K_FALLBACK.get(t, "F16")
