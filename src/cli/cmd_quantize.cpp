@@ -17,6 +17,7 @@ struct QuantizeArgs {
     std::string input, output, type, imatrix, imatrix_out;
     int threads = 0;
     int ctx = 512, chunks = -1;
+    bool awq = false;
 };
 
 std::string target_list() {
@@ -50,6 +51,8 @@ int run_quantize(const QuantizeArgs& a) {
         }
         opt.imatrix = &im;
     }
+    if (a.awq && a.imatrix.empty()) fail("--awq needs --imatrix (a file or calibration text)");
+    opt.awq = a.awq;
     compress::quantize_model(a.input, a.output, opt);
     return 0;
 }
@@ -96,6 +99,10 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::ExistingFile);
     app.add_option("--imatrix-out", a->imatrix_out,
                    "Also save the importance matrix computed from calibration text (GGUF)");
+    app.add_flag("--awq", a->awq,
+                 "Also scale salient input channels (AWQ), searched per layer on the importance "
+                 "matrix and folded into the norms / previous matrices; the file stays a plain "
+                 "GGUF of the same architecture");
     app.add_option("-c,--ctx-size", a->ctx, "Calibration: tokens per chunk")
         ->capture_default_str()
         ->check(CLI::Range(8, 1 << 20));

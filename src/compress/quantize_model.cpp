@@ -4,10 +4,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <exception>
 #include <ostream>
 #include <thread>
 
+#include "compress/awq.hpp"
 #include "compress/imatrix.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
@@ -323,7 +326,11 @@ TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<co
 
 void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_per_row, int64_t rows,
                   int threads, std::string_view what, std::span<const float> importance,
-                  int64_t rows_per_matrix) {
+                  int64_t rows_per_matrix, std::span<const float> col_scale,
+                  std::span<const float> row_scale) {
+    SYSLM_CHECK((col_scale.empty() || static_cast<int64_t>(col_scale.size()) == n_per_row) &&
+                    (row_scale.empty() || static_cast<int64_t>(row_scale.size()) == rows),
+                what, ": scales do not match the tensor");
     const kernels::FromFloatImatrixFn weighted =
         importance.empty() ? nullptr : kernels::imatrix_quantizer(to);
     SYSLM_CHECK(!weighted || (rows_per_matrix > 0 &&
@@ -346,6 +353,10 @@ void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_pe
                 if (!std::isfinite(row[static_cast<size_t>(j)]))
                     fail(what, ": value at row ", r, ", column ", j, " is ",
                          row[static_cast<size_t>(j)], " (quantization needs finite values)");
+            if (!col_scale.empty())
+                for (int64_t j = 0; j < n_per_row; ++j) row[static_cast<size_t>(j)] *= col_scale[j];
+            if (!row_scale.empty())
+                for (float& v : row) v *= row_scale[r];
             uint8_t* q = out + static_cast<size_t>(r) * dst_rb;
             if (weighted)
                 weighted(row.data(), q, n_per_row,
@@ -405,13 +416,45 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     writer.set("general.file_type", io::GGUFValue::u32(llama_ftype_of(target)));
     for (const char* key : {"split.no", "split.count", "split.tensors.count"}) writer.remove(key);
 
+    AwqPlan awq;
+    if (options.awq) {
+        SYSLM_CHECK(options.imatrix, "AWQ scaling needs an importance matrix (--imatrix)");
+        awq = plan_awq(
+            in, *options.imatrix,
+            [&](const io::GGUFTensor& t) {
+                return choose_tensor_type(t.name, t.type, t.ne, target, facts).type;
+            },
+            options.threads, options.log, 256, options.awq_alphas);
+        if (options.log && !awq.skipped.empty()) *options.log << "awq: " << awq.skipped << '\n';
+    }
+
     QuantizeResult result;
     const size_t n_tensors = in.tensors().size();
     for (size_t i = 0; i < n_tensors; ++i) {
         const io::GGUFTensor& t = in.tensors()[i];
-        const TypeChoice choice = choose_tensor_type(t.name, t.type, t.ne, target, facts);
+        TypeChoice choice = choose_tensor_type(t.name, t.type, t.ne, target, facts);
         TensorResult tr{t.name, t.type, choice.type, t.ne, t.nbytes, t.nbytes, false, choice.note};
-        if (!choice.quantize) {
+        const auto find_scale = [](const std::map<std::string, std::vector<float>>& m,
+                                   const std::string& name) -> std::span<const float> {
+            const auto it = m.find(name);
+            return it == m.end() ? std::span<const float>() : std::span<const float>(it->second);
+        };
+        const std::span<const float> col_scale = find_scale(awq.column_scale, t.name);
+        const std::span<const float> row_scale = find_scale(awq.row_scale, t.name);
+        const std::span<const float> vec_scale = find_scale(awq.vector_scale, t.name);
+        if (!vec_scale.empty()) {  // a norm or bias absorbing AWQ's 1/s: written as F32
+            SYSLM_CHECK(static_cast<int64_t>(vec_scale.size()) == t.numel(), t.name,
+                        ": AWQ scales do not match the tensor");
+            std::vector<float> v(static_cast<size_t>(t.numel()));
+            kernels::type_traits(t.type).to_float(t.data, v.data(), t.numel());
+            for (size_t j = 0; j < v.size(); ++j) v[j] *= vec_scale[j];
+            std::vector<uint8_t> bytes(v.size() * sizeof(float));
+            std::memcpy(bytes.data(), v.data(), bytes.size());
+            writer.add_tensor(t.name, DType::F32, t.ne, std::move(bytes));
+            tr.to = DType::F32;
+            tr.bytes_after = v.size() * sizeof(float);
+            tr.note = "AWQ: divided by the scales";
+        } else if (!choice.quantize && col_scale.empty() && row_scale.empty()) {
             writer.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
         } else {
             const std::string what = cat(in_path, ": tensor ", t.name);
@@ -425,15 +468,23 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
                 importance = importance_of(*options.imatrix, t.name, n_per_row, n_mat, what);
                 tr.note += tr.note.empty() ? "" : ", ";
                 tr.note += importance.empty() ? "no imatrix entry" : "imatrix";
+                // Scaled columns carry activations x_j / s_j: their importance is imp_j / s_j^2.
+                if (!importance.empty() && !col_scale.empty())
+                    for (size_t k = 0; k < importance.size(); ++k)
+                        importance[k] /= col_scale[k % static_cast<size_t>(n_per_row)] *
+                                         col_scale[k % static_cast<size_t>(n_per_row)];
             }
+            if (!col_scale.empty() || !row_scale.empty())
+                tr.note += tr.note.empty() ? "AWQ-scaled" : ", AWQ-scaled";
             const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
             // Converted while the file is written: one tensor in memory at a time.
             writer.add_tensor(t.name, choice.type, t.ne, nbytes,
                               [&t, to = choice.type, n_per_row, rows, what, n_mat,
-                               importance = std::move(importance),
+                               importance = std::move(importance), col_scale, row_scale,
                                threads = options.threads](uint8_t* dst) {
                                   convert_rows(t.type, t.data, to, dst, n_per_row, rows, threads,
-                                               what, importance, rows / n_mat);
+                                               what, importance, rows / n_mat, col_scale,
+                                               row_scale);
                               });
             tr.bytes_after = nbytes;
             tr.converted = true;

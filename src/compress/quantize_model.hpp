@@ -98,10 +98,12 @@ TypeChoice choose_tensor_type(std::string_view name, DType current, std::span<co
 // F32), using up to `threads` std::threads over contiguous row ranges. Throws Error naming
 // `what` and the row if a value is NaN or infinite (ggml's quantizers would write garbage).
 // With `importance` (one vector of n_per_row per matrix of rows_per_matrix rows) and a target
-// type that has a weighted quantizer, rows are quantized by it.
+// type that has a weighted quantizer, rows are quantized by it. col_scale (n_per_row) and
+// row_scale (rows) multiply the values first (AWQ scaling, compress/awq.hpp).
 void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_per_row, int64_t rows,
                   int threads, std::string_view what, std::span<const float> importance = {},
-                  int64_t rows_per_matrix = 0);
+                  int64_t rows_per_matrix = 0, std::span<const float> col_scale = {},
+                  std::span<const float> row_scale = {});
 
 class ImportanceMatrix;
 
@@ -110,6 +112,10 @@ struct QuantizeOptions {
     // Importance per input column for the tensors it has entries for (weighted quantizers); the
     // others, and types without a weighted quantizer (Q8_0, floats), are quantized as without.
     const ImportanceMatrix* imatrix = nullptr;
+    // AWQ-style scaling searched on the importance matrix and folded into the previous ops
+    // (compress/awq.hpp); needs imatrix.
+    bool awq = false;
+    std::vector<double> awq_alphas;  // the alpha grid searched; empty: 0, 0.1, ..., 1
     int threads = 0;              // <= 0: hardware concurrency
     std::ostream* log = nullptr;  // per-tensor lines and the summary; nullptr: silent
 };

@@ -1,0 +1,79 @@
+// syslm eval: size, quality (perplexity, KL divergence and top-1 agreement with a reference) and
+// speed of several model files side by side, as a table, JSON and an offline HTML page.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "compress/evaluate.hpp"
+#include "core/error.hpp"
+#include "core/mapped_file.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct EvalArgs {
+    std::vector<std::string> models, texts;
+    std::string report, json;
+    compress::EvalOptions o;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+    AtomicFileWriter w(path);
+    w.write(text.data(), text.size());
+    w.commit();
+}
+
+int run_eval(EvalArgs& a) {
+    a.o.log = &std::cerr;
+    const compress::EvalReport r = compress::evaluate(a.models, a.texts, a.o);
+    std::cout << compress::eval_markdown(r);
+    if (!a.report.empty()) {
+        write_file(a.report, compress::eval_html(r));
+        std::cout << "wrote " << a.report << '\n';
+    }
+    if (!a.json.empty()) {
+        write_file(a.json, compress::eval_json(r) + "\n");
+        std::cout << "wrote " << a.json << '\n';
+    }
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<EvalArgs>();
+    app.footer(
+        "The first -m is the reference: KL divergence and top-1 agreement compare every model's "
+        "next-token distribution with it on the same positions. Perplexity follows "
+        "llama-perplexity (chunks of -c tokens starting with BOS, second half scored). Speeds: "
+        "llama-bench's pp and tg tests. All models must share the reference's vocabulary.");
+    app.add_option("-m,--model", a->models, "GGUF model (repeat; the first is the reference)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    app.add_option("--text", a->texts, "Held-out text file (repeat)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    app.add_option("-c,--ctx-size", a->o.n_ctx, "Tokens per chunk")
+        ->capture_default_str()
+        ->check(CLI::Range(8, 1 << 20));
+    app.add_option("--chunks", a->o.max_chunks, "At most this many chunks per text");
+    app.add_option("-t,--threads", a->o.threads, "Threads (default: all cores)");
+    app.add_option("-p,--n-prompt", a->o.speed_prompt, "Prefill test tokens (0: skip)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("-n,--n-gen", a->o.speed_gen, "Decode test tokens (0: skip)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("-r,--repetitions", a->o.speed_reps, "Timed repetitions per speed test")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--report", a->report, "Write an HTML page with the table and charts");
+    app.add_option("--json", a->json, "Write the figures as JSON");
+    return [a] { return run_eval(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(eval, "eval", "Size, quality and speed of model files side by side", setup);
+
+}  // namespace syslm::cli

@@ -1,0 +1,236 @@
+#include "compress/evaluate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "model/transformer.hpp"
+#include "profile/bench_runner.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace syslm::compress {
+namespace {
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    SYSLM_CHECK(in, path, ": cannot open text file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// log softmax of one row of logits, in double.
+void log_softmax(std::span<const float> logits, std::vector<double>& out) {
+    out.resize(logits.size());
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l - mx));
+    const double lse = std::log(sum) + static_cast<double>(mx);
+    for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - lse;
+}
+
+size_t argmax(std::span<const double> v) {
+    return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+void describe_file(const model::Model& m, ModelEval& e) {
+    e.file_bytes = m.file().file_size();
+    std::map<std::string, uint64_t> by_type;
+    for (const io::GGUFTensor& t : m.file().tensors()) {
+        e.tensor_bytes += t.nbytes;
+        e.n_params += t.numel();
+        by_type[std::string(dtype_name(t.type))] += t.nbytes;
+    }
+    e.bits_per_weight = e.n_params ? 8.0 * static_cast<double>(e.tensor_bytes) /
+                                         static_cast<double>(e.n_params)
+                                   : 0.0;
+    std::vector<std::pair<uint64_t, std::string>> order;
+    for (const auto& [type, bytes] : by_type) order.emplace_back(bytes, type);
+    std::sort(order.rbegin(), order.rend());
+    for (const auto& [bytes, type] : order) {
+        const double share = 100.0 * static_cast<double>(bytes) /
+                             static_cast<double>(std::max<uint64_t>(e.tensor_bytes, 1));
+        if (share < 1.0) continue;
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%s%s %.0f%%", e.types.empty() ? "" : ", ", type.c_str(),
+                      share);
+        e.types += buf;
+    }
+}
+
+struct Accumulator {
+    double nll = 0, nll2 = 0, kl = 0, kl2 = 0;
+    int64_t n = 0, agree = 0;
+    TextEval result() const {
+        TextEval t;
+        t.n_scored = static_cast<int>(n);
+        const double dn = static_cast<double>(n);
+        const double mean = nll / dn;
+        t.ppl = std::exp(mean);
+        const double var = nll2 / dn - mean * mean;
+        t.ppl_stderr = var > 0 && n > 1 ? std::sqrt(var / (dn - 1)) * t.ppl : 0;
+        t.kl = kl / dn;
+        const double kvar = kl2 / dn - t.kl * t.kl;
+        t.kl_stderr = kvar > 0 && n > 1 ? std::sqrt(kvar / (dn - 1)) : 0;
+        t.top1 = static_cast<double>(agree) / dn;
+        return t;
+    }
+};
+
+}  // namespace
+
+EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std::string>& texts,
+                    const EvalOptions& o) {
+    SYSLM_CHECK(!paths.empty(), "eval: no models");
+    SYSLM_CHECK(!texts.empty(), "eval: no texts");
+    SYSLM_CHECK(o.n_ctx >= 8, "eval: context size ", o.n_ctx, " is too small (minimum 8)");
+    EvalReport r;
+    r.n_ctx = o.n_ctx;
+    r.threads = o.threads;
+    r.texts = texts;
+    std::vector<std::unique_ptr<model::Model>> models;
+    for (const std::string& p : paths) {
+        models.push_back(std::make_unique<model::Model>(p));
+        ModelEval e;
+        e.path = p;
+        describe_file(*models.back(), e);
+        r.models.push_back(std::move(e));
+    }
+    const model::Model& ref = *models[0];
+    const int V = ref.hparams().n_vocab;
+    for (size_t i = 1; i < models.size(); ++i)
+        SYSLM_CHECK(models[i]->hparams().n_vocab == V, paths[i], ": vocabulary of ",
+                    models[i]->hparams().n_vocab, " tokens, the reference ", paths[0], " has ", V,
+                    " (KL divergence needs the same vocabulary)");
+    const auto tok = tokenizer::Tokenizer::from_gguf(ref.file());
+    const int32_t bos = tok.add_bos() ? tok.bos() : -1;
+
+    std::vector<std::unique_ptr<model::Context>> ctxs;
+    for (const auto& m : models)
+        ctxs.push_back(std::make_unique<model::Context>(*m, o.n_ctx, o.threads,
+                                                        std::min(o.n_ctx, 512), DType::F16));
+    const int first = o.n_ctx / 2;
+    std::vector<std::vector<double>> ref_lp(static_cast<size_t>(o.n_ctx));
+    std::vector<double> lp;
+    for (const std::string& text_path : texts) {
+        const std::vector<int32_t> tokens = tok.encode(read_text(text_path), true, false);
+        r.text_tokens.push_back(static_cast<int64_t>(tokens.size()));
+        int64_t n_chunks = static_cast<int64_t>(tokens.size()) / o.n_ctx;
+        SYSLM_CHECK(n_chunks > 0, "eval: ", text_path, " has ", tokens.size(),
+                    " tokens, fewer than one chunk of ", o.n_ctx);
+        if (o.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.max_chunks);
+        std::vector<Accumulator> acc(models.size());
+        std::vector<int32_t> chunk(static_cast<size_t>(o.n_ctx));
+        for (int64_t c = 0; c < n_chunks; ++c) {
+            const size_t start = static_cast<size_t>(c * o.n_ctx);
+            std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(start), o.n_ctx,
+                        chunk.begin());
+            if (bos >= 0) chunk[0] = bos;
+            for (size_t m = 0; m < models.size(); ++m) {
+                ctxs[m]->reset();
+                const std::span<const float> logits = ctxs[m]->forward(chunk, true);
+                for (int j = first; j < o.n_ctx - 1; ++j) {
+                    std::vector<double>& cur = m == 0 ? ref_lp[static_cast<size_t>(j)] : lp;
+                    log_softmax(logits.subspan(static_cast<size_t>(j) * V, V), cur);
+                    const double nll = -cur[static_cast<size_t>(tokens[start + j + 1])];
+                    Accumulator& a = acc[m];
+                    a.nll += nll;
+                    a.nll2 += nll * nll;
+                    ++a.n;
+                    const std::vector<double>& rl = ref_lp[static_cast<size_t>(j)];
+                    double kl = 0;
+                    if (m != 0)
+                        for (int v = 0; v < V; ++v) kl += std::exp(rl[v]) * (rl[v] - cur[v]);
+                    a.kl += kl;
+                    a.kl2 += kl * kl;
+                    a.agree += argmax(cur) == argmax(rl);
+                }
+            }
+            if (o.log)
+                *o.log << "eval: " << text_path << ": chunk " << c + 1 << "/" << n_chunks << '\n'
+                       << std::flush;
+        }
+        for (size_t m = 0; m < models.size(); ++m)
+            r.models[m].texts.push_back(acc[m].result());
+    }
+    ctxs.clear();
+
+    for (size_t m = 0; m < models.size(); ++m) {
+        profile::BenchOptions b;
+        b.threads = o.threads > 0 ? o.threads : 0;
+        b.reps = o.speed_reps;
+        if (o.speed_prompt > 0) {
+            const auto pp = profile::run_bench(*models[m], {o.speed_prompt, 0}, b);
+            r.models[m].prefill_ts = pp.avg_ts;
+            r.models[m].prefill_ts_stddev = pp.stddev_ts;
+        }
+        if (o.speed_gen > 0) {
+            const auto tg = profile::run_bench(*models[m], {0, o.speed_gen}, b);
+            r.models[m].decode_ts = tg.avg_ts;
+            r.models[m].decode_ts_stddev = tg.stddev_ts;
+        }
+        if (o.log) *o.log << "eval: speed of " << paths[m] << " measured\n" << std::flush;
+    }
+    return r;
+}
+
+std::string eval_markdown(const EvalReport& r) {
+    std::ostringstream s;
+    s << "| model | size MiB | bits/weight | text | PPL | KL vs ref | top-1 agree | pp"
+      << " tok/s | tg tok/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+    char buf[512];
+    for (const ModelEval& m : r.models)
+        for (size_t t = 0; t < m.texts.size(); ++t) {
+            const TextEval& e = m.texts[t];
+            std::snprintf(buf, sizeof buf,
+                          "| %s | %.2f | %.2f | %s | %.3f ± %.3f | %.5f | %.1f%% | %.1f | %.1f |\n",
+                          std::filesystem::path(m.path).filename().c_str(),
+                          static_cast<double>(m.file_bytes) / (1024.0 * 1024.0),
+                          m.bits_per_weight,
+                          std::filesystem::path(r.texts[t]).filename().c_str(), e.ppl,
+                          e.ppl_stderr, e.kl, 100.0 * e.top1, m.prefill_ts, m.decode_ts);
+            s << buf;
+        }
+    return s.str();
+}
+
+std::string eval_json(const EvalReport& r) {
+    nlohmann::json j;
+    j["n_ctx"] = r.n_ctx;
+    j["texts"] = r.texts;
+    j["text_tokens"] = r.text_tokens;
+    j["reference"] = r.models.empty() ? "" : r.models[0].path;
+    for (const ModelEval& m : r.models) {
+        nlohmann::json jm = {{"path", m.path},
+                             {"file_bytes", m.file_bytes},
+                             {"tensor_bytes", m.tensor_bytes},
+                             {"n_params", m.n_params},
+                             {"bits_per_weight", m.bits_per_weight},
+                             {"types", m.types},
+                             {"prefill_tokens_per_s", m.prefill_ts},
+                             {"prefill_tokens_per_s_stddev", m.prefill_ts_stddev},
+                             {"decode_tokens_per_s", m.decode_ts},
+                             {"decode_tokens_per_s_stddev", m.decode_ts_stddev}};
+        for (size_t t = 0; t < m.texts.size(); ++t) {
+            const TextEval& e = m.texts[t];
+            jm["texts"].push_back({{"text", r.texts[t]},
+                                   {"scored_tokens", e.n_scored},
+                                   {"ppl", e.ppl},
+                                   {"ppl_stderr", e.ppl_stderr},
+                                   {"kl", e.kl},
+                                   {"kl_stderr", e.kl_stderr},
+                                   {"top1_agreement", e.top1}});
+        }
+        j["models"].push_back(jm);
+    }
+    return j.dump(2);
+}
+
+}  // namespace syslm::compress

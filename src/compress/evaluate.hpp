@@ -1,0 +1,67 @@
+// `syslm eval`: the measured trade-off of model files — size, quality and speed side by side.
+// For every model and held-out text: perplexity (llama-perplexity's method: chunks of n_ctx
+// tokens starting with BOS, the second half of each chunk scored), the KL divergence of its
+// next-token distribution from the reference model's (the first one) and how often their top-1
+// tokens agree, both over the same scored positions; then prefill and decode tokens/s with
+// llama-bench's method (profile/bench_runner.hpp). The models run over each chunk in lockstep,
+// so only the reference's log-probabilities of one chunk are held.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace syslm::compress {
+
+struct EvalOptions {
+    int n_ctx = 512;         // tokens per chunk
+    int max_chunks = -1;     // per text; < 0: all
+    int threads = 0;         // <= 0: all cores
+    int speed_prompt = 128;  // pp test tokens; 0: no speed test
+    int speed_gen = 32;      // tg test tokens; 0: no decode test
+    int speed_reps = 3;
+    std::ostream* log = nullptr;
+};
+
+struct TextEval {
+    int n_scored = 0;
+    double ppl = 0, ppl_stderr = 0;
+    double kl = 0, kl_stderr = 0;  // mean KL(reference || model), nats per token
+    double top1 = 0;               // fraction of positions whose argmax equals the reference's
+};
+
+struct ModelEval {
+    std::string path;
+    uint64_t file_bytes = 0;
+    uint64_t tensor_bytes = 0;
+    int64_t n_params = 0;
+    double bits_per_weight = 0;  // 8 * tensor bytes / parameters
+    std::string types;           // tensor types by share of bytes, e.g. "Q4_K 71%, Q6_K 25%"
+    std::vector<TextEval> texts;
+    double prefill_ts = 0, prefill_ts_stddev = 0;
+    double decode_ts = 0, decode_ts_stddev = 0;
+};
+
+struct EvalReport {
+    std::vector<std::string> texts;  // paths
+    std::vector<int64_t> text_tokens;
+    int n_ctx = 0;
+    int threads = 0;
+    std::vector<ModelEval> models;  // models[0] is the reference
+};
+
+// Throws an Error naming the file if a model cannot be read, the vocabularies differ, or a text
+// is shorter than one chunk.
+EvalReport evaluate(const std::vector<std::string>& models, const std::vector<std::string>& texts,
+                    const EvalOptions& options);
+
+// A Markdown table: one row per model and text.
+std::string eval_markdown(const EvalReport& r);
+// The report as JSON (numbers as measured).
+std::string eval_json(const EvalReport& r);
+// A self-contained HTML page (inline CSS and SVG, no scripts, no network): the table and two
+// charts per text, quality (perplexity) against size and against decode speed.
+std::string eval_html(const EvalReport& r);
+
+}  // namespace syslm::compress

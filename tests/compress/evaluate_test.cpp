@@ -1,0 +1,123 @@
+// syslm eval's figures against independent computations: perplexity equals compress::perplexity
+// (llama-perplexity's method), KL divergence and top-1 agreement equal a direct computation over
+// the same positions from each model's own logits, a model against itself scores KL 0 and 100%
+// agreement, and the HTML page is self-contained.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../common/random_model.hpp"
+#include "compress/evaluate.hpp"
+#include "compress/perplexity.hpp"
+#include "compress/quantize_model.hpp"
+#include "core/error.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace syslm::compress {
+namespace {
+
+constexpr const char* kText =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and "
+    "void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face "
+    "of the waters. And God said, Let there be light: and there was light. ";
+
+std::vector<double> log_softmax(std::span<const float> l) {
+    double mx = l[0], sum = 0;
+    for (float v : l) mx = std::max<double>(mx, v);
+    for (float v : l) sum += std::exp(v - mx);
+    std::vector<double> out(l.size());
+    for (size_t i = 0; i < l.size(); ++i) out[i] = l[i] - mx - std::log(sum);
+    return out;
+}
+
+TEST(Evaluate, MatchesDirectComputation) {
+    const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
+    const std::string f32 = testing::write_test_model("eval_llama", testing::small_model_config("llama", 64, 8));
+    QuantizeOptions q;
+    q.target = {DType::Q4_0, KMix::None};  // 48-wide rows fall back to F16: a different model
+    quantize_model(f32, dir + "eval_q.gguf", q);
+    const std::string other = dir + "eval_q.gguf";
+    std::string text;
+    for (int i = 0; i < 6; ++i) text += kText;
+    const std::string text_path = dir + "eval_text.txt";
+    std::ofstream(text_path) << text;
+
+    EvalOptions o;
+    o.n_ctx = 32;
+    o.threads = 2;
+    o.speed_prompt = 16;
+    o.speed_gen = 4;
+    o.speed_reps = 1;
+    const EvalReport r = evaluate({f32, other, f32}, {text_path}, o);
+    ASSERT_EQ(r.models.size(), 3u);
+    EXPECT_EQ(r.models[2].texts[0].kl, 0.0);  // the reference against itself
+    EXPECT_EQ(r.models[2].texts[0].top1, 1.0);
+    EXPECT_GT(r.models[1].texts[0].kl, 0.0);
+    EXPECT_GT(r.models[0].decode_ts, 0.0);
+    EXPECT_GT(r.models[0].prefill_ts, 0.0);
+    EXPECT_GT(r.models[0].file_bytes, r.models[1].file_bytes);
+
+    // Independent: perplexity() per model, and KL / top-1 from both models' logits.
+    const model::Model a(f32), b(other);
+    const auto tok = tokenizer::Tokenizer::from_gguf(a.file());
+    const std::vector<int32_t> tokens = tok.encode(text, true, false);
+    const int32_t bos = tok.add_bos() ? tok.bos() : -1;
+    for (const auto& [m, e] : {std::pair{&a, &r.models[0]}, std::pair{&b, &r.models[1]}}) {
+        model::Context ctx(*m, 32, 2, 32, DType::F16);
+        const PerplexityResult p = perplexity(ctx, tokens, 32, bos);
+        EXPECT_NEAR(e->texts[0].ppl, p.ppl, 1e-7 * p.ppl);  // same sums, other order
+        EXPECT_EQ(e->texts[0].n_scored, p.n_scored);
+    }
+    model::Context ca(a, 32, 2, 32, DType::F16), cb(b, 32, 2, 32, DType::F16);
+    const int V = a.hparams().n_vocab;
+    double kl = 0;
+    int agree = 0, n = 0;
+    for (size_t c = 0; c + 32 <= tokens.size(); c += 32) {
+        std::vector<int32_t> chunk(tokens.begin() + c, tokens.begin() + c + 32);
+        if (bos >= 0) chunk[0] = bos;
+        ca.reset();
+        cb.reset();
+        const auto spa = ca.forward(chunk, true);
+        const std::vector<float> lga(spa.begin(), spa.end());
+        const auto spb = cb.forward(chunk, true);
+        for (int j = 16; j < 31; ++j) {
+            const auto pa = log_softmax(std::span<const float>(lga).subspan(j * V, V));
+            const auto pb = log_softmax(spb.subspan(static_cast<size_t>(j) * V, V));
+            for (int v = 0; v < V; ++v) kl += std::exp(pa[v]) * (pa[v] - pb[v]);
+            agree += std::max_element(pa.begin(), pa.end()) - pa.begin() ==
+                     std::max_element(pb.begin(), pb.end()) - pb.begin();
+            ++n;
+        }
+    }
+    EXPECT_NEAR(r.models[1].texts[0].kl, kl / n, 1e-9 + 1e-7 * kl / n);
+    EXPECT_NEAR(r.models[1].texts[0].top1, static_cast<double>(agree) / n, 1e-12);
+
+    const std::string html = eval_html(r);
+    EXPECT_NE(html.find("<svg"), std::string::npos);
+    EXPECT_EQ(html.find("http"), std::string::npos);  // nothing fetched
+    EXPECT_EQ(html.find("<script"), std::string::npos);
+    EXPECT_NE(eval_markdown(r).find("eval_q.gguf"), std::string::npos);
+    EXPECT_NE(eval_json(r).find("\"kl\""), std::string::npos);
+}
+
+TEST(Evaluate, RefusesMismatchedVocabularyAndShortText) {
+    const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
+    const std::string m = testing::write_test_model("eval_llama2", testing::small_model_config("llama", 64, 9));
+    const std::string text_path = dir + "eval_short.txt";
+    std::ofstream(text_path) << "Too short.";
+    EvalOptions o;
+    o.n_ctx = 32;
+    try {
+        evaluate({m}, {text_path}, o);
+        FAIL() << "short text accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("eval_short.txt"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace syslm::compress
