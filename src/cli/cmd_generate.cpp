@@ -7,6 +7,7 @@
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "infer/generate.hpp"
+#include "infer/speculative.hpp"
 #include "model/kv_cache.hpp"
 #include "model/transformer.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -15,7 +16,9 @@ namespace syslm::cli {
 namespace {
 
 struct GenerateArgs {
-    std::string model, prompt, prompt_file;
+    std::string model, prompt, prompt_file, draft;
+    infer::SpeculativeOptions spec;
+    bool draft_fixed = false;
     int n_predict = 128;
     int n_ctx = 0;
     int threads = 0;
@@ -49,11 +52,21 @@ int run_generate(GenerateArgs& a) {
 
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
     std::fflush(stdout);
-    const auto st = infer::generate(ctx, tok, prompt, a.n_predict, sampler, a.ignore_eos,
-                                    [](std::string_view text) {
-                                        std::fwrite(text.data(), 1, text.size(), stdout);
-                                        std::fflush(stdout);
-                                    });
+    const auto print = [](std::string_view text) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+    };
+    infer::GenerateStats st;
+    infer::SpeculativeStats spec;
+    if (a.draft.empty()) {
+        st = infer::generate(ctx, tok, prompt, a.n_predict, sampler, a.ignore_eos, print);
+    } else {
+        const model::Model dm(a.draft);
+        model::Context dctx(dm, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
+        a.spec.adaptive = !a.draft_fixed;
+        st = infer::speculative_generate(ctx, dctx, tok, prompt, a.n_predict, sampler,
+                                         a.ignore_eos, print, a.spec, &spec);
+    }
     std::printf("\n");
     std::fprintf(stderr,
                  "\nprompt: %d tokens in %.3f s (%.1f tok/s) | generated: %d tokens in %.3f s "
@@ -63,6 +76,13 @@ int run_generate(GenerateArgs& a) {
                  st.n_generated / std::max(1e-9, st.generate_seconds),
                  st.stopped_at_eog ? " | stopped at end-of-generation token" : "",
                  static_cast<unsigned long long>(a.sampling.seed));
+    if (!a.draft.empty())
+        std::fprintf(stderr,
+                     "speculative: %d rounds, %d drafted, %d accepted (%.1f%%), %.2f tokens per "
+                     "target call; draft %.3f s, target %.3f s\n",
+                     spec.rounds, spec.drafted, spec.accepted, 100.0 * spec.acceptance(),
+                     spec.rounds ? static_cast<double>(st.n_generated) / spec.rounds : 0.0,
+                     spec.draft_seconds, spec.target_seconds);
     return 0;
 }
 
@@ -99,6 +119,19 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-s,--seed", a->seed, "Random seed (default: random, printed at the end)");
     app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
     app.add_flag("--no-bos", a->no_bos, "Do not add the BOS token to the prompt");
+    app.add_option("--draft", a->draft,
+                   "Speculative decoding with this draft model (same vocabulary): it proposes "
+                   "tokens the model verifies in one call; the output is distributed exactly as "
+                   "without it (greedy: the same tokens)")
+        ->check(CLI::ExistingFile);
+    app.add_option("--draft-k", a->spec.k, "Initial draft length")->capture_default_str();
+    app.add_option("--draft-min", a->spec.k_min, "Smallest adaptive draft length")
+        ->capture_default_str();
+    app.add_option("--draft-max", a->spec.k_max, "Largest adaptive draft length")
+        ->capture_default_str();
+    app.add_flag("--draft-fixed", a->draft_fixed,
+                 "Keep the draft length at --draft-k (default: adapt it to the measured "
+                 "acceptance rate and draft/target cost)");
     return [a] { return run_generate(*a); };
 }
 

@@ -35,7 +35,33 @@ void Sampler::apply_penalties(std::vector<Candidate>& c) const {
     }
 }
 
+bool Sampler::has_penalties() const {
+    return params_.repeat_last_n > 0 &&
+           (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+            params_.frequency_penalty != 0.0f);
+}
+
+double Sampler::uniform() {
+    return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
+    return draw(distribution(logits));
+}
+
+int32_t Sampler::draw(std::span<const TokenProb> dist) {
+    SYSLM_CHECK(!dist.empty(), "sampler: empty distribution");
+    if (dist.size() == 1 && params_.temperature <= 0) return dist[0].id;  // greedy: no draw
+    const double u = uniform();
+    double cum = 0;
+    for (const auto& c : dist) {
+        cum += c.p;
+        if (u < cum) return c.id;
+    }
+    return dist.back().id;
+}
+
+std::span<const TokenProb> Sampler::distribution(std::span<const float> logits) {
     SYSLM_CHECK(!logits.empty(), "sampler: empty logits");
     cand_.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i)
@@ -45,8 +71,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
     auto by_logit = [](const Candidate& a, const Candidate& b) {
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
     };
+    dist_.clear();
     if (params_.temperature <= 0) {
-        return std::min_element(cand_.begin(), cand_.end(), by_logit)->id;
+        dist_.push_back({std::min_element(cand_.begin(), cand_.end(), by_logit)->id, 1.0f});
+        return dist_;
     }
 
     size_t n = cand_.size();
@@ -81,14 +109,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
         cand_.resize(keep);
     }
     softmax(params_.temperature);
-
-    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-    double cum = 0;
-    for (const auto& c : cand_) {
-        cum += c.p;
-        if (u < cum) return c.id;
-    }
-    return cand_.back().id;
+    for (const auto& c : cand_) dist_.push_back({c.id, c.p});
+    return dist_;
 }
 
 }  // namespace syslm::infer

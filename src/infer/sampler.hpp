@@ -24,13 +24,25 @@ struct SamplingParams {
     uint64_t seed = 0;
 };
 
+struct TokenProb {
+    int32_t id;
+    float p;
+};
+
 class Sampler {
 public:
     explicit Sampler(const SamplingParams& params);
 
-    int32_t sample(std::span<const float> logits);
+    int32_t sample(std::span<const float> logits);  // draw(distribution(logits))
     void accept(int32_t token);  // records a token for the penalties (prompt and generated)
     const SamplingParams& params() const { return params_; }
+
+    // The distribution sample() draws from, most likely first: after penalties, top-k, top-p,
+    // min-p and temperature (greedy: the argmax with p 1). Valid until the next call.
+    std::span<const TokenProb> distribution(std::span<const float> logits);
+    int32_t draw(std::span<const TokenProb> dist);  // one draw with this sampler's generator
+    double uniform();                               // [0, 1) from the same generator
+    bool has_penalties() const;
 
 private:
     struct Candidate {
@@ -44,6 +56,7 @@ private:
     std::mt19937_64 rng_;
     std::deque<int32_t> recent_;
     std::vector<Candidate> cand_;
+    std::vector<TokenProb> dist_;
 };
 
 }  // namespace syslm::infer

@@ -68,6 +68,11 @@ Forward::Forward(const Model& model, int n_batch, int n_threads)
 Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type)
     : model_(model), cache_(model.hparams(), n_ctx, kv_type), forward_(model, n_batch, n_threads) {}
 
+void Context::truncate(int n) {
+    SYSLM_CHECK(n >= 0 && n <= n_past_, "truncate: position ", n, " is outside 0..", n_past_);
+    n_past_ = n;
+}
+
 std::span<const float> Context::forward(std::span<const int32_t> tokens, bool all_logits) {
     SYSLM_CHECK(!tokens.empty(), "forward: no tokens");
     SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(),

@@ -117,6 +117,9 @@ public:
     int n_ctx() const { return cache_.n_ctx(); }
     const KVCache& kv_cache() const { return cache_; }
     void reset() { n_past_ = 0; }
+    // Forgets the positions from n on (speculative decoding's rejected drafts); later forwards
+    // overwrite their cache entries.
+    void truncate(int n);
     const Model& model() const { return model_; }
     ThreadPool& pool() { return forward_.pool(); }
     void set_observer(ActivationObserver* observer) { forward_.set_observer(observer); }
