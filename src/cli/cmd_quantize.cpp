@@ -35,20 +35,13 @@ int run_quantize(const QuantizeArgs& a) {
     opt.log = &std::cout;
     compress::ImportanceMatrix im;
     if (!a.imatrix.empty()) {
-        if (compress::ImportanceMatrix::looks_like_imatrix(a.imatrix)) {
-            im = compress::ImportanceMatrix::load(a.imatrix);
-            std::cout << "imatrix: " << im.entries().size() << " entries from " << a.imatrix
-                      << '\n';
-        } else {  // calibration text: run the input model over it first
-            compress::ImatrixOptions io;
-            io.n_ctx = a.ctx;
-            io.max_chunks = a.chunks;
-            io.threads = a.threads;
-            io.log = &std::cerr;
-            const model::Model m(a.input);
-            im = compress::collect_imatrix_from_text(m, a.imatrix, io);
-            if (!a.imatrix_out.empty()) im.save(a.imatrix_out);
-        }
+        compress::ImatrixOptions io;
+        io.n_ctx = a.ctx;
+        io.max_chunks = a.chunks;
+        io.threads = a.threads;
+        io.log = &std::cerr;
+        im = compress::load_or_collect_imatrix(a.input, a.imatrix, io);
+        if (!a.imatrix_out.empty()) im.save(a.imatrix_out);
         opt.imatrix = &im;
     }
     if (a.awq && a.imatrix.empty()) fail("--awq needs --imatrix (a file or calibration text)");

@@ -59,6 +59,7 @@ struct TrainArgs {
     bool nesterov = false, decay_embeddings = false;
     int64_t warmup = 0;
     double clip = 1.0;
+    bool keep_zeros = false;
     std::string out;
     bool json = false;
     bool profile = false;
@@ -185,6 +186,7 @@ int run_train(const TrainArgs& a) {
     opt.steps = a.steps;
     opt.accum = accum;
     opt.clip = a.clip;
+    opt.keep_zeros = a.keep_zeros;
     if (model.precision() == train::Precision::F16) {  // fp16's range needs loss scaling
         opt.loss_scale = a.loss_scale;
         opt.scale_window = a.loss_scale_window;
@@ -418,6 +420,9 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "selective", "full"}));
     app.add_option("--clip", a->clip, "Global gradient-norm limit (0: off)")->capture_default_str();
+    app.add_flag("--keep-zeros", a->keep_zeros,
+                 "Weights of the blocks' matrices that are zero at the start stay zero "
+                 "(fine-tuning a model from `syslm prune` keeps its sparsity)");
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--log-every", a->log_every, "Keep a progress line every N steps")
         ->capture_default_str()

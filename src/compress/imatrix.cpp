@@ -261,4 +261,16 @@ ImportanceMatrix collect_imatrix_from_text(const model::Model& model, const std:
     return m;
 }
 
+ImportanceMatrix load_or_collect_imatrix(const std::string& model_path, const std::string& file,
+                                         const ImatrixOptions& options) {
+    if (ImportanceMatrix::looks_like_imatrix(file)) {
+        ImportanceMatrix m = ImportanceMatrix::load(file);
+        if (options.log)
+            *options.log << "imatrix: " << m.entries().size() << " entries from " << file << '\n';
+        return m;
+    }
+    const model::Model m(model_path);
+    return collect_imatrix_from_text(m, file, options);
+}
+
 }  // namespace syslm::compress

@@ -87,4 +87,9 @@ ImportanceMatrix collect_imatrix(const model::Model& model, std::span<const int3
 ImportanceMatrix collect_imatrix_from_text(const model::Model& model, const std::string& text_path,
                                            const ImatrixOptions& options);
 
+// An imatrix file (GGUF or legacy, see looks_like_imatrix) is loaded; anything else is taken as
+// calibration text and the model at model_path is run over it.
+ImportanceMatrix load_or_collect_imatrix(const std::string& model_path, const std::string& file,
+                                         const ImatrixOptions& options);
+
 }  // namespace syslm::compress

@@ -138,6 +138,24 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
                 "training: the loss scale must be finite and >= 0, its window positive");
     opt_.schedule.total = opt.steps;
     scale_ = opt.loss_scale;
+    if (opt.keep_zeros) {  // runs of zeros, so a 50%-sparse matrix costs far less than a mask
+        const float* v = model.params().values();
+        for (const Param& p : model.params().params()) {
+            if (p.name.rfind("blk.", 0) != 0 || p.ne.size() < 2) continue;
+            for (int64_t i = 0; i < p.numel;) {
+                const int64_t at = static_cast<int64_t>(p.offset) + i;
+                if (v[at] != 0.0f) {
+                    ++i;
+                    continue;
+                }
+                int64_t j = i;
+                while (j < p.numel && v[p.offset + j] == 0.0f) ++j;
+                zero_ranges_.push_back(at);
+                zero_ranges_.push_back(static_cast<int64_t>(p.offset) + j);
+                i = j;
+            }
+        }
+    }
 }
 
 StepStats Trainer::step() {
@@ -178,6 +196,15 @@ StepStats Trainer::step() {
     }
     const double norm = clip_grad_norm(model_.params(), opt_.clip, pool_);
     optimizer_.step(lr, pool_);
+    if (!zero_ranges_.empty()) {
+        float* v = model_.params().values();
+        pool_.parallel_for(static_cast<int64_t>(zero_ranges_.size() / 2),
+                           [&](int64_t b, int64_t e, int) {
+                               for (int64_t r = b; r < e; ++r)
+                                   std::fill(v + zero_ranges_[2 * r], v + zero_ranges_[2 * r + 1],
+                                             0.0f);
+                           });
+    }
     if (scaling && ++clean_steps_ >= opt_.scale_window) {
         scale_ *= 2.0f;
         clean_steps_ = 0;

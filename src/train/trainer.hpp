@@ -84,6 +84,9 @@ struct TrainOptions {
     // `scale_window` finite steps in a row double it. loss_scale 0: off.
     float loss_scale = 0.0f;
     int64_t scale_window = 2000;
+    // Pruning recovery: weights of the blocks' matrices that are exactly zero when training
+    // starts stay zero after every step (the sparsity pattern of `syslm prune` survives).
+    bool keep_zeros = false;
 };
 
 struct StepStats {
@@ -123,6 +126,7 @@ private:
     float scale_ = 0.0f;       // current loss scale (0: off)
     int64_t clean_steps_ = 0;  // finite steps since the scale last changed
     std::vector<int32_t> tokens_, targets_;
+    std::vector<int64_t> zero_ranges_;  // keep_zeros: [begin, end) pairs of value indices
 };
 
 }  // namespace syslm::train

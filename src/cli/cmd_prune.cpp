@@ -1,0 +1,120 @@
+// syslm prune: unstructured (magnitude, Wanda, N:M) or structured (heads, FFN channels) pruning
+// of a float GGUF model (compress/prune.hpp).
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/command.hpp"
+#include "compress/imatrix.hpp"
+#include "compress/prune.hpp"
+#include "core/error.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct PruneArgs {
+    std::string input, output, method = "wanda", pattern, structured, calib;
+    double sparsity = 0.5;
+    bool mask_only = false;
+    int ctx = 512, chunks = -1, threads = 0;
+};
+
+double fraction(const std::string& s, const std::string& what) {
+    try {
+        size_t used = 0;
+        const double v = std::stod(s, &used);
+        if (used == s.size() && v >= 0 && v < 1) return v;
+    } catch (const std::exception&) {
+    }
+    fail("--structured: ", what, "=", s, " is not a fraction in [0, 1)");
+}
+
+int run_prune(const PruneArgs& a) {
+    compress::PruneOptions o;
+    o.threads = a.threads;
+    o.log = &std::cout;
+    o.mask_only = a.mask_only;
+    if (!a.structured.empty()) {
+        size_t pos = 0;
+        while (pos <= a.structured.size()) {
+            const size_t end = std::min(a.structured.find(',', pos), a.structured.size());
+            const std::string item = a.structured.substr(pos, end - pos);
+            const size_t eq = item.find('=');
+            SYSLM_CHECK(eq != std::string::npos, "--structured: '", item,
+                        "' is not KEY=FRACTION (keys: heads, ffn)");
+            const std::string key = item.substr(0, eq);
+            if (key == "heads")
+                o.heads = fraction(item.substr(eq + 1), key);
+            else if (key == "ffn")
+                o.ffn = fraction(item.substr(eq + 1), key);
+            else
+                fail("--structured: unknown key '", key, "' (keys: heads, ffn)");
+            pos = end + 1;
+        }
+    } else {
+        SYSLM_CHECK(a.method == "wanda" || a.method == "magnitude", "--method must be wanda or "
+                    "magnitude, not '", a.method, "'");
+        o.score = a.method == "wanda" ? compress::PruneScore::Wanda : compress::PruneScore::Magnitude;
+        o.sparsity = a.sparsity;
+        if (!a.pattern.empty()) {
+            const size_t colon = a.pattern.find(':');
+            SYSLM_CHECK(colon != std::string::npos, "--pattern must be N:M, e.g. 2:4");
+            o.pattern_n = std::stoi(a.pattern.substr(0, colon));
+            o.pattern_m = std::stoi(a.pattern.substr(colon + 1));
+        }
+    }
+    const bool needs_calib = !a.structured.empty() || o.score == compress::PruneScore::Wanda;
+    compress::ImportanceMatrix im;
+    if (needs_calib) {
+        SYSLM_CHECK(!a.calib.empty(), "--calib (calibration text or an imatrix file) is needed ",
+                    a.structured.empty() ? "for Wanda scores" : "for structured pruning");
+        compress::ImatrixOptions io;
+        io.n_ctx = a.ctx;
+        io.max_chunks = a.chunks;
+        io.threads = a.threads;
+        io.log = &std::cerr;
+        im = compress::load_or_collect_imatrix(a.input, a.calib, io);
+        o.imatrix = &im;
+    }
+    if (a.structured.empty())
+        compress::prune_unstructured(a.input, a.output, o);
+    else
+        compress::prune_structured(a.input, a.output, o);
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<PruneArgs>();
+    app.footer(
+        "Unstructured: in every row of the blocks' weight matrices, the lowest-scoring weights "
+        "become zero (--sparsity of each row, or --pattern N:M: M-N of every M consecutive). "
+        "Scores: magnitude |W|, or Wanda |W| * ||X|| with activation norms from --calib.\n"
+        "Structured (--structured heads=F,ffn=F): removes that fraction of attention heads (whole "
+        "KV groups under GQA) and FFN channels from every layer, the least important by the "
+        "output energy they carry on --calib; writes a smaller model of the same architecture "
+        "(--mask-only: the same shapes with those parts zeroed instead).\n"
+        "The input must have float matrices (F32/F16/BF16): prune, optionally fine-tune "
+        "(syslm train --init OUT --keep-zeros keeps the zeros), then quantize.");
+    app.add_option("input", a->input, "GGUF model to read")->required()->check(CLI::ExistingFile);
+    app.add_option("output", a->output, "GGUF file to write")->required();
+    app.add_option("--method", a->method, "Unstructured score: wanda or magnitude")
+        ->capture_default_str();
+    app.add_option("--sparsity", a->sparsity, "Fraction of each row set to zero")
+        ->capture_default_str();
+    app.add_option("--pattern", a->pattern, "Semi-structured N:M pattern, e.g. 2:4");
+    app.add_option("--structured", a->structured, "Remove structures: heads=F,ffn=F");
+    app.add_flag("--mask-only", a->mask_only, "Structured: zero instead of removing");
+    app.add_option("--calib", a->calib, "Calibration text or an imatrix file (GGUF or .dat)")
+        ->check(CLI::ExistingFile);
+    app.add_option("-c,--ctx-size", a->ctx, "Calibration: tokens per chunk")->capture_default_str();
+    app.add_option("--chunks", a->chunks, "Calibration: at most this many chunks");
+    app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    return [a] { return run_prune(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(prune, "prune", "Prune a model: magnitude, Wanda, N:M, or whole heads / FFN channels",
+              setup);
+
+}  // namespace syslm::cli
