@@ -16,11 +16,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cli/command.hpp"
 #include "cli/config_file.hpp"
 #include "cli/token_ids.hpp"
+#include "compress/quantize_model.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
 #include "core/thread_pool.hpp"
@@ -60,6 +62,7 @@ struct TrainArgs {
     int64_t warmup = 0;
     double clip = 1.0;
     bool keep_zeros = false;
+    std::string qat;
     std::string out;
     bool json = false;
     bool profile = false;
@@ -187,6 +190,27 @@ int run_train(const TrainArgs& a) {
     opt.accum = accum;
     opt.clip = a.clip;
     opt.keep_zeros = a.keep_zeros;
+    std::optional<compress::QuantTarget> qat;
+    if (!a.qat.empty()) {
+        qat = compress::parse_quant_target(a.qat);
+        SYSLM_CHECK(qat && dtype_info(qat->type).quantized, "train: --qat ", a.qat,
+                    " is not a quantized type (e.g. Q4_0, Q8_0, Q4_K_M)");
+        // Fake-quantize exactly what `syslm quantize` will quantize, to the type it will choose.
+        compress::ModelFacts facts;
+        facts.architecture = file.get_string("general.architecture", "");
+        facts.has_output = file.find_tensor("output.weight") != nullptr;
+        facts.n_layer = static_cast<uint32_t>(model.hparams().n_layer);
+        facts.n_head = static_cast<uint32_t>(model.hparams().n_head);
+        facts.n_head_kv = static_cast<uint32_t>(model.hparams().n_head_kv);
+        facts.expert_count = static_cast<uint32_t>(model.hparams().n_expert);
+        for (const train::Param& p : model.params().params()) {
+            const compress::TypeChoice c =
+                compress::choose_tensor_type(p.name, DType::F32, p.ne, *qat, facts);
+            if (c.quantize && dtype_info(c.type).quantized) opt.fake_quant.emplace_back(p.name, c.type);
+        }
+        std::fprintf(stderr, "qat: %zu matrices fake-quantized for %s\n", opt.fake_quant.size(),
+                     compress::quant_target_name(*qat).c_str());
+    }
     if (model.precision() == train::Precision::F16) {  // fp16's range needs loss scaling
         opt.loss_scale = a.loss_scale;
         opt.scale_window = a.loss_scale_window;
@@ -321,7 +345,19 @@ int run_train(const TrainArgs& a) {
         trainer.next_step() % a.checkpoint_every != 0)
         save();
     const double sps = timed / std::max<int64_t>(1, timed_steps);
-    if (!a.out.empty()) {
+    if (!a.out.empty() && qat) {  // the float master beside, the quantized export at --out
+        std::string master = a.out;
+        if (master.size() > 5 && master.substr(master.size() - 5) == ".gguf")
+            master.resize(master.size() - 5);
+        master += "-f32.gguf";
+        model.params().write_gguf(master, file.metadata(), false, &file);
+        compress::QuantizeOptions qo;
+        qo.target = *qat;
+        qo.threads = a.threads;
+        compress::quantize_model(master, a.out, qo);
+        std::fprintf(stderr, "wrote %s (float master weights) and %s (%s)\n", master.c_str(),
+                     a.out.c_str(), compress::quant_target_name(*qat).c_str());
+    } else if (!a.out.empty()) {
         model.params().write_gguf(a.out, file.metadata(), false, &file);
         std::fprintf(stderr, "wrote %s\n", a.out.c_str());
     }
@@ -420,6 +456,10 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "selective", "full"}));
     app.add_option("--clip", a->clip, "Global gradient-norm limit (0: off)")->capture_default_str();
+    app.add_option("--qat", a->qat,
+                   "Quantization-aware training for this type (Q4_0, Q8_0, Q4_K_M, ...): "
+                   "matrices are fake-quantized in every step (straight-through gradients) and "
+                   "--out receives the quantized GGUF (the float master as <out>-f32.gguf)");
     app.add_flag("--keep-zeros", a->keep_zeros,
                  "Weights of the blocks' matrices that are zero at the start stay zero "
                  "(fine-tuning a model from `syslm prune` keeps its sparsity)");

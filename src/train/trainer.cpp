@@ -13,6 +13,7 @@
 #include "core/profiler.hpp"
 #include "data/prepare.hpp"
 #include "data/shards.hpp"
+#include "kernels/type_traits.hpp"
 
 namespace syslm::train {
 
@@ -138,6 +139,14 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
                 "training: the loss scale must be finite and >= 0, its window positive");
     opt_.schedule.total = opt.steps;
     scale_ = opt.loss_scale;
+    for (const auto& [name, type] : opt.fake_quant) {
+        const Param* p = model.params().find(name);
+        SYSLM_CHECK(p, "training: no parameter ", name, " to fake-quantize");
+        SYSLM_CHECK(dtype_info(type).quantized && kernels::has_type_traits(type) &&
+                        p->ne[0] % dtype_info(type).block_size == 0,
+                    "training: cannot fake-quantize ", name, " (rows of ", p->ne[0], ") to ",
+                    dtype_name(type));
+    }
     if (opt.keep_zeros) {  // runs of zeros, so a 50%-sparse matrix costs far less than a mask
         const float* v = model.params().values();
         for (const Param& p : model.params().params()) {
@@ -158,9 +167,44 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
     }
 }
 
+void Trainer::fake_quantize() {
+    ParamStore& ps = model_.params();
+    size_t total = 0;
+    for (const auto& [name, type] : opt_.fake_quant) total += ps.find(name)->numel;
+    qat_master_.resize(total);
+    size_t at = 0;
+    for (const auto& [name, type] : opt_.fake_quant) {
+        const Param& p = *ps.find(name);
+        float* v = ps.values() + p.offset;
+        std::copy_n(v, p.numel, qat_master_.data() + at);
+        at += static_cast<size_t>(p.numel);
+        const int64_t n = p.ne[0], rows = p.numel / n;
+        const kernels::TypeTraits& tr = kernels::type_traits(type);
+        const size_t rb = row_bytes(type, n);
+        pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+            std::vector<uint8_t> q(rb);
+            for (int64_t r = b; r < e; ++r) {
+                tr.from_float(v + r * n, q.data(), n);
+                tr.to_float(q.data(), v + r * n, n);
+            }
+        });
+    }
+}
+
+void Trainer::restore_master() {
+    ParamStore& ps = model_.params();
+    size_t at = 0;
+    for (const auto& [name, type] : opt_.fake_quant) {
+        const Param& p = *ps.find(name);
+        std::copy_n(qat_master_.data() + at, p.numel, ps.values() + p.offset);
+        at += static_cast<size_t>(p.numel);
+    }
+}
+
 StepStats Trainer::step() {
     const auto t0 = std::chrono::steady_clock::now();
     model_.params().zero_grads();
+    if (!opt_.fake_quant.empty()) fake_quantize();
     const bool scaling = scale_ > 0;
     const float scale = scaling ? scale_ : 1.0f;
     double loss = 0;
@@ -168,6 +212,7 @@ StepStats Trainer::step() {
         data_.next(tokens_, targets_);
         loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
     }
+    if (!opt_.fake_quant.empty()) restore_master();  // gradients at Q(W) update W
     const double n = static_cast<double>(model_.params().size());
     SYSLM_PROFILE_SCOPE("optimizer", 12 * n, 20 * n);
     float* g = model_.params().grads();

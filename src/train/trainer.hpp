@@ -87,6 +87,10 @@ struct TrainOptions {
     // Pruning recovery: weights of the blocks' matrices that are exactly zero when training
     // starts stay zero after every step (the sparsity pattern of `syslm prune` survives).
     bool keep_zeros = false;
+    // Quantization-aware training: these parameters are fake-quantized (quantized to the type and
+    // back with ggml's reference quantizer) for the forward and backward of every step, and the
+    // gradients found there update the float master weights (the straight-through estimator).
+    std::vector<std::pair<std::string, DType>> fake_quant;
 };
 
 struct StepStats {
@@ -127,6 +131,9 @@ private:
     int64_t clean_steps_ = 0;  // finite steps since the scale last changed
     std::vector<int32_t> tokens_, targets_;
     std::vector<int64_t> zero_ranges_;  // keep_zeros: [begin, end) pairs of value indices
+    std::vector<float> qat_master_;     // fake_quant: the master values while a step runs
+    void fake_quantize();               // master -> qat_master_, values -> Q(values)
+    void restore_master();
 };
 
 }  // namespace syslm::train
