@@ -29,6 +29,7 @@
 #include "model/random_init.hpp"
 #include "profile/machine_probe.hpp"
 #include "train/batch_plan.hpp"
+#include "train/teacher.hpp"
 #include "train/trainer.hpp"
 
 namespace syslm::cli {
@@ -62,7 +63,8 @@ struct TrainArgs {
     int64_t warmup = 0;
     double clip = 1.0;
     bool keep_zeros = false;
-    std::string qat;
+    std::string qat, teacher;
+    float distill_alpha = 0.5f, distill_temperature = 2.0f;
     std::string out;
     bool json = false;
     bool profile = false;
@@ -226,6 +228,15 @@ int run_train(const TrainArgs& a) {
     opt.optimizer.decay_embeddings = a.decay_embeddings;
 
     ThreadPool pool(a.threads);
+    std::unique_ptr<train::Teacher> teacher;
+    if (!a.teacher.empty()) {
+        teacher = std::make_unique<train::Teacher>(a.teacher, a.seq, a.threads);
+        opt.teacher = teacher.get();
+        opt.distill_alpha = a.distill_alpha;
+        opt.distill_temperature = a.distill_temperature;
+        std::fprintf(stderr, "distill: teacher %s, alpha %.2f, temperature %.2f\n",
+                     a.teacher.c_str(), a.distill_alpha, a.distill_temperature);
+    }
     train::Trainer trainer(model, *data, opt, pool);
     if (!a.resume.empty()) {
         trainer.load_state(a.resume);
@@ -371,12 +382,25 @@ int run_train(const TrainArgs& a) {
     return interrupted ? 130 : 0;
 }
 
-std::function<int()> setup(CLI::App& app) {
+std::function<int()> setup_command(CLI::App& app, bool distill) {
     auto a = std::make_shared<TrainArgs>();
-    app.add_option("--config", a->config,
-                   "TOML file of options: keys are the long option names (`layers = 4`, "
-                   "`data = \"runs/x/data\"`); command-line flags win")
+    app.add_option(distill ? "--student" : "--config", a->config,
+                   std::string(distill ? "The student: a " : "") +
+                       "TOML file of options: keys are the long option names (`layers = 4`, "
+                       "`data = \"runs/x/data\"`); command-line flags win")
         ->check(CLI::ExistingFile);
+    auto* teacher = app.add_option(
+        "--teacher", a->teacher,
+        "Knowledge distillation from this GGUF model (same vocabulary; any type): the loss is "
+        "alpha * tau^2 * KL(teacher || student) at temperature tau + (1 - alpha) * cross-entropy");
+    teacher->check(CLI::ExistingFile);
+    if (distill) teacher->required();
+    app.add_option("--distill-alpha", a->distill_alpha, "Weight of the teacher's soft targets")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    app.add_option("--distill-temperature", a->distill_temperature, "Softmax temperature tau")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     app.add_option("--init", a->init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
     app.add_option("--arch", a->arch, "Train from scratch: llama | qwen2 | gpt2")
         ->check(CLI::IsMember({"llama", "qwen2", "gpt2"}));
@@ -490,8 +514,19 @@ std::function<int()> setup(CLI::App& app) {
     };
 }
 
+std::function<int()> setup_train(CLI::App& app) {
+    return setup_command(app, false);
+}
+
+std::function<int()> setup_distill(CLI::App& app) {
+    return setup_command(app, true);
+}
+
 }  // namespace
 
-SYSLM_COMMAND(train, "train", "Train, fine-tune or resume a model (FP32 for now)", setup);
+SYSLM_COMMAND(train, "train", "Train, fine-tune or resume a model", setup_train);
+SYSLM_COMMAND(distill, "distill",
+              "Train a student model (--student config) against a teacher's soft targets",
+              setup_distill);
 
 }  // namespace syslm::cli

@@ -428,7 +428,8 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
 }
 
 double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
-                       int T, ThreadPool& pool, bool backward, float loss_scale) {
+                       int T, ThreadPool& pool, bool backward, float loss_scale,
+                       const Distill* distill) {
     plan(B, T);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, V = hp_.n_vocab;
     SYSLM_CHECK(
@@ -454,8 +455,11 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     double loss = 0;
     {
         SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * V, 8.0 * R * V);
-        loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool,
-                                            loss_scale);
+        loss = distill ? kernels::distill_loss_fused(logits_.data(), distill->teacher_logits,
+                                                     targets.data(), R, V, distill->alpha,
+                                                     distill->temperature, pool, loss_scale)
+                       : kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool,
+                                                      loss_scale);
     }
     if (!backward) return loss;
     loss += aux_coef_ * aux;
@@ -473,8 +477,8 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
 
 double TrainModel::forward_backward(std::span<const int32_t> tokens,
                                     std::span<const int32_t> targets, int B, int T,
-                                    ThreadPool& pool, float loss_scale) {
-    return run(tokens, targets, B, T, pool, true, loss_scale);
+                                    ThreadPool& pool, float loss_scale, const Distill* distill) {
+    return run(tokens, targets, B, T, pool, true, loss_scale, distill);
 }
 
 double TrainModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,

@@ -69,8 +69,16 @@ public:
     // Returns the loss (for MoE models: cross-entropy + aux coef x load-balancing loss). The
     // gradients are of loss_scale x the loss (FP16 loss scaling; a power of two keeps them
     // exactly the unscaled ones times it, short of overflow).
+    // With `distill`, the loss is knowledge distillation's against the teacher's logits of the
+    // same B x T positions (kernels::distill_loss_fused) instead of plain cross-entropy.
+    struct Distill {
+        const float* teacher_logits;  // B x T x n_vocab
+        float alpha;                  // weight of the soft (teacher) term
+        float temperature;
+    };
     double forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                            int B, int T, ThreadPool& pool, float loss_scale = 1.0f);
+                            int B, int T, ThreadPool& pool, float loss_scale = 1.0f,
+                            const Distill* distill = nullptr);
 
     // The forward pass only: the cross-entropy (targets as above), nothing kept for a backward.
     double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
@@ -120,7 +128,8 @@ private:
     void plan(int B, int T);
     void layout(int B, int T, ArenaLayout& a);  // every activation buffer, in one fixed order
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
-               ThreadPool& pool, bool backward, float loss_scale);
+               ThreadPool& pool, bool backward, float loss_scale,
+               const Distill* distill = nullptr);
     void layer_forward(int il, int B, int T, ThreadPool& pool);
     void layer_backward(int il, int B, int T, ThreadPool& pool);
     bool moe() const { return hp_.n_expert > 0; }

@@ -14,6 +14,7 @@
 #include "data/prepare.hpp"
 #include "data/shards.hpp"
 #include "kernels/type_traits.hpp"
+#include "train/teacher.hpp"
 
 namespace syslm::train {
 
@@ -139,6 +140,9 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
                 "training: the loss scale must be finite and >= 0, its window positive");
     opt_.schedule.total = opt.steps;
     scale_ = opt.loss_scale;
+    SYSLM_CHECK(!opt.teacher || opt.teacher->n_vocab() == model.hparams().n_vocab,
+                "distillation: the teacher's vocabulary (", opt.teacher ? opt.teacher->n_vocab() : 0,
+                " tokens) differs from the student's (", model.hparams().n_vocab, ")");
     for (const auto& [name, type] : opt.fake_quant) {
         const Param* p = model.params().find(name);
         SYSLM_CHECK(p, "training: no parameter ", name, " to fake-quantize");
@@ -210,7 +214,15 @@ StepStats Trainer::step() {
     double loss = 0;
     for (int micro = 0; micro < opt_.accum; ++micro) {
         data_.next(tokens_, targets_);
-        loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
+        if (opt_.teacher) {
+            teacher_logits_.resize(static_cast<size_t>(opt_.B) * opt_.T * opt_.teacher->n_vocab());
+            opt_.teacher->logits(tokens_, opt_.B, opt_.T, teacher_logits_.data());
+            const TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
+                                        opt_.distill_temperature};
+            loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
+        } else {
+            loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
+        }
     }
     if (!opt_.fake_quant.empty()) restore_master();  // gradients at Q(W) update W
     const double n = static_cast<double>(model_.params().size());

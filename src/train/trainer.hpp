@@ -17,6 +17,8 @@
 
 namespace syslm::train {
 
+class Teacher;  // train/teacher.hpp
+
 // Fills one micro-batch: tokens and targets, B x T each. Its position in the data can be saved
 // and restored (checkpoints), as an opaque string.
 class BatchSource {
@@ -91,6 +93,11 @@ struct TrainOptions {
     // back with ggml's reference quantizer) for the forward and backward of every step, and the
     // gradients found there update the float master weights (the straight-through estimator).
     std::vector<std::pair<std::string, DType>> fake_quant;
+    // Knowledge distillation: with a teacher, the loss is alpha x tau^2 x KL(teacher || student)
+    // at temperature tau plus (1 - alpha) x cross-entropy (kernels::distill_loss_fused).
+    Teacher* teacher = nullptr;
+    float distill_alpha = 0.5f;
+    float distill_temperature = 2.0f;
 };
 
 struct StepStats {
@@ -132,6 +139,7 @@ private:
     std::vector<int32_t> tokens_, targets_;
     std::vector<int64_t> zero_ranges_;  // keep_zeros: [begin, end) pairs of value indices
     std::vector<float> qat_master_;     // fake_quant: the master values while a step runs
+    std::vector<float> teacher_logits_;  // distillation: one micro-batch of the teacher's
     void fake_quantize();               // master -> qat_master_, values -> Q(values)
     void restore_master();
 };

@@ -199,4 +199,56 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
     return counted > 0 ? loss / static_cast<double>(counted) : 0.0;
 }
 
+double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets,
+                          int64_t rows, int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
+                          float grad_scale) {
+    SYSLM_CHECK(alpha >= 0 && alpha <= 1 && tau > 0, "distillation: alpha ", alpha,
+                " must be in [0, 1] and the temperature ", tau, " positive");
+    int64_t counted = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        SYSLM_CHECK(targets[r] < n_vocab, "distillation: target ", targets[r], " of row ", r,
+                    " is outside the vocabulary of ", n_vocab);
+        counted += targets[r] >= 0;
+    }
+    std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
+    const double inv = counted > 0 ? static_cast<double>(grad_scale) / static_cast<double>(counted)
+                                   : 0.0;
+    const double a = alpha, t = tau;
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+        std::vector<double> q(static_cast<size_t>(n_vocab)), qt(static_cast<size_t>(n_vocab)),
+            pt(static_cast<size_t>(n_vocab));
+        auto softmax = [&](auto value, std::vector<double>& out) {  // returns log-sum-exp
+            double mx = -INFINITY;
+            for (int64_t i = 0; i < n_vocab; ++i) mx = std::max(mx, value(i));
+            double sum = 0;
+            for (int64_t i = 0; i < n_vocab; ++i) sum += (out[i] = std::exp(value(i) - mx));
+            for (int64_t i = 0; i < n_vocab; ++i) out[i] /= sum;
+            return mx + std::log(sum);
+        };
+        for (int64_t r = b; r < e; ++r) {
+            float* z = logits + r * n_vocab;
+            const float* zt = teacher + r * n_vocab;
+            if (targets[r] < 0) {
+                std::fill_n(z, n_vocab, 0.0f);
+                continue;
+            }
+            const double lse = softmax([&](int64_t i) { return double(z[i]); }, q);
+            const double lse_s = softmax([&](int64_t i) { return z[i] / t; }, qt);
+            const double lse_t = softmax([&](int64_t i) { return zt[i] / t; }, pt);
+            double kl = 0;
+            for (int64_t i = 0; i < n_vocab; ++i)
+                if (pt[i] > 0) kl += pt[i] * ((zt[i] / t - lse_t) - (z[i] / t - lse_s));
+            const double ce = lse - z[targets[r]];
+            row_loss[static_cast<size_t>(r)] = a * t * t * kl + (1 - a) * ce;
+            for (int64_t i = 0; i < n_vocab; ++i) {
+                const double hard = q[i] - (i == targets[r] ? 1.0 : 0.0);
+                z[i] = static_cast<float>((a * t * (qt[i] - pt[i]) + (1 - a) * hard) * inv);
+            }
+        }
+    });
+    double loss = 0;
+    for (double l : row_loss) loss += l;
+    return counted > 0 ? loss / static_cast<double>(counted) : 0.0;
+}
+
 }  // namespace syslm::kernels

@@ -45,4 +45,14 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
 double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
                            ThreadPool& pool, Isa isa, float grad_scale = 1.0f);
 
+// Knowledge distillation's loss (Hinton et al. 2015) over the rows whose target is >= 0:
+//   alpha * tau^2 * KL(softmax(teacher / tau) || softmax(logits / tau)) + (1 - alpha) * CE
+// averaged over those rows; returns it and overwrites logits with its gradient
+//   (alpha * tau * (softmax(logits / tau) - softmax(teacher / tau))
+//    + (1 - alpha) * (softmax(logits) - onehot)) * grad_scale / n_counted.
+// teacher holds rows x n_vocab logits of the same vocabulary.
+double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets,
+                          int64_t rows, int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
+                          float grad_scale = 1.0f);
+
 }  // namespace syslm::kernels
