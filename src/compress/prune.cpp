@@ -10,6 +10,7 @@
 #include "core/thread_pool.hpp"
 #include "io/gguf.hpp"
 #include "kernels/type_traits.hpp"
+#include "model/transformer.hpp"
 
 namespace syslm::compress {
 namespace {
@@ -105,6 +106,29 @@ PruneResult prune_unstructured(const std::string& in_path, const std::string& ou
         const int64_t rows_per_mat = rows / n_mat;
         const int64_t k = pattern ? n / o.pattern_m * (o.pattern_m - o.pattern_n)
                                   : static_cast<int64_t>(std::llround(o.sparsity * n));
+        if (o.per_matrix && !pattern) {  // one threshold per matrix (per expert)
+            for (int64_t mat = 0; mat < n_mat; ++mat) {
+                float* w0 = v.data() + mat * rows_per_mat * n;
+                const int64_t cnt = rows_per_mat * n;
+                const float* col = imp.empty() ? nullptr : imp.data() + mat * n;
+                std::vector<float> score(static_cast<size_t>(cnt));
+                for (int64_t i = 0; i < cnt; ++i)
+                    score[i] = std::fabs(w0[i]) * (col ? col[i % n] : 1.0f);
+                const int64_t kk = static_cast<int64_t>(std::llround(o.sparsity * cnt));
+                std::vector<float> sorted = score;
+                std::nth_element(sorted.begin(), sorted.begin() + kk, sorted.end());
+                const float thr = sorted[kk];
+                int64_t zeroed = 0;
+                for (int64_t i = 0; i < cnt; ++i)
+                    if (score[i] < thr) w0[i] = 0.0f, ++zeroed;
+                for (int64_t i = 0; i < cnt && zeroed < kk; ++i)  // ties, in index order
+                    if (score[i] == thr) w0[i] = 0.0f, ++zeroed;
+            }
+            r.pruned_weights += static_cast<int64_t>(std::llround(o.sparsity * rows_per_mat * n)) * n_mat;
+            r.total_weights += n * rows;
+            w.add_tensor(t.name, t.type, t.ne, from_floats(t.type, v, n));
+            continue;
+        }
         pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
             std::vector<float> score(static_cast<size_t>(n));
             std::vector<int32_t> idx(static_cast<size_t>(n));
@@ -141,7 +165,9 @@ PruneResult prune_unstructured(const std::string& in_path, const std::string& ou
         std::snprintf(buf, sizeof buf, "pruned %lld of %lld block weights (%.2f%%) by %s%s\n",
                       static_cast<long long>(r.pruned_weights),
                       static_cast<long long>(r.total_weights), 100.0 * r.sparsity(),
-                      o.score == PruneScore::Wanda ? "Wanda |W|*||X||" : "magnitude |W|",
+                      o.score == PruneScore::Wanda
+                          ? (o.per_matrix ? "Wanda |W|*||X|| per matrix" : "Wanda |W|*||X|| per row")
+                          : (o.per_matrix ? "magnitude |W| per matrix" : "magnitude |W| per row"),
                       pattern ? cat(", pattern ", o.pattern_n, ":", o.pattern_m).c_str() : "");
         *o.log << buf << "wrote " << out_path << '\n';
     }
@@ -150,9 +176,11 @@ PruneResult prune_unstructured(const std::string& in_path, const std::string& ou
 
 PruneResult prune_structured(const std::string& in_path, const std::string& out_path,
                              const PruneOptions& o) {
-    SYSLM_CHECK(o.heads >= 0 && o.heads < 1 && o.ffn >= 0 && o.ffn < 1 && o.heads + o.ffn > 0,
-                "prune: structured fractions must be in [0, 1) and not both 0");
-    SYSLM_CHECK(o.imatrix, "prune: structured scores need an importance matrix");
+    SYSLM_CHECK(o.heads >= 0 && o.heads < 1 && o.ffn >= 0 && o.ffn < 1 && o.layers >= 0 &&
+                    (o.heads + o.ffn > 0 || o.layers > 0),
+                "prune: structured fractions must be in [0, 1), layers >= 0, not all 0");
+    SYSLM_CHECK(o.imatrix || o.heads + o.ffn == 0,
+                "prune: head and channel scores need an importance matrix");
     const io::GGUFFile in(in_path);
     const std::string arch = in.get_string("general.architecture");
     const std::string a = arch + ".";
@@ -166,6 +194,8 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
     const uint32_t head_dim = in.get_u32(a + "attention.key_length", n_embd / n_head);
     const uint32_t n_ff = in.get_u32(a + "feed_forward_length");
     const uint32_t G = n_head / n_head_kv;
+    SYSLM_CHECK(o.layers < static_cast<int>(n_layer), "prune: cannot remove ", o.layers,
+                " of ", n_layer, " layers");
 
     PruneResult r;
     r.heads_before = static_cast<int>(n_head);
@@ -185,9 +215,71 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
     auto tensor = [&](const std::string& name) -> const io::GGUFTensor& {
         return in.tensor(name);
     };
+    // Layers: greedily the one whose bypass raises the calibration loss least.
+    std::vector<bool> removed(n_layer, false);
+    if (o.layers > 0) {
+        const int C = o.calib_ctx;
+        const int64_t chunks =
+            std::min<int64_t>(o.calib_chunks, static_cast<int64_t>(o.calib_tokens.size()) / C);
+        SYSLM_CHECK(chunks > 0, "prune: choosing layers needs calibration text of at least ", C,
+                    " tokens (", o.calib_tokens.size(), " given)");
+        const model::Model m(in_path);
+        model::Context ctx(m, C, o.threads, std::min(C, 512), DType::F32);
+        const int V = m.hparams().n_vocab;
+        auto loss_with = [&](const std::vector<bool>& skip) {
+            ctx.set_skipped_layers(skip);
+            double nll = 0;
+            int64_t n = 0;
+            std::vector<int32_t> chunk(static_cast<size_t>(C));
+            for (int64_t c = 0; c < chunks; ++c) {
+                std::copy_n(o.calib_tokens.begin() + c * C, C, chunk.begin());
+                if (o.calib_bos >= 0) chunk[0] = o.calib_bos;
+                ctx.reset();
+                const std::span<const float> l = ctx.forward(chunk, true);
+                for (int j = 0; j + 1 < C; ++j) {
+                    const float* row = l.data() + static_cast<size_t>(j) * V;
+                    const float mx = *std::max_element(row, row + V);
+                    double sum = 0;
+                    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
+                    nll += std::log(sum) - (row[chunk[j + 1]] - mx);
+                    ++n;
+                }
+            }
+            return nll / static_cast<double>(n);
+        };
+        const double base = loss_with(removed);
+        for (int k = 0; k < o.layers; ++k) {
+            int best = -1;
+            double best_loss = 0;
+            for (uint32_t il = 0; il < n_layer; ++il) {
+                if (removed[il]) continue;
+                std::vector<bool> trial = removed;
+                trial[il] = true;
+                const double l = loss_with(trial);
+                if (best < 0 || l < best_loss) {
+                    best = static_cast<int>(il);
+                    best_loss = l;
+                }
+            }
+            removed[static_cast<size_t>(best)] = true;
+            r.removed_layers.push_back(best);
+            if (o.log)
+                *o.log << "prune: layer " << best << " removed: calibration loss " << base
+                       << " -> " << best_loss << '\n';
+        }
+    }
+    std::vector<int> new_index(n_layer, -1);
+    for (uint32_t il = 0, j = 0; il < n_layer; ++il)
+        if (!removed[il]) new_index[il] = static_cast<int>(j++);
+
     // Per layer: kept KV heads and kept FFN channels, ascending.
     std::vector<std::vector<uint32_t>> kept_kv(n_layer), kept_ff(n_layer);
     for (uint32_t il = 0; il < n_layer; ++il) {
+        if (removed[il] || o.heads + o.ffn == 0) {  // all kept (or the layer goes entirely)
+            for (uint32_t g = 0; g < n_head_kv; ++g) kept_kv[il].push_back(g);
+            for (uint32_t j = 0; j < n_ff; ++j) kept_ff[il].push_back(j);
+            continue;
+        }
         const std::string p = cat("blk.", il, ".");
         const io::GGUFTensor& wo = tensor(p + "attn_output.weight");
         const std::vector<float> wov = to_floats(wo);
@@ -243,6 +335,7 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
     io::GGUFWriter w;
     copy_metadata(in, w);
     if (!o.mask_only) {
+        w.set(a + "block_count", io::GGUFValue::u32(n_layer - static_cast<uint32_t>(o.layers)));
         w.set(a + "attention.head_count", io::GGUFValue::u32(static_cast<uint32_t>(r.heads_after)));
         w.set(a + "attention.head_count_kv",
               io::GGUFValue::u32(static_cast<uint32_t>(r.kv_heads_after)));
@@ -253,10 +346,25 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
     for (const io::GGUFTensor& t : in.tensors()) {
         r.params_before += t.numel();
         int il = -1;
-        std::string role;
+        std::string role, name = t.name;
         if (t.name.rfind("blk.", 0) == 0) {
             il = std::stoi(t.name.substr(4));
             role = t.name.substr(t.name.find('.', 4) + 1);
+            if (removed[static_cast<size_t>(il)]) {
+                if (!o.mask_only) continue;  // the layer goes
+                if (role == "attn_output.weight" || role == "attn_output.bias" ||
+                    role == "ffn_down.weight" || role == "ffn_down.bias") {
+                    std::vector<uint8_t> zeros(t.nbytes, 0);  // 0 in every float type
+                    SYSLM_CHECK(is_float(t.type), in_path, ": tensor ", t.name, " is ",
+                                dtype_name(t.type), ": prune a float model, then quantize it");
+                    w.add_tensor(t.name, t.type, t.ne, std::move(zeros));
+                } else {
+                    w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+                }
+                r.params_after += t.numel();
+                continue;
+            }
+            if (!o.mask_only) name = cat("blk.", new_index[static_cast<size_t>(il)], ".", role);
         }
         // What to keep: rows (out) or columns (in) of this tensor; empty: unchanged.
         std::vector<int64_t> rows_kept, cols_kept;
@@ -278,7 +386,7 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
                 fail(in_path, ": fused QKV is not supported by structured pruning");
         }
         if (rows_kept.empty() && cols_kept.empty()) {
-            w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+            w.add_tensor(name, t.type, t.ne, t.data, t.nbytes);
             r.params_after += t.numel();
             continue;
         }
@@ -320,11 +428,12 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
             ne = {static_cast<int64_t>(cols_kept.size()), rows};
         }
         r.params_after += static_cast<int64_t>(out.size());
-        w.add_tensor(t.name, t.type, ne, from_floats(t.type, out, ne[0]));
+        w.add_tensor(name, t.type, ne, from_floats(t.type, out, ne[0]));
     }
     w.write(out_path);
     if (o.log)
-        *o.log << "structured pruning: heads " << r.heads_before << " -> " << r.heads_after
+        *o.log << "structured pruning: layers " << n_layer << " -> " << n_layer - o.layers
+               << ", heads " << r.heads_before << " -> " << r.heads_after
                << " (KV heads " << r.kv_heads_before << " -> " << r.kv_heads_after
                << "), FFN " << r.ffn_before << " -> " << r.ffn_after << " per layer; parameters "
                << r.params_before << " -> " << r.params_after

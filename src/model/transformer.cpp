@@ -143,6 +143,7 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
 
     prof.end();  // the blocks profile themselves
     for (int il = 0; il < hp.n_layer; ++il) {
+        if (!skip_.empty() && skip_[static_cast<size_t>(il)]) continue;
         attention_block(il, T);
         if (hp.n_expert > 0)
             moe_block(il, T);

@@ -78,6 +78,9 @@ public:
     int n_batch() const { return n_batch_; }
     ThreadPool& pool() { return pool_; }
     void set_observer(ActivationObserver* observer) { observer_ = observer; }
+    // Layers to bypass (their residual contribution taken as zero): what the model would compute
+    // with those layers removed (structured pruning's layer choice). Empty: none.
+    void set_skipped_layers(std::vector<bool> skip) { skip_ = std::move(skip); }
     const Model& model() const { return model_; }
 
 private:
@@ -93,6 +96,7 @@ private:
     int n_batch_;
     KvRows* rows_ = nullptr;  // of the running call
     ActivationObserver* observer_ = nullptr;
+    std::vector<bool> skip_;
     // activations, sized for n_batch tokens
     std::vector<float> x_, h_, q_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
@@ -123,6 +127,7 @@ public:
     const Model& model() const { return model_; }
     ThreadPool& pool() { return forward_.pool(); }
     void set_observer(ActivationObserver* observer) { forward_.set_observer(observer); }
+    void set_skipped_layers(std::vector<bool> skip) { forward_.set_skipped_layers(std::move(skip)); }
 
 private:
     const Model& model_;

@@ -168,6 +168,53 @@ TEST(Prune, StructuredSmallerModelEqualsMaskedOriginal) {
     EXPECT_GT(moved, 1e-3);  // pruning did change the function
 }
 
+TEST(Prune, PerMatrixMagnitudeUsesOneThreshold) {
+    const Fixture& f = gqa_model();
+    PruneOptions o;
+    o.score = PruneScore::Magnitude;
+    o.sparsity = 0.45;
+    o.per_matrix = true;
+    prune_unstructured(f.path, tmp("pruned_matrix.gguf"), o);
+    const io::GGUFFile src(f.path), dst(tmp("pruned_matrix.gguf"));
+    const std::vector<float> before = floats(src.tensor("blk.0.attn_v.weight"));
+    const std::vector<float> after = floats(dst.tensor("blk.0.attn_v.weight"));
+    int64_t zeros = 0;
+    float min_kept = INFINITY, max_dropped = 0;
+    for (size_t i = 0; i < after.size(); ++i) {
+        if (after[i] == 0.0f) {
+            ++zeros;
+            max_dropped = std::max(max_dropped, std::fabs(before[i]));
+        } else {
+            min_kept = std::min(min_kept, std::fabs(before[i]));
+        }
+    }
+    EXPECT_EQ(zeros, std::llround(0.45 * static_cast<double>(after.size())));
+    EXPECT_LE(max_dropped, min_kept);
+}
+
+TEST(Prune, LayerRemovalEqualsBypass) {
+    const Fixture& f = gqa_model();
+    const model::Model m(f.path);
+    PruneOptions o;
+    o.layers = 1;
+    o.heads = 0.5;
+    o.imatrix = &f.im;
+    o.calib_tokens = random_tokens(200, m.hparams().n_vocab, 12);
+    o.calib_ctx = 48;
+    const PruneResult r = prune_structured(f.path, tmp("layers.gguf"), o);
+    ASSERT_EQ(r.removed_layers.size(), 1u);
+    o.mask_only = true;
+    prune_structured(f.path, tmp("layers_mask.gguf"), o);
+    const model::Model small(tmp("layers.gguf"));
+    EXPECT_EQ(small.hparams().n_layer, m.hparams().n_layer - 1);
+    const std::vector<int32_t> tokens = random_tokens(30, m.hparams().n_vocab, 8);
+    const std::vector<float> a = logits_of(tmp("layers.gguf"), tokens);
+    const std::vector<float> b = logits_of(tmp("layers_mask.gguf"), tokens);
+    double diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
+    EXPECT_LT(diff, 1e-4);
+}
+
 TEST(Prune, FineTuningKeepsZeros) {
     const Fixture& f = gqa_model();
     PruneOptions o;
