@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "profile/machine_probe.hpp"
 #include "train/batch_plan.hpp"
 #include "train/teacher.hpp"
+#include "train/teacher_cache.hpp"
 #include "train/trainer.hpp"
 
 namespace syslm::cli {
@@ -63,7 +65,8 @@ struct TrainArgs {
     int64_t warmup = 0;
     double clip = 1.0;
     bool keep_zeros = false;
-    std::string qat, teacher;
+    std::string qat, teacher, teacher_cache;
+    int offline_topk = 0;
     float distill_alpha = 0.5f, distill_temperature = 2.0f;
     std::string out;
     bool json = false;
@@ -229,13 +232,36 @@ int run_train(const TrainArgs& a) {
 
     ThreadPool pool(a.threads);
     std::unique_ptr<train::Teacher> teacher;
+    std::unique_ptr<train::TeacherCache> cache;
+    SYSLM_CHECK(a.offline_topk == 0 || (!a.teacher.empty() && !a.data.empty()),
+                "train: --offline-topk needs --teacher and --data");
     if (!a.teacher.empty()) {
         teacher = std::make_unique<train::Teacher>(a.teacher, a.seq, a.threads);
-        opt.teacher = teacher.get();
         opt.distill_alpha = a.distill_alpha;
         opt.distill_temperature = a.distill_temperature;
-        std::fprintf(stderr, "distill: teacher %s, alpha %.2f, temperature %.2f\n",
-                     a.teacher.c_str(), a.distill_alpha, a.distill_temperature);
+        if (a.offline_topk > 0) {  // the teacher runs once over the data; its top-k are reused
+            const std::string path =
+                !a.teacher_cache.empty()
+                    ? a.teacher_cache
+                    : (std::filesystem::path(a.data) /
+                       ("teacher-top" + std::to_string(a.offline_topk) + "-seq" +
+                        std::to_string(a.seq) + ".cache"))
+                          .string();
+            if (!std::filesystem::exists(path))
+                train::build_teacher_cache(path, a.data, a.teacher, *teacher, a.seq,
+                                           a.offline_topk, &std::cerr);
+            cache = std::make_unique<train::TeacherCache>(path, a.data, a.teacher, a.seq,
+                                                          a.offline_topk, n_vocab);
+            opt.teacher_cache = cache.get();
+            teacher.reset();
+        } else {
+            opt.teacher = teacher.get();
+        }
+        std::fprintf(stderr, "distill: teacher %s (%s), alpha %.2f, temperature %.2f\n",
+                     a.teacher.c_str(),
+                     a.offline_topk > 0 ? ("offline top-" + std::to_string(a.offline_topk)).c_str()
+                                        : "online",
+                     a.distill_alpha, a.distill_temperature);
     }
     train::Trainer trainer(model, *data, opt, pool);
     if (!a.resume.empty()) {
@@ -395,6 +421,12 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
         "alpha * tau^2 * KL(teacher || student) at temperature tau + (1 - alpha) * cross-entropy");
     teacher->check(CLI::ExistingFile);
     if (distill) teacher->required();
+    app.add_option("--offline-topk", a->offline_topk,
+                   "Offline distillation: the teacher's top-K logits of every training window are "
+                   "computed once into a cache (--teacher-cache, default <data>/teacher-topK-seqT"
+                   ".cache) and reused every epoch; the teacher is not run during training")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--teacher-cache", a->teacher_cache, "Where the offline top-k cache lives");
     app.add_option("--distill-alpha", a->distill_alpha, "Weight of the teacher's soft targets")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));

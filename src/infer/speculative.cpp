@@ -23,14 +23,40 @@ double prob_of(std::span<const TokenProb> dist, int32_t id) {
     return 0.0;
 }
 
-// The k in [lo, hi] with the most expected tokens per unit of time: a round of k drafts yields
-// (1 - a^(k+1)) / (1 - a) tokens and costs c * k + 1 target-verify units.
-int best_k(double a, double c, int lo, int hi) {
+// Running least-squares fit of a target call's time against the tokens it verifies,
+// t(n) = v0 + v1 * n, with older rounds decaying: bandwidth-bound targets show v1 ~ 0 (a call
+// costs the same for 1 or 8 tokens), compute-bound ones v1 ~ v0.
+struct VerifyCost {
+    double s0 = 0, s1 = 0, s2 = 0, t0 = 0, t1 = 0;
+    void add(int n, double t) {
+        constexpr double kDecay = 0.95;
+        s0 = kDecay * s0 + 1;
+        s1 = kDecay * s1 + n;
+        s2 = kDecay * s2 + static_cast<double>(n) * n;
+        t0 = kDecay * t0 + t;
+        t1 = kDecay * t1 + n * t;
+    }
+    // Until two call sizes have been seen the slope is unknown: take it as 0 (bandwidth-bound).
+    double at(int n) const {
+        if (s0 <= 0) return 0;
+        const double det = s0 * s2 - s1 * s1;
+        double v1 = det > 1e-9 * s0 * s2 ? (s0 * t1 - s1 * t0) / det : 0.0;
+        v1 = std::max(v1, 0.0);
+        const double v0 = std::max((t0 - v1 * s1) / s0, 0.0);
+        return v0 + v1 * n;
+    }
+};
+
+// The draft length with the most expected tokens per second: a round of k drafts yields
+// (1 - a^(k+1)) / (1 - a) tokens and costs k draft steps plus one target call of k + 1 tokens;
+// k = 0 is plain decoding (one token per call of one).
+int best_k(double a, double draft_step, const VerifyCost& verify, int lo, int hi) {
     a = std::clamp(a, 0.0, 0.999);
-    int best = lo;
-    double best_rate = -1;
+    int best = 0;
+    double best_rate = 1.0 / std::max(verify.at(1), 1e-12);
     for (int k = lo; k <= hi; ++k) {
-        const double rate = (1 - std::pow(a, k + 1)) / ((1 - a) * (c * k + 1));
+        const double tokens = (1 - std::pow(a, k + 1)) / (1 - a);
+        const double rate = tokens / std::max(k * draft_step + verify.at(k + 1), 1e-12);
         if (rate > best_rate) {
             best_rate = rate;
             best = k;
@@ -104,8 +130,10 @@ GenerateStats speculative_generate(model::Context& target, model::Context& draft
 
     tokenizer::Utf8StreamBuffer stream;
     int k = std::clamp(o.k, o.k_min, o.k_max);
-    double acc_sum = 1, trials = 2;          // acceptance prior 0.5
-    double draft_step = 0, verify_step = 0;  // running seconds per draft token / per verify
+    double acc_sum = 1, trials = 2;  // acceptance prior 0.5
+    double draft_step = 0;           // running seconds per draft token
+    VerifyCost verify;
+    int64_t round = 0;
     std::vector<std::vector<TokenProb>> q;
     std::vector<int32_t> drafts, batch;
     bool done = false;
@@ -113,8 +141,12 @@ GenerateStats speculative_generate(model::Context& target, model::Context& draft
     while (!done) {
         const int n_ctx = target.n_ctx();
         const int remaining = n_predict - gs.n_generated;
+        // Adaptive: every 16th round tries the other regime (drafting when it is off, plain
+        // decoding when on), so both the acceptance and the cost of small calls stay measured.
+        int planned = k;
+        if (o.adaptive && ++round % 16 == 0) planned = k == 0 ? o.k_min : 0;
         // Room: the target takes pending + k drafts; the draft the catch-up + k - 1.
-        int kk = std::min({k, remaining - 1, n_ctx - target.n_past() - 1,
+        int kk = std::min({planned, remaining - 1, n_ctx - target.n_past() - 1,
                            draft.n_ctx() - static_cast<int>(tokens.size())});
         kk = std::max(kk, 0);
         if (target.n_past() + 1 > n_ctx) break;
@@ -189,14 +221,16 @@ GenerateStats speculative_generate(model::Context& target, model::Context& draft
             }
         }
 
-        if (o.adaptive && kk > 0) {
-            acc_sum = 0.9 * acc_sum + a;
-            trials = 0.9 * trials + a + (rejected ? 1 : 0);
-            const double per_draft = t_draft / kk;
-            draft_step = draft_step > 0 ? 0.8 * draft_step + 0.2 * per_draft : per_draft;
-            verify_step = verify_step > 0 ? 0.8 * verify_step + 0.2 * t_verify : t_verify;
-            k = best_k(acc_sum / trials, draft_step / std::max(verify_step, 1e-9), o.k_min,
-                       o.k_max);
+        if (o.adaptive) {
+            verify.add(kk + 1, t_verify);
+            if (kk > 0) {
+                acc_sum = 0.9 * acc_sum + a;
+                trials = 0.9 * trials + a + (rejected ? 1 : 0);
+                const double per_draft = t_draft / kk;
+                draft_step = draft_step > 0 ? 0.8 * draft_step + 0.2 * per_draft : per_draft;
+            }
+            if (draft_step > 0)
+                k = best_k(acc_sum / trials, draft_step, verify, o.k_min, o.k_max);
         }
     }
     if (std::string rest = stream.flush(); !rest.empty()) on_text(rest);

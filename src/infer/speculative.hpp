@@ -7,9 +7,12 @@
 // infer::Sampler (top-k, top-p, min-p, temperature), so repetition penalties, which depend on
 // the history at each draft position, are refused.
 //
-// k adapts: after every round the acceptance rate a (per draft token, running average) and the
-// measured cost ratio c = draft step time / target verify time pick the k in [k_min, k_max]
-// that maximises the expected tokens per unit time, (1 - a^(k+1)) / ((1 - a) (c k + 1)).
+// k adapts: after every round the acceptance rate a (per draft token, running average), the
+// draft's time per token d and a running fit of the target call's time against the tokens it
+// verifies, v(n) = v0 + v1 n, pick the k in {0} u [k_min, k_max] with the most expected tokens
+// per second, (1 - a^(k+1)) / ((1 - a) (k d + v(k + 1))). k = 0 is plain decoding: chosen when the
+// target is compute-bound (verifying k + 1 tokens costs about k + 1 steps), so a draft never makes
+// generation much slower; every 16th round tries the other regime to keep the estimates fresh.
 #pragma once
 
 #include <functional>
@@ -25,7 +28,7 @@ namespace syslm::infer {
 
 struct SpeculativeOptions {
     int k = 4;         // initial (and, when !adaptive, fixed) draft length
-    int k_min = 1;
+    int k_min = 1;     // smallest length when drafting (adaptive may also turn drafting off)
     int k_max = 16;
     bool adaptive = true;
 };

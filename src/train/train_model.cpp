@@ -455,11 +455,17 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     double loss = 0;
     {
         SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * V, 8.0 * R * V);
-        loss = distill ? kernels::distill_loss_fused(logits_.data(), distill->teacher_logits,
-                                                     targets.data(), R, V, distill->alpha,
-                                                     distill->temperature, pool, loss_scale)
-                       : kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool,
-                                                      loss_scale);
+        if (distill && distill->topk_ids)
+            loss = kernels::distill_loss_fused_topk(
+                logits_.data(), distill->topk_ids, distill->teacher_logits, distill->k,
+                targets.data(), R, V, distill->alpha, distill->temperature, pool, loss_scale);
+        else if (distill)
+            loss = kernels::distill_loss_fused(logits_.data(), distill->teacher_logits,
+                                               targets.data(), R, V, distill->alpha,
+                                               distill->temperature, pool, loss_scale);
+        else
+            loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool,
+                                                loss_scale);
     }
     if (!backward) return loss;
     loss += aux_coef_ * aux;

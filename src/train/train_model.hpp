@@ -72,9 +72,11 @@ public:
     // With `distill`, the loss is knowledge distillation's against the teacher's logits of the
     // same B x T positions (kernels::distill_loss_fused) instead of plain cross-entropy.
     struct Distill {
-        const float* teacher_logits;  // B x T x n_vocab
+        const float* teacher_logits;  // B x T x n_vocab, or B x T x k with topk_ids
         float alpha;                  // weight of the soft (teacher) term
         float temperature;
+        const int32_t* topk_ids = nullptr;  // offline: the teacher's top-k tokens per position
+        int k = 0;
     };
     double forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                             int B, int T, ThreadPool& pool, float loss_scale = 1.0f,

@@ -15,6 +15,7 @@
 #include "data/shards.hpp"
 #include "kernels/type_traits.hpp"
 #include "train/teacher.hpp"
+#include "train/teacher_cache.hpp"
 
 namespace syslm::train {
 
@@ -83,6 +84,7 @@ void ShardBatches::next(std::vector<int32_t>& tokens, std::vector<int32_t>& targ
         std::copy_n(row, b.seq, tokens.data() + static_cast<size_t>(r) * b.seq);
         std::copy_n(row + 1, b.seq, targets.data() + static_cast<size_t>(r) * b.seq);
     }
+    windows_.assign(b.window.begin(), b.window.end());
 }
 
 std::string ShardBatches::position() const {
@@ -214,7 +216,23 @@ StepStats Trainer::step() {
     double loss = 0;
     for (int micro = 0; micro < opt_.accum; ++micro) {
         data_.next(tokens_, targets_);
-        if (opt_.teacher) {
+        if (opt_.teacher_cache) {
+            const TeacherCache& c = *opt_.teacher_cache;
+            const std::span<const uint64_t> win = data_.windows();
+            SYSLM_CHECK(static_cast<int>(win.size()) == opt_.B && c.seq() == opt_.T,
+                        "offline distillation needs batches of the data directory's windows of ",
+                        c.seq(), " tokens");
+            const size_t per = static_cast<size_t>(opt_.T) * c.k();
+            teacher_ids_.resize(per * opt_.B);
+            teacher_logits_.resize(per * opt_.B);
+            for (int b = 0; b < opt_.B; ++b) {
+                std::copy_n(c.ids(win[b]), per, teacher_ids_.data() + b * per);
+                std::copy_n(c.logits(win[b]), per, teacher_logits_.data() + b * per);
+            }
+            const TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
+                                        opt_.distill_temperature, teacher_ids_.data(), c.k()};
+            loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
+        } else if (opt_.teacher) {
             teacher_logits_.resize(static_cast<size_t>(opt_.B) * opt_.T * opt_.teacher->n_vocab());
             opt_.teacher->logits(tokens_, opt_.B, opt_.T, teacher_logits_.data());
             const TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,

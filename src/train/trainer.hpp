@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,8 @@
 
 namespace syslm::train {
 
-class Teacher;  // train/teacher.hpp
+class Teacher;       // train/teacher.hpp
+class TeacherCache;  // train/teacher_cache.hpp
 
 // Fills one micro-batch: tokens and targets, B x T each. Its position in the data can be saved
 // and restored (checkpoints), as an opaque string.
@@ -28,6 +30,9 @@ public:
     virtual std::string position() const = 0;
     virtual void seek(const std::string& position) = 0;  // throws Error for a foreign position
     virtual double waited_s() const { return 0; }        // time next() waited for data so far
+    // The loader's window number of each row of the last batch (data directories only): offline
+    // distillation finds its cached soft targets by it.
+    virtual std::span<const uint64_t> windows() const { return {}; }
 };
 
 // The same batch every step, from B sequences of T + 1 ids (input, then shifted targets): for
@@ -65,9 +70,11 @@ public:
     std::string position() const override;
     void seek(const std::string& position) override;
     double waited_s() const override { return loader_->waited_s(); }
+    std::span<const uint64_t> windows() const override { return windows_; }
 
 private:
     std::unique_ptr<data::BatchLoader> loader_;
+    std::vector<uint64_t> windows_;
 };
 
 // Mean loss over the full batches of a data directory's val split (at most max_batches; 0 = all).
@@ -96,6 +103,7 @@ struct TrainOptions {
     // Knowledge distillation: with a teacher, the loss is alpha x tau^2 x KL(teacher || student)
     // at temperature tau plus (1 - alpha) x cross-entropy (kernels::distill_loss_fused).
     Teacher* teacher = nullptr;
+    const TeacherCache* teacher_cache = nullptr;  // offline: top-k soft targets per window
     float distill_alpha = 0.5f;
     float distill_temperature = 2.0f;
 };
@@ -140,6 +148,7 @@ private:
     std::vector<int64_t> zero_ranges_;  // keep_zeros: [begin, end) pairs of value indices
     std::vector<float> qat_master_;     // fake_quant: the master values while a step runs
     std::vector<float> teacher_logits_;  // distillation: one micro-batch of the teacher's
+    std::vector<int32_t> teacher_ids_;   // offline distillation: its top-k tokens
     void fake_quantize();               // master -> qat_master_, values -> Q(values)
     void restore_master();
 };

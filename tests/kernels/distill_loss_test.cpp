@@ -77,5 +77,34 @@ TEST(DistillLoss, MatchesDefinitionAndFiniteDifferences) {
     for (int64_t i = 0; i < R * V; ++i) EXPECT_NEAR(a[i], b[i], 1e-7);
 }
 
+// Top-k teacher: equal to the dense kernel on a teacher whose other logits are -inf (k = V: the
+// ids in any order give the dense result).
+TEST(DistillLoss, TopKEqualsDenseOnTruncatedTeacher) {
+    const int64_t R = 4, V = 29;
+    const int k = 6;
+    std::mt19937 rng(9);
+    std::normal_distribution<float> nd(0, 2);
+    std::vector<float> z(R * V), t(R * V);
+    for (auto& v : z) v = nd(rng);
+    for (auto& v : t) v = nd(rng);
+    const std::vector<int32_t> y = {3, 28, -1, 0};
+    std::vector<int32_t> ids(R * k);
+    std::vector<float> top(R * k), dense(R * V, -INFINITY);
+    for (int64_t r = 0; r < R; ++r)
+        for (int j = 0; j < k; ++j) {
+            const int32_t id = static_cast<int32_t>((r * 7 + j * 5) % V);
+            ids[r * k + j] = id;
+            top[r * k + j] = t[r * V + id];
+            dense[r * V + id] = t[r * V + id];
+        }
+    ThreadPool pool(2);
+    std::vector<float> a = z, b = z;
+    const double la = distill_loss_fused_topk(a.data(), ids.data(), top.data(), k, y.data(), R, V,
+                                              0.75f, 2.0f, pool);
+    const double lb = distill_loss_fused(b.data(), dense.data(), y.data(), R, V, 0.75f, 2.0f, pool);
+    EXPECT_NEAR(la, lb, 1e-12);
+    for (int64_t i = 0; i < R * V; ++i) EXPECT_NEAR(a[i], b[i], 1e-7) << i;
+}
+
 }  // namespace
 }  // namespace syslm::kernels

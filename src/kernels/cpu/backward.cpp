@@ -199,56 +199,118 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
     return counted > 0 ? loss / static_cast<double>(counted) : 0.0;
 }
 
-double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets,
-                          int64_t rows, int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
-                          float grad_scale) {
-    SYSLM_CHECK(alpha >= 0 && alpha <= 1 && tau > 0, "distillation: alpha ", alpha,
-                " must be in [0, 1] and the temperature ", tau, " positive");
+namespace {
+
+// One row of the distillation loss: pt holds the teacher's distribution at tau over `support`
+// (all tokens when support is null); overwrites z with the scaled gradient, returns the loss.
+double distill_row(float* z, const std::vector<double>& pt, const int32_t* support, int n_support,
+                   int32_t target, int64_t n_vocab, double a, double t, double inv,
+                   std::vector<double>& q, std::vector<double>& qt) {
+    auto softmax = [&](auto value, std::vector<double>& out) {  // returns log-sum-exp
+        double mx = -INFINITY;
+        for (int64_t i = 0; i < n_vocab; ++i) mx = std::max(mx, value(i));
+        double sum = 0;
+        for (int64_t i = 0; i < n_vocab; ++i) sum += (out[i] = std::exp(value(i) - mx));
+        for (int64_t i = 0; i < n_vocab; ++i) out[i] /= sum;
+        return mx + std::log(sum);
+    };
+    const double lse = softmax([&](int64_t i) { return double(z[i]); }, q);
+    const double lse_s = softmax([&](int64_t i) { return z[i] / t; }, qt);
+    double kl = 0;
+    for (int j = 0; j < n_support; ++j) {
+        const int64_t i = support ? support[j] : j;
+        const double p = pt[static_cast<size_t>(j)];
+        if (p > 0) kl += p * (std::log(p) - (z[i] / t - lse_s));
+    }
+    const double ce = lse - z[target];
+    for (int64_t i = 0; i < n_vocab; ++i) {
+        const double hard = q[i] - (i == target ? 1.0 : 0.0);
+        z[i] = static_cast<float>((a * t * qt[i] + (1 - a) * hard) * inv);
+    }
+    for (int j = 0; j < n_support; ++j) {
+        const int64_t i = support ? support[j] : j;
+        z[i] -= static_cast<float>(a * t * pt[static_cast<size_t>(j)] * inv);
+    }
+    return a * t * t * kl + (1 - a) * ce;
+}
+
+int64_t count_targets(const int32_t* targets, int64_t rows, int64_t n_vocab) {
     int64_t counted = 0;
     for (int64_t r = 0; r < rows; ++r) {
         SYSLM_CHECK(targets[r] < n_vocab, "distillation: target ", targets[r], " of row ", r,
                     " is outside the vocabulary of ", n_vocab);
         counted += targets[r] >= 0;
     }
+    return counted;
+}
+
+// Shared driver: fill_pt(row, pt) sets the teacher distribution of a row over its support.
+template <typename Teacher>
+double distill_rows(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
+                    float alpha, float tau, ThreadPool& pool, float grad_scale, int n_support,
+                    const Teacher& fill_pt) {
+    SYSLM_CHECK(alpha >= 0 && alpha <= 1 && tau > 0, "distillation: alpha ", alpha,
+                " must be in [0, 1] and the temperature ", tau, " positive");
+    const int64_t counted = count_targets(targets, rows, n_vocab);
     std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
     const double inv = counted > 0 ? static_cast<double>(grad_scale) / static_cast<double>(counted)
                                    : 0.0;
-    const double a = alpha, t = tau;
     pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
         std::vector<double> q(static_cast<size_t>(n_vocab)), qt(static_cast<size_t>(n_vocab)),
-            pt(static_cast<size_t>(n_vocab));
-        auto softmax = [&](auto value, std::vector<double>& out) {  // returns log-sum-exp
-            double mx = -INFINITY;
-            for (int64_t i = 0; i < n_vocab; ++i) mx = std::max(mx, value(i));
-            double sum = 0;
-            for (int64_t i = 0; i < n_vocab; ++i) sum += (out[i] = std::exp(value(i) - mx));
-            for (int64_t i = 0; i < n_vocab; ++i) out[i] /= sum;
-            return mx + std::log(sum);
-        };
+            pt(static_cast<size_t>(n_support));
         for (int64_t r = b; r < e; ++r) {
             float* z = logits + r * n_vocab;
-            const float* zt = teacher + r * n_vocab;
             if (targets[r] < 0) {
                 std::fill_n(z, n_vocab, 0.0f);
                 continue;
             }
-            const double lse = softmax([&](int64_t i) { return double(z[i]); }, q);
-            const double lse_s = softmax([&](int64_t i) { return z[i] / t; }, qt);
-            const double lse_t = softmax([&](int64_t i) { return zt[i] / t; }, pt);
-            double kl = 0;
-            for (int64_t i = 0; i < n_vocab; ++i)
-                if (pt[i] > 0) kl += pt[i] * ((zt[i] / t - lse_t) - (z[i] / t - lse_s));
-            const double ce = lse - z[targets[r]];
-            row_loss[static_cast<size_t>(r)] = a * t * t * kl + (1 - a) * ce;
-            for (int64_t i = 0; i < n_vocab; ++i) {
-                const double hard = q[i] - (i == targets[r] ? 1.0 : 0.0);
-                z[i] = static_cast<float>((a * t * (qt[i] - pt[i]) + (1 - a) * hard) * inv);
-            }
+            const int32_t* support = fill_pt(r, pt);
+            row_loss[static_cast<size_t>(r)] = distill_row(z, pt, support, n_support, targets[r],
+                                                           n_vocab, alpha, tau, inv, q, qt);
         }
     });
     double loss = 0;
     for (double l : row_loss) loss += l;
     return counted > 0 ? loss / static_cast<double>(counted) : 0.0;
+}
+
+// Softmax at tau of n teacher logits into pt.
+void teacher_softmax(const float* l, int n, double tau, std::vector<double>& pt) {
+    double mx = -INFINITY;
+    for (int i = 0; i < n; ++i) mx = std::max(mx, l[i] / tau);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += (pt[static_cast<size_t>(i)] = std::exp(l[i] / tau - mx));
+    for (int i = 0; i < n; ++i) pt[static_cast<size_t>(i)] /= sum;
+}
+
+}  // namespace
+
+double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets,
+                          int64_t rows, int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
+                          float grad_scale) {
+    return distill_rows(logits, targets, rows, n_vocab, alpha, tau, pool, grad_scale,
+                        static_cast<int>(n_vocab),
+                        [&](int64_t r, std::vector<double>& pt) -> const int32_t* {
+                            teacher_softmax(teacher + r * n_vocab, static_cast<int>(n_vocab), tau,
+                                            pt);
+                            return nullptr;
+                        });
+}
+
+double distill_loss_fused_topk(float* logits, const int32_t* teacher_ids,
+                               const float* teacher_logits, int k, const int32_t* targets,
+                               int64_t rows, int64_t n_vocab, float alpha, float tau,
+                               ThreadPool& pool, float grad_scale) {
+    SYSLM_CHECK(k > 0 && k <= n_vocab, "distillation: top-k of ", k, " for a vocabulary of ",
+                n_vocab);
+    for (int64_t i = 0; i < rows * k; ++i)
+        SYSLM_CHECK(teacher_ids[i] >= 0 && teacher_ids[i] < n_vocab, "distillation: teacher token ",
+                    teacher_ids[i], " is outside the vocabulary of ", n_vocab);
+    return distill_rows(logits, targets, rows, n_vocab, alpha, tau, pool, grad_scale, k,
+                        [&](int64_t r, std::vector<double>& pt) -> const int32_t* {
+                            teacher_softmax(teacher_logits + r * k, k, tau, pt);
+                            return teacher_ids + r * k;
+                        });
 }
 
 }  // namespace syslm::kernels

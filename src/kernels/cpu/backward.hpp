@@ -54,5 +54,11 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
 double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets,
                           int64_t rows, int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
                           float grad_scale = 1.0f);
+// The same against a teacher known by its top-k logits per row (offline distillation): its
+// distribution is the softmax at temperature tau over those k tokens, zero elsewhere.
+double distill_loss_fused_topk(float* logits, const int32_t* teacher_ids,
+                               const float* teacher_logits, int k, const int32_t* targets,
+                               int64_t rows, int64_t n_vocab, float alpha, float tau,
+                               ThreadPool& pool, float grad_scale = 1.0f);
 
 }  // namespace syslm::kernels
