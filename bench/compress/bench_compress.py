@@ -5,7 +5,8 @@ section comes from this script.
 On a model syslm trains on the King James Bible with two books held out (Job, Romans), it runs
 
   1. quantization: Q4_K_M, Q3_K_M, Q2_K and Q4_0, each plain, with an importance matrix from
-     calibration text (the Gospels, part of the training text) and with AWQ scaling on top;
+     calibration text (the Gospels, part of the training text) and with AWQ scaling on top; and
+     W8A8 (per-channel int8 weights, SmoothQuant, static activation scales);
   2. pruning: magnitude (per matrix, the classic form, and per row) and Wanda at 50%, Wanda 2:4,
      structured (25% of heads and FFN channels; one whole layer), and recovery fine-tuning of
      the pruned models (zeros kept);
@@ -13,13 +14,14 @@ On a model syslm trains on the King James Bible with two books held out (Job, Ro
      trained for the same steps without it;
   4. quantization-aware training at Q4_0 against post-training Q4_0 of the same model (and of the
      same model fine-tuned for the same steps without QAT);
-  5. speculative decoding with the distilled student as draft: greedy output identical to the
-     model alone, and the speed-up;
+  5. speculative decoding with the distilled student as draft, on this model and on a wider one
+     (8 x 384, too big for the L3 cache): greedy output identical to the model alone, and the
+     speed-up;
 
 and measures every file with `syslm eval` on the held-out books and on a text from another
 Debian package (fortune cookies, `fortunes`): perplexity, KL divergence from the float model,
 top-1 agreement, size and speed. Results are cached in --work, so a rerun only redoes what is
-missing. About 40 minutes on 2 cores (most of it training the model).
+missing. About 70 minutes on 2 cores (most of it training the two models).
 
     apt-get install bible-kjv fortunes
     bench/compress/bench_compress.py [--work bench/compress/work] [--threads 2]
@@ -150,6 +152,10 @@ class Bench:
                 out = self.p(f"{q}-{kind}.gguf")
                 self.run("quantize", f32, out, q, *flags, "-t", self.t, out=out)
                 quant.append(out)
+        w8a8 = self.p("W8A8.gguf")
+        self.run("quantize", f32, w8a8, "W8A8", "--calib", self.p("calib.txt"), "-c", 256, "-t",
+                 self.t, out=w8a8)
+        quant.append(w8a8)
         rq = self.eval("quant", quant)
         self.table("Quantization: plain, importance matrix, importance matrix + AWQ", rq)
 
@@ -167,8 +173,8 @@ class Bench:
             self.run("prune", f32, out, *flags, "-t", self.t, out=out)
             pr.append(out)
             ft = self.p(f"prune-{name}-ft.gguf")
-            self.train(ft, "--keep-zeros", init=out, steps=self.a.ft_steps, lr="3e-4",
-                       min_lr="3e-5", warmup=20)
+            self.train(ft, "--keep-zeros", init=out, steps=self.a.ft_steps, lr="1e-4",
+                       min_lr="1e-5", warmup=20)
             pr.append(ft)
         rp = self.eval("prune", pr)
         self.table("Pruning, then recovery fine-tuning (-ft: "
@@ -197,10 +203,15 @@ class Bench:
         rqat = self.eval("qat", [f32, ptq, ft, ft_ptq, qat])
         self.table(f"QAT at Q4_0 ({self.a.ft_steps} steps) against post-training Q4_0", rqat)
 
-        # 5. speculative decoding
-        self.speculative(f32, distilled)
+        # 5. speculative decoding: on this model, which fits the 32 MB L3 cache (compute-bound
+        # decode), and on a wider one trained the same way that does not (bandwidth-bound)
+        large = self.p("model-large.gguf")
+        self.train(large, "--layers", 8, "--dim", 384, "--heads", 8, "--ffn", 1024, "--ctx", 256,
+                   steps=self.a.large_steps, extra_log=self.p("model-large-train.log"))
+        self.speculative(f32, distilled, "6 x 256, 27.6 MB")
+        self.speculative(large, distilled, "8 x 384, 70 MB")
 
-    def speculative(self, target, draft):
+    def speculative(self, target, draft, label):
         prompts = ["In the beginning", "And the LORD spake unto Moses, saying",
                    "Blessed are the", "Now when Jesus"]
         rows = []
@@ -222,7 +233,8 @@ class Bench:
                 res[name] = best
             same = res["alone"][1] == res["draft"][1]
             rows.append((p, res["alone"][0], res["draft"][0], res["draft"][2], same))
-        print("\n#### Speculative decoding (greedy, 200 tokens, distilled student as draft)\n")
+        print(f"\n#### Speculative decoding on the {label} model (greedy, 200 tokens, "
+              "distilled student as draft)\n")
         print("| prompt | alone tok/s | with draft tok/s | speed-up | draft accepted | "
               "tokens per target call | identical output |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -239,6 +251,8 @@ def main():
     ap.add_argument("--steps", type=int, default=2500, help="training steps of the model")
     ap.add_argument("--ft-steps", type=int, default=300, help="recovery / QAT fine-tuning steps")
     ap.add_argument("--student-steps", type=int, default=800)
+    ap.add_argument("--large-steps", type=int, default=1200,
+                    help="training steps of the wider model (speculative decoding)")
     args = ap.parse_args()
     t0 = time.time()
     Bench(args).suite()

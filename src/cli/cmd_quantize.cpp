@@ -18,6 +18,7 @@ struct QuantizeArgs {
     int threads = 0;
     int ctx = 512, chunks = -1;
     bool awq = false;
+    double smooth = 0.5;
 };
 
 std::string target_list() {
@@ -46,6 +47,9 @@ int run_quantize(const QuantizeArgs& a) {
     }
     if (a.awq && a.imatrix.empty()) fail("--awq needs --imatrix (a file or calibration text)");
     opt.awq = a.awq;
+    opt.smooth_alpha = a.smooth;
+    SYSLM_CHECK(!target->w8a8 || !a.imatrix.empty(),
+                "W8A8 needs --calib calibration text for its activation scales");
     compress::quantize_model(a.input, a.output, opt);
     return 0;
 }
@@ -86,12 +90,16 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("type", a->type, "Target tensor type, e.g. Q4_0, Q4_K, Q8_0, F16")->required();
     app.add_option("-t,--threads", a->threads, "Threads over rows (default: all hardware threads)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--imatrix", a->imatrix,
+    app.add_option("--imatrix,--calib", a->imatrix,
                    "Importance matrix: an imatrix file (syslm imatrix or llama-imatrix, GGUF or "
                    "legacy .dat), or a calibration text the input model is run over first")
         ->check(CLI::ExistingFile);
     app.add_option("--imatrix-out", a->imatrix_out,
                    "Also save the importance matrix computed from calibration text (GGUF)");
+    app.add_option("--smooth", a->smooth,
+                   "W8A8: SmoothQuant migration strength alpha (0: none)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 0.99));
     app.add_flag("--awq", a->awq,
                  "Also scale salient input channels (AWQ), searched per layer on the importance "
                  "matrix and folded into the norms / previous matrices; the file stays a plain "

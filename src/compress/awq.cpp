@@ -240,4 +240,65 @@ AwqPlan plan_awq(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeO
     return plan;
 }
 
+AwqPlan plan_smoothquant(const io::GGUFFile& in, const ImportanceMatrix& im, double alpha) {
+    AwqPlan plan;
+    SYSLM_CHECK(alpha > 0 && alpha < 1, "SmoothQuant: alpha ", alpha, " must be in (0, 1)");
+    const std::string arch = in.get_string("general.architecture", "");
+    const uint32_t n_layer = in.get_u32(arch + ".block_count", 0);
+    // `norm`: a norm weight (1/s folded into it) or, with rows_of, the matrix whose rows produce
+    // the input (ffn_up for ffn_down: its rows and bias divided by s).
+    auto group = [&](const std::string& norm, const std::vector<std::string>& names,
+                     bool rows_of = false) {
+        const io::GGUFTensor* nt = in.find_tensor(norm);
+        if (!nt || (!rows_of && in.find_tensor(norm.substr(0, norm.size() - 6) + "bias"))) return;
+        const auto it = im.entries().find(names[0]);
+        if (it == im.entries().end() || it->second.max_abs.empty()) return;
+        const int64_t n = it->second.n_in;
+        if ((rows_of ? nt->rows() : nt->numel()) != n) return;
+        std::vector<float> w_max(static_cast<size_t>(n), 0.0f);
+        for (const std::string& name : names) {
+            const io::GGUFTensor* t = in.find_tensor(name);
+            if (!t || t->ne[0] != n) return;
+            std::vector<float> row(static_cast<size_t>(n));
+            const size_t rb = row_bytes(t->type, n);
+            for (int64_t r = 0; r < t->rows(); ++r) {
+                kernels::type_traits(t->type).to_float(t->data + r * rb, row.data(), n);
+                for (int64_t j = 0; j < n; ++j) w_max[j] = std::max(w_max[j], std::fabs(row[j]));
+            }
+        }
+        const std::vector<float>& x_max = it->second.max_abs;
+        std::vector<float> s(static_cast<size_t>(n)), inv(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) {
+            const double v = x_max[j] > 0 && w_max[j] > 0
+                                 ? std::pow(x_max[j], alpha) / std::pow(w_max[j], 1 - alpha)
+                                 : 1.0;
+            s[j] = static_cast<float>(std::clamp(v, 1e-5, 1e5));
+            inv[j] = 1.0f / s[j];
+        }
+        for (const std::string& name : names) plan.column_scale[name] = s;
+        if (rows_of) {
+            plan.row_scale[norm] = inv;
+            const std::string bias = norm.substr(0, norm.size() - 6) + "bias";
+            if (in.find_tensor(bias)) plan.vector_scale[bias] = inv;
+        } else {
+            plan.vector_scale[norm] = inv;
+        }
+        AwqGroup g;
+        g.input = names[0];
+        g.mats = names;
+        g.folded_into = norm;
+        g.alpha = alpha;
+        plan.groups.push_back(std::move(g));
+    };
+    for (uint32_t il = 0; il < n_layer; ++il) {
+        const std::string p = cat("blk.", il, ".");
+        if (!in.find_tensor(p + "attn_qkv.weight"))
+            group(p + "attn_norm.weight", {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
+        group(p + "ffn_norm.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"});
+        group(p + "ffn_up.weight", {p + "ffn_down.weight"}, /*rows_of=*/true);
+    }
+    if (in.find_tensor("output.weight")) group("output_norm.weight", {"output.weight"});
+    return plan;
+}
+
 }  // namespace syslm::compress

@@ -60,4 +60,11 @@ AwqPlan plan_awq(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeO
                  int threads, std::ostream* log, int search_rows = 256,
                  std::vector<double> alphas = {});
 
+// SmoothQuant (Xiao et al., 2023) for W8A8: activation outliers migrate into the weights with
+// s_j = max|X_j|^alpha / max_i |W_ij|^(1 - alpha) over the group's matrices, folded the same way:
+// q/k/v after attn_norm, gate/up after ffn_norm, ffn_down after ffn_up's rows, output after
+// output_norm; attn_output keeps its input (GQA would tie its scales across heads). Needs the
+// importance matrix's per-column maxima (collected from calibration text).
+AwqPlan plan_smoothquant(const io::GGUFFile& in, const ImportanceMatrix& im, double alpha);
+
 }  // namespace syslm::compress

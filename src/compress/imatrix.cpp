@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <ostream>
@@ -142,14 +143,20 @@ void ImportanceMatrix::add(const std::string& tensor, int64_t mat, int64_t n_mat
         e.n_in = n_in;
         e.sum_sq.assign(static_cast<size_t>(n_mat * n_in), 0.0);
         e.count.assign(static_cast<size_t>(n_mat), 0.0);
+        e.max_abs.assign(static_cast<size_t>(n_mat * n_in), 0.0f);
     }
     SYSLM_CHECK(e.n_in == n_in && e.n_mat() == n_mat && mat >= 0 && mat < n_mat, "imatrix: ",
                 tensor, ": inputs of ", n_in, " columns for matrix ", mat, " of ", n_mat,
                 " contradict earlier ones (", e.n_in, " columns, ", e.n_mat(), " matrices)");
+    if (e.max_abs.empty()) e.max_abs.assign(e.sum_sq.size(), 0.0f);  // a loaded entry
     double* sums = e.sum_sq.data() + mat * n_in;
+    float* mx = e.max_abs.data() + mat * n_in;
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * n_in;
-        for (int64_t j = 0; j < n_in; ++j) sums[j] += static_cast<double>(xr[j]) * xr[j];
+        for (int64_t j = 0; j < n_in; ++j) {
+            sums[j] += static_cast<double>(xr[j]) * xr[j];
+            mx[j] = std::max(mx[j], std::fabs(xr[j]));
+        }
     }
     e.count[static_cast<size_t>(mat)] += static_cast<double>(rows);
 }

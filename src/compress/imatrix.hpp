@@ -27,6 +27,8 @@ public:
         int64_t n_in = 0;             // columns of each matrix
         std::vector<double> sum_sq;   // n_mat * n_in sums of squared activations
         std::vector<double> count;    // n_mat token counts
+        std::vector<float> max_abs;   // n_mat * n_in largest |activation| (collected, not saved:
+                                      // W8A8's activation scales need calibration text)
         int64_t n_mat() const { return static_cast<int64_t>(count.size()); }
     };
 

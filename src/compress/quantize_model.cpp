@@ -205,11 +205,53 @@ std::vector<float> importance_of(const ImportanceMatrix& im, const std::string& 
     return out;
 }
 
+void log_tensor(std::ostream& log, size_t i, size_t n_tensors, const TensorResult& tr) {
+    char head[160];
+    std::snprintf(head, sizeof head, "[%4zu/%4zu] %-40s %-18s ", i + 1, n_tensors,
+                  tr.name.c_str(), shape_str(tr.ne).c_str());
+    log << head;
+    char line[96];
+    if (tr.converted)
+        std::snprintf(line, sizeof line, "%-5s -> %-5s %12s -> %12s",
+                      std::string(dtype_name(tr.from)).c_str(),
+                      std::string(dtype_name(tr.to)).c_str(), mib(tr.bytes_before).c_str(),
+                      mib(tr.bytes_after).c_str());
+    else
+        std::snprintf(line, sizeof line, "%-5s    copied %12s",
+                      std::string(dtype_name(tr.from)).c_str(), mib(tr.bytes_before).c_str());
+    log << line;
+    if (!tr.note.empty()) log << "  (" << tr.note << ")";
+    log << '\n';
+}
+
+// W8A8 weights: per-channel int8 (every Q8_0 block of a row with the row's scale), columns
+// multiplied by the SmoothQuant scales first.
+void convert_rows_per_channel_q8(DType from, const uint8_t* src, uint8_t* dst, int64_t n,
+                                 int64_t rows, std::span<const float> col_scale,
+                                 std::span<const float> row_scale, const std::string& what) {
+    const auto& tr = kernels::type_traits(from);
+    const size_t src_rb = row_bytes(from, n), dst_rb = row_bytes(DType::Q8_0, n);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+        tr.to_float(src + r * src_rb, row.data(), n);
+        float amax = 0;
+        for (int64_t j = 0; j < n; ++j) {
+            SYSLM_CHECK(std::isfinite(row[j]), what, ": value at row ", r, ", column ", j, " is ",
+                        row[j]);
+            if (!col_scale.empty()) row[j] *= col_scale[j];
+            if (!row_scale.empty()) row[j] *= row_scale[r];
+            amax = std::max(amax, std::fabs(row[j]));
+        }
+        kernels::quantize_q8_0_with_scale(row.data(), dst + r * dst_rb, n, amax / 127.0f);
+    }
+}
+
 }  // namespace
 
 std::optional<QuantTarget> parse_quant_target(std::string_view name) {
     std::string upper(name);
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (upper == "W8A8") return QuantTarget{DType::Q8_0, KMix::None, true};
     for (const auto& [suffix, mix] :
          {std::pair{"_M", KMix::M}, std::pair{"_S", KMix::S}, std::pair{"_L", KMix::L}}) {
         if (ends_with(upper, suffix)) {
@@ -226,6 +268,7 @@ std::optional<QuantTarget> parse_quant_target(std::string_view name) {
 }
 
 std::string quant_target_name(const QuantTarget& t) {
+    if (t.w8a8) return "W8A8";
     return cat(dtype_name(t.type), t.mix == KMix::M   ? "_M"
                                    : t.mix == KMix::S ? "_S"
                                    : t.mix == KMix::L ? "_L"
@@ -238,6 +281,7 @@ std::vector<std::string> quant_target_names() {
     for (DType t : {DType::Q3_K, DType::Q4_K, DType::Q5_K})
         for (KMix m : {KMix::S, KMix::M, KMix::L})
             if (t == DType::Q3_K || m != KMix::L) names.push_back(quant_target_name({t, m}));
+    names.push_back("W8A8");
     return names;
 }
 
@@ -417,7 +461,15 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     for (const char* key : {"split.no", "split.count", "split.tensors.count"}) writer.remove(key);
 
     AwqPlan awq;
-    if (options.awq) {
+    if (target.w8a8) {
+        SYSLM_CHECK(options.imatrix, "W8A8 needs calibration text (--calib) for its activation "
+                                     "scales");
+        bool maxima = false;
+        for (const auto& [name, e] : options.imatrix->entries()) maxima |= !e.max_abs.empty();
+        SYSLM_CHECK(maxima, "W8A8 needs calibration text (--calib): an imatrix file holds no "
+                            "activation maxima");
+        if (options.smooth_alpha > 0) awq = plan_smoothquant(in, *options.imatrix, options.smooth_alpha);
+    } else if (options.awq) {
         SYSLM_CHECK(options.imatrix, "AWQ scaling needs an importance matrix (--imatrix)");
         awq = plan_awq(
             in, *options.imatrix,
@@ -430,6 +482,8 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
 
     QuantizeResult result;
     const size_t n_tensors = in.tensors().size();
+    std::vector<std::string> w8a8_names;
+    std::vector<float> w8a8_scales;
     for (size_t i = 0; i < n_tensors; ++i) {
         const io::GGUFTensor& t = in.tensors()[i];
         TypeChoice choice = choose_tensor_type(t.name, t.type, t.ne, target, facts);
@@ -476,6 +530,36 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
             }
             if (!col_scale.empty() || !row_scale.empty())
                 tr.note += tr.note.empty() ? "AWQ-scaled" : ", AWQ-scaled";
+            // W8A8: a matrix the forward multiplies, with calibrated input maxima.
+            const ImportanceMatrix::Entry* cal = nullptr;
+            if (target.w8a8 && choice.type == DType::Q8_0 && options.imatrix && n_mat == 1)
+                if (const auto it = options.imatrix->entries().find(t.name);
+                    it != options.imatrix->entries().end() && it->second.n_in == n_per_row &&
+                    !it->second.max_abs.empty())
+                    cal = &it->second;
+            if (cal) {
+                float x_max = 0;  // after smoothing, input j carries x_j / s_j
+                for (int64_t j = 0; j < n_per_row; ++j)
+                    x_max = std::max(x_max, cal->max_abs[j] / (col_scale.empty() ? 1.0f : col_scale[j]));
+                SYSLM_CHECK(x_max > 0, what, ": no calibration activation reached it");
+                w8a8_names.push_back(t.name);
+                w8a8_scales.push_back(x_max / 127.0f);
+                tr.note = col_scale.empty() && row_scale.empty() ? "W8A8" : "W8A8, smoothed";
+                const size_t nbytes = row_bytes(DType::Q8_0, n_per_row) * static_cast<size_t>(rows);
+                writer.add_tensor(t.name, DType::Q8_0, t.ne, nbytes,
+                                  [&t, n_per_row, rows, col_scale, row_scale, what](uint8_t* dst) {
+                                      convert_rows_per_channel_q8(t.type, t.data, dst, n_per_row,
+                                                                  rows, col_scale, row_scale, what);
+                                  });
+                tr.bytes_after = nbytes;
+                tr.converted = true;
+                ++result.n_converted;
+                result.bytes_before += tr.bytes_before;
+                result.bytes_after += tr.bytes_after;
+                if (options.log) log_tensor(*options.log, i, n_tensors, tr);
+                result.tensors.push_back(std::move(tr));
+                continue;
+            }
             const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
             // Converted while the file is written: one tensor in memory at a time.
             writer.add_tensor(t.name, choice.type, t.ne, nbytes,
@@ -493,29 +577,12 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
         }
         result.bytes_before += tr.bytes_before;
         result.bytes_after += tr.bytes_after;
-        if (options.log) {
-            char head[160];
-            std::snprintf(head, sizeof head, "[%4zu/%4zu] %-40s %-18s ", i + 1, n_tensors,
-                          t.name.c_str(), shape_str(t.ne).c_str());
-            *options.log << head;
-            if (tr.converted) {
-                char line[96];
-                std::snprintf(line, sizeof line, "%-5s -> %-5s %12s -> %12s",
-                              std::string(dtype_name(tr.from)).c_str(),
-                              std::string(dtype_name(tr.to)).c_str(), mib(tr.bytes_before).c_str(),
-                              mib(tr.bytes_after).c_str());
-                *options.log << line;
-            } else {
-                char line[96];
-                std::snprintf(line, sizeof line, "%-5s    copied %12s",
-                              std::string(dtype_name(tr.from)).c_str(),
-                              mib(tr.bytes_before).c_str());
-                *options.log << line;
-            }
-            if (!tr.note.empty()) *options.log << "  (" << tr.note << ")";
-            *options.log << '\n';
-        }
+        if (options.log) log_tensor(*options.log, i, n_tensors, tr);
         result.tensors.push_back(std::move(tr));
+    }
+    if (target.w8a8) {
+        writer.set("syslm.w8a8.tensors", io::GGUFValue::strings(w8a8_names));
+        writer.set("syslm.w8a8.act_scales", io::GGUFValue::f32s(w8a8_scales));
     }
     writer.write(out_path);
 

@@ -56,6 +56,10 @@ enum class KMix { None, S, M, L };
 struct QuantTarget {
     DType type = DType::Q4_0;
     KMix mix = KMix::None;
+    // W8A8: Q8_0 weights with one scale per row (per-channel int8), SmoothQuant-migrated, and a
+    // static activation scale per matrix from calibration, written as metadata
+    // (syslm.w8a8.tensors / syslm.w8a8.act_scales); llama.cpp runs the file as plain Q8_0.
+    bool w8a8 = false;
 };
 // "Q4_0", "q4_k_m", "Q5_K_S", ...; nullopt for anything else.
 std::optional<QuantTarget> parse_quant_target(std::string_view name);
@@ -116,6 +120,7 @@ struct QuantizeOptions {
     // (compress/awq.hpp); needs imatrix.
     bool awq = false;
     std::vector<double> awq_alphas;  // the alpha grid searched; empty: 0, 0.1, ..., 1
+    double smooth_alpha = 0.5;       // W8A8: SmoothQuant's migration strength; 0: none
     int threads = 0;              // <= 0: hardware concurrency
     std::ostream* log = nullptr;  // per-tensor lines and the summary; nullptr: silent
 };

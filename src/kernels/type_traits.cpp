@@ -70,6 +70,10 @@ const TypeTraits* find_traits(DType t, Isa isa) {
 
 }  // namespace
 
+void quantize_q8_0_with_scale(const float* src, void* dst, int64_t n, float d) {
+    quantize_row_q8_0_scaled(src, dst, n, d);
+}
+
 FromFloatImatrixFn imatrix_quantizer(DType t) {
     switch (t) {
         case DType::Q4_0:

@@ -49,6 +49,10 @@ using FromFloatImatrixFn = void (*)(const float* src, void* dst, int64_t n_per_r
 // nullptr for types whose quantizer has no weighted form (as in ggml: Q8_0, the float types).
 FromFloatImatrixFn imatrix_quantizer(DType t);
 
+// Q8_0 blocks all with the scale d (f16-rounded), values clipped at ±127 d: the weights and the
+// statically scaled activations of W8A8 (compress/quantize_model.hpp).
+void quantize_q8_0_with_scale(const float* src, void* dst, int64_t n, float d);
+
 // Throws Error for types without compute support (I8..F64).
 const TypeTraits& type_traits(DType t);           // the active ISA's row
 const TypeTraits& type_traits(DType t, Isa isa);  // a given variant; throws if unsupported here

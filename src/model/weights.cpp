@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "core/error.hpp"
@@ -39,7 +41,24 @@ bool same_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
 
 class Binder {
 public:
-    explicit Binder(const io::GGUFFile& f) : f_(f) {}
+    // W8A8 files (compress/quantize_model.hpp) name their statically scaled matrices and the
+    // activation scales in two metadata arrays.
+    explicit Binder(const io::GGUFFile& f) : f_(f) {
+        const io::GGUFValue* names = f.find("syslm.w8a8.tensors");
+        const io::GGUFValue* scales = f.find("syslm.w8a8.act_scales");
+        if (!names && !scales) return;
+        SYSLM_CHECK(names && scales, f.path(), ": syslm.w8a8.tensors and syslm.w8a8.act_scales "
+                                               "must come together");
+        const std::vector<std::string> n = names->as_strings();
+        const std::vector<float> v = scales->as_f32s();
+        SYSLM_CHECK(n.size() == v.size(), f.path(), ": ", n.size(), " W8A8 tensors but ",
+                    v.size(), " activation scales");
+        for (size_t i = 0; i < n.size(); ++i) {
+            SYSLM_CHECK(std::isfinite(v[i]) && v[i] > 0, f.path(), ": activation scale of ", n[i],
+                        " is ", v[i]);
+            act_scales_[n[i]] = v[i];
+        }
+    }
 
     const io::GGUFTensor* find(const std::string& name, std::vector<int64_t> ne, bool required) {
         const io::GGUFTensor* t = f_.find_tensor(name);
@@ -57,7 +76,13 @@ public:
     Matrix matrix(const std::string& name, int64_t n_in, int64_t n_out, bool required = true) {
         const io::GGUFTensor* t = find(name, {n_in, n_out}, required);
         if (!t) return {DType::F32, n_in, n_out, nullptr};
-        return {t->type, n_in, n_out, t->data};
+        Matrix m{t->type, n_in, n_out, t->data};
+        if (const auto it = act_scales_.find(name); it != act_scales_.end()) {
+            SYSLM_CHECK(t->type == DType::Q8_0, f_.path(), ": W8A8 tensor '", name, "' is ",
+                        dtype_name(t->type), ", not Q8_0");
+            m.act_scale = it->second;
+        }
+        return m;
     }
 
     Experts experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) {
@@ -75,6 +100,7 @@ public:
 
 private:
     const io::GGUFFile& f_;
+    std::map<std::string, float> act_scales_;
 };
 
 // Whether every matrix is copied to huge pages, or only those repacked (the default).

@@ -57,7 +57,7 @@ const uint8_t* SharedActivations::rows(DType partner, ThreadPool& pool, size_t& 
         return reinterpret_cast<const uint8_t*>(x_);
     }
     row_stride = row_bytes(partner, n_in_);
-    if (valid_ && type_ == partner) return storage_.data();
+    if (valid_ && type_ == partner && scale_ == 0.0f) return storage_.data();
     const TypeTraits& pt = type_traits(partner);
     storage_.resize(row_stride * static_cast<size_t>(n_tokens_));
     uint8_t* dst = storage_.data();
@@ -66,6 +66,24 @@ const uint8_t* SharedActivations::rows(DType partner, ThreadPool& pool, size_t& 
         for (int64_t t = b; t < e; ++t) pt.from_float_fast(x_ + t * n_in_, dst + t * stride, n_in_);
     });
     type_ = partner;
+    scale_ = 0.0f;
+    valid_ = true;
+    return storage_.data();
+}
+
+const uint8_t* SharedActivations::rows_static_q8_0(float scale, ThreadPool& pool,
+                                                   size_t& row_stride) {
+    row_stride = row_bytes(DType::Q8_0, n_in_);
+    if (valid_ && type_ == DType::Q8_0 && scale_ == scale) return storage_.data();
+    storage_.resize(row_stride * static_cast<size_t>(n_tokens_));
+    uint8_t* dst = storage_.data();
+    const size_t stride = row_stride;
+    pool.parallel_for(n_tokens_, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; ++t)
+            quantize_q8_0_with_scale(x_ + t * n_in_, dst + t * stride, n_in_, scale);
+    });
+    type_ = DType::Q8_0;
+    scale_ = scale;
     valid_ = true;
     return storage_.data();
 }
@@ -76,7 +94,10 @@ void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float
     act.reset(x, n_tokens, w.n_in);
     const TypeTraits& tt = type_traits(w.type);
     size_t x_row = 0;
-    const uint8_t* xb = act.rows(tt.vec_dot_type, pool, x_row);
+    SYSLM_CHECK(w.act_scale <= 0 || w.type == DType::Q8_0, "matmul: a static activation scale "
+                "needs Q8_0 weights, not ", dtype_name(w.type));
+    const uint8_t* xb = w.act_scale > 0 ? act.rows_static_q8_0(w.act_scale, pool, x_row)
+                                        : act.rows(tt.vec_dot_type, pool, x_row);
     vec_dot_tiles(w, tt, xb, x_row, n_tokens, y, pool, bias);
 }
 
@@ -84,14 +105,17 @@ void matmul(const WeightView& w, SharedActivations& x, float* y, ThreadPool& poo
             const float* bias) {
     SYSLM_CHECK(x.n_in() == w.n_in, "matmul: activations of ", x.n_in(),
                 " elements for a matrix with rows of ", w.n_in);
-    const GemmPanel panel = matmul_gemm_panel(w.type, x.n_tokens());
+    // W8A8 matrices always take the int8 dot path with their static activation scale.
+    const GemmPanel panel =
+        w.act_scale > 0 ? GemmPanel::None : matmul_gemm_panel(w.type, x.n_tokens());
     if (panel != GemmPanel::None) {
         gemm(w, x.floats(), x.n_tokens(), y, pool, bias, active_isa(), panel);
         return;
     }
     const TypeTraits& tt = type_traits(w.type);
     size_t x_row = 0;
-    const uint8_t* xb = x.rows(tt.vec_dot_type, pool, x_row);
+    const uint8_t* xb = w.act_scale > 0 ? x.rows_static_q8_0(w.act_scale, pool, x_row)
+                                        : x.rows(tt.vec_dot_type, pool, x_row);
     vec_dot_tiles(w, tt, xb, x_row, x.n_tokens(), y, pool, bias);
 }
 
@@ -115,7 +139,8 @@ GemmPanel matmul_gemm_panel(DType type, int64_t n_tokens) {
 
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             const float* bias) {
-    const GemmPanel panel = matmul_gemm_panel(w.type, n_tokens);
+    const GemmPanel panel =
+        w.act_scale > 0 ? GemmPanel::None : matmul_gemm_panel(w.type, n_tokens);
     if (panel != GemmPanel::None) {
         gemm(w, x, n_tokens, y, pool, bias, active_isa(), panel);
         return;

@@ -18,6 +18,9 @@ struct WeightView {
     int64_t n_in;   // row length (ne[0])
     int64_t n_out;  // number of rows
     const void* data;
+    // W8A8 (Q8_0 weights only): the static activation scale; activations are quantized with it
+    // (clipped at ±127 of it) instead of per block. 0: dynamic, as for every other matrix.
+    float act_scale = 0.0f;
 };
 
 // x: n_tokens rows of w.n_in floats; y: n_tokens rows of w.n_out floats; bias: n_out or null.
@@ -38,11 +41,14 @@ public:
     int64_t n_in() const { return n_in_; }
     // The rows in `partner` (F32: x itself), converting on first request; row stride in bytes.
     const uint8_t* rows(DType partner, ThreadPool& pool, size_t& row_stride);
+    // Q8_0 rows all quantized with one static scale (W8A8).
+    const uint8_t* rows_static_q8_0(float scale, ThreadPool& pool, size_t& row_stride);
 
 private:
     const float* x_ = nullptr;
     int64_t n_tokens_ = 0, n_in_ = 0;
     DType type_ = DType::F32;
+    float scale_ = 0.0f;  // the static scale storage_ was made with (0: dynamic)
     bool valid_ = false;  // storage_ holds x_ in type_
     std::vector<uint8_t> storage_;
 };

@@ -275,6 +275,17 @@ void quantize_row_q8_0(const float* x, void* dst, int64_t n) {
     }
 }
 
+void quantize_row_q8_0_scaled(const float* x, void* dst, int64_t n, float d) {
+    auto* y = static_cast<BlockQ8_0*>(dst);
+    const uint16_t d16 = f32_to_f16(d);
+    const float dq = f16_to_f32(d16);  // the scale the dot product will use
+    const float id = dq != 0.0f ? 1.0f / dq : 0.0f;
+    for (int64_t i = 0; i < n / QK8_0; ++i, x += QK8_0) {
+        y[i].d = d16;
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = round_to_i8(x[j] * id);  // clamps to ±127
+    }
+}
+
 void dequantize_row_q8_0(const void* src, float* y, int64_t n) {
     const auto* x = static_cast<const BlockQ8_0*>(src);
     for (int64_t i = 0; i < n / QK8_0; ++i, y += QK8_0) {

@@ -43,6 +43,9 @@ void quantize_row_q5_1(const float* src, void* dst, int64_t n);
 float vec_dot_q5_1_q8_1(int64_t n, const void* x, const void* y);
 void dequantize_row_q8_0(const void* src, float* dst, int64_t n);
 void quantize_row_q8_0(const float* src, void* dst, int64_t n);
+// Q8_0 blocks that all use the scale d (rounded to f16): values beyond ±127 d are clipped.
+// Per-channel int8 weights (d from the row's maximum) and static activation scales (W8A8).
+void quantize_row_q8_0_scaled(const float* src, void* dst, int64_t n, float d);
 float vec_dot_q8_0_q8_0(int64_t n, const void* x, const void* y);
 void dequantize_row_q8_1(const void* src, float* dst, int64_t n);
 void quantize_row_q8_1(const float* src, void* dst, int64_t n);
