@@ -173,8 +173,8 @@ class Bench:
             self.run("prune", f32, out, *flags, "-t", self.t, out=out)
             pr.append(out)
             ft = self.p(f"prune-{name}-ft.gguf")
-            self.train(ft, "--keep-zeros", init=out, steps=self.a.ft_steps, lr="1e-4",
-                       min_lr="1e-5", warmup=20)
+            self.train(ft, "--keep-zeros", init=out, steps=self.a.ft_steps, lr="3e-4",
+                       min_lr="3e-5", warmup=20)
             pr.append(ft)
         rp = self.eval("prune", pr)
         self.table("Pruning, then recovery fine-tuning (-ft: "
