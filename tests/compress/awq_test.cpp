@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/model_checks.hpp"
 #include "../common/random_model.hpp"
 #include "compress/imatrix.hpp"
 #include "compress/quantize_model.hpp"
@@ -20,25 +21,9 @@
 namespace syslm::compress {
 namespace {
 
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-    return t;
-}
-
-std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& tokens) {
-    const model::Model m(path);
-    model::Context ctx(m, 64, 2, 64, DType::F32);
-    const auto l = ctx.forward(tokens, true);
-    return {l.begin(), l.end()};
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    double d = 0;
-    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    return d;
-}
+using testing::logits_of;
+using testing::max_diff;
+using testing::random_tokens;
 
 TEST(Awq, ScaledModelComputesTheSameFunction) {
     model::InitConfig c = testing::small_model_config("llama", 64, 21);

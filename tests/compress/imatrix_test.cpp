@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/model_checks.hpp"
 #include "../common/random_model.hpp"
 #include "compress/imatrix.hpp"
 #include "compress/quantize_model.hpp"
@@ -21,16 +22,13 @@
 namespace syslm::compress {
 namespace {
 
+using testing::logits_of;
+using testing::max_diff;
+using testing::random_tokens;
+
 std::string tmp(const std::string& name) {
     std::filesystem::create_directories(SYSLM_TEST_TMP);
     return std::string(SYSLM_TEST_TMP) + "/" + name;
-}
-
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-    return t;
 }
 
 TEST(Imatrix, Layer0InputsAreTheNormedEmbeddings) {

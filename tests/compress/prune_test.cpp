@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/model_checks.hpp"
 #include "../common/random_model.hpp"
 #include "compress/imatrix.hpp"
 #include "compress/prune.hpp"
@@ -21,15 +22,12 @@
 namespace syslm::compress {
 namespace {
 
+using testing::logits_of;
+using testing::max_diff;
+using testing::random_tokens;
+
 std::string tmp(const std::string& name) {
     return std::string(SYSLM_TEST_TMP) + "/" + name;
-}
-
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& v : t) v = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-    return t;
 }
 
 std::vector<float> floats(const io::GGUFTensor& t) {
@@ -127,13 +125,6 @@ TEST(Prune, TwoFourPatternAndWandaProtectsLargeActivations) {
             EXPECT_NE(w[row * n + 5], 0.0f) << name << ": the salient column was pruned";
         }
     }
-}
-
-std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& tokens) {
-    const model::Model m(path);
-    model::Context ctx(m, 64, 2, 64, DType::F32);
-    const auto l = ctx.forward(tokens, true);
-    return {l.begin(), l.end()};
 }
 
 TEST(Prune, StructuredSmallerModelEqualsMaskedOriginal) {
