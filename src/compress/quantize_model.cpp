@@ -458,7 +458,9 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     for (const auto& [key, value] : in.metadata()) writer.set(key, value);
     writer.set("general.quantization_version", io::GGUFValue::u32(2));  // GGML_QNT_VERSION
     writer.set("general.file_type", io::GGUFValue::u32(llama_ftype_of(target)));
-    for (const char* key : {"split.no", "split.count", "split.tensors.count"}) writer.remove(key);
+    for (const char* key : {"split.no", "split.count", "split.tensors.count",
+                            "syslm.w8a8.tensors", "syslm.w8a8.act_scales"})
+        writer.remove(key);  // a W8A8 input's scales do not describe the new file
 
     AwqPlan awq;
     if (target.w8a8) {

@@ -77,11 +77,11 @@ public:
         const io::GGUFTensor* t = find(name, {n_in, n_out}, required);
         if (!t) return {DType::F32, n_in, n_out, nullptr};
         Matrix m{t->type, n_in, n_out, t->data};
-        if (const auto it = act_scales_.find(name); it != act_scales_.end()) {
-            SYSLM_CHECK(t->type == DType::Q8_0, f_.path(), ": W8A8 tensor '", name, "' is ",
-                        dtype_name(t->type), ", not Q8_0");
+        // A static scale describes int8 activations for Q8_0 weights; a file derived from a W8A8
+        // one (fine-tuned to F32, requantized) may still carry it for other types: unused then.
+        if (const auto it = act_scales_.find(name);
+            it != act_scales_.end() && t->type == DType::Q8_0)
             m.act_scale = it->second;
-        }
         return m;
     }
 
