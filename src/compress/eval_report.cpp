@@ -37,7 +37,8 @@ std::string base(const std::string& path) {
 
 struct Point {
     double x, y;
-    std::string label;
+    std::string label;  // the point's number in the table (short: crowded points stay legible)
+    std::string name;   // the file, for the tooltip
 };
 
 // A scatter plot with labelled points and ticks at "nice" steps.
@@ -87,7 +88,8 @@ std::string scatter(const std::vector<Point>& pts, const std::string& title,
     for (size_t i = 0; i < pts.size(); ++i) {
         const Point& p = pts[i];
         s << "<circle cx='" << sx(p.x) << "' cy='" << sy(p.y) << "' r='4' class='p" << i % 6
-          << "'><title>" << escape(p.label) << ": " << num(p.x, 3) << ", " << num(p.y, 4)
+          << "'><title>" << escape(p.label) << " " << escape(p.name) << ": " << num(p.x, 3)
+          << ", " << num(p.y, 4)
           << "</title></circle><text x='" << sx(p.x) + 6 << "' y='" << sy(p.y) - 6
           << "' class='lbl'>" << escape(p.label) << "</text>";
     }
@@ -112,13 +114,14 @@ std::string eval_html(const EvalReport& r) {
       << " tokens, second half scored); KL is KL(reference&nbsp;||&nbsp;model) of the "
          "next-token distributions in nats per token, top-1 the share of positions where both "
          "predict the same token; speeds with llama-bench's method.</p>";
-    h << "<table><tr><th>model</th><th>size MiB</th><th>bits/weight</th><th>tensor types</th>"
+    h << "<table><tr><th>#</th><th>model</th><th>size MiB</th><th>bits/weight</th><th>tensor types</th>"
          "<th>prefill tok/s</th><th>decode tok/s</th>";
     for (const std::string& t : r.texts)
         h << "<th>PPL " << escape(base(t)) << "</th><th>KL</th><th>top-1</th>";
     h << "</tr>";
-    for (const ModelEval& m : r.models) {
-        h << "<tr><td>" << escape(base(m.path)) << "</td><td>"
+    for (size_t i = 0; i < r.models.size(); ++i) {
+        const ModelEval& m = r.models[i];
+        h << "<tr><td>" << i + 1 << "</td><td>" << escape(base(m.path)) << "</td><td>"
           << num(static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), 2) << "</td><td>"
           << num(m.bits_per_weight, 2) << "</td><td>" << escape(m.types) << "</td><td>"
           << num(m.prefill_ts, 1) << "</td><td>" << num(m.decode_ts, 1) << "</td>";
@@ -130,11 +133,13 @@ std::string eval_html(const EvalReport& r) {
     h << "</table>";
     for (size_t t = 0; t < r.texts.size(); ++t) {
         std::vector<Point> by_size, by_speed;
-        for (const ModelEval& m : r.models) {
+        for (size_t i = 0; i < r.models.size(); ++i) {
+            const ModelEval& m = r.models[i];
             const double ppl = m.texts[t].ppl;
-            by_size.push_back({static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), ppl,
+            const std::string number = std::to_string(i + 1);
+            by_size.push_back({static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), ppl, number,
                                base(m.path)});
-            if (m.decode_ts > 0) by_speed.push_back({m.decode_ts, ppl, base(m.path)});
+            if (m.decode_ts > 0) by_speed.push_back({m.decode_ts, ppl, number, base(m.path)});
         }
         h << "<h2>" << escape(base(r.texts[t])) << "</h2>"
           << scatter(by_size, "Perplexity vs size", "file size (MiB)", "perplexity");
