@@ -187,16 +187,20 @@ std::vector<float> importance_of(const ImportanceMatrix& im, const std::string& 
                 n_per_row, " columns (an imatrix of another model?)");
     std::vector<float> out(static_cast<size_t>(n_mat * n_per_row), 0.0f);
     std::vector<double> mean(static_cast<size_t>(n_per_row), 0.0);
+    std::vector<bool> missing(static_cast<size_t>(n_mat), false);
     int64_t seen = 0;
     for (int64_t m = 0; m < n_mat; ++m) {
         const std::vector<float> w = im.importance(name, m, n_per_row);
-        if (w.empty()) continue;
+        if (w.empty()) {
+            missing[static_cast<size_t>(m)] = true;
+            continue;
+        }
         std::copy(w.begin(), w.end(), out.begin() + m * n_per_row);
         for (int64_t j = 0; j < n_per_row; ++j) mean[static_cast<size_t>(j)] += w[static_cast<size_t>(j)];
         ++seen;
     }
     for (int64_t m = 0; m < n_mat; ++m) {
-        if (!im.importance(name, m, n_per_row).empty()) continue;
+        if (!missing[static_cast<size_t>(m)]) continue;
         for (int64_t j = 0; j < n_per_row; ++j)
             out[static_cast<size_t>(m * n_per_row + j)] =
                 seen ? static_cast<float>(mean[static_cast<size_t>(j)] / static_cast<double>(seen))

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
@@ -75,9 +76,17 @@ int32_t speculative_verify(std::span<const TokenProb> p, std::span<const TokenPr
         return d;
     }
     *kept = false;
-    // Residual max(0, p - q), normalised; p's support holds all of it.
+    // Residual max(0, p - q), normalised; p's support holds all of it. q is looked up by id once
+    // (both can span the whole vocabulary when top-k is off).
+    std::unordered_map<int32_t, double> q_of;
+    q_of.reserve(q.size());
+    for (const TokenProb& t : q) q_of.emplace(t.id, t.p);
+    auto residual = [&](const TokenProb& t) {
+        const auto it = q_of.find(t.id);
+        return std::max(0.0, t.p - (it == q_of.end() ? 0.0 : it->second));
+    };
     double total = 0;
-    for (const TokenProb& t : p) total += std::max(0.0, t.p - prob_of(q, t.id));
+    for (const TokenProb& t : p) total += residual(t);
     if (total <= 0) {  // p == q on its support (not reachable after a rejection): draw from p
         double cum = 0;
         for (const TokenProb& t : p)
@@ -88,7 +97,7 @@ int32_t speculative_verify(std::span<const TokenProb> p, std::span<const TokenPr
     double cum = 0;
     int32_t last = p.front().id;
     for (const TokenProb& t : p) {
-        const double r = std::max(0.0, t.p - prob_of(q, t.id));
+        const double r = residual(t);
         if (r <= 0) continue;
         last = t.id;
         if (target < (cum += r)) return t.id;
