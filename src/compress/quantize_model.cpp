@@ -543,7 +543,8 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
                     it != options.imatrix->entries().end() && it->second.n_in == n_per_row &&
                     !it->second.max_abs.empty())
                     cal = &it->second;
-            if (cal) {
+            const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
+            if (cal) {  // choice.type is Q8_0
                 float x_max = 0;  // after smoothing, input j carries x_j / s_j
                 for (int64_t j = 0; j < n_per_row; ++j)
                     x_max = std::max(x_max, cal->max_abs[j] / (col_scale.empty() ? 1.0f : col_scale[j]));
@@ -551,31 +552,22 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
                 w8a8_names.push_back(t.name);
                 w8a8_scales.push_back(x_max / 127.0f);
                 tr.note = col_scale.empty() && row_scale.empty() ? "W8A8" : "W8A8, smoothed";
-                const size_t nbytes = row_bytes(DType::Q8_0, n_per_row) * static_cast<size_t>(rows);
                 writer.add_tensor(t.name, DType::Q8_0, t.ne, nbytes,
                                   [&t, n_per_row, rows, col_scale, row_scale, what](uint8_t* dst) {
                                       convert_rows_per_channel_q8(t.type, t.data, dst, n_per_row,
                                                                   rows, col_scale, row_scale, what);
                                   });
-                tr.bytes_after = nbytes;
-                tr.converted = true;
-                ++result.n_converted;
-                result.bytes_before += tr.bytes_before;
-                result.bytes_after += tr.bytes_after;
-                if (options.log) log_tensor(*options.log, i, n_tensors, tr);
-                result.tensors.push_back(std::move(tr));
-                continue;
+            } else {
+                // Converted while the file is written: one tensor in memory at a time.
+                writer.add_tensor(t.name, choice.type, t.ne, nbytes,
+                                  [&t, to = choice.type, n_per_row, rows, what, n_mat,
+                                   importance = std::move(importance), col_scale, row_scale,
+                                   threads = options.threads](uint8_t* dst) {
+                                      convert_rows(t.type, t.data, to, dst, n_per_row, rows,
+                                                   threads, what, importance, rows / n_mat,
+                                                   col_scale, row_scale);
+                                  });
             }
-            const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
-            // Converted while the file is written: one tensor in memory at a time.
-            writer.add_tensor(t.name, choice.type, t.ne, nbytes,
-                              [&t, to = choice.type, n_per_row, rows, what, n_mat,
-                               importance = std::move(importance), col_scale, row_scale,
-                               threads = options.threads](uint8_t* dst) {
-                                  convert_rows(t.type, t.data, to, dst, n_per_row, rows, threads,
-                                               what, importance, rows / n_mat, col_scale,
-                                               row_scale);
-                              });
             tr.bytes_after = nbytes;
             tr.converted = true;
             ++result.n_converted;
