@@ -9,7 +9,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev libgmock-dev libopenblas-dev
-          libcpp-httplib-dev chromium chromium-driver
+          libcpp-httplib-dev libopenmpi-dev openmpi-bin chromium chromium-driver
           bible-kjv python3-venv)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -10,8 +10,8 @@ On a model syslm trains on the King James Bible with two books held out (Job, Ro
   2. pruning: magnitude (per matrix, the classic form, and per row) and Wanda at 50%, Wanda 2:4,
      structured (25% of heads and FFN channels; one whole layer), and recovery fine-tuning of
      the pruned models (zeros kept);
-  3. distillation: a small student trained with the model as teacher against the same student
-     trained for the same steps without it;
+  3. distillation: a small student trained with the model as teacher (logits only, and logits +
+     hidden-state matching) against the same student trained for the same steps without it;
   4. quantization-aware training at Q4_0 against post-training Q4_0 of the same model (and of the
      same model fine-tuned for the same steps without QAT);
   5. speculative decoding with the distilled student as draft, on this model and on a wider one
@@ -186,7 +186,12 @@ class Bench:
         self.train(alone, *student, steps=self.a.student_steps)
         self.train(distilled, *student, "--teacher", f32, "--distill-alpha", 0.7,
                    "--distill-temperature", 2.0, steps=self.a.student_steps)
-        rd = self.eval("distill", [f32, alone, distilled])
+        # + hidden-state matching: each student block against the teacher's at the same depth
+        hidden = self.p("student-hidden.gguf")
+        self.train(hidden, *student, "--teacher", f32, "--distill-alpha", 0.7,
+                   "--distill-temperature", 2.0, "--distill-hidden", 1.0,
+                   "--distill-hidden-layers", 3, steps=self.a.student_steps)
+        rd = self.eval("distill", [f32, alone, distilled, hidden])
         self.table(f"Distillation: a 3-layer, 128-wide student, {self.a.student_steps} steps "
                    "with and without the teacher", rd)
 

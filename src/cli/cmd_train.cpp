@@ -30,6 +30,7 @@
 #include "model/random_init.hpp"
 #include "profile/machine_probe.hpp"
 #include "train/batch_plan.hpp"
+#include "dist/communicator.hpp"
 #include "train/teacher.hpp"
 #include "train/teacher_cache.hpp"
 #include "train/trainer.hpp"
@@ -67,7 +68,9 @@ struct TrainArgs {
     bool keep_zeros = false;
     std::string qat, teacher, teacher_cache;
     int offline_topk = 0;
-    float distill_alpha = 0.5f, distill_temperature = 2.0f;
+    float distill_alpha = 0.5f, distill_temperature = 2.0f, distill_hidden = 0.0f;
+    int distill_hidden_layers = 1;
+    int dp = 0;  // data-parallel ranks; 0: the MPI world's size
     std::string out;
     bool json = false;
     bool profile = false;
@@ -82,6 +85,7 @@ double flops_per_token(train::TrainModel& m, int T) {
     double matrix = 0;
     bool tied = true;
     for (const train::Param& p : m.params().params()) {
+        if (p.auxiliary) continue;  // distillation's projections: not the model's work
         if (p.name == "output.weight") tied = false;
         if (p.ne.size() == 2 && p.name != "token_embd.weight" && p.name != "position_embd.weight")
             matrix += static_cast<double>(p.numel);
@@ -128,6 +132,16 @@ int run_train(const TrainArgs& a) {
     SYSLM_CHECK(a.patience == 0 || a.eval_every > 0, "train: --patience needs --eval-every");
     SYSLM_CHECK(a.checkpoint_every == 0 || !a.checkpoint.empty(),
                 "train: --checkpoint-every needs --checkpoint DIR");
+    // Under mpirun every rank is a data-parallel replica (tensor and pipeline parallelism are not
+    // built yet: docs/design/distributed.md); rank 0 prints, logs and writes files.
+    const std::unique_ptr<dist::Communicator> world = dist::world(a.dp > 1);
+    const int ranks = world->size();
+    SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " but ", ranks,
+                " ranks were started (run `mpirun -np ", a.dp, " syslm train ...`)");
+    const bool lead = world->rank() == 0;
+    // Progress goes to stderr on rank 0 only; errors still reach stderr from any rank.
+    FILE* const info = lead ? stderr : std::fopen("/dev/null", "w");
+    SYSLM_CHECK(info, "train: cannot open /dev/null");
     std::string path =
         !a.resume.empty() ? (std::filesystem::path(a.resume) / "model.gguf").string() : a.init;
     std::string temp;
@@ -173,22 +187,32 @@ int run_train(const TrainArgs& a) {
             model, train::optimizer_kind(a.optimizer), a.seq, sequences, limit);
         batch = bp.micro_batch;
         accum = bp.accum;
-        std::fprintf(stderr,
+        std::fprintf(info,
                      "batch: %d sequences of %d tokens per step = %d micro-batches of %d "
                      "(estimated %zu MiB%s)\n",
                      sequences, a.seq, accum, batch, bp.bytes >> 20,
                      limit ? (" of " + std::to_string(limit >> 20) + " MiB").c_str() : "");
     }
 
+    // With data parallelism the source makes the global batch (ranks x --batch sequences) and
+    // each rank trains on its slice of it.
+    const int global = batch * ranks;
     std::unique_ptr<train::BatchSource> data;
     if (!a.data.empty())
-        data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, batch, a.seq);
+        data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, global, a.seq);
     else if (a.synthetic)
-        data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, batch, a.seq);
+        data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, global, a.seq);
     else
-        data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), batch, a.seq);
+        data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), global, a.seq);
+    if (ranks > 1) {
+        data = std::make_unique<train::RankSlice>(std::move(data), world->rank(), ranks, batch,
+                                                  a.seq);
+        std::fprintf(info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", ranks,
+                     world->transport().c_str(), batch);
+    }
 
     train::TrainOptions opt;
+    opt.data_parallel = ranks > 1 ? world.get() : nullptr;
     opt.B = batch;
     opt.T = a.seq;
     opt.steps = a.steps;
@@ -213,7 +237,7 @@ int run_train(const TrainArgs& a) {
                 compress::choose_tensor_type(p.name, DType::F32, p.ne, *qat, facts);
             if (c.quantize && dtype_info(c.type).quantized) opt.fake_quant.emplace_back(p.name, c.type);
         }
-        std::fprintf(stderr, "qat: %zu matrices fake-quantized for %s\n", opt.fake_quant.size(),
+        std::fprintf(info, "qat: %zu matrices fake-quantized for %s\n", opt.fake_quant.size(),
                      compress::quant_target_name(*qat).c_str());
     }
     if (model.precision() == train::Precision::F16) {  // fp16's range needs loss scaling
@@ -247,9 +271,10 @@ int run_train(const TrainArgs& a) {
                        ("teacher-top" + std::to_string(a.offline_topk) + "-seq" +
                         std::to_string(a.seq) + ".cache"))
                           .string();
-            if (!std::filesystem::exists(path))
+            if (!std::filesystem::exists(path) && lead)  // one writer; the others wait for it
                 train::build_teacher_cache(path, a.data, a.teacher, *teacher, a.seq,
                                            a.offline_topk, &std::cerr);
+            world->barrier();
             cache = std::make_unique<train::TeacherCache>(path, a.data, a.teacher, a.seq,
                                                           a.offline_topk, n_vocab);
             opt.teacher_cache = cache.get();
@@ -257,20 +282,40 @@ int run_train(const TrainArgs& a) {
         } else {
             opt.teacher = teacher.get();
         }
-        std::fprintf(stderr, "distill: teacher %s (%s), alpha %.2f, temperature %.2f\n",
+        std::fprintf(info, "distill: teacher %s (%s), alpha %.2f, temperature %.2f\n",
                      a.teacher.c_str(),
                      a.offline_topk > 0 ? ("offline top-" + std::to_string(a.offline_topk)).c_str()
                                         : "online",
                      a.distill_alpha, a.distill_temperature);
     }
+    if (a.distill_hidden > 0) {
+        SYSLM_CHECK(opt.teacher, "train: --distill-hidden needs an online --teacher (the offline "
+                                 "cache of --offline-topk keeps logits only)");
+        std::vector<int> student, teach;
+        std::string pairs;
+        for (const auto& [s, t] : train::hidden_layer_map(model.hparams().n_layer,
+                                                          teacher->n_layer(),
+                                                          a.distill_hidden_layers)) {
+            student.push_back(s);
+            teach.push_back(t);
+            pairs += " " + std::to_string(s) + "->" + std::to_string(t);
+        }
+        model.match_hidden(student, teacher->n_embd(), a.seed ^ 0x68696464656eULL);
+        opt.teacher_layers = teach;
+        opt.distill_hidden = a.distill_hidden;
+        std::fprintf(info,
+                     "distill: hidden states of blocks (student->teacher)%s, projected %d -> %d, "
+                     "weight %.3g\n",
+                     pairs.c_str(), model.hparams().n_embd, teacher->n_embd(), a.distill_hidden);
+    }
     train::Trainer trainer(model, *data, opt, pool);
     if (!a.resume.empty()) {
         trainer.load_state(a.resume);
-        std::fprintf(stderr, "resumed %s at step %lld\n", a.resume.c_str(),
+        std::fprintf(info, "resumed %s at step %lld\n", a.resume.c_str(),
                      static_cast<long long>(trainer.next_step()));
     }
     std::ofstream metrics;
-    if (!a.metrics.empty()) {
+    if (!a.metrics.empty() && lead) {
         metrics.open(a.metrics, std::ios::app);
         SYSLM_CHECK(metrics, a.metrics, ": cannot open the metrics file");
     }
@@ -278,8 +323,9 @@ int run_train(const TrainArgs& a) {
         if (metrics.is_open()) metrics << j.dump() << "\n" << std::flush;
     };
     auto save = [&] {
+        if (!lead) return;  // the ranks hold the same weights and optimizer state
         trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
-        std::fprintf(stderr, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
+        std::fprintf(info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
                      static_cast<long long>(trainer.next_step()));
     };
     std::signal(SIGINT, on_sigint);
@@ -291,25 +337,26 @@ int run_train(const TrainArgs& a) {
     const double peak =
         (bf16_peak ? probe.bf16_for(pool.size()) : probe.fma_f32_for(pool.size())) * 1e9;
     const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
-    const double tokens_per_step = static_cast<double>(batch) * a.seq * accum;
+    // Throughput of the whole group; MFU against the peak of every rank's threads.
+    const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * ranks;
     double timed = 0, final_loss = 0, best_val = INFINITY;
     int64_t timed_steps = 0;
     int evals_without_gain = 0;
     bool interrupted = false, stopped_early = false;
     const int64_t first = trainer.next_step();
-    const bool live = isatty(fileno(stderr)) != 0;
+    const bool live = lead && isatty(fileno(stderr)) != 0;
     // Profiling covers the steps after the first (warm-up), as the speed figures do.
     auto profile_report = [&] {
         if (!a.profile) return;
         const auto ops = profiler::collect();
         double total = 0;
         for (const auto& op : ops) total += op.seconds;
-        std::fprintf(stderr, "\nprofile of %lld steps (%.1f s in profiled ops of %.1f s)\n",
+        std::fprintf(info, "\nprofile of %lld steps (%.1f s in profiled ops of %.1f s)\n",
                      static_cast<long long>(timed_steps), total, timed);
-        std::fprintf(stderr, "%-18s %8s %10s %7s %10s\n", "op", "calls", "time s", "time %",
+        std::fprintf(info, "%-18s %8s %10s %7s %10s\n", "op", "calls", "time s", "time %",
                      "GFLOP/s");
         for (const auto& op : ops)
-            std::fprintf(stderr, "%-18s %8llu %10.3f %6.1f%% %10.1f\n", op.name.c_str(),
+            std::fprintf(info, "%-18s %8llu %10.3f %6.1f%% %10.1f\n", op.name.c_str(),
                          static_cast<unsigned long long>(op.calls), op.seconds,
                          100 * op.seconds / std::max(timed, 1e-9), op.flops / op.seconds / 1e9);
     };
@@ -328,17 +375,17 @@ int run_train(const TrainArgs& a) {
         // log file only the kept lines.
         const bool keep = (s.step + 1) % a.log_every == 0 || s.step + 1 == a.steps;
         if (live || keep) {
-            std::fprintf(stderr,
+            std::fprintf(info,
                          "%sstep %lld/%lld | loss %.4f | grad norm %.3f | lr %.2e | %.0f tok/s | "
                          "MFU %.1f%% | ETA %s   %s",
                          live ? "\r" : "", static_cast<long long>(s.step + 1),
                          static_cast<long long>(a.steps), s.loss, s.grad_norm, s.lr, tps, 100 * mfu,
                          eta(sps * static_cast<double>(a.steps - s.step - 1)).c_str(),
                          keep ? "\n" : "");
-            std::fflush(stderr);
+            std::fflush(info);
         }
         if (s.skipped)
-            std::fprintf(stderr, "%sstep %lld: gradients overflowed at loss scale %g: skipped, "
+            std::fprintf(info, "%sstep %lld: gradients overflowed at loss scale %g: skipped, "
                          "scale halved\n", live ? "\n" : "", static_cast<long long>(s.step + 1),
                          static_cast<double>(s.loss_scale));
         log({{"step", s.step + 1},
@@ -352,7 +399,7 @@ int run_train(const TrainArgs& a) {
              {"waited_ms", 1e3 * data->waited_s()}});
         if (a.eval_every > 0 && ((s.step + 1) % a.eval_every == 0 || trainer.done())) {
             const double val = train::evaluate(model, a.data, batch, a.seq, a.eval_batches, pool);
-            std::fprintf(stderr, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
+            std::fprintf(info, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
                          live && !keep ? "\n" : "", static_cast<long long>(s.step + 1), val,
                          1e3 * data->waited_s());
             log({{"step", s.step + 1}, {"val_loss", val}});
@@ -360,12 +407,17 @@ int run_train(const TrainArgs& a) {
                 best_val = val;
                 evals_without_gain = 0;
             } else if (a.patience > 0 && ++evals_without_gain >= a.patience) {
-                std::fprintf(stderr, "early stop: no val improvement in %d evaluations\n",
+                std::fprintf(info, "early stop: no val improvement in %d evaluations\n",
                              a.patience);
                 stopped_early = true;
             }
         }
         if (g_interrupted) interrupted = true;
+        if (ranks > 1) {  // every rank stops at the same step
+            double any = interrupted ? 1 : 0;
+            world->all_reduce_sum(&any, 1);
+            interrupted = any > 0;
+        }
         const bool periodic = a.checkpoint_every > 0 && (s.step + 1) % a.checkpoint_every == 0;
         if (!a.checkpoint.empty() && (periodic || interrupted)) save();
         if (interrupted || stopped_early) break;
@@ -373,7 +425,7 @@ int run_train(const TrainArgs& a) {
     std::signal(SIGINT, SIG_DFL);
     profile_report();
     if (interrupted) {
-        std::fprintf(stderr, "\ninterrupted at step %lld%s\n",
+        std::fprintf(info, "\ninterrupted at step %lld%s\n",
                      static_cast<long long>(trainer.next_step()),
                      a.checkpoint.empty() ? "" : ": resume with --resume <checkpoint>");
     }
@@ -382,6 +434,14 @@ int run_train(const TrainArgs& a) {
         trainer.next_step() % a.checkpoint_every != 0)
         save();
     const double sps = timed / std::max<int64_t>(1, timed_steps);
+    if (ranks > 1)
+        std::fprintf(info,
+                     "data parallel: %.2f s reducing gradients (%.1f MiB sent per rank per step), "
+                     "%.0f%% of it hidden behind the backward\n",
+                     trainer.comm_seconds(),
+                     static_cast<double>(world->bytes_sent()) / std::max<int64_t>(1, trainer.next_step() - first) / (1 << 20),
+                     100 * trainer.overlap());
+    if (!lead) return interrupted ? 130 : 0;  // rank 0 writes the files
     if (!a.out.empty() && qat) {  // the float master beside, the quantized export at --out
         std::string master = a.out;
         if (master.size() > 5 && master.substr(master.size() - 5) == ".gguf")
@@ -392,18 +452,18 @@ int run_train(const TrainArgs& a) {
         qo.target = *qat;
         qo.threads = a.threads;
         compress::quantize_model(master, a.out, qo);
-        std::fprintf(stderr, "wrote %s (float master weights) and %s (%s)\n", master.c_str(),
+        std::fprintf(info, "wrote %s (float master weights) and %s (%s)\n", master.c_str(),
                      a.out.c_str(), compress::quant_target_name(*qat).c_str());
     } else if (!a.out.empty()) {
         model.params().write_gguf(a.out, file.metadata(), false, &file);
-        std::fprintf(stderr, "wrote %s\n", a.out.c_str());
+        std::fprintf(info, "wrote %s\n", a.out.c_str());
     }
     const nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
                                  {"mfu", step_flops / sps / peak},
                                  {"final_loss", final_loss},
                                  {"peak_rss_mib", peak_rss_mib()}};
     log(summary);
-    if (std::isfinite(best_val)) std::fprintf(stderr, "best val loss %.4f\n", best_val);
+    if (std::isfinite(best_val)) std::fprintf(info, "best val loss %.4f\n", best_val);
     if (a.json) std::printf("%s\n", summary.dump().c_str());
     return interrupted ? 130 : 0;
 }
@@ -433,6 +493,22 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
     app.add_option("--distill-temperature", a->distill_temperature, "Softmax temperature tau")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    auto* hidden = app.add_option("--distill-hidden", a->distill_hidden,
+                   "Hidden-state matching (online teacher): weight of the relative squared error "
+                   "between the student's residual stream, through a learned projection to the "
+                   "teacher's width, and the teacher's, added to the loss (0: off)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--distill-hidden-layers", a->distill_hidden_layers,
+                   "Hidden-state matching: how many student blocks are matched, spread evenly and "
+                   "ending with the last, each with the teacher's block at the same relative depth")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber)
+        ->needs(hidden);
+    app.add_option("--dp", a->dp,
+                   "Data-parallel ranks: run under `mpirun -np N`; each rank trains on --batch "
+                   "sequences of a global batch of N x --batch (default: every started rank)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--init", a->init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
     app.add_option("--arch", a->arch, "Train from scratch: llama | qwen2 | gpt2")
         ->check(CLI::IsMember({"llama", "qwen2", "gpt2"}));

@@ -149,6 +149,7 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
             moe_block(il, T);
         else
             ffn_block(il, T);
+        if (observer_) observer_->observe_residual(il, x_.data(), T, E);
     }
     rows_ = nullptr;
     const int64_t n_out = static_cast<int64_t>(logit_rows.size());

@@ -63,6 +63,9 @@ public:
     virtual ~ActivationObserver() = default;
     virtual void observe(const std::string& tensor, int expert, const float* x, int64_t rows,
                          int64_t n_in) = 0;
+    // The residual stream after block `il` (rows x n_embd): distillation's hidden-state targets.
+    virtual void observe_residual(int /*il*/, const float* /*x*/, int64_t /*rows*/,
+                                  int64_t /*n_embd*/) {}
 };
 
 // The layer math over a batch of rows, with activation buffers allocated once for n_batch rows

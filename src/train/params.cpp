@@ -63,6 +63,27 @@ void ParamStore::tie(const std::string& alias, const std::string& target) {
     params_.erase(params_.begin() + (a - params_.data()));
 }
 
+void ParamStore::add_auxiliary(const std::string& name, std::vector<int64_t> ne,
+                               const std::vector<float>& init) {
+    SYSLM_CHECK(!find(name), "parameter '", name, "' exists already");
+    int64_t numel = 1;
+    for (int64_t n : ne) numel *= n;
+    SYSLM_CHECK(static_cast<int64_t>(init.size()) == numel, "parameter '", name, "': ",
+                init.size(), " initial values for ", numel);
+    const size_t offset = (values_.size() + 15) / 16 * 16;
+    values_.resize(offset + static_cast<size_t>(numel), 0.0f);
+    grads_.resize(values_.size(), 0.0f);
+    std::copy(init.begin(), init.end(), values_.begin() + static_cast<std::ptrdiff_t>(offset));
+    params_.push_back({name, std::move(ne), offset, numel, true});
+}
+
+size_t ParamStore::auxiliary_size() const {
+    size_t n = 0;
+    for (const Param& p : params_)
+        if (p.auxiliary) n += static_cast<size_t>(p.numel);
+    return n;
+}
+
 void ParamStore::zero_grads() {
     std::fill(grads_.begin(), grads_.end(), 0.0f);
 }
@@ -75,8 +96,9 @@ void ParamStore::write_gguf(const std::string& path,
     w.set("general.file_type", io::GGUFValue::u32(0));  // all F32
     const std::vector<float>& src = gradients ? grads_ : values_;
     for (const Param& p : params_)
-        w.add_tensor(p.name, DType::F32, p.ne, src.data() + p.offset,
-                     static_cast<size_t>(p.numel) * sizeof(float));
+        if (!p.auxiliary)
+            w.add_tensor(p.name, DType::F32, p.ne, src.data() + p.offset,
+                         static_cast<size_t>(p.numel) * sizeof(float));
     for (const auto& [alias, target] : ties_) {
         const Param* p = find(target);
         w.add_tensor(alias, DType::F32, p->ne, src.data() + p->offset,

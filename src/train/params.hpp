@@ -17,6 +17,9 @@ struct Param {
     std::vector<int64_t> ne;  // GGML order
     size_t offset;            // in floats, into values / grads
     int64_t numel;
+    // Trained with the model but not part of it (distillation's hidden-state projections): kept
+    // out of the GGUF files, saved in checkpoint states.
+    bool auxiliary = false;
 };
 
 class ParamStore {
@@ -29,14 +32,21 @@ public:
     float* value(const std::string& name);  // nullptr when absent
     float* grad(const std::string& name);
     float* values() { return values_.data(); }
+    const float* values() const { return values_.data(); }
     float* grads() { return grads_.data(); }
     size_t size() const { return values_.size(); }  // floats
     void zero_grads();
     // Makes `alias` the same parameter as `target` (same shape): it leaves the trained set and is
     // written as a copy of `target`. For GPT-2 files, which store the tied output matrix twice.
     void tie(const std::string& alias, const std::string& target);
+    // Appends an auxiliary parameter with these initial values (gradient zero). Reallocates:
+    // pointers from value() / grad() taken before are invalid afterwards.
+    void add_auxiliary(const std::string& name, std::vector<int64_t> ne,
+                       const std::vector<float>& init);
+    size_t auxiliary_size() const;  // floats of the auxiliary parameters
 
-    // Writes the values (or the gradients) as F32 tensors with the given metadata, plus, when
+    // Writes the values (or the gradients) of the model's parameters (not the auxiliary ones) as
+    // F32 tensors with the given metadata, plus, when
     // `constants` is given, its tensors that are not parameters (rope_freqs), unchanged.
     void write_gguf(const std::string& path,
                     const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "core/error.hpp"
 #include "core/profiler.hpp"
@@ -54,12 +55,8 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
     const io::GGUFTensor& embd = file.tensor("token_embd.weight");
     SYSLM_CHECK(embd.ne.size() == 2, file.path(), ": token_embd.weight must be 2-D");
     hp_.n_vocab = static_cast<int>(embd.ne[1]);
-    const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim(),
-                  F = hp_.n_ff;
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
-    const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
-    const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
-    ffn_width_ = moe() ? hp_.n_expert_used * FX : F;
+    ffn_width_ = moe() ? hp_.n_expert_used * hp_.n_ff_exp : hp_.n_ff;
 
     // GPT-2 ties its output matrix to the embedding, but its GGUF stores it twice (llama.cpp's
     // gpt2 requires output.weight): two bit-identical copies are trained as the one tensor HF
@@ -71,14 +68,6 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
                                          params_.value(t->name)))
             params_.tie("output.weight", "token_embd.weight");
     }
-    token_embd_ = bind("token_embd.weight", {E, V});
-    output_norm_ = bind("output_norm.weight", {E});
-    output_ = bind("output.weight", {E, V}, false);
-    if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
-    if (gpt2) {
-        output_norm_b_ = bind("output_norm.bias", {E});
-        position_embd_ = bind("position_embd.weight", {E, hp_.n_ctx_train});
-    }
     if (hp_.has_rope()) {
         if (const io::GGUFTensor* f = file.find_tensor("rope_freqs.weight")) {
             hp_.rope.freq_factors.resize(static_cast<size_t>(f->numel()));
@@ -86,6 +75,25 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
                                                    f->numel());
         }
         rope_ = std::make_unique<kernels::Rope>(hp_.rope);
+    }
+    bind_all();
+}
+
+// Every parameter pointer, from the store's current arrays (again after they grow).
+void TrainModel::bind_all() {
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim(),
+                  F = hp_.n_ff;
+    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
+    const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
+    const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
+    layers_.clear();
+    token_embd_ = bind("token_embd.weight", {E, V});
+    output_norm_ = bind("output_norm.weight", {E});
+    output_ = bind("output.weight", {E, V}, false);
+    if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
+    if (gpt2) {
+        output_norm_b_ = bind("output_norm.bias", {E});
+        position_embd_ = bind("position_embd.weight", {E, hp_.n_ctx_train});
     }
     for (int il = 0; il < hp_.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
@@ -121,6 +129,8 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
         }
         layers_.push_back(l);
     }
+    for (size_t m = 0; m < hidden_layers_.size(); ++m)
+        hidden_proj_[m] = bind(hidden_name(hidden_layers_[m]), {E, hidden_embd_});
 }
 
 TrainModel::Tensor TrainModel::bind(const std::string& name, std::vector<int64_t> ne,
@@ -132,6 +142,60 @@ TrainModel::Tensor TrainModel::bind(const std::string& name, std::vector<int64_t
     }
     SYSLM_CHECK(same_shape(p->ne, ne), "training: tensor '", name, "' has the wrong shape");
     return {params_.value(name), params_.grad(name)};
+}
+
+std::string TrainModel::hidden_name(int il) {
+    return "distill.hidden." + std::to_string(il) + ".weight";
+}
+
+void TrainModel::match_hidden(std::vector<int> layers, int teacher_embd, uint64_t seed) {
+    SYSLM_CHECK(hidden_layers_.empty(), "training: hidden-state matching is set up already");
+    SYSLM_CHECK(teacher_embd > 0, "training: the teacher's width must be positive");
+    const int64_t E = hp_.n_embd;
+    std::mt19937_64 rng(seed);
+    // Each projection starts as a random map preserving the expected squared norm (Xavier-like):
+    // N(0, 1/E) entries, so P h is on the scale of h from the first step.
+    std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(E)));
+    for (int il : layers) {
+        SYSLM_CHECK(il >= 0 && il < hp_.n_layer, "training: no block ", il, " to match (",
+                    hp_.n_layer, " blocks)");
+        std::vector<float> init(static_cast<size_t>(E) * teacher_embd);
+        for (float& v : init) v = normal(rng);
+        params_.add_auxiliary(hidden_name(il), {E, teacher_embd}, init);
+    }
+    hidden_layers_ = std::move(layers);
+    hidden_embd_ = teacher_embd;
+    hidden_proj_.assign(hidden_layers_.size(), {});
+    bind_all();
+}
+
+// Relative squared error of the projected residual, e_r = |P h_r - t_r|^2 / |t_r|^2 per row,
+// weighted by weight / (rows x matched layers); its gradient (times loss_scale) goes to the
+// projection's and, kept in d_hidden_ for the backward, to the residual.
+double TrainModel::hidden_loss(size_t m, const float* teacher, float weight, int64_t R,
+                               float loss_scale, ThreadPool& pool) {
+    const int64_t E = hp_.n_embd, D = hidden_embd_;
+    float* y = hidden_y_.data();
+    linear(hidden_proj_[m], {}, x_.data(), R, E, D, y, pool);
+    const double c = static_cast<double>(weight) / (static_cast<double>(R) * hidden_layers_.size());
+    double loss = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        const float* t = teacher + r * D;
+        float* d = y + r * D;
+        double err = 0, norm = 0;
+        for (int64_t i = 0; i < D; ++i) {
+            d[i] -= t[i];
+            err += static_cast<double>(d[i]) * d[i];
+            norm += static_cast<double>(t[i]) * t[i];
+        }
+        const double inv = 1.0 / std::max(norm, 1e-12);
+        loss += err * inv;
+        const float g = static_cast<float>(2.0 * c * inv * loss_scale);
+        for (int64_t i = 0; i < D; ++i) d[i] *= g;
+    }
+    linear_backward(hidden_proj_[m], {}, x_.data(), y, R, E, D,
+                    d_hidden_.data() + static_cast<int64_t>(m) * R * E, false, pool);
+    return c * loss;
 }
 
 void TrainModel::plan(int B, int T) {
@@ -447,7 +511,19 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         std::copy_n(e, E, x);
         if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
     }
-    for (int il = 0; il < hp_.n_layer; ++il) layer_forward(il, B, T, pool);
+    const bool hidden = backward && distill && distill->teacher_hidden && !hidden_layers_.empty();
+    if (hidden) {  // sized once per (B, T): nothing allocated once warm
+        hidden_y_.resize(static_cast<size_t>(R * hidden_embd_));
+        d_hidden_.resize(static_cast<size_t>(R * E) * hidden_layers_.size());
+    }
+    double hidden_sum = 0;
+    for (int il = 0; il < hp_.n_layer; ++il) {
+        layer_forward(il, B, T, pool);
+        if (const int m = hidden_slot(il); hidden && m >= 0)
+            hidden_sum += hidden_loss(static_cast<size_t>(m),
+                                      distill->teacher_hidden + m * R * hidden_embd_,
+                                      distill->hidden_weight, R, loss_scale, pool);
+    }
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
     std::copy_n(x_.data(), R * E, x_final_.data());
     norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
@@ -468,16 +544,22 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
                                                 loss_scale);
     }
     if (!backward) return loss;
-    loss += aux_coef_ * aux;
+    loss += aux_coef_ * aux + hidden_sum;
 
     // logits_ now holds dL/dlogits.
     linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, V, d_a_.data(), false, pool);
     norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, pool);
-    for (int il = hp_.n_layer - 1; il >= 0; --il) layer_backward(il, B, T, pool);
+    for (int il = hp_.n_layer - 1; il >= 0; --il) {
+        if (const int m = hidden_slot(il); hidden && m >= 0)
+            add_into(dx_.data(), d_hidden_.data() + m * R * E, static_cast<size_t>(R * E));
+        layer_backward(il, B, T, pool);
+        if (grad_hook_) grad_hook_(il);
+    }
     kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
     if (position_embd_.g)
         for (int64_t r = 0; r < R; ++r)
             add_into(position_embd_.g + (r % T) * E, dx_.data() + r * E, static_cast<size_t>(E));
+    if (grad_hook_) grad_hook_(-1);
     return loss;
 }
 

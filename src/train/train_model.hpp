@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -77,10 +78,28 @@ public:
         float temperature;
         const int32_t* topk_ids = nullptr;  // offline: the teacher's top-k tokens per position
         int k = 0;
+        // Hidden-state matching (match_hidden): the teacher's residual for each matched block,
+        // hidden_layers().size() x (B x T) x its width, and the term's weight in the loss.
+        const float* teacher_hidden = nullptr;
+        float hidden_weight = 0.0f;
     };
     double forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                             int B, int T, ThreadPool& pool, float loss_scale = 1.0f,
                             const Distill* distill = nullptr);
+
+    // Hidden-state matching for distillation: the student's residual stream after each listed
+    // block goes through a learned projection (student width -> teacher_embd, an auxiliary
+    // parameter "distill.hidden.<il>.weight", trained with the rest, never exported) and its
+    // relative squared error to the teacher's residual, |P h - t|^2 / |t|^2 averaged over rows
+    // and blocks, is added to the loss with Distill::hidden_weight. Call before building the
+    // optimizer: it grows params().
+    void match_hidden(std::vector<int> layers, int teacher_embd, uint64_t seed);
+    const std::vector<int>& hidden_layers() const { return hidden_layers_; }
+
+    // Called during forward_backward as gradients become final: with il after block il's
+    // backward (its parameters' gradients are complete), with -1 at the end (the rest: embeddings,
+    // head, norms, auxiliary parameters). Data parallel starts reducing there. Empty: none.
+    void set_gradient_hook(std::function<void(int)> hook) { grad_hook_ = std::move(hook); }
 
     // The forward pass only: the cross-entropy (targets as above), nothing kept for a backward.
     double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
@@ -112,6 +131,14 @@ private:
     };
 
     Tensor bind(const std::string& name, std::vector<int64_t> ne, bool required = true);
+    void bind_all();  // every Tensor below from params_'s current arrays
+    static std::string hidden_name(int il);
+    int hidden_slot(int il) const {  // index into hidden_layers_, or -1
+        const auto it = std::find(hidden_layers_.begin(), hidden_layers_.end(), il);
+        return it == hidden_layers_.end() ? -1 : static_cast<int>(it - hidden_layers_.begin());
+    }
+    double hidden_loss(size_t m, const float* teacher, float weight, int64_t R, float loss_scale,
+                       ThreadPool& pool);
     Saved& saved(int il) {
         return saved_[recompute_ == Recompute::Full ? 0 : static_cast<size_t>(il)];
     }
@@ -186,6 +213,15 @@ private:
     Buf<float> moe_in_, moe_grad_, moe_dz_, moe_slot_dw_, moe_aux_grad_;
     Buf<int64_t> moe_count_;
     Buf<double> moe_psum_;
+
+    // Hidden-state matching: matched blocks, the teacher's width, the projections; the projected
+    // residual (scratch) and each matched block's residual gradient, kept from forward to
+    // backward.
+    std::vector<int> hidden_layers_;
+    int hidden_embd_ = 0;
+    std::vector<Tensor> hidden_proj_;
+    std::vector<float> hidden_y_, d_hidden_;
+    std::function<void(int)> grad_hook_;
 };
 
 }  // namespace syslm::train

@@ -87,6 +87,28 @@ void ShardBatches::next(std::vector<int32_t>& tokens, std::vector<int32_t>& targ
     windows_.assign(b.window.begin(), b.window.end());
 }
 
+RankSlice::RankSlice(std::unique_ptr<BatchSource> global, int rank, int ranks, int B, int T)
+    : global_(std::move(global)), rank_(rank), ranks_(ranks), B_(B), T_(T) {
+    SYSLM_CHECK(ranks >= 1 && rank >= 0 && rank < ranks, "data parallel: rank ", rank, " of ",
+                ranks);
+}
+
+void RankSlice::next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
+    global_->next(tokens_, targets_);
+    const size_t per = static_cast<size_t>(B_) * T_;
+    SYSLM_CHECK(tokens_.size() == per * ranks_ && targets_.size() == tokens_.size(),
+                "data parallel: the global batch has ", tokens_.size(), " tokens, expected ",
+                ranks_, " x ", B_, " x ", T_);
+    const auto at = static_cast<std::ptrdiff_t>(per * rank_);
+    tokens.assign(tokens_.begin() + at, tokens_.begin() + at + static_cast<std::ptrdiff_t>(per));
+    targets.assign(targets_.begin() + at, targets_.begin() + at + static_cast<std::ptrdiff_t>(per));
+    const std::span<const uint64_t> w = global_->windows();
+    if (w.empty())
+        windows_.clear();
+    else
+        windows_.assign(w.begin() + rank_ * B_, w.begin() + (rank_ + 1) * B_);
+}
+
 std::string ShardBatches::position() const {
     const data::LoaderPosition p = loader_->position();
     return "shards " + std::to_string(loader_->fingerprint()) + " " + std::to_string(p.epoch) +
@@ -145,6 +167,12 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
     SYSLM_CHECK(!opt.teacher || opt.teacher->n_vocab() == model.hparams().n_vocab,
                 "distillation: the teacher's vocabulary (", opt.teacher ? opt.teacher->n_vocab() : 0,
                 " tokens) differs from the student's (", model.hparams().n_vocab, ")");
+    SYSLM_CHECK(opt.teacher_layers.size() == model.hidden_layers().size(),
+                "distillation: ", opt.teacher_layers.size(), " teacher blocks to match against ",
+                model.hidden_layers().size(), " student blocks (TrainModel::match_hidden)");
+    SYSLM_CHECK(opt.teacher_layers.empty() || (opt.teacher && !opt.teacher_cache),
+                "distillation: hidden-state matching needs the online teacher (the offline cache "
+                "keeps logits only)");
     for (const auto& [name, type] : opt.fake_quant) {
         const Param* p = model.params().find(name);
         SYSLM_CHECK(p, "training: no parameter ", name, " to fake-quantize");
@@ -153,6 +181,7 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
                     "training: cannot fake-quantize ", name, " (rows of ", p->ne[0], ") to ",
                     dtype_name(type));
     }
+    if (opt.data_parallel && opt.data_parallel->size() > 1) make_buckets();
     if (opt.keep_zeros) {  // runs of zeros, so a 50%-sparse matrix costs far less than a mask
         const float* v = model.params().values();
         for (const Param& p : model.params().params()) {
@@ -171,6 +200,45 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
             }
         }
     }
+}
+
+// Maximal runs of parameters with the same owner (block il, or -1 for the rest) in arena order,
+// each extended over the alignment padding after it: every float of the arena is in exactly one
+// bucket.
+void Trainer::make_buckets() {
+    const ParamStore& ps = model_.params();
+    std::vector<const Param*> order;
+    for (const Param& p : ps.params()) order.push_back(&p);
+    std::sort(order.begin(), order.end(),
+              [](const Param* a, const Param* b) { return a->offset < b->offset; });
+    auto owner = [](const Param& p) {
+        if (p.auxiliary || p.name.rfind("blk.", 0) != 0) return -1;
+        return std::stoi(p.name.substr(4));
+    };
+    std::vector<dist::GradientReducer::Bucket> buckets;
+    std::vector<int> owners;
+    for (size_t i = 0; i < order.size(); ++i) {
+        const int o = owner(*order[i]);
+        const size_t begin = i == 0 ? 0 : order[i]->offset;
+        const size_t end = i + 1 < order.size() ? order[i + 1]->offset : ps.size();
+        if (!owners.empty() && owners.back() == o)
+            buckets.back().end = end;
+        else {
+            buckets.push_back({begin, end});
+            owners.push_back(o);
+        }
+    }
+    block_buckets_.assign(static_cast<size_t>(model_.hparams().n_layer), {});
+    for (size_t b = 0; b < owners.size(); ++b) {
+        if (owners[b] < 0)
+            rest_buckets_.push_back(b);
+        else {
+            SYSLM_CHECK(owners[b] < model_.hparams().n_layer, "data parallel: parameter of block ",
+                        owners[b], " in a model of ", model_.hparams().n_layer);
+            block_buckets_[static_cast<size_t>(owners[b])].push_back(b);
+        }
+    }
+    reducer_ = std::make_unique<dist::GradientReducer>(*opt_.data_parallel, std::move(buckets));
 }
 
 void Trainer::fake_quantize() {
@@ -216,6 +284,13 @@ StepStats Trainer::step() {
     double loss = 0;
     for (int micro = 0; micro < opt_.accum; ++micro) {
         data_.next(tokens_, targets_);
+        if (reducer_ && micro == opt_.accum - 1) {  // the last backward makes gradients final
+            reducer_->start(model_.params().grads());
+            model_.set_gradient_hook([this](int il) {
+                for (size_t b : il < 0 ? rest_buckets_ : block_buckets_[static_cast<size_t>(il)])
+                    reducer_->ready(b);
+            });
+        }
         if (opt_.teacher_cache) {
             const TeacherCache& c = *opt_.teacher_cache;
             const std::span<const uint64_t> win = data_.windows();
@@ -233,22 +308,37 @@ StepStats Trainer::step() {
                                         opt_.distill_temperature, teacher_ids_.data(), c.k()};
             loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
         } else if (opt_.teacher) {
-            teacher_logits_.resize(static_cast<size_t>(opt_.B) * opt_.T * opt_.teacher->n_vocab());
-            opt_.teacher->logits(tokens_, opt_.B, opt_.T, teacher_logits_.data());
-            const TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
-                                        opt_.distill_temperature};
+            const size_t rows = static_cast<size_t>(opt_.B) * opt_.T;
+            teacher_logits_.resize(rows * opt_.teacher->n_vocab());
+            teacher_hidden_.resize(rows * opt_.teacher->n_embd() * opt_.teacher_layers.size());
+            opt_.teacher->logits(tokens_, opt_.B, opt_.T, teacher_logits_.data(),
+                                 opt_.teacher_layers, teacher_hidden_.data());
+            TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
+                                  opt_.distill_temperature};
+            if (!opt_.teacher_layers.empty()) {
+                d.teacher_hidden = teacher_hidden_.data();
+                d.hidden_weight = opt_.distill_hidden;
+            }
             loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
         } else {
             loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
         }
+    }
+    int ranks = 1;
+    if (reducer_) {
+        model_.set_gradient_hook({});
+        reducer_->finish();  // gradients summed over the data-parallel group
+        ranks = opt_.data_parallel->size();
+        opt_.data_parallel->all_reduce_sum(&loss, 1);
+        loss /= ranks;
     }
     if (!opt_.fake_quant.empty()) restore_master();  // gradients at Q(W) update W
     const double n = static_cast<double>(model_.params().size());
     SYSLM_PROFILE_SCOPE("optimizer", 12 * n, 20 * n);
     float* g = model_.params().grads();
     const size_t size = model_.params().size();
-    // The mean over micro-batches (as one batch accum times larger), unscaled.
-    const float inv = 1.0f / (static_cast<float>(opt_.accum) * scale);
+    // The mean over micro-batches and ranks (as one batch accum x ranks times larger), unscaled.
+    const float inv = 1.0f / (static_cast<float>(opt_.accum) * static_cast<float>(ranks) * scale);
     if (inv != 1.0f)
         pool_.parallel_for(static_cast<int64_t>(size), [&](int64_t b, int64_t e, int) {
             for (int64_t i = b; i < e; ++i) g[i] *= inv;
@@ -292,7 +382,9 @@ StepStats Trainer::step() {
 namespace {
 
 constexpr char kStateMagic[4] = {'S', 'Y', 'S', 'T'};
-constexpr uint32_t kStateVersion = 2;  // 2 added the loss scale; 1 still loads
+// 2 added the loss scale, 3 the auxiliary parameters (distillation's hidden projections); older
+// states still load.
+constexpr uint32_t kStateVersion = 3;
 
 void put_floats(AtomicFileWriter& w, const std::vector<float>& v) {
     const uint64_t n = v.size();
@@ -324,6 +416,12 @@ void Trainer::save_checkpoint(const std::string& dir,
         const uint64_t len = pos.size();
         w.write(&len, sizeof len);
         w.write(pos.data(), len);
+        std::vector<float> aux;  // not in model.gguf, which holds the model only
+        const ParamStore& ps = model_.params();
+        for (const Param& p : ps.params())
+            if (p.auxiliary)
+                aux.insert(aux.end(), ps.values() + p.offset, ps.values() + p.offset + p.numel);
+        put_floats(w, aux);
         w.commit();
     }
     // Swap in the new directory: the old one is kept until the new one is in place.
@@ -346,8 +444,8 @@ void Trainer::load_state(const std::string& dir) {
     read(magic, 4, "magic");
     SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
     read(&version, sizeof version, "version");
-    SYSLM_CHECK(version == 1 || version == kStateVersion, path, ": state version ", version,
-                " (expected 1 or ", kStateVersion, ")");
+    SYSLM_CHECK(version >= 1 && version <= kStateVersion, path, ": state version ", version,
+                " (expected 1 to ", kStateVersion, ")");
     int64_t step = 0, t = 0;
     read(&step, sizeof step, "step");
     read(&t, sizeof t, "optimizer step");
@@ -376,6 +474,16 @@ void Trainer::load_state(const std::string& dir) {
     SYSLM_CHECK(len < (1u << 20), path, ": corrupt data position length ", len);
     std::string pos(len, '\0');
     read(pos.data(), len, "data position");
+    ParamStore& ps = model_.params();
+    uint64_t n_aux = 0;
+    if (version >= 3) read(&n_aux, sizeof n_aux, "auxiliary parameter count");
+    SYSLM_CHECK(n_aux == ps.auxiliary_size(), path, ": the checkpoint has ", n_aux,
+                " values of auxiliary parameters (hidden-state projections), this run ",
+                ps.auxiliary_size(), " (another --distill-hidden-layers or teacher?)");
+    for (const Param& p : ps.params())
+        if (p.auxiliary)
+            read(ps.values() + p.offset, static_cast<size_t>(p.numel) * sizeof(float),
+                 "auxiliary parameters");
     data_.seek(pos);
     next_step_ = step;
     optimizer_.set_steps(t);

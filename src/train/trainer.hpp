@@ -13,6 +13,8 @@
 
 #include "core/thread_pool.hpp"
 #include "data/loader.hpp"
+#include "dist/communicator.hpp"
+#include "dist/data_parallel.hpp"
 #include "train/optimizer.hpp"
 #include "train/train_model.hpp"
 
@@ -77,6 +79,25 @@ private:
     std::vector<uint64_t> windows_;
 };
 
+// Data parallel: this rank's rows of a global batch. The source makes ranks x B rows per batch
+// (the batch one process with ranks x B rows would see); rank r gets rows r x B .. r x B + B - 1.
+// Every rank reads the same global batches, so positions (checkpoints) are the source's.
+class RankSlice : public BatchSource {
+public:
+    RankSlice(std::unique_ptr<BatchSource> global, int rank, int ranks, int B, int T);
+    void next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) override;
+    std::string position() const override { return global_->position(); }
+    void seek(const std::string& position) override { global_->seek(position); }
+    double waited_s() const override { return global_->waited_s(); }
+    std::span<const uint64_t> windows() const override { return windows_; }
+
+private:
+    std::unique_ptr<BatchSource> global_;
+    int rank_, ranks_, B_, T_;
+    std::vector<int32_t> tokens_, targets_;
+    std::vector<uint64_t> windows_;
+};
+
 // Mean loss over the full batches of a data directory's val split (at most max_batches; 0 = all).
 double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, int max_batches,
                 ThreadPool& pool);
@@ -106,6 +127,14 @@ struct TrainOptions {
     const TeacherCache* teacher_cache = nullptr;  // offline: top-k soft targets per window
     float distill_alpha = 0.5f;
     float distill_temperature = 2.0f;
+    // Hidden-state matching (online teacher only): the teacher's block matched with each of the
+    // model's hidden_layers() (same order; hidden_layer_map), and the term's weight.
+    std::vector<int> teacher_layers;
+    float distill_hidden = 0.0f;
+    // Data parallel: the group whose ranks each train on their slice of the global batch (B rows
+    // each); gradients are summed over it, overlapped with the backward
+    // (dist::GradientReducer), and averaged. nullptr or a group of one: single process.
+    dist::Communicator* data_parallel = nullptr;
 };
 
 struct StepStats {
@@ -123,6 +152,9 @@ public:
     Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool);
 
     StepStats step();  // the next optimizer step
+    // Data parallel: share of the reduction's time hidden behind the backward (0 without).
+    double overlap() const { return reducer_ ? reducer_->overlap() : 0; }
+    double comm_seconds() const { return reducer_ ? reducer_->comm_seconds() : 0; }
     int64_t next_step() const { return next_step_; }
     bool done() const { return next_step_ >= opt_.steps; }
 
@@ -149,6 +181,13 @@ private:
     std::vector<float> qat_master_;     // fake_quant: the master values while a step runs
     std::vector<float> teacher_logits_;  // distillation: one micro-batch of the teacher's
     std::vector<int32_t> teacher_ids_;   // offline distillation: its top-k tokens
+    std::vector<float> teacher_hidden_;  // hidden-state matching: its residuals
+    // Data parallel: the reducer, and which of its buckets hold each block's parameters and the
+    // rest (embeddings, head, norms, auxiliary).
+    std::unique_ptr<dist::GradientReducer> reducer_;
+    std::vector<std::vector<size_t>> block_buckets_;
+    std::vector<size_t> rest_buckets_;
+    void make_buckets();
     void fake_quantize();               // master -> qat_master_, values -> Q(values)
     void restore_master();
 };

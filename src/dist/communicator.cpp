@@ -1,0 +1,95 @@
+#include "dist/communicator.hpp"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "core/error.hpp"
+
+namespace syslm::dist {
+
+const char* collective_name(Collective c) {
+    switch (c) {
+        case Collective::AllReduce: return "all_reduce";
+        case Collective::ReduceScatter: return "reduce_scatter";
+        case Collective::AllGather: return "all_gather";
+        case Collective::Broadcast: return "broadcast";
+        case Collective::Send: return "send";
+        case Collective::Recv: return "recv";
+        case Collective::Barrier: return "barrier";
+    }
+    return "?";
+}
+
+template <class F>
+void Communicator::timed(Collective c, uint64_t bytes, F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    CollectiveStats& s = stats_[static_cast<int>(c)];
+    s.calls += 1;
+    s.bytes += bytes;
+    s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+namespace {
+// Ring algorithms: all-reduce sends 2(p-1)/p of the buffer, reduce-scatter and all-gather
+// (p-1)/p of the full buffer.
+uint64_t ring(uint64_t bytes, int p, int factor) {
+    return p <= 1 ? 0 : factor * bytes * static_cast<uint64_t>(p - 1) / static_cast<uint64_t>(p);
+}
+}  // namespace
+
+void Communicator::all_reduce_sum(float* data, size_t n) {
+    timed(Collective::AllReduce, ring(n * sizeof(float), size_, 2),
+          [&] { do_all_reduce(data, n, Elem::F32); });
+}
+
+void Communicator::all_reduce_sum(double* data, size_t n) {
+    timed(Collective::AllReduce, ring(n * sizeof(double), size_, 2),
+          [&] { do_all_reduce(data, n, Elem::F64); });
+}
+
+void Communicator::reduce_scatter_sum(const float* in, float* out, size_t n) {
+    timed(Collective::ReduceScatter, ring(n * size_ * sizeof(float), size_, 1),
+          [&] { do_reduce_scatter(in, out, n); });
+}
+
+void Communicator::all_gather(const float* in, float* out, size_t n) {
+    timed(Collective::AllGather, ring(n * size_ * sizeof(float), size_, 1),
+          [&] { do_all_gather(in, out, n); });
+}
+
+void Communicator::broadcast(void* data, size_t bytes, int root) {
+    SYSLM_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " outside a group of ", size_);
+    timed(Collective::Broadcast, size_ > 1 && rank_ == root ? bytes : 0,
+          [&] { do_broadcast(data, bytes, root); });
+}
+
+void Communicator::send(const void* data, size_t bytes, int peer, int tag) {
+    SYSLM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send: rank ", rank_,
+                " cannot send to ", peer, " in a group of ", size_);
+    timed(Collective::Send, bytes, [&] { do_send(data, bytes, peer, tag); });
+}
+
+void Communicator::recv(void* data, size_t bytes, int peer, int tag) {
+    SYSLM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv: rank ", rank_,
+                " cannot receive from ", peer, " in a group of ", size_);
+    timed(Collective::Recv, 0, [&] { do_recv(data, bytes, peer, tag); });
+}
+
+void Communicator::barrier() {
+    timed(Collective::Barrier, 0, [&] { do_barrier(); });
+}
+
+uint64_t Communicator::bytes_sent() const {
+    uint64_t b = 0;
+    for (const CollectiveStats& s : stats_) b += s.bytes;
+    return b;
+}
+
+bool launched_by_mpi() {
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"})
+        if (std::getenv(v)) return true;
+    return false;
+}
+
+}  // namespace syslm::dist

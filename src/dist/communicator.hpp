@@ -1,0 +1,78 @@
+// One interface over the transports distributed training runs on: MPI for host memory
+// (mpi_communicator), NCCL for device memory (nccl_communicator, with CUDA), and a world of one
+// rank (self_communicator) so single-process runs take the same code path. Every call is a
+// collective of the whole group unless it says otherwise, and is counted: calls, the bytes this
+// rank puts on the wire under the ring algorithms (the bandwidth-optimal ones NCCL and OpenMPI
+// use for large messages; docs/design/distributed.md), and the time spent.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace syslm::dist {
+
+enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, Send, Recv, Barrier };
+constexpr int kCollectives = 7;
+const char* collective_name(Collective c);
+
+struct CollectiveStats {
+    uint64_t calls = 0;
+    uint64_t bytes = 0;  // sent by this rank
+    double seconds = 0;
+};
+
+class Communicator {
+public:
+    virtual ~Communicator() = default;
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    virtual std::string transport() const = 0;  // "mpi", "nccl", "self"
+
+    // In place: every rank ends with the element-wise sum over the group.
+    void all_reduce_sum(float* data, size_t n);
+    void all_reduce_sum(double* data, size_t n);
+    // in: size() x n floats, block r for rank r; out: n floats, the sum of every rank's block
+    // rank().
+    void reduce_scatter_sum(const float* in, float* out, size_t n);
+    // in: n floats; out: size() x n, rank r's in at block r.
+    void all_gather(const float* in, float* out, size_t n);
+    void broadcast(void* data, size_t bytes, int root);
+    // Point to point (not collective): blocks until matched.
+    void send(const void* data, size_t bytes, int peer, int tag);
+    void recv(void* data, size_t bytes, int peer, int tag);
+    void barrier();
+    // The ranks with the same color form a group, ordered by key (MPI_Comm_split).
+    virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+    const CollectiveStats& stats(Collective c) const { return stats_[static_cast<int>(c)]; }
+    uint64_t bytes_sent() const;  // over every kind
+    void reset_stats() { stats_ = {}; }
+
+protected:
+    Communicator(int rank, int size) : rank_(rank), size_(size) {}
+    enum class Elem { F32, F64 };
+    virtual void do_all_reduce(void* data, size_t n, Elem e) = 0;
+    virtual void do_reduce_scatter(const float* in, float* out, size_t n) = 0;
+    virtual void do_all_gather(const float* in, float* out, size_t n) = 0;
+    virtual void do_broadcast(void* data, size_t bytes, int root) = 0;
+    virtual void do_send(const void* data, size_t bytes, int peer, int tag) = 0;
+    virtual void do_recv(void* data, size_t bytes, int peer, int tag) = 0;
+    virtual void do_barrier() = 0;
+
+private:
+    template <class F>
+    void timed(Collective c, uint64_t bytes, F&& f);
+    int rank_, size_;
+    std::array<CollectiveStats, kCollectives> stats_{};
+};
+
+// The world of this process: MPI's when it was started by mpirun (or `force_mpi`), a world of
+// one rank otherwise. MPI is initialised on first use and finalised at exit.
+std::unique_ptr<Communicator> world(bool force_mpi = false);
+// Whether this process was started by an MPI launcher (OpenMPI / PMIx / Hydra environment).
+bool launched_by_mpi();
+
+}  // namespace syslm::dist

@@ -1,0 +1,63 @@
+// Data parallel's gradient reduction, overlapped with the backward pass: the gradient arena is
+// cut into buckets (contiguous ranges, one per block plus one for the rest); the backward calls
+// ready(b) as soon as bucket b's gradients are final, and a communication thread sums that
+// bucket over the group while the backward goes on with the blocks below. finish() waits for
+// every bucket. Only the communication thread calls the communicator between start() and
+// finish() (MPI_THREAD_SERIALIZED).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dist/communicator.hpp"
+
+namespace syslm::dist {
+
+class GradientReducer {
+public:
+    struct Bucket {
+        size_t begin, end;  // float offsets into the gradient arena
+    };
+    GradientReducer(Communicator& comm, std::vector<Bucket> buckets);
+    ~GradientReducer();
+    GradientReducer(const GradientReducer&) = delete;
+    GradientReducer& operator=(const GradientReducer&) = delete;
+
+    const std::vector<Bucket>& buckets() const { return buckets_; }
+    // A step's reduction of `grads` begins; every bucket must be made ready() once before
+    // finish().
+    void start(float* grads);
+    void ready(size_t bucket);  // from the thread running the backward
+    // Called when the backward has ended: waits until every bucket is summed over the group;
+    // rethrows the communication thread's error.
+    void finish();
+
+    // Seconds the communication thread spent reducing, and the part of it that ran before
+    // finish() was called (hidden behind the backward), summed over steps.
+    double comm_seconds() const { return comm_s_; }
+    double hidden_seconds() const { return hidden_s_; }
+    double overlap() const { return comm_s_ > 0 ? hidden_s_ / comm_s_ : 0; }
+
+private:
+    void run();
+    Communicator& comm_;
+    std::vector<Bucket> buckets_;
+    float* grads_ = nullptr;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<size_t> queue_;
+    size_t pending_ = 0;  // buckets not yet reduced this step
+    std::vector<char> seen_;
+    bool stop_ = false, finishing_ = false;
+    std::exception_ptr error_;
+    double comm_s_ = 0, hidden_s_ = 0;
+    std::thread thread_;
+};
+
+}  // namespace syslm::dist

@@ -1,0 +1,38 @@
+// Collectives over an MPI communicator (OpenMPI from Debian), for host memory. MPI is initialised
+// once per process with MPI_THREAD_SERIALIZED (one thread at a time calls MPI: the data-parallel
+// reducer's thread during a step, the main thread otherwise) and finalised at exit. Messages
+// longer than MPI's int counts are sent in pieces.
+#pragma once
+
+#include <mpi.h>
+
+#include "dist/communicator.hpp"
+
+namespace syslm::dist {
+
+class MpiCommunicator final : public Communicator {
+public:
+    // The world of this process (initialises MPI).
+    static std::unique_ptr<MpiCommunicator> world();
+    ~MpiCommunicator() override;
+    std::string transport() const override { return "mpi"; }
+    std::unique_ptr<Communicator> split(int color, int key) override;
+
+protected:
+    void do_all_reduce(void* data, size_t n, Elem e) override;
+    void do_reduce_scatter(const float* in, float* out, size_t n) override;
+    void do_all_gather(const float* in, float* out, size_t n) override;
+    void do_broadcast(void* data, size_t bytes, int root) override;
+    void do_send(const void* data, size_t bytes, int peer, int tag) override;
+    void do_recv(void* data, size_t bytes, int peer, int tag) override;
+    void do_barrier() override;
+
+private:
+    MpiCommunicator(MPI_Comm comm, bool owned);
+    static int rank_of(MPI_Comm c);
+    static int size_of(MPI_Comm c);
+    MPI_Comm comm_;
+    bool owned_;  // freed on destruction (split results; not MPI_COMM_WORLD)
+};
+
+}  // namespace syslm::dist

@@ -1,0 +1,25 @@
+// A world of one rank: collectives are copies, point to point has no peer. Single-process runs
+// use it so training has one code path.
+#pragma once
+
+#include "dist/communicator.hpp"
+
+namespace syslm::dist {
+
+class SelfCommunicator final : public Communicator {
+public:
+    SelfCommunicator() : Communicator(0, 1) {}
+    std::string transport() const override { return "self"; }
+    std::unique_ptr<Communicator> split(int color, int key) override;
+
+protected:
+    void do_all_reduce(void*, size_t, Elem) override {}
+    void do_reduce_scatter(const float* in, float* out, size_t n) override;
+    void do_all_gather(const float* in, float* out, size_t n) override;
+    void do_broadcast(void*, size_t, int) override {}
+    void do_send(const void*, size_t, int, int) override;
+    void do_recv(void*, size_t, int, int) override;
+    void do_barrier() override {}
+};
+
+}  // namespace syslm::dist

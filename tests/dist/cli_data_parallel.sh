@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `mpirun -np 2 syslm train` against one process with the doubled batch, through the CLI: the
+# same final loss (the weights are checked in data_parallel_test.cpp), one output file written
+# by rank 0, and --dp that disagrees with the started ranks refused with a clear message.
+set -euo pipefail
+syslm=$1 mpiexec=$2 vocab=$3 tmp=$4
+mkdir -p "$tmp"
+common=(train --arch llama --tokenizer "$vocab" --layers 2 --dim 64 --heads 4 --ffn 96 --ctx 64
+        --synthetic-data --seq 32 --steps 8 --threads 1 --json)
+one=$("$syslm" "${common[@]}" --batch 6 --out "$tmp/dp1.gguf" 2>/dev/null | tail -1)
+two=$("$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 2 \
+      --out "$tmp/dp2.gguf" 2>/dev/null | tail -1)
+python3 - "$one" "$two" <<'PY'
+import json, sys
+a, b = (json.loads(x)["final_loss"] for x in sys.argv[1:3])
+assert abs(a - b) <= 1e-6 * abs(a), f"final loss {b} with 2 ranks, {a} with one process"
+print(f"final loss: one process {a:.9f}, two ranks {b:.9f}")
+PY
+test -s "$tmp/dp2.gguf"
+if "$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 3 2>"$tmp/err.txt"; then
+  echo "--dp 3 on 2 ranks was accepted"; exit 1
+fi
+grep -q -- "--dp 3 but 2 ranks were started" "$tmp/err.txt"
+echo "ok"
