@@ -71,6 +71,7 @@ struct TrainArgs {
     float distill_alpha = 0.5f, distill_temperature = 2.0f, distill_hidden = 0.0f;
     int distill_hidden_layers = 1;
     int dp = 0;  // data-parallel ranks; 0: the MPI world's size
+    double dist_timeout = 60;
     std::string out;
     bool json = false;
     bool profile = false;
@@ -139,6 +140,7 @@ int run_train(const TrainArgs& a) {
     SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " but ", ranks,
                 " ranks were started (run `mpirun -np ", a.dp, " syslm train ...`)");
     const bool lead = world->rank() == 0;
+    if (ranks > 1) world->set_timeout(a.dist_timeout);
     // Progress goes to stderr on rank 0 only; errors still reach stderr from any rank.
     FILE* const info = lead ? stderr : std::fopen("/dev/null", "w");
     SYSLM_CHECK(info, "train: cannot open /dev/null");
@@ -322,11 +324,15 @@ int run_train(const TrainArgs& a) {
     auto log = [&](const nlohmann::json& j) {
         if (metrics.is_open()) metrics << j.dump() << "\n" << std::flush;
     };
-    auto save = [&] {
-        if (!lead) return;  // the ranks hold the same weights and optimizer state
-        trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
-        std::fprintf(info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
-                     static_cast<long long>(trainer.next_step()));
+    auto save = [&] {  // every rank calls it; rank 0 writes (the ranks hold the same state)
+        world->set_timeout(0);  // writing may take longer than a collective may wait
+        if (lead) {
+            trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
+            std::fprintf(info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
+                         static_cast<long long>(trainer.next_step()));
+        }
+        world->barrier();
+        if (ranks > 1) world->set_timeout(a.dist_timeout);
     };
     std::signal(SIGINT, on_sigint);
 
@@ -362,6 +368,7 @@ int run_train(const TrainArgs& a) {
     };
     while (!trainer.done()) {
         if (a.profile && trainer.next_step() == first + 1) profiler::set_enabled(true);
+        world->set_context("training step " + std::to_string(trainer.next_step() + 1));
         const train::StepStats s = trainer.step();
         final_loss = s.loss;
         if (s.step > first || a.steps - first == 1) {  // the first step includes warm-up
@@ -509,6 +516,11 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "Data-parallel ranks: run under `mpirun -np N`; each rank trains on --batch "
                    "sequences of a global batch of N x --batch (default: every started rank)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--dist-timeout", a->dist_timeout,
+                   "Data parallel: seconds a collective may wait before the job is aborted with a "
+                   "message (a rank died or hangs)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     app.add_option("--init", a->init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
     app.add_option("--arch", a->arch, "Train from scratch: llama | qwen2 | gpt2")
         ->check(CLI::IsMember({"llama", "qwen2", "gpt2"}));

@@ -1,9 +1,12 @@
 #include "dist/communicator.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "dist/watchdog.hpp"
 
 namespace syslm::dist {
 
@@ -20,10 +23,43 @@ const char* collective_name(Collective c) {
     return "?";
 }
 
+Communicator::~Communicator() { stop_watchdog(); }
+
+void Communicator::stop_watchdog() { watchdog_.reset(); }
+
+void Communicator::abort_job(int code) {
+    std::fflush(stderr);
+    std::_Exit(code);
+}
+
+void Communicator::set_timeout(double seconds) {
+    SYSLM_CHECK(seconds >= 0 && std::isfinite(seconds), "communicator: timeout ", seconds,
+                " s is not a duration");
+    timeout_s_ = seconds;
+    if (seconds > 0 && !watchdog_)
+        watchdog_ = std::make_unique<Watchdog>([this](const std::string& what, double waited) {
+            std::fprintf(stderr,
+                         "syslm: rank %d of %d: %s has not completed after %.0f s%s%s: another "
+                         "rank died or hangs; aborting the job\n",
+                         rank_, size_, what.c_str(), waited, context_.empty() ? "" : " in ",
+                         context_.c_str());
+            abort_job(3);
+        });
+}
+
+void Communicator::set_context(std::string context) { context_ = std::move(context); }
+
 template <class F>
 void Communicator::timed(Collective c, uint64_t bytes, F&& f) {
     const auto t0 = std::chrono::steady_clock::now();
+    if (watchdog_ && timeout_s_ > 0) {
+        CollectiveStats& s = stats_[static_cast<int>(c)];
+        watchdog_->arm(timeout_s_, std::string(collective_name(c)) + " #" +
+                                       std::to_string(s.calls + 1) + " (" +
+                                       std::to_string(bytes) + " bytes)");
+    }
     f();
+    if (watchdog_) watchdog_->disarm();
     CollectiveStats& s = stats_[static_cast<int>(c)];
     s.calls += 1;
     s.bytes += bytes;

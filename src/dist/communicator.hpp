@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include "dist/watchdog.hpp"
+
 namespace syslm::dist {
 
 enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, Send, Recv, Barrier };
@@ -26,7 +28,7 @@ struct CollectiveStats {
 
 class Communicator {
 public:
-    virtual ~Communicator() = default;
+    virtual ~Communicator();
     int rank() const { return rank_; }
     int size() const { return size_; }
     virtual std::string transport() const = 0;  // "mpi", "nccl", "self"
@@ -47,6 +49,12 @@ public:
     // The ranks with the same color form a group, ordered by key (MPI_Comm_split).
     virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
+    // Fault detection: a call that has not completed after `seconds` (0: never) means another
+    // rank died or hangs; the watchdog prints which call on which rank waited, with `context`
+    // (e.g. the training step), and aborts the whole job (MPI_Abort), so no rank waits forever.
+    void set_timeout(double seconds);
+    void set_context(std::string context);
+
     const CollectiveStats& stats(Collective c) const { return stats_[static_cast<int>(c)]; }
     uint64_t bytes_sent() const;  // over every kind
     void reset_stats() { stats_ = {}; }
@@ -61,12 +69,19 @@ protected:
     virtual void do_send(const void* data, size_t bytes, int peer, int tag) = 0;
     virtual void do_recv(void* data, size_t bytes, int peer, int tag) = 0;
     virtual void do_barrier() = 0;
+    // Ends every process of the job with this exit code (the watchdog's last resort).
+    [[noreturn]] virtual void abort_job(int code);
+    // Subclasses stop the watchdog first in their destructors (it may call abort_job).
+    void stop_watchdog();
 
 private:
     template <class F>
     void timed(Collective c, uint64_t bytes, F&& f);
     int rank_, size_;
     std::array<CollectiveStats, kCollectives> stats_{};
+    double timeout_s_ = 0;
+    std::string context_;
+    std::unique_ptr<Watchdog> watchdog_;
 };
 
 // The world of this process: MPI's when it was started by mpirun (or `force_mpi`), a world of

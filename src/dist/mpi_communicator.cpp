@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -67,6 +68,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
 }
 
 MpiCommunicator::~MpiCommunicator() {
+    stop_watchdog();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (owned_ && !finalized) MPI_Comm_free(&comm_);
@@ -125,6 +127,12 @@ void MpiCommunicator::do_recv(void* data, size_t bytes, int peer, int tag) {
                        MPI_STATUS_IGNORE),
               "recv");
     }
+}
+
+void MpiCommunicator::abort_job(int code) {
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);  // mpirun ends every rank
+    std::_Exit(code);
 }
 
 void MpiCommunicator::do_barrier() {

@@ -26,6 +26,7 @@ protected:
     void do_send(const void* data, size_t bytes, int peer, int tag) override;
     void do_recv(void* data, size_t bytes, int peer, int tag) override;
     void do_barrier() override;
+    [[noreturn]] void abort_job(int code) override;
 
 private:
     MpiCommunicator(MPI_Comm comm, bool owned);

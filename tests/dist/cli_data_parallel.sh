@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mpirun -np 2 syslm train` against one process with the doubled batch, through the CLI: the
 # same final loss (the weights are checked in data_parallel_test.cpp), one output file written
-# by rank 0, and --dp that disagrees with the started ranks refused with a clear message.
+# by rank 0, --dp that disagrees with the started ranks refused with a clear message, and a
+# checkpoint written by 2 ranks resumed by one process reaching the uninterrupted run's loss.
 set -euo pipefail
 syslm=$1 mpiexec=$2 vocab=$3 tmp=$4
 mkdir -p "$tmp"
@@ -21,4 +22,19 @@ if "$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 3 2>"
   echo "--dp 3 on 2 ranks was accepted"; exit 1
 fi
 grep -q -- "--dp 3 but 2 ranks were started" "$tmp/err.txt"
+
+# Resume at another world size (constant learning rate: the schedule does not depend on --steps).
+model=(--arch llama --tokenizer "$vocab" --layers 2 --dim 64 --heads 4 --ffn 96 --ctx 64)
+run=(--synthetic-data --seq 32 --threads 1 --json --schedule constant --lr 2e-3 --warmup 0)
+ref=$("$syslm" train "${model[@]}" "${run[@]}" --batch 6 --steps 8 2>/dev/null | tail -1)
+rm -rf "$tmp/ck"
+"$mpiexec" -np 2 --oversubscribe "$syslm" train "${model[@]}" "${run[@]}" --batch 3 --steps 4 \
+  --checkpoint "$tmp/ck" --checkpoint-every 4 >/dev/null 2>&1
+resumed=$("$syslm" train --resume "$tmp/ck" "${run[@]}" --batch 6 --steps 8 2>/dev/null | tail -1)
+python3 - "$ref" "$resumed" <<'PY'
+import json, sys
+a, b = (json.loads(x)["final_loss"] for x in sys.argv[1:3])
+assert abs(a - b) <= 1e-6 * abs(a), f"resumed on 1 rank after 2: {b}, uninterrupted: {a}"
+print(f"resume 2 ranks -> 1: final loss {b:.9f}, uninterrupted {a:.9f}")
+PY
 echo "ok"
