@@ -71,6 +71,7 @@ struct TrainArgs {
     float distill_alpha = 0.5f, distill_temperature = 2.0f, distill_hidden = 0.0f;
     int distill_hidden_layers = 1;
     int dp = 0;  // data-parallel ranks; 0: the MPI world's size
+    int zero = 0;
     double dist_timeout = 60;
     std::string out;
     bool json = false;
@@ -215,6 +216,9 @@ int run_train(const TrainArgs& a) {
 
     train::TrainOptions opt;
     opt.data_parallel = ranks > 1 ? world.get() : nullptr;
+    SYSLM_CHECK(a.zero == 0 || ranks > 1, "train: --zero ", a.zero,
+                " shards over data-parallel ranks: run under mpirun with more than one");
+    opt.zero = a.zero;
     opt.B = batch;
     opt.T = a.seq;
     opt.steps = a.steps;
@@ -324,14 +328,11 @@ int run_train(const TrainArgs& a) {
     auto log = [&](const nlohmann::json& j) {
         if (metrics.is_open()) metrics << j.dump() << "\n" << std::flush;
     };
-    auto save = [&] {  // every rank calls it; rank 0 writes (the ranks hold the same state)
+    auto save = [&] {  // every rank calls it (rank 0 writes; with ZeRO each rank its shard)
         world->set_timeout(0);  // writing may take longer than a collective may wait
-        if (lead) {
-            trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
-            std::fprintf(info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
-                         static_cast<long long>(trainer.next_step()));
-        }
-        world->barrier();
+        trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
+        std::fprintf(info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
+                     static_cast<long long>(trainer.next_step()));
         if (ranks > 1) world->set_timeout(a.dist_timeout);
     };
     std::signal(SIGINT, on_sigint);
@@ -444,10 +445,14 @@ int run_train(const TrainArgs& a) {
     if (ranks > 1)
         std::fprintf(info,
                      "data parallel: %.2f s reducing gradients (%.1f MiB sent per rank per step), "
-                     "%.0f%% of it hidden behind the backward\n",
+                     "%.0f%% of it hidden behind the backward; optimizer state %.1f MiB per rank%s\n",
                      trainer.comm_seconds(),
-                     static_cast<double>(world->bytes_sent()) / std::max<int64_t>(1, trainer.next_step() - first) / (1 << 20),
-                     100 * trainer.overlap());
+                     static_cast<double>(world->bytes_sent()) /
+                         static_cast<double>(std::max<int64_t>(1, trainer.next_step() - first)) /
+                         (1 << 20),
+                     100 * trainer.overlap(),
+                     static_cast<double>(trainer.optimizer_state_bytes()) / (1 << 20),
+                     a.zero > 0 ? (" (ZeRO-" + std::to_string(a.zero) + ")").c_str() : "");
     if (!lead) return interrupted ? 130 : 0;  // rank 0 writes the files
     if (!a.out.empty() && qat) {  // the float master beside, the quantized export at --out
         std::string master = a.out;
@@ -516,6 +521,12 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "Data-parallel ranks: run under `mpirun -np N`; each rank trains on --batch "
                    "sequences of a global batch of N x --batch (default: every started rank)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--zero", a->zero,
+                   "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also "
+                   "reduce-scatters the gradients (checkpoints are then written one shard per rank "
+                   "and load at any world size)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 2));
     app.add_option("--dist-timeout", a->dist_timeout,
                    "Data parallel: seconds a collective may wait before the job is aborted with a "
                    "message (a rank died or hangs)")

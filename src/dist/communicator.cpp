@@ -1,9 +1,11 @@
 #include "dist/communicator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "core/error.hpp"
 #include "dist/watchdog.hpp"
@@ -84,14 +86,33 @@ void Communicator::all_reduce_sum(double* data, size_t n) {
           [&] { do_all_reduce(data, n, Elem::F64); });
 }
 
+// Ring reduce-scatter and all-gather: each rank sends every block but one.
+uint64_t Communicator::block_bytes(std::span<const size_t> counts) const {
+    SYSLM_CHECK(static_cast<int>(counts.size()) == size_, "collective: ", counts.size(),
+                " block sizes for a group of ", size_);
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    return size_ <= 1 ? 0 : (total - counts[static_cast<size_t>(rank_)]) * sizeof(float);
+}
+
 void Communicator::reduce_scatter_sum(const float* in, float* out, size_t n) {
-    timed(Collective::ReduceScatter, ring(n * size_ * sizeof(float), size_, 1),
-          [&] { do_reduce_scatter(in, out, n); });
+    const std::vector<size_t> counts(static_cast<size_t>(size_), n);
+    reduce_scatter_sum(in, out, counts);
+}
+
+void Communicator::reduce_scatter_sum(const float* in, float* out, std::span<const size_t> counts) {
+    timed(Collective::ReduceScatter, block_bytes(counts),
+          [&] { do_reduce_scatter(in, out, counts); });
 }
 
 void Communicator::all_gather(const float* in, float* out, size_t n) {
-    timed(Collective::AllGather, ring(n * size_ * sizeof(float), size_, 1),
-          [&] { do_all_gather(in, out, n); });
+    const std::vector<size_t> counts(static_cast<size_t>(size_), n);
+    std::copy_n(in, n, out + n * static_cast<size_t>(rank_));
+    all_gather_in_place(out, counts);
+}
+
+void Communicator::all_gather_in_place(float* data, std::span<const size_t> counts) {
+    timed(Collective::AllGather, block_bytes(counts), [&] { do_all_gather(data, counts); });
 }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) {

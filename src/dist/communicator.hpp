@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "dist/watchdog.hpp"
@@ -39,8 +40,13 @@ public:
     // in: size() x n floats, block r for rank r; out: n floats, the sum of every rank's block
     // rank().
     void reduce_scatter_sum(const float* in, float* out, size_t n);
+    // The same with blocks of counts[r] floats, one after the other in `in`.
+    void reduce_scatter_sum(const float* in, float* out, std::span<const size_t> counts);
     // in: n floats; out: size() x n, rank r's in at block r.
     void all_gather(const float* in, float* out, size_t n);
+    // data: blocks of counts[r] floats one after the other, this rank's filled in; afterwards
+    // every block holds its rank's.
+    void all_gather_in_place(float* data, std::span<const size_t> counts);
     void broadcast(void* data, size_t bytes, int root);
     // Point to point (not collective): blocks until matched.
     void send(const void* data, size_t bytes, int peer, int tag);
@@ -63,8 +69,8 @@ protected:
     Communicator(int rank, int size) : rank_(rank), size_(size) {}
     enum class Elem { F32, F64 };
     virtual void do_all_reduce(void* data, size_t n, Elem e) = 0;
-    virtual void do_reduce_scatter(const float* in, float* out, size_t n) = 0;
-    virtual void do_all_gather(const float* in, float* out, size_t n) = 0;
+    virtual void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) = 0;
+    virtual void do_all_gather(float* data, std::span<const size_t> counts) = 0;
     virtual void do_broadcast(void* data, size_t bytes, int root) = 0;
     virtual void do_send(const void* data, size_t bytes, int peer, int tag) = 0;
     virtual void do_recv(void* data, size_t bytes, int peer, int tag) = 0;
@@ -77,6 +83,7 @@ protected:
 private:
     template <class F>
     void timed(Collective c, uint64_t bytes, F&& f);
+    uint64_t block_bytes(std::span<const size_t> counts) const;
     int rank_, size_;
     std::array<CollectiveStats, kCollectives> stats_{};
     double timeout_s_ = 0;

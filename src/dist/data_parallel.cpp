@@ -1,15 +1,26 @@
 #include "dist/data_parallel.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
 
 namespace syslm::dist {
 
-GradientReducer::GradientReducer(Communicator& comm, std::vector<Bucket> buckets)
-    : comm_(comm), buckets_(std::move(buckets)), seen_(buckets_.size(), 0) {
-    for (const Bucket& b : buckets_)
+GradientReducer::Bucket GradientReducer::shard_of(const Bucket& b, int rank, int ranks) {
+    const size_t n = b.end - b.begin, r = static_cast<size_t>(rank), p = static_cast<size_t>(ranks);
+    return {b.begin + n * r / p, b.begin + n * (r + 1) / p};
+}
+
+GradientReducer::GradientReducer(Communicator& comm, std::vector<Bucket> buckets, Mode mode)
+    : comm_(comm), buckets_(std::move(buckets)), mode_(mode), seen_(buckets_.size(), 0) {
+    size_t largest = 0;
+    for (const Bucket& b : buckets_) {
         SYSLM_CHECK(b.begin <= b.end, "gradient bucket [", b.begin, ", ", b.end, ") is inverted");
+        largest = std::max(largest, b.end - b.begin);
+    }
+    if (mode_ == Mode::ReduceScatter)
+        block_.resize(largest / static_cast<size_t>(comm_.size()) + 1);
     thread_ = std::thread([this] { run(); });
 }
 
@@ -71,7 +82,18 @@ void GradientReducer::run() {
         std::exception_ptr err;
         try {
             const Bucket& k = buckets_[b];
-            comm_.all_reduce_sum(grads_ + k.begin, k.end - k.begin);
+            if (mode_ == Mode::AllReduce) {
+                comm_.all_reduce_sum(grads_ + k.begin, k.end - k.begin);
+            } else {
+                std::vector<size_t> counts;
+                for (int r = 0; r < comm_.size(); ++r) {
+                    const Bucket s = shard_of(k, r, comm_.size());
+                    counts.push_back(s.end - s.begin);
+                }
+                const Bucket mine = shard_of(k, comm_.rank(), comm_.size());
+                comm_.reduce_scatter_sum(grads_ + k.begin, block_.data(), counts);
+                std::copy_n(block_.data(), mine.end - mine.begin, grads_ + mine.begin);
+            }
         } catch (...) {
             err = std::current_exception();
         }

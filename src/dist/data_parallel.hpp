@@ -24,12 +24,18 @@ public:
     struct Bucket {
         size_t begin, end;  // float offsets into the gradient arena
     };
-    GradientReducer(Communicator& comm, std::vector<Bucket> buckets);
+    // AllReduce: every rank ends with every bucket's sum. ReduceScatter (ZeRO-2): each bucket is
+    // cut into size() nearly equal consecutive blocks (shard_of) and each rank ends with the sum
+    // of its own block only; the rest of its arena keeps its local gradients.
+    enum class Mode { AllReduce, ReduceScatter };
+    GradientReducer(Communicator& comm, std::vector<Bucket> buckets, Mode mode = Mode::AllReduce);
     ~GradientReducer();
     GradientReducer(const GradientReducer&) = delete;
     GradientReducer& operator=(const GradientReducer&) = delete;
 
     const std::vector<Bucket>& buckets() const { return buckets_; }
+    // Rank r's block of a bucket (ZeRO's shards: its optimizer state and parameter updates).
+    static Bucket shard_of(const Bucket& b, int rank, int ranks);
     // A step's reduction of `grads` begins; every bucket must be made ready() once before
     // finish().
     void start(float* grads);
@@ -48,6 +54,8 @@ private:
     void run();
     Communicator& comm_;
     std::vector<Bucket> buckets_;
+    Mode mode_;
+    std::vector<float> block_;  // ReduceScatter: this rank's summed block
     float* grads_ = nullptr;
     std::mutex mu_;
     std::condition_variable cv_;

@@ -92,16 +92,34 @@ void MpiCommunicator::do_all_reduce(void* data, size_t n, Elem e) {
     }
 }
 
-void MpiCommunicator::do_reduce_scatter(const float* in, float* out, size_t n) {
-    SYSLM_CHECK(n <= kMaxCount, "reduce-scatter: ", n, " floats per rank exceed MPI's int count");
-    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_),
-          "reduce-scatter");
+namespace {
+// MPI's int counts and displacements for blocks of `counts` floats.
+void int_counts(std::span<const size_t> counts, std::vector<int>& n, std::vector<int>& at) {
+    n.clear();
+    at.clear();
+    size_t offset = 0;
+    for (size_t c : counts) {
+        SYSLM_CHECK(offset + c <= kMaxCount, "collective: ", offset + c,
+                    " floats exceed MPI's int counts");
+        n.push_back(static_cast<int>(c));
+        at.push_back(static_cast<int>(offset));
+        offset += c;
+    }
+}
+}  // namespace
+
+void MpiCommunicator::do_reduce_scatter(const float* in, float* out,
+                                        std::span<const size_t> counts) {
+    std::vector<int> n, at;
+    int_counts(counts, n, at);
+    check(MPI_Reduce_scatter(in, out, n.data(), MPI_FLOAT, MPI_SUM, comm_), "reduce-scatter");
 }
 
-void MpiCommunicator::do_all_gather(const float* in, float* out, size_t n) {
-    SYSLM_CHECK(n <= kMaxCount, "all-gather: ", n, " floats per rank exceed MPI's int count");
-    check(MPI_Allgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT,
-                        comm_),
+void MpiCommunicator::do_all_gather(float* data, std::span<const size_t> counts) {
+    std::vector<int> n, at;
+    int_counts(counts, n, at);
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, n.data(), at.data(), MPI_FLOAT,
+                         comm_),
           "all-gather");
 }
 

@@ -20,8 +20,8 @@ public:
 
 protected:
     void do_all_reduce(void* data, size_t n, Elem e) override;
-    void do_reduce_scatter(const float* in, float* out, size_t n) override;
-    void do_all_gather(const float* in, float* out, size_t n) override;
+    void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) override;
+    void do_all_gather(float* data, std::span<const size_t> counts) override;
     void do_broadcast(void* data, size_t bytes, int root) override;
     void do_send(const void* data, size_t bytes, int peer, int tag) override;
     void do_recv(void* data, size_t bytes, int peer, int tag) override;

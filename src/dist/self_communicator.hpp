@@ -14,8 +14,8 @@ public:
 
 protected:
     void do_all_reduce(void*, size_t, Elem) override {}
-    void do_reduce_scatter(const float* in, float* out, size_t n) override;
-    void do_all_gather(const float* in, float* out, size_t n) override;
+    void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) override;
+    void do_all_gather(float* data, std::span<const size_t> counts) override;
     void do_broadcast(void*, size_t, int) override {}
     void do_send(const void*, size_t, int, int) override;
     void do_recv(void*, size_t, int, int) override;

@@ -1,5 +1,6 @@
 #include "train/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -31,11 +32,58 @@ Optimizer::Optimizer(const OptimizerConfig& cfg, ParamStore& params) : cfg_(cfg)
     m_.assign(params.size(), 0.0f);
     if (cfg.kind == OptimizerKind::AdamW) v_.assign(params.size(), 0.0f);
     for (const Param& p : params.params()) decay_.push_back(decays(p, cfg.decay_embeddings));
+    shard({});
+}
+
+void Optimizer::shard(std::vector<Range> owned) {
+    SYSLM_CHECK(t_ == 0, "optimizer: sharded after ", t_, " steps");
+    const auto& ps = params_.params();
+    segments_.clear();
+    size_t state = 0;
+    if (owned.empty()) {  // every parameter, state at the arena's offsets (checkpoint layout)
+        for (size_t pi = 0; pi < ps.size(); ++pi)
+            segments_.push_back({pi, ps[pi].offset, ps[pi].offset + ps[pi].numel, ps[pi].offset});
+        state = params_.size();
+    } else {
+        std::sort(owned.begin(), owned.end());
+        for (const Range& r : owned)
+            for (size_t pi = 0; pi < ps.size(); ++pi) {
+                const size_t b = std::max(r.first, ps[pi].offset);
+                const size_t e = std::min(r.second, ps[pi].offset + static_cast<size_t>(ps[pi].numel));
+                if (b >= e) continue;
+                segments_.push_back({pi, b, e, state});
+                state += e - b;
+            }
+    }
+    owned_ = std::move(owned);
+    m_.assign(state, 0.0f);
+    if (cfg_.kind == OptimizerKind::AdamW) v_.assign(state, 0.0f);
+}
+
+std::vector<Optimizer::Range> Optimizer::state_ranges() const {
+    std::vector<Range> r;
+    for (const Segment& sg : segments_) r.emplace_back(sg.begin, sg.end);
+    return r;
+}
+
+void Optimizer::load_full_state(const std::vector<float>& m, const std::vector<float>& v) {
+    const size_t full = params_.size();
+    SYSLM_CHECK(m.size() == full && v.size() == (v_.empty() ? 0 : full),
+                "optimizer state of ", m.size(), " + ", v.size(), " values for a model of ", full,
+                " (another model or optimizer?)");
+    for (const Segment& sg : segments_) {
+        std::copy(m.begin() + static_cast<std::ptrdiff_t>(sg.begin),
+                  m.begin() + static_cast<std::ptrdiff_t>(sg.end),
+                  m_.begin() + static_cast<std::ptrdiff_t>(sg.state));
+        if (!v_.empty())
+            std::copy(v.begin() + static_cast<std::ptrdiff_t>(sg.begin),
+                      v.begin() + static_cast<std::ptrdiff_t>(sg.end),
+                      v_.begin() + static_cast<std::ptrdiff_t>(sg.state));
+    }
 }
 
 void Optimizer::step(float lr, ThreadPool& pool) {
     ++t_;
-    const auto& ps = params_.params();
     float* w = params_.values();
     const float* g = params_.grads();
     const float b1 = cfg_.beta1, b2 = cfg_.beta2;
@@ -44,19 +92,19 @@ void Optimizer::step(float lr, ThreadPool& pool) {
     const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(t_));
     const float step_size = static_cast<float>(lr / bc1);
     const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    // Tensor by tensor, each split across the threads (the embedding alone can be a third of a
-    // model: splitting by tensors would leave one thread with most of the work).
-    for (size_t pi = 0; pi < ps.size(); ++pi) {
-        const Param& p = ps[pi];
-        const float wd = decay_[pi] ? cfg_.weight_decay : 0.0f;
-        pool.parallel_for(p.numel, [&](int64_t b, int64_t e, int) {
-            float* x = w + p.offset + b;
-            const float* gx = g + p.offset + b;
-            float* m = m_.data() + p.offset + b;
+    // Segment by segment (a tensor, or its owned part), each split across the threads (the
+    // embedding alone can be a third of a model: splitting by tensors would leave one thread
+    // with most of the work).
+    for (const Segment& sg : segments_) {
+        const float wd = decay_[sg.param] ? cfg_.weight_decay : 0.0f;
+        pool.parallel_for(static_cast<int64_t>(sg.end - sg.begin), [&](int64_t b, int64_t e, int) {
+            float* x = w + sg.begin + b;
+            const float* gx = g + sg.begin + b;
+            float* m = m_.data() + sg.state + b;
             const int64_t n = e - b;
             switch (cfg_.kind) {
                 case OptimizerKind::AdamW:  // m: torch's lerp_; the vector kernel
-                    kernels::adamw_update(x, gx, m, v_.data() + p.offset + b, n,
+                    kernels::adamw_update(x, gx, m, v_.data() + sg.state + b, n,
                                           {1.0f - lr * wd, b1, b2, cfg_.eps, step_size, bc2_sqrt});
                     break;
                 case OptimizerKind::Lion: {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.hpp"
@@ -33,8 +34,21 @@ class Optimizer {
 public:
     Optimizer(const OptimizerConfig& cfg, ParamStore& params);
 
-    // One update of every parameter from its gradient, at learning rate lr.
+    // One update of every parameter (or of the owned ranges) from its gradient, at learning
+    // rate lr.
     void step(float lr, ThreadPool& pool);
+    // ZeRO: only these [begin, end) float ranges of the parameter arena are updated here, and
+    // only their state is kept (the state vectors hold the ranges' floats in order). Call before
+    // the first step; an empty list: all parameters.
+    using Range = std::pair<size_t, size_t>;
+    void shard(std::vector<Range> owned);
+    const std::vector<Range>& owned() const { return owned_; }
+    size_t state_bytes() const { return (m_.size() + v_.size()) * sizeof(float); }
+    // The arena ranges the state vectors hold, in their order.
+    std::vector<Range> state_ranges() const;
+    // Takes this optimizer's part of a whole-model state (arena-sized m and v; v empty for Lion
+    // and SGD), sharded or not.
+    void load_full_state(const std::vector<float>& m, const std::vector<float>& v);
     int64_t steps() const { return t_; }
     const OptimizerConfig& config() const { return cfg_; }
     // Whether weight decay applies to a tensor (by its GGUF name and rank).
@@ -53,6 +67,13 @@ private:
     std::vector<float> m_, v_;    // AdamW: both; Lion: m; SGD: the momentum buffer in m
     std::vector<uint8_t> decay_;  // per parameter
     int64_t t_ = 0;
+    // What step() updates: a parameter's floats [begin, end) (arena offsets) with their state at
+    // state .. state + (end - begin).
+    struct Segment {
+        size_t param, begin, end, state;
+    };
+    std::vector<Segment> segments_;
+    std::vector<Range> owned_;
 };
 
 // Scales the gradients so that their global L2 norm is at most max_norm (as

@@ -181,6 +181,8 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
                     "training: cannot fake-quantize ", name, " (rows of ", p->ne[0], ") to ",
                     dtype_name(type));
     }
+    SYSLM_CHECK(opt.zero >= 0 && opt.zero <= 2, "training: ZeRO stage ", opt.zero,
+                " (0, 1 or 2)");
     if (opt.data_parallel && opt.data_parallel->size() > 1) make_buckets();
     if (opt.keep_zeros) {  // runs of zeros, so a 50%-sparse matrix costs far less than a mask
         const float* v = model.params().values();
@@ -238,7 +240,18 @@ void Trainer::make_buckets() {
             block_buckets_[static_cast<size_t>(owners[b])].push_back(b);
         }
     }
-    reducer_ = std::make_unique<dist::GradientReducer>(*opt_.data_parallel, std::move(buckets));
+    const int rank = opt_.data_parallel->rank(), ranks = opt_.data_parallel->size();
+    if (opt_.zero > 0) {  // this rank's block of every bucket: its optimizer state and updates
+        for (const auto& k : buckets) {
+            const auto sh = dist::GradientReducer::shard_of(k, rank, ranks);
+            if (sh.end > sh.begin) shards_.emplace_back(sh.begin, sh.end);
+        }
+        optimizer_.shard(shards_);
+    }
+    reducer_ = std::make_unique<dist::GradientReducer>(
+        *opt_.data_parallel, std::move(buckets),
+        opt_.zero == 2 ? dist::GradientReducer::Mode::ReduceScatter
+                       : dist::GradientReducer::Mode::AllReduce);
 }
 
 void Trainer::fake_quantize() {
@@ -338,20 +351,32 @@ StepStats Trainer::step() {
     float* g = model_.params().grads();
     const size_t size = model_.params().size();
     // The mean over micro-batches and ranks (as one batch accum x ranks times larger), unscaled.
+    // With ZeRO only this rank's shards are summed over the group, and only they are used.
     const float inv = 1.0f / (static_cast<float>(opt_.accum) * static_cast<float>(ranks) * scale);
+    const bool sharded = !shards_.empty();
+    const std::vector<Optimizer::Range> whole{{0, size}};
+    const std::vector<Optimizer::Range>& mine = sharded ? shards_ : whole;
+    auto each = [&](auto&& f) {  // f(begin, end, thread) over this rank's floats, in parallel
+        for (const auto& [b0, e0] : mine)
+            pool_.parallel_for(static_cast<int64_t>(e0 - b0), [&](int64_t b, int64_t e, int w) {
+                f(b0 + static_cast<size_t>(b), b0 + static_cast<size_t>(e), w);
+            });
+    };
     if (inv != 1.0f)
-        pool_.parallel_for(static_cast<int64_t>(size), [&](int64_t b, int64_t e, int) {
-            for (int64_t i = b; i < e; ++i) g[i] *= inv;
+        each([&](size_t b, size_t e, int) {
+            for (size_t i = b; i < e; ++i) g[i] *= inv;
         });
     const float lr = opt_.schedule.at(next_step_);
     if (scaling) {
         std::vector<char> finite(static_cast<size_t>(pool_.size()), 1);
-        pool_.parallel_for(static_cast<int64_t>(size), [&](int64_t b, int64_t e, int w) {
+        each([&](size_t b, size_t e, int w) {
             bool ok = true;
-            for (int64_t i = b; i < e; ++i) ok &= std::isfinite(g[i]);
+            for (size_t i = b; i < e; ++i) ok &= std::isfinite(g[i]);
             if (!ok) finite[static_cast<size_t>(w)] = 0;
         });
-        if (std::find(finite.begin(), finite.end(), 0) != finite.end()) {
+        double bad = std::find(finite.begin(), finite.end(), 0) != finite.end() ? 1 : 0;
+        if (sharded) opt_.data_parallel->all_reduce_sum(&bad, 1);  // every rank skips together
+        if (bad > 0) {
             scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
             clean_steps_ = 0;
             const double seconds =
@@ -359,8 +384,40 @@ StepStats Trainer::step() {
             return {next_step_++, loss / opt_.accum, INFINITY, lr, seconds, true, scale};
         }
     }
-    const double norm = clip_grad_norm(model_.params(), opt_.clip, pool_);
+    double norm;
+    if (!sharded) {
+        norm = clip_grad_norm(model_.params(), opt_.clip, pool_);
+    } else {  // the global norm from every rank's shards
+        std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
+        each([&](size_t b, size_t e, int w) {
+            double sq = 0;
+            for (size_t i = b; i < e; ++i) sq += static_cast<double>(g[i]) * g[i];
+            partial[static_cast<size_t>(w)] += sq;
+        });
+        double total = 0;
+        for (double x : partial) total += x;
+        opt_.data_parallel->all_reduce_sum(&total, 1);
+        norm = std::sqrt(total);
+        if (opt_.clip > 0) {
+            const float coef = static_cast<float>(std::min(1.0, opt_.clip / (norm + 1e-6)));
+            if (coef < 1.0f)
+                each([&](size_t b, size_t e, int) {
+                    for (size_t i = b; i < e; ++i) g[i] *= coef;
+                });
+        }
+    }
     optimizer_.step(lr, pool_);
+    if (sharded) {  // every rank's updated shards to every rank
+        float* v = model_.params().values();
+        for (const dist::GradientReducer::Bucket& k : reducer_->buckets()) {
+            std::vector<size_t> counts;
+            for (int r = 0; r < ranks; ++r) {
+                const auto sh = dist::GradientReducer::shard_of(k, r, ranks);
+                counts.push_back(sh.end - sh.begin);
+            }
+            opt_.data_parallel->all_gather_in_place(v + k.begin, counts);
+        }
+    }
     if (!zero_ranges_.empty()) {
         float* v = model_.params().values();
         pool_.parallel_for(static_cast<int64_t>(zero_ranges_.size() / 2),
@@ -382,9 +439,10 @@ StepStats Trainer::step() {
 namespace {
 
 constexpr char kStateMagic[4] = {'S', 'Y', 'S', 'T'};
-// 2 added the loss scale, 3 the auxiliary parameters (distillation's hidden projections); older
-// states still load.
-constexpr uint32_t kStateVersion = 3;
+constexpr char kShardMagic[4] = {'S', 'Y', 'S', 'Z'};
+// 2 added the loss scale, 3 the auxiliary parameters (distillation's hidden projections), 4 the
+// count of optimizer-state shard files (ZeRO); older states still load.
+constexpr uint32_t kStateVersion = 4;
 
 void put_floats(AtomicFileWriter& w, const std::vector<float>& v) {
     const uint64_t n = v.size();
@@ -392,24 +450,71 @@ void put_floats(AtomicFileWriter& w, const std::vector<float>& v) {
     w.write(v.data(), n * sizeof(float));
 }
 
+std::string shard_file(int rank, int ranks) {
+    return "optimizer-" + std::to_string(rank) + "-of-" + std::to_string(ranks) + ".bin";
+}
+
+struct Reader {
+    std::ifstream in;
+    std::string path;
+    explicit Reader(std::string p) : in(p, std::ios::binary), path(std::move(p)) {
+        SYSLM_CHECK(in, path, ": cannot open the checkpoint state");
+    }
+    void read(void* p, size_t n, const char* what) {
+        in.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
+        SYSLM_CHECK(in && static_cast<size_t>(in.gcount()) == n, path, ": truncated at the ", what);
+    }
+    std::vector<float> floats(const char* what, uint64_t limit) {
+        uint64_t n = 0;
+        read(&n, sizeof n, what);
+        SYSLM_CHECK(n <= limit, path, ": ", n, " values of ", what, " for a model of ", limit);
+        std::vector<float> v(n);
+        read(v.data(), n * sizeof(float), what);
+        return v;
+    }
+};
+
 }  // namespace
 
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                               const io::GGUFFile* constants) const {
+    // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
+    // rank its optimizer shard.
+    dist::Communicator* group =
+        opt_.data_parallel && opt_.data_parallel->size() > 1 ? opt_.data_parallel : nullptr;
+    const bool lead = !group || group->rank() == 0, sharded = !shards_.empty();
     const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
-    model_.params().write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
-    {
+    if (lead) {
+        fs::remove_all(tmp);
+        fs::create_directories(tmp);
+    }
+    if (group) group->barrier();
+    if (sharded) {
+        AtomicFileWriter w((tmp / shard_file(group->rank(), group->size())).string());
+        w.write(kShardMagic, 4);
+        const std::vector<Optimizer::Range> ranges = optimizer_.state_ranges();
+        const uint64_t n = ranges.size();
+        w.write(&n, sizeof n);
+        for (const auto& [b, e] : ranges) {
+            const uint64_t be[2] = {b, e};
+            w.write(be, sizeof be);
+        }
+        put_floats(w, optimizer_.first_moment());
+        put_floats(w, optimizer_.second_moment());
+        w.commit();
+    }
+    if (group) group->barrier();
+    if (lead) {
+        model_.params().write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
         AtomicFileWriter w((tmp / "state.bin").string());
         w.write(kStateMagic, 4);
         w.write(&kStateVersion, sizeof kStateVersion);
         const int64_t step = next_step_, t = optimizer_.steps();
         w.write(&step, sizeof step);
         w.write(&t, sizeof t);
-        put_floats(w, optimizer_.first_moment());
-        put_floats(w, optimizer_.second_moment());
+        put_floats(w, sharded ? std::vector<float>{} : optimizer_.first_moment());
+        put_floats(w, sharded ? std::vector<float>{} : optimizer_.second_moment());
         w.write(&scale_, sizeof scale_);
         w.write(&clean_steps_, sizeof clean_steps_);
         const std::string pos = data_.position();
@@ -422,45 +527,39 @@ void Trainer::save_checkpoint(const std::string& dir,
             if (p.auxiliary)
                 aux.insert(aux.end(), ps.values() + p.offset, ps.values() + p.offset + p.numel);
         put_floats(w, aux);
+        const uint32_t shards = sharded ? static_cast<uint32_t>(group->size()) : 0;
+        w.write(&shards, sizeof shards);
         w.commit();
+        // Swap in the new directory: the old one is kept until the new one is in place.
+        fs::remove_all(old);
+        if (fs::exists(final_dir)) fs::rename(final_dir, old);
+        fs::rename(tmp, final_dir);
+        fs::remove_all(old);
     }
-    // Swap in the new directory: the old one is kept until the new one is in place.
-    fs::remove_all(old);
-    if (fs::exists(final_dir)) fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir);
-    fs::remove_all(old);
+    if (group) group->barrier();
 }
 
 void Trainer::load_state(const std::string& dir) {
-    const std::string path = (fs::path(dir) / "state.bin").string();
-    std::ifstream in(path, std::ios::binary);
-    SYSLM_CHECK(in, path, ": cannot open the checkpoint state");
-    auto read = [&](void* p, size_t n, const char* what) {
-        in.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
-        SYSLM_CHECK(in && static_cast<size_t>(in.gcount()) == n, path, ": truncated at the ", what);
-    };
+    Reader r((fs::path(dir) / "state.bin").string());
+    const std::string& path = r.path;
     char magic[4];
     uint32_t version = 0;
-    read(magic, 4, "magic");
+    r.read(magic, 4, "magic");
     SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
-    read(&version, sizeof version, "version");
+    r.read(&version, sizeof version, "version");
     SYSLM_CHECK(version >= 1 && version <= kStateVersion, path, ": state version ", version,
                 " (expected 1 to ", kStateVersion, ")");
     int64_t step = 0, t = 0;
-    read(&step, sizeof step, "step");
-    read(&t, sizeof t, "optimizer step");
-    for (std::vector<float>* v : {&optimizer_.first_moment(), &optimizer_.second_moment()}) {
-        uint64_t n = 0;
-        read(&n, sizeof n, "optimizer state size");
-        SYSLM_CHECK(n == v->size(), path, ": optimizer state of ", n, " values for ", v->size(),
-                    " (another model or optimizer?)");
-        read(v->data(), n * sizeof(float), "optimizer state");
-    }
+    r.read(&step, sizeof step, "step");
+    r.read(&t, sizeof t, "optimizer step");
+    ParamStore& ps = model_.params();
+    std::vector<float> m = r.floats("optimizer state", ps.size());
+    std::vector<float> v = r.floats("optimizer state", ps.size());
     if (version >= 2) {
         float scale = 0;
         int64_t clean = 0;
-        read(&scale, sizeof scale, "loss scale");
-        read(&clean, sizeof clean, "loss scale window");
+        r.read(&scale, sizeof scale, "loss scale");
+        r.read(&clean, sizeof clean, "loss scale window");
         SYSLM_CHECK(std::isfinite(scale) && scale >= 0 && clean >= 0, path,
                     ": corrupt loss scale ", scale);
         SYSLM_CHECK((scale > 0) == (scale_ > 0), path, ": the checkpoint was written ",
@@ -470,20 +569,61 @@ void Trainer::load_state(const std::string& dir) {
         clean_steps_ = clean;
     }
     uint64_t len = 0;
-    read(&len, sizeof len, "data position length");
+    r.read(&len, sizeof len, "data position length");
     SYSLM_CHECK(len < (1u << 20), path, ": corrupt data position length ", len);
     std::string pos(len, '\0');
-    read(pos.data(), len, "data position");
-    ParamStore& ps = model_.params();
+    r.read(pos.data(), len, "data position");
     uint64_t n_aux = 0;
-    if (version >= 3) read(&n_aux, sizeof n_aux, "auxiliary parameter count");
+    if (version >= 3) r.read(&n_aux, sizeof n_aux, "auxiliary parameter count");
     SYSLM_CHECK(n_aux == ps.auxiliary_size(), path, ": the checkpoint has ", n_aux,
                 " values of auxiliary parameters (hidden-state projections), this run ",
                 ps.auxiliary_size(), " (another --distill-hidden-layers or teacher?)");
     for (const Param& p : ps.params())
         if (p.auxiliary)
-            read(ps.values() + p.offset, static_cast<size_t>(p.numel) * sizeof(float),
-                 "auxiliary parameters");
+            r.read(ps.values() + p.offset, static_cast<size_t>(p.numel) * sizeof(float),
+                   "auxiliary parameters");
+    uint32_t shards = 0;
+    if (version >= 4) r.read(&shards, sizeof shards, "optimizer shard count");
+    SYSLM_CHECK(shards < (1u << 20), path, ": corrupt optimizer shard count ", shards);
+    if (shards > 0) {  // ZeRO: the whole state assembled from every rank's file
+        m.assign(ps.size(), 0.0f);
+        std::vector<float> v_full;
+        std::vector<char> covered(ps.size(), 0);
+        for (uint32_t s = 0; s < shards; ++s) {
+            Reader f((fs::path(dir) / shard_file(static_cast<int>(s), static_cast<int>(shards))).string());
+            char sm[4];
+            f.read(sm, 4, "magic");
+            SYSLM_CHECK(std::memcmp(sm, kShardMagic, 4) == 0, f.path, ": not an optimizer shard");
+            uint64_t n = 0;
+            f.read(&n, sizeof n, "range count");
+            SYSLM_CHECK(n <= ps.size(), f.path, ": corrupt range count ", n);
+            std::vector<uint64_t> be(2 * n);
+            f.read(be.data(), be.size() * sizeof(uint64_t), "ranges");
+            const std::vector<float> fm = f.floats("first moment", ps.size());
+            const std::vector<float> fv = f.floats("second moment", ps.size());
+            if (!fv.empty() && v_full.empty()) v_full.assign(ps.size(), 0.0f);
+            size_t at = 0;
+            for (uint64_t i = 0; i < n; ++i) {
+                const uint64_t b = be[2 * i], e = be[2 * i + 1];
+                SYSLM_CHECK(b <= e && e <= ps.size() && at + (e - b) <= fm.size() &&
+                                (fv.empty() || at + (e - b) <= fv.size()),
+                            f.path, ": range [", b, ", ", e, ") does not fit the model");
+                std::copy_n(fm.begin() + static_cast<std::ptrdiff_t>(at), e - b, m.begin() + static_cast<std::ptrdiff_t>(b));
+                if (!fv.empty())
+                    std::copy_n(fv.begin() + static_cast<std::ptrdiff_t>(at), e - b, v_full.begin() + static_cast<std::ptrdiff_t>(b));
+                std::fill(covered.begin() + static_cast<std::ptrdiff_t>(b), covered.begin() + static_cast<std::ptrdiff_t>(e), 1);
+                at += e - b;
+            }
+        }
+        // Every parameter's state must be present (alignment padding between tensors is not).
+        for (const Param& p : ps.params())
+            SYSLM_CHECK(std::all_of(covered.begin() + static_cast<std::ptrdiff_t>(p.offset),
+                                    covered.begin() + static_cast<std::ptrdiff_t>(p.offset + p.numel),
+                                    [](char c) { return c != 0; }),
+                        dir, ": the optimizer shards miss part of ", p.name);
+        v = std::move(v_full);
+    }
+    optimizer_.load_full_state(m, v);
     data_.seek(pos);
     next_step_ = step;
     optimizer_.set_steps(t);

@@ -135,6 +135,10 @@ struct TrainOptions {
     // each); gradients are summed over it, overlapped with the backward
     // (dist::GradientReducer), and averaged. nullptr or a group of one: single process.
     dist::Communicator* data_parallel = nullptr;
+    // ZeRO over the data-parallel group: 1 shards the optimizer state (each rank updates its
+    // block of every gradient bucket, then the parameters are all-gathered); 2 also reduces the
+    // gradients with reduce-scatter (each rank gets only its blocks' sums). 0: off.
+    int zero = 0;
 };
 
 struct StepStats {
@@ -155,11 +159,14 @@ public:
     // Data parallel: share of the reduction's time hidden behind the backward (0 without).
     double overlap() const { return reducer_ ? reducer_->overlap() : 0; }
     double comm_seconds() const { return reducer_ ? reducer_->comm_seconds() : 0; }
+    size_t optimizer_state_bytes() const { return optimizer_.state_bytes(); }
     int64_t next_step() const { return next_step_; }
     bool done() const { return next_step_ >= opt_.steps; }
 
     // A checkpoint directory: model.gguf (the weights, loadable anywhere) and state.bin
-    // (optimizer moments and step, data position, loss scale). Written into `<dir>.tmp` and renamed over
+    // (optimizer moments and step, data position, loss scale); with ZeRO the moments are in one
+    // file per rank, and a run at any world size loads them. With data parallelism every rank
+    // calls it (rank 0 writes, each rank its optimizer shard). Written into `<dir>.tmp` and renamed over
     // `dir`, so a crash at any moment leaves the previous checkpoint intact.
     void save_checkpoint(const std::string& dir,
                          const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
@@ -187,6 +194,7 @@ private:
     std::unique_ptr<dist::GradientReducer> reducer_;
     std::vector<std::vector<size_t>> block_buckets_;
     std::vector<size_t> rest_buckets_;
+    std::vector<Optimizer::Range> shards_;  // ZeRO: this rank's blocks of the arena
     void make_buckets();
     void fake_quantize();               // master -> qat_master_, values -> Q(values)
     void restore_master();

@@ -1,11 +1,13 @@
 // Data parallel: the bucketed reducer sums every bucket over the group whatever order the
-// backward makes them ready in; and training on p ranks with B rows each gives the weights one
+// backward makes them ready in; training on p ranks with B rows each gives the weights one
 // process gets with p x B rows (the check: FP32, 20 steps, 1e-5), with and without
-// gradient accumulation.
+// gradient accumulation; ZeRO-1 and -2 give plain data parallel's weights with 1/p of the
+// optimizer state per rank, and their sharded checkpoints resume at another world size.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <vector>
@@ -57,15 +59,23 @@ TEST(GradientReducer, SumsEveryBucketInAnyReadyOrder) {
     EXPECT_LE(red.overlap(), 1.0);
 }
 
-struct Run {
+struct TrainRun {
     std::vector<float> weights;
     std::vector<double> losses;
+    size_t state_bytes = 0;
 };
 
-// Trains `steps` steps on the rows [first, first + rows) of the global batch.
-Run train(const std::string& path, const std::vector<int32_t>& ids, int first, int rows, int T,
-          int accum, Communicator* dp) {
-    const io::GGUFFile file(path);
+struct TrainSetup {
+    int accum = 1, zero = 0;
+    int steps = 20;
+    std::string save_at_10;  // checkpoint directory written after step 10
+    std::string resume;      // checkpoint to continue from
+};
+
+// Trains on the rows [first, first + rows) of the global batch.
+TrainRun train(const std::string& path, const std::vector<int32_t>& ids, int first, int rows, int T,
+          int accum, Communicator* dp, const TrainSetup& setup = {}) {
+    const io::GGUFFile file(setup.resume.empty() ? path : setup.resume + "/model.gguf");
     train::TrainModel m(file);
     std::vector<int32_t> mine(ids.begin() + static_cast<ptrdiff_t>(first) * (T + 1),
                               ids.begin() + static_cast<ptrdiff_t>(first + rows) * (T + 1));
@@ -73,8 +83,9 @@ Run train(const std::string& path, const std::vector<int32_t>& ids, int first, i
     train::TrainOptions opt;
     opt.B = rows;
     opt.T = T;
-    opt.steps = 20;
+    opt.steps = setup.steps;
     opt.accum = accum;
+    opt.zero = setup.zero;
     opt.clip = 1.0;
     opt.schedule.kind = train::ScheduleKind::Cosine;
     opt.schedule.lr = 3e-3f;
@@ -82,10 +93,24 @@ Run train(const std::string& path, const std::vector<int32_t>& ids, int first, i
     opt.data_parallel = dp;
     ThreadPool pool(1);
     train::Trainer t(m, batch, opt, pool);
-    Run r;
-    while (!t.done()) r.losses.push_back(t.step().loss);
+    if (!setup.resume.empty()) t.load_state(setup.resume);
+    TrainRun r;
+    while (!t.done()) {
+        r.losses.push_back(t.step().loss);
+        if (!setup.save_at_10.empty() && t.next_step() == 10)
+            t.save_checkpoint(setup.save_at_10, file.metadata(), &file);
+    }
     r.weights.assign(m.params().values(), m.params().values() + m.params().size());
+    r.state_bytes = t.optimizer_state_bytes();
     return r;
+}
+
+float largest_difference(const TrainRun& a, const TrainRun& b) {
+    EXPECT_EQ(a.weights.size(), b.weights.size());
+    float worst = 0;
+    for (size_t i = 0; i < std::min(a.weights.size(), b.weights.size()); ++i)
+        worst = std::max(worst, std::fabs(a.weights[i] - b.weights[i]));
+    return worst;
 }
 
 void check_equivalence(int accum) {
@@ -96,8 +121,8 @@ void check_equivalence(int accum) {
     std::mt19937 rng(77);
     std::vector<int32_t> ids(static_cast<size_t>(p) * B * (T + 1));
     for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
-    const Run one = train(path, ids, 0, p * B, T, accum, nullptr);            // 1 process, p x B
-    const Run dp = train(path, ids, c.rank() * B, B, T, accum, p > 1 ? &c : nullptr);
+    const TrainRun one = train(path, ids, 0, p * B, T, accum, nullptr);            // 1 process, p x B
+    const TrainRun dp = train(path, ids, c.rank() * B, B, T, accum, p > 1 ? &c : nullptr);
     ASSERT_EQ(one.weights.size(), dp.weights.size());
     float worst = 0;
     for (size_t i = 0; i < one.weights.size(); ++i)
@@ -110,6 +135,59 @@ void check_equivalence(int accum) {
 
 TEST(DataParallel, RanksWithBRowsEqualOneProcessWithPTimesBRows) { check_equivalence(1); }
 TEST(DataParallel, SameWithGradientAccumulation) { check_equivalence(2); }
+
+TEST(Zero, StagesOneAndTwoGivePlainDataParallelWeightsWithAPthOfTheState) {
+    Communicator& c = world_comm();
+    const int p = c.size(), B = 2, T = 9;
+    if (p == 1) GTEST_SKIP() << "ZeRO shards over more than one rank";
+    const std::string path = testing::write_test_model(
+        "zero_" + std::to_string(c.rank()), testing::small_model_config("llama", 32, 43));
+    std::mt19937 rng(78);
+    std::vector<int32_t> ids(static_cast<size_t>(p) * B * (T + 1));
+    for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
+    const TrainRun plain = train(path, ids, c.rank() * B, B, T, 1, &c);
+    for (int stage : {1, 2}) {
+        TrainSetup s;
+        s.zero = stage;
+        const TrainRun z = train(path, ids, c.rank() * B, B, T, 1, &c, s);
+        EXPECT_LE(largest_difference(plain, z), 1e-6f) << "ZeRO-" << stage;
+        // AdamW keeps two moments: p ranks hold 1/p of them each (within a bucket's rounding).
+        const double share = static_cast<double>(z.state_bytes) / plain.state_bytes;
+        EXPECT_NEAR(share, 1.0 / p, 0.02) << "ZeRO-" << stage << " state " << z.state_bytes;
+    }
+}
+
+// Written by p ranks under ZeRO-2 after 10 of 20 steps; finished by one process with the whole
+// batch, and by p ranks again under ZeRO-1: both reach their uninterrupted runs' weights.
+TEST(Zero, ShardedCheckpointResumesAtAnotherWorldSize) {
+    Communicator& c = world_comm();
+    const int p = c.size(), B = 2, T = 9;
+    if (p == 1) GTEST_SKIP() << "ZeRO shards over more than one rank";
+    const std::string path = testing::write_test_model(
+        "zero_ck_" + std::to_string(c.rank()), testing::small_model_config("llama", 32, 44));
+    const std::string dir = std::string(SYSLM_TEST_TMP) + "/zero_ck_np" + std::to_string(p);
+    std::mt19937 rng(79);
+    std::vector<int32_t> ids(static_cast<size_t>(p) * B * (T + 1));
+    for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
+    TrainSetup writer;
+    writer.zero = 2;
+    writer.save_at_10 = dir;
+    const TrainRun sharded = train(path, ids, c.rank() * B, B, T, 1, &c, writer);
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        names.push_back(e.path().filename().string());
+    EXPECT_EQ(static_cast<int>(names.size()), 2 + p) << "model.gguf, state.bin, one shard per rank";
+
+    TrainSetup resume;
+    resume.resume = dir;
+    const TrainRun one_done = train(path, ids, 0, p * B, T, 1, nullptr);
+    const TrainRun one_resumed = train(path, ids, 0, p * B, T, 1, nullptr, resume);
+    EXPECT_LE(largest_difference(one_done, one_resumed), 1e-5f) << "resumed on one process";
+    resume.zero = 1;
+    const TrainRun again = train(path, ids, c.rank() * B, B, T, 1, &c, resume);
+    EXPECT_LE(largest_difference(sharded, again), 1e-6f) << "resumed on the same ranks, ZeRO-1";
+    c.barrier();
+}
 
 }  // namespace
 }  // namespace syslm::dist
