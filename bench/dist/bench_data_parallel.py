@@ -53,7 +53,7 @@ def main():
             if name not in best or j["tokens_per_s"] > best[name][0]["tokens_per_s"]:
                 best[name] = (j, p.stderr)
     one, dp2 = best["one"][0], best["dp2"][0]
-    m = re.search(r"([\d.]+) s reducing gradients \(([\d.]+) MiB sent per rank per step\), "
+    m = re.search(r"([\d.]+) s reducing gradients \(([\d.]+) MiB sent per rank in the last step\), "
                   r"(\d+)% of it hidden", best["dp2"][1])
     if not m:
         sys.exit("no data-parallel summary in the dp=2 run's output")

@@ -17,6 +17,7 @@ const char* collective_name(Collective c) {
         case Collective::AllReduce: return "all_reduce";
         case Collective::ReduceScatter: return "reduce_scatter";
         case Collective::AllGather: return "all_gather";
+        case Collective::AllToAll: return "all_to_all";
         case Collective::Broadcast: return "broadcast";
         case Collective::Send: return "send";
         case Collective::Recv: return "recv";
@@ -87,12 +88,12 @@ void Communicator::all_reduce_sum(double* data, size_t n) {
 }
 
 // Ring reduce-scatter and all-gather: each rank sends every block but one.
-uint64_t Communicator::block_bytes(std::span<const size_t> counts) const {
+uint64_t Communicator::block_bytes(std::span<const size_t> counts, size_t elem) const {
     SYSLM_CHECK(static_cast<int>(counts.size()) == size_, "collective: ", counts.size(),
                 " block sizes for a group of ", size_);
     size_t total = 0;
     for (size_t c : counts) total += c;
-    return size_ <= 1 ? 0 : (total - counts[static_cast<size_t>(rank_)]) * sizeof(float);
+    return size_ <= 1 ? 0 : (total - counts[static_cast<size_t>(rank_)]) * elem;
 }
 
 void Communicator::reduce_scatter_sum(const float* in, float* out, size_t n) {
@@ -113,6 +114,18 @@ void Communicator::all_gather(const float* in, float* out, size_t n) {
 
 void Communicator::all_gather_in_place(float* data, std::span<const size_t> counts) {
     timed(Collective::AllGather, block_bytes(counts), [&] { do_all_gather(data, counts); });
+}
+
+void Communicator::all_gather_bytes_in_place(void* data, std::span<const size_t> bytes) {
+    timed(Collective::AllGather, block_bytes(bytes, 1), [&] { do_all_gather_bytes(data, bytes); });
+}
+
+void Communicator::all_to_all(const void* in, std::span<const size_t> send, void* out,
+                              std::span<const size_t> recv) {
+    SYSLM_CHECK(static_cast<int>(recv.size()) == size_, "all-to-all: ", recv.size(),
+                " receive sizes for a group of ", size_);
+    timed(Collective::AllToAll, block_bytes(send, 1),
+          [&] { do_all_to_all(in, send, out, recv); });
 }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) {

@@ -17,8 +17,10 @@
 
 namespace syslm::dist {
 
-enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, Send, Recv, Barrier };
-constexpr int kCollectives = 7;
+enum class Collective {
+    AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, Send, Recv, Barrier
+};
+constexpr int kCollectives = 8;
 const char* collective_name(Collective c);
 
 struct CollectiveStats {
@@ -47,6 +49,11 @@ public:
     // data: blocks of counts[r] floats one after the other, this rank's filled in; afterwards
     // every block holds its rank's.
     void all_gather_in_place(float* data, std::span<const size_t> counts);
+    // Bytes (compressed gradients): blocks of bytes[r] one after the other.
+    void all_gather_bytes_in_place(void* data, std::span<const size_t> bytes);
+    // in: send[r] bytes for rank r, one block after the other; out: recv[r] bytes from rank r.
+    void all_to_all(const void* in, std::span<const size_t> send, void* out,
+                    std::span<const size_t> recv);
     void broadcast(void* data, size_t bytes, int root);
     // Point to point (not collective): blocks until matched.
     void send(const void* data, size_t bytes, int peer, int tag);
@@ -71,6 +78,9 @@ protected:
     virtual void do_all_reduce(void* data, size_t n, Elem e) = 0;
     virtual void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) = 0;
     virtual void do_all_gather(float* data, std::span<const size_t> counts) = 0;
+    virtual void do_all_gather_bytes(void* data, std::span<const size_t> bytes) = 0;
+    virtual void do_all_to_all(const void* in, std::span<const size_t> send, void* out,
+                               std::span<const size_t> recv) = 0;
     virtual void do_broadcast(void* data, size_t bytes, int root) = 0;
     virtual void do_send(const void* data, size_t bytes, int peer, int tag) = 0;
     virtual void do_recv(void* data, size_t bytes, int peer, int tag) = 0;
@@ -83,7 +93,7 @@ protected:
 private:
     template <class F>
     void timed(Collective c, uint64_t bytes, F&& f);
-    uint64_t block_bytes(std::span<const size_t> counts) const;
+    uint64_t block_bytes(std::span<const size_t> counts, size_t elem = sizeof(float)) const;
     int rank_, size_;
     std::array<CollectiveStats, kCollectives> stats_{};
     double timeout_s_ = 0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "dist/grad_compress.hpp"
 
 namespace syslm::dist {
 
@@ -27,8 +28,14 @@ public:
     // AllReduce: every rank ends with every bucket's sum. ReduceScatter (ZeRO-2): each bucket is
     // cut into size() nearly equal consecutive blocks (shard_of) and each rank ends with the sum
     // of its own block only; the rest of its arena keeps its local gradients.
-    enum class Mode { AllReduce, ReduceScatter };
-    GradientReducer(Communicator& comm, std::vector<Bucket> buckets, Mode mode = Mode::AllReduce);
+    // Compressed: an all-reduce in two compressed phases with error feedback (1-bit Adam's
+    // scheme): each rank sends every other rank its compressed share of that rank's block
+    // (all-to-all) keeping what the compression lost for its next step, the owner sums the
+    // shares into its block, compresses the sum (with its own error feedback) and every rank
+    // gathers every block. All ranks end with the same (decompressed) sums.
+    enum class Mode { AllReduce, ReduceScatter, Compressed };
+    GradientReducer(Communicator& comm, std::vector<Bucket> buckets, Mode mode = Mode::AllReduce,
+                    Compressor compressor = Compressor(Compression::None));
     ~GradientReducer();
     GradientReducer(const GradientReducer&) = delete;
     GradientReducer& operator=(const GradientReducer&) = delete;
@@ -38,7 +45,8 @@ public:
     static Bucket shard_of(const Bucket& b, int rank, int ranks);
     // A step's reduction of `grads` begins; every bucket must be made ready() once before
     // finish().
-    void start(float* grads);
+    // `compress` false: this step's reduction is exact even in Compressed mode (warm-up).
+    void start(float* grads, bool compress = true);
     void ready(size_t bucket);  // from the thread running the backward
     // Called when the backward has ended: waits until every bucket is summed over the group;
     // rethrows the communication thread's error.
@@ -55,7 +63,14 @@ private:
     Communicator& comm_;
     std::vector<Bucket> buckets_;
     Mode mode_;
+    bool compress_ = true;  // of the running step
     std::vector<float> block_;  // ReduceScatter: this rank's summed block
+    // Compressed: the compressor, the error-feedback residuals (arena offsets: what this rank's
+    // shares lost; what its blocks' sums lost) and message buffers.
+    Compressor compressor_;
+    std::vector<float> sent_error_, sum_error_, scratch_, decoded_;
+    std::vector<uint8_t> out_, in_, gathered_;
+    void reduce_compressed(const Bucket& k);
     float* grads_ = nullptr;
     std::mutex mu_;
     std::condition_variable cv_;

@@ -123,6 +123,24 @@ void MpiCommunicator::do_all_gather(float* data, std::span<const size_t> counts)
           "all-gather");
 }
 
+void MpiCommunicator::do_all_gather_bytes(void* data, std::span<const size_t> bytes) {
+    std::vector<int> n, at;
+    int_counts(bytes, n, at);
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, n.data(), at.data(), MPI_BYTE,
+                         comm_),
+          "all-gather");
+}
+
+void MpiCommunicator::do_all_to_all(const void* in, std::span<const size_t> send, void* out,
+                                    std::span<const size_t> recv) {
+    std::vector<int> sn, sat, rn, rat;
+    int_counts(send, sn, sat);
+    int_counts(recv, rn, rat);
+    check(MPI_Alltoallv(in, sn.data(), sat.data(), MPI_BYTE, out, rn.data(), rat.data(), MPI_BYTE,
+                        comm_),
+          "all-to-all");
+}
+
 void MpiCommunicator::do_broadcast(void* data, size_t bytes, int root) {
     for (size_t at = 0; at < bytes; at += kMaxCount) {
         const int count = static_cast<int>(std::min(kMaxCount, bytes - at));

@@ -22,6 +22,9 @@ protected:
     void do_all_reduce(void* data, size_t n, Elem e) override;
     void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) override;
     void do_all_gather(float* data, std::span<const size_t> counts) override;
+    void do_all_gather_bytes(void* data, std::span<const size_t> bytes) override;
+    void do_all_to_all(const void* in, std::span<const size_t> send, void* out,
+                       std::span<const size_t> recv) override;
     void do_broadcast(void* data, size_t bytes, int root) override;
     void do_send(const void* data, size_t bytes, int peer, int tag) override;
     void do_recv(void* data, size_t bytes, int peer, int tag) override;

@@ -16,6 +16,9 @@ protected:
     void do_all_reduce(void*, size_t, Elem) override {}
     void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) override;
     void do_all_gather(float* data, std::span<const size_t> counts) override;
+    void do_all_gather_bytes(void* data, std::span<const size_t> bytes) override;
+    void do_all_to_all(const void* in, std::span<const size_t> send, void* out,
+                       std::span<const size_t> recv) override;
     void do_broadcast(void*, size_t, int) override {}
     void do_send(const void*, size_t, int, int) override;
     void do_recv(void*, size_t, int, int) override;

@@ -183,6 +183,8 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
     }
     SYSLM_CHECK(opt.zero >= 0 && opt.zero <= 2, "training: ZeRO stage ", opt.zero,
                 " (0, 1 or 2)");
+    SYSLM_CHECK(opt.zero == 0 || opt.grad_compress == dist::Compression::None,
+                "training: gradient compression with ZeRO is not implemented; use one of them");
     if (opt.data_parallel && opt.data_parallel->size() > 1) make_buckets();
     if (opt.keep_zeros) {  // runs of zeros, so a 50%-sparse matrix costs far less than a mask
         const float* v = model.params().values();
@@ -248,10 +250,13 @@ void Trainer::make_buckets() {
         }
         optimizer_.shard(shards_);
     }
+    using Mode = dist::GradientReducer::Mode;
+    const Mode mode = opt_.zero == 2 ? Mode::ReduceScatter
+                      : opt_.grad_compress != dist::Compression::None ? Mode::Compressed
+                                                                       : Mode::AllReduce;
     reducer_ = std::make_unique<dist::GradientReducer>(
-        *opt_.data_parallel, std::move(buckets),
-        opt_.zero == 2 ? dist::GradientReducer::Mode::ReduceScatter
-                       : dist::GradientReducer::Mode::AllReduce);
+        *opt_.data_parallel, std::move(buckets), mode,
+        dist::Compressor(opt_.grad_compress, opt_.topk_ratio));
 }
 
 void Trainer::fake_quantize() {
@@ -298,7 +303,9 @@ StepStats Trainer::step() {
     for (int micro = 0; micro < opt_.accum; ++micro) {
         data_.next(tokens_, targets_);
         if (reducer_ && micro == opt_.accum - 1) {  // the last backward makes gradients final
-            reducer_->start(model_.params().grads());
+            const bool compress = opt_.grad_compress != dist::Compression::None &&
+                                  next_step_ >= opt_.compress_warmup;
+            reducer_->start(model_.params().grads(), compress);
             model_.set_gradient_hook([this](int il) {
                 for (size_t b : il < 0 ? rest_buckets_ : block_buckets_[static_cast<size_t>(il)])
                     reducer_->ready(b);

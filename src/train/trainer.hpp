@@ -139,6 +139,12 @@ struct TrainOptions {
     // block of every gradient bucket, then the parameters are all-gathered); 2 also reduces the
     // gradients with reduce-scatter (each rank gets only its blocks' sums). 0: off.
     int zero = 0;
+    // Compressed gradient reduction with error feedback (dist::GradientReducer::Mode::
+    // Compressed); not combined with ZeRO.
+    dist::Compression grad_compress = dist::Compression::None;
+    double topk_ratio = 0.01;
+    // Steps reduced exactly before compression starts (1-bit Adam's warm-up).
+    int64_t compress_warmup = 0;
 };
 
 struct StepStats {

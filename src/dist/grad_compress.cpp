@@ -1,0 +1,147 @@
+#include "dist/grad_compress.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace syslm::dist {
+
+Compression compression_kind(const std::string& name) {
+    if (name == "none") return Compression::None;
+    if (name == "int8") return Compression::Int8;
+    if (name == "topk") return Compression::TopK;
+    if (name == "sign" || name == "1bit") return Compression::Sign;
+    fail("unknown gradient compression '", name, "' (none, int8, topk, sign)");
+}
+
+const char* compression_name(Compression c) {
+    switch (c) {
+        case Compression::None: return "none";
+        case Compression::Int8: return "int8";
+        case Compression::TopK: return "topk";
+        case Compression::Sign: return "sign";
+    }
+    return "?";
+}
+
+Compressor::Compressor(Compression kind, double topk_ratio) : kind_(kind), ratio_(topk_ratio) {
+    SYSLM_CHECK(topk_ratio > 0 && topk_ratio <= 1, "top-k ratio ", topk_ratio,
+                " must be in (0, 1]");
+}
+
+size_t Compressor::k_of(size_t n) const {
+    return n == 0 ? 0 : std::max<size_t>(1, static_cast<size_t>(std::ceil(ratio_ * n)));
+}
+
+size_t Compressor::bytes(size_t n) const {
+    switch (kind_) {
+        case Compression::None: return n * sizeof(float);
+        case Compression::Int8: return sizeof(float) + n;
+        case Compression::TopK: return k_of(n) * (sizeof(uint32_t) + sizeof(float));
+        case Compression::Sign: return sizeof(float) * ((n + kSignGroup - 1) / kSignGroup) + (n + 7) / 8;
+    }
+    return 0;
+}
+
+void Compressor::compress(const float* x, size_t n, uint8_t* out) const {
+    switch (kind_) {
+        case Compression::None:
+            std::memcpy(out, x, n * sizeof(float));
+            return;
+        case Compression::Int8: {
+            float amax = 0;
+            for (size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+            const float scale = amax / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
+            std::memcpy(out, &scale, sizeof scale);
+            int8_t* q = reinterpret_cast<int8_t*>(out + sizeof scale);
+            for (size_t i = 0; i < n; ++i)
+                q[i] = static_cast<int8_t>(std::clamp(std::lround(x[i] * inv), -127L, 127L));
+            return;
+        }
+        case Compression::TopK: {
+            const size_t k = k_of(n);
+            std::vector<uint32_t>& idx = order_;
+            idx.resize(n);
+            std::iota(idx.begin(), idx.end(), 0u);
+            // The k largest magnitudes; ties broken by index so every run picks the same.
+            std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                             idx.end(), [&](uint32_t a, uint32_t b) {
+                                 const float fa = std::fabs(x[a]), fb = std::fabs(x[b]);
+                                 return fa > fb || (fa == fb && a < b);
+                             });
+            std::sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k));
+            uint8_t* p = out;
+            for (size_t j = 0; j < k; ++j) {
+                std::memcpy(p, &idx[j], sizeof(uint32_t));
+                std::memcpy(p + sizeof(uint32_t), &x[idx[j]], sizeof(float));
+                p += sizeof(uint32_t) + sizeof(float);
+            }
+            return;
+        }
+        case Compression::Sign: {
+            // One scale (mean |x|) per group of kSignGroup values, then the sign bits.
+            const size_t groups = (n + kSignGroup - 1) / kSignGroup;
+            for (size_t gi = 0; gi < groups; ++gi) {
+                const size_t b = gi * kSignGroup, e = std::min(n, b + kSignGroup);
+                double sum = 0;
+                for (size_t i = b; i < e; ++i) sum += std::fabs(x[i]);
+                const float scale = static_cast<float>(sum / static_cast<double>(e - b));
+                std::memcpy(out + gi * sizeof(float), &scale, sizeof scale);
+            }
+            uint8_t* bits = out + groups * sizeof(float);
+            std::memset(bits, 0, (n + 7) / 8);
+            for (size_t i = 0; i < n; ++i)
+                if (x[i] < 0) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+            return;
+        }
+    }
+}
+
+void Compressor::decompress_add(const uint8_t* in, size_t n, float* out) const {
+    switch (kind_) {
+        case Compression::None: {
+            const float* x = reinterpret_cast<const float*>(in);
+            for (size_t i = 0; i < n; ++i) out[i] += x[i];
+            return;
+        }
+        case Compression::Int8: {
+            float scale;
+            std::memcpy(&scale, in, sizeof scale);
+            const int8_t* q = reinterpret_cast<const int8_t*>(in + sizeof scale);
+            for (size_t i = 0; i < n; ++i) out[i] += scale * static_cast<float>(q[i]);
+            return;
+        }
+        case Compression::TopK: {
+            const size_t k = k_of(n);
+            const uint8_t* p = in;
+            for (size_t j = 0; j < k; ++j) {
+                uint32_t i;
+                float v;
+                std::memcpy(&i, p, sizeof i);
+                std::memcpy(&v, p + sizeof i, sizeof v);
+                SYSLM_CHECK(i < n, "top-k gradient message: index ", i, " outside ", n);
+                out[i] += v;
+                p += sizeof i + sizeof v;
+            }
+            return;
+        }
+        case Compression::Sign: {
+            const size_t groups = (n + kSignGroup - 1) / kSignGroup;
+            const uint8_t* bits = in + groups * sizeof(float);
+            for (size_t gi = 0; gi < groups; ++gi) {
+                float scale;
+                std::memcpy(&scale, in + gi * sizeof(float), sizeof scale);
+                const size_t b = gi * kSignGroup, e = std::min(n, b + kSignGroup);
+                for (size_t i = b; i < e; ++i)
+                    out[i] += (bits[i / 8] >> (i % 8) & 1u) ? -scale : scale;
+            }
+            return;
+        }
+    }
+}
+
+}  // namespace syslm::dist
