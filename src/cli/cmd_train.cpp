@@ -71,7 +71,8 @@ struct TrainArgs {
     int offline_topk = 0;
     float distill_alpha = 0.5f, distill_temperature = 2.0f, distill_hidden = 0.0f;
     int distill_hidden_layers = 1;
-    int dp = 0;  // data-parallel ranks; 0: the MPI world's size
+    int dp = 0;  // data-parallel ranks; 0: the MPI world's size / tp
+    int tp = 1;
     int zero = 0;
     std::string grad_compress = "none";
     double topk_ratio = 0.01;
@@ -140,12 +141,27 @@ int run_train(const TrainArgs& a) {
                 "train: --checkpoint-every needs --checkpoint DIR");
     // Under mpirun every rank is a data-parallel replica (tensor and pipeline parallelism are not
     // built yet: docs/design/distributed.md); rank 0 prints, logs and writes files.
-    const std::unique_ptr<dist::Communicator> world = dist::world(a.dp > 1);
-    const int ranks = world->size();
-    SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " but ", ranks,
-                " ranks were started (run `mpirun -np ", a.dp, " syslm train ...`)");
+    // Ranks are laid out tensor-parallel innermost: rank = dp_index x tp + tp_index.
+    const std::unique_ptr<dist::Communicator> world = dist::world(a.dp > 1 || a.tp > 1);
+    const int tp = std::max(1, a.tp);
+    SYSLM_CHECK(world->size() % tp == 0, "train: --tp ", tp, " does not divide the ",
+                world->size(), " ranks started");
+    const int ranks = world->size() / tp;  // data-parallel replicas
+    SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " x --tp ", tp, " but ",
+                world->size(), " ranks were started (run `mpirun -np ", (a.dp > 0 ? a.dp : 1) * tp,
+                " syslm train ...`)");
+    SYSLM_CHECK(tp == 1 || (a.checkpoint.empty() && a.resume.empty()),
+                "train: checkpoints of tensor-parallel runs are not implemented yet (--out works)");
+    std::unique_ptr<dist::Communicator> tp_group, dp_group;
+    if (tp > 1) {
+        tp_group = world->split(world->rank() / tp, world->rank());
+        dp_group = world->split(world->rank() % tp, world->rank());
+    }
+    dist::Communicator& replicas = tp > 1 ? *dp_group : *world;
     const bool lead = world->rank() == 0;
-    if (ranks > 1) world->set_timeout(a.dist_timeout);
+    if (world->size() > 1)
+        for (dist::Communicator* c : {world.get(), tp_group.get(), dp_group.get()})
+            if (c) c->set_timeout(a.dist_timeout);
     // Progress goes to stderr on rank 0 only; errors still reach stderr from any rank.
     FILE* const info = lead ? stderr : std::fopen("/dev/null", "w");
     SYSLM_CHECK(info, "train: cannot open /dev/null");
@@ -174,7 +190,7 @@ int run_train(const TrainArgs& a) {
     }
     const io::GGUFFile file(path);
     if (!temp.empty()) std::filesystem::remove(temp);  // the mapping stays valid
-    train::TrainModel model(file, train::recompute_policy(a.recompute));
+    train::TrainModel model(file, train::recompute_policy(a.recompute), tp_group.get());
     model.set_router_aux_coef(a.moe_aux_coef);
     model.set_precision(train::precision_mode(a.precision));
     const int n_vocab = model.hparams().n_vocab;
@@ -212,14 +228,18 @@ int run_train(const TrainArgs& a) {
     else
         data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), global, a.seq);
     if (ranks > 1) {
-        data = std::make_unique<train::RankSlice>(std::move(data), world->rank(), ranks, batch,
+        data = std::make_unique<train::RankSlice>(std::move(data), replicas.rank(), ranks, batch,
                                                   a.seq);
         std::fprintf(info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", ranks,
                      world->transport().c_str(), batch);
     }
+    if (tp > 1)
+        std::fprintf(info, "tensor parallel: %d ranks per replica, each with %d of %d heads and "
+                     "%d of %d FFN channels\n", tp, model.hparams().n_head,
+                     model.hparams().n_head * tp, model.hparams().n_ff, model.hparams().n_ff * tp);
 
     train::TrainOptions opt;
-    opt.data_parallel = ranks > 1 ? world.get() : nullptr;
+    opt.data_parallel = ranks > 1 ? &replicas : nullptr;
     SYSLM_CHECK(a.zero == 0 || ranks > 1, "train: --zero ", a.zero,
                 " shards over data-parallel ranks: run under mpirun with more than one");
     opt.zero = a.zero;
@@ -381,9 +401,15 @@ int run_train(const TrainArgs& a) {
     while (!trainer.done()) {
         if (a.profile && trainer.next_step() == first + 1) profiler::set_enabled(true);
         world->set_context("training step " + std::to_string(trainer.next_step() + 1));
-        const uint64_t sent_before = world->bytes_sent();
+        auto sent = [&] {
+            uint64_t b = 0;
+            for (dist::Communicator* c : {world.get(), tp_group.get(), dp_group.get()})
+                if (c) b += c->bytes_sent();
+            return b;
+        };
+        const uint64_t sent_before = sent();
         const train::StepStats s = trainer.step();
-        last_step_bytes = world->bytes_sent() - sent_before;
+        last_step_bytes = sent() - sent_before;
         final_loss = s.loss;
         if (s.step > first || a.steps - first == 1) {  // the first step includes warm-up
             timed += s.seconds;
@@ -466,13 +492,17 @@ int run_train(const TrainArgs& a) {
                      a.zero > 0 ? (" (ZeRO-" + std::to_string(a.zero) + ")").c_str()
                      : a.grad_compress != "none" ? (", gradients compressed: " + a.grad_compress).c_str()
                                                  : "");
+    // Tensor parallel: the whole tensors, gathered from the replica's ranks, are written.
+    std::optional<train::ParamStore> whole;
+    if (tp > 1 && !a.out.empty()) whole = model.params().gathered(*tp_group);
+    const train::ParamStore& out_params = whole ? *whole : model.params();
     if (!lead) return interrupted ? 130 : 0;  // rank 0 writes the files
     if (!a.out.empty() && qat) {  // the float master beside, the quantized export at --out
         std::string master = a.out;
         if (master.size() > 5 && master.substr(master.size() - 5) == ".gguf")
             master.resize(master.size() - 5);
         master += "-f32.gguf";
-        model.params().write_gguf(master, file.metadata(), false, &file);
+        out_params.write_gguf(master, file.metadata(), false, &file);
         compress::QuantizeOptions qo;
         qo.target = *qat;
         qo.threads = a.threads;
@@ -480,7 +510,7 @@ int run_train(const TrainArgs& a) {
         std::fprintf(info, "wrote %s (float master weights) and %s (%s)\n", master.c_str(),
                      a.out.c_str(), compress::quant_target_name(*qat).c_str());
     } else if (!a.out.empty()) {
-        model.params().write_gguf(a.out, file.metadata(), false, &file);
+        out_params.write_gguf(a.out, file.metadata(), false, &file);
         std::fprintf(info, "wrote %s\n", a.out.c_str());
     }
     const nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
@@ -534,6 +564,11 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "Data-parallel ranks: run under `mpirun -np N`; each rank trains on --batch "
                    "sequences of a global batch of N x --batch (default: every started rank)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--tp", a->tp,
+                   "Tensor-parallel ranks per replica (Megatron: heads and FFN channels split, "
+                   "neighbouring ranks); the world is --dp x --tp ranks")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     app.add_option("--zero", a->zero,
                    "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also "
                    "reduce-scatters the gradients (checkpoints are then written one shard per rank "

@@ -3,7 +3,7 @@
 // ready(b) as soon as bucket b's gradients are final, and a communication thread sums that
 // bucket over the group while the backward goes on with the blocks below. finish() waits for
 // every bucket. Only the communication thread calls the communicator between start() and
-// finish() (MPI_THREAD_SERIALIZED).
+// finish().
 #pragma once
 
 #include <condition_variable>

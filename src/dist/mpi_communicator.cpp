@@ -35,9 +35,11 @@ void init_once() {
         MPI_Initialized(&initialized);
         if (initialized) return;
         int provided = 0;
-        check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "init");
-        SYSLM_CHECK(provided >= MPI_THREAD_SERIALIZED,
-                    "MPI: this MPI library does not support MPI_THREAD_SERIALIZED");
+        // Multiple: data parallel's reduction thread and tensor parallel's all-reduces in the
+        // backward call MPI at the same time (on different communicators).
+        check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "init");
+        SYSLM_CHECK(provided >= MPI_THREAD_MULTIPLE,
+                    "MPI: this MPI library does not support MPI_THREAD_MULTIPLE");
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         std::atexit(finalize_at_exit);
     });

@@ -1,6 +1,7 @@
 // Collectives over an MPI communicator (OpenMPI from Debian), for host memory. MPI is initialised
-// once per process with MPI_THREAD_SERIALIZED (one thread at a time calls MPI: the data-parallel
-// reducer's thread during a step, the main thread otherwise) and finalised at exit. Messages
+// once per process with MPI_THREAD_MULTIPLE (the data-parallel reducer's thread and the tensor-
+// parallel all-reduces of the backward call it at once, on different communicators) and
+// finalised at exit. Messages
 // longer than MPI's int counts are sent in pieces.
 #pragma once
 

@@ -8,17 +8,30 @@
 
 namespace syslm::train {
 
-ParamStore ParamStore::from_gguf(const io::GGUFFile& file) {
+ParamStore ParamStore::from_gguf(const io::GGUFFile& file, const Slicer& slicer) {
     ParamStore s;
     size_t total = 0;
+    std::vector<TensorSlice> slices;
     for (const io::GGUFTensor& t : file.tensors()) {
         if (t.name == "rope_freqs.weight") continue;
         SYSLM_CHECK(kernels::has_type_traits(t.type), file.path(), ": tensor '", t.name,
                     "' has type ", dtype_name(t.type), ", which syslm cannot convert to f32");
         // 16-float alignment: every tensor starts on a cache line of the arena.
         total = (total + 15) / 16 * 16;
-        s.params_.push_back({t.name, t.ne, total, t.numel()});
-        total += static_cast<size_t>(t.numel());
+        const TensorSlice sl = slicer ? slicer(t.name, t.ne) : TensorSlice{};
+        Param p{t.name, t.ne, total, t.numel()};
+        if (sl.dim >= 0) {
+            SYSLM_CHECK(sl.dim < 2 && static_cast<size_t>(sl.dim) < t.ne.size() && t.ne.size() <= 2 &&
+                            0 <= sl.begin && sl.begin < sl.end && sl.end <= t.ne[sl.dim],
+                        file.path(), ": cannot slice tensor '", t.name, "' along dimension ", sl.dim);
+            p.slice_dim = sl.dim;
+            p.full_len = t.ne[sl.dim];
+            p.ne[sl.dim] = sl.end - sl.begin;
+            p.numel = p.numel / t.ne[sl.dim] * (sl.end - sl.begin);
+        }
+        s.params_.push_back(p);
+        slices.push_back(sl);
+        total += static_cast<size_t>(p.numel);
     }
     try {
         s.values_.assign(total, 0.0f);
@@ -27,16 +40,75 @@ ParamStore ParamStore::from_gguf(const io::GGUFFile& file) {
         fail(file.path(), ": cannot allocate ", 2 * total * sizeof(float) >> 20,
              " MiB for the f32 parameters and their gradients");
     }
-    for (const Param& p : s.params_) {
+    std::vector<float> row;
+    for (size_t i = 0; i < s.params_.size(); ++i) {
+        const Param& p = s.params_[i];
+        const TensorSlice& sl = slices[i];
         const io::GGUFTensor& t = file.tensor(p.name);
         const auto& tt = kernels::type_traits(t.type);
-        const int64_t rows = t.rows();
-        const size_t rb = row_bytes(t.type, t.ne[0]);
-        for (int64_t r = 0; r < rows; ++r)
-            tt.to_float(t.data + r * rb, s.values_.data() + p.offset + r * t.ne[0], t.ne[0]);
+        const int64_t rows = t.rows(), n0 = t.ne[0];
+        const size_t rb = row_bytes(t.type, n0);
+        float* out = s.values_.data() + p.offset;
+        if (sl.dim < 0) {
+            for (int64_t r = 0; r < rows; ++r) tt.to_float(t.data + r * rb, out + r * n0, n0);
+        } else if (sl.dim == 1) {  // rows begin .. end
+            for (int64_t r = sl.begin; r < sl.end; ++r)
+                tt.to_float(t.data + r * rb, out + (r - sl.begin) * n0, n0);
+        } else {  // columns begin .. end of every row
+            row.resize(static_cast<size_t>(n0));
+            const int64_t w = sl.end - sl.begin;
+            for (int64_t r = 0; r < rows; ++r) {
+                tt.to_float(t.data + r * rb, row.data(), n0);
+                std::copy_n(row.data() + sl.begin, w, out + r * w);
+            }
+        }
         if (file.mapped()) release_mapped_pages(t.data, t.nbytes);  // the f32 copy trains
     }
     return s;
+}
+
+ParamStore ParamStore::gathered(dist::Communicator& group) const {
+    ParamStore full;
+    full.ties_ = ties_;
+    size_t total = 0;
+    for (const Param& p : params_) {
+        total = (total + 15) / 16 * 16;
+        Param q = p;
+        q.offset = total;
+        if (p.slice_dim >= 0) {
+            q.ne[p.slice_dim] = p.full_len;
+            q.numel = p.numel / p.ne[p.slice_dim] * p.full_len;
+            q.slice_dim = -1;
+        }
+        full.params_.push_back(q);
+        total += static_cast<size_t>(q.numel);
+    }
+    full.values_.assign(total, 0.0f);
+    std::vector<float> blocks;
+    for (size_t i = 0; i < params_.size(); ++i) {
+        const Param& p = params_[i];
+        const Param& q = full.params_[i];
+        const float* mine = values_.data() + p.offset;
+        float* out = full.values_.data() + q.offset;
+        if (p.slice_dim < 0) {
+            std::copy_n(mine, p.numel, out);
+            continue;
+        }
+        SYSLM_CHECK(p.ne[p.slice_dim] * group.size() == p.full_len, "tensor parallel: '", p.name,
+                    "' is not cut in ", group.size(), " equal slices");
+        if (p.slice_dim == 1) {  // row slices in rank order are the whole tensor
+            group.all_gather(mine, out, static_cast<size_t>(p.numel));
+            continue;
+        }
+        blocks.resize(static_cast<size_t>(p.numel) * group.size());
+        group.all_gather(mine, blocks.data(), static_cast<size_t>(p.numel));
+        const int64_t w = p.ne[0], rows = p.numel / w;
+        for (int k = 0; k < group.size(); ++k)
+            for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(blocks.data() + static_cast<size_t>(k) * p.numel + r * w, w,
+                            out + r * p.full_len + k * w);
+    }
+    return full;
 }
 
 const Param* ParamStore::find(const std::string& name) const {

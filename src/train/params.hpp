@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "dist/communicator.hpp"
 #include "io/gguf.hpp"
 
 namespace syslm::train {
@@ -20,12 +22,27 @@ struct Param {
     // Trained with the model but not part of it (distillation's hidden-state projections): kept
     // out of the GGUF files, saved in checkpoint states.
     bool auxiliary = false;
+    // Tensor parallelism: the GGML dimension this rank holds a slice of (0: columns of every row,
+    // 1: rows; -1: the whole tensor) and that dimension's full length.
+    int slice_dim = -1;
+    int64_t full_len = 0;
 };
+
+// Which part of a tensor a tensor-parallel rank keeps: [begin, end) along GGML dimension `dim`.
+struct TensorSlice {
+    int dim = -1;  // -1: the whole tensor
+    int64_t begin = 0, end = 0;
+};
+using Slicer = std::function<TensorSlice(const std::string& name, const std::vector<int64_t>& ne)>;
 
 class ParamStore {
 public:
-    // Every tensor of the file but the constants, converted to f32 (any stored type).
-    static ParamStore from_gguf(const io::GGUFFile& file);
+    // Every tensor of the file but the constants, converted to f32 (any stored type); with a
+    // slicer, only each tensor's slice (tensor parallelism).
+    static ParamStore from_gguf(const io::GGUFFile& file, const Slicer& slicer = {});
+    // Tensor parallelism: the whole tensors, every sliced one gathered from the group's ranks
+    // (equal slices in rank order); values only. Every rank of the group calls it.
+    ParamStore gathered(dist::Communicator& group) const;
 
     const std::vector<Param>& params() const { return params_; }
     const Param* find(const std::string& name) const;

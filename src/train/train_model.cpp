@@ -45,8 +45,50 @@ Precision precision_mode(const std::string& name) {
     fail("precision '", name, "': expected f32, bf16 or f16");
 }
 
-TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute)
-    : hp_(model::load_hparams(file)), params_(ParamStore::from_gguf(file)), recompute_(recompute) {
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// Megatron's cut of a dense llama / qwen2 block over p ranks (TrainModel's constructor).
+Slicer tensor_parallel_slicer(const model::HParams& hp, dist::Communicator* tp) {
+    if (!tp || tp->size() == 1) return {};
+    const int64_t p = tp->size(), r = tp->rank();
+    SYSLM_CHECK(hp.arch != model::Arch::Gpt2 && hp.n_expert == 0,
+                "tensor parallelism: implemented for dense llama / mistral / qwen2 models, not ",
+                hp.arch_name, hp.n_expert > 0 ? " with experts" : "");
+    SYSLM_CHECK(hp.n_head % p == 0 && hp.n_head_kv % p == 0 && hp.n_ff % p == 0,
+                "tensor parallelism: ", p, " ranks do not divide the ", hp.n_head, " heads, ",
+                hp.n_head_kv, " KV heads and FFN width ", hp.n_ff);
+    const int64_t QD = hp.q_dim(), KD = hp.kv_dim(), F = hp.n_ff;
+    return [=](const std::string& name, const std::vector<int64_t>&) -> TensorSlice {
+        auto cut = [&](int dim, int64_t n) { return TensorSlice{dim, r * n / p, (r + 1) * n / p}; };
+        if (ends_with(name, ".attn_q.weight")) return cut(1, QD);
+        if (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight")) return cut(1, KD);
+        if (ends_with(name, ".attn_q.bias")) return cut(0, QD);
+        if (ends_with(name, ".attn_k.bias") || ends_with(name, ".attn_v.bias")) return cut(0, KD);
+        if (ends_with(name, ".attn_output.weight")) return cut(0, QD);
+        if (ends_with(name, ".ffn_gate.weight") || ends_with(name, ".ffn_up.weight")) return cut(1, F);
+        if (ends_with(name, ".ffn_down.weight")) return cut(0, F);
+        return {};
+    };
+}
+
+}  // namespace
+
+TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
+                       dist::Communicator* tensor_parallel)
+    : hp_(model::load_hparams(file)),
+      params_(ParamStore::from_gguf(file, tensor_parallel_slicer(hp_, tensor_parallel))),
+      recompute_(recompute) {
+    if (tensor_parallel && tensor_parallel->size() > 1) {  // this rank's heads and channels
+        tp_ = tensor_parallel;
+        hp_.n_head /= tp_->size();
+        hp_.n_head_kv /= tp_->size();
+        hp_.n_ff /= tp_->size();
+    }
     SYSLM_CHECK(hp_.n_ff_shexp == 0 && hp_.arch != model::Arch::Qwen2Moe, file.path(),
                 ": training models with shared experts (qwen2moe) is not implemented; routed "
                 "experts (mixtral-style llama) are");
@@ -393,6 +435,7 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
         }
     }
     linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), pool);
+    tp_sum(tmp_.data(), R * E);  // row parallel: every rank's heads' share
     for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_in[i] + tmp_[i];
     std::copy_n(x_.data(), R * E, S.x_mid.data());
 
@@ -409,6 +452,7 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
         }
         activation(S, R * F, pool);
         linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), pool);
+        tp_sum(tmp_.data(), R * E);
     }
     for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_mid[i] + tmp_[i];
 }
@@ -448,6 +492,7 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
             linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
             linear_backward(l.ffn_up, {}, b, d_u_.data(), R, E, F, d_b_.data(), true, pool);
         }
+        tp_sum(d_b_.data(), R * E);  // column parallel: every rank's channels' share
     }
     norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, pool);
     add_into(d_mid_.data(), dx_.data(), static_cast<size_t>(R * E));
@@ -487,6 +532,7 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
         linear_backward(l.wk, l.bk, a, d_k_.data(), R, E, KD, d_a_.data(), true, pool);
         linear_backward(l.wv, l.bv, a, d_v_.data(), R, E, KD, d_a_.data(), true, pool);
     }
+    tp_sum(d_a_.data(), R * E);
     norm_backward(S.x_in.data(), l.attn_norm, l.attn_norm_b, d_a_.data(), dx_.data(), R, pool);
     add_into(dx_.data(), d_mid_.data(), static_cast<size_t>(R * E));
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/thread_pool.hpp"
+#include "dist/communicator.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -52,8 +53,15 @@ Precision precision_mode(const std::string& name);  // "f32" | "bf16" | "f16"
 
 class TrainModel {
 public:
-    // Hyper-parameters from the file's metadata, parameters converted to f32.
-    explicit TrainModel(const io::GGUFFile& file, Recompute recompute = Recompute::None);
+    // Hyper-parameters from the file's metadata, parameters converted to f32. With a tensor-
+    // parallel group of p ranks (Megatron-style; llama / mistral / qwen2 dense models), this rank
+    // holds 1/p of the attention heads, KV heads and FFN channels: q, k, v, gate and up are cut by
+    // output rows (column parallel), attn_output and ffn_down by input columns (row parallel),
+    // whose partial outputs are summed over the group (and, backward, the input gradients of
+    // the column-parallel matrices); norms, embeddings and the head are whole on every rank.
+    explicit TrainModel(const io::GGUFFile& file, Recompute recompute = Recompute::None,
+                        dist::Communicator* tensor_parallel = nullptr);
+    dist::Communicator* tensor_parallel() const { return tp_; }
 
     const model::HParams& hparams() const { return hp_; }
     // Weight of the MoE load-balancing loss added to the training loss (HF's
@@ -222,6 +230,10 @@ private:
     std::vector<Tensor> hidden_proj_;
     std::vector<float> hidden_y_, d_hidden_;
     std::function<void(int)> grad_hook_;
+    dist::Communicator* tp_ = nullptr;  // tensor-parallel group (nullptr: whole model)
+    void tp_sum(float* x, int64_t n) {  // a row-parallel output or column-parallel input grad
+        if (tp_) tp_->all_reduce_sum(x, static_cast<size_t>(n));
+    }
 };
 
 }  // namespace syslm::train

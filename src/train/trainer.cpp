@@ -185,6 +185,8 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
                 " (0, 1 or 2)");
     SYSLM_CHECK(opt.zero == 0 || opt.grad_compress == dist::Compression::None,
                 "training: gradient compression with ZeRO is not implemented; use one of them");
+    SYSLM_CHECK(opt.zero == 0 || !model.tensor_parallel(),
+                "training: ZeRO with tensor parallelism is not implemented; use one of them");
     if (opt.data_parallel && opt.data_parallel->size() > 1) make_buckets();
     if (opt.keep_zeros) {  // runs of zeros, so a 50%-sparse matrix costs far less than a mask
         const float* v = model.params().values();
@@ -383,6 +385,7 @@ StepStats Trainer::step() {
         });
         double bad = std::find(finite.begin(), finite.end(), 0) != finite.end() ? 1 : 0;
         if (sharded) opt_.data_parallel->all_reduce_sum(&bad, 1);  // every rank skips together
+        if (model_.tensor_parallel()) model_.tensor_parallel()->all_reduce_sum(&bad, 1);
         if (bad > 0) {
             scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
             clean_steps_ = 0;
@@ -392,7 +395,24 @@ StepStats Trainer::step() {
         }
     }
     double norm;
-    if (!sharded) {
+    if (dist::Communicator* tp = model_.tensor_parallel()) {
+        // Sliced tensors: every rank's share of the norm; whole ones: the same on every rank.
+        double sq[2] = {0, 0};  // sliced, whole
+        for (const Param& p : model_.params().params()) {
+            double x = 0;
+            for (int64_t i = 0; i < p.numel; ++i) x += static_cast<double>(g[p.offset + i]) * g[p.offset + i];
+            sq[p.slice_dim >= 0 ? 0 : 1] += x;
+        }
+        tp->all_reduce_sum(sq, 1);
+        norm = std::sqrt(sq[0] + sq[1]);
+        if (opt_.clip > 0) {
+            const float coef = static_cast<float>(std::min(1.0, opt_.clip / (norm + 1e-6)));
+            if (coef < 1.0f)
+                pool_.parallel_for(static_cast<int64_t>(size), [&](int64_t b, int64_t e, int) {
+                    for (int64_t i = b; i < e; ++i) g[i] *= coef;
+                });
+        }
+    } else if (!sharded) {
         norm = clip_grad_norm(model_.params(), opt_.clip, pool_);
     } else {  // the global norm from every rank's shards
         std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
@@ -486,6 +506,8 @@ struct Reader {
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                               const io::GGUFFile* constants) const {
+    SYSLM_CHECK(!model_.tensor_parallel(),
+                "checkpoints of tensor-parallel runs are not implemented yet (--out works)");
     // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
     // rank its optimizer shard.
     dist::Communicator* group =
@@ -547,6 +569,8 @@ void Trainer::save_checkpoint(const std::string& dir,
 }
 
 void Trainer::load_state(const std::string& dir) {
+    SYSLM_CHECK(!model_.tensor_parallel(),
+                "resuming a tensor-parallel run is not implemented yet");
     Reader r((fs::path(dir) / "state.bin").string());
     const std::string& path = r.path;
     char magic[4];

@@ -18,10 +18,25 @@ assert abs(a - b) <= 1e-6 * abs(a), f"final loss {b} with 2 ranks, {a} with one 
 print(f"final loss: one process {a:.9f}, two ranks {b:.9f}")
 PY
 test -s "$tmp/dp2.gguf"
+
+# Tensor parallel (2 ranks, whole batch each) and dp 2 x tp 2: the one process's loss again, and
+# the gathered model written whole (same tensors as the one process's file).
+tp=$("$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 6 --tp 2 \
+     --out "$tmp/tp2.gguf" 2>/dev/null | tail -1)
+dptp=$("$mpiexec" -np 4 --oversubscribe "$syslm" "${common[@]}" --batch 3 --tp 2 \
+       2>/dev/null | tail -1)
+python3 - "$one" "$tp" "$dptp" <<'PY'
+import json, sys
+a, b, c = (json.loads(x)["final_loss"] for x in sys.argv[1:4])
+assert abs(a - b) <= 1e-5 * abs(a), f"final loss {b} with tp=2, {a} with one process"
+assert abs(a - c) <= 1e-5 * abs(a), f"final loss {c} with dp=2 x tp=2, {a} with one process"
+print(f"final loss: tp=2 {b:.9f}, dp=2 x tp=2 {c:.9f}")
+PY
+cmp <(stat -c %s "$tmp/dp1.gguf") <(stat -c %s "$tmp/tp2.gguf")
 if "$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 3 2>"$tmp/err.txt"; then
   echo "--dp 3 on 2 ranks was accepted"; exit 1
 fi
-grep -q -- "--dp 3 but 2 ranks were started" "$tmp/err.txt"
+grep -q -- "--dp 3 x --tp 1 but 2 ranks were started" "$tmp/err.txt"
 
 # Resume at another world size (constant learning rate: the schedule does not depend on --steps).
 model=(--arch llama --tokenizer "$vocab" --layers 2 --dim 64 --heads 4 --ffn 96 --ctx 64)
