@@ -60,7 +60,10 @@ struct TrainArgs {
     // run
     int batch = 4, seq = 64, accum = 1, threads = 0, log_every = 10;
     int64_t steps = 10;
-    std::string optimizer = "adamw", schedule = "cosine", recompute = "none";
+    std::string optimizer = "adamw", recompute = "none";
+    // Learning-rate schedule (cosine | linear | constant) and, with --pp, the pipeline schedule
+    // (gpipe | 1f1b): the value sets are disjoint, so --schedule may name one or both.
+    std::vector<std::string> schedule{"cosine"};
     float lr = 3e-4f, min_lr = 0.0f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     float weight_decay = 0.1f, momentum = 0.9f;
     bool nesterov = false, decay_embeddings = false;
@@ -72,7 +75,8 @@ struct TrainArgs {
     float distill_alpha = 0.5f, distill_temperature = 2.0f, distill_hidden = 0.0f;
     int distill_hidden_layers = 1;
     int dp = 0;  // data-parallel ranks; 0: the MPI world's size / tp
-    int tp = 1;
+    int tp = 1, pp = 1;
+    int micro_batches = 0;
     int zero = 0;
     std::string grad_compress = "none";
     double topk_ratio = 0.01;
@@ -141,26 +145,33 @@ int run_train(const TrainArgs& a) {
                 "train: --checkpoint-every needs --checkpoint DIR");
     // Under mpirun every rank is a data-parallel replica (tensor and pipeline parallelism are not
     // built yet: docs/design/distributed.md); rank 0 prints, logs and writes files.
-    // Ranks are laid out tensor-parallel innermost: rank = dp_index x tp + tp_index.
-    const std::unique_ptr<dist::Communicator> world = dist::world(a.dp > 1 || a.tp > 1);
-    const int tp = std::max(1, a.tp);
-    SYSLM_CHECK(world->size() % tp == 0, "train: --tp ", tp, " does not divide the ",
-                world->size(), " ranks started");
-    const int ranks = world->size() / tp;  // data-parallel replicas
-    SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " x --tp ", tp, " but ",
-                world->size(), " ranks were started (run `mpirun -np ", (a.dp > 0 ? a.dp : 1) * tp,
-                " syslm train ...`)");
-    SYSLM_CHECK(tp == 1 || (a.checkpoint.empty() && a.resume.empty()),
-                "train: checkpoints of tensor-parallel runs are not implemented yet (--out works)");
-    std::unique_ptr<dist::Communicator> tp_group, dp_group;
-    if (tp > 1) {
-        tp_group = world->split(world->rank() / tp, world->rank());
-        dp_group = world->split(world->rank() % tp, world->rank());
-    }
-    dist::Communicator& replicas = tp > 1 ? *dp_group : *world;
+    // Ranks: rank = (pp_index x dp + dp_index) x tp + tp_index (tensor parallel innermost,
+    // pipeline stages outermost; docs/design/distributed.md).
+    const std::unique_ptr<dist::Communicator> world =
+        dist::world(a.dp > 1 || a.tp > 1 || a.pp > 1);
+    const int tp = std::max(1, a.tp), pp = std::max(1, a.pp);
+    SYSLM_CHECK(world->size() % (tp * pp) == 0, "train: --tp ", tp, " x --pp ", pp,
+                " does not divide the ", world->size(), " ranks started");
+    const int ranks = world->size() / (tp * pp);  // data-parallel replicas
+    SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " x --tp ", tp, " x --pp ", pp,
+                " but ", world->size(), " ranks were started (run `mpirun -np ",
+                (a.dp > 0 ? a.dp : 1) * tp * pp, " syslm train ...`)");
+    SYSLM_CHECK(tp * pp == 1 || (a.checkpoint.empty() && a.resume.empty()),
+                "train: checkpoints of tensor- and pipeline-parallel runs are not implemented yet "
+                "(--out works)");
+    SYSLM_CHECK(tp == 1 || pp == 1, "train: tensor x pipeline parallelism (3D) is not implemented "
+                                    "yet; combine either with --dp");
+    SYSLM_CHECK(pp == 1 || a.eval_every == 0,
+                "train: --eval-every with pipeline parallelism is not implemented yet");
+    const int wr = world->rank(), tp_i = wr % tp, dp_i = wr / tp % ranks, pp_i = wr / (tp * ranks);
+    std::unique_ptr<dist::Communicator> tp_group, dp_group, pp_group;
+    if (tp > 1) tp_group = world->split(wr / tp, wr);
+    if (tp > 1 || pp > 1) dp_group = world->split(pp_i * tp + tp_i, wr);
+    if (pp > 1) pp_group = world->split(dp_i * tp + tp_i, wr);
+    dist::Communicator& replicas = dp_group ? *dp_group : *world;
     const bool lead = world->rank() == 0;
     if (world->size() > 1)
-        for (dist::Communicator* c : {world.get(), tp_group.get(), dp_group.get()})
+        for (dist::Communicator* c : {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
             if (c) c->set_timeout(a.dist_timeout);
     // Progress goes to stderr on rank 0 only; errors still reach stderr from any rank.
     FILE* const info = lead ? stderr : std::fopen("/dev/null", "w");
@@ -190,7 +201,14 @@ int run_train(const TrainArgs& a) {
     }
     const io::GGUFFile file(path);
     if (!temp.empty()) std::filesystem::remove(temp);  // the mapping stays valid
-    train::TrainModel model(file, train::recompute_policy(a.recompute), tp_group.get());
+    // Pipeline stage pp_i: blocks [pp_i L / pp, (pp_i + 1) L / pp).
+    const int n_layer = model::load_hparams(file).n_layer;
+    train::PipelineStage stage{};
+    if (pp > 1) {
+        SYSLM_CHECK(n_layer >= pp, "train: --pp ", pp, " stages for ", n_layer, " blocks");
+        stage = {pp_i * n_layer / pp, (pp_i + 1) * n_layer / pp};
+    }
+    train::TrainModel model(file, train::recompute_policy(a.recompute), tp_group.get(), stage);
     model.set_router_aux_coef(a.moe_aux_coef);
     model.set_precision(train::precision_mode(a.precision));
     const int n_vocab = model.hparams().n_vocab;
@@ -201,6 +219,11 @@ int run_train(const TrainArgs& a) {
     // Token budget / memory limit: the step's sequences split into the largest micro-batch
     // that fits, the rest accumulated.
     int batch = a.batch, accum = a.accum;
+    if (a.micro_batches > 0) {
+        SYSLM_CHECK(a.accum == 1 || a.accum == a.micro_batches, "train: --micro-batches ",
+                    a.micro_batches, " and --accum ", a.accum, " disagree");
+        accum = a.micro_batches;
+    }
     if (a.token_budget > 0 || !a.memory_limit.empty()) {
         const int sequences = a.token_budget > 0
                                   ? std::max<int>(1, static_cast<int>(a.token_budget / a.seq))
@@ -233,6 +256,11 @@ int run_train(const TrainArgs& a) {
         std::fprintf(info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", ranks,
                      world->transport().c_str(), batch);
     }
+    if (pp > 1)
+        std::fprintf(info, "pipeline parallel: %d stages, %d micro-batches per step, schedule %s\n",
+                     pp, accum,
+                     std::find(a.schedule.begin(), a.schedule.end(), "gpipe") != a.schedule.end()
+                         ? "gpipe" : "1f1b");
     if (tp > 1)
         std::fprintf(info, "tensor parallel: %d ranks per replica, each with %d of %d heads and "
                      "%d of %d FFN channels\n", tp, model.hparams().n_head,
@@ -280,7 +308,17 @@ int run_train(const TrainArgs& a) {
         opt.loss_scale = a.loss_scale;
         opt.scale_window = a.loss_scale_window;
     }
-    opt.schedule = {train::schedule_kind(a.schedule), a.lr, a.min_lr, a.warmup, a.steps};
+    std::string lr_schedule = "cosine";
+    train::PipelineSchedule pipeline_schedule = train::PipelineSchedule::OneFOneB;
+    for (const std::string& v : a.schedule) {
+        if (v == "gpipe" || v == "1f1b")
+            pipeline_schedule = train::pipeline_schedule(v);
+        else
+            lr_schedule = v;
+    }
+    opt.schedule = {train::schedule_kind(lr_schedule), a.lr, a.min_lr, a.warmup, a.steps};
+    opt.pipeline = pp > 1 ? pp_group.get() : nullptr;
+    opt.pipeline_schedule = pipeline_schedule;
     opt.optimizer.kind = train::optimizer_kind(a.optimizer);
     opt.optimizer.beta1 = a.beta1;
     opt.optimizer.beta2 = a.beta2;
@@ -403,7 +441,8 @@ int run_train(const TrainArgs& a) {
         world->set_context("training step " + std::to_string(trainer.next_step() + 1));
         auto sent = [&] {
             uint64_t b = 0;
-            for (dist::Communicator* c : {world.get(), tp_group.get(), dp_group.get()})
+            for (dist::Communicator* c :
+                 {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
                 if (c) b += c->bytes_sent();
             return b;
         };
@@ -492,9 +531,14 @@ int run_train(const TrainArgs& a) {
                      a.zero > 0 ? (" (ZeRO-" + std::to_string(a.zero) + ")").c_str()
                      : a.grad_compress != "none" ? (", gradients compressed: " + a.grad_compress).c_str()
                                                  : "");
-    // Tensor parallel: the whole tensors, gathered from the replica's ranks, are written.
+    // Tensor / pipeline parallel: the whole tensors, gathered from the replica's ranks.
     std::optional<train::ParamStore> whole;
     if (tp > 1 && !a.out.empty()) whole = model.params().gathered(*tp_group);
+    if (pp > 1 && !a.out.empty()) whole = model.params().gathered_stages(*pp_group, file);
+    if (pp > 1)
+        std::fprintf(info, "pipeline: %.1f%% of stage 0's schedule time waiting for its "
+                     "neighbours (theoretical bubble (p - 1) / (m + p - 1) = %.1f%%)\n",
+                     100 * trainer.bubble(), 100.0 * (pp - 1) / (accum + pp - 1));
     const train::ParamStore& out_params = whole ? *whole : model.params();
     if (!lead) return interrupted ? 130 : 0;  // rank 0 writes the files
     if (!a.out.empty() && qat) {  // the float master beside, the quantized export at --out
@@ -569,6 +613,11 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "neighbouring ranks); the world is --dp x --tp ranks")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    app.add_option("--pp", a->pp,
+                   "Pipeline stages: the blocks split in order over --pp ranks, --micro-batches "
+                   "micro-batches per step scheduled by --schedule gpipe | 1f1b")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     app.add_option("--zero", a->zero,
                    "ZeRO stage over the data-parallel ranks: 1 shards the optimizer state, 2 also "
                    "reduce-scatters the gradients (checkpoints are then written one shard per rank "
@@ -634,6 +683,9 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
     app.add_option("--accum", a->accum, "Micro-batches per step (gradient accumulation)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--micro-batches", a->micro_batches,
+                   "Micro-batches per step (as --accum); with --pp they fill the pipeline")
+        ->check(CLI::Range(1, 1 << 16));
     app.add_option("--token-budget", a->token_budget,
                    "Tokens per optimizer step (sequences = budget / --seq; replaces --batch x "
                    "--accum): split into the largest micro-batch that fits --memory-limit")
@@ -646,7 +698,11 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
     app.add_option("--min-lr", a->min_lr, "Learning rate at the end of the decay")
         ->capture_default_str();
     app.add_option("--warmup", a->warmup, "Linear warm-up steps")->capture_default_str();
-    app.add_option("--schedule", a->schedule, "cosine | linear | constant")->capture_default_str();
+    app.add_option("--schedule", a->schedule,
+                   "Learning-rate schedule: cosine | linear | constant; with --pp also the pipeline "
+                   "schedule: gpipe | 1f1b (default 1f1b), e.g. --schedule 1f1b")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cosine", "linear", "constant", "gpipe", "1f1b"}));
     app.add_option("--beta1", a->beta1, "AdamW / Lion beta1")->capture_default_str();
     app.add_option("--beta2", a->beta2, "AdamW / Lion beta2")->capture_default_str();
     app.add_option("--eps", a->eps, "AdamW epsilon")->capture_default_str();

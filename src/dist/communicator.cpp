@@ -146,6 +146,16 @@ void Communicator::recv(void* data, size_t bytes, int peer, int tag) {
     timed(Collective::Recv, 0, [&] { do_recv(data, bytes, peer, tag); });
 }
 
+void Communicator::send_recv(const void* send, size_t send_bytes, int dest, void* recv,
+                             size_t recv_bytes, int source, int tag) {
+    SYSLM_CHECK(dest >= 0 && dest < size_ && dest != rank_ && source >= 0 && source < size_ &&
+                    source != rank_,
+                "send_recv: rank ", rank_, " cannot exchange with ", dest, " / ", source,
+                " in a group of ", size_);
+    timed(Collective::Send, send_bytes,
+          [&] { do_send_recv(send, send_bytes, dest, recv, recv_bytes, source, tag); });
+}
+
 void Communicator::barrier() {
     timed(Collective::Barrier, 0, [&] { do_barrier(); });
 }

@@ -58,6 +58,9 @@ public:
     // Point to point (not collective): blocks until matched.
     void send(const void* data, size_t bytes, int peer, int tag);
     void recv(void* data, size_t bytes, int peer, int tag);
+    // Both at once (no deadlock when two ranks exchange): pipeline schedules' steady state.
+    void send_recv(const void* send, size_t send_bytes, int dest, void* recv, size_t recv_bytes,
+                   int source, int tag);
     void barrier();
     // The ranks with the same color form a group, ordered by key (MPI_Comm_split).
     virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
@@ -84,6 +87,8 @@ protected:
     virtual void do_broadcast(void* data, size_t bytes, int root) = 0;
     virtual void do_send(const void* data, size_t bytes, int peer, int tag) = 0;
     virtual void do_recv(void* data, size_t bytes, int peer, int tag) = 0;
+    virtual void do_send_recv(const void* send, size_t send_bytes, int dest, void* recv,
+                              size_t recv_bytes, int source, int tag) = 0;
     virtual void do_barrier() = 0;
     // Ends every process of the job with this exit code (the watchdog's last resort).
     [[noreturn]] virtual void abort_job(int code);

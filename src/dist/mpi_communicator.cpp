@@ -167,6 +167,16 @@ void MpiCommunicator::do_recv(void* data, size_t bytes, int peer, int tag) {
     }
 }
 
+void MpiCommunicator::do_send_recv(const void* send, size_t send_bytes, int dest, void* recv,
+                                   size_t recv_bytes, int source, int tag) {
+    SYSLM_CHECK(send_bytes <= kMaxCount && recv_bytes <= kMaxCount,
+                "send_recv: messages over 2 GiB are not supported");
+    check(MPI_Sendrecv(send, static_cast<int>(send_bytes), MPI_BYTE, dest, tag, recv,
+                       static_cast<int>(recv_bytes), MPI_BYTE, source, tag, comm_,
+                       MPI_STATUS_IGNORE),
+          "send_recv");
+}
+
 void MpiCommunicator::abort_job(int code) {
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, code);  // mpirun ends every rank

@@ -186,6 +186,15 @@ void NcclCommunicator::do_recv(void* data, size_t bytes, int peer, int) {
     impl_->sync("recv");
 }
 
+void NcclCommunicator::do_send_recv(const void* send, size_t send_bytes, int dest, void* recv,
+                                    size_t recv_bytes, int source, int) {
+    nccl_check(ncclGroupStart(), "group start");
+    nccl_check(ncclSend(send, send_bytes, ncclUint8, dest, impl_->comm, impl_->stream), "send");
+    nccl_check(ncclRecv(recv, recv_bytes, ncclUint8, source, impl_->comm, impl_->stream), "recv");
+    nccl_check(ncclGroupEnd(), "group end");
+    impl_->sync("send_recv");
+}
+
 void NcclCommunicator::do_barrier() {
     nccl_check(ncclAllReduce(impl_->scratch, impl_->scratch, 1, ncclFloat32, ncclSum, impl_->comm,
                              impl_->stream),

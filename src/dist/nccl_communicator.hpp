@@ -35,6 +35,8 @@ protected:
     void do_broadcast(void* data, size_t bytes, int root) override;
     void do_send(const void* data, size_t bytes, int peer, int tag) override;
     void do_recv(void* data, size_t bytes, int peer, int tag) override;
+    void do_send_recv(const void* send, size_t send_bytes, int dest, void* recv,
+                      size_t recv_bytes, int source, int tag) override;
     void do_barrier() override;
     [[noreturn]] void abort_job(int code) override;
 

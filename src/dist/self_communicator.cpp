@@ -33,4 +33,8 @@ void SelfCommunicator::do_recv(void*, size_t, int peer, int) {
     fail("recv: a single-rank world has no rank ", peer);
 }
 
+void SelfCommunicator::do_send_recv(const void*, size_t, int peer, void*, size_t, int, int) {
+    fail("send_recv: a single-rank world has no rank ", peer);
+}
+
 }  // namespace syslm::dist

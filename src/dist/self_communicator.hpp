@@ -22,6 +22,7 @@ protected:
     void do_broadcast(void*, size_t, int) override {}
     void do_send(const void*, size_t, int, int) override;
     void do_recv(void*, size_t, int, int) override;
+    void do_send_recv(const void*, size_t, int, void*, size_t, int, int) override;
     void do_barrier() override {}
 };
 

@@ -19,6 +19,7 @@ ParamStore ParamStore::from_gguf(const io::GGUFFile& file, const Slicer& slicer)
         // 16-float alignment: every tensor starts on a cache line of the arena.
         total = (total + 15) / 16 * 16;
         const TensorSlice sl = slicer ? slicer(t.name, t.ne) : TensorSlice{};
+        if (sl.skip) continue;
         Param p{t.name, t.ne, total, t.numel()};
         if (sl.dim >= 0) {
             SYSLM_CHECK(sl.dim < 2 && static_cast<size_t>(sl.dim) < t.ne.size() && t.ne.size() <= 2 &&
@@ -65,6 +66,45 @@ ParamStore ParamStore::from_gguf(const io::GGUFFile& file, const Slicer& slicer)
         if (file.mapped()) release_mapped_pages(t.data, t.nbytes);  // the f32 copy trains
     }
     return s;
+}
+
+ParamStore ParamStore::gathered_stages(dist::Communicator& stages,
+                                       const io::GGUFFile& file) const {
+    // Who holds each tensor: every stage says which it has (1 + rank, summed over the group).
+    std::vector<const io::GGUFTensor*> tensors;
+    for (const io::GGUFTensor& t : file.tensors())
+        if (t.name != "rope_freqs.weight") tensors.push_back(&t);
+    std::vector<double> owner(tensors.size(), 0.0);
+    for (size_t i = 0; i < tensors.size(); ++i)
+        if (find(tensors[i]->name)) owner[i] = 1.0 + stages.rank();
+    stages.all_reduce_sum(owner.data(), owner.size());
+    const bool lead = stages.rank() == 0;
+    ParamStore full;
+    size_t total = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        SYSLM_CHECK(owner[i] >= 1 && owner[i] <= stages.size(), "pipeline: tensor '",
+                    tensors[i]->name, "' is held by no stage or by several");
+        total = (total + 15) / 16 * 16;
+        full.params_.push_back({tensors[i]->name, tensors[i]->ne, total, tensors[i]->numel()});
+        total += static_cast<size_t>(tensors[i]->numel());
+    }
+    if (lead) full.values_.assign(total, 0.0f);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const int from = static_cast<int>(owner[i]) - 1;
+        const Param& q = full.params_[i];
+        const size_t bytes = static_cast<size_t>(q.numel) * sizeof(float);
+        if (from == stages.rank()) {
+            const Param* p = find(q.name);
+            if (lead)
+                std::copy_n(values_.data() + p->offset, q.numel, full.values_.data() + q.offset);
+            else
+                stages.send(values_.data() + p->offset, bytes, 0, 21);
+        } else if (lead) {
+            stages.recv(full.values_.data() + q.offset, bytes, from, 21);
+        }
+    }
+    if (!lead) full.params_.clear();
+    return full;
 }
 
 ParamStore ParamStore::gathered(dist::Communicator& group) const {

@@ -32,6 +32,7 @@ struct Param {
 struct TensorSlice {
     int dim = -1;  // -1: the whole tensor
     int64_t begin = 0, end = 0;
+    bool skip = false;  // not on this rank at all (pipeline parallelism: another stage's)
 };
 using Slicer = std::function<TensorSlice(const std::string& name, const std::vector<int64_t>& ne)>;
 
@@ -43,6 +44,9 @@ public:
     // Tensor parallelism: the whole tensors, every sliced one gathered from the group's ranks
     // (equal slices in rank order); values only. Every rank of the group calls it.
     ParamStore gathered(dist::Communicator& group) const;
+    // Pipeline parallelism: every tensor of `file` (but the constants), each from the stage that
+    // holds it, on the group's rank 0 (the others get an empty store). Every stage calls it.
+    ParamStore gathered_stages(dist::Communicator& stages, const io::GGUFFile& file) const;
 
     const std::vector<Param>& params() const { return params_; }
     const Param* find(const std::string& name) const;

@@ -76,13 +76,48 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, dist::Communicator* tp) 
     };
 }
 
+// Pipeline stage [first, end): other stages' blocks, and the embeddings / head it does not run,
+// are not loaded; within the stage, the tensor-parallel cut.
+Slicer model_slicer(const model::HParams& hp, dist::Communicator* tp, int first, int end) {
+    const Slicer cut = tensor_parallel_slicer(hp, tp);
+    if (first == 0 && end == hp.n_layer) return cut;
+    SYSLM_CHECK(0 <= first && first < end && end <= hp.n_layer, "pipeline stage: blocks [", first,
+                ", ", end, ") of ", hp.n_layer);
+    return [=](const std::string& name, const std::vector<int64_t>& ne) -> TensorSlice {
+        bool mine;
+        if (name.rfind("blk.", 0) == 0) {
+            const int il = std::stoi(name.substr(4));
+            mine = il >= first && il < end;
+        } else if (name == "token_embd.weight" || name == "position_embd.weight") {
+            mine = first == 0;
+        } else {  // output norm and head
+            mine = end == hp.n_layer;
+        }
+        if (!mine) return {-1, 0, 0, true};
+        return cut ? cut(name, ne) : TensorSlice{};
+    };
+}
+
+int stage_end(const model::HParams& hp, TrainModel::Stage s) {
+    return s.end < 0 ? hp.n_layer : s.end;
+}
+
 }  // namespace
 
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
-                       dist::Communicator* tensor_parallel)
+                       dist::Communicator* tensor_parallel, Stage stage)
     : hp_(model::load_hparams(file)),
-      params_(ParamStore::from_gguf(file, tensor_parallel_slicer(hp_, tensor_parallel))),
+      params_(ParamStore::from_gguf(file, model_slicer(hp_, tensor_parallel, stage.first,
+                                                        stage_end(hp_, stage)))),
       recompute_(recompute) {
+    stage_ = {stage.first, stage_end(hp_, stage)};
+    if (stage_.first > 0 || stage_.end < hp_.n_layer) {
+        SYSLM_CHECK(file.find_tensor("output.weight"), file.path(),
+                    ": pipeline stages of a model whose head is tied to its embedding are not "
+                    "implemented");
+        SYSLM_CHECK(hp_.n_expert == 0 && hp_.arch != model::Arch::Gpt2,
+                    "pipeline parallelism: implemented for dense llama / mistral / qwen2 models");
+    }
     if (tensor_parallel && tensor_parallel->size() > 1) {  // this rank's heads and channels
         tp_ = tensor_parallel;
         hp_.n_head /= tp_->size();
@@ -94,7 +129,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
                 "experts (mixtral-style llama) are");
     SYSLM_CHECK(hp_.n_expert <= kMaxTrainedExperts, file.path(), ": ", hp_.n_expert,
                 " experts per layer; training supports up to ", kMaxTrainedExperts);
-    const io::GGUFTensor& embd = file.tensor("token_embd.weight");
+    const io::GGUFTensor& embd = file.tensor("token_embd.weight");  // its shape: every stage
     SYSLM_CHECK(embd.ne.size() == 2, file.path(), ": token_embd.weight must be 2-D");
     hp_.n_vocab = static_cast<int>(embd.ne[1]);
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
@@ -129,10 +164,12 @@ void TrainModel::bind_all() {
     const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
     const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
     layers_.clear();
-    token_embd_ = bind("token_embd.weight", {E, V});
-    output_norm_ = bind("output_norm.weight", {E});
-    output_ = bind("output.weight", {E, V}, false);
-    if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
+    if (first_stage()) token_embd_ = bind("token_embd.weight", {E, V});
+    if (last_stage()) {
+        output_norm_ = bind("output_norm.weight", {E});
+        output_ = bind("output.weight", {E, V}, false);
+        if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
+    }
     if (gpt2) {
         output_norm_b_ = bind("output_norm.bias", {E});
         position_embd_ = bind("position_embd.weight", {E, hp_.n_ctx_train});
@@ -140,6 +177,10 @@ void TrainModel::bind_all() {
     for (int il = 0; il < hp_.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         Layer l;
+        if (il < stage_.first || il >= stage_.end) {  // another pipeline stage's block
+            layers_.push_back(l);
+            continue;
+        }
         l.attn_norm = bind(p + "attn_norm.weight", {E});
         l.ffn_norm = bind(p + "ffn_norm.weight", {E});
         l.wo = bind(p + "attn_output.weight", {QD, E});
@@ -539,7 +580,9 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
 
 double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
                        int T, ThreadPool& pool, bool backward, float loss_scale,
-                       const Distill* distill) {
+                       const Distill* distill, const StageIO* io) {
+    SYSLM_CHECK(io || (first_stage() && last_stage()),
+                "training: a pipeline stage runs through stage_step");
     plan(B, T);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, V = hp_.n_vocab;
     SYSLM_CHECK(
@@ -551,11 +594,15 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
                     " is outside the vocabulary of ", V);
     std::copy(tokens.begin(), tokens.end(), tokens_.data());
 
-    for (int64_t r = 0; r < R; ++r) {
-        const float* e = token_embd_.w + static_cast<int64_t>(tokens[r]) * E;
-        float* x = x_.data() + r * E;
-        std::copy_n(e, E, x);
-        if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
+    if (first_stage()) {
+        for (int64_t r = 0; r < R; ++r) {
+            const float* e = token_embd_.w + static_cast<int64_t>(tokens[r]) * E;
+            float* x = x_.data() + r * E;
+            std::copy_n(e, E, x);
+            if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
+        }
+    } else {  // the previous stage's output
+        std::copy_n(io->x_in, R * E, x_.data());
     }
     const bool hidden = backward && distill && distill->teacher_hidden && !hidden_layers_.empty();
     if (hidden) {  // sized once per (B, T): nothing allocated once warm
@@ -563,12 +610,27 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         d_hidden_.resize(static_cast<size_t>(R * E) * hidden_layers_.size());
     }
     double hidden_sum = 0;
-    for (int il = 0; il < hp_.n_layer; ++il) {
+    for (int il = stage_.first; il < stage_.end; ++il) {
         layer_forward(il, B, T, pool);
         if (const int m = hidden_slot(il); hidden && m >= 0)
             hidden_sum += hidden_loss(static_cast<size_t>(m),
                                       distill->teacher_hidden + m * R * hidden_embd_,
                                       distill->hidden_weight, R, loss_scale, pool);
+    }
+    if (!last_stage()) {  // the next stage's input; its gradient comes back as io->dy
+        std::copy_n(x_.data(), R * E, io->x_out);
+        if (!backward) return 0.0;
+        std::copy_n(io->dy, R * E, dx_.data());
+        for (int il = stage_.end - 1; il >= stage_.first; --il) {
+            layer_backward(il, B, T, pool);
+            if (grad_hook_) grad_hook_(il);
+        }
+        if (first_stage())
+            kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
+        else
+            std::copy_n(dx_.data(), R * E, io->dx);
+        if (grad_hook_) grad_hook_(-1);
+        return 0.0;
     }
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
     std::copy_n(x_.data(), R * E, x_final_.data());
@@ -595,16 +657,20 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     // logits_ now holds dL/dlogits.
     linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, V, d_a_.data(), false, pool);
     norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, pool);
-    for (int il = hp_.n_layer - 1; il >= 0; --il) {
+    for (int il = stage_.end - 1; il >= stage_.first; --il) {
         if (const int m = hidden_slot(il); hidden && m >= 0)
             add_into(dx_.data(), d_hidden_.data() + m * R * E, static_cast<size_t>(R * E));
         layer_backward(il, B, T, pool);
         if (grad_hook_) grad_hook_(il);
     }
-    kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
-    if (position_embd_.g)
-        for (int64_t r = 0; r < R; ++r)
-            add_into(position_embd_.g + (r % T) * E, dx_.data() + r * E, static_cast<size_t>(E));
+    if (first_stage()) {
+        kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
+        if (position_embd_.g)
+            for (int64_t r = 0; r < R; ++r)
+                add_into(position_embd_.g + (r % T) * E, dx_.data() + r * E, static_cast<size_t>(E));
+    } else {  // the previous stage's gradient
+        std::copy_n(dx_.data(), R * E, io->dx);
+    }
     if (grad_hook_) grad_hook_(-1);
     return loss;
 }
@@ -613,6 +679,11 @@ double TrainModel::forward_backward(std::span<const int32_t> tokens,
                                     std::span<const int32_t> targets, int B, int T,
                                     ThreadPool& pool, float loss_scale, const Distill* distill) {
     return run(tokens, targets, B, T, pool, true, loss_scale, distill);
+}
+
+double TrainModel::stage_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                              int B, int T, ThreadPool& pool, float loss_scale, const StageIO& io) {
+    return run(tokens, targets, B, T, pool, io.backward, loss_scale, nullptr, &io);
 }
 
 double TrainModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,

@@ -51,6 +51,11 @@ Recompute recompute_policy(const std::string& name);  // "none" | "selective" | 
 enum class Precision { F32, BF16, F16 };
 Precision precision_mode(const std::string& name);  // "f32" | "bf16" | "f16"
 
+// The blocks [first, end) a pipeline stage runs (end -1: through the last block).
+struct PipelineStage {
+    int first = 0, end = -1;
+};
+
 class TrainModel {
 public:
     // Hyper-parameters from the file's metadata, parameters converted to f32. With a tensor-
@@ -59,9 +64,34 @@ public:
     // output rows (column parallel), attn_output and ffn_down by input columns (row parallel),
     // whose partial outputs are summed over the group (and, backward, the input gradients of
     // the column-parallel matrices); norms, embeddings and the head are whole on every rank.
+    //
+    // A pipeline stage holds blocks [first, end) only; the first stage also the embeddings, the
+    // last the output norm and head (tied embeddings across stages are refused). Only those
+    // tensors are loaded.
+    using Stage = PipelineStage;
     explicit TrainModel(const io::GGUFFile& file, Recompute recompute = Recompute::None,
-                        dist::Communicator* tensor_parallel = nullptr);
+                        dist::Communicator* tensor_parallel = nullptr,
+                        PipelineStage stage = PipelineStage{});
     dist::Communicator* tensor_parallel() const { return tp_; }
+    const Stage& stage() const { return stage_; }
+    bool first_stage() const { return stage_.first == 0; }
+    bool last_stage() const { return stage_.end == hp_.n_layer; }
+
+    // One pipeline stage's share of a micro-batch (train/pipeline.cpp runs the schedule). The
+    // first stage embeds `tokens`, the others start from x_in (B x T x n_embd); every stage but
+    // the last writes its output to x_out; the last computes the loss against `targets`. With
+    // `dy` (the gradient of x_out; ignored on the last stage, which starts from its loss) the
+    // backward follows, adding into the gradients and writing dL/dx_in to dx (not on the first
+    // stage). Returns the loss on the last stage, 0 elsewhere.
+    struct StageIO {
+        const float* x_in = nullptr;
+        float* x_out = nullptr;
+        bool backward = false;
+        const float* dy = nullptr;
+        float* dx = nullptr;
+    };
+    double stage_step(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                      int T, ThreadPool& pool, float loss_scale, const StageIO& io);
 
     const model::HParams& hparams() const { return hp_; }
     // Weight of the MoE load-balancing loss added to the training loss (HF's
@@ -166,7 +196,7 @@ private:
     void layout(int B, int T, ArenaLayout& a);  // every activation buffer, in one fixed order
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
                ThreadPool& pool, bool backward, float loss_scale,
-               const Distill* distill = nullptr);
+               const Distill* distill = nullptr, const StageIO* io = nullptr);
     void layer_forward(int il, int B, int T, ThreadPool& pool);
     void layer_backward(int il, int B, int T, ThreadPool& pool);
     bool moe() const { return hp_.n_expert > 0; }
@@ -231,6 +261,7 @@ private:
     std::vector<float> hidden_y_, d_hidden_;
     std::function<void(int)> grad_hook_;
     dist::Communicator* tp_ = nullptr;  // tensor-parallel group (nullptr: whole model)
+    Stage stage_;
     void tp_sum(float* x, int64_t n) {  // a row-parallel output or column-parallel input grad
         if (tp_) tp_->all_reduce_sum(x, static_cast<size_t>(n));
     }

@@ -187,6 +187,12 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
                 "training: gradient compression with ZeRO is not implemented; use one of them");
     SYSLM_CHECK(opt.zero == 0 || !model.tensor_parallel(),
                 "training: ZeRO with tensor parallelism is not implemented; use one of them");
+    if (opt.pipeline && opt.pipeline->size() > 1) {
+        SYSLM_CHECK(opt.zero == 0 && !opt.teacher && !opt.teacher_cache && opt.fake_quant.empty(),
+                    "training: pipeline parallelism with ZeRO, distillation or QAT is not "
+                    "implemented");
+        pipeline_ = std::make_unique<Pipeline>(model, *opt.pipeline, opt.pipeline_schedule);
+    }
     if (opt.data_parallel && opt.data_parallel->size() > 1) make_buckets();
     if (opt.keep_zeros) {  // runs of zeros, so a 50%-sparse matrix costs far less than a mask
         const float* v = model.params().values();
@@ -302,7 +308,19 @@ StepStats Trainer::step() {
     const bool scaling = scale_ > 0;
     const float scale = scaling ? scale_ : 1.0f;
     double loss = 0;
-    for (int micro = 0; micro < opt_.accum; ++micro) {
+    if (pipeline_) {  // every micro-batch through the stages, then the data-parallel reduction
+        micro_tokens_.resize(static_cast<size_t>(opt_.accum));
+        micro_targets_.resize(static_cast<size_t>(opt_.accum));
+        for (int micro = 0; micro < opt_.accum; ++micro)
+            data_.next(micro_tokens_[micro], micro_targets_[micro]);
+        loss = pipeline_->run(micro_tokens_, micro_targets_, opt_.B, opt_.T, pool_, scale);
+        if (reducer_) {
+            reducer_->start(model_.params().grads(), opt_.grad_compress != dist::Compression::None &&
+                                                         next_step_ >= opt_.compress_warmup);
+            for (size_t b = 0; b < reducer_->buckets().size(); ++b) reducer_->ready(b);
+        }
+    }
+    for (int micro = 0; micro < (pipeline_ ? 0 : opt_.accum); ++micro) {
         data_.next(tokens_, targets_);
         if (reducer_ && micro == opt_.accum - 1) {  // the last backward makes gradients final
             const bool compress = opt_.grad_compress != dist::Compression::None &&
@@ -386,6 +404,7 @@ StepStats Trainer::step() {
         double bad = std::find(finite.begin(), finite.end(), 0) != finite.end() ? 1 : 0;
         if (sharded) opt_.data_parallel->all_reduce_sum(&bad, 1);  // every rank skips together
         if (model_.tensor_parallel()) model_.tensor_parallel()->all_reduce_sum(&bad, 1);
+        if (pipeline_) opt_.pipeline->all_reduce_sum(&bad, 1);
         if (bad > 0) {
             scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
             clean_steps_ = 0;
@@ -395,16 +414,20 @@ StepStats Trainer::step() {
         }
     }
     double norm;
-    if (dist::Communicator* tp = model_.tensor_parallel()) {
-        // Sliced tensors: every rank's share of the norm; whole ones: the same on every rank.
+    dist::Communicator* tp = model_.tensor_parallel();
+    if (tp || pipeline_) {
+        // Sliced tensors: every tensor-parallel rank's share of the norm; whole ones: the same on
+        // every such rank; pipeline stages: each its own tensors.
         double sq[2] = {0, 0};  // sliced, whole
         for (const Param& p : model_.params().params()) {
             double x = 0;
             for (int64_t i = 0; i < p.numel; ++i) x += static_cast<double>(g[p.offset + i]) * g[p.offset + i];
             sq[p.slice_dim >= 0 ? 0 : 1] += x;
         }
-        tp->all_reduce_sum(sq, 1);
-        norm = std::sqrt(sq[0] + sq[1]);
+        if (tp) tp->all_reduce_sum(sq, 1);
+        double total = sq[0] + sq[1];
+        if (pipeline_) opt_.pipeline->all_reduce_sum(&total, 1);
+        norm = std::sqrt(total);
         if (opt_.clip > 0) {
             const float coef = static_cast<float>(std::min(1.0, opt_.clip / (norm + 1e-6)));
             if (coef < 1.0f)
@@ -506,8 +529,9 @@ struct Reader {
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                               const io::GGUFFile* constants) const {
-    SYSLM_CHECK(!model_.tensor_parallel(),
-                "checkpoints of tensor-parallel runs are not implemented yet (--out works)");
+    SYSLM_CHECK(!model_.tensor_parallel() && !pipeline_,
+                "checkpoints of tensor- and pipeline-parallel runs are not implemented yet (--out "
+                "works)");
     // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
     // rank its optimizer shard.
     dist::Communicator* group =
@@ -569,8 +593,8 @@ void Trainer::save_checkpoint(const std::string& dir,
 }
 
 void Trainer::load_state(const std::string& dir) {
-    SYSLM_CHECK(!model_.tensor_parallel(),
-                "resuming a tensor-parallel run is not implemented yet");
+    SYSLM_CHECK(!model_.tensor_parallel() && !pipeline_,
+                "resuming a tensor- or pipeline-parallel run is not implemented yet");
     Reader r((fs::path(dir) / "state.bin").string());
     const std::string& path = r.path;
     char magic[4];

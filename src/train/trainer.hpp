@@ -16,6 +16,7 @@
 #include "dist/communicator.hpp"
 #include "dist/data_parallel.hpp"
 #include "train/optimizer.hpp"
+#include "train/pipeline.hpp"
 #include "train/train_model.hpp"
 
 namespace syslm::train {
@@ -145,6 +146,10 @@ struct TrainOptions {
     double topk_ratio = 0.01;
     // Steps reduced exactly before compression starts (1-bit Adam's warm-up).
     int64_t compress_warmup = 0;
+    // Pipeline parallelism: the group of this replica's stages (the model holds this rank's
+    // stage); each step's `accum` micro-batches run through train::Pipeline. nullptr: none.
+    dist::Communicator* pipeline = nullptr;
+    PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
 };
 
 struct StepStats {
@@ -166,6 +171,13 @@ public:
     double overlap() const { return reducer_ ? reducer_->overlap() : 0; }
     double comm_seconds() const { return reducer_ ? reducer_->comm_seconds() : 0; }
     size_t optimizer_state_bytes() const { return optimizer_.state_bytes(); }
+    // Pipeline parallelism: this stage's measured bubble (time waiting for neighbours / time in
+    // the schedule), 0 without.
+    double bubble() const {
+        return pipeline_ && pipeline_->total_seconds() > 0
+                   ? pipeline_->wait_seconds() / pipeline_->total_seconds()
+                   : 0;
+    }
     int64_t next_step() const { return next_step_; }
     bool done() const { return next_step_ >= opt_.steps; }
 
@@ -201,6 +213,8 @@ private:
     std::vector<std::vector<size_t>> block_buckets_;
     std::vector<size_t> rest_buckets_;
     std::vector<Optimizer::Range> shards_;  // ZeRO: this rank's blocks of the arena
+    std::unique_ptr<Pipeline> pipeline_;
+    std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;  // pipeline: a step's
     void make_buckets();
     void fake_quantize();               // master -> qat_master_, values -> Q(values)
     void restore_master();

@@ -33,10 +33,24 @@ assert abs(a - c) <= 1e-5 * abs(a), f"final loss {c} with dp=2 x tp=2, {a} with 
 print(f"final loss: tp=2 {b:.9f}, dp=2 x tp=2 {c:.9f}")
 PY
 cmp <(stat -c %s "$tmp/dp1.gguf") <(stat -c %s "$tmp/tp2.gguf")
+
+# Pipeline: 2 stages x 2 micro-batches of 3 (both schedules) = one process with --accum 2.
+acc=$("$syslm" "${common[@]}" --batch 3 --accum 2 --out "$tmp/acc.gguf" 2>/dev/null | tail -1)
+for schedule in gpipe 1f1b; do
+  pp=$("$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --pp 2 \
+       --micro-batches 2 --schedule "$schedule" --out "$tmp/pp2.gguf" 2>/dev/null | tail -1)
+  python3 - "$acc" "$pp" "$schedule" <<'PY'
+import json, sys
+a, b = (json.loads(x)["final_loss"] for x in sys.argv[1:3])
+assert abs(a - b) <= 1e-5 * abs(a), f"final loss {b} with pp=2 ({sys.argv[3]}), {a} with one process"
+print(f"final loss: pp=2 {sys.argv[3]} {b:.9f}, one process {a:.9f}")
+PY
+  cmp <(stat -c %s "$tmp/acc.gguf") <(stat -c %s "$tmp/pp2.gguf")
+done
 if "$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 3 2>"$tmp/err.txt"; then
   echo "--dp 3 on 2 ranks was accepted"; exit 1
 fi
-grep -q -- "--dp 3 x --tp 1 but 2 ranks were started" "$tmp/err.txt"
+grep -q -- "--dp 3 x --tp 1 x --pp 1 but 2 ranks were started" "$tmp/err.txt"
 
 # Resume at another world size (constant learning rate: the schedule does not depend on --steps).
 model=(--arch llama --tokenizer "$vocab" --layers 2 --dim 64 --heads 4 --ffn 96 --ctx 64)

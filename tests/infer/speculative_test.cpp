@@ -89,7 +89,9 @@ TEST(Speculative, GreedyTokensEqualTheTargetsAlone) {
                     EXPECT_EQ(st.accepted, st.drafted);  // the target drafting for itself
                     // Fixed k = 3: 4 tokens a round. (Adaptive picks k = 1 here: a draft as
                     // costly as the target gains nothing from longer drafts.)
-                    if (!adaptive) EXPECT_EQ(st.rounds, (n + 3) / 4);
+                    if (!adaptive) {
+                        EXPECT_EQ(st.rounds, (n + 3) / 4);
+                    }
                 }
             }
         }
