@@ -276,9 +276,6 @@ int run_plan(const PlanArgs& a) {
     }
     if (!plans.front().fits)
         std::printf("no layout fits in memory: the closest is shown first\n");
-    if (plans.front().layout.tp > 1 && plans.front().layout.pp > 1)
-        std::printf("note: syslm train runs dp x tp and dp x pp today; tensor x pipeline (3D) "
-                    "layouts are not built yet\n");
     return 0;
 }
 

@@ -159,8 +159,6 @@ int run_train(const TrainArgs& a) {
     SYSLM_CHECK(tp * pp == 1 || (a.checkpoint.empty() && a.resume.empty()),
                 "train: checkpoints of tensor- and pipeline-parallel runs are not implemented yet "
                 "(--out works)");
-    SYSLM_CHECK(tp == 1 || pp == 1, "train: tensor x pipeline parallelism (3D) is not implemented "
-                                    "yet; combine either with --dp");
     SYSLM_CHECK(pp == 1 || a.eval_every == 0,
                 "train: --eval-every with pipeline parallelism is not implemented yet");
     const int wr = world->rank(), tp_i = wr % tp, dp_i = wr / tp % ranks, pp_i = wr / (tp * ranks);
@@ -534,7 +532,8 @@ int run_train(const TrainArgs& a) {
     // Tensor / pipeline parallel: the whole tensors, gathered from the replica's ranks.
     std::optional<train::ParamStore> whole;
     if (tp > 1 && !a.out.empty()) whole = model.params().gathered(*tp_group);
-    if (pp > 1 && !a.out.empty()) whole = model.params().gathered_stages(*pp_group, file);
+    if (pp > 1 && !a.out.empty())  // each stage's whole tensors, then every stage's on stage 0
+        whole = (whole ? *whole : model.params()).gathered_stages(*pp_group, file);
     if (pp > 1)
         std::fprintf(info, "pipeline: %.1f%% of stage 0's schedule time waiting for its "
                      "neighbours (theoretical bubble (p - 1) / (m + p - 1) = %.1f%%)\n",

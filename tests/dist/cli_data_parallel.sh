@@ -47,6 +47,19 @@ print(f"final loss: pp=2 {sys.argv[3]} {b:.9f}, one process {a:.9f}")
 PY
   cmp <(stat -c %s "$tmp/acc.gguf") <(stat -c %s "$tmp/pp2.gguf")
 done
+
+# 3D: dp 2 x tp 2 x pp 2 on 8 ranks = one process with the doubled batch, accumulated twice; the
+# gathered model is whole.
+acc6=$("$syslm" "${common[@]}" --batch 6 --accum 2 --out "$tmp/acc6.gguf" 2>/dev/null | tail -1)
+three=$("$mpiexec" -np 8 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 2 --tp 2 --pp 2 \
+        --micro-batches 2 --out "$tmp/3d.gguf" 2>/dev/null | tail -1)
+python3 - "$acc6" "$three" <<'PY'
+import json, sys
+a, b = (json.loads(x)["final_loss"] for x in sys.argv[1:3])
+assert abs(a - b) <= 1e-5 * abs(a), f"final loss {b} with dp 2 x tp 2 x pp 2, {a} with one process"
+print(f"final loss: dp 2 x tp 2 x pp 2 {b:.9f}, one process {a:.9f}")
+PY
+cmp <(stat -c %s "$tmp/acc6.gguf") <(stat -c %s "$tmp/3d.gguf")
 if "$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 3 2>"$tmp/err.txt"; then
   echo "--dp 3 on 2 ranks was accepted"; exit 1
 fi

@@ -105,5 +105,86 @@ TEST(Pipeline, BothSchedulesMatchOneProcess) {
     }
 }
 
+// 3D: dp x tp x pp with tp = pp = 2 (4 ranks: dp 1; 8 ranks: dp 2), ranks laid out as
+// (pp_index x dp + dp_index) x tp + tp_index, against one process accumulating the same
+// micro-batches of the whole global batch.
+TEST(ThreeD, DataTensorPipelineMatchesOneProcess) {
+    Communicator& c = world_comm();
+    const int p = c.size();
+    if (p % 4 != 0) GTEST_SKIP() << "tp = pp = 2 needs a multiple of 4 ranks";
+    const int tp = 2, pp = 2, dp = p / 4, r = c.rank();
+    const int tp_i = r % tp, dp_i = r / tp % dp, pp_i = r / (tp * dp);
+    std::unique_ptr<Communicator> tp_group = c.split(r / tp, r);
+    std::unique_ptr<Communicator> dp_group = c.split(pp_i * tp + tp_i, r);
+    std::unique_ptr<Communicator> pp_group = c.split(dp_i * tp + tp_i, r);
+    model::InitConfig cfg = testing::small_model_config("llama", 32, 50);
+    cfg.n_layer = 4;
+    const io::GGUFFile file(testing::write_test_model("3d_" + std::to_string(r), cfg));
+    const int B = 2, T = 9, m = 3;
+    std::mt19937 rng(83);
+    // Micro-batch k of the global batch: dp x B sequences; replica d takes rows d B .. d B + B.
+    std::vector<std::vector<int32_t>> micro(m);
+    for (auto& mb : micro) {
+        mb.resize(static_cast<size_t>(dp) * B * (T + 1));
+        for (auto& v : mb) v = static_cast<int32_t>(rng() % 1000);
+    }
+    struct Micro : train::BatchSource {
+        const std::vector<std::vector<int32_t>>* micro;
+        int first, rows, T, k = 0;
+        void next(std::vector<int32_t>& tok, std::vector<int32_t>& tgt) override {
+            tok.clear();
+            tgt.clear();
+            const auto& mb = (*micro)[static_cast<size_t>(k)];
+            for (int b = first; b < first + rows; ++b) {
+                const int32_t* seq = mb.data() + static_cast<size_t>(b) * (T + 1);
+                tok.insert(tok.end(), seq, seq + T);
+                tgt.insert(tgt.end(), seq + 1, seq + T + 1);
+            }
+            k = (k + 1) % static_cast<int>(micro->size());
+        }
+        std::string position() const override { return "micro"; }
+        void seek(const std::string&) override {}
+    };
+    auto options = [&](int rows) {
+        train::TrainOptions opt;
+        opt.B = rows;
+        opt.T = T;
+        opt.steps = 8;
+        opt.accum = m;
+        opt.clip = 0.5;
+        opt.schedule.kind = train::ScheduleKind::Constant;
+        opt.schedule.lr = 3e-3f;
+        return opt;
+    };
+    ThreadPool pool(1);
+    train::TrainModel whole(file);
+    Micro all;
+    all.micro = &micro, all.first = 0, all.rows = dp * B, all.T = T;
+    train::Trainer t1(whole, all, options(dp * B), pool);
+    std::vector<double> losses;
+    while (!t1.done()) losses.push_back(t1.step().loss);
+
+    train::TrainModel part(file, train::Recompute::None, tp_group.get(),
+                           {pp_i * cfg.n_layer / pp, (pp_i + 1) * cfg.n_layer / pp});
+    Micro mine;
+    mine.micro = &micro, mine.first = dp_i * B, mine.rows = B, mine.T = T;
+    train::TrainOptions opt = options(B);
+    opt.pipeline = pp_group.get();
+    opt.data_parallel = dp > 1 ? dp_group.get() : nullptr;
+    train::Trainer t3(part, mine, opt, pool);
+    for (size_t s = 0; s < losses.size(); ++s)
+        EXPECT_NEAR(t3.step().loss, losses[s], 1e-5 * std::fabs(losses[s])) << "step " << s;
+    const train::ParamStore stage = part.params().gathered(*tp_group);  // this stage, whole
+    float worst = 0;
+    for (const train::Param& q : stage.params()) {
+        const train::Param* w = whole.params().find(q.name);
+        ASSERT_TRUE(w && w->ne == q.ne) << q.name;
+        for (int64_t i = 0; i < q.numel; ++i)
+            worst = std::max(worst, std::fabs(stage.values()[q.offset + i] -
+                                              whole.params().values()[w->offset + i]));
+    }
+    EXPECT_LE(worst, 1e-5f) << "largest weight difference";
+}
+
 }  // namespace
 }  // namespace syslm::dist
