@@ -156,9 +156,6 @@ int run_train(const TrainArgs& a) {
     SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " x --tp ", tp, " x --pp ", pp,
                 " but ", world->size(), " ranks were started (run `mpirun -np ",
                 (a.dp > 0 ? a.dp : 1) * tp * pp, " syslm train ...`)");
-    SYSLM_CHECK(tp * pp == 1 || (a.checkpoint.empty() && a.resume.empty()),
-                "train: checkpoints of tensor- and pipeline-parallel runs are not implemented yet "
-                "(--out works)");
     SYSLM_CHECK(pp == 1 || a.eval_every == 0,
                 "train: --eval-every with pipeline parallelism is not implemented yet");
     const int wr = world->rank(), tp_i = wr % tp, dp_i = wr / tp % ranks, pp_i = wr / (tp * ranks);

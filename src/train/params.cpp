@@ -1,6 +1,7 @@
 #include "train/params.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
@@ -105,6 +106,51 @@ ParamStore ParamStore::gathered_stages(dist::Communicator& stages,
     }
     if (!lead) full.params_.clear();
     return full;
+}
+
+ParamStore ParamStore::with_values(const std::vector<float>& values) const {
+    SYSLM_CHECK(values.size() == values_.size(), "parameter store: ", values.size(),
+                " values for a layout of ", values_.size());
+    ParamStore s;
+    s.params_ = params_;
+    s.ties_ = ties_;
+    s.values_ = values;
+    return s;
+}
+
+std::vector<float> ParamStore::local_part(const std::vector<float>& whole, const io::GGUFFile& file,
+                                          int tp_rank) const {
+    // The whole model's layout: from_gguf's, without a slicer.
+    std::vector<std::pair<std::string, size_t>> offsets;
+    size_t total = 0;
+    for (const io::GGUFTensor& t : file.tensors()) {
+        if (t.name == "rope_freqs.weight") continue;
+        total = (total + 15) / 16 * 16;
+        offsets.emplace_back(t.name, total);
+        total += static_cast<size_t>(t.numel());
+    }
+    SYSLM_CHECK(whole.size() == total, file.path(), ": a whole-model array of ", whole.size(),
+                " values for a model of ", total);
+    std::vector<float> out(values_.size(), 0.0f);
+    for (const Param& p : params_) {
+        if (p.auxiliary) continue;
+        size_t at = SIZE_MAX;
+        for (const auto& [name, off] : offsets)
+            if (name == p.name) at = off;
+        SYSLM_CHECK(at != SIZE_MAX, file.path(), ": no tensor '", p.name, "'");
+        const float* src = whole.data() + at;
+        float* dst = out.data() + p.offset;
+        if (p.slice_dim < 0) {
+            std::copy_n(src, p.numel, dst);
+        } else if (p.slice_dim == 1) {  // rows tp_rank x n .. (tp_rank + 1) x n
+            std::copy_n(src + static_cast<int64_t>(tp_rank) * p.numel, p.numel, dst);
+        } else {  // columns of every row
+            const int64_t w = p.ne[0], rows = p.numel / w;
+            for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(src + r * p.full_len + static_cast<int64_t>(tp_rank) * w, w, dst + r * w);
+        }
+    }
+    return out;
 }
 
 ParamStore ParamStore::gathered(dist::Communicator& group) const {

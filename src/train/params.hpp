@@ -47,6 +47,12 @@ public:
     // Pipeline parallelism: every tensor of `file` (but the constants), each from the stage that
     // holds it, on the group's rank 0 (the others get an empty store). Every stage calls it.
     ParamStore gathered_stages(dist::Communicator& stages, const io::GGUFFile& file) const;
+    // The same layout with other values (an optimizer moment), to gather it like the weights.
+    ParamStore with_values(const std::vector<float>& values) const;
+    // This store's part (its tensors, its tensor-parallel slices as rank `tp_rank` of the cut)
+    // of an array laid out as the whole model of `file` would be (from_gguf without a slicer).
+    std::vector<float> local_part(const std::vector<float>& whole, const io::GGUFFile& file,
+                                  int tp_rank) const;
 
     const std::vector<Param>& params() const { return params_; }
     const Param* find(const std::string& name) const;

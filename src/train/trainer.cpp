@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -529,9 +530,7 @@ struct Reader {
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                               const io::GGUFFile* constants) const {
-    SYSLM_CHECK(!model_.tensor_parallel() && !pipeline_,
-                "checkpoints of tensor- and pipeline-parallel runs are not implemented yet (--out "
-                "works)");
+    if (model_.tensor_parallel() || pipeline_) return save_split_checkpoint(dir, metadata, constants);
     // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
     // rank its optimizer shard.
     dist::Communicator* group =
@@ -592,9 +591,69 @@ void Trainer::save_checkpoint(const std::string& dir,
     if (group) group->barrier();
 }
 
+// Tensor / pipeline parallel: the whole model and whole optimizer moments, gathered within each
+// stage's tensor-parallel group and then across the stages, written by the one rank that is
+// first in every group, in the layout a single process has: any layout (or one process) resumes.
+void Trainer::save_split_checkpoint(const std::string& dir,
+                                    const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
+                                    const io::GGUFFile* constants) const {
+    SYSLM_CHECK(constants, "checkpoint: a tensor- or pipeline-parallel run needs its model file");
+    const ParamStore& ps = model_.params();
+    SYSLM_CHECK(ps.auxiliary_size() == 0, "checkpoints of tensor- or pipeline-parallel runs with "
+                                          "hidden-state distillation are not implemented");
+    dist::Communicator* tp = model_.tensor_parallel();
+    auto whole = [&](const ParamStore& s) {
+        std::optional<ParamStore> w;
+        if (tp) w = s.gathered(*tp);
+        if (pipeline_) w = (w ? *w : s).gathered_stages(*opt_.pipeline, *constants);
+        return std::move(*w);
+    };
+    const ParamStore weights = whole(ps);
+    const ParamStore m = whole(ps.with_values(optimizer_.first_moment()));
+    std::optional<ParamStore> v;
+    if (!optimizer_.second_moment().empty()) v = whole(ps.with_values(optimizer_.second_moment()));
+    const bool lead = (!tp || tp->rank() == 0) && (!pipeline_ || opt_.pipeline->rank() == 0) &&
+                      (!opt_.data_parallel || opt_.data_parallel->rank() == 0);
+    if (!lead) return;
+    const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    weights.write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
+    AtomicFileWriter w((tmp / "state.bin").string());
+    w.write(kStateMagic, 4);
+    w.write(&kStateVersion, sizeof kStateVersion);
+    const int64_t step = next_step_, t = optimizer_.steps();
+    w.write(&step, sizeof step);
+    w.write(&t, sizeof t);
+    auto put = [&](const ParamStore* s) {
+        const uint64_t n = s ? s->size() : 0;
+        w.write(&n, sizeof n);
+        if (n) w.write(s->values(), n * sizeof(float));
+    };
+    put(&m);
+    put(v ? &*v : nullptr);
+    w.write(&scale_, sizeof scale_);
+    w.write(&clean_steps_, sizeof clean_steps_);
+    const std::string pos = data_.position();
+    const uint64_t len = pos.size();
+    w.write(&len, sizeof len);
+    w.write(pos.data(), len);
+    put(nullptr);  // auxiliary parameters: none
+    const uint32_t shards = 0;
+    w.write(&shards, sizeof shards);
+    w.commit();
+    fs::remove_all(old);
+    if (fs::exists(final_dir)) fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old);
+}
+
 void Trainer::load_state(const std::string& dir) {
-    SYSLM_CHECK(!model_.tensor_parallel() && !pipeline_,
-                "resuming a tensor- or pipeline-parallel run is not implemented yet");
+    // A tensor- or pipeline-parallel run holds part of the model: the state's whole-model
+    // moments are cut to it (their layout: the checkpoint's model.gguf).
+    const bool split = model_.tensor_parallel() || pipeline_;
+    std::optional<io::GGUFFile> whole_file;
+    if (split) whole_file.emplace((fs::path(dir) / "model.gguf").string());
     Reader r((fs::path(dir) / "state.bin").string());
     const std::string& path = r.path;
     char magic[4];
@@ -608,8 +667,10 @@ void Trainer::load_state(const std::string& dir) {
     r.read(&step, sizeof step, "step");
     r.read(&t, sizeof t, "optimizer step");
     ParamStore& ps = model_.params();
-    std::vector<float> m = r.floats("optimizer state", ps.size());
-    std::vector<float> v = r.floats("optimizer state", ps.size());
+    size_t limit = ps.size();
+    if (split) limit = std::max(limit, whole_file->file_size() / sizeof(float));  // F32 tensors
+    std::vector<float> m = r.floats("optimizer state", limit);
+    std::vector<float> v = r.floats("optimizer state", limit);
     if (version >= 2) {
         float scale = 0;
         int64_t clean = 0;
@@ -677,6 +738,13 @@ void Trainer::load_state(const std::string& dir) {
                                     [](char c) { return c != 0; }),
                         dir, ": the optimizer shards miss part of ", p.name);
         v = std::move(v_full);
+    }
+    if (split) {
+        SYSLM_CHECK(shards == 0, dir, ": a ZeRO checkpoint cannot resume a tensor- or pipeline-"
+                                      "parallel run");
+        const int tp_rank = model_.tensor_parallel() ? model_.tensor_parallel()->rank() : 0;
+        m = ps.local_part(m, *whole_file, tp_rank);
+        if (!v.empty()) v = ps.local_part(v, *whole_file, tp_rank);
     }
     optimizer_.load_full_state(m, v);
     data_.seek(pos);

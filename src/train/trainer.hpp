@@ -216,6 +216,9 @@ private:
     std::unique_ptr<Pipeline> pipeline_;
     std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;  // pipeline: a step's
     void make_buckets();
+    void save_split_checkpoint(const std::string& dir,
+                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
+                               const io::GGUFFile* constants) const;
     void fake_quantize();               // master -> qat_master_, values -> Q(values)
     void restore_master();
 };

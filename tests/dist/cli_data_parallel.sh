@@ -79,4 +79,24 @@ a, b = (json.loads(x)["final_loss"] for x in sys.argv[1:3])
 assert abs(a - b) <= 1e-6 * abs(a), f"resumed on 1 rank after 2: {b}, uninterrupted: {a}"
 print(f"resume 2 ranks -> 1: final loss {b:.9f}, uninterrupted {a:.9f}")
 PY
+
+# A checkpoint written by tp 2 x pp 2 (4 ranks) resumed by pp 2 alone, and one written by
+# pp 2 resumed by tp 2: both reach the uninterrupted one-process loss.
+for pair in "--tp 2 --pp 2|--pp 2" "--pp 2|--tp 2"; do
+  first=${pair%%|*} second=${pair##*|}
+  n1=1 n2=1  # ranks: the product of the degrees
+  for x in $first; do [[ $x =~ ^[0-9]+$ ]] && n1=$((n1 * x)); done
+  for x in $second; do [[ $x =~ ^[0-9]+$ ]] && n2=$((n2 * x)); done
+  rm -rf "$tmp/ck3"
+  "$mpiexec" -np $n1 --oversubscribe "$syslm" train "${model[@]}" "${run[@]}" --batch 6 --steps 4 \
+    $first --checkpoint "$tmp/ck3" --checkpoint-every 4 >/dev/null 2>&1
+  res=$("$mpiexec" -np $n2 --oversubscribe "$syslm" train --resume "$tmp/ck3" "${run[@]}" \
+        --batch 6 --steps 8 $second 2>/dev/null | tail -1)
+  python3 - "$ref" "$res" "$first" "$second" <<'PY'
+import json, sys
+a, b = (json.loads(x)["final_loss"] for x in sys.argv[1:3])
+assert abs(a - b) <= 1e-5 * abs(a), f"{sys.argv[3]} -> {sys.argv[4]}: {b}, uninterrupted: {a}"
+print(f"resume {sys.argv[3]} -> {sys.argv[4]}: final loss {b:.9f}, uninterrupted {a:.9f}")
+PY
+done
 echo "ok"
