@@ -79,12 +79,17 @@ uint64_t ring(uint64_t bytes, int p, int factor) {
 
 void Communicator::all_reduce_sum(float* data, size_t n) {
     timed(Collective::AllReduce, ring(n * sizeof(float), size_, 2),
-          [&] { do_all_reduce(data, n, Elem::F32); });
+          [&] { do_all_reduce(data, n, Elem::F32, Op::Sum); });
 }
 
 void Communicator::all_reduce_sum(double* data, size_t n) {
     timed(Collective::AllReduce, ring(n * sizeof(double), size_, 2),
-          [&] { do_all_reduce(data, n, Elem::F64); });
+          [&] { do_all_reduce(data, n, Elem::F64, Op::Sum); });
+}
+
+void Communicator::all_reduce_max(float* data, size_t n) {
+    timed(Collective::AllReduce, ring(n * sizeof(float), size_, 2),
+          [&] { do_all_reduce(data, n, Elem::F32, Op::Max); });
 }
 
 // Ring reduce-scatter and all-gather: each rank sends every block but one.

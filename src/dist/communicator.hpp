@@ -39,6 +39,7 @@ public:
     // In place: every rank ends with the element-wise sum over the group.
     void all_reduce_sum(float* data, size_t n);
     void all_reduce_sum(double* data, size_t n);
+    void all_reduce_max(float* data, size_t n);  // element-wise maximum
     // in: size() x n floats, block r for rank r; out: n floats, the sum of every rank's block
     // rank().
     void reduce_scatter_sum(const float* in, float* out, size_t n);
@@ -78,7 +79,8 @@ public:
 protected:
     Communicator(int rank, int size) : rank_(rank), size_(size) {}
     enum class Elem { F32, F64 };
-    virtual void do_all_reduce(void* data, size_t n, Elem e) = 0;
+    enum class Op { Sum, Max };
+    virtual void do_all_reduce(void* data, size_t n, Elem e, Op op) = 0;
     virtual void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) = 0;
     virtual void do_all_gather(float* data, std::span<const size_t> counts) = 0;
     virtual void do_all_gather_bytes(void* data, std::span<const size_t> bytes) = 0;

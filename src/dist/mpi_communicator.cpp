@@ -83,13 +83,13 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
     return std::unique_ptr<Communicator>(new MpiCommunicator(c, true));
 }
 
-void MpiCommunicator::do_all_reduce(void* data, size_t n, Elem e) {
+void MpiCommunicator::do_all_reduce(void* data, size_t n, Elem e, Op op) {
     const MPI_Datatype t = e == Elem::F32 ? MPI_FLOAT : MPI_DOUBLE;
     const size_t es = e == Elem::F32 ? sizeof(float) : sizeof(double);
     for (size_t at = 0; at < n; at += kMaxCount) {
         const int count = static_cast<int>(std::min(kMaxCount, n - at));
-        check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * es, count, t, MPI_SUM,
-                            comm_),
+        check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * es, count, t,
+                            op == Op::Sum ? MPI_SUM : MPI_MAX, comm_),
               "all-reduce");
     }
 }

@@ -20,7 +20,7 @@ public:
     std::unique_ptr<Communicator> split(int color, int key) override;
 
 protected:
-    void do_all_reduce(void* data, size_t n, Elem e) override;
+    void do_all_reduce(void* data, size_t n, Elem e, Op op) override;
     void do_reduce_scatter(const float* in, float* out, std::span<const size_t> counts) override;
     void do_all_gather(float* data, std::span<const size_t> counts) override;
     void do_all_gather_bytes(void* data, std::span<const size_t> bytes) override;

@@ -91,9 +91,9 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
     return std::unique_ptr<Communicator>(new NcclCommunicator(std::move(impl), rank, size));
 }
 
-void NcclCommunicator::do_all_reduce(void* data, size_t n, Elem e) {
-    nccl_check(ncclAllReduce(data, data, n, e == Elem::F32 ? ncclFloat32 : ncclFloat64, ncclSum,
-                             impl_->comm, impl_->stream),
+void NcclCommunicator::do_all_reduce(void* data, size_t n, Elem e, Op op) {
+    nccl_check(ncclAllReduce(data, data, n, e == Elem::F32 ? ncclFloat32 : ncclFloat64,
+                             op == Op::Sum ? ncclSum : ncclMax, impl_->comm, impl_->stream),
                "all-reduce");
     impl_->sync("all-reduce");
 }

@@ -63,7 +63,7 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, dist::Communicator* tp) 
                 "tensor parallelism: ", p, " ranks do not divide the ", hp.n_head, " heads, ",
                 hp.n_head_kv, " KV heads and FFN width ", hp.n_ff);
     const int64_t QD = hp.q_dim(), KD = hp.kv_dim(), F = hp.n_ff;
-    return [=](const std::string& name, const std::vector<int64_t>&) -> TensorSlice {
+    return [=](const std::string& name, const std::vector<int64_t>& ne) -> TensorSlice {
         auto cut = [&](int dim, int64_t n) { return TensorSlice{dim, r * n / p, (r + 1) * n / p}; };
         if (ends_with(name, ".attn_q.weight")) return cut(1, QD);
         if (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight")) return cut(1, KD);
@@ -72,6 +72,10 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, dist::Communicator* tp) 
         if (ends_with(name, ".attn_output.weight")) return cut(0, QD);
         if (ends_with(name, ".ffn_gate.weight") || ends_with(name, ".ffn_up.weight")) return cut(1, F);
         if (ends_with(name, ".ffn_down.weight")) return cut(0, F);
+        // Vocabulary parallel: the embedding's and the head's rows (tokens), when they divide.
+        if ((name == "token_embd.weight" || name == "output.weight") && ne.size() == 2 &&
+            ne[1] % p == 0)
+            return cut(1, ne[1]);
         return {};
     };
 }
@@ -132,6 +136,16 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
     const io::GGUFTensor& embd = file.tensor("token_embd.weight");  // its shape: every stage
     SYSLM_CHECK(embd.ne.size() == 2, file.path(), ": token_embd.weight must be 2-D");
     hp_.n_vocab = static_cast<int>(embd.ne[1]);
+    if (tp_) {  // the slicer cut the vocabulary when the ranks divide it
+        const Param* e = params_.find("token_embd.weight");
+        const Param* o = params_.find("output.weight");
+        const Param* any = e ? e : o;
+        vocab_parallel_ = any && any->slice_dim == 1;
+        if (vocab_parallel_) {
+            vocab_local_ = hp_.n_vocab / tp_->size();
+            vocab_begin_ = static_cast<int64_t>(tp_->rank()) * vocab_local_;
+        }
+    }
     const bool gpt2 = hp_.arch == model::Arch::Gpt2;
     ffn_width_ = moe() ? hp_.n_expert_used * hp_.n_ff_exp : hp_.n_ff;
 
@@ -164,10 +178,11 @@ void TrainModel::bind_all() {
     const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
     const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
     layers_.clear();
-    if (first_stage()) token_embd_ = bind("token_embd.weight", {E, V});
+    const int64_t VL = vocab_parallel_ ? vocab_local_ : V;  // this rank's tokens
+    if (first_stage()) token_embd_ = bind("token_embd.weight", {E, VL});
     if (last_stage()) {
         output_norm_ = bind("output_norm.weight", {E});
-        output_ = bind("output.weight", {E, V}, false);
+        output_ = bind("output.weight", {E, VL}, false);
         if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
     }
     if (gpt2) {
@@ -594,7 +609,17 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
                     " is outside the vocabulary of ", V);
     std::copy(tokens.begin(), tokens.end(), tokens_.data());
 
-    if (first_stage()) {
+    if (first_stage() && vocab_parallel_) {  // this rank's tokens' rows, summed over the group
+        for (int64_t r = 0; r < R; ++r) {
+            const int64_t t = tokens[r] - vocab_begin_;
+            float* x = x_.data() + r * E;
+            if (t >= 0 && t < vocab_local_)
+                std::copy_n(token_embd_.w + t * E, E, x);
+            else
+                std::fill_n(x, E, 0.0f);
+        }
+        tp_sum(x_.data(), R * E);
+    } else if (first_stage()) {
         for (int64_t r = 0; r < R; ++r) {
             const float* e = token_embd_.w + static_cast<int64_t>(tokens[r]) * E;
             float* x = x_.data() + r * E;
@@ -625,7 +650,9 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
             layer_backward(il, B, T, pool);
             if (grad_hook_) grad_hook_(il);
         }
-        if (first_stage())
+        if (first_stage() && vocab_parallel_)
+            embedding_backward_local(R, pool);
+        else if (first_stage())
             kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
         else
             std::copy_n(dx_.data(), R * E, io->dx);
@@ -635,11 +662,16 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
     std::copy_n(x_.data(), R * E, x_final_.data());
     norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
-    linear(output_, {}, xf_.data(), R, E, V, logits_.data(), pool);
+    const int64_t VL = vocab_parallel_ ? vocab_local_ : V;
+    linear(output_, {}, xf_.data(), R, E, VL, logits_.data(), pool);
     double loss = 0;
     {
-        SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * V, 8.0 * R * V);
-        if (distill && distill->topk_ids)
+        SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * VL, 8.0 * R * VL);
+        SYSLM_CHECK(!(distill && vocab_parallel_),
+                    "distillation with a vocabulary-parallel head is not implemented");
+        if (vocab_parallel_)
+            loss = vocab_parallel_xent(targets.data(), R, loss_scale, pool);
+        else if (distill && distill->topk_ids)
             loss = kernels::distill_loss_fused_topk(
                 logits_.data(), distill->topk_ids, distill->teacher_logits, distill->k,
                 targets.data(), R, V, distill->alpha, distill->temperature, pool, loss_scale);
@@ -655,7 +687,8 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     loss += aux_coef_ * aux + hidden_sum;
 
     // logits_ now holds dL/dlogits.
-    linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, V, d_a_.data(), false, pool);
+    linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, VL, d_a_.data(), false, pool);
+    if (vocab_parallel_) tp_sum(d_a_.data(), R * E);  // every rank's tokens' share
     norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, pool);
     for (int il = stage_.end - 1; il >= stage_.first; --il) {
         if (const int m = hidden_slot(il); hidden && m >= 0)
@@ -663,7 +696,9 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         layer_backward(il, B, T, pool);
         if (grad_hook_) grad_hook_(il);
     }
-    if (first_stage()) {
+    if (first_stage() && vocab_parallel_) {
+        embedding_backward_local(R, pool);
+    } else if (first_stage()) {
         kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
         if (position_embd_.g)
             for (int64_t r = 0; r < R; ++r)
@@ -679,6 +714,75 @@ double TrainModel::forward_backward(std::span<const int32_t> tokens,
                                     std::span<const int32_t> targets, int B, int T,
                                     ThreadPool& pool, float loss_scale, const Distill* distill) {
     return run(tokens, targets, B, T, pool, true, loss_scale, distill);
+}
+
+// The cross-entropy of softmax over the whole vocabulary when each rank holds the logits of its
+// tokens (Megatron's vocabulary-parallel loss): the row maxima, the sums of exponentials and the
+// target logits are combined over the group; each rank then writes the gradient of its logits.
+double TrainModel::vocab_parallel_xent(const int32_t* targets, int64_t R, float scale,
+                                       ThreadPool& pool) {
+    const int64_t VL = vocab_local_, V = hp_.n_vocab;
+    xent_max_.resize(static_cast<size_t>(R));
+    xent_sums_.resize(static_cast<size_t>(2 * R));
+    int64_t counted = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        SYSLM_CHECK(targets[r] < V, "cross-entropy: target ", targets[r], " of row ", r,
+                    " is outside the vocabulary of ", V);
+        counted += targets[r] >= 0;
+    }
+    pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) {
+            const float* z = logits_.data() + r * VL;
+            xent_max_[r] = *std::max_element(z, z + VL);
+        }
+    });
+    tp_->all_reduce_max(xent_max_.data(), static_cast<size_t>(R));
+    pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) {
+            const float* z = logits_.data() + r * VL;
+            double sum = 0;
+            for (int64_t i = 0; i < VL; ++i) sum += std::exp(static_cast<double>(z[i]) - xent_max_[r]);
+            const int64_t t = targets[r] - vocab_begin_;
+            xent_sums_[2 * r] = sum;
+            xent_sums_[2 * r + 1] = t >= 0 && t < VL ? z[t] : 0.0;
+        }
+    });
+    tp_->all_reduce_sum(xent_sums_.data(), xent_sums_.size());
+    const float inv = counted > 0 ? scale / static_cast<float>(counted) : 0.0f;
+    std::vector<double>& row_loss = xent_rows_;
+    row_loss.assign(static_cast<size_t>(R), 0.0);
+    pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) {
+            float* z = logits_.data() + r * VL;
+            if (targets[r] < 0) {
+                std::fill_n(z, VL, 0.0f);
+                continue;
+            }
+            const double sum = xent_sums_[2 * r], mx = xent_max_[r];
+            row_loss[r] = std::log(sum) + mx - xent_sums_[2 * r + 1];
+            for (int64_t i = 0; i < VL; ++i)
+                z[i] = static_cast<float>(std::exp(static_cast<double>(z[i]) - mx) / sum) * inv;
+            const int64_t t = targets[r] - vocab_begin_;
+            if (t >= 0 && t < VL) z[t] -= inv;
+        }
+    });
+    double loss = 0;
+    for (double l : row_loss) loss += l;
+    return counted > 0 ? loss / static_cast<double>(counted) : 0.0;
+}
+
+// The embedding gradient of this rank's tokens (the others' rows live on other ranks).
+void TrainModel::embedding_backward_local(int64_t R, ThreadPool& pool) {
+    const int64_t E = hp_.n_embd;
+    pool.parallel_for(E, [&](int64_t b, int64_t e, int) {  // columns: no two threads share a float
+        for (int64_t r = 0; r < R; ++r) {
+            const int64_t t = tokens_[r] - vocab_begin_;
+            if (t < 0 || t >= vocab_local_) continue;
+            float* g = token_embd_.g + t * E;
+            const float* d = dx_.data() + r * E;
+            for (int64_t i = b; i < e; ++i) g[i] += d[i];
+        }
+    });
 }
 
 double TrainModel::stage_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,

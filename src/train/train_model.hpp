@@ -262,6 +262,14 @@ private:
     std::function<void(int)> grad_hook_;
     dist::Communicator* tp_ = nullptr;  // tensor-parallel group (nullptr: whole model)
     Stage stage_;
+    // Vocabulary parallel (tensor parallelism when the ranks divide the vocabulary): this rank's
+    // tokens [vocab_begin_, vocab_begin_ + vocab_local_) of the embedding and the head.
+    bool vocab_parallel_ = false;
+    int64_t vocab_begin_ = 0, vocab_local_ = 0;
+    std::vector<float> xent_max_;
+    std::vector<double> xent_sums_, xent_rows_;
+    double vocab_parallel_xent(const int32_t* targets, int64_t R, float scale, ThreadPool& pool);
+    void embedding_backward_local(int64_t R, ThreadPool& pool);
     void tp_sum(float* x, int64_t n) {  // a row-parallel output or column-parallel input grad
         if (tp_) tp_->all_reduce_sum(x, static_cast<size_t>(n));
     }
