@@ -6,8 +6,9 @@ step time with the planner's prediction for that layout.
 
     bench/dist/bench_plan.py [--steps 12]
 
-Layouts: 1 rank (dp=1), and dp=2 with ZeRO 0, 1 and 2 (one thread per rank). Tensor and
-pipeline parallelism are not built yet, so their predictions cannot be checked here.
+Layouts (one thread per rank): 1 rank; dp=2 with ZeRO 0, 1 and 2; tp=2; pp=2 with 4
+micro-batches under 1F1B (predicted with full recompute: syslm's stages re-run their forward
+before the backward).
 """
 import argparse
 import json
@@ -48,21 +49,30 @@ def main():
              "--heads", 4, "--ffn", 688, "--ctx", seq, "--synthetic-data", "--seq", seq,
              "--steps", a.steps, "--json", "--threads", 1]
     rows = []
-    for dp, zero in [(1, 0), (2, 0), (2, 1), (2, 2)]:
-        cmd = [a.syslm, *train, "--batch", batch // dp]
-        if dp > 1:
-            cmd = [*mpi, *cmd, "--zero", zero]
+    # (name, ranks, train flags, planner layout, micro-batch of the plan)
+    layouts = [("1 rank", 1, ["--batch", batch], "dp=1", batch),
+               ("dp=2", 2, ["--batch", batch // 2], "dp=2", batch // 2),
+               ("dp=2 ZeRO-1", 2, ["--batch", batch // 2, "--zero", 1], "dp=2,zero=1", batch // 2),
+               ("dp=2 ZeRO-2", 2, ["--batch", batch // 2, "--zero", 2], "dp=2,zero=2", batch // 2),
+               ("tp=2", 2, ["--batch", batch, "--tp", 2], "tp=2", batch),
+               ("pp=2, 4 micro-batches, 1F1B", 2,
+                ["--batch", batch // 4, "--pp", 2, "--micro-batches", 4, "--schedule", "1f1b"],
+                "pp=2,recompute=full", batch // 4)]
+    for name, ranks, flags, layout, micro in layouts:
+        cmd = [a.syslm, *train, *flags]
+        if ranks > 1:
+            cmd = [*mpi, *cmd]
         out = json.loads(run(cmd, env).strip().splitlines()[-1])
         measured = batch * seq / out["tokens_per_s"]
-        plan = json.loads(run([a.syslm, "plan", *shape, "--cluster", f"1 node x {dp} cpu",
+        plan = json.loads(run([a.syslm, "plan", *shape, "--cluster", f"1 node x {ranks} cpu",
                                "--calibration", calib, "--seq", seq, "--batch", batch,
-                               "--micro-batch", batch // dp, "--precision", "f32", "--layout",
-                               f"dp={dp},zero={zero}", "--json"], env))[0]
-        rows.append((dp, zero, plan["step_s"], measured))
+                               "--micro-batch", micro, "--precision", "f32", "--layout",
+                               layout, "--json"], env))[0]
+        rows.append((name, plan["step_s"], measured))
     print("| layout | predicted step s | measured step s | error |")
     print("|---|---:|---:|---:|")
-    for dp, zero, pred, meas in rows:
-        print(f"| dp={dp} zero={zero} | {pred:.3f} | {meas:.3f} | {100 * (pred - meas) / meas:+.0f}% |")
+    for name, pred, meas in rows:
+        print(f"| {name} | {pred:.3f} | {meas:.3f} | {100 * (pred - meas) / meas:+.0f}% |")
 
 
 if __name__ == "__main__":
