@@ -11,27 +11,16 @@ Needs OpenMPI (`scripts/install_deps.sh` installs it) and a built build/syslm.
 """
 import argparse
 import json
-import os
-import pathlib
 import re
-import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def run(cmd, env=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr[-3000:]}")
-    return p
+from common import ROOT, VOCAB, run
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--syslm", default=str(ROOT / "build" / "syslm"))
-    ap.add_argument("--vocab", default=str(ROOT.parent / "shared" / "data" / "vocab" /
-                                           "ggml-vocab-llama-spm.gguf"))
+    ap.add_argument("--vocab", default=str(VOCAB))
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--batch", type=int, default=8, help="global batch (sequences per step)")
@@ -39,15 +28,14 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     common = ["train", "--arch", "llama", "--tokenizer", a.vocab, "--layers", str(a.layers),
               "--dim", str(a.dim), "--heads", str(a.dim // 64), "--ctx", str(a.seq),
               "--synthetic-data", "--seq", str(a.seq), "--steps", str(a.steps), "--json"]
     best = {}
     for _ in range(a.repeats):  # alternate the two, keep each one's best
-        one = run([a.syslm, *common, "--batch", str(a.batch), "--threads", "2"], env)
+        one = run([a.syslm, *common, "--batch", str(a.batch), "--threads", "2"])
         two = run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "core", a.syslm, *common,
-                   "--batch", str(a.batch // 2), "--threads", "1"], env)
+                   "--batch", str(a.batch // 2), "--threads", "1"])
         for name, p in (("one", one), ("dp2", two)):
             j = json.loads(p.stdout.strip().splitlines()[-1])
             if name not in best or j["tokens_per_s"] > best[name][0]["tokens_per_s"]:

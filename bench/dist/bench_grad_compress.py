@@ -11,20 +11,11 @@ The KJV text, tokenizer and shards are made once in --work (git-ignored).
 """
 import argparse
 import json
-import os
 import pathlib
 import re
-import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def run(cmd, env=None, out=None):
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr[-3000:]}")
-    return p
+from common import ROOT, kjv_tokenizer, run
 
 
 def main():
@@ -37,15 +28,8 @@ def main():
     ap.add_argument("--topk-ratio", type=float, default=0.05)
     ap.add_argument("--kinds", default="none,int8,topk,sign")
     a = ap.parse_args()
-    work = pathlib.Path(a.work)
-    work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    text, tok, data = work / "kjv.txt", work / "tok.gguf", work / "data"
-    if not text.exists():
-        verses = run(["bible", "-f", "Genesis1:1-Revelation22:21"]).stdout
-        text.write_text(re.sub(r"(?m)^\S+ ", "", verses))
-    if not tok.exists():
-        run([a.syslm, "tokenizer", "train", "-f", text, "--vocab", 4096, "-o", tok])
+    text, tok = kjv_tokenizer(a.syslm, a.work)
+    data = pathlib.Path(a.work) / "data"
     if not (data / "meta.json").exists():
         run([a.syslm, "data", "prepare", "-f", text, "--tokenizer", tok, "-o", data, "--val",
              0.02, "--docs", "line"])
@@ -60,7 +44,7 @@ def main():
             cmd += ["--grad-compress-warmup", a.warmup]
         if kind == "topk":
             cmd += ["--topk-ratio", a.topk_ratio]
-        p = run(cmd, env)
+        p = run(cmd)
         val = float(re.findall(r"val loss ([\d.]+)", p.stderr)[-1])
         mib = float(re.search(r"\(([\d.]+) MiB sent per rank in the last step\)", p.stderr).group(1))
         results[kind] = (val, mib, json.loads(p.stdout.strip().splitlines()[-1]))

@@ -12,21 +12,10 @@ before the backward).
 """
 import argparse
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-VOCAB = ROOT.parent / "shared" / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"
-
-
-def run(cmd, env):
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr[-3000:]}")
-    return p.stdout
+from common import ROOT, VOCAB, run
 
 
 def main():
@@ -34,14 +23,13 @@ def main():
     ap.add_argument("--syslm", default=str(ROOT / "build" / "syslm"))
     ap.add_argument("--steps", type=int, default=12)
     a = ap.parse_args()
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="syslm-plan-"))
     proxy, calib = tmp / "proxy.gguf", tmp / "calib.json"
     run([a.syslm, "init", "--vocab", VOCAB, "-o", proxy, "--layers", 4, "--dim", 128, "--heads",
-         4, "--ctx", 128], env)
+         4, "--ctx", 128])
     mpi = ["mpirun", "-np", 2, "--oversubscribe", "--bind-to", "core"]
     run([*mpi, a.syslm, "plan", "--calibrate", calib, "-m", proxy, "--seq", 128,
-         "--micro-batch", 4, "-t", 1, "--steps", 6], env)
+         "--micro-batch", 4, "-t", 1, "--steps", 6])
     print("calibration:", calib.read_text().replace("\n", " "))
     seq, batch = 128, 8
     shape = ["--layers", 6, "--dim", 256, "--heads", 4, "--ffn", 688, "--vocab", 32000]
@@ -62,12 +50,12 @@ def main():
         cmd = [a.syslm, *train, *flags]
         if ranks > 1:
             cmd = [*mpi, *cmd]
-        out = json.loads(run(cmd, env).strip().splitlines()[-1])
+        out = json.loads(run(cmd).stdout.strip().splitlines()[-1])
         measured = batch * seq / out["tokens_per_s"]
         plan = json.loads(run([a.syslm, "plan", *shape, "--cluster", f"1 node x {ranks} cpu",
                                "--calibration", calib, "--seq", seq, "--batch", batch,
                                "--micro-batch", micro, "--precision", "f32", "--layout",
-                               layout, "--json"], env))[0]
+                               layout, "--json"]))[0]
         rows.append((name, plan["step_s"], measured))
     print("| layout | predicted step s | measured step s | error |")
     print("|---|---:|---:|---:|")

@@ -495,10 +495,10 @@ constexpr char kShardMagic[4] = {'S', 'Y', 'S', 'Z'};
 // count of optimizer-state shard files (ZeRO); older states still load.
 constexpr uint32_t kStateVersion = 4;
 
-void put_floats(AtomicFileWriter& w, const std::vector<float>& v) {
+void put_floats(AtomicFileWriter& w, std::span<const float> v) {
     const uint64_t n = v.size();
     w.write(&n, sizeof n);
-    w.write(v.data(), n * sizeof(float));
+    if (n) w.write(v.data(), n * sizeof(float));
 }
 
 std::string shard_file(int rank, int ranks) {
@@ -527,6 +527,52 @@ struct Reader {
 
 }  // namespace
 
+// state.bin: the step, the optimizer's step and moments (none when ZeRO wrote them into shard
+// files), the loss scale, the data position, the auxiliary parameters, the shard-file count.
+void Trainer::write_state(const std::string& path, std::span<const float> m,
+                          std::span<const float> v, uint32_t shards) const {
+    AtomicFileWriter w(path);
+    w.write(kStateMagic, 4);
+    w.write(&kStateVersion, sizeof kStateVersion);
+    const int64_t step = next_step_, t = optimizer_.steps();
+    w.write(&step, sizeof step);
+    w.write(&t, sizeof t);
+    put_floats(w, m);
+    put_floats(w, v);
+    w.write(&scale_, sizeof scale_);
+    w.write(&clean_steps_, sizeof clean_steps_);
+    const std::string pos = data_.position();
+    const uint64_t len = pos.size();
+    w.write(&len, sizeof len);
+    w.write(pos.data(), len);
+    std::vector<float> aux;  // not in model.gguf, which holds the model only
+    const ParamStore& ps = model_.params();
+    for (const Param& p : ps.params())
+        if (p.auxiliary)
+            aux.insert(aux.end(), ps.values() + p.offset, ps.values() + p.offset + p.numel);
+    put_floats(w, aux);
+    w.write(&shards, sizeof shards);
+    w.commit();
+}
+
+namespace {
+
+// Swaps a written `<dir>.tmp` in for `dir`: the old one is kept until the new one is in place.
+void swap_in(const std::string& dir) {
+    const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
+    fs::remove_all(old);
+    if (fs::exists(final_dir)) fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old);
+}
+
+void fresh_dir(const std::string& path) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+}
+
+}  // namespace
+
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                               const io::GGUFFile* constants) const {
@@ -536,11 +582,8 @@ void Trainer::save_checkpoint(const std::string& dir,
     dist::Communicator* group =
         opt_.data_parallel && opt_.data_parallel->size() > 1 ? opt_.data_parallel : nullptr;
     const bool lead = !group || group->rank() == 0, sharded = !shards_.empty();
-    const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
-    if (lead) {
-        fs::remove_all(tmp);
-        fs::create_directories(tmp);
-    }
+    const fs::path tmp(dir + ".tmp");
+    if (lead) fresh_dir(tmp.string());
     if (group) group->barrier();
     if (sharded) {
         AtomicFileWriter w((tmp / shard_file(group->rank(), group->size())).string());
@@ -559,34 +602,12 @@ void Trainer::save_checkpoint(const std::string& dir,
     if (group) group->barrier();
     if (lead) {
         model_.params().write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
-        AtomicFileWriter w((tmp / "state.bin").string());
-        w.write(kStateMagic, 4);
-        w.write(&kStateVersion, sizeof kStateVersion);
-        const int64_t step = next_step_, t = optimizer_.steps();
-        w.write(&step, sizeof step);
-        w.write(&t, sizeof t);
-        put_floats(w, sharded ? std::vector<float>{} : optimizer_.first_moment());
-        put_floats(w, sharded ? std::vector<float>{} : optimizer_.second_moment());
-        w.write(&scale_, sizeof scale_);
-        w.write(&clean_steps_, sizeof clean_steps_);
-        const std::string pos = data_.position();
-        const uint64_t len = pos.size();
-        w.write(&len, sizeof len);
-        w.write(pos.data(), len);
-        std::vector<float> aux;  // not in model.gguf, which holds the model only
-        const ParamStore& ps = model_.params();
-        for (const Param& p : ps.params())
-            if (p.auxiliary)
-                aux.insert(aux.end(), ps.values() + p.offset, ps.values() + p.offset + p.numel);
-        put_floats(w, aux);
-        const uint32_t shards = sharded ? static_cast<uint32_t>(group->size()) : 0;
-        w.write(&shards, sizeof shards);
-        w.commit();
-        // Swap in the new directory: the old one is kept until the new one is in place.
-        fs::remove_all(old);
-        if (fs::exists(final_dir)) fs::rename(final_dir, old);
-        fs::rename(tmp, final_dir);
-        fs::remove_all(old);
+        if (sharded)
+            write_state((tmp / "state.bin").string(), {}, {}, static_cast<uint32_t>(group->size()));
+        else
+            write_state((tmp / "state.bin").string(), optimizer_.first_moment(),
+                        optimizer_.second_moment(), 0);
+        swap_in(dir);
     }
     if (group) group->barrier();
 }
@@ -615,37 +636,12 @@ void Trainer::save_split_checkpoint(const std::string& dir,
     const bool lead = (!tp || tp->rank() == 0) && (!pipeline_ || opt_.pipeline->rank() == 0) &&
                       (!opt_.data_parallel || opt_.data_parallel->rank() == 0);
     if (!lead) return;
-    const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    const fs::path tmp(dir + ".tmp");
+    fresh_dir(tmp.string());
     weights.write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
-    AtomicFileWriter w((tmp / "state.bin").string());
-    w.write(kStateMagic, 4);
-    w.write(&kStateVersion, sizeof kStateVersion);
-    const int64_t step = next_step_, t = optimizer_.steps();
-    w.write(&step, sizeof step);
-    w.write(&t, sizeof t);
-    auto put = [&](const ParamStore* s) {
-        const uint64_t n = s ? s->size() : 0;
-        w.write(&n, sizeof n);
-        if (n) w.write(s->values(), n * sizeof(float));
-    };
-    put(&m);
-    put(v ? &*v : nullptr);
-    w.write(&scale_, sizeof scale_);
-    w.write(&clean_steps_, sizeof clean_steps_);
-    const std::string pos = data_.position();
-    const uint64_t len = pos.size();
-    w.write(&len, sizeof len);
-    w.write(pos.data(), len);
-    put(nullptr);  // auxiliary parameters: none
-    const uint32_t shards = 0;
-    w.write(&shards, sizeof shards);
-    w.commit();
-    fs::remove_all(old);
-    if (fs::exists(final_dir)) fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir);
-    fs::remove_all(old);
+    write_state((tmp / "state.bin").string(), {m.values(), m.size()},
+                v ? std::span<const float>(v->values(), v->size()) : std::span<const float>{}, 0);
+    swap_in(dir);
 }
 
 void Trainer::load_state(const std::string& dir) {

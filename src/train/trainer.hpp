@@ -216,6 +216,8 @@ private:
     std::unique_ptr<Pipeline> pipeline_;
     std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;  // pipeline: a step's
     void make_buckets();
+    void write_state(const std::string& path, std::span<const float> m, std::span<const float> v,
+                     uint32_t shards) const;
     void save_split_checkpoint(const std::string& dir,
                                const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                                const io::GGUFFile* constants) const;

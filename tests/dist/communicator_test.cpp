@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
+#include "world.hpp"
 #include "dist/self_communicator.hpp"
 
 namespace syslm::dist {
@@ -22,11 +23,6 @@ std::vector<float> data_of(int rank, size_t n, uint32_t salt) {
     std::vector<float> v(n);
     for (float& x : v) x = u(rng);
     return v;
-}
-
-Communicator& world_comm() {
-    static std::unique_ptr<Communicator> w = world();
-    return *w;
 }
 
 TEST(Communicator, AllReduceSumsEveryRanksBuffer) {

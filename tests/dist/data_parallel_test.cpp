@@ -15,6 +15,7 @@
 
 #include "../common/random_model.hpp"
 #include "dist/communicator.hpp"
+#include "world.hpp"
 #include "dist/data_parallel.hpp"
 #include "dist/grad_compress.hpp"
 #include "io/gguf.hpp"
@@ -22,11 +23,6 @@
 
 namespace syslm::dist {
 namespace {
-
-Communicator& world_comm() {
-    static std::unique_ptr<Communicator> w = world();
-    return *w;
-}
 
 TEST(GradientReducer, SumsEveryBucketInAnyReadyOrder) {
     Communicator& c = world_comm();

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
+#include "world.hpp"
 #include "dist/data_parallel.hpp"
 #include "dist/grad_compress.hpp"
 
@@ -111,11 +112,6 @@ TEST(GradCompress, ErrorFeedbackOnlyDelaysWhatIsLost) {
         }
         EXPECT_LT(worst, 0.05 * scale) << compression_name(kind);
     }
-}
-
-Communicator& world_comm() {
-    static std::unique_ptr<Communicator> w = world();
-    return *w;
 }
 
 TEST(GradCompress, CompressedReductionAgreesOnEveryRankWithFewerBytes) {

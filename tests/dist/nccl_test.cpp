@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "world.hpp"
 #include "dist/nccl_communicator.hpp"
 
 #ifdef SYSLM_HAVE_NCCL
@@ -18,11 +19,6 @@ namespace syslm::dist {
 namespace {
 
 #ifdef SYSLM_HAVE_NCCL
-Communicator& mpi_world() {
-    static std::unique_ptr<Communicator> w = world();
-    return *w;
-}
-
 std::vector<float> data_of(int rank, size_t n) {
     std::mt19937 rng(static_cast<uint32_t>(rank) * 7u + 1u);
     std::uniform_real_distribution<float> u(-1, 1);
@@ -50,7 +46,7 @@ TEST(Nccl, CollectivesOnDeviceBuffersMatchHostSums) {
 #ifndef SYSLM_HAVE_NCCL
     GTEST_SKIP() << "built without CUDA / NCCL";
 #else
-    Communicator& boot = mpi_world();
+    Communicator& boot = world_comm();
     const int devices = cuda_device_count();
     if (devices == 0) GTEST_SKIP() << "no CUDA device";
     if (devices < boot.size()) GTEST_SKIP() << boot.size() << " ranks on " << devices << " GPUs";

@@ -11,6 +11,7 @@
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
+#include "world.hpp"
 #include "io/gguf.hpp"
 #include "train/pipeline.hpp"
 #include "train/trainer.hpp"
@@ -18,10 +19,24 @@
 namespace syslm::dist {
 namespace {
 
-Communicator& world_comm() {
-    static std::unique_ptr<Communicator> w = world();
-    return *w;
-}
+// Micro-batch k of each step, in turn: rows [first, first + rows) of a set of sequences of T + 1.
+struct Micro : train::BatchSource {
+    const std::vector<std::vector<int32_t>>* micro = nullptr;
+    int first = 0, rows = 0, T = 0, k = 0;
+    void next(std::vector<int32_t>& tok, std::vector<int32_t>& tgt) override {
+        tok.clear();
+        tgt.clear();
+        const auto& mb = (*micro)[static_cast<size_t>(k)];
+        for (int b = first; b < first + rows; ++b) {
+            const int32_t* seq = mb.data() + static_cast<size_t>(b) * (T + 1);
+            tok.insert(tok.end(), seq, seq + T);
+            tgt.insert(tgt.end(), seq + 1, seq + T + 1);
+        }
+        k = (k + 1) % static_cast<int>(micro->size());
+    }
+    std::string position() const override { return "micro"; }
+    void seek(const std::string&) override {}
+};
 
 TEST(Pipeline, BothSchedulesMatchOneProcess) {
     Communicator& c = world_comm();
@@ -33,25 +48,11 @@ TEST(Pipeline, BothSchedulesMatchOneProcess) {
     const io::GGUFFile file(path);
     const int B = 2, T = 9, m = 4;
     std::mt19937 rng(82);
-    std::vector<int32_t> ids(static_cast<size_t>(m) * B * (T + 1));
-    for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
-    // m micro-batches, one after the other, every step.
-    struct Batches : train::BatchSource {
-        std::vector<int32_t> ids;
-        int B, T, m, next_k = 0;
-        void next(std::vector<int32_t>& tok, std::vector<int32_t>& tgt) override {
-            tok.clear();
-            tgt.clear();
-            for (int b = 0; b < B; ++b) {
-                const int32_t* seq = ids.data() + (static_cast<size_t>(next_k) * B + b) * (T + 1);
-                tok.insert(tok.end(), seq, seq + T);
-                tgt.insert(tgt.end(), seq + 1, seq + T + 1);
-            }
-            next_k = (next_k + 1) % m;
-        }
-        std::string position() const override { return "micro"; }
-        void seek(const std::string&) override {}
-    };
+    std::vector<std::vector<int32_t>> micro(m);
+    for (auto& mb : micro) {
+        mb.resize(static_cast<size_t>(B) * (T + 1));
+        for (auto& v : mb) v = static_cast<int32_t>(rng() % 1000);
+    }
     auto options = [&] {
         train::TrainOptions opt;
         opt.B = B;
@@ -66,16 +67,16 @@ TEST(Pipeline, BothSchedulesMatchOneProcess) {
     ThreadPool pool(1);
     train::TrainModel whole(file);
     {
-        Batches data;
-        data.ids = ids, data.B = B, data.T = T, data.m = m;
+        Micro data;
+        data.micro = &micro, data.rows = B, data.T = T;
         train::Trainer t(whole, data, options(), pool);
         std::vector<double> losses;
         while (!t.done()) losses.push_back(t.step().loss);
         for (auto schedule : {train::PipelineSchedule::GPipe, train::PipelineSchedule::OneFOneB}) {
             const int first = c.rank() * cfg.n_layer / p, end = (c.rank() + 1) * cfg.n_layer / p;
             train::TrainModel stage(file, train::Recompute::None, nullptr, {first, end});
-            Batches d2;
-            d2.ids = ids, d2.B = B, d2.T = T, d2.m = m;
+            Micro d2;
+            d2.micro = &micro, d2.rows = B, d2.T = T;
             train::TrainOptions opt = options();
             opt.pipeline = &c;
             opt.pipeline_schedule = schedule;
@@ -128,23 +129,6 @@ TEST(ThreeD, DataTensorPipelineMatchesOneProcess) {
         mb.resize(static_cast<size_t>(dp) * B * (T + 1));
         for (auto& v : mb) v = static_cast<int32_t>(rng() % 1000);
     }
-    struct Micro : train::BatchSource {
-        const std::vector<std::vector<int32_t>>* micro;
-        int first, rows, T, k = 0;
-        void next(std::vector<int32_t>& tok, std::vector<int32_t>& tgt) override {
-            tok.clear();
-            tgt.clear();
-            const auto& mb = (*micro)[static_cast<size_t>(k)];
-            for (int b = first; b < first + rows; ++b) {
-                const int32_t* seq = mb.data() + static_cast<size_t>(b) * (T + 1);
-                tok.insert(tok.end(), seq, seq + T);
-                tgt.insert(tgt.end(), seq + 1, seq + T + 1);
-            }
-            k = (k + 1) % static_cast<int>(micro->size());
-        }
-        std::string position() const override { return "micro"; }
-        void seek(const std::string&) override {}
-    };
     auto options = [&](int rows) {
         train::TrainOptions opt;
         opt.B = rows;

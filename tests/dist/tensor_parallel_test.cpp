@@ -11,16 +11,12 @@
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
+#include "world.hpp"
 #include "io/gguf.hpp"
 #include "train/trainer.hpp"
 
 namespace syslm::dist {
 namespace {
-
-Communicator& world_comm() {
-    static std::unique_ptr<Communicator> w = world();
-    return *w;
-}
 
 struct Result {
     std::vector<double> losses;
