@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compressed data-parallel gradients on the KJV model, measured: the same model trained for the
 same steps with dp=2 (two MPI ranks), once with exact reduction and once with each compression
-(int8, top-k 1%, sign), all with error feedback. Prints the final validation loss, its gap to
+(int8, top-k 15%, sign), all with error feedback. Prints the final validation loss, its gap to
 the uncompressed run, and the bytes each rank sent per step and their ratio to uncompressed.
 
     apt-get install bible-kjv
@@ -25,7 +25,7 @@ def main():
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--warmup", type=int, default=100,
                     help="exact steps before compression starts (1-bit Adam's warm-up)")
-    ap.add_argument("--topk-ratio", type=float, default=0.05)
+    ap.add_argument("--topk-ratio", type=float, default=0.15)
     ap.add_argument("--kinds", default="none,int8,topk,sign")
     a = ap.parse_args()
     text, tok = kjv_tokenizer(a.syslm, a.work)

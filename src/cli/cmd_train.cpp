@@ -79,7 +79,7 @@ struct TrainArgs {
     int micro_batches = 0;
     int zero = 0;
     std::string grad_compress = "none";
-    double topk_ratio = 0.01;
+    double topk_ratio = 0.15;
     int64_t compress_warmup = 0;
     double dist_timeout = 60;
     std::string out;
@@ -479,6 +479,7 @@ int run_train(const TrainArgs& a) {
              {"mfu", mfu},
              {"waited_ms", 1e3 * data->waited_s()}});
         if (a.eval_every > 0 && ((s.step + 1) % a.eval_every == 0 || trainer.done())) {
+            trainer.publish_master();
             const double val = train::evaluate(model, a.data, batch, a.seq, a.eval_batches, pool);
             std::fprintf(info, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
                          live && !keep ? "\n" : "", static_cast<long long>(s.step + 1), val,
@@ -515,17 +516,20 @@ int run_train(const TrainArgs& a) {
         trainer.next_step() % a.checkpoint_every != 0)
         save();
     const double sps = timed / std::max<int64_t>(1, timed_steps);
-    if (ranks > 1)
+    if (ranks > 1) {
+        std::string how;
+        if (a.zero > 0) how += " (ZeRO-" + std::to_string(a.zero) + ")";
+        else if (a.grad_compress != "none") how += " (sharded: compressed updates)";
+        if (a.grad_compress != "none") how += ", gradients compressed: " + a.grad_compress;
         std::fprintf(info,
                      "data parallel: %.2f s reducing gradients (%.3f MiB sent per rank in the last "
                      "step), %.0f%% of it hidden behind the backward; optimizer state %.1f MiB per "
                      "rank%s\n",
                      trainer.comm_seconds(), static_cast<double>(last_step_bytes) / (1 << 20),
                      100 * trainer.overlap(),
-                     static_cast<double>(trainer.optimizer_state_bytes()) / (1 << 20),
-                     a.zero > 0 ? (" (ZeRO-" + std::to_string(a.zero) + ")").c_str()
-                     : a.grad_compress != "none" ? (", gradients compressed: " + a.grad_compress).c_str()
-                                                 : "");
+                     static_cast<double>(trainer.optimizer_state_bytes()) / (1 << 20), how.c_str());
+    }
+    trainer.publish_master();
     // Tensor / pipeline parallel: the whole tensors, gathered from the replica's ranks.
     std::optional<train::ParamStore> whole;
     if (tp > 1 && !a.out.empty()) whole = model.params().gathered(*tp_group);
@@ -622,11 +626,14 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
         ->check(CLI::Range(0, 2));
     auto* compress = app.add_option(
         "--grad-compress", a->grad_compress,
-        "Data parallel: compress the gradient reduction, with error feedback: none | int8 (4x "
-        "fewer bytes) | topk (--topk-ratio of the values) | sign (1 bit per value, 1-bit Adam)");
+        "Data parallel: compress the gradients sent to each block's owner and the owner's "
+        "weight updates sent back, both with error feedback (the optimizer state is sharded as "
+        "ZeRO's): none | int8 (4x fewer bytes) | topk (--topk-ratio of the values, bf16) | sign "
+        "(1 bit per value and a scale per 64, 1-bit Adam: 21x)");
     compress->capture_default_str()->check(CLI::IsMember({"none", "int8", "topk", "sign", "1bit"}));
     app.add_option("--topk-ratio", a->topk_ratio,
-                   "--grad-compress topk: the share of each block's values sent")
+                   "--grad-compress topk: the share of each block's values sent (15%: 9x fewer "
+                   "bytes)")
         ->capture_default_str()
         ->check(CLI::Range(1e-6, 1.0))
         ->needs(compress);

@@ -26,10 +26,9 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<Bucket> buckets
         arena = std::max(arena, b.end);
     }
     const size_t p = static_cast<size_t>(comm_.size()), block = largest / p + 1;
-    if (mode_ == Mode::ReduceScatter) block_.resize(block);
+    block_.resize(mode_ == Mode::AllReduce ? 0 : block);
     if (mode_ == Mode::Compressed) {  // message buffers sized once
         sent_error_.assign(arena, 0.0f);
-        sum_error_.assign(arena, 0.0f);
         scratch_.resize(block);
         decoded_.resize(block);
         out_.resize(p * compressor_.bytes(block));
@@ -86,52 +85,75 @@ void GradientReducer::finish() {
 
 void GradientReducer::reduce_compressed(const Bucket& k) {
     const int p = comm_.size(), me = comm_.rank();
-    std::vector<Bucket> blocks;
-    std::vector<size_t> send, recv, gather;
-    for (int r = 0; r < p; ++r) {
-        blocks.push_back(shard_of(k, r, p));
-        const size_t n = blocks.back().end - blocks.back().begin;
-        send.push_back(r == me ? 0 : compressor_.bytes(n));
-        gather.push_back(compressor_.bytes(n));
-    }
-    const Bucket mine = blocks[static_cast<size_t>(me)];
+    std::vector<size_t> send, recv;
+    const Bucket mine = shard_of(k, me, p);
     const size_t own = mine.end - mine.begin;
-    for (int r = 0; r < p; ++r) recv.push_back(r == me ? 0 : compressor_.bytes(own));
-
-    // x + e -> message; e <- (x + e) - decoded(message)
-    auto encode = [&](const float* x, float* error, size_t n, uint8_t* out) {
-        for (size_t i = 0; i < n; ++i) scratch_[i] = x[i] + error[i];
-        compressor_.compress(scratch_.data(), n, out);
-        std::fill_n(decoded_.begin(), n, 0.0f);
-        compressor_.decompress_add(out, n, decoded_.data());
-        for (size_t i = 0; i < n; ++i) error[i] = scratch_[i] - decoded_[i];
-    };
-    // Phase 1: this rank's share of every other block, compressed, to its owner.
+    for (int r = 0; r < p; ++r) {
+        const Bucket b = shard_of(k, r, p);
+        send.push_back(r == me ? 0 : compressor_.bytes(b.end - b.begin));
+        recv.push_back(r == me ? 0 : compressor_.bytes(own));
+    }
+    // This rank's share of every other block, plus what earlier messages lost, compressed to
+    // the block's owner; what this message loses is kept for the next step.
     size_t at = 0;
     for (int r = 0; r < p; ++r) {
-        const Bucket& b = blocks[static_cast<size_t>(r)];
-        if (r != me)
-            encode(grads_ + b.begin, sent_error_.data() + b.begin, b.end - b.begin, out_.data() + at);
+        const Bucket b = shard_of(k, r, p);
+        if (r != me) {
+            const size_t n = b.end - b.begin;
+            float* error = sent_error_.data() + b.begin;
+            for (size_t i = 0; i < n; ++i) scratch_[i] = grads_[b.begin + i] + error[i];
+            compressor_.compress(scratch_.data(), n, out_.data() + at);
+            std::fill_n(decoded_.begin(), n, 0.0f);
+            compressor_.decompress_add(out_.data() + at, n, decoded_.data());
+            for (size_t i = 0; i < n; ++i) error[i] = scratch_[i] - decoded_[i];
+        }
         at += send[static_cast<size_t>(r)];
     }
     comm_.all_to_all(out_.data(), send, in_.data(), recv);
-    float* sum = grads_ + mine.begin;  // own share exact, the others' decoded
-    at = 0;
+    at = 0;  // the block's sum: this rank's own share exact, the others' decoded
     for (int r = 0; r < p; ++r) {
-        if (r != me) compressor_.decompress_add(in_.data() + at, own, sum);
+        if (r != me) compressor_.decompress_add(in_.data() + at, own, grads_ + mine.begin);
         at += recv[static_cast<size_t>(r)];
     }
-    // Phase 2: the block's sum, compressed, to every rank; every rank decodes every block.
-    size_t mine_at = 0;
-    for (int r = 0; r < me; ++r) mine_at += gather[static_cast<size_t>(r)];
-    encode(sum, sum_error_.data() + mine.begin, own, gathered_.data() + mine_at);
-    comm_.all_gather_bytes_in_place(gathered_.data(), gather);
-    at = 0;
-    for (int r = 0; r < p; ++r) {
-        const Bucket& b = blocks[static_cast<size_t>(r)];
-        std::fill(grads_ + b.begin, grads_ + b.end, 0.0f);
-        compressor_.decompress_add(gathered_.data() + at, b.end - b.begin, grads_ + b.begin);
-        at += gather[static_cast<size_t>(r)];
+}
+
+void GradientReducer::reduce_scatter(const Bucket& k) {
+    std::vector<size_t> counts;
+    for (int r = 0; r < comm_.size(); ++r) {
+        const Bucket s = shard_of(k, r, comm_.size());
+        counts.push_back(s.end - s.begin);
+    }
+    const Bucket mine = shard_of(k, comm_.rank(), comm_.size());
+    comm_.reduce_scatter_sum(grads_ + k.begin, block_.data(), counts);
+    std::copy_n(block_.data(), mine.end - mine.begin, grads_ + mine.begin);
+}
+
+void GradientReducer::all_gather_updates(float* values, const float* master) {
+    SYSLM_CHECK(mode_ == Mode::Compressed, "gradient reduction: compressed updates need the "
+                                           "compressed mode");
+    const int p = comm_.size(), me = comm_.rank();
+    for (const Bucket& k : buckets_) {
+        std::vector<size_t> gather;
+        size_t mine_at = 0;
+        for (int r = 0; r < p; ++r) {
+            const Bucket b = shard_of(k, r, p);
+            gather.push_back(compressor_.bytes(b.end - b.begin));
+            if (r < me) mine_at += gather.back();
+        }
+        const Bucket mine = shard_of(k, me, p);
+        const size_t own = mine.end - mine.begin;
+        // The owner's difference between its exact weights and the shared ones: this step's
+        // update plus what earlier messages lost.
+        for (size_t i = 0; i < own; ++i) scratch_[i] = master[i] - values[mine.begin + i];
+        master += own;
+        compressor_.compress(scratch_.data(), own, gathered_.data() + mine_at);
+        comm_.all_gather_bytes_in_place(gathered_.data(), gather);
+        size_t at = 0;
+        for (int r = 0; r < p; ++r) {
+            const Bucket b = shard_of(k, r, p);
+            compressor_.decompress_add(gathered_.data() + at, b.end - b.begin, values + b.begin);
+            at += gather[static_cast<size_t>(r)];
+        }
     }
 }
 
@@ -149,20 +171,12 @@ void GradientReducer::run() {
         std::exception_ptr err;
         try {
             const Bucket& k = buckets_[b];
-            if (mode_ == Mode::AllReduce || (mode_ == Mode::Compressed && !compress_)) {
+            if (mode_ == Mode::AllReduce)
                 comm_.all_reduce_sum(grads_ + k.begin, k.end - k.begin);
-            } else if (mode_ == Mode::Compressed) {
+            else if (mode_ == Mode::Compressed && compress_)
                 reduce_compressed(k);
-            } else {
-                std::vector<size_t> counts;
-                for (int r = 0; r < comm_.size(); ++r) {
-                    const Bucket s = shard_of(k, r, comm_.size());
-                    counts.push_back(s.end - s.begin);
-                }
-                const Bucket mine = shard_of(k, comm_.rank(), comm_.size());
-                comm_.reduce_scatter_sum(grads_ + k.begin, block_.data(), counts);
-                std::copy_n(block_.data(), mine.end - mine.begin, grads_ + mine.begin);
-            }
+            else
+                reduce_scatter(k);
         } catch (...) {
             err = std::current_exception();
         }

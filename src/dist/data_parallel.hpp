@@ -28,11 +28,12 @@ public:
     // AllReduce: every rank ends with every bucket's sum. ReduceScatter (ZeRO-2): each bucket is
     // cut into size() nearly equal consecutive blocks (shard_of) and each rank ends with the sum
     // of its own block only; the rest of its arena keeps its local gradients.
-    // Compressed: an all-reduce in two compressed phases with error feedback (1-bit Adam's
-    // scheme): each rank sends every other rank its compressed share of that rank's block
-    // (all-to-all) keeping what the compression lost for its next step, the owner sums the
-    // shares into its block, compresses the sum (with its own error feedback) and every rank
-    // gathers every block. All ranks end with the same (decompressed) sums.
+    // Compressed (gradient compression, 1-bit Adam's two phases with the optimizer between
+    // them, as ZeRO): each rank sends every other rank its compressed share of that rank's block
+    // (all-to-all), keeping what the compression lost for its next step (error feedback); the
+    // owner adds the decoded shares to its own exact one, so each rank ends with its blocks'
+    // sums, as ReduceScatter. The owner then updates its blocks and all_gather_updates() sends
+    // the compressed updates. start(grads, false): an exact reduce-scatter (warm-up).
     enum class Mode { AllReduce, ReduceScatter, Compressed };
     GradientReducer(Communicator& comm, std::vector<Bucket> buckets, Mode mode = Mode::AllReduce,
                     Compressor compressor = Compressor(Compression::None));
@@ -51,6 +52,12 @@ public:
     // Called when the backward has ended: waits until every bucket is summed over the group;
     // rethrows the communication thread's error.
     void finish();
+    // Compressed mode, after the owners' optimizer steps: `values` are the weights every rank
+    // shares, `master` this rank's exact weights of its blocks (shard_of every bucket, in bucket
+    // order, concatenated). Each owner sends master - values compressed (an update plus what
+    // earlier messages lost: error feedback in weight space) and every rank adds every decoded
+    // difference to its values, so all ranks keep identical weights.
+    void all_gather_updates(float* values, const float* master);
 
     // Seconds the communication thread spent reducing, and the part of it that ran before
     // finish() was called (hidden behind the backward), summed over steps.
@@ -64,13 +71,14 @@ private:
     std::vector<Bucket> buckets_;
     Mode mode_;
     bool compress_ = true;  // of the running step
-    std::vector<float> block_;  // ReduceScatter: this rank's summed block
-    // Compressed: the compressor, the error-feedback residuals (arena offsets: what this rank's
-    // shares lost; what its blocks' sums lost) and message buffers.
+    std::vector<float> block_;  // ReduceScatter, Compressed: this rank's summed block
+    // Compressed: the compressor, the error-feedback residual (arena offsets: what this rank's
+    // shares lost) and message buffers.
     Compressor compressor_;
-    std::vector<float> sent_error_, sum_error_, scratch_, decoded_;
+    std::vector<float> sent_error_, scratch_, decoded_;
     std::vector<uint8_t> out_, in_, gathered_;
     void reduce_compressed(const Bucket& k);
+    void reduce_scatter(const Bucket& k);
     float* grads_ = nullptr;
     std::mutex mu_;
     std::condition_variable cv_;

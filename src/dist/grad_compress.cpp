@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 
 namespace syslm::dist {
 
@@ -37,11 +38,18 @@ size_t Compressor::k_of(size_t n) const {
     return n == 0 ? 0 : std::max<size_t>(1, static_cast<size_t>(std::ceil(ratio_ * n)));
 }
 
+// Which k of the n values a top-k message holds: a list of u32 indices, or a bitmap when that
+// is smaller (k > n / 32).
+bool Compressor::uses_bitmap(size_t n) const { return (n + 7) / 8 < k_of(n) * sizeof(uint32_t); }
+size_t Compressor::positions_bytes(size_t n) const {
+    return uses_bitmap(n) ? (n + 7) / 8 : k_of(n) * sizeof(uint32_t);
+}
+
 size_t Compressor::bytes(size_t n) const {
     switch (kind_) {
         case Compression::None: return n * sizeof(float);
         case Compression::Int8: return sizeof(float) + n;
-        case Compression::TopK: return k_of(n) * (sizeof(uint32_t) + sizeof(float));
+        case Compression::TopK: return positions_bytes(n) + k_of(n) * sizeof(uint16_t);
         case Compression::Sign: return sizeof(float) * ((n + kSignGroup - 1) / kSignGroup) + (n + 7) / 8;
     }
     return 0;
@@ -74,11 +82,18 @@ void Compressor::compress(const float* x, size_t n, uint8_t* out) const {
                                  return fa > fb || (fa == fb && a < b);
                              });
             std::sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k));
-            uint8_t* p = out;
+            // Positions, then the values in bf16 in index order (error feedback carries the
+            // rounding, as it carries everything not sent).
+            if (uses_bitmap(n)) {
+                std::memset(out, 0, (n + 7) / 8);
+                for (size_t j = 0; j < k; ++j) out[idx[j] / 8] |= static_cast<uint8_t>(1u << (idx[j] % 8));
+            } else {
+                std::memcpy(out, idx.data(), k * sizeof(uint32_t));
+            }
+            uint8_t* values = out + positions_bytes(n);
             for (size_t j = 0; j < k; ++j) {
-                std::memcpy(p, &idx[j], sizeof(uint32_t));
-                std::memcpy(p + sizeof(uint32_t), &x[idx[j]], sizeof(float));
-                p += sizeof(uint32_t) + sizeof(float);
+                const uint16_t h = f32_to_bf16(x[idx[j]]);
+                std::memcpy(values + j * sizeof h, &h, sizeof h);
             }
             return;
         }
@@ -117,15 +132,27 @@ void Compressor::decompress_add(const uint8_t* in, size_t n, float* out) const {
         }
         case Compression::TopK: {
             const size_t k = k_of(n);
-            const uint8_t* p = in;
-            for (size_t j = 0; j < k; ++j) {
-                uint32_t i;
-                float v;
-                std::memcpy(&i, p, sizeof i);
-                std::memcpy(&v, p + sizeof i, sizeof v);
-                SYSLM_CHECK(i < n, "top-k gradient message: index ", i, " outside ", n);
-                out[i] += v;
-                p += sizeof i + sizeof v;
+            const uint8_t* values = in + positions_bytes(n);
+            auto add = [&](size_t j, size_t i) {
+                uint16_t h;
+                std::memcpy(&h, values + j * sizeof h, sizeof h);
+                out[i] += bf16_to_f32(h);
+            };
+            if (uses_bitmap(n)) {
+                size_t j = 0;
+                for (size_t i = 0; i < n; ++i)
+                    if (in[i / 8] >> (i % 8) & 1u) {
+                        SYSLM_CHECK(j < k, "top-k gradient message: more than ", k, " positions");
+                        add(j++, i);
+                    }
+                SYSLM_CHECK(j == k, "top-k gradient message: ", j, " positions, expected ", k);
+            } else {
+                for (size_t j = 0; j < k; ++j) {
+                    uint32_t i;
+                    std::memcpy(&i, in + j * sizeof i, sizeof i);
+                    SYSLM_CHECK(i < n, "top-k gradient message: index ", i, " outside ", n);
+                    add(j, i);
+                }
             }
             return;
         }

@@ -184,14 +184,20 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
     }
     SYSLM_CHECK(opt.zero >= 0 && opt.zero <= 2, "training: ZeRO stage ", opt.zero,
                 " (0, 1 or 2)");
-    SYSLM_CHECK(opt.zero == 0 || opt.grad_compress == dist::Compression::None,
-                "training: gradient compression with ZeRO is not implemented; use one of them");
-    SYSLM_CHECK(opt.zero == 0 || !model.tensor_parallel(),
-                "training: ZeRO with tensor parallelism is not implemented; use one of them");
+    // Compressed gradients are reduced to their owners, which update their blocks (ZeRO's
+    // sharded optimizer) and send compressed updates.
+    const bool compressed = opt.grad_compress != dist::Compression::None && opt.data_parallel &&
+                            opt.data_parallel->size() > 1;
+    SYSLM_CHECK((opt.zero == 0 && !compressed) || !model.tensor_parallel(),
+                "training: ZeRO and gradient compression (a sharded optimizer) with tensor "
+                "parallelism are not implemented; use one of them");
+    SYSLM_CHECK(!compressed || !opt.keep_zeros,
+                "training: --keep-zeros with gradient compression is not implemented");
     if (opt.pipeline && opt.pipeline->size() > 1) {
-        SYSLM_CHECK(opt.zero == 0 && !opt.teacher && !opt.teacher_cache && opt.fake_quant.empty(),
-                    "training: pipeline parallelism with ZeRO, distillation or QAT is not "
-                    "implemented");
+        SYSLM_CHECK(opt.zero == 0 && !compressed && !opt.teacher && !opt.teacher_cache &&
+                        opt.fake_quant.empty(),
+                    "training: pipeline parallelism with ZeRO, gradient compression, "
+                    "distillation or QAT is not implemented");
         pipeline_ = std::make_unique<Pipeline>(model, *opt.pipeline, opt.pipeline_schedule);
     }
     if (opt.data_parallel && opt.data_parallel->size() > 1) make_buckets();
@@ -252,7 +258,9 @@ void Trainer::make_buckets() {
         }
     }
     const int rank = opt_.data_parallel->rank(), ranks = opt_.data_parallel->size();
-    if (opt_.zero > 0) {  // this rank's block of every bucket: its optimizer state and updates
+    const bool compressed = opt_.grad_compress != dist::Compression::None;
+    if (opt_.zero > 0 || compressed) {  // this rank's block of every bucket: its optimizer state
+                                        // and updates
         for (const auto& k : buckets) {
             const auto sh = dist::GradientReducer::shard_of(k, rank, ranks);
             if (sh.end > sh.begin) shards_.emplace_back(sh.begin, sh.end);
@@ -260,9 +268,9 @@ void Trainer::make_buckets() {
         optimizer_.shard(shards_);
     }
     using Mode = dist::GradientReducer::Mode;
-    const Mode mode = opt_.zero == 2 ? Mode::ReduceScatter
-                      : opt_.grad_compress != dist::Compression::None ? Mode::Compressed
-                                                                       : Mode::AllReduce;
+    const Mode mode = compressed        ? Mode::Compressed
+                      : opt_.zero == 2 ? Mode::ReduceScatter
+                                       : Mode::AllReduce;
     reducer_ = std::make_unique<dist::GradientReducer>(
         *opt_.data_parallel, std::move(buckets), mode,
         dist::Compressor(opt_.grad_compress, opt_.topk_ratio));
@@ -300,6 +308,54 @@ void Trainer::restore_master() {
         std::copy_n(qat_master_.data() + at, p.numel, ps.values() + p.offset);
         at += static_cast<size_t>(p.numel);
     }
+}
+
+void Trainer::gather_shards() {
+    float* v = model_.params().values();
+    const int ranks = opt_.data_parallel->size();
+    for (const dist::GradientReducer::Bucket& k : reducer_->buckets()) {
+        std::vector<size_t> counts;
+        for (int r = 0; r < ranks; ++r) {
+            const auto sh = dist::GradientReducer::shard_of(k, r, ranks);
+            counts.push_back(sh.end - sh.begin);
+        }
+        opt_.data_parallel->all_gather_in_place(v + k.begin, counts);
+    }
+}
+
+void Trainer::swap_master(bool before_update, bool restore_shared) {
+    float* v = model_.params().values();
+    if (master_.empty()) {
+        size_t total = 0;
+        for (const auto& [b, e] : shards_) total += e - b;
+        master_.resize(total);
+        shared_.resize(total);
+    }
+    size_t at = 0;
+    for (const auto& [b, e] : shards_) {
+        const auto m = master_.begin() + static_cast<std::ptrdiff_t>(at);
+        const auto sh = shared_.begin() + static_cast<std::ptrdiff_t>(at);
+        if (before_update) {  // keep the shared weights, give the optimizer the exact ones
+            std::copy(v + b, v + e, sh);
+            if (master_valid_) std::copy_n(m, e - b, v + b);
+        } else {  // the updated exact weights to master_ (and the shared ones back)
+            std::copy(v + b, v + e, m);
+            if (restore_shared) std::copy_n(sh, e - b, v + b);
+        }
+        at += e - b;
+    }
+    if (!before_update) master_valid_ = true;
+}
+
+void Trainer::publish_master() {
+    if (!master_valid_) return;
+    float* v = model_.params().values();
+    size_t at = 0;
+    for (const auto& [b, e] : shards_) {
+        std::copy_n(master_.begin() + static_cast<std::ptrdiff_t>(at), e - b, v + b);
+        at += e - b;
+    }
+    gather_shards();
 }
 
 StepStats Trainer::step() {
@@ -457,18 +513,17 @@ StepStats Trainer::step() {
                 });
         }
     }
+    // Compressed updates: the optimizer steps this rank's exact weights of its blocks (master_),
+    // which the weights every rank shares follow through compressed updates.
+    const bool compressed = reducer_ && opt_.grad_compress != dist::Compression::None;
+    const bool compress_now = compressed && next_step_ >= opt_.compress_warmup;
+    if (compressed) swap_master(true);
     optimizer_.step(lr, pool_);
-    if (sharded) {  // every rank's updated shards to every rank
-        float* v = model_.params().values();
-        for (const dist::GradientReducer::Bucket& k : reducer_->buckets()) {
-            std::vector<size_t> counts;
-            for (int r = 0; r < ranks; ++r) {
-                const auto sh = dist::GradientReducer::shard_of(k, r, ranks);
-                counts.push_back(sh.end - sh.begin);
-            }
-            opt_.data_parallel->all_gather_in_place(v + k.begin, counts);
-        }
-    }
+    if (compressed) swap_master(false, compress_now);
+    if (compress_now)
+        reducer_->all_gather_updates(model_.params().values(), master_.data());
+    else if (sharded)  // every rank's updated shards to every rank (warm-up: the exact weights)
+        gather_shards();
     if (!zero_ranges_.empty()) {
         float* v = model_.params().values();
         pool_.parallel_for(static_cast<int64_t>(zero_ranges_.size() / 2),
@@ -575,8 +630,9 @@ void fresh_dir(const std::string& path) {
 
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
-                              const io::GGUFFile* constants) const {
+                              const io::GGUFFile* constants) {
     if (model_.tensor_parallel() || pipeline_) return save_split_checkpoint(dir, metadata, constants);
+    publish_master();  // compressed updates: the exact weights are saved
     // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
     // rank its optimizer shard.
     dist::Communicator* group =

@@ -143,7 +143,7 @@ struct TrainOptions {
     // Compressed gradient reduction with error feedback (dist::GradientReducer::Mode::
     // Compressed); not combined with ZeRO.
     dist::Compression grad_compress = dist::Compression::None;
-    double topk_ratio = 0.01;
+    double topk_ratio = 0.15;
     // Steps reduced exactly before compression starts (1-bit Adam's warm-up).
     int64_t compress_warmup = 0;
     // Pipeline parallelism: the group of this replica's stages (the model holds this rank's
@@ -184,13 +184,18 @@ public:
     // A checkpoint directory: model.gguf (the weights, loadable anywhere) and state.bin
     // (optimizer moments and step, data position, loss scale); with ZeRO the moments are in one
     // file per rank, and a run at any world size loads them. With data parallelism every rank
-    // calls it (rank 0 writes, each rank its optimizer shard). Written into `<dir>.tmp` and renamed over
-    // `dir`, so a crash at any moment leaves the previous checkpoint intact.
+    // calls it (rank 0 writes, each rank its optimizer shard; with gradient compression the
+    // shared weights are made exact first, see publish_master). Written into `<dir>.tmp` and
+    // renamed over `dir`, so a crash at any moment leaves the previous checkpoint intact.
     void save_checkpoint(const std::string& dir,
                          const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
-                         const io::GGUFFile* constants) const;
+                         const io::GGUFFile* constants);
     // Restores state.bin of a checkpoint whose model.gguf `model` was loaded from.
     void load_state(const std::string& dir);
+    // Gradient compression: the weights every rank shares trail each owner's exact weights by
+    // what the compressed updates have not yet carried; this makes them exact on every rank
+    // (one uncompressed all-gather). Call before evaluating or saving. Otherwise a no-op.
+    void publish_master();
 
 private:
     TrainModel& model_;
@@ -213,6 +218,14 @@ private:
     std::vector<std::vector<size_t>> block_buckets_;
     std::vector<size_t> rest_buckets_;
     std::vector<Optimizer::Range> shards_;  // ZeRO: this rank's blocks of the arena
+    // Gradient compression: this rank's exact weights of its blocks (shards_ concatenated), and
+    // the shared weights of those blocks while the optimizer steps the exact ones.
+    std::vector<float> master_, shared_;
+    bool master_valid_ = false;
+    // Before the optimizer step: shared -> shared_, master_ -> weights (once it holds any);
+    // after it: weights -> master_, and shared_ -> weights when restore_shared.
+    void swap_master(bool before_update, bool restore_shared = false);
+    void gather_shards();  // every rank's blocks of the weights to every rank, exact
     std::unique_ptr<Pipeline> pipeline_;
     std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;  // pipeline: a step's
     void make_buckets();

@@ -2,7 +2,8 @@
 # `mpirun -np 2 syslm train` against one process with the doubled batch, through the CLI: the
 # same final loss (the weights are checked in data_parallel_test.cpp), one output file written
 # by rank 0, --dp that disagrees with the started ranks refused with a clear message, and a
-# checkpoint written by 2 ranks resumed by one process reaching the uninterrupted run's loss.
+# checkpoint written by 2 ranks resumed by one process reaching the uninterrupted run's loss;
+# compressed gradients with ZeRO-2 train, and are refused with tensor parallelism.
 set -euo pipefail
 syslm=$1 mpiexec=$2 vocab=$3 tmp=$4
 mkdir -p "$tmp"
@@ -60,6 +61,24 @@ assert abs(a - b) <= 1e-5 * abs(a), f"final loss {b} with dp 2 x tp 2 x pp 2, {a
 print(f"final loss: dp 2 x tp 2 x pp 2 {b:.9f}, one process {a:.9f}")
 PY
 cmp <(stat -c %s "$tmp/acc6.gguf") <(stat -c %s "$tmp/3d.gguf")
+# Compressed gradients under ZeRO-2 (the issue's `--dp N --zero 2 --grad-compress int8`): trains
+# near the exact run, reports the compression and the sharded optimizer state, writes the model;
+# with tensor parallelism it is refused with a message.
+zc=$("$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 2 --zero 2 \
+     --grad-compress int8 --out "$tmp/zc.gguf" 2>"$tmp/zc.txt" | tail -1)
+python3 - "$two" "$zc" <<'PY'
+import json, sys
+a, b = (json.loads(x)["final_loss"] for x in sys.argv[1:3])
+assert abs(a - b) <= 0.02 * abs(a), f"final loss {b} with int8 + ZeRO-2, {a} exact"
+print(f"final loss: int8 + ZeRO-2 {b:.6f}, exact {a:.6f}")
+PY
+grep -q "gradients compressed: int8" "$tmp/zc.txt"
+cmp <(stat -c %s "$tmp/dp1.gguf") <(stat -c %s "$tmp/zc.gguf")
+if "$mpiexec" -np 4 --oversubscribe "$syslm" "${common[@]}" --batch 3 --tp 2 \
+     --grad-compress sign 2>"$tmp/err.txt"; then
+  echo "--grad-compress with --tp was accepted"; exit 1
+fi
+grep -q "gradient compression (a sharded optimizer) with tensor" "$tmp/err.txt"
 if "$mpiexec" -np 2 --oversubscribe "$syslm" "${common[@]}" --batch 3 --dp 3 2>"$tmp/err.txt"; then
   echo "--dp 3 on 2 ranks was accepted"; exit 1
 fi
