@@ -140,8 +140,9 @@ struct TrainOptions {
     // block of every gradient bucket, then the parameters are all-gathered); 2 also reduces the
     // gradients with reduce-scatter (each rank gets only its blocks' sums). 0: off.
     int zero = 0;
-    // Compressed gradient reduction with error feedback (dist::GradientReducer::Mode::
-    // Compressed); not combined with ZeRO.
+    // Compressed data parallelism with error feedback (dist::GradientReducer::Mode::Compressed):
+    // gradients to each block's owner, the owner's updates back; shards the optimizer state
+    // as ZeRO does, with or without `zero`. Not combined with tensor or pipeline parallelism.
     dist::Compression grad_compress = dist::Compression::None;
     double topk_ratio = 0.15;
     // Steps reduced exactly before compression starts (1-bit Adam's warm-up).
