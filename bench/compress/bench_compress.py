@@ -173,8 +173,10 @@ class Bench:
             self.run("prune", f32, out, *flags, "-t", self.t, out=out)
             pr.append(out)
             ft = self.p(f"prune-{name}-ft.gguf")
-            self.train(ft, "--keep-zeros", init=out, steps=self.a.ft_steps, lr="3e-4",
-                       min_lr="3e-5", warmup=20)
+            # Below the 2e-4 the model's own schedule ended at: at 3e-4 the fine-tunes regained
+            # less (Wanda 38% and per-matrix magnitude 15% of the perplexity lost, vs 69%, 23%).
+            self.train(ft, "--keep-zeros", init=out, steps=self.a.ft_steps, lr="1e-4",
+                       min_lr="1e-5", warmup=20)
             pr.append(ft)
         rp = self.eval("prune", pr)
         self.table("Pruning, then recovery fine-tuning (-ft: "
