@@ -9,7 +9,8 @@ send streaming /v1/completions requests back to back (prompts of mixed lengths c
 Bible, 128 generated tokens each, ignore_eos) for --rounds requests per client. Reported:
 aggregate generated tokens/s (all tokens / wall time of the phase), time to first token p50/p99,
 inter-token latency p50/p99 (gaps between streamed chunks), and for syslm the KV memory waste
-(allocated but unused KV positions / allocated, sampled from /metrics during the phase).
+(allocated but unused KV positions / allocated, both summed over /metrics samples taken every
+0.5 s during the phase).
 
     bench/serve/bench_serve.py --model bench/models/L110M-Q8_0.gguf \\
         [--syslm build/syslm] [--llama-server /path/to/llama-server] [--streams 1,4,16,64]
@@ -167,8 +168,13 @@ def main():
                 one_request(port, prompts[0], 8)  # warm-up
                 row, waste = run_phase(port, n, args.rounds, args.gen, prompts, name == "syslm")
                 if waste:
-                    w = [1 - pos / (used * page) for used, pos in waste if used * page >= pos]
-                    row["kv_waste"] = statistics.mean(w) if w else float("nan")
+                    # Unused over allocated KV bytes, both summed over the phase's samples (a
+                    # mean of per-sample ratios would weight a ramp-down sample holding one
+                    # sequence's two pages like one holding 200 pages).
+                    held = sum(used * page for used, _ in waste)
+                    row["kv_waste"] = sum(used * page - pos for used, pos in waste) / held
+                    row["kv_waste_mean_of_samples"] = statistics.mean(
+                        1 - pos / (used * page) for used, pos in waste)
                 table[(name, n)] = row
                 print(name, json.dumps(row), file=sys.stderr)
             finally:
