@@ -12,6 +12,15 @@ GradientReducer::Bucket GradientReducer::shard_of(const Bucket& b, int rank, int
     return {b.begin + n * r / p, b.begin + n * (r + 1) / p};
 }
 
+std::vector<size_t> GradientReducer::shard_counts(const Bucket& b, int ranks) {
+    std::vector<size_t> counts;
+    for (int r = 0; r < ranks; ++r) {
+        const Bucket s = shard_of(b, r, ranks);
+        counts.push_back(s.end - s.begin);
+    }
+    return counts;
+}
+
 GradientReducer::GradientReducer(Communicator& comm, std::vector<Bucket> buckets, Mode mode,
                                  Compressor compressor)
     : comm_(comm),
@@ -118,13 +127,8 @@ void GradientReducer::reduce_compressed(const Bucket& k) {
 }
 
 void GradientReducer::reduce_scatter(const Bucket& k) {
-    std::vector<size_t> counts;
-    for (int r = 0; r < comm_.size(); ++r) {
-        const Bucket s = shard_of(k, r, comm_.size());
-        counts.push_back(s.end - s.begin);
-    }
     const Bucket mine = shard_of(k, comm_.rank(), comm_.size());
-    comm_.reduce_scatter_sum(grads_ + k.begin, block_.data(), counts);
+    comm_.reduce_scatter_sum(grads_ + k.begin, block_.data(), shard_counts(k, comm_.size()));
     std::copy_n(block_.data(), mine.end - mine.begin, grads_ + mine.begin);
 }
 

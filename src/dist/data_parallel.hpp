@@ -44,6 +44,8 @@ public:
     const std::vector<Bucket>& buckets() const { return buckets_; }
     // Rank r's block of a bucket (ZeRO's shards: its optimizer state and parameter updates).
     static Bucket shard_of(const Bucket& b, int rank, int ranks);
+    // The sizes of every rank's block of a bucket (the counts of a reduce-scatter / all-gather).
+    static std::vector<size_t> shard_counts(const Bucket& b, int ranks);
     // A step's reduction of `grads` begins; every bucket must be made ready() once before
     // finish().
     // `compress` false: this step's reduction is exact even in Compressed mode (warm-up).

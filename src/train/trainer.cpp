@@ -312,15 +312,9 @@ void Trainer::restore_master() {
 
 void Trainer::gather_shards() {
     float* v = model_.params().values();
-    const int ranks = opt_.data_parallel->size();
-    for (const dist::GradientReducer::Bucket& k : reducer_->buckets()) {
-        std::vector<size_t> counts;
-        for (int r = 0; r < ranks; ++r) {
-            const auto sh = dist::GradientReducer::shard_of(k, r, ranks);
-            counts.push_back(sh.end - sh.begin);
-        }
-        opt_.data_parallel->all_gather_in_place(v + k.begin, counts);
-    }
+    for (const dist::GradientReducer::Bucket& k : reducer_->buckets())
+        opt_.data_parallel->all_gather_in_place(
+            v + k.begin, dist::GradientReducer::shard_counts(k, opt_.data_parallel->size()));
 }
 
 void Trainer::swap_master(bool before_update, bool restore_shared) {
