@@ -7,6 +7,12 @@
 //   SYSLM_BENCH_MB=128 syslm_vec_dot_bench        # matrix size (default 64 MB)
 //
 // Names: vec_dot/<type>/<isa>/threads:<t>. With 2 threads each thread takes half the rows.
+//
+// tokens/<type>/<isa>/<kernel>/tokens:<n>: the same dots for n activation rows against 64 weight
+// rows of 1024 that stay in L2 (a draft being verified, a few batched sequences: compute, not
+// memory, sets the pace), one thread. <kernel> is "alone" (vec_dot_rows once per token) or
+// "batched" (vec_dot_tokens, each weight vector loaded once for several tokens). The figure is
+// GFLOP/s; the machine's FMA peak is in `syslm probe`.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -100,6 +106,30 @@ void BM_vec_dot(benchmark::State& state, DType t, Isa isa) {
     state.SetBytesProcessed(state.iterations() * (end - begin) * static_cast<int64_t>(m.row_bytes));
 }
 
+void BM_tokens(benchmark::State& state, DType t, Isa isa, bool batched) {
+    constexpr int64_t kRows = 64, kN = 1024;
+    const int nt = static_cast<int>(state.range(0));
+    const TypeTraits& tr = type_traits(t, isa);
+    const size_t wrow = row_bytes(t, kN), xrow = row_bytes(tr.vec_dot_type, kN);
+    std::vector<uint8_t> w(wrow * kRows), x(xrow * static_cast<size_t>(nt));
+    type_traits(t, Isa::Scalar).from_float(make_values(3, kRows * kN).data(), w.data(), kRows * kN);
+    type_traits(tr.vec_dot_type, Isa::Scalar).from_float(make_values(4, nt * kN).data(), x.data(),
+                                                          nt * kN);
+    std::vector<float> out(static_cast<size_t>(kRows * nt));
+    for (auto _ : state) {
+        if (batched)
+            vec_dot_tokens(tr, kN, kRows, w.data(), wrow, nt, x.data(), xrow, out.data(), kRows);
+        else
+            for (int i = 0; i < nt; ++i)
+                vec_dot_rows(tr, kN, kRows, w.data(), wrow, x.data() + i * xrow, out.data() + i * kRows);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(
+        static_cast<double>(state.iterations()) * 2.0 * kRows * kN * nt * 1e-9,
+        benchmark::Counter::kIsRate);
+}
+
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
                         DType::Q4_K, DType::Q5_K, DType::Q6_K};
@@ -114,6 +144,22 @@ int register_all() {
                 ->Threads(2)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
+        }
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0})
+        for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+            if (!isa_supported(isa)) continue;
+            for (bool batched : {false, true}) {
+                const std::string name = "tokens/" + std::string(dtype_name(t)) + "/" +
+                                         isa_name(isa) + (batched ? "/batched" : "/alone");
+                benchmark::RegisterBenchmark(name.c_str(), BM_tokens, t, isa, batched)
+                    ->ArgName("tokens")
+                    ->Arg(1)
+                    ->Arg(2)
+                    ->Arg(4)
+                    ->Arg(8)
+                    ->Arg(16)
+                    ->Unit(benchmark::kMicrosecond);
+            }
         }
     return 0;
 }

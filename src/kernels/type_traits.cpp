@@ -70,11 +70,15 @@ const TypeTraits* find_traits(DType t, Isa isa) {
 
 }  // namespace
 
+FromFloatImatrixFn imatrix_quantizer(DType t) {
+    return t == DType::Q2_K ? quantize_row_q2_k_imatrix_ref_search : ggml_imatrix_quantizer(t);
+}
+
 void quantize_q8_0_with_scale(const float* src, void* dst, int64_t n, float d) {
     quantize_row_q8_0_scaled(src, dst, n, d);
 }
 
-FromFloatImatrixFn imatrix_quantizer(DType t) {
+FromFloatImatrixFn ggml_imatrix_quantizer(DType t) {
     switch (t) {
         case DType::Q4_0:
             return quantize_row_q4_0_imatrix;
@@ -122,6 +126,16 @@ void vec_dot_rows(const TypeTraits& tt, int64_t n, int nr, const void* x, size_t
         return;
     }
     for (int r = 0; r < nr; ++r) s[r] = tt.vec_dot(n, static_cast<const uint8_t*>(x) + r * bx, y);
+}
+
+void vec_dot_tokens(const TypeTraits& tt, int64_t n, int nr, const void* x, size_t bx, int nt,
+                    const void* y, size_t by, float* s, size_t bs) {
+    if (tt.vec_dot_tokens) {
+        tt.vec_dot_tokens(n, nr, x, bx, nt, y, by, s, bs);
+        return;
+    }
+    for (int t = 0; t < nt; ++t)
+        vec_dot_rows(tt, n, nr, x, bx, static_cast<const uint8_t*>(y) + t * by, s + t * bs);
 }
 
 bool has_type_traits(DType t) {

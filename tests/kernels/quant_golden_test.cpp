@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <vector>
 
@@ -115,7 +116,7 @@ TEST_P(QuantImatrixGolden, MatchesGgmlImpl) {
     const std::vector<float> x = g.input == 0 ? testing::make_quant_input(7, n)
                                               : testing::make_weight_like(11, rows, cols);
     const std::vector<float> importance = testing::make_importance(g.input == 0 ? 13 : 17, cols);
-    const FromFloatImatrixFn quantize = imatrix_quantizer(g.type);
+    const FromFloatImatrixFn quantize = ggml_imatrix_quantizer(g.type);
     ASSERT_NE(quantize, nullptr);
     const size_t rb = row_bytes(g.type, cols);
     std::vector<uint8_t> q(rb * static_cast<size_t>(rows), 0);
@@ -164,6 +165,30 @@ TEST(QuantImatrix, LowersImportanceWeightedError) {
         EXPECT_LT(err_weighted, 0.8 * err_plain) << dtype_name(g.type);
     }
     for (DType t : {DType::Q8_0, DType::F16, DType::F32}) EXPECT_EQ(imatrix_quantizer(t), nullptr);
+}
+
+// syslm's Q2_K weighted search is the plain quantizer's with importance-weighted fits: uniform
+// importance gives the plain (ggml reference) blocks bit for bit, real importance other blocks.
+TEST(QuantImatrix, Q2KSearchWithUniformImportanceIsThePlainQuantizer) {
+    const int64_t cols = 768, rows = 8;
+    const std::vector<float> x = testing::make_weight_like(31, rows, cols);
+    const std::vector<float> ones(static_cast<size_t>(cols), 1.0f);
+    const std::vector<float> importance = testing::make_importance(37, cols);
+    const TypeTraits& tr = type_traits(DType::Q2_K, Isa::Scalar);
+    const size_t rb = row_bytes(DType::Q2_K, cols);
+    std::vector<uint8_t> plain(rb), uniform(rb), weighted(rb);
+    int differ = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * cols;
+        tr.from_float(xr, plain.data(), cols);
+        imatrix_quantizer(DType::Q2_K)(xr, uniform.data(), cols, ones.data());
+        imatrix_quantizer(DType::Q2_K)(xr, weighted.data(), cols, importance.data());
+        EXPECT_EQ(std::memcmp(plain.data(), uniform.data(), rb), 0) << "row " << r;
+        differ += std::memcmp(plain.data(), weighted.data(), rb) != 0;
+    }
+    EXPECT_EQ(differ, rows);
+    EXPECT_NE(imatrix_quantizer(DType::Q2_K), ggml_imatrix_quantizer(DType::Q2_K));
+    EXPECT_EQ(imatrix_quantizer(DType::Q4_K), ggml_imatrix_quantizer(DType::Q4_K));
 }
 
 // The row functions work block by block: quantizing rows separately equals quantizing them as

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -93,6 +94,54 @@ TEST_P(VecDotRows, EqualsTheScalarLoopOverVecDot) {
                 }
                 EXPECT_NEAR(got[r], want[r], 1e-5 * (mag + xmax * ysum) + 1e-30)
                     << "n=" << n << " nr=" << nr << " row " << r;
+            }
+        }
+    }
+}
+
+// vec_dot_tokens (several tokens per call: batched sequences, a draft being verified) gives
+// every (row, token) exactly what vec_dot_rows gives for that token alone, so batching never
+// changes a token's logits; and it stays within the tolerance above of the scalar reference.
+TEST_P(VecDotRows, TokensEqualEachTokenAloneBitForBit) {
+    const auto [type, isa] = GetParam();
+    if (!isa_supported(isa)) GTEST_SKIP() << isa_name(isa) << " not supported by this CPU";
+    const TypeTraits& ref = type_traits(type, Isa::Scalar);
+    const TypeTraits& var = type_traits(type, isa);
+    const TypeTraits& partner = type_traits(ref.vec_dot_type, Isa::Scalar);
+    const int64_t qk =
+        std::max<int64_t>(dtype_info(type).block_size, dtype_info(ref.vec_dot_type).block_size);
+    testing::SplitMix64 rng(0x70CE + static_cast<uint64_t>(type) * 17 + static_cast<int>(isa));
+    for (int64_t n_blocks : {1, 5, 33}) {
+        const int64_t n = n_blocks * (qk == 1 ? 32 : qk) + (qk == 1 ? 7 : 0);
+        for (auto [nr, nt] : {std::pair{1, 2}, {3, 5}, {4, 4}, {7, 9}, {16, 3}, {5, 17}}) {
+            const size_t row = row_bytes(type, n), stride = row + 64;
+            const size_t prow = row_bytes(ref.vec_dot_type, n), pstride = prow + 32;
+            std::vector<uint8_t> w(stride * static_cast<size_t>(nr));
+            std::vector<uint8_t> y(pstride * static_cast<size_t>(nt));
+            std::vector<float> f(static_cast<size_t>(n));
+            for (int r = 0; r < nr; ++r) {
+                for (float& v : f) v = rng.normal() * (1 + static_cast<float>(r % 4));
+                ref.from_float(f.data(), w.data() + r * stride, n);
+            }
+            for (int t = 0; t < nt; ++t) {
+                for (float& v : f) v = rng.normal() + 0.25f * static_cast<float>(t % 3);
+                partner.from_float(f.data(), y.data() + t * pstride, n);
+            }
+            const size_t bs = static_cast<size_t>(nr) + 3;
+            std::vector<float> got(bs * static_cast<size_t>(nt), NAN);
+            vec_dot_tokens(var, n, nr, w.data(), stride, nt, y.data(), pstride, got.data(), bs);
+            std::vector<float> alone(static_cast<size_t>(nr)), want(static_cast<size_t>(nr));
+            for (int t = 0; t < nt; ++t) {
+                vec_dot_rows(var, n, nr, w.data(), stride, y.data() + t * pstride, alone.data());
+                ref.vec_dot_rows(n, nr, w.data(), stride, y.data() + t * pstride, want.data());
+                for (int r = 0; r < nr; ++r) {
+                    const float g = got[t * bs + r];
+                    EXPECT_EQ(std::memcmp(&g, &alone[r], sizeof g), 0)
+                        << "n=" << n << " nr=" << nr << " nt=" << nt << " row " << r << " token "
+                        << t << ": " << g << " batched vs " << alone[r] << " alone";
+                    EXPECT_NEAR(g, want[r], 1e-4 * (std::fabs(want[r]) + std::sqrt(n) * 4))
+                        << "n=" << n << " row " << r << " token " << t;
+                }
             }
         }
     }

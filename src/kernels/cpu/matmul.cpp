@@ -12,7 +12,7 @@ namespace syslm::kernels {
 
 namespace {
 
-// The tiled vec_dot_rows loop over activations already in the partner type (rows x_row bytes).
+// Tiled vec_dot_tokens over activations already in the partner type (rows x_row bytes).
 void vec_dot_tiles(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
                    int64_t n_tokens, float* y, ThreadPool& pool, const float* bias) {
     const size_t w_row = row_bytes(w.type, w.n_in);
@@ -31,13 +31,12 @@ void vec_dot_tiles(const WeightView& w, const TypeTraits& tt, const uint8_t* xb,
                           r1 = std::min(w.n_out, r0 + kTileRows);
             const int64_t t0 = (tile / row_tiles) * kTileTokens;
             const int64_t t1 = std::min(n_tokens, t0 + kTileTokens);
-            for (int64_t t = t0; t < t1; ++t) {
-                float* yt = y + t * w.n_out;
-                vec_dot_rows(tt, w.n_in, static_cast<int>(r1 - r0), w_bytes + r0 * w_row, w_row,
-                             xb + t * x_row, yt + r0);
-                if (bias)
-                    for (int64_t o = r0; o < r1; ++o) yt[o] += bias[o];
-            }
+            vec_dot_tokens(tt, w.n_in, static_cast<int>(r1 - r0), w_bytes + r0 * w_row, w_row,
+                           static_cast<int>(t1 - t0), xb + t0 * x_row, x_row,
+                           y + t0 * w.n_out + r0, static_cast<size_t>(w.n_out));
+            if (bias)
+                for (int64_t t = t0; t < t1; ++t)
+                    for (int64_t o = r0; o < r1; ++o) y[t * w.n_out + o] += bias[o];
         }
     });
 }

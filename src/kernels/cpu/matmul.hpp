@@ -25,8 +25,9 @@ struct WeightView {
 
 // x: n_tokens rows of w.n_in floats; y: n_tokens rows of w.n_out floats; bias: n_out or null.
 // Many tokens (prefill) go through the packed GEMM (kernels/cpu/gemm.hpp) where the type and ISA
-// have one; few tokens (decode: memory-bound) through vec_dot_rows: several weight rows per
-// activation row.
+// have one; few tokens (decode, a draft being verified, a few batched sequences) through
+// vec_dot_tokens: several weight rows per activation row, and for F32/F16 several tokens per
+// weight vector; each token's result is the same whatever it is batched with.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             const float* bias = nullptr);
 

@@ -147,15 +147,17 @@ int dot_i8(const int8_t* a, const int8_t* b, int n) {
 namespace {
 
 // ggml's quantize_row_q2_K_ref: sub-block fits weighted by |x|, 4-bit scales and mins relative
-// to the largest of each.
-void q2_k_scales_ref(const float* x, BlockQ2_K& y, uint8_t* L) {
+// to the largest of each. With qw, each fit weight is also multiplied by its column's importance
+// (syslm's second weighted search; qw = nullptr is ggml's reference exactly).
+void q2_k_scales_ref(const float* x, BlockQ2_K& y, uint8_t* L, const float* qw = nullptr) {
     uint8_t Laux[16];
     float weights[16], mins[QK_K / 16], scales[QK_K / 16];
     const float q4scale = 15.f;
     // Scales and mins are positive (the min is subtracted), so the largest sets the range.
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < QK_K / 16; ++j) {
-        for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+        for (int l = 0; l < 16; ++l)
+            weights[l] = std::fabs(x[16 * j + l]) * (qw ? qw[16 * j + l] : 1.0f);
         scales[j] = detail::make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
                                              -0.5f, 0.1f, 15, true);
         if (scales[j] > max_scale) max_scale = scales[j];
@@ -205,14 +207,16 @@ void q2_k_scales_imatrix(const float* x, const float* qw, BlockQ2_K& y, uint8_t*
     for (int j = 0; j < QK_K / 16; ++j) y.scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
 }
 
-void quantize_q2_k(const float* x, void* dst, int64_t n, const float* qw) {
+// qw: llama.cpp's weighted search (ref_search false) or the reference search with
+// importance-weighted fits (true).
+void quantize_q2_k(const float* x, void* dst, int64_t n, const float* qw, bool ref_search = false) {
     auto* y = static_cast<BlockQ2_K*>(dst);
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
-        if (qw)
+        if (qw && !ref_search)
             q2_k_scales_imatrix(x, qw + QK_K * i, y[i], L);
         else
-            q2_k_scales_ref(x, y[i], L);
+            q2_k_scales_ref(x, y[i], L, qw ? qw + QK_K * i : nullptr);
         // Re-pick the levels against the scales as they will be decoded.
         for (int j = 0; j < QK_K / 16; ++j) {
             const float d = f16_to_f32(y[i].d) * static_cast<float>(y[i].scales[j] & 0xF);
@@ -235,6 +239,11 @@ void quantize_row_q2_k(const float* x, void* dst, int64_t n) {
 
 void quantize_row_q2_k_imatrix(const float* x, void* dst, int64_t n, const float* importance) {
     quantize_q2_k(x, dst, n, importance);
+}
+
+void quantize_row_q2_k_imatrix_ref_search(const float* x, void* dst, int64_t n,
+                                          const float* importance) {
+    quantize_q2_k(x, dst, n, importance, /*ref_search=*/true);
 }
 
 void dequantize_row_q2_k(const void* src, float* y, int64_t n) {

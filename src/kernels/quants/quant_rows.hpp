@@ -79,6 +79,8 @@ void quantize_row_q4_1_imatrix(const float* src, void* dst, int64_t n, const flo
 void quantize_row_q5_0_imatrix(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_row_q5_1_imatrix(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_row_q2_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
+void quantize_row_q2_k_imatrix_ref_search(const float* src, void* dst, int64_t n,
+                                          const float* importance);
 void quantize_row_q3_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_row_q4_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_row_q5_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
