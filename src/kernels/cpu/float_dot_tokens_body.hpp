@@ -36,22 +36,24 @@ void dot_tile(int64_t n, const E* const* x, const E* const* y, float* s, size_t 
     VT acc[R][T];
     for (int r = 0; r < R; ++r)
         for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+    // T activation vectors, then one weight vector at a time: R * T + T + 1 registers (8 rows x
+    // 1 token fits AVX2's 16).
     int64_t i = 0;
     for (; i + V::W <= n; i += V::W) {
-        VT w[R];
-        for (int r = 0; r < R; ++r) w[r] = load_elems<V>(x[r] + i);
-        for (int t = 0; t < T; ++t) {
-            const VT a = load_elems<V>(y[t] + i);
-            for (int r = 0; r < R; ++r) acc[r][t] = V::fmadd(w[r], a, acc[r][t]);
+        VT a[T];
+        for (int t = 0; t < T; ++t) a[t] = load_elems<V>(y[t] + i);
+        for (int r = 0; r < R; ++r) {
+            const VT w = load_elems<V>(x[r] + i);
+            for (int t = 0; t < T; ++t) acc[r][t] = V::fmadd(w, a[t], acc[r][t]);
         }
     }
     if (i < n) {  // masked tail: zeros add nothing
         const int m = static_cast<int>(n - i);
-        VT w[R];
-        for (int r = 0; r < R; ++r) w[r] = load_elems_n<V>(x[r] + i, m);
-        for (int t = 0; t < T; ++t) {
-            const VT a = load_elems_n<V>(y[t] + i, m);
-            for (int r = 0; r < R; ++r) acc[r][t] = V::fmadd(w[r], a, acc[r][t]);
+        VT a[T];
+        for (int t = 0; t < T; ++t) a[t] = load_elems_n<V>(y[t] + i, m);
+        for (int r = 0; r < R; ++r) {
+            const VT w = load_elems_n<V>(x[r] + i, m);
+            for (int t = 0; t < T; ++t) acc[r][t] = V::fmadd(w, a[t], acc[r][t]);
         }
     }
     for (int t = 0; t < T; ++t)
