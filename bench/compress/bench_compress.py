@@ -48,8 +48,12 @@ class Bench:
         self.w.mkdir(parents=True, exist_ok=True)
         self.syslm = pathlib.Path(args.syslm)
         self.t = str(args.threads)
+        self.d = self.w  # the current corpus' directory (see suite)
 
     def p(self, name):
+        return self.d / name
+
+    def shared(self, name):
         return self.w / name
 
     def run(self, *args, out=None):
@@ -70,13 +74,13 @@ class Bench:
                 text = sh(["bible", "-f", rng]).stdout
                 out.append(re.sub(r"(?m)^\S+ ", "", text))
             return "".join(out)
-        if not self.p("train.txt").exists():
-            self.p("train.txt").write_text(bible(["Genesis1:1-Esther10:3", "Psalms1:1-Acts28:31",
-                                                  "1Corinthians1:1-Revelation22:21"]))
-            self.p("heldout-kjv.txt").write_text(bible(["Job1:1-Job42:17",
-                                                        "Romans1:1-Romans16:27"]))
-            self.p("calib.txt").write_text(bible(["Matthew1:1-John21:25"]))
-        if not self.p("fortunes.txt").exists():
+        w = self.shared
+        if not w("train.txt").exists():
+            w("train.txt").write_text(bible(["Genesis1:1-Esther10:3", "Psalms1:1-Acts28:31",
+                                             "1Corinthians1:1-Revelation22:21"]))
+            w("heldout-kjv.txt").write_text(bible(["Job1:1-Job42:17", "Romans1:1-Romans16:27"]))
+            w("calib.txt").write_text(bible(["Matthew1:1-John21:25"]))
+        if not w("fortunes-train.txt").exists():
             d = pathlib.Path("/usr/share/games/fortunes")
             if not d.exists():
                 raise SystemExit("install Debian's `fortunes` package for the second text")
@@ -85,13 +89,17 @@ class Bench:
                 if f.suffix or f.is_dir() or f.name.startswith("off"):
                     continue
                 parts.append(f.read_text(errors="replace").replace("\n%\n", "\n\n"))
-            self.p("fortunes.txt").write_text("".join(parts)[:160_000])
-        self.heldout = [self.p("heldout-kjv.txt"), self.p("fortunes.txt")]
+            text = "".join(parts)
+            # The first 160 KB are the held-out text; the second model trains on the rest
+            # (2.4 MB), calibrating on its first 150 KB.
+            w("fortunes.txt").write_text(text[:160_000])
+            w("fortunes-train.txt").write_text(text[160_000:])
+            w("fortunes-calib.txt").write_text(text[160_000:310_000])
 
-    def data(self):
-        self.run("tokenizer", "train", "-f", self.p("train.txt"), "--vocab", 4096, "-o",
+    def data(self, train_text):
+        self.run("tokenizer", "train", "-f", train_text, "--vocab", 4096, "-o",
                  self.p("tok.gguf"), out=self.p("tok.gguf"))
-        self.run("data", "prepare", "-f", self.p("train.txt"), "--tokenizer", self.p("tok.gguf"),
+        self.run("data", "prepare", "-f", train_text, "--tokenizer", self.p("tok.gguf"),
                  "-o", self.p("data"), "--val", 0.01, out=self.p("data"))
 
     def train(self, out, *flags, steps, lr="2e-3", min_lr="2e-4", warmup=60, init=None,
@@ -127,7 +135,7 @@ class Bench:
     def table(self, title, report):
         print(f"\n#### {title}\n")
         speed = bool(report["models"][0].get("decode_tokens_per_s"))
-        print("| model | MiB | bits/w | PPL KJV held-out | KL | top-1 | PPL fortunes | KL |" +
+        print(f"| model | MiB | bits/w | PPL {self.names[0]} | KL | top-1 | PPL {self.names[1]} | KL |" +
               (" pp tok/s | tg tok/s |" if speed else ""))
         print("| --- |" + " ---: |" * (9 if speed else 7))
         for m in report["models"]:
@@ -136,13 +144,30 @@ class Bench:
     # ---- the suite --------------------------------------------------------------------------
     def suite(self):
         self.texts()
-        self.data()
+        kjv, fortunes = self.shared("heldout-kjv.txt"), self.shared("fortunes.txt")
+        print("\n### The KJV model")
+        self.corpus(self.w, self.shared("train.txt"), self.shared("calib.txt"),
+                    heldout=[kjv, fortunes], names=["KJV held-out", "fortunes"],
+                    steps=self.a.steps, full=True)
+        # The same checks on a second model trained on the second text, so that its held-out
+        # perplexity is in-domain (the KJV model's, in the thousands, says little).
+        print("\n### The fortunes model")
+        self.corpus(self.w / "fortunes", self.shared("fortunes-train.txt"),
+                    self.shared("fortunes-calib.txt"), heldout=[fortunes, kjv],
+                    names=["fortunes held-out", "KJV"], steps=self.a.fortunes_steps, full=False)
+
+    def corpus(self, directory, train_text, calib, heldout, names, steps, full):
+        """Every check on one model: trained on `train_text`, measured on `heldout` (its own
+        held-out text first). `full` adds the hidden-state variants and speculative decoding."""
+        self.d = pathlib.Path(directory)
+        self.d.mkdir(parents=True, exist_ok=True)
+        self.heldout, self.names = heldout, names
+        self.data(train_text)
         f32 = self.p("model.gguf")
         self.train(f32, "--layers", 6, "--dim", 256, "--heads", 8, "--ffn", 768, "--ctx", 256,
-                   steps=self.a.steps, extra_log=self.p("model-train.log"))
+                   steps=steps, extra_log=self.p("model-train.log"))
         im = self.p("imatrix.gguf")
-        self.run("imatrix", "-m", f32, "-f", self.p("calib.txt"), "-o", im, "-c", 256, "-t", self.t,
-                 out=im)
+        self.run("imatrix", "-m", f32, "-f", calib, "-o", im, "-c", 256, "-t", self.t, out=im)
 
         # 1. quantization
         quant = [f32]
@@ -153,7 +178,7 @@ class Bench:
                 self.run("quantize", f32, out, q, *flags, "-t", self.t, out=out)
                 quant.append(out)
         w8a8 = self.p("W8A8.gguf")
-        self.run("quantize", f32, w8a8, "W8A8", "--calib", self.p("calib.txt"), "-c", 256, "-t",
+        self.run("quantize", f32, w8a8, "W8A8", "--calib", calib, "-c", 256, "-t",
                  self.t, out=w8a8)
         quant.append(w8a8)
         rq = self.eval("quant", quant)
@@ -167,8 +192,8 @@ class Bench:
                             ("wanda50", ["--method", "wanda", "--sparsity", 0.5, "--calib", im]),
                             ("wanda2of4", ["--method", "wanda", "--pattern", "2:4", "--calib", im]),
                             ("structured25", ["--structured", "heads=0.25,ffn=0.25", "--calib", im]),
-                            ("layers1", ["--structured", "layers=1", "--calib",
-                                         self.p("calib.txt"), "-c", 256])]:
+                            ("layers1", ["--structured", "layers=1", "--calib", calib,
+                                         "-c", 256])]:
             out = self.p(f"prune-{name}.gguf")
             self.run("prune", f32, out, *flags, "-t", self.t, out=out)
             pr.append(out)
@@ -181,6 +206,7 @@ class Bench:
         rp = self.eval("prune", pr)
         self.table("Pruning, then recovery fine-tuning (-ft: "
                    f"{self.a.ft_steps} steps, zeros kept)", rp)
+        self.sparsity_curve(f32, im)
 
         # 3. distillation: same student, same steps, with and without the teacher
         student = ["--layers", 3, "--dim", 128, "--heads", 4, "--ffn", 384, "--ctx", 256]
@@ -188,12 +214,14 @@ class Bench:
         self.train(alone, *student, steps=self.a.student_steps)
         self.train(distilled, *student, "--teacher", f32, "--distill-alpha", 0.7,
                    "--distill-temperature", 2.0, steps=self.a.student_steps)
-        # + hidden-state matching: each student block against the teacher's at the same depth
-        hidden = self.p("student-hidden.gguf")
-        self.train(hidden, *student, "--teacher", f32, "--distill-alpha", 0.7,
-                   "--distill-temperature", 2.0, "--distill-hidden", 1.0,
-                   "--distill-hidden-layers", 3, steps=self.a.student_steps)
-        rd = self.eval("distill", [f32, alone, distilled, hidden])
+        students = [f32, alone, distilled]
+        if full:  # + hidden-state matching: each student block against the teacher's
+            hidden = self.p("student-hidden.gguf")
+            self.train(hidden, *student, "--teacher", f32, "--distill-alpha", 0.7,
+                       "--distill-temperature", 2.0, "--distill-hidden", 1.0,
+                       "--distill-hidden-layers", 3, steps=self.a.student_steps)
+            students.append(hidden)
+        rd = self.eval("distill", students)
         self.table(f"Distillation: a 3-layer, 128-wide student, {self.a.student_steps} steps "
                    "with and without the teacher", rd)
 
@@ -210,13 +238,42 @@ class Bench:
         rqat = self.eval("qat", [f32, ptq, ft, ft_ptq, qat])
         self.table(f"QAT at Q4_0 ({self.a.ft_steps} steps) against post-training Q4_0", rqat)
 
+        if not full:
+            return
         # 5. speculative decoding: on this model, which fits the 32 MB L3 cache (compute-bound
         # decode), and on a wider one trained the same way that does not (bandwidth-bound)
         large = self.p("model-large.gguf")
         self.train(large, "--layers", 8, "--dim", 384, "--heads", 8, "--ffn", 1024, "--ctx", 256,
                    steps=self.a.large_steps, extra_log=self.p("model-large-train.log"))
+        # Its own draft: the same student distilled from it (the 6 x 256 model's student agrees
+        # with it less often)
+        large_draft = self.p("student-distilled-large.gguf")
+        self.train(large_draft, *student, "--teacher", large, "--distill-alpha", 0.7,
+                   "--distill-temperature", 2.0, steps=self.a.student_steps)
         self.speculative(f32, distilled, "6 x 256, 27.6 MB")
-        self.speculative(large, distilled, "8 x 384, 70 MB")
+        self.speculative(large, large_draft, "8 x 384, 70 MB")
+
+    def sparsity_curve(self, f32, im):
+        """Held-out perplexity against sparsity, magnitude (per row and per matrix) and Wanda."""
+        levels = [0.3, 0.4, 0.5, 0.6, 0.7]
+        methods = [("magnitude per row", ["--method", "magnitude"]),
+                   ("magnitude per matrix", ["--method", "magnitude", "--group", "matrix"]),
+                   ("Wanda", ["--method", "wanda", "--calib", im])]
+        files = [f32]
+        for i, (_, flags) in enumerate(methods):
+            for sp in levels:
+                out = self.p(f"curve-{i}-{int(sp * 100)}.gguf")
+                self.run("prune", f32, out, *flags, "--sparsity", sp, "-t", self.t, out=out)
+                files.append(out)
+        r = self.eval("curve", files, speed=False)
+        ppl = {pathlib.Path(m["path"]).name: (m["texts"][0]["ppl"], m["texts"][0]["kl"])
+               for m in r["models"]}
+        print(f"\n#### Perplexity ({self.names[0]}) and KL against sparsity\n")
+        print("| method | " + " | ".join(f"{int(sp * 100)}%" for sp in levels) + " |")
+        print("| --- |" + " ---: |" * len(levels))
+        for i, (name, _) in enumerate(methods):
+            cells = [ppl[f"curve-{i}-{int(sp * 100)}.gguf"] for sp in levels]
+            print(f"| {name} | " + " | ".join(f"{p:.2f} ({k:.3f})" for p, k in cells) + " |")
 
     def speculative(self, target, draft, label):
         prompts = ["In the beginning", "And the LORD spake unto Moses, saying",
@@ -241,7 +298,7 @@ class Bench:
             same = res["alone"][1] == res["draft"][1]
             rows.append((p, res["alone"][0], res["draft"][0], res["draft"][2], same))
         print(f"\n#### Speculative decoding on the {label} model (greedy, 200 tokens, "
-              "distilled student as draft)\n")
+              "a student distilled from it as draft)\n")
         print("| prompt | alone tok/s | with draft tok/s | speed-up | draft accepted | "
               "tokens per target call | identical output |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -256,6 +313,8 @@ def main():
     ap.add_argument("--syslm", default=str(ROOT / "build" / "syslm"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=2500, help="training steps of the model")
+    ap.add_argument("--fortunes-steps", type=int, default=1500,
+                    help="training steps of the second model (2.4 MB of fortunes)")
     ap.add_argument("--ft-steps", type=int, default=300, help="recovery / QAT fine-tuning steps")
     ap.add_argument("--student-steps", type=int, default=800)
     ap.add_argument("--large-steps", type=int, default=1200,

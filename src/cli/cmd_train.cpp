@@ -666,7 +666,9 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
     app.add_option("--tokenizer", a->tokenizer, "From scratch: GGUF whose tokenizer to use")
         ->check(CLI::ExistingFile);
     app.add_option("--vocab", a->vocab, "Expected vocabulary size (checked against the tokenizer)");
-    app.add_option("--seed", a->seed, "Seed of the initialisation and synthetic data")
+    app.add_option("--seed", a->seed,
+                   "Seed of the initialisation and of the data order (shard sampling or "
+                   "synthetic tokens)")
         ->capture_default_str();
     app.add_option("--resume", a->resume, "Continue a checkpoint directory (same flags otherwise)")
         ->check(CLI::ExistingDirectory);
