@@ -43,16 +43,30 @@ std::vector<Case> all_cases() {
     return out;
 }
 
-class VecDotRows : public ::testing::TestWithParam<Case> {};
+// The parameter's tables: the scalar reference, the variant under test, the activations'
+// (partner) reference quantizer, and the larger of the two block sizes.
+class VecDotRows : public ::testing::TestWithParam<Case> {
+protected:
+    void SetUp() override {
+        if (!isa_supported(GetParam().isa))
+            GTEST_SKIP() << isa_name(GetParam().isa) << " not supported by this CPU";
+    }
+    DType type() const { return GetParam().type; }
+    Isa isa() const { return GetParam().isa; }
+    const TypeTraits& ref() const { return type_traits(type(), Isa::Scalar); }
+    const TypeTraits& var() const { return type_traits(type(), isa()); }
+    const TypeTraits& partner() const { return type_traits(ref().vec_dot_type, Isa::Scalar); }
+    int64_t qk() const {
+        return std::max<int64_t>(dtype_info(type()).block_size,
+                                 dtype_info(ref().vec_dot_type).block_size);
+    }
+};
 
 TEST_P(VecDotRows, EqualsTheScalarLoopOverVecDot) {
-    const auto [type, isa] = GetParam();
-    if (!isa_supported(isa)) GTEST_SKIP() << isa_name(isa) << " not supported by this CPU";
-    const TypeTraits& ref = type_traits(type, Isa::Scalar);
-    const TypeTraits& var = type_traits(type, isa);
-    const TypeTraits& partner = type_traits(ref.vec_dot_type, Isa::Scalar);
-    const int64_t qk =
-        std::max<int64_t>(dtype_info(type).block_size, dtype_info(ref.vec_dot_type).block_size);
+    const DType type = this->type();
+    const Isa isa = this->isa();
+    const TypeTraits &ref = this->ref(), &var = this->var(), &partner = this->partner();
+    const int64_t qk = this->qk();
     testing::SplitMix64 rng(0xD0C0DE + static_cast<uint64_t>(type) * 131 + static_cast<int>(isa));
 
     for (int64_t n_blocks : {1, 3, 7, 33}) {
@@ -103,13 +117,10 @@ TEST_P(VecDotRows, EqualsTheScalarLoopOverVecDot) {
 // every (row, token) exactly what vec_dot_rows gives for that token alone, so batching never
 // changes a token's logits; and it stays within the tolerance above of the scalar reference.
 TEST_P(VecDotRows, TokensEqualEachTokenAloneBitForBit) {
-    const auto [type, isa] = GetParam();
-    if (!isa_supported(isa)) GTEST_SKIP() << isa_name(isa) << " not supported by this CPU";
-    const TypeTraits& ref = type_traits(type, Isa::Scalar);
-    const TypeTraits& var = type_traits(type, isa);
-    const TypeTraits& partner = type_traits(ref.vec_dot_type, Isa::Scalar);
-    const int64_t qk =
-        std::max<int64_t>(dtype_info(type).block_size, dtype_info(ref.vec_dot_type).block_size);
+    const DType type = this->type();
+    const Isa isa = this->isa();
+    const TypeTraits &ref = this->ref(), &var = this->var(), &partner = this->partner();
+    const int64_t qk = this->qk();
     testing::SplitMix64 rng(0x70CE + static_cast<uint64_t>(type) * 17 + static_cast<int>(isa));
     for (int64_t n_blocks : {1, 5, 33}) {
         const int64_t n = n_blocks * (qk == 1 ? 32 : qk) + (qk == 1 ? 7 : 0);

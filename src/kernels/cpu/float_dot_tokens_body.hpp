@@ -99,5 +99,19 @@ void dot_rows_tokens(int64_t n, int nr, const void* xv, size_t bx, int nt, const
     }
 }
 
+// The TypeTraits entries. Several tokens: tiles of R rows x 4 tokens (R * 4 accumulators that fit
+// the ISA's registers); one token: 8 rows at a time (8 independent FMA chains cover the FMA
+// latency). Both give each (row, token) the same sums, so batching never changes a result.
+template <class V, class E>
+void dot_rows_one_token(int64_t n, int nr, const void* x, size_t bx, const void* y, float* s) {
+    dot_rows_tokens<V, E, 8, 1>(n, nr, x, bx, 1, y, 0, s, 0);
+}
+template <class V, class E, int R>
+void dot_rows_many_tokens(int64_t n, int nr, const void* x, size_t bx, int nt, const void* y,
+                          size_t by, float* s, size_t bs) {
+    if (nt == 1) dot_rows_one_token<V, E>(n, nr, x, bx, y, s);
+    else dot_rows_tokens<V, E, R, 4>(n, nr, x, bx, nt, y, by, s, bs);
+}
+
 }  // namespace
 }  // namespace syslm::kernels

@@ -72,31 +72,18 @@ void to_f16(const float* x, void* dst, int64_t n) {
     for (; i < n; ++i) y[i] = static_cast<uint16_t>(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 
-// Several tokens: tiles of 2 rows x 4 tokens (8 accumulators of the 16 registers); one token: 8 rows at a time. Both give each
-// (row, token) the same sums (float_dot_tokens_body.hpp), so batching never changes a result.
-template <class E>
-void dot_rows(int64_t n, int nr, const void* x, size_t bx, const void* y, float* s) {
-    dot_rows_tokens<V256, E, 8, 1>(n, nr, x, bx, 1, y, 0, s, 0);
-}
-template <class E>
-void dot_tokens(int64_t n, int nr, const void* x, size_t bx, int nt, const void* y, size_t by,
-                float* s, size_t bs) {
-    if (nt == 1) dot_rows<E>(n, nr, x, bx, y, s);
-    else dot_rows_tokens<V256, E, 2, 4>(n, nr, x, bx, nt, y, by, s, bs);
-}
-
 }  // namespace
 
 void register_float_avx2(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::F32)) {
         r->vec_dot = dot<float, load_f32, f32_scalar>;
-        r->vec_dot_rows = dot_rows<float>;
-        r->vec_dot_tokens = dot_tokens<float>;
+        r->vec_dot_rows = dot_rows_one_token<V256, float>;
+        r->vec_dot_tokens = dot_rows_many_tokens<V256, float, 2>;  // 2 rows: 8 of 16 registers
     }
     if (TypeTraits* r = find_row(rows, n, DType::F16)) {
         r->vec_dot = dot<uint16_t, load_f16, f16_scalar>;
-        r->vec_dot_rows = dot_rows<uint16_t>;
-        r->vec_dot_tokens = dot_tokens<uint16_t>;
+        r->vec_dot_rows = dot_rows_one_token<V256, uint16_t>;
+        r->vec_dot_tokens = dot_rows_many_tokens<V256, uint16_t, 2>;
         r->from_float_fast = to_f16;
     }
     if (TypeTraits* r = find_row(rows, n, DType::BF16))

@@ -66,31 +66,18 @@ float dot_f16(int64_t n, const void* xv, const void* yv) {
     return hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
-// Several tokens: tiles of 4 rows x 4 tokens (16 accumulators of the 32 registers); one token: 8 rows at a time. Both give each
-// (row, token) the same sums (float_dot_tokens_body.hpp), so batching never changes a result.
-template <class E>
-void dot_rows(int64_t n, int nr, const void* x, size_t bx, const void* y, float* s) {
-    dot_rows_tokens<V512, E, 8, 1>(n, nr, x, bx, 1, y, 0, s, 0);
-}
-template <class E>
-void dot_tokens(int64_t n, int nr, const void* x, size_t bx, int nt, const void* y, size_t by,
-                float* s, size_t bs) {
-    if (nt == 1) dot_rows<E>(n, nr, x, bx, y, s);
-    else dot_rows_tokens<V512, E, 4, 4>(n, nr, x, bx, nt, y, by, s, bs);
-}
-
 }  // namespace
 
 void register_float_avx512(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::F32)) {
         r->vec_dot = dot_f32;
-        r->vec_dot_rows = dot_rows<float>;
-        r->vec_dot_tokens = dot_tokens<float>;
+        r->vec_dot_rows = dot_rows_one_token<V512, float>;
+        r->vec_dot_tokens = dot_rows_many_tokens<V512, float, 4>;  // 4 rows: 16 of 32 registers
     }
     if (TypeTraits* r = find_row(rows, n, DType::F16)) {
         r->vec_dot = dot_f16;
-        r->vec_dot_rows = dot_rows<uint16_t>;
-        r->vec_dot_tokens = dot_tokens<uint16_t>;
+        r->vec_dot_rows = dot_rows_one_token<V512, uint16_t>;
+        r->vec_dot_tokens = dot_rows_many_tokens<V512, uint16_t, 4>;
     }
 }
 
