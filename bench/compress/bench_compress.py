@@ -9,7 +9,7 @@ On a model syslm trains on the King James Bible with two books held out (Job, Ro
      W8A8 (per-channel int8 weights, SmoothQuant, static activation scales);
   2. pruning: magnitude (per matrix, the classic form, and per row) and Wanda at 50%, Wanda 2:4,
      structured (25% of heads and FFN channels; one whole layer), and recovery fine-tuning of
-     the pruned models (zeros kept);
+     the pruned models (zeros kept), on the data alone and with the unpruned model as teacher;
   3. distillation: a small student trained with the model as teacher (logits only, and logits +
      hidden-state matching) against the same student trained for the same steps without it;
   4. quantization-aware training at Q4_0 against post-training Q4_0 of the same model (and of the
@@ -203,9 +203,17 @@ class Bench:
             self.train(ft, "--keep-zeros", init=out, steps=self.a.ft_steps, lr="1e-4",
                        min_lr="1e-5", warmup=20)
             pr.append(ft)
+            # The same fine-tune with the unpruned model as teacher (soft labels, as in
+            # distillation): the pruned model learns the function it lost, not just the data.
+            kd = self.p(f"prune-{name}-kd.gguf")
+            self.train(kd, "--keep-zeros", "--teacher", f32, "--distill-alpha", 0.7,
+                       "--distill-temperature", 2.0, init=out, steps=self.a.ft_steps, lr="1e-4",
+                       min_lr="1e-5", warmup=20)
+            pr.append(kd)
         rp = self.eval("prune", pr)
         self.table("Pruning, then recovery fine-tuning (-ft: "
-                   f"{self.a.ft_steps} steps, zeros kept)", rp)
+                   f"{self.a.ft_steps} steps, zeros kept; -kd: the same with the unpruned model "
+                   "as teacher)", rp)
         self.sparsity_curve(f32, im)
 
         # 3. distillation: same student, same steps, with and without the teacher

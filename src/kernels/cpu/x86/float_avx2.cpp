@@ -3,9 +3,9 @@
 // -mavx2 -mfma -mf16c; see kernels/isa.hpp for the rules of ISA files.
 #include "kernels/cpu/x86/simd.hpp"
 
-#include "kernels/cpu/x86/vec_avx2.hpp"
+#include <algorithm>
+
 #include "kernels/cpu/x86/x86_kernels.hpp"
-#include "kernels/cpu/float_dot_tokens_body.hpp"
 
 namespace syslm::kernels::x86 {
 namespace {
@@ -72,18 +72,66 @@ void to_f16(const float* x, void* dst, int64_t n) {
     for (; i < n; ++i) y[i] = static_cast<uint16_t>(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 
+// Several tokens against one weight row, each (row, token) summed exactly as dot() sums it alone
+// (the same four accumulators, tail and reduction), so a token's logits do not depend on what it
+// is batched with; each weight vector is loaded once for NT tokens (2: 8 accumulators and 4
+// weight vectors fit the 16 registers). One token keeps dot() (decode streams rows best so).
+template <class T, __m256 (*Load)(const T*), float (*Scalar)(T), int NT>
+void dot_row_tokens(int64_t n, const T* x, const uint8_t* y, size_t by, float* s, size_t bs) {
+    const T* yt[NT];
+    for (int t = 0; t < NT; ++t) yt[t] = reinterpret_cast<const T*>(y + t * by);
+    __m256 acc[NT][4];
+    for (int t = 0; t < NT; ++t)
+        for (int k = 0; k < 4; ++k) acc[t][k] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256 w0 = Load(x + i), w1 = Load(x + i + 8), w2 = Load(x + i + 16),
+                     w3 = Load(x + i + 24);
+        for (int t = 0; t < NT; ++t) {
+            acc[t][0] = _mm256_fmadd_ps(w0, Load(yt[t] + i), acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(w1, Load(yt[t] + i + 8), acc[t][1]);
+            acc[t][2] = _mm256_fmadd_ps(w2, Load(yt[t] + i + 16), acc[t][2]);
+            acc[t][3] = _mm256_fmadd_ps(w3, Load(yt[t] + i + 24), acc[t][3]);
+        }
+    }
+    const int64_t vec_end = i + (n - i) / 8 * 8;
+    for (int t = 0; t < NT; ++t) {
+        __m256 a0 = acc[t][0];
+        for (int64_t j = i; j < vec_end; j += 8) a0 = _mm256_fmadd_ps(Load(x + j), Load(yt[t] + j), a0);
+        float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, acc[t][1]),
+                                       _mm256_add_ps(acc[t][2], acc[t][3])));
+        for (int64_t j = vec_end; j < n; ++j) sum += Scalar(x[j]) * Scalar(yt[t][j]);
+        s[t * bs] = sum;
+    }
+}
+
+template <class T, __m256 (*Load)(const T*), float (*Scalar)(T)>
+void dot_tokens(int64_t n, int nr, const void* xv, size_t bx, int nt, const void* yv, size_t by,
+                float* s, size_t bs) {
+    const auto* x = static_cast<const uint8_t*>(xv);
+    const auto* y = static_cast<const uint8_t*>(yv);
+    for (int r = 0; r < nr; ++r) {
+        const T* xr = reinterpret_cast<const T*>(x + r * bx);
+        for (int t0 = 0; t0 < nt; t0 += 2) {
+            float* st = s + t0 * bs + r;
+            if (nt - t0 == 1)
+                st[0] = dot<T, Load, Scalar>(n, xr, y + t0 * by);
+            else
+                dot_row_tokens<T, Load, Scalar, 2>(n, xr, y + t0 * by, by, st, bs);
+        }
+    }
+}
+
 }  // namespace
 
 void register_float_avx2(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::F32)) {
         r->vec_dot = dot<float, load_f32, f32_scalar>;
-        r->vec_dot_rows = dot_rows_one_token<V256, float>;
-        r->vec_dot_tokens = dot_rows_many_tokens<V256, float, 2>;  // 2 rows: 8 of 16 registers
+        r->vec_dot_tokens = dot_tokens<float, load_f32, f32_scalar>;
     }
     if (TypeTraits* r = find_row(rows, n, DType::F16)) {
         r->vec_dot = dot<uint16_t, load_f16, f16_scalar>;
-        r->vec_dot_rows = dot_rows_one_token<V256, uint16_t>;
-        r->vec_dot_tokens = dot_rows_many_tokens<V256, uint16_t, 2>;
+        r->vec_dot_tokens = dot_tokens<uint16_t, load_f16, f16_scalar>;
         r->from_float_fast = to_f16;
     }
     if (TypeTraits* r = find_row(rows, n, DType::BF16))

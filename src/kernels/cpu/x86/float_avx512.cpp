@@ -2,9 +2,9 @@
 // kernels/isa.hpp for the rules of ISA files.
 #include "kernels/cpu/x86/simd.hpp"
 
-#include "kernels/cpu/x86/vec_avx512.hpp"
+#include <algorithm>
+
 #include "kernels/cpu/x86/x86_kernels.hpp"
-#include "kernels/cpu/float_dot_tokens_body.hpp"
 
 namespace syslm::kernels::x86 {
 namespace {
@@ -66,18 +66,85 @@ float dot_f16(int64_t n, const void* xv, const void* yv) {
     return hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+// Several tokens against one weight row, each (row, token) summed exactly as dot_f32 / dot_f16
+// sum it alone (the same four accumulators, tail and reduction), so a token's logits do not
+// depend on what it is batched with; but each weight vector is loaded once for NT tokens, which
+// halves the loads per FMA at 4 tokens (decode's dot needs two). Verifying a speculative draft
+// and small batches run this; one token keeps the plain dot (decode streams rows best that way).
+template <class E>
+__m512 load16(const E* p) {
+    if constexpr (sizeof(E) == 4) return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+    else return load_f16(reinterpret_cast<const uint16_t*>(p));
+}
+template <class E>
+__m512 load16_n(const E* p, __mmask16 m) {
+    if constexpr (sizeof(E) == 4) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
+    else return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+template <class E, int NT>
+void dot_row_tokens(int64_t n, const E* x, const uint8_t* y, size_t by, float* s, size_t bs) {
+    const E* yt[NT];
+    for (int t = 0; t < NT; ++t) yt[t] = reinterpret_cast<const E*>(y + t * by);
+    __m512 acc[NT][4];
+    for (int t = 0; t < NT; ++t)
+        for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m512 w0 = load16(x + i), w1 = load16(x + i + 16), w2 = load16(x + i + 32),
+                     w3 = load16(x + i + 48);
+        for (int t = 0; t < NT; ++t) {
+            acc[t][0] = _mm512_fmadd_ps(w0, load16(yt[t] + i), acc[t][0]);
+            acc[t][1] = _mm512_fmadd_ps(w1, load16(yt[t] + i + 16), acc[t][1]);
+            acc[t][2] = _mm512_fmadd_ps(w2, load16(yt[t] + i + 32), acc[t][2]);
+            acc[t][3] = _mm512_fmadd_ps(w3, load16(yt[t] + i + 48), acc[t][3]);
+        }
+    }
+    for (; i + 16 <= n; i += 16) {
+        const __m512 w = load16(x + i);
+        for (int t = 0; t < NT; ++t) acc[t][0] = _mm512_fmadd_ps(w, load16(yt[t] + i), acc[t][0]);
+    }
+    if (i < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+        const __m512 w = load16_n(x + i, m);
+        for (int t = 0; t < NT; ++t)
+            acc[t][1] = _mm512_fmadd_ps(w, load16_n(yt[t] + i, m), acc[t][1]);
+    }
+    for (int t = 0; t < NT; ++t)
+        s[t * bs] = hsum(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
+                                       _mm512_add_ps(acc[t][2], acc[t][3])));
+}
+
+template <class E>
+void dot_tokens(int64_t n, int nr, const void* xv, size_t bx, int nt, const void* yv, size_t by,
+                float* s, size_t bs) {
+    const auto* x = static_cast<const uint8_t*>(xv);
+    const auto* y = static_cast<const uint8_t*>(yv);
+    for (int r = 0; r < nr; ++r) {
+        const E* xr = reinterpret_cast<const E*>(x + r * bx);
+        for (int t0 = 0; t0 < nt; t0 += 4) {
+            const uint8_t* yt = y + t0 * by;
+            float* st = s + t0 * bs + r;
+            switch (std::min(4, nt - t0)) {
+                case 1: st[0] = sizeof(E) == 4 ? dot_f32(n, xr, yt) : dot_f16(n, xr, yt); break;
+                case 2: dot_row_tokens<E, 2>(n, xr, yt, by, st, bs); break;
+                case 3: dot_row_tokens<E, 3>(n, xr, yt, by, st, bs); break;
+                default: dot_row_tokens<E, 4>(n, xr, yt, by, st, bs); break;
+            }
+        }
+    }
+}
+
 }  // namespace
 
 void register_float_avx512(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::F32)) {
         r->vec_dot = dot_f32;
-        r->vec_dot_rows = dot_rows_one_token<V512, float>;
-        r->vec_dot_tokens = dot_rows_many_tokens<V512, float, 4>;  // 4 rows: 16 of 32 registers
+        r->vec_dot_tokens = dot_tokens<float>;
     }
     if (TypeTraits* r = find_row(rows, n, DType::F16)) {
         r->vec_dot = dot_f16;
-        r->vec_dot_rows = dot_rows_one_token<V512, uint16_t>;
-        r->vec_dot_tokens = dot_rows_many_tokens<V512, uint16_t, 4>;
+        r->vec_dot_tokens = dot_tokens<uint16_t>;
     }
 }
 
