@@ -38,9 +38,10 @@ def main():
         run([a.syslm, "data", "prepare", "-f", text, "--tokenizer", tok, "-o", data, "--val",
              0.02, "--docs", "line"])
     seeds = [int(x) for x in a.seeds.split(",")]
+    kinds = a.kinds.split(",")
     results = {}  # (kind, seed) -> (val, MiB per rank per step, --json line)
     for seed in seeds:
-        for kind in a.kinds.split(","):
+        for kind in kinds:
             cmd = ["mpirun", "-np", 2, "--oversubscribe", a.syslm, "train", "--arch", "llama",
                    "--tokenizer", tok, "--layers", 4, "--dim", 192, "--heads", 6, "--ctx", 128,
                    "--data", data, "--batch", 4, "--seq", 128, "--steps", a.steps, "--lr", "2e-3",
@@ -57,7 +58,6 @@ def main():
             results[kind, seed] = (val, mib, json.loads(p.stdout.strip().splitlines()[-1]))
             print(f"seed {seed} {kind}: val loss {val:.4f}, {mib:.3f} MiB per rank per step",
                   file=sys.stderr)
-    kinds = [k for k in a.kinds.split(",")]
     if "none" not in kinds:
         return
     print(f"KJV, llama 4 x 192, dp=2 x 4 sequences of 128, {a.steps} steps, "

@@ -97,7 +97,8 @@ void dot_row_tokens(int64_t n, const T* x, const uint8_t* y, size_t by, float* s
     const int64_t vec_end = i + (n - i) / 8 * 8;
     for (int t = 0; t < NT; ++t) {
         __m256 a0 = acc[t][0];
-        for (int64_t j = i; j < vec_end; j += 8) a0 = _mm256_fmadd_ps(Load(x + j), Load(yt[t] + j), a0);
+        for (int64_t j = i; j < vec_end; j += 8)
+            a0 = _mm256_fmadd_ps(Load(x + j), Load(yt[t] + j), a0);
         float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, acc[t][1]),
                                        _mm256_add_ps(acc[t][2], acc[t][3])));
         for (int64_t j = vec_end; j < n; ++j) sum += Scalar(x[j]) * Scalar(yt[t][j]);

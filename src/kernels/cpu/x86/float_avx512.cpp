@@ -78,8 +78,10 @@ __m512 load16(const E* p) {
 }
 template <class E>
 __m512 load16_n(const E* p, __mmask16 m) {
-    if constexpr (sizeof(E) == 4) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
-    else return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    if constexpr (sizeof(E) == 4)
+        return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
+    else
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
 template <class E, int NT>
@@ -126,7 +128,7 @@ void dot_tokens(int64_t n, int nr, const void* xv, size_t bx, int nt, const void
             const uint8_t* yt = y + t0 * by;
             float* st = s + t0 * bs + r;
             switch (std::min(4, nt - t0)) {
-                case 1: st[0] = sizeof(E) == 4 ? dot_f32(n, xr, yt) : dot_f16(n, xr, yt); break;
+                case 1: st[0] = (sizeof(E) == 4 ? dot_f32 : dot_f16)(n, xr, yt); break;
                 case 2: dot_row_tokens<E, 2>(n, xr, yt, by, st, bs); break;
                 case 3: dot_row_tokens<E, 3>(n, xr, yt, by, st, bs); break;
                 default: dot_row_tokens<E, 4>(n, xr, yt, by, st, bs); break;
