@@ -61,6 +61,12 @@ public:
     // difference to its values, so all ranks keep identical weights.
     void all_gather_updates(float* values, const float* master);
 
+    // Compressed mode: what this rank's messages have lost so far and will add to its next
+    // ones (error feedback), in the arena's layout; a checkpoint keeps it so that a resumed run
+    // delivers it as the uninterrupted one would. Empty in the other modes. Not while a step
+    // runs.
+    std::vector<float>& residual() { return sent_error_; }
+
     // Seconds the communication thread spent reducing, and the part of it that ran before
     // finish() was called (hidden behind the backward), summed over steps.
     double comm_seconds() const { return comm_s_; }

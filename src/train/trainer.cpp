@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -184,20 +185,9 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
     }
     SYSLM_CHECK(opt.zero >= 0 && opt.zero <= 2, "training: ZeRO stage ", opt.zero,
                 " (0, 1 or 2)");
-    // Compressed gradients are reduced to their owners, which update their blocks (ZeRO's
-    // sharded optimizer) and send compressed updates.
-    const bool compressed = opt.grad_compress != dist::Compression::None && opt.data_parallel &&
-                            opt.data_parallel->size() > 1;
-    SYSLM_CHECK((opt.zero == 0 && !compressed) || !model.tensor_parallel(),
-                "training: ZeRO and gradient compression (a sharded optimizer) with tensor "
-                "parallelism are not implemented; use one of them");
-    SYSLM_CHECK(!compressed || !opt.keep_zeros,
-                "training: --keep-zeros with gradient compression is not implemented");
     if (opt.pipeline && opt.pipeline->size() > 1) {
-        SYSLM_CHECK(opt.zero == 0 && !compressed && !opt.teacher && !opt.teacher_cache &&
-                        opt.fake_quant.empty(),
-                    "training: pipeline parallelism with ZeRO, gradient compression, "
-                    "distillation or QAT is not implemented");
+        SYSLM_CHECK(!opt.teacher && !opt.teacher_cache && opt.fake_quant.empty(),
+                    "training: pipeline parallelism with distillation or QAT is not implemented");
         pipeline_ = std::make_unique<Pipeline>(model, *opt.pipeline, opt.pipeline_schedule);
     }
     if (opt.data_parallel && opt.data_parallel->size() > 1) make_buckets();
@@ -223,21 +213,25 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, 
 
 // Maximal runs of parameters with the same owner (block il, or -1 for the rest) in arena order,
 // each extended over the alignment padding after it: every float of the arena is in exactly one
-// bucket.
+// bucket. With tensor parallelism, tensors cut over the ranks and tensors every rank holds whole
+// never share a bucket: a compressed message's scales then never mix a rank's slices into the
+// whole tensors, which every tensor-parallel rank must update alike.
 void Trainer::make_buckets() {
     const ParamStore& ps = model_.params();
     std::vector<const Param*> order;
     for (const Param& p : ps.params()) order.push_back(&p);
     std::sort(order.begin(), order.end(),
               [](const Param* a, const Param* b) { return a->offset < b->offset; });
-    auto owner = [](const Param& p) {
+    auto block = [](const Param& p) {
         if (p.auxiliary || p.name.rfind("blk.", 0) != 0) return -1;
         return std::stoi(p.name.substr(4));
     };
+    const bool tp = model_.tensor_parallel() != nullptr;
+    auto owner = [&](const Param& p) { return std::pair(block(p), tp && p.slice_dim >= 0); };
     std::vector<dist::GradientReducer::Bucket> buckets;
-    std::vector<int> owners;
+    std::vector<std::pair<int, bool>> owners;  // block, sliced
     for (size_t i = 0; i < order.size(); ++i) {
-        const int o = owner(*order[i]);
+        const auto o = owner(*order[i]);
         const size_t begin = i == 0 ? 0 : order[i]->offset;
         const size_t end = i + 1 < order.size() ? order[i + 1]->offset : ps.size();
         if (!owners.empty() && owners.back() == o)
@@ -249,12 +243,13 @@ void Trainer::make_buckets() {
     }
     block_buckets_.assign(static_cast<size_t>(model_.hparams().n_layer), {});
     for (size_t b = 0; b < owners.size(); ++b) {
-        if (owners[b] < 0)
+        const int il = owners[b].first;
+        if (il < 0)
             rest_buckets_.push_back(b);
         else {
-            SYSLM_CHECK(owners[b] < model_.hparams().n_layer, "data parallel: parameter of block ",
-                        owners[b], " in a model of ", model_.hparams().n_layer);
-            block_buckets_[static_cast<size_t>(owners[b])].push_back(b);
+            SYSLM_CHECK(il < model_.hparams().n_layer, "data parallel: parameter of block ", il,
+                        " in a model of ", model_.hparams().n_layer);
+            block_buckets_[static_cast<size_t>(il)].push_back(b);
         }
     }
     const int rank = opt_.data_parallel->rank(), ranks = opt_.data_parallel->size();
@@ -310,8 +305,16 @@ void Trainer::restore_master() {
     }
 }
 
-void Trainer::gather_shards() {
+void Trainer::keep_zeros() {
+    if (zero_ranges_.empty()) return;
     float* v = model_.params().values();
+    pool_.parallel_for(static_cast<int64_t>(zero_ranges_.size() / 2), [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r)
+            std::fill(v + zero_ranges_[2 * r], v + zero_ranges_[2 * r + 1], 0.0f);
+    });
+}
+
+void Trainer::gather_shards(float* v) {
     for (const dist::GradientReducer::Bucket& k : reducer_->buckets())
         opt_.data_parallel->all_gather_in_place(
             v + k.begin, dist::GradientReducer::shard_counts(k, opt_.data_parallel->size()));
@@ -349,7 +352,7 @@ void Trainer::publish_master() {
         std::copy_n(master_.begin() + static_cast<std::ptrdiff_t>(at), e - b, v + b);
         at += e - b;
     }
-    gather_shards();
+    gather_shards(v);
 }
 
 StepStats Trainer::step() {
@@ -468,13 +471,17 @@ StepStats Trainer::step() {
     dist::Communicator* tp = model_.tensor_parallel();
     if (tp || pipeline_) {
         // Sliced tensors: every tensor-parallel rank's share of the norm; whole ones: the same on
-        // every such rank; pipeline stages: each its own tensors.
+        // every such rank; pipeline stages: each its own tensors; ZeRO or compression: each
+        // data-parallel rank its shards.
         double sq[2] = {0, 0};  // sliced, whole
-        for (const Param& p : model_.params().params()) {
-            double x = 0;
-            for (int64_t i = 0; i < p.numel; ++i) x += static_cast<double>(g[p.offset + i]) * g[p.offset + i];
-            sq[p.slice_dim >= 0 ? 0 : 1] += x;
-        }
+        for (const Param& p : model_.params().params())
+            for (const auto& [b0, e0] : mine) {
+                const size_t b = std::max(b0, p.offset), e = std::min(e0, p.offset + p.numel);
+                double x = 0;
+                for (size_t i = b; i < e; ++i) x += static_cast<double>(g[i]) * g[i];
+                sq[p.slice_dim >= 0 ? 0 : 1] += x;
+            }
+        if (sharded) opt_.data_parallel->all_reduce_sum(sq, 2);
         if (tp) tp->all_reduce_sum(sq, 1);
         double total = sq[0] + sq[1];
         if (pipeline_) opt_.pipeline->all_reduce_sum(&total, 1);
@@ -513,20 +520,15 @@ StepStats Trainer::step() {
     const bool compress_now = compressed && next_step_ >= opt_.compress_warmup;
     if (compressed) swap_master(true);
     optimizer_.step(lr, pool_);
-    if (compressed) swap_master(false, compress_now);
+    if (compressed) {
+        keep_zeros();  // in the exact weights too: no update to carry there
+        swap_master(false, compress_now);
+    }
     if (compress_now)
         reducer_->all_gather_updates(model_.params().values(), master_.data());
     else if (sharded)  // every rank's updated shards to every rank (warm-up: the exact weights)
-        gather_shards();
-    if (!zero_ranges_.empty()) {
-        float* v = model_.params().values();
-        pool_.parallel_for(static_cast<int64_t>(zero_ranges_.size() / 2),
-                           [&](int64_t b, int64_t e, int) {
-                               for (int64_t r = b; r < e; ++r)
-                                   std::fill(v + zero_ranges_[2 * r], v + zero_ranges_[2 * r + 1],
-                                             0.0f);
-                           });
-    }
+        gather_shards(model_.params().values());
+    keep_zeros();  // after compressed updates, whose decoding may have touched the zeros
     if (scaling && ++clean_steps_ >= opt_.scale_window) {
         scale_ *= 2.0f;
         clean_steps_ = 0;
@@ -553,6 +555,8 @@ void put_floats(AtomicFileWriter& w, std::span<const float> v) {
 std::string shard_file(int rank, int ranks) {
     return "optimizer-" + std::to_string(rank) + "-of-" + std::to_string(ranks) + ".bin";
 }
+
+constexpr char kResidualMagic[4] = {'S', 'Y', 'S', 'R'};
 
 struct Reader {
     std::ifstream in;
@@ -625,8 +629,8 @@ void fresh_dir(const std::string& path) {
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                               const io::GGUFFile* constants) {
-    if (model_.tensor_parallel() || pipeline_) return save_split_checkpoint(dir, metadata, constants);
     publish_master();  // compressed updates: the exact weights are saved
+    if (model_.tensor_parallel() || pipeline_) return save_split_checkpoint(dir, metadata, constants);
     // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
     // rank its optimizer shard.
     dist::Communicator* group =
@@ -649,6 +653,7 @@ void Trainer::save_checkpoint(const std::string& dir,
         put_floats(w, optimizer_.second_moment());
         w.commit();
     }
+    write_residual(tmp.string());
     if (group) group->barrier();
     if (lead) {
         model_.params().write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
@@ -667,7 +672,7 @@ void Trainer::save_checkpoint(const std::string& dir,
 // first in every group, in the layout a single process has: any layout (or one process) resumes.
 void Trainer::save_split_checkpoint(const std::string& dir,
                                     const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
-                                    const io::GGUFFile* constants) const {
+                                    const io::GGUFFile* constants) {
     SYSLM_CHECK(constants, "checkpoint: a tensor- or pipeline-parallel run needs its model file");
     const ParamStore& ps = model_.params();
     SYSLM_CHECK(ps.auxiliary_size() == 0, "checkpoints of tensor- or pipeline-parallel runs with "
@@ -679,19 +684,99 @@ void Trainer::save_split_checkpoint(const std::string& dir,
         if (pipeline_) w = (w ? *w : s).gathered_stages(*opt_.pipeline, *constants);
         return std::move(*w);
     };
+    // ZeRO or compression: the data-parallel ranks' shards of the moments, whole within the
+    // stage's tensor-parallel rank first.
+    auto local = [&](const std::vector<float>& state) {
+        if (shards_.empty()) return state;
+        std::vector<float> full(ps.size(), 0.0f);
+        size_t at = 0;
+        for (const auto& [b, e] : optimizer_.state_ranges()) {
+            std::copy_n(state.begin() + static_cast<std::ptrdiff_t>(at), e - b,
+                        full.begin() + static_cast<std::ptrdiff_t>(b));
+            at += e - b;
+        }
+        gather_shards(full.data());
+        return full;
+    };
     const ParamStore weights = whole(ps);
-    const ParamStore m = whole(ps.with_values(optimizer_.first_moment()));
+    const ParamStore m = whole(ps.with_values(local(optimizer_.first_moment())));
     std::optional<ParamStore> v;
-    if (!optimizer_.second_moment().empty()) v = whole(ps.with_values(optimizer_.second_moment()));
+    if (!optimizer_.second_moment().empty())
+        v = whole(ps.with_values(local(optimizer_.second_moment())));
     const bool lead = (!tp || tp->rank() == 0) && (!pipeline_ || opt_.pipeline->rank() == 0) &&
                       (!opt_.data_parallel || opt_.data_parallel->rank() == 0);
-    if (!lead) return;
     const fs::path tmp(dir + ".tmp");
-    fresh_dir(tmp.string());
+    if (lead) fresh_dir(tmp.string());
+    if (compressing()) {  // every rank its error-feedback residual, into the lead's directory
+        barrier_all();
+        write_residual(tmp.string());
+        barrier_all();
+    }
+    if (!lead) return;
     weights.write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
     write_state((tmp / "state.bin").string(), {m.values(), m.size()},
                 v ? std::span<const float>(v->values(), v->size()) : std::span<const float>{}, 0);
     swap_in(dir);
+}
+
+bool Trainer::compressing() const {
+    return reducer_ && opt_.grad_compress != dist::Compression::None;
+}
+
+void Trainer::barrier_all() {
+    // A barrier over each axis of the rank grid in turn: every rank has reached the first when
+    // any leaves the last.
+    if (model_.tensor_parallel()) model_.tensor_parallel()->barrier();
+    if (opt_.data_parallel) opt_.data_parallel->barrier();
+    if (pipeline_) opt_.pipeline->barrier();
+}
+
+// This rank's place in the run's layout: data-parallel rank of size, and so on.
+std::string Trainer::residual_file() const {
+    auto axis = [](const char* name, const dist::Communicator* c) {
+        return c && c->size() > 1 ? std::string("-") + name + std::to_string(c->rank()) + "of" +
+                                        std::to_string(c->size())
+                                  : std::string();
+    };
+    return "residual" + axis("dp", opt_.data_parallel) + axis("tp", model_.tensor_parallel()) +
+           axis("pp", pipeline_ ? opt_.pipeline : nullptr) + ".bin";
+}
+
+void Trainer::write_residual(const std::string& dir) {
+    if (!compressing()) return;
+    AtomicFileWriter w((fs::path(dir) / residual_file()).string());
+    w.write(kResidualMagic, 4);
+    put_floats(w, reducer_->residual());
+    w.commit();
+}
+
+// The error-feedback residual this rank's place in the layout left, when the checkpoint was
+// written by the same layout with compression; otherwise what the compression had not yet
+// delivered is dropped, and said so.
+void Trainer::load_residual(const std::string& dir) {
+    if (!compressing()) return;
+    const fs::path path = fs::path(dir) / residual_file();
+    std::vector<float>& residual = reducer_->residual();
+    if (!fs::exists(path)) {
+        std::fill(residual.begin(), residual.end(), 0.0f);
+        for (const auto& e : fs::directory_iterator(dir))
+            if (e.path().filename().string().rfind("residual", 0) == 0) {
+                std::fprintf(stderr, "note: %s holds gradient-compression residuals of another "
+                             "layout of ranks; this run starts without them (what the compression "
+                             "had not yet delivered is dropped)\n", dir.c_str());
+                break;
+            }
+        return;
+    }
+    Reader r(path.string());
+    char magic[4];
+    r.read(magic, 4, "magic");
+    SYSLM_CHECK(std::memcmp(magic, kResidualMagic, 4) == 0, r.path,
+                ": not a gradient-compression residual");
+    std::vector<float> v = r.floats("residual", residual.size());
+    SYSLM_CHECK(v.size() == residual.size(), r.path, ": ", v.size(),
+                " residual values for an arena of ", residual.size());
+    residual = std::move(v);
 }
 
 void Trainer::load_state(const std::string& dir) {
@@ -793,6 +878,7 @@ void Trainer::load_state(const std::string& dir) {
         if (!v.empty()) v = ps.local_part(v, *whole_file, tp_rank);
     }
     optimizer_.load_full_state(m, v);
+    load_residual(dir);
     data_.seek(pos);
     next_step_ = step;
     optimizer_.set_steps(t);

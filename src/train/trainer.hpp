@@ -226,7 +226,10 @@ private:
     // Before the optimizer step: shared -> shared_, master_ -> weights (once it holds any);
     // after it: weights -> master_, and shared_ -> weights when restore_shared.
     void swap_master(bool before_update, bool restore_shared = false);
-    void gather_shards();  // every rank's blocks of the weights to every rank, exact
+    // Every rank's blocks of `v` (the weights, or an optimizer moment in the arena's layout) to
+    // every rank, exact.
+    void gather_shards(float* v);
+    void keep_zeros();  // keep_zeros: the zeros of the start back in the weights
     std::unique_ptr<Pipeline> pipeline_;
     std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;  // pipeline: a step's
     void make_buckets();
@@ -234,7 +237,14 @@ private:
                      uint32_t shards) const;
     void save_split_checkpoint(const std::string& dir,
                                const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
-                               const io::GGUFFile* constants) const;
+                               const io::GGUFFile* constants);
+    // Gradient compression's error-feedback residual in checkpoints: one file per rank, named
+    // by its place in the layout.
+    bool compressing() const;
+    void barrier_all();
+    std::string residual_file() const;
+    void write_residual(const std::string& dir);
+    void load_residual(const std::string& dir);
     void fake_quantize();               // master -> qat_master_, values -> Q(values)
     void restore_master();
 };

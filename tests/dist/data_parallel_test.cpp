@@ -66,6 +66,7 @@ struct TrainRun {
 
 struct TrainSetup {
     int accum = 1, zero = 0;
+    bool keep_zeros = false;
     Compression compress = Compression::None;
     int64_t compress_warmup = 0;
     train::OptimizerKind optimizer = train::OptimizerKind::AdamW;
@@ -91,6 +92,7 @@ TrainRun train(const std::string& path, const std::vector<int32_t>& ids, int fir
     opt.zero = setup.zero;
     opt.grad_compress = setup.compress;
     opt.compress_warmup = setup.compress_warmup;
+    opt.keep_zeros = setup.keep_zeros;
     opt.clip = 1.0;
     opt.schedule.kind = train::ScheduleKind::Cosine;
     opt.schedule.lr = setup.lr;
@@ -222,10 +224,66 @@ TEST(GradCompressTraining, FollowsTheUncompressedLoss) {
         EXPECT_TRUE(std::equal(r.weights_after_save.begin(), r.weights_after_save.end(),
                                at10.params().values())) << what;
         EXPECT_NE(r.weights_before_save, r.weights_after_save) << what;
+        // Resumed from that checkpoint by the same ranks: the uninterrupted run's weights, bit
+        // for bit (each rank's error-feedback residual is in the checkpoint).
+        TrainSetup again = s;
+        again.save_at_10.clear();
+        again.resume = s.save_at_10;
+        const TrainRun resumed = train(path, ids, c.rank() * B, B, T, 1, &c, again);
+        EXPECT_EQ(resumed.losses.size(), 10u) << what;
+        EXPECT_EQ(resumed.weights, r.weights) << what << ": resumed";
         c.barrier();  // the next case rewrites the checkpoint
         if (c.rank() == 0)
             std::printf("%s: final loss %.4f, uncompressed %.4f\n", what.c_str(),
                         r.losses.back(), plain.losses.back());
+    }
+}
+
+// A pruned model's zeros stay zero under compressed data parallel (--keep-zeros): the owners'
+// exact weights keep them, and the shared weights get them back after every compressed update.
+TEST(GradCompressTraining, KeepsAPrunedModelsZeros) {
+    Communicator& c = world_comm();
+    const int p = c.size(), B = 2, T = 9;
+    if (p == 1) GTEST_SKIP() << "compression applies to reductions over several ranks";
+    const std::string dense = testing::write_test_model(
+        "compress_zeros_" + std::to_string(c.rank()), testing::small_model_config("llama", 32, 52));
+    const io::GGUFFile file(dense);
+    train::TrainModel pruned(file);
+    std::mt19937 rng(85);
+    size_t zeros = 0;
+    for (const train::Param& q : pruned.params().params()) {
+        if (q.name.rfind("blk.", 0) != 0 || q.ne.size() < 2) continue;
+        for (int64_t i = 0; i < q.numel; ++i)
+            if (rng() % 2) {
+                pruned.params().values()[q.offset + i] = 0.0f;
+                ++zeros;
+            }
+    }
+    const std::string path = std::string(SYSLM_TEST_TMP) + "/compress_zeros_" +
+                             std::to_string(c.rank()) + ".gguf";
+    pruned.params().write_gguf(path, file.metadata(), false, &file);
+    std::vector<int32_t> ids(static_cast<size_t>(p) * B * (T + 1));
+    for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
+    for (Compression kind : {Compression::Int8, Compression::Sign}) {
+        TrainSetup s;
+        s.compress = kind;
+        s.compress_warmup = 3;
+        s.keep_zeros = true;
+        const TrainRun r = train(path, ids, c.rank() * B, B, T, 1, &c, s);
+        const char* what = compression_name(kind);
+        EXPECT_LT(r.losses.back(), r.losses.front()) << what;
+        train::TrainModel start{io::GGUFFile(path)};
+        size_t kept = 0, moved = 0;
+        for (size_t i = 0; i < r.weights.size(); ++i) {
+            if (start.params().values()[i] != 0.0f) continue;
+            ++kept;
+            moved += r.weights[i] != 0.0f;
+        }
+        EXPECT_GE(kept, zeros) << what;
+        EXPECT_EQ(moved, 0u) << what << ": zeros that took a value";
+        std::vector<float> ref = r.weights;
+        c.broadcast(ref.data(), ref.size() * sizeof(float), 0);
+        EXPECT_EQ(ref, r.weights) << what << ": the ranks' weights differ";
     }
 }
 
