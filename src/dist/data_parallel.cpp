@@ -107,21 +107,33 @@ void GradientReducer::reduce_compressed(const Bucket& k) {
     size_t at = 0;
     for (int r = 0; r < p; ++r) {
         const Bucket b = shard_of(k, r, p);
-        if (r != me) {
+        if (r != me && divisor_.empty()) {
+            compressor_.compress_with_feedback(grads_ + b.begin, sent_error_.data() + b.begin,
+                                               b.end - b.begin, out_.data() + at, scratch_.data());
+        } else if (r != me) {  // C((g + e) / d); e = (g + e) - d * decoded
             const size_t n = b.end - b.begin;
+            const float* g = grads_ + b.begin;
+            const float* d = divisor_.data() + b.begin;
             float* error = sent_error_.data() + b.begin;
-            for (size_t i = 0; i < n; ++i) scratch_[i] = grads_[b.begin + i] + error[i];
+            for (size_t i = 0; i < n; ++i) scratch_[i] = (g[i] + error[i]) / d[i];
             compressor_.compress(scratch_.data(), n, out_.data() + at);
             std::fill_n(decoded_.begin(), n, 0.0f);
             compressor_.decompress_add(out_.data() + at, n, decoded_.data());
-            for (size_t i = 0; i < n; ++i) error[i] = scratch_[i] - decoded_[i];
+            for (size_t i = 0; i < n; ++i) error[i] = g[i] + error[i] - d[i] * decoded_[i];
         }
         at += send[static_cast<size_t>(r)];
     }
     comm_.all_to_all(out_.data(), send, in_.data(), recv);
     at = 0;  // the block's sum: this rank's own share exact, the others' decoded
     for (int r = 0; r < p; ++r) {
-        if (r != me) compressor_.decompress_add(in_.data() + at, own, grads_ + mine.begin);
+        if (r != me && divisor_.empty()) {
+            compressor_.decompress_add(in_.data() + at, own, grads_ + mine.begin);
+        } else if (r != me) {
+            std::fill_n(decoded_.begin(), own, 0.0f);
+            compressor_.decompress_add(in_.data() + at, own, decoded_.data());
+            const float* d = divisor_.data() + mine.begin;
+            for (size_t i = 0; i < own; ++i) grads_[mine.begin + i] += d[i] * decoded_[i];
+        }
         at += recv[static_cast<size_t>(r)];
     }
 }

@@ -66,6 +66,12 @@ public:
     // delivers it as the uninterrupted one would. Empty in the other modes. Not while a step
     // runs.
     std::vector<float>& residual() { return sent_error_; }
+    // Compressed mode: per-value divisors (arena layout, the same on every rank) under which the
+    // gradient shares are compressed: a rank sends C(x / d) and the owner adds d * decoded, so
+    // the compression error of each value is proportional to d. With d = AdamW's sqrt(v) the
+    // error is even in the optimizer's step, where plain compression puts most of it on the
+    // values with small gradients (see docs/design/distributed.md). Empty: none.
+    std::vector<float>& divisors() { return divisor_; }
 
     // Seconds the communication thread spent reducing, and the part of it that ran before
     // finish() was called (hidden behind the backward), summed over steps.
@@ -83,7 +89,7 @@ private:
     // Compressed: the compressor, the error-feedback residual (arena offsets: what this rank's
     // shares lost) and message buffers.
     Compressor compressor_;
-    std::vector<float> sent_error_, scratch_, decoded_;
+    std::vector<float> sent_error_, scratch_, decoded_, divisor_;
     std::vector<uint8_t> out_, in_, gathered_;
     void reduce_compressed(const Bucket& k);
     void reduce_scatter(const Bucket& k);

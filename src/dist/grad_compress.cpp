@@ -55,19 +55,83 @@ size_t Compressor::bytes(size_t n) const {
     return 0;
 }
 
+namespace {
+
+// One sign group of m <= kSignGroup values starting at a byte boundary of the bits: y = x (+ the
+// error fed back), its scale (mean |y|) and its sign bits; `error` (when given) becomes what the
+// message loses, y - decoded. Written in 8 lanes so that the compiler vectorizes it: the
+// compressors run on the communication thread beside the backward, once per value and step.
+void sign_group(const float* x, float* error, size_t m, uint8_t* scale_out, uint8_t* bits) {
+    float y[kSignGroup];
+    if (error)
+        for (size_t i = 0; i < m; ++i) y[i] = x[i] + error[i];
+    else
+        std::copy_n(x, m, y);
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sum = 0;
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8)
+        for (size_t k = 0; k < 8; ++k) lane[k] += std::fabs(y[i + k]);
+    for (; i < m; ++i) sum += std::fabs(y[i]);
+    for (double l : lane) sum += l;
+    const float scale = static_cast<float>(sum / static_cast<double>(m));
+    std::memcpy(scale_out, &scale, sizeof scale);
+    for (size_t j = 0; j * 8 < m; ++j) {
+        unsigned byte = 0;
+        for (size_t k = 0; k < 8 && j * 8 + k < m; ++k) byte |= (y[j * 8 + k] < 0 ? 1u : 0u) << k;
+        bits[j] = static_cast<uint8_t>(byte);
+    }
+    if (error)
+        for (size_t k = 0; k < m; ++k) error[k] = y[k] - (y[k] < 0 ? -scale : scale);
+}
+
+// std::lround for |v| < 2^23 (ties away from zero), in a form that vectorizes (lround does not):
+// truncate, then step away from zero when the part cut off is at least a half.
+inline int round_small(float v) {
+    const int t = static_cast<int>(v);
+    const float cut = v - static_cast<float>(t);
+    return t + (cut >= 0.5f ? 1 : 0) - (cut <= -0.5f ? 1 : 0);
+}
+
+}  // namespace
+
+void Compressor::compress_with_feedback(const float* x, float* error, size_t n, uint8_t* out,
+                                        float* scratch) const {
+    if (kind_ == Compression::Sign) {
+        const size_t groups = (n + kSignGroup - 1) / kSignGroup;
+        uint8_t* bits = out + groups * sizeof(float);
+        for (size_t gi = 0; gi < groups; ++gi) {
+            const size_t b = gi * kSignGroup;
+            sign_group(x + b, error + b, std::min(kSignGroup, n - b), out + gi * sizeof(float),
+                       bits + b / 8);
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; ++i) scratch[i] = x[i] + error[i];
+    compress(scratch, n, out);
+    for (size_t i = 0; i < n; ++i) error[i] = scratch[i];
+    for (size_t i = 0; i < n; ++i) scratch[i] = 0.0f;
+    decompress_add(out, n, scratch);
+    for (size_t i = 0; i < n; ++i) error[i] -= scratch[i];
+}
+
 void Compressor::compress(const float* x, size_t n, uint8_t* out) const {
     switch (kind_) {
         case Compression::None:
             std::memcpy(out, x, n * sizeof(float));
             return;
         case Compression::Int8: {
+            float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            size_t i = 0;
+            for (; i + 8 <= n; i += 8)
+                for (size_t k = 0; k < 8; ++k) lane[k] = std::max(lane[k], std::fabs(x[i + k]));
             float amax = 0;
-            for (size_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+            for (; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+            for (float l : lane) amax = std::max(amax, l);
             const float scale = amax / 127.0f, inv = scale > 0 ? 1.0f / scale : 0.0f;
             std::memcpy(out, &scale, sizeof scale);
             int8_t* q = reinterpret_cast<int8_t*>(out + sizeof scale);
-            for (size_t i = 0; i < n; ++i)
-                q[i] = static_cast<int8_t>(std::clamp(std::lround(x[i] * inv), -127L, 127L));
+            for (i = 0; i < n; ++i)
+                q[i] = static_cast<int8_t>(std::clamp(round_small(x[i] * inv), -127, 127));
             return;
         }
         case Compression::TopK: {
@@ -100,17 +164,12 @@ void Compressor::compress(const float* x, size_t n, uint8_t* out) const {
         case Compression::Sign: {
             // One scale (mean |x|) per group of kSignGroup values, then the sign bits.
             const size_t groups = (n + kSignGroup - 1) / kSignGroup;
-            for (size_t gi = 0; gi < groups; ++gi) {
-                const size_t b = gi * kSignGroup, e = std::min(n, b + kSignGroup);
-                double sum = 0;
-                for (size_t i = b; i < e; ++i) sum += std::fabs(x[i]);
-                const float scale = static_cast<float>(sum / static_cast<double>(e - b));
-                std::memcpy(out + gi * sizeof(float), &scale, sizeof scale);
-            }
             uint8_t* bits = out + groups * sizeof(float);
-            std::memset(bits, 0, (n + 7) / 8);
-            for (size_t i = 0; i < n; ++i)
-                if (x[i] < 0) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+            for (size_t gi = 0; gi < groups; ++gi) {
+                const size_t b = gi * kSignGroup;
+                sign_group(x + b, nullptr, std::min(kSignGroup, n - b), out + gi * sizeof(float),
+                           bits + b / 8);
+            }
             return;
         }
     }
@@ -163,8 +222,11 @@ void Compressor::decompress_add(const uint8_t* in, size_t n, float* out) const {
                 float scale;
                 std::memcpy(&scale, in + gi * sizeof(float), sizeof scale);
                 const size_t b = gi * kSignGroup, e = std::min(n, b + kSignGroup);
-                for (size_t i = b; i < e; ++i)
-                    out[i] += (bits[i / 8] >> (i % 8) & 1u) ? -scale : scale;
+                for (size_t j = b; j < e; j += 8) {  // a byte of signs at a time
+                    const unsigned byte = bits[j / 8];
+                    for (size_t k = 0; k < 8 && j + k < e; ++k)
+                        out[j + k] += (byte >> k & 1u) ? -scale : scale;
+                }
             }
             return;
         }

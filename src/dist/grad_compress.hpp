@@ -31,6 +31,10 @@ public:
     size_t bytes(size_t n) const;  // the compressed size of n floats
     // Writes bytes(n) bytes.
     void compress(const float* x, size_t n, uint8_t* out) const;
+    // Compresses x + error (error feedback) and leaves in `error` what the message loses:
+    // (x + error) - decoded. `scratch`: room for n floats.
+    void compress_with_feedback(const float* x, float* error, size_t n, uint8_t* out,
+                                float* scratch) const;
     // Adds the decoded values to out (n floats).
     void decompress_add(const uint8_t* in, size_t n, float* out) const;
 

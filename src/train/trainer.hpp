@@ -230,6 +230,9 @@ private:
     // every rank, exact.
     void gather_shards(float* v);
     void keep_zeros();  // keep_zeros: the zeros of the start back in the weights
+    // An optimizer moment (this rank's shards) in the arena's layout, whole (every rank's).
+    std::vector<float> full_state(const std::vector<float>& state);
+    void take_divisors();
     std::unique_ptr<Pipeline> pipeline_;
     std::vector<std::vector<int32_t>> micro_tokens_, micro_targets_;  // pipeline: a step's
     void make_buckets();

@@ -172,8 +172,9 @@ TEST(ThreeD, DataTensorPipelineMatchesOneProcess) {
         double last = 0;
         for (size_t s = 0; s < losses.size(); ++s) {
             last = t3.step().loss;
-            if (k.compress == Compression::None)
+            if (k.compress == Compression::None) {
                 EXPECT_NEAR(last, losses[s], 1e-5 * std::fabs(losses[s])) << what << " step " << s;
+            }
         }
         const train::ParamStore stage = part.params().gathered(*tp_group);  // this stage, whole
         if (k.compress != Compression::None) {  // follows the loss; replicas stay identical
