@@ -13,7 +13,8 @@ On a model syslm trains on the King James Bible with two books held out (Job, Ro
   3. distillation: a small student trained with the model as teacher (logits only, and logits +
      hidden-state matching) against the same student trained for the same steps without it;
   4. quantization-aware training at Q4_0 against post-training Q4_0 of the same model (and of the
-     same model fine-tuned for the same steps without QAT);
+     same model fine-tuned for the same steps without QAT), on the data alone and with the float
+     model as teacher (LLM-QAT's recipe);
   5. speculative decoding with the distilled student as draft, on this model and on a wider one
      (8 x 384, too big for the L3 cache): greedy output identical to the model alone, and the
      speed-up;
@@ -21,7 +22,7 @@ On a model syslm trains on the King James Bible with two books held out (Job, Ro
 and measures every file with `syslm eval` on the held-out books and on a text from another
 Debian package (fortune cookies, `fortunes`): perplexity, KL divergence from the float model,
 top-1 agreement, size and speed. Results are cached in --work, so a rerun only redoes what is
-missing. About 70 minutes on 2 cores (most of it training the two models).
+missing. About 130 minutes on 2 cores (most of it training the two models and the fine-tunes).
 
     apt-get install bible-kjv fortunes
     bench/compress/bench_compress.py [--work bench/compress/work] [--threads 2]
@@ -210,10 +211,21 @@ class Bench:
                        "--distill-temperature", 2.0, init=out, steps=self.a.ft_steps, lr="1e-4",
                        min_lr="1e-5", warmup=20)
             pr.append(kd)
+            if name == "magnitude50-matrix":
+                # The method that loses most: the same two fine-tunes for twice the steps
+                long = 2 * self.a.ft_steps
+                ft2, kd2 = self.p(f"prune-{name}-ft{long}.gguf"), self.p(f"prune-{name}-kd{long}.gguf")
+                self.train(ft2, "--keep-zeros", init=out, steps=long, lr="1e-4", min_lr="1e-5",
+                           warmup=20)
+                self.train(kd2, "--keep-zeros", "--teacher", f32, "--distill-alpha", 0.7,
+                           "--distill-temperature", 2.0, init=out, steps=long, lr="1e-4",
+                           min_lr="1e-5", warmup=20)
+                pr += [ft2, kd2]
         rp = self.eval("prune", pr)
         self.table("Pruning, then recovery fine-tuning (-ft: "
                    f"{self.a.ft_steps} steps, zeros kept; -kd: the same with the unpruned model "
                    "as teacher)", rp)
+        self.recovery(rp)
         self.sparsity_curve(f32, im)
 
         # 3. distillation: same student, same steps, with and without the teacher
@@ -243,7 +255,18 @@ class Bench:
         self.train(ft, init=f32, steps=self.a.ft_steps, lr="5e-5", min_lr="5e-6", warmup=20)
         ft_ptq = self.p("ft-Q4_0.gguf")
         self.run("quantize", ft, ft_ptq, "Q4_0", "-t", self.t, out=ft_ptq)
-        rqat = self.eval("qat", [f32, ptq, ft, ft_ptq, qat])
+        # LLM-QAT's recipe: the float model as teacher of its fake-quantized self (soft labels
+        # mixed with the data's), against its control, the same fine-tune without QAT and then
+        # post-training Q4_0.
+        kd = ["--teacher", f32, "--distill-alpha", 0.7, "--distill-temperature", 2.0]
+        qat_kd, ft_kd = self.p("qat-kd-Q4_0.gguf"), self.p("ft-kd.gguf")
+        self.train(qat_kd, "--qat", "Q4_0", *kd, init=f32, steps=self.a.ft_steps, lr="5e-5",
+                   min_lr="5e-6", warmup=20)
+        self.train(ft_kd, *kd, init=f32, steps=self.a.ft_steps, lr="5e-5", min_lr="5e-6",
+                   warmup=20)
+        ft_kd_ptq = self.p("ft-kd-Q4_0.gguf")
+        self.run("quantize", ft_kd, ft_kd_ptq, "Q4_0", "-t", self.t, out=ft_kd_ptq)
+        rqat = self.eval("qat", [f32, ptq, ft, ft_ptq, qat, ft_kd, ft_kd_ptq, qat_kd])
         self.table(f"QAT at Q4_0 ({self.a.ft_steps} steps) against post-training Q4_0", rqat)
 
         if not full:
@@ -260,6 +283,21 @@ class Bench:
                    "--distill-temperature", 2.0, steps=self.a.student_steps)
         self.speculative(f32, distilled, "6 x 256, 27.6 MB")
         self.speculative(large, large_draft, "8 x 384, 70 MB")
+
+    def recovery(self, report):
+        """The share of the perplexity lost to pruning that each fine-tune regained."""
+        ppl = {pathlib.Path(m["path"]).stem: m["texts"][0]["ppl"] for m in report["models"]}
+        base = ppl["model"]
+        print(f"\n#### Perplexity lost to pruning that the fine-tunes regained ({self.names[0]})\n")
+        print("| pruned | lost | fine-tune | regained |")
+        print("| --- | ---: | --- | ---: |")
+        for tuned in ppl:
+            m = re.fullmatch(r"(prune-.+?)-((?:ft|kd)\d*)", tuned)
+            if not m:
+                continue
+            name, how = m.groups()
+            lost = ppl[name] - base
+            print(f"| {name[6:]} | {lost:.3f} | {how} | {100 * (ppl[name] - ppl[tuned]) / lost:.0f}% |")
 
     def sparsity_curve(self, f32, im):
         """Held-out perplexity against sparsity, magnitude (per row and per matrix) and Wanda."""
