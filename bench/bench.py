@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VOCAB = ROOT.parent / "shared" / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"
+VOCAB = ROOT / "tests" / "fixtures" / "vocab" / "ggml-vocab-llama-spm.gguf"
 
 MODELS = {
     # name: syslm init arguments

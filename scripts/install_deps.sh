@@ -9,8 +9,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev libgmock-dev libopenblas-dev
-          libcpp-httplib-dev libopenmpi-dev openmpi-bin chromium chromium-driver
-          bible-kjv python3-venv)
+          libopenmpi-dev openmpi-bin chromium chromium-driver
+          bible-kjv python3-venv strace)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-VOCAB = ROOT.parent / "shared" / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"
+VOCAB = ROOT / "tests" / "fixtures" / "vocab" / "ggml-vocab-llama-spm.gguf"
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 

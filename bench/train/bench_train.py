@@ -20,7 +20,7 @@ the inputs llm.c reads, in llm.c's own formats: a random-initialised GPT-2 124M 
 (`gpt2_124M.bin`, header version 3) and random token files (`dev/data/tinyshakespeare/*.bin`,
 header magic 20240520), so no GPT-2 weights need downloading — speed does not depend on the
 values. The
-vocabulary files come from ../shared/data/vocab (gpt-2) and, for the 8192 vocabulary, a BPE
+vocabulary files come from tests/fixtures/vocab (gpt-2) and, for the 8192 vocabulary, a BPE
 tokenizer syslm trains on the KJV Bible (Debian's bible-kjv) into a temporary directory.
 """
 import argparse
@@ -153,7 +153,7 @@ def main():
             if shape == "small":
                 tokenizer = kjv_tokenizer(args.syslm, tmp)
             else:
-                tokenizer = ROOT.parent / "shared" / "data" / "vocab" / "ggml-vocab-gpt-2.gguf"
+                tokenizer = ROOT / "tests" / "fixtures" / "vocab" / "ggml-vocab-gpt-2.gguf"
             r = syslm_run(args.syslm, shape, tokenizer, args.steps, args.threads, "f32")
             rb = syslm_run(args.syslm, shape, tokenizer, args.steps, args.threads, "bf16")
             row = {"shape": shape, "syslm": r["tokens_per_s"], "mfu": r["mfu"],

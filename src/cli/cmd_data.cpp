@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "core/error.hpp"
 #include "data/prepare.hpp"
 #include "io/gguf.hpp"
@@ -53,7 +54,7 @@ std::function<int()> setup(CLI::App& app) {
     prep->add_option("--val", o->val_fraction,
                      "Fraction of the tokens for the validation split (0 = none)")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 0.5));
+        ->check(finite_in(0.0, 0.5));
     prep->add_option("--shard-tokens", o->shard_tokens, "Most tokens per shard file")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

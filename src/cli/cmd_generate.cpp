@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "core/error.hpp"
 #include "infer/generate.hpp"
 #include "infer/speculative.hpp"
@@ -103,19 +104,30 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--temp", a->sampling.temperature, "Temperature; 0 = greedy")
-        ->capture_default_str();
-    app.add_option("--top-k", a->sampling.top_k, "Top-k; 0 = off")->capture_default_str();
-    app.add_option("--top-p", a->sampling.top_p, "Top-p; 1 = off")->capture_default_str();
-    app.add_option("--min-p", a->sampling.min_p, "Min-p; 0 = off")->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative());
+    app.add_option("--top-k", a->sampling.top_k, "Top-k; 0 = off")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--top-p", a->sampling.top_p, "Top-p; 1 = off")
+        ->capture_default_str()
+        ->check(unit_interval());
+    app.add_option("--min-p", a->sampling.min_p, "Min-p; 0 = off")
+        ->capture_default_str()
+        ->check(unit_interval());
     app.add_option("--repeat-penalty", a->sampling.repeat_penalty, "Repetition penalty; 1 = off")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(positive());
     app.add_option("--repeat-last-n", a->sampling.repeat_last_n,
                    "Recent tokens the penalties consider")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--presence-penalty", a->sampling.presence_penalty, "Presence penalty")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(finite_in(-2, 2));
     app.add_option("--frequency-penalty", a->sampling.frequency_penalty, "Frequency penalty")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(finite_in(-2, 2));
     app.add_option("-s,--seed", a->seed, "Random seed (default: random, printed at the end)");
     app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
     app.add_flag("--no-bos", a->no_bos, "Do not add the BOS token to the prompt");

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "cli/token_ids.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
@@ -68,11 +69,12 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str();
     app.add_option("--loss-scale", a->loss_scale,
                    "Backpropagate loss x this (FP16 loss scaling); gradients are written unscaled")
-        ->check(CLI::PositiveNumber)
+        ->check(positive())
         ->capture_default_str();
     app.add_option("--moe-aux-coef", a->moe_aux_coef,
                    "MoE: weight of the load-balancing auxiliary loss in the loss")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative());
     app.add_option("--recompute", a->recompute, "Activation checkpointing: none, selective or full")
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "selective", "full"}));

@@ -2,12 +2,14 @@
 // Reading goes through the validating parser, so a damaged file is reported, not shown.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
@@ -55,33 +57,79 @@ json float_json(double v) {
     return v;
 }
 
-json value_json(const GGUFValue& v, size_t max_items) {
+// Output goes through stdio's buffer in pieces: a value is never built whole in memory, so an
+// array of 10^8 elements costs no more than its view of the mapped file (issue 17).
+void emit(std::string_view s) {
+    fwrite_unlocked(s.data(), 1, s.size(), stdout);  // one thread writes: no lock per piece
+}
+
+// Strings are bytes in GGUF; invalid UTF-8 is shown as U+FFFD rather than refused.
+std::string dump(const json& j) {
+    return j.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
+// `j` laid out as nlohmann::json::dump(2) lays it out inside a document, `indent` spaces deep
+// (JSON strings never hold a raw newline, so every newline of the dump starts a line).
+void emit_json(const json& j, int indent) {
+    const std::string s = dump(j);
+    const std::string pad(static_cast<size_t>(indent), ' ');
+    size_t start = 0;
+    for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1) {
+        emit(std::string_view(s).substr(start, nl + 1 - start));
+        emit(pad);
+    }
+    emit(std::string_view(s).substr(start));
+}
+
+// A metadata value in the same layout, arrays streamed element by element (the first max_items
+// of each, or all when max_items is 0).
+void emit_value(const GGUFValue& v, size_t max_items, int indent) {
+    char buf[32];
     switch (v.type()) {
         case GGUFType::U8:
         case GGUFType::U16:
         case GGUFType::U32:
         case GGUFType::U64:
-            return v.as_u64();
+            emit(std::string_view(buf, std::to_chars(buf, buf + sizeof buf, v.as_u64()).ptr));
+            return;
         case GGUFType::I8:
         case GGUFType::I16:
         case GGUFType::I32:
         case GGUFType::I64:
-            return v.as_i64();
+            emit(std::string_view(buf, std::to_chars(buf, buf + sizeof buf, v.as_i64()).ptr));
+            return;
         case GGUFType::F32:
         case GGUFType::F64:
-            return float_json(v.as_f64());
+            emit(dump(float_json(v.as_f64())));
+            return;
         case GGUFType::BOOL:
-            return v.as_bool();
+            emit(v.as_bool() ? "true" : "false");
+            return;
         case GGUFType::STRING:
-            return v.as_string();
+            emit(dump(json(v.as_string_view())));
+            return;
         case GGUFType::ARRAY: {
-            json a = json::array();
             const size_t n = max_items ? std::min(max_items, v.size()) : v.size();
-            for (size_t i = 0; i < n; ++i) a.push_back(value_json(v.items()[i], max_items));
-            return a;
+            if (n == 0) {
+                emit("[]");
+                return;
+            }
+            emit("[\n");
+            const std::string pad(static_cast<size_t>(indent) + 2, ' ');
+            v.for_each_item(
+                [&](size_t i, const GGUFValue& item) {
+                    if (i) emit(",\n");
+                    emit(pad);
+                    emit_value(item, max_items, indent + 2);
+                },
+                n);
+            emit("\n");
+            emit(std::string(static_cast<size_t>(indent), ' '));
+            emit("]");
+            return;
         }
     }
-    return nullptr;
+    emit("null");
 }
 
 struct Totals {
@@ -107,6 +155,8 @@ double bits_per_weight(uint64_t bytes, uint64_t params) {
     return params ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
 }
 
+// The document is what nlohmann::json::dump(2) would print for it (keys sorted), but metadata
+// values are streamed by emit_value instead of being built as one json tree.
 void print_json(const GGUFFile& f, const InfoArgs& a) {
     const size_t max_items = a.max_items < 0 ? 0 : static_cast<size_t>(a.max_items);
     json doc;
@@ -115,17 +165,16 @@ void print_json(const GGUFFile& f, const InfoArgs& a) {
     doc["version"] = f.version();
     doc["alignment"] = f.alignment();
     doc["data_offset"] = f.data_offset();
-    json meta = json::array();
+    json meta = json::array();  // every field but "value", which sorts last
     for (const auto& [key, v] : f.metadata()) {
         json e = {{"key", key}, {"type", io::gguf_type_name(v.type())}};
         if (v.is_array()) {
             e["array_type"] = io::gguf_type_name(v.array_type());
             e["count"] = v.size();
         }
-        e["value"] = value_json(v, max_items);
         meta.push_back(std::move(e));
     }
-    doc["metadata"] = std::move(meta);
+    doc["metadata"] = json::array();  // placeholder: keeps its place in the key order
     if (a.tensors) {
         json ts = json::array();
         for (const auto& t : f.tensors())
@@ -147,8 +196,39 @@ void print_json(const GGUFFile& f, const InfoArgs& a) {
                      {"bytes", tot.bytes},
                      {"bits_per_weight", bits_per_weight(tot.bytes, tot.params)},
                      {"types", std::move(types)}};
-    // Strings are bytes in GGUF; invalid UTF-8 is shown as U+FFFD rather than refused.
-    std::printf("%s\n", doc.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+
+    emit("{\n");
+    bool first = true;
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+        emit(first ? "  " : ",\n  ");
+        first = false;
+        emit(dump(json(it.key())));
+        emit(": ");
+        if (it.key() != "metadata") {
+            emit_json(it.value(), 2);
+            continue;
+        }
+        if (meta.empty()) {
+            emit("[]");
+            continue;
+        }
+        emit("[\n");
+        for (size_t i = 0; i < meta.size(); ++i) {
+            emit(i ? ",\n    {\n" : "    {\n");
+            for (auto field = meta[i].begin(); field != meta[i].end(); ++field) {
+                emit("      ");
+                emit(dump(json(field.key())));
+                emit(": ");
+                emit_json(field.value(), 6);
+                emit(",\n");
+            }
+            emit("      \"value\": ");
+            emit_value(f.metadata()[i].second, max_items, 6);
+            emit("\n    }");
+        }
+        emit("\n  ]");
+    }
+    emit("\n}\n");
 }
 
 void print_text(const GGUFFile& f, const InfoArgs& a) {
@@ -164,10 +244,12 @@ void print_text(const GGUFFile& f, const InfoArgs& a) {
         key_w = std::max(key_w, std::min<size_t>(key.size(), 48));
         type_w = std::max(type_w, type_label(v).size());
     }
-    for (const auto& [key, v] : f.metadata())
-        std::printf("  %-*s  %-*s  %s\n", static_cast<int>(key_w), key.c_str(),
-                    static_cast<int>(type_w), type_label(v).c_str(),
-                    v.to_display(max_items).c_str());
+    for (const auto& [key, v] : f.metadata()) {
+        std::printf("  %-*s  %-*s  ", static_cast<int>(key_w), key.c_str(),
+                    static_cast<int>(type_w), type_label(v).c_str());
+        v.write_display(emit, max_items);  // streamed: --max-items 0 may show 10^8 elements
+        emit("\n");
+    }
 
     std::printf("tensors:    %zu (data at byte %zu)\n", f.tensors().size(), f.data_offset());
     if (a.tensors && !f.tensors().empty()) {

@@ -1,7 +1,9 @@
-// syslm init: write a new random-initialised model with the tokenizer of an existing GGUF.
+// syslm init: write a new random-initialised model with the tokenizer of an existing GGUF, or with
+// a byte-fallback vocabulary of a given size.
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/vocab_file.hpp"
 #include "core/error.hpp"
 #include "model/random_init.hpp"
 
@@ -11,16 +13,22 @@ namespace {
 struct InitArgs {
     model::InitConfig cfg;
     std::string vocab, out, type = "f32";
+    int vocab_size = 0;
 };
 
 std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<InitArgs>();
     auto& c = a->cfg;
-    app.add_option("--vocab", a->vocab,
-                   "GGUF file whose tokenizer the model uses "
-                   "(e.g. a vocabulary-only file)")
-        ->required()
-        ->check(CLI::ExistingFile);
+    auto* vocab = app.add_option("--vocab", a->vocab,
+                                 "GGUF file whose tokenizer the model uses "
+                                 "(e.g. a vocabulary-only file)")
+                      ->check(CLI::ExistingFile);
+    app.add_option("--vocab-size", a->vocab_size,
+                   "Instead of --vocab: a byte-fallback vocabulary of N tokens (<unk>, <s>, </s>, "
+                   "the 256 bytes, unused placeholders), for models trained on random or "
+                   "pre-tokenized ids")
+        ->check(CLI::Range(3, 1 << 30))
+        ->excludes(vocab);
     app.add_option("-o,--out", a->out, "Output GGUF file")->required();
     app.add_option("--arch", c.arch, "llama | qwen2 | qwen2moe | gpt2")->capture_default_str();
     app.add_option("--layers", c.n_layer, "Transformer blocks")
@@ -46,10 +54,20 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--type", a->type, "Matrix type: f32 | f16 | bf16")->capture_default_str();
     app.add_option("--name", c.name, "general.name")->capture_default_str();
     return [a] {
+        usage_check(!a->vocab.empty() || a->vocab_size > 0,
+                    "init: give --vocab FILE or --vocab-size N");
         const auto t = dtype_from_name(a->type);
         SYSLM_CHECK(t, "--type: unknown type '", a->type, "'");
         a->cfg.type = *t;
-        model::write_random_model(a->cfg, a->vocab, a->out);
+        std::string vocab = a->vocab;
+        if (vocab.empty()) vocab = write_byte_fallback_vocab(a->vocab_size, a->out + ".vocab.gguf");
+        struct Remove {
+            std::string path;
+            ~Remove() {
+                if (!path.empty()) std::remove(path.c_str());
+            }
+        } remove_vocab{a->vocab.empty() ? vocab : ""};
+        model::write_random_model(a->cfg, vocab, a->out);
         std::printf("wrote %s (%s, random init, seed %llu)\n", a->out.c_str(), a->cfg.arch.c_str(),
                     static_cast<unsigned long long>(a->cfg.seed));
         return 0;
@@ -58,7 +76,9 @@ std::function<int()> setup(CLI::App& app) {
 
 }  // namespace
 
-SYSLM_COMMAND(init, "init", "Create a random-initialised model (tokenizer taken from a GGUF)",
+SYSLM_COMMAND(init, "init",
+              "Create a random-initialised model (tokenizer taken from a GGUF, or a byte-fallback "
+              "vocabulary of a given size)",
               setup);
 
 }  // namespace syslm::cli

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "compress/imatrix.hpp"
 #include "compress/prune.hpp"
 #include "core/error.hpp"
@@ -126,7 +127,8 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--method", a->method, "Unstructured score: wanda or magnitude")
         ->capture_default_str();
     app.add_option("--sparsity", a->sparsity, "Fraction of each row set to zero")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(finite_in(0, 1, false, true));
     app.add_option("--pattern", a->pattern, "Semi-structured N:M pattern, e.g. 2:4");
     app.add_option("--group", a->group,
                    "Where scores compete: row (each output's weights; Wanda's choice) or matrix "

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "compress/imatrix.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
@@ -99,7 +100,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--smooth", a->smooth,
                    "W8A8: SmoothQuant migration strength alpha (0: none)")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 0.99));
+        ->check(finite_in(0.0, 0.99));
     app.add_flag("--awq", a->awq,
                  "Also scale salient input channels (AWQ), searched per layer on the importance "
                  "matrix and folded into the norms / previous matrices; the file stays a plain "

@@ -1,17 +1,21 @@
 // syslm serve: the OpenAI-compatible server over the continuous-batching engine. Listens first
 // (/health answers 503 while the model loads), binds 127.0.0.1 unless --host says otherwise,
-// and on SIGTERM / SIGINT stops accepting, finishes in-flight requests and exits.
+// and on SIGTERM / SIGINT stops accepting, finishes in-flight requests and exits. Slow or
+// malicious clients hold only their own connection: requests must arrive whole within
+// --request-timeout, and a full set of HTTP workers answers 503 at once.
 #include <signal.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "core/error.hpp"
 #include "infer/engine.hpp"
 #include "model/kv_cache.hpp"
-#include "serve/http_server.hpp"
+#include "serve/api_server.hpp"
 #include "train/batch_plan.hpp"
 
 namespace syslm::cli {
@@ -23,8 +27,17 @@ struct ServeArgs {
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
     int64_t token_budget = 512;
     int max_queue = 256, max_tokens = 4096, max_n = 8, http_threads = 0;
+    int max_connections = 1024;
+    double request_timeout = 5, keep_alive_timeout = 30, write_timeout = 30;
     size_t max_body = 1 << 20;
 };
+
+// Enough workers that the engine's queue (--max-queue, answered 429) is the limit for
+// completions, not the HTTP layer: each completion holds a worker for its whole generation,
+// sleeping. A few more for /tokenize and the like.
+int default_http_threads(const ServeArgs& a) {
+    return static_cast<int>(std::min<int64_t>(int64_t{a.parallel} + a.max_queue + 16, 4096));
+}
 
 int run_serve(const ServeArgs& a) {
     // Signals go to the waiting main thread only (blocked before any thread starts).
@@ -42,7 +55,11 @@ int run_serve(const ServeArgs& a) {
     sc.max_body = a.max_body;
     sc.limits.max_tokens = a.max_tokens;
     sc.limits.max_n = a.max_n;
-    sc.http_threads = a.http_threads > 0 ? a.http_threads : 2 * a.parallel + 16;
+    sc.http_threads = a.http_threads > 0 ? a.http_threads : default_http_threads(a);
+    sc.max_connections = a.max_connections;
+    sc.request_timeout_s = a.request_timeout;
+    sc.keep_alive_timeout_s = a.keep_alive_timeout;
+    sc.write_timeout_s = a.write_timeout;
     serve::Server server(sc);
     server.start();
     std::fprintf(stderr, "syslm serve: listening on http://%s:%d (loading %s)\n", a.host.c_str(),
@@ -124,7 +141,24 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(1, 64));
     app.add_option("--max-body", a->max_body, "Largest request body in bytes")
         ->capture_default_str();
-    app.add_option("--http-threads", a->http_threads, "HTTP worker threads (0: 2 x parallel + 16)");
+    app.add_option("--http-threads", a->http_threads,
+                   "HTTP worker threads; a completion holds one while it generates, and with all "
+                   "busy new requests get 503 (0: parallel + max-queue + 16, at most 4096)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    app.add_option("--request-timeout", a->request_timeout,
+                   "Seconds for a request's headers and body to arrive, from its first byte "
+                   "(a total, not per read); then 408 and close")
+        ->capture_default_str()->check(finite_in(0.01, 3600.0));
+    app.add_option("--keep-alive-timeout", a->keep_alive_timeout,
+                   "Seconds an idle keep-alive connection stays open")
+        ->capture_default_str()->check(finite_in(0.01, 3600.0));
+    app.add_option("--write-timeout", a->write_timeout,
+                   "Seconds a client may accept none of its pending answer before the connection "
+                   "is dropped (and its request cancelled)")
+        ->capture_default_str()->check(finite_in(0.01, 3600.0));
+    app.add_option("--max-connections", a->max_connections,
+                   "Open connections; past it a new one gets 503 and is closed")
+        ->capture_default_str()->check(CLI::Range(1, 1000000));
     app.add_option("-t,--threads", a->threads, "Compute threads (default: all cores)");
     return [a] { return run_serve(*a); };
 }

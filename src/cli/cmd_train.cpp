@@ -5,7 +5,7 @@
 // progress line (step, loss, tokens/s, MFU against `syslm probe`'s FP32 peak, ETA), evaluates on
 // the val split, stops early without improvement, writes checkpoints atomically (and on Ctrl-C),
 // metrics as JSON lines, and the trained model as GGUF (-o). With --json the last line of stdout
-// is {"tokens_per_s", "mfu", "final_loss", "peak_rss_mib"}.
+// is {"tokens_per_s", "mfu", "first_loss", "final_loss", "peak_rss_mib"}.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -22,7 +22,9 @@
 
 #include "cli/command.hpp"
 #include "cli/config_file.hpp"
+#include "cli/option_checks.hpp"
 #include "cli/token_ids.hpp"
+#include "cli/vocab_file.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
@@ -30,6 +32,7 @@
 #include "model/random_init.hpp"
 #include "profile/machine_probe.hpp"
 #include "train/batch_plan.hpp"
+#include "train/checkpoint_files.hpp"
 #include "dist/communicator.hpp"
 #include "dist/grad_compress.hpp"
 #include "train/teacher.hpp"
@@ -133,16 +136,17 @@ std::string eta(double seconds) {
 
 int run_train(const TrainArgs& a) {
     const int sources = !a.init.empty() + !a.arch.empty() + !a.resume.empty();
-    SYSLM_CHECK(sources == 1,
+    usage_check(sources == 1,
                 "train: give one of --init model.gguf (fine-tune), --arch (from "
                 "scratch) or --resume checkpoint-dir");
-    SYSLM_CHECK(!a.data.empty() + !a.ids.empty() + a.synthetic == 1,
+    usage_check(!a.data.empty() + !a.ids.empty() + a.synthetic == 1,
                 "train: give exactly one data source: --data, --ids or --synthetic-data");
-    SYSLM_CHECK(a.eval_every == 0 || !a.data.empty(),
+    usage_check(a.eval_every == 0 || !a.data.empty(),
                 "train: --eval-every needs --data (its val split)");
-    SYSLM_CHECK(a.patience == 0 || a.eval_every > 0, "train: --patience needs --eval-every");
-    SYSLM_CHECK(a.checkpoint_every == 0 || !a.checkpoint.empty(),
+    usage_check(a.patience == 0 || a.eval_every > 0, "train: --patience needs --eval-every");
+    usage_check(a.checkpoint_every == 0 || !a.checkpoint.empty(),
                 "train: --checkpoint-every needs --checkpoint DIR");
+    usage_check(a.min_lr <= a.lr, "train: --min-lr ", a.min_lr, " is above --lr ", a.lr);
     // Under mpirun every rank is a data-parallel replica (tensor and pipeline parallelism are not
     // built yet: docs/design/distributed.md); rank 0 prints, logs and writes files.
     // Ranks: rank = (pp_index x dp + dp_index) x tp + tp_index (tensor parallel innermost,
@@ -171,12 +175,26 @@ int run_train(const TrainArgs& a) {
     // Progress goes to stderr on rank 0 only; errors still reach stderr from any rank.
     FILE* const info = lead ? stderr : std::fopen("/dev/null", "w");
     SYSLM_CHECK(info, "train: cannot open /dev/null");
+    if (!a.resume.empty()) {
+        // A run killed between the renames of a checkpoint write left <dir>.tmp and <dir>.old:
+        // the newest complete one becomes <dir> again (train/checkpoint_files.hpp).
+        bool found = true;
+        if (lead) found = train::recover_checkpoint(a.resume);
+        if (world->size() > 1) {
+            double ok = found ? 1 : 0;
+            world->broadcast(&ok, sizeof ok, 0);
+            found = ok > 0;
+        }
+        SYSLM_CHECK(found, "train: --resume ", a.resume, ": no checkpoint there (nor ", a.resume,
+                    ".tmp or ", a.resume, ".old from an interrupted write)");
+    }
     std::string path =
         !a.resume.empty() ? (std::filesystem::path(a.resume) / "model.gguf").string() : a.init;
-    std::string temp;
+    std::string temp, temp_vocab;
     if (!a.arch.empty()) {
-        SYSLM_CHECK(!a.tokenizer.empty(),
-                    "train: --arch needs --tokenizer (a GGUF with a vocabulary)");
+        usage_check(!a.tokenizer.empty() || (a.vocab > 0 && a.data.empty()),
+                    "train: --arch needs --tokenizer (a GGUF with a vocabulary), or with "
+                    "--synthetic-data or --ids, --vocab N (a byte-fallback vocabulary of N tokens)");
         model::InitConfig c;
         c.arch = a.arch;
         c.n_layer = a.layers;
@@ -191,7 +209,11 @@ int run_train(const TrainArgs& a) {
         temp = (std::filesystem::temp_directory_path() /
                 ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
                    .string();
-        model::write_random_model(c, a.tokenizer, temp);
+        std::string vocab = a.tokenizer;
+        if (vocab.empty())
+            vocab = temp_vocab = write_byte_fallback_vocab(a.vocab, temp + ".vocab.gguf");
+        model::write_random_model(c, vocab, temp);
+        if (!temp_vocab.empty()) std::filesystem::remove(temp_vocab);
         path = temp;
     }
     const io::GGUFFile file(path);
@@ -208,8 +230,11 @@ int run_train(const TrainArgs& a) {
     model.set_precision(train::precision_mode(a.precision));
     const int n_vocab = model.hparams().n_vocab;
     if (a.vocab > 0)
-        SYSLM_CHECK(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
+        usage_check(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
                     " tokens");
+    usage_check(a.seq <= model.hparams().n_ctx_train, "train: --seq ", a.seq,
+                " is longer than the model's context of ", model.hparams().n_ctx_train, " positions (",
+                a.arch.empty() ? "its context_length" : "--ctx", ")");
 
     // Token budget / memory limit: the step's sequences split into the largest micro-batch
     // that fits, the rest accumulated.
@@ -409,7 +434,7 @@ int run_train(const TrainArgs& a) {
     const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
     // Throughput of the whole group; MFU against the peak of every rank's threads.
     const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * ranks;
-    double timed = 0, final_loss = 0, best_val = INFINITY;
+    double timed = 0, first_loss = NAN, final_loss = 0, best_val = INFINITY;
     int64_t timed_steps = 0;
     int evals_without_gain = 0;
     bool interrupted = false, stopped_early = false;
@@ -445,6 +470,7 @@ int run_train(const TrainArgs& a) {
         const train::StepStats s = trainer.step();
         last_step_bytes = sent() - sent_before;
         final_loss = s.loss;
+        if (std::isnan(first_loss)) first_loss = s.loss;
         if (s.step > first || a.steps - first == 1) {  // the first step includes warm-up
             timed += s.seconds;
             ++timed_steps;
@@ -559,6 +585,7 @@ int run_train(const TrainArgs& a) {
     }
     const nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
                                  {"mfu", step_flops / sps / peak},
+                                 {"first_loss", first_loss},
                                  {"final_loss", final_loss},
                                  {"peak_rss_mib", peak_rss_mib()}};
     log(summary);
@@ -588,16 +615,16 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
     app.add_option("--teacher-cache", a->teacher_cache, "Where the offline top-k cache lives");
     app.add_option("--distill-alpha", a->distill_alpha, "Weight of the teacher's soft targets")
         ->capture_default_str()
-        ->check(CLI::Range(0.0, 1.0));
+        ->check(unit_interval());
     app.add_option("--distill-temperature", a->distill_temperature, "Softmax temperature tau")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     auto* hidden = app.add_option("--distill-hidden", a->distill_hidden,
                    "Hidden-state matching (online teacher): weight of the relative squared error "
                    "between the student's residual stream, through a learned projection to the "
                    "teacher's width, and the teacher's, added to the loss (0: off)")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(non_negative());
     app.add_option("--distill-hidden-layers", a->distill_hidden_layers,
                    "Hidden-state matching: how many student blocks are matched, spread evenly and "
                    "ending with the last, each with the teacher's block at the same relative depth")
@@ -635,7 +662,7 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "--grad-compress topk: the share of each block's values sent (15%: 9x fewer "
                    "bytes)")
         ->capture_default_str()
-        ->check(CLI::Range(1e-6, 1.0))
+        ->check(finite_in(0, 1, true))
         ->needs(compress);
     app.add_option("--grad-compress-warmup", a->compress_warmup,
                    "Steps reduced exactly before compression starts (as 1-bit Adam's warm-up)")
@@ -646,32 +673,49 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "Data parallel: seconds a collective may wait before the job is aborted with a "
                    "message (a rank died or hangs)")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     app.add_option("--init", a->init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
     app.add_option("--arch", a->arch, "Train from scratch: llama | qwen2 | gpt2")
         ->check(CLI::IsMember({"llama", "qwen2", "gpt2"}));
-    app.add_option("--layers", a->layers, "From scratch: layers")->capture_default_str();
-    app.add_option("--heads", a->heads, "From scratch: attention heads")->capture_default_str();
-    app.add_option("--kv-heads", a->kv_heads, "From scratch: KV heads (0: as --heads)");
-    app.add_option("--dim", a->dim, "From scratch: embedding width")->capture_default_str();
-    app.add_option("--ffn", a->ffn, "From scratch: FFN width (0: the architecture's default)");
+    app.add_option("--layers", a->layers, "From scratch: layers")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--heads", a->heads, "From scratch: attention heads")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--kv-heads", a->kv_heads, "From scratch: KV heads (0: as --heads)")
+        ->check(CLI::Range(0, 1 << 16));
+    app.add_option("--dim", a->dim, "From scratch: embedding width")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--ffn", a->ffn, "From scratch: FFN width (0: the architecture's default)")
+        ->check(CLI::Range(0, 1 << 24));
     app.add_option("--experts", a->experts, "From scratch: routed experts per layer (0: dense)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 16));
     app.add_option("--experts-used", a->experts_used, "From scratch: experts per token (top-k)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
     app.add_option("--moe-aux-coef", a->moe_aux_coef,
                    "MoE: weight of the load-balancing auxiliary loss")
-        ->capture_default_str();
-    app.add_option("--ctx", a->ctx, "From scratch: context length")->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative());
+    app.add_option("--ctx", a->ctx, "From scratch: context length")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 24));
     app.add_option("--tokenizer", a->tokenizer, "From scratch: GGUF whose tokenizer to use")
         ->check(CLI::ExistingFile);
-    app.add_option("--vocab", a->vocab, "Expected vocabulary size (checked against the tokenizer)");
+    app.add_option("--vocab", a->vocab,
+                   "Vocabulary size: checked against the tokenizer; from scratch with "
+                   "--synthetic-data it is enough without --tokenizer")
+        ->check(CLI::Range(1, 1 << 30));
     app.add_option("--seed", a->seed,
                    "Seed of the initialisation and of the data order (shard sampling or "
                    "synthetic tokens)")
         ->capture_default_str();
-    app.add_option("--resume", a->resume, "Continue a checkpoint directory (same flags otherwise)")
-        ->check(CLI::ExistingDirectory);
+    app.add_option("--resume", a->resume,
+                   "Continue a checkpoint directory (same flags otherwise); one left half-swapped "
+                   "by a killed run is recovered first");
     app.add_option("--data", a->data, "Data: a `syslm data prepare` directory (train split)")
         ->check(CLI::ExistingDirectory);
     app.add_option("--ids", a->ids, "Data: one fixed batch, --batch sequences of --seq + 1 ids");
@@ -699,31 +743,41 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "Largest estimated process memory (e.g. 2GiB): the micro-batch shrinks to fit "
                    "and the rest of the step is accumulated");
     app.add_option("--optimizer", a->optimizer, "adamw | lion | sgd")->capture_default_str();
-    app.add_option("--lr", a->lr, "Peak learning rate")->capture_default_str();
+    app.add_option("--lr", a->lr, "Peak learning rate")->capture_default_str()->check(non_negative());
     app.add_option("--min-lr", a->min_lr, "Learning rate at the end of the decay")
-        ->capture_default_str();
-    app.add_option("--warmup", a->warmup, "Linear warm-up steps")->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative());
+    app.add_option("--warmup", a->warmup, "Linear warm-up steps")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
     app.add_option("--schedule", a->schedule,
                    "Learning-rate schedule: cosine | linear | constant; with --pp also the pipeline "
                    "schedule: gpipe | 1f1b (default 1f1b), e.g. --schedule 1f1b")
         ->capture_default_str()
         ->check(CLI::IsMember({"cosine", "linear", "constant", "gpipe", "1f1b"}));
-    app.add_option("--beta1", a->beta1, "AdamW / Lion beta1")->capture_default_str();
-    app.add_option("--beta2", a->beta2, "AdamW / Lion beta2")->capture_default_str();
-    app.add_option("--eps", a->eps, "AdamW epsilon")->capture_default_str();
+    app.add_option("--beta1", a->beta1, "AdamW / Lion beta1")
+        ->capture_default_str()
+        ->check(unit_interval_open_top());
+    app.add_option("--beta2", a->beta2, "AdamW / Lion beta2")
+        ->capture_default_str()
+        ->check(unit_interval_open_top());
+    app.add_option("--eps", a->eps, "AdamW epsilon")->capture_default_str()->check(positive());
     app.add_option("--weight-decay", a->weight_decay,
                    "Decay of the matrices (not norms, biases, "
                    "embeddings)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative());
     app.add_flag("--decay-embeddings", a->decay_embeddings, "Decay the embeddings too");
-    app.add_option("--momentum", a->momentum, "SGD momentum")->capture_default_str();
+    app.add_option("--momentum", a->momentum, "SGD momentum")
+        ->capture_default_str()
+        ->check(unit_interval_open_top());
     app.add_flag("--nesterov", a->nesterov, "SGD: Nesterov momentum");
     app.add_option("--precision", a->precision,
                    "Linear layers' arithmetic: f32, or bf16 / f16 (mixed precision: rounded "
                    "operands, f32 accumulation and master weights; f16 with dynamic loss scaling)")
         ->capture_default_str();
     app.add_option("--loss-scale", a->loss_scale, "f16: initial loss scale")
-        ->check(CLI::PositiveNumber)
+        ->check(positive())
         ->capture_default_str();
     app.add_option("--loss-scale-window", a->loss_scale_window,
                    "f16: finite steps in a row that double the loss scale")
@@ -734,7 +788,9 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                    "outputs); full (keep layer inputs, recompute the rest in the backward pass)")
         ->capture_default_str()
         ->check(CLI::IsMember({"none", "selective", "full"}));
-    app.add_option("--clip", a->clip, "Global gradient-norm limit (0: off)")->capture_default_str();
+    app.add_option("--clip", a->clip, "Global gradient-norm limit (0: off)")
+        ->capture_default_str()
+        ->check(non_negative());
     app.add_option("--qat", a->qat,
                    "Quantization-aware training for this type (Q4_0, Q8_0, Q4_K_M, ...): "
                    "matrices are fake-quantized in every step (straight-through gradients) and "
@@ -742,27 +798,32 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
     app.add_flag("--keep-zeros", a->keep_zeros,
                  "Weights of the blocks' matrices that are zero at the start stay zero "
                  "(fine-tuning a model from `syslm prune` keeps its sparsity)");
-    app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    app.add_option("-t,--threads", a->threads, "Threads (default: all cores)")
+        ->check(CLI::Range(0, 4096));
     app.add_option("--log-every", a->log_every, "Keep a progress line every N steps")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 30));
     app.add_option("--eval-every", a->eval_every,
-                   "Evaluate on the val split every N steps (0: off)");
+                   "Evaluate on the val split every N steps (0: off)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--eval-batches", a->eval_batches, "Val batches per evaluation (0: all)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--patience", a->patience,
-                   "Stop after N evaluations without a better val loss (0: never)");
+                   "Stop after N evaluations without a better val loss (0: never)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--checkpoint", a->checkpoint,
                    "Checkpoint directory (written atomically; also on Ctrl-C)");
     app.add_option("--checkpoint-every", a->checkpoint_every,
                    "Checkpoint every N steps (0: only "
-                   "on Ctrl-C)");
+                   "on Ctrl-C)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--metrics", a->metrics, "Append one JSON line per step / evaluation");
     app.add_option("-o,--out", a->out, "Write the trained model (GGUF, F32)");
     app.add_flag("--profile", a->profile,
                  "Per-op time table of the training steps (forward, backward, loss)");
     app.add_flag("--json", a->json,
-                 "Last line of stdout: {tokens_per_s, mfu, final_loss, peak_rss_mib}");
+                 "Last line of stdout: {tokens_per_s, mfu, first_loss, final_loss, peak_rss_mib}");
     return [a, &app] {
         if (!a->config.empty()) apply_config_file(app, a->config);
         return run_train(*a);

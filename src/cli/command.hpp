@@ -5,7 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
+
+#include "core/error.hpp"
 
 namespace syslm::cli {
 
@@ -19,6 +23,23 @@ struct CommandEntry {
 };
 
 std::vector<CommandEntry>& command_registry();
+
+// Errors are reported as one line, `syslm: error: <what>`, on stderr. The exit status says
+// whose mistake it was: 2 for the command line (a CLI11 parse error: unknown or missing option,
+// a value the option does not accept; or a UsageError: options that contradict each other, a
+// config file's bad value), 1 for everything else (files, data, numbers going bad at run time).
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Throws UsageError with the message when cond is false.
+template <class... Args>
+void usage_check(bool cond, Args&&... args) {
+    if (!cond) throw UsageError(cat(std::forward<Args>(args)...));
+}
 bool register_command(CommandEntry entry);
 
 }  // namespace syslm::cli

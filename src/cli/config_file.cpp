@@ -1,5 +1,6 @@
 #include "cli/config_file.hpp"
 
+#include "cli/command.hpp"
 #include "core/error.hpp"
 
 namespace syslm::cli {
@@ -9,24 +10,24 @@ void apply_config_file(CLI::App& app, const std::string& path) {
     try {
         items = CLI::ConfigTOML().from_file(path);
     } catch (const CLI::Error& e) {
-        fail(path, ": ", e.what());
+        throw UsageError(cat(path, ": ", e.what()));
     }
     for (const CLI::ConfigItem& item : items) {
         const std::string key = item.fullname();
-        SYSLM_CHECK(item.parents.empty(), path, ": '", key, "': sections are not used here");
+        usage_check(item.parents.empty(), path, ": '", key, "': sections are not used here");
         CLI::Option* opt = nullptr;
         try {
             opt = app.get_option("--" + item.name);
         } catch (const CLI::OptionNotFound&) {
         }
-        SYSLM_CHECK(opt && opt->get_configurable() && item.name != "config", path, ": '", key,
+        usage_check(opt && opt->get_configurable() && item.name != "config", path, ": '", key,
                     "' is not an option of `syslm ", app.get_name(), "`");
         if (opt->count() > 0) continue;  // the command line wins
         try {
             if (opt->get_type_size() == 0) {  // a flag: true / false
-                SYSLM_CHECK(item.inputs.size() == 1, path, ": '", key, "' takes true or false");
+                usage_check(item.inputs.size() == 1, path, ": '", key, "' takes true or false");
                 const std::string& v = item.inputs.front();
-                SYSLM_CHECK(v == "true" || v == "false", path, ": '", key,
+                usage_check(v == "true" || v == "false", path, ": '", key,
                             "' takes true or false, "
                             "not '",
                             v, "'");
@@ -36,7 +37,7 @@ void apply_config_file(CLI::App& app, const std::string& path) {
             }
             if (opt->count() > 0) opt->run_callback();
         } catch (const CLI::Error& e) {
-            fail(path, ": '", key, "': ", e.what());
+            throw UsageError(cat(path, ": '", key, "': ", e.what()));
         }
     }
 }

@@ -34,18 +34,28 @@ int main(int argc, char** argv) {
         CLI::App* sub = app.add_subcommand(entry.name, entry.description);
         actions.emplace_back(sub, entry.setup(*sub));
     }
+    auto report = [](const char* what, int status) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "syslm: error: %s\n", what);
+        if (status == kExitUsage)
+            std::fprintf(stderr, "Run 'syslm <command> --help' for the options.\n");
+        return status;
+    };
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all
+        return report(e.what(), kExitUsage);
     }
     try {
         for (auto& [sub, action] : actions)
             if (sub->parsed()) return action();
+    } catch (const CLI::ParseError& e) {
+        return report(e.what(), kExitUsage);
+    } catch (const UsageError& e) {
+        return report(e.what(), kExitUsage);
     } catch (const std::exception& e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "syslm: error: %s\n", e.what());
-        return 1;
+        return report(e.what(), kExitError);
     }
     return 0;
 }

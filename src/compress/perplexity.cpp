@@ -44,6 +44,9 @@ PerplexityResult perplexity(model::Context& ctx, std::vector<int32_t> tokens, in
         for (int j = first; j < n_ctx - 1; ++j) {
             const double v = nll_of(logits.subspan(static_cast<size_t>(j) * n_vocab, n_vocab),
                                     tokens[start + j + 1]);
+            SYSLM_CHECK(std::isfinite(v), "perplexity: chunk ", c + 1, ", position ", j,
+                        ": the log-likelihood is ", v,
+                        " (the model's logits are not finite numbers): no perplexity");
             nll += v;
             nll2 += v * v;
             ++r.n_scored;
@@ -54,6 +57,8 @@ PerplexityResult perplexity(model::Context& ctx, std::vector<int32_t> tokens, in
     r.n_chunks = n_chunks;
     const double mean = nll / r.n_scored;
     r.ppl = std::exp(mean);
+    SYSLM_CHECK(std::isfinite(r.ppl), "perplexity: the mean negative log-likelihood ", mean,
+                " overflows: no finite perplexity");
     const double var = nll2 / r.n_scored - mean * mean;
     r.ppl_stderr = var > 0 && r.n_scored > 1 ? std::sqrt(var / (r.n_scored - 1)) * r.ppl : 0;
     return r;

@@ -8,14 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 
 namespace syslm::data {
 namespace {
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-constexpr uint64_t kFnvPrime = 0x100000001b3ull;
 
 uint64_t load_u64(const uint8_t* p) {
     uint64_t v;
@@ -27,16 +25,6 @@ uint32_t load_u32(const uint8_t* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
     return v;
-}
-
-// Continues the hash h over `bytes`. Parts are hashed one after the other; since the header part
-// is 24 bytes (three words), the word grid of the whole byte string is the same as the parts'.
-uint64_t fnv_words(uint64_t h, std::span<const uint8_t> bytes) {
-    const size_t n_words = bytes.size() / 8;
-    const uint8_t* p = bytes.data();
-    for (size_t i = 0; i < n_words; ++i) h = (h ^ load_u64(p + 8 * i)) * kFnvPrime;
-    for (size_t i = n_words * 8; i < bytes.size(); ++i) h = (h ^ p[i]) * kFnvPrime;
-    return h;
 }
 
 template <class T>
@@ -59,7 +47,10 @@ TokenDType dtype_for_vocab(uint64_t n_vocab) {
 
 uint64_t shard_checksum(std::span<const uint8_t> header24, std::span<const uint8_t> tokens) {
     SYSLM_CHECK(header24.size() == 24, "shard_checksum: the header part is 24 bytes");
-    return fnv_words(fnv_words(kFnvOffset, header24), tokens);
+    WordHash h;  // the header part is three whole words, so the word grid is the file's
+    h.update(header24);
+    h.update(tokens);
+    return h.value();
 }
 
 void write_shard(const std::string& path, std::span<const uint32_t> tokens, TokenDType dtype) {

@@ -13,9 +13,9 @@
 //
 // The checksum covers header bytes 0..23 and then the token bytes: h = 0xcbf29ce484222325, then
 // for each 8-byte little-endian word w of that byte string, h = (h ^ w) * 0x100000001b3, and for
-// the 0..7 bytes left over at the end, the same one byte at a time (FNV-1a on 64-bit words, eight
-// times faster than on bytes). Each step is a bijection of h, so any one changed word is always
-// detected. Readers verify it at open by default, in the same pass that finds the largest token.
+// the 0..7 bytes left over at the end, the same one byte at a time (FNV-1a on 64-bit words,
+// core/checksum.hpp). Readers verify it at open by default, in the same pass that finds the
+// largest token.
 //
 // A shard is written atomically (temporary file + rename), so a reader sees a whole shard or
 // none. Every reader error names the file and says what is wrong; no input crashes the reader.

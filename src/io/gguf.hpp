@@ -52,8 +52,25 @@ inline constexpr int kGGUFMaxArrayDepth = 32;        // nesting of arrays of arr
 // One metadata value: a scalar, a string, or an array of one element type (arrays of arrays are
 // allowed by the spec and kept). Accessors convert between numeric types when the value fits and
 // throw Error ("expected ..., found ...") otherwise; the caller adds the key name.
+//
+// Strings and arrays are views of their GGUF encoding (little-endian, as in the file): a string is
+// its bytes; an array is its element type, its count and its encoded elements (array_bytes()). So
+// metadata costs no more than the bytes it occupies, however many elements it has. The bytes are
+// kept alive by an owner that every copy of the value shares:
+//   - values read by GGUFFile(path) hold the file's mapping, so they stay valid after the GGUFFile
+//     is gone (a GGUFWriter can hold them until write()); holding one keeps the whole mapping, and
+//     the pages of it that were read, alive;
+//   - values read by GGUFFile(span, name) have no owner: the caller's bytes must outlive every
+//     value (and every copy of one) read from them;
+//   - values built in memory (string, strings, array, f32s, ...) own a buffer with the encoding.
+// item(i) costs O(1) for fixed-size element types; arrays of strings or arrays keep the byte offset
+// of every kIndexStride-th element (1/8 byte per element), so item(i) scans at most
+// kIndexStride - 1 elements. for_each_item visits elements in order without that scan.
+// Values are immutable: copies and concurrent reads from several threads are safe.
 class GGUFValue {
 public:
+    static constexpr size_t kIndexStride = 64;
+
     GGUFValue() = default;
     static GGUFValue u8(uint8_t v);
     static GGUFValue i8(int8_t v);
@@ -67,16 +84,18 @@ public:
     static GGUFValue f64(double v);
     static GGUFValue boolean(bool v);
     static GGUFValue string(std::string v);
-    static GGUFValue strings(std::vector<std::string> v);
-    static GGUFValue array(GGUFType elem, std::vector<GGUFValue> items);  // any element type
+    static GGUFValue strings(const std::vector<std::string>& v);
+    // Any element type; every item must have it. Refuses arrays nested deeper than
+    // kGGUFMaxArrayDepth levels (which no reader would accept).
+    static GGUFValue array(GGUFType elem, const std::vector<GGUFValue>& items);
     static GGUFValue f32s(std::span<const float> v);
     static GGUFValue i32s(std::span<const int32_t> v);
     static GGUFValue u32s(std::span<const uint32_t> v);
 
     GGUFType type() const { return type_; }
     bool is_array() const { return type_ == GGUFType::ARRAY; }
-    GGUFType array_type() const { return array_type_; }  // only for arrays
-    size_t size() const { return items_.size(); }        // number of array elements
+    GGUFType array_type() const { return array_type_; }          // only for arrays
+    size_t size() const { return static_cast<size_t>(count_); }  // number of array elements
 
     uint64_t as_u64() const;  // any integer type (or bool) that is >= 0
     int64_t as_i64() const;   // any integer type that fits
@@ -85,25 +104,53 @@ public:
     double as_f64() const;  // any numeric type
     float as_f32() const { return static_cast<float>(as_f64()); }
     bool as_bool() const;
-    const std::string& as_string() const;
-    const std::vector<GGUFValue>& items() const;  // array elements
+    std::string as_string() const;  // a copy of the string's bytes
+    // The string's bytes, valid as long as the value's owner (see above).
+    std::string_view as_string_view() const;
+
+    // Element i of an array: a scalar, a string or a nested array (a view sharing this owner).
+    // Throws Error when this is not an array or i >= size().
+    GGUFValue item(size_t i) const;
+    // Calls f(i, item(i)) for the first min(limit, size()) elements, in order.
+    void for_each_item(const std::function<void(size_t, const GGUFValue&)>& f,
+                       size_t limit = static_cast<size_t>(-1)) const;
+    // The encoded elements of an array, as in a GGUF file after the element type and count:
+    // fixed-size elements packed little-endian, strings as u64 length + bytes, nested arrays as
+    // u32 element type + u64 count + elements. Valid as long as the value's owner.
+    std::span<const uint8_t> array_bytes() const;
+    // These materialise every element (the caller asked for all of them).
     std::vector<std::string> as_strings() const;  // array of strings
     std::vector<float> as_f32s() const;           // array of any numeric type
     std::vector<int32_t> as_i32s() const;         // array of any integer type that fits
 
     std::string to_display(size_t max_items = 8) const;  // short human-readable form
+    // The same text, handed to `out` in pieces (for long forms: max_items 0 shows every element).
+    void write_display(const std::function<void(std::string_view)>& out,
+                       size_t max_items = 8) const;
 
 private:
+    friend class GGUFFile;
+    // Decodes the element of type t encoded at bytes[off] (validated before: bounds are still
+    // checked) and moves off past it. Strings and arrays become views sharing `owner`.
+    static GGUFValue decode(GGUFType t, std::span<const uint8_t> bytes, size_t& off,
+                            const std::shared_ptr<const void>& owner);
+    // An array view of `count` elements of type elem encoded from bytes[off]; moves off past them.
+    static GGUFValue view_array(GGUFType elem, uint64_t count, std::span<const uint8_t> bytes,
+                                size_t& off, const std::shared_ptr<const void>& owner);
+
     GGUFType type_ = GGUFType::U8;
     GGUFType array_type_ = GGUFType::U8;
-    // One payload per type (tokenizer arrays hold ~10^5 values, so each value stays small).
     union {
         uint64_t u_ = 0;  // unsigned ints and bool
         int64_t i_;       // signed ints
         double f_;        // floats
     };
-    std::string s_;
-    std::vector<GGUFValue> items_;
+    uint64_t count_ = 0;                 // array elements
+    std::span<const uint8_t> bytes_;     // string: its bytes; array: its encoded elements
+    std::shared_ptr<const void> owner_;  // keeps bytes_ alive (null for a caller's span)
+    // Arrays of strings or arrays with more than kIndexStride elements: the offset in bytes_ of
+    // elements 0, kIndexStride, 2 * kIndexStride, ...
+    std::shared_ptr<const std::vector<size_t>> index_;
 };
 
 struct GGUFTensor {
@@ -124,12 +171,18 @@ struct GGUFTensor {
 // Error that names the file and what is wrong, with the byte offset where it applies. Versions 2
 // and 3 are read (same layout); strings are kept as raw bytes (invalid UTF-8 is not an error).
 // Memory use is bounded by the file size: no count or length is trusted before it is checked
-// against the bytes that remain.
+// against the bytes that remain. Metadata strings and arrays are views of the bytes (see
+// GGUFValue), so parsing allocates little beyond the keys and the tensor table.
 class GGUFFile {
 public:
     explicit GGUFFile(const std::string& path);  // mmaps the file
-    // Parses bytes owned by the caller (fuzzing, tests); `name` is used in error messages.
+    // Parses bytes owned by the caller (fuzzing, tests); `name` is used in error messages. String
+    // and array values are views of these bytes: they must outlive the values read from them.
     GGUFFile(std::span<const uint8_t> bytes, std::string name);
+    GGUFFile(const GGUFFile&) = delete;
+    GGUFFile& operator=(const GGUFFile&) = delete;
+    GGUFFile(GGUFFile&&) = default;
+    GGUFFile& operator=(GGUFFile&&) = default;
 
     const std::string& path() const { return path_; }
     // Whether the bytes are a read-only mapping of the file (not a caller's buffer): only then may
@@ -163,7 +216,7 @@ private:
     void parse();
 
     std::string path_;
-    std::unique_ptr<MappedFile> map_;
+    std::shared_ptr<const MappedFile> map_;  // shared with the metadata values that view it
     std::span<const uint8_t> bytes_;
     uint32_t version_ = 0;
     size_t alignment_ = 32;
@@ -175,7 +228,8 @@ private:
 // Builds a GGUF file in memory order and writes it atomically (temp file + rename).
 class GGUFWriter {
 public:
-    // Adds or replaces a key; keys keep their first insertion order.
+    // Adds or replaces a key; keys keep their first insertion order. A value read from a GGUFFile
+    // keeps its bytes alive until write() (see GGUFValue), which copies them to the new file.
     void set(std::string key, GGUFValue value);
     void remove(std::string_view key);
     // `data` must stay valid until write(); nbytes must equal row_bytes(type, ne[0]) * rows.

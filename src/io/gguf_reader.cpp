@@ -3,7 +3,8 @@
 // Every length, count and offset in the file is untrusted: it is checked against the bytes that
 // remain before anything is allocated or dereferenced, so a hostile file costs at most memory
 // proportional to its own size, and every violation becomes one Error naming the file, what is
-// wrong and the byte offset of the offending field.
+// wrong and the byte offset of the offending field. Metadata strings and arrays are not copied:
+// once validated they become views of the bytes (GGUFValue), kept alive by the shared mapping.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -100,16 +101,25 @@ public:
         return v;
     }
 
-    std::string read_string(const char* what) {
+    void skip(size_t n, const char* what) {
+        need(n, what);
+        pos_ += n;
+    }
+
+    // A u64 length and that many bytes; returns them as a view.
+    std::string_view view_string(const char* what) {
         const size_t at = pos_;
         const uint64_t len = read<uint64_t>(what);
         if (len > remaining())
             error_at(at, "truncated file or absurd length: ", what, " claims ", len,
                      " bytes but only ", remaining(), " remain of ", b_.size());
-        std::string s(reinterpret_cast<const char*>(b_.data() + pos_), static_cast<size_t>(len));
+        const std::string_view s(reinterpret_cast<const char*>(b_.data() + pos_),
+                                 static_cast<size_t>(len));
         pos_ += static_cast<size_t>(len);
         return s;
     }
+    std::string read_string(const char* what) { return std::string(view_string(what)); }
+    void skip_string(const char* what) { view_string(what); }
 
 private:
     std::span<const uint8_t> b_;
@@ -125,36 +135,39 @@ GGUFType read_type(Cursor& c, const char* what) {
     return static_cast<GGUFType>(id);
 }
 
-GGUFValue read_value(Cursor& c, GGUFType t, int depth) {
+// Validates one value of type t at the cursor and moves past it, copying nothing: every string
+// length and array count is checked against the bytes that remain, every nested element type and
+// bool value is checked. `depth` is the nesting of arrays around it (0 for a key's value).
+void check_value(Cursor& c, GGUFType t, int depth) {
     switch (t) {
         case GGUFType::U8:
-            return GGUFValue::u8(c.read<uint8_t>("u8 value"));
+            return c.skip(1, "u8 value");
         case GGUFType::I8:
-            return GGUFValue::i8(c.read<int8_t>("i8 value"));
+            return c.skip(1, "i8 value");
         case GGUFType::U16:
-            return GGUFValue::u16(c.read<uint16_t>("u16 value"));
+            return c.skip(2, "u16 value");
         case GGUFType::I16:
-            return GGUFValue::i16(c.read<int16_t>("i16 value"));
+            return c.skip(2, "i16 value");
         case GGUFType::U32:
-            return GGUFValue::u32(c.read<uint32_t>("u32 value"));
+            return c.skip(4, "u32 value");
         case GGUFType::I32:
-            return GGUFValue::i32(c.read<int32_t>("i32 value"));
+            return c.skip(4, "i32 value");
         case GGUFType::U64:
-            return GGUFValue::u64(c.read<uint64_t>("u64 value"));
+            return c.skip(8, "u64 value");
         case GGUFType::I64:
-            return GGUFValue::i64(c.read<int64_t>("i64 value"));
+            return c.skip(8, "i64 value");
         case GGUFType::F32:
-            return GGUFValue::f32(c.read<float>("f32 value"));
+            return c.skip(4, "f32 value");
         case GGUFType::F64:
-            return GGUFValue::f64(c.read<double>("f64 value"));
+            return c.skip(8, "f64 value");
         case GGUFType::BOOL: {
             const size_t at = c.pos();
             const uint8_t v = c.read<uint8_t>("bool value");
             if (v > 1) c.error_at(at, "invalid bool value ", int(v), " (must be 0 or 1)");
-            return GGUFValue::boolean(v != 0);
+            return;
         }
         case GGUFType::STRING:
-            return GGUFValue::string(c.read_string("string value"));
+            return c.skip_string("string value");
         case GGUFType::ARRAY: {
             const size_t at = c.pos();
             if (depth >= kGGUFMaxArrayDepth)
@@ -167,10 +180,12 @@ GGUFValue read_value(Cursor& c, GGUFType t, int depth) {
                 c.error_at(count_at, "truncated file or absurd array length ", n,
                            ": the remaining ", c.remaining(), " bytes hold at most ", fits,
                            " elements of type ", gguf_type_name(elem));
-            std::vector<GGUFValue> items;
-            items.reserve(static_cast<size_t>(n));
-            for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, elem, depth + 1));
-            return GGUFValue::array(elem, std::move(items));
+            // Fixed-size elements other than bool need no look: the count check covers them.
+            const size_t fixed = gguf_scalar_size(elem);
+            if (fixed && elem != GGUFType::BOOL)
+                return c.skip(static_cast<size_t>(n) * fixed, "array elements");
+            for (uint64_t i = 0; i < n; ++i) check_value(c, elem, depth + 1);
+            return;
         }
     }
     c.error_at(c.pos(), "invalid value type ", static_cast<uint32_t>(t));
@@ -189,7 +204,7 @@ int64_t GGUFTensor::numel() const {
 }
 
 GGUFFile::GGUFFile(const std::string& path) : path_(path) {
-    map_ = std::make_unique<MappedFile>(path);
+    map_ = std::make_shared<const MappedFile>(path);
     bytes_ = map_->bytes();
     parse();
 }
@@ -249,7 +264,10 @@ void GGUFFile::parse() {
         if (!keys.insert(key).second) c.error_at(key_at, "duplicate key '", key, "'");
         c.set_context(cat("key '", key, "'"));
         const GGUFType t = read_type(c, "value type");
-        kv_.emplace_back(std::move(key), read_value(c, t, 0));
+        size_t off = c.pos();
+        check_value(c, t, 0);
+        // Validated: decoding makes strings and arrays views of the bytes, owned by the mapping.
+        kv_.emplace_back(std::move(key), GGUFValue::decode(t, bytes_, off, map_));
     }
     c.set_context("");
 

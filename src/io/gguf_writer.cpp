@@ -1,5 +1,6 @@
 // GGUFWriter: lays out a GGUF v3 file (header, metadata in insertion order, tensor infos, aligned
 // tensor data) and writes it through AtomicFileWriter, so readers never see a partial file.
+// Metadata strings and arrays are written from the bytes of their values (already GGUF-encoded).
 #include <cstring>
 #include <limits>
 
@@ -9,23 +10,51 @@
 namespace syslm::io {
 namespace {
 
-class Buffer {
+// Buffers the small fields of the header and writes large ones (long strings, array elements)
+// straight from their bytes, so that writing costs no copy of the metadata.
+class HeaderSink {
 public:
+    explicit HeaderSink(AtomicFileWriter& out) : out_(out) {}
+
     template <class T>
     void put(T v) {
-        const size_t at = bytes.size();
-        bytes.resize(at + sizeof(T));
-        std::memcpy(bytes.data() + at, &v, sizeof(T));
+        const size_t at = buf_.size();
+        buf_.resize(at + sizeof(T));
+        std::memcpy(buf_.data() + at, &v, sizeof(T));
+        if (buf_.size() >= kFlushAt) flush();
     }
-    void put_string(const std::string& s) {
+    void put_bytes(const void* p, size_t n) {
+        if (n >= kFlushAt) {
+            flush();
+            out_.write(p, n);
+            written_ += n;
+            return;
+        }
+        const auto* b = static_cast<const uint8_t*>(p);
+        buf_.insert(buf_.end(), b, b + n);
+        if (buf_.size() >= kFlushAt) flush();
+    }
+    void put_string(std::string_view s) {
         put<uint64_t>(s.size());
-        bytes.insert(bytes.end(), s.begin(), s.end());
+        put_bytes(s.data(), s.size());
     }
-    std::vector<uint8_t> bytes;
+    size_t size() const { return written_ + buf_.size(); }
+    void flush() {
+        if (buf_.empty()) return;
+        out_.write(buf_.data(), buf_.size());
+        written_ += buf_.size();
+        buf_.clear();
+    }
+
+private:
+    static constexpr size_t kFlushAt = size_t{1} << 16;
+    AtomicFileWriter& out_;
+    std::vector<uint8_t> buf_;
+    size_t written_ = 0;
 };
 
 // Writes the value's payload (no type tag); an array writes its element type, count, elements.
-void put_value(Buffer& b, const GGUFValue& v) {
+void put_value(HeaderSink& b, const GGUFValue& v) {
     switch (v.type()) {
         case GGUFType::U8:
             b.put(static_cast<uint8_t>(v.as_u64()));
@@ -61,25 +90,21 @@ void put_value(Buffer& b, const GGUFValue& v) {
             b.put(static_cast<uint8_t>(v.as_bool() ? 1 : 0));
             break;
         case GGUFType::STRING:
-            b.put_string(v.as_string());
+            b.put_string(v.as_string_view());
             break;
-        case GGUFType::ARRAY:
+        case GGUFType::ARRAY: {
+            // The elements are already in GGUF's encoding: written verbatim.
             b.put(static_cast<uint32_t>(v.array_type()));
             b.put<uint64_t>(v.size());
-            for (const auto& item : v.items()) put_value(b, item);
+            const auto bytes = v.array_bytes();
+            b.put_bytes(bytes.data(), bytes.size());
             break;
+        }
     }
 }
 
 size_t align_up(size_t x, size_t a) {
     return x + (a - x % a) % a;
-}
-
-int array_depth(const GGUFValue& v) {
-    if (!v.is_array()) return 0;
-    int d = 0;
-    for (const auto& item : v.items()) d = std::max(d, array_depth(item));
-    return d + 1;
 }
 
 }  // namespace
@@ -97,9 +122,8 @@ void GGUFWriter::set(std::string key, GGUFValue value) {
                     "GGUFWriter: general.alignment must be a power of two (at most 2^30), got ", a);
         value = GGUFValue::u32(static_cast<uint32_t>(a));
     }
-    // Deeper nesting would be refused by our own reader.
-    SYSLM_CHECK(array_depth(value) <= kGGUFMaxArrayDepth, "GGUFWriter: key ", key,
-                ": arrays nested deeper than ", kGGUFMaxArrayDepth, " levels");
+    // Arrays nested deeper than our own reader accepts cannot exist: GGUFValue::array refuses
+    // them, and the reader refuses them in files.
     for (auto& [k, v] : kv_) {
         if (k == key) {
             v = std::move(value);
@@ -123,8 +147,8 @@ void GGUFWriter::check_tensor(const std::string& name, DType type, const std::ve
                 "GGUFWriter: tensor '", name, "' has ", ne.size(), " dimensions (must be 1..",
                 kGGUFMaxDims, ")");
     const DTypeInfo* info = dtype_info(static_cast<uint32_t>(type));
-    SYSLM_CHECK(info && !info->runtime_only, "GGUFWriter: tensor '", name,
-                "' has type id ", static_cast<uint32_t>(type), ", which is not a GGUF type");
+    SYSLM_CHECK(info && !info->runtime_only, "GGUFWriter: tensor '", name, "' has type id ",
+                static_cast<uint32_t>(type), ", which is not a GGUF type");
     int64_t rows = 1;
     for (size_t d = 0; d < ne.size(); ++d) {
         SYSLM_CHECK(ne[d] > 0, "GGUFWriter: tensor '", name, "' dimension ", d, " is ", ne[d]);
@@ -170,7 +194,10 @@ void GGUFWriter::write(const std::string& path) const {
     for (const auto& [k, v] : kv_)
         if (k == "general.alignment") alignment = v.as_u32();  // validated by set()
 
-    Buffer head;
+    // Every tensor, the last included, is padded to the alignment (as gguf-py does).
+    const std::vector<uint8_t> zeros(alignment, 0);
+    AtomicFileWriter out(path);
+    HeaderSink head(out);
     head.put<uint32_t>(0x46554747);  // "GGUF" read as a little-endian u32
     head.put<uint32_t>(kGGUFVersion);
     head.put<uint64_t>(tensors_.size());
@@ -189,12 +216,10 @@ void GGUFWriter::write(const std::string& path) const {
         head.put<uint64_t>(offset);
         offset = align_up(offset + t.nbytes, alignment);
     }
-    head.bytes.resize(align_up(head.bytes.size(), alignment), 0);
+    const size_t head_size = head.size();
+    head.put_bytes(zeros.data(), align_up(head_size, alignment) - head_size);
+    head.flush();
 
-    // Every tensor, the last included, is padded to the alignment (as gguf-py does).
-    const std::vector<uint8_t> zeros(alignment, 0);
-    AtomicFileWriter out(path);
-    out.write(head.bytes.data(), head.bytes.size());
     std::vector<uint8_t> scratch;  // for generated tensors, reused
     for (const auto& t : tensors_) {
         if (t.fill) {

@@ -1,6 +1,8 @@
 #include "model/hparams.hpp"
 
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "core/error.hpp"
 
@@ -16,6 +18,41 @@ Arch parse_arch(const std::string& name, const std::string& path) {
          "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, gpt2)");
 }
 
+// Every hyperparameter is checked where it is read, and an error names the file and the key: a
+// value out of range (a context of 2^32 - 1 read into an int, a NaN epsilon, a zero RoPE base)
+// would otherwise load and compute garbage.
+class Reader {
+public:
+    Reader(const io::GGUFFile& f, std::string prefix) : f_(f), a_(std::move(prefix)) {}
+
+    // A count in [lo, hi]; `def` when the key is absent (nullopt: the key is required).
+    int count(const std::string& key, std::optional<uint32_t> def, int64_t lo, int64_t hi) const {
+        const std::string k = a_ + key;
+        const uint32_t v = def ? f_.get_u32(k, *def) : f_.get_u32(k);
+        SYSLM_CHECK(v >= lo && v <= hi, f_.path(), ": ", k, " = ", v, " is outside [", lo, ", ",
+                    hi, "]");
+        return static_cast<int>(v);
+    }
+    // A finite number above lo (or at least lo when !lo_open) and at most hi.
+    float real(const std::string& key, std::optional<float> def, double lo, double hi,
+               bool lo_open = true) const {
+        const std::string k = a_ + key;
+        const float v = def ? f_.get_f32(k, *def) : f_.get_f32(k);
+        SYSLM_CHECK(std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi, f_.path(), ": ",
+                    k, " = ", v, " is not a finite number in ", lo_open ? "(" : "[", lo, ", ", hi,
+                    "]");
+        return v;
+    }
+
+private:
+    const io::GGUFFile& f_;
+    std::string a_;
+};
+
+constexpr int64_t kMaxContext = int64_t{1} << 27;  // 134M positions: above any model's
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+constexpr int64_t kMaxCount = int64_t{1} << 16;  // layers, heads, experts
+
 }  // namespace
 
 HParams load_hparams(const io::GGUFFile& f) {
@@ -23,62 +60,62 @@ HParams load_hparams(const io::GGUFFile& f) {
     hp.arch_name = f.get_string("general.architecture");
     hp.arch = parse_arch(hp.arch_name, f.path());
     const std::string a = hp.arch_name + ".";
-    hp.n_ctx_train = static_cast<int>(f.get_u32(a + "context_length"));
-    hp.n_embd = static_cast<int>(f.get_u32(a + "embedding_length"));
-    hp.n_layer = static_cast<int>(f.get_u32(a + "block_count"));
-    hp.n_head = static_cast<int>(f.get_u32(a + "attention.head_count"));
-    hp.n_head_kv = static_cast<int>(f.get_u32(a + "attention.head_count_kv", hp.n_head));
-    hp.n_ff = static_cast<int>(f.get_u32(a + "feed_forward_length", 0));
-    SYSLM_CHECK(hp.n_embd > 0 && hp.n_layer > 0 && hp.n_head > 0 && hp.n_head_kv > 0, f.path(),
-                ": embedding_length, block_count and head counts must be positive");
+    const Reader r(f, a);
+    hp.n_ctx_train = r.count("context_length", std::nullopt, 1, kMaxContext);
+    hp.n_embd = r.count("embedding_length", std::nullopt, 1, kMaxWidth);
+    hp.n_layer = r.count("block_count", std::nullopt, 1, kMaxCount);
+    hp.n_head = r.count("attention.head_count", std::nullopt, 1, kMaxCount);
+    hp.n_head_kv = r.count("attention.head_count_kv", static_cast<uint32_t>(hp.n_head), 1, hp.n_head);
+    hp.n_ff = r.count("feed_forward_length", 0u, 0, kMaxWidth * 64);
     SYSLM_CHECK(hp.n_head % hp.n_head_kv == 0, f.path(), ": head_count ", hp.n_head,
                 " is not a multiple of head_count_kv ", hp.n_head_kv);
-    hp.head_dim = static_cast<int>(f.get_u32(a + "attention.key_length", hp.n_embd / hp.n_head));
-    SYSLM_CHECK(hp.head_dim > 0 && f.get_u32(a + "attention.value_length", hp.head_dim) ==
-                                       static_cast<uint32_t>(hp.head_dim),
-                f.path(), ": attention key and value lengths must be equal and positive");
-    hp.norm_eps = hp.arch == Arch::Gpt2 ? f.get_f32(a + "attention.layer_norm_epsilon")
-                                        : f.get_f32(a + "attention.layer_norm_rms_epsilon");
-    hp.sliding_window = static_cast<int>(f.get_u32(a + "attention.sliding_window", 0));
+    hp.head_dim = r.count("attention.key_length", static_cast<uint32_t>(hp.n_embd / hp.n_head), 1,
+                          kMaxWidth);
+    SYSLM_CHECK(r.count("attention.value_length", static_cast<uint32_t>(hp.head_dim), 1,
+                        kMaxWidth) == hp.head_dim,
+                f.path(), ": attention key and value lengths must be equal");
+    hp.norm_eps = hp.arch == Arch::Gpt2 ? r.real("attention.layer_norm_epsilon", std::nullopt, 0, 1)
+                                        : r.real("attention.layer_norm_rms_epsilon", std::nullopt, 0, 1);
+    hp.sliding_window = r.count("attention.sliding_window", 0u, 0, kMaxContext);
 
-    hp.n_expert = static_cast<int>(f.get_u32(a + "expert_count", 0));
-    hp.n_expert_used = static_cast<int>(f.get_u32(a + "expert_used_count", 0));
+    hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);
     if (hp.n_expert > 0) {
-        SYSLM_CHECK(hp.n_expert_used > 0 && hp.n_expert_used <= hp.n_expert, f.path(),
-                    ": expert_used_count ", hp.n_expert_used, " must be in 1..", hp.n_expert);
-        hp.n_ff_exp = static_cast<int>(f.get_u32(a + "expert_feed_forward_length", hp.n_ff));
-        hp.n_ff_shexp = static_cast<int>(f.get_u32(a + "expert_shared_feed_forward_length", 0));
+        hp.n_expert_used = r.count("expert_used_count", std::nullopt, 1, hp.n_expert);
+        hp.n_ff_exp = r.count("expert_feed_forward_length", static_cast<uint32_t>(hp.n_ff), 1,
+                              kMaxWidth * 64);
+        hp.n_ff_shexp = r.count("expert_shared_feed_forward_length", 0u, 0, kMaxWidth * 64);
         // Mixtral renormalises the top-k weights; Qwen2-MoE (norm_topk_prob=false) does not.
         hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.arch == Arch::Llama);
     } else {
+        hp.n_expert_used = r.count("expert_used_count", 0u, 0, kMaxCount);
         SYSLM_CHECK(hp.n_ff > 0, f.path(), ": ", a, "feed_forward_length must be positive");
     }
 
     if (hp.has_rope()) {
-        auto& r = hp.rope;
-        r.mode = hp.arch == Arch::Llama ? kernels::RopeMode::Norm : kernels::RopeMode::Neox;
-        r.n_rot = static_cast<int>(f.get_u32(a + "rope.dimension_count", hp.head_dim));
-        SYSLM_CHECK(r.n_rot > 0 && r.n_rot <= hp.head_dim && r.n_rot % 2 == 0, f.path(),
-                    ": rope.dimension_count ", r.n_rot, " must be even and <= head size ",
-                    hp.head_dim);
-        r.freq_base = f.get_f32(a + "rope.freq_base", 10000.0f);
+        auto& rope = hp.rope;
+        rope.mode = hp.arch == Arch::Llama ? kernels::RopeMode::Norm : kernels::RopeMode::Neox;
+        rope.n_rot = r.count("rope.dimension_count", static_cast<uint32_t>(hp.head_dim), 2,
+                             hp.head_dim);
+        SYSLM_CHECK(rope.n_rot % 2 == 0, f.path(), ": ", a, "rope.dimension_count ", rope.n_rot,
+                    " must be even");
+        rope.freq_base = r.real("rope.freq_base", 10000.0f, 0, 1e12);
         const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
-        float factor = f.get_f32(a + "rope.scaling.factor", 0.0f);
-        if (factor == 0.0f) factor = 1.0f / f.get_f32(a + "rope.scale_linear", 1.0f);
+        float factor = r.real("rope.scaling.factor", 0.0f, 0, 1e6, false);
+        if (factor == 0.0f) factor = 1.0f / r.real("rope.scale_linear", 1.0f, 0, 1e6);
         if (scaling == "linear") {
-            r.freq_scale = 1.0f / factor;
+            rope.freq_scale = 1.0f / factor;
         } else if (scaling == "yarn") {
-            r.freq_scale = 1.0f / factor;
-            r.yarn_orig_ctx = static_cast<int>(
-                f.get_u32(a + "rope.scaling.original_context_length", hp.n_ctx_train));
-            r.yarn_attn_factor = f.get_f32(a + "rope.scaling.attn_factor", 1.0f);
-            r.yarn_beta_fast = f.get_f32(a + "rope.scaling.yarn_beta_fast", 32.0f);
-            r.yarn_beta_slow = f.get_f32(a + "rope.scaling.yarn_beta_slow", 1.0f);
+            rope.freq_scale = 1.0f / factor;
+            rope.yarn_orig_ctx = r.count("rope.scaling.original_context_length",
+                                         static_cast<uint32_t>(hp.n_ctx_train), 1, kMaxContext);
+            rope.yarn_attn_factor = r.real("rope.scaling.attn_factor", 1.0f, 0, 1e3);
+            rope.yarn_beta_fast = r.real("rope.scaling.yarn_beta_fast", 32.0f, -1e6, 1e6);
+            rope.yarn_beta_slow = r.real("rope.scaling.yarn_beta_slow", 1.0f, -1e6, 1e6);
         } else if (scaling != "none") {
             fail(f.path(), ": unsupported ", a, "rope.scaling.type '", scaling,
                  "' (supported: none, linear, yarn; llama3 scaling is the rope_freqs tensor)");
         }
-        SYSLM_CHECK(r.freq_scale > 0 && std::isfinite(r.freq_scale), f.path(),
+        SYSLM_CHECK(rope.freq_scale > 0 && std::isfinite(rope.freq_scale), f.path(),
                     ": invalid rope scaling factor ", factor);
     }
     return hp;

@@ -39,6 +39,11 @@ Buffer make_buffer(ThreadPool& pool, int64_t n, Pages pages) {
     return b;
 }
 
+// Seconds since t0, at least one clock tick: a buffer that fits in L1 must not give an infinite rate.
+double elapsed_s(int64_t t0) {
+    return static_cast<double>(std::max<int64_t>(1, profiler::now_ns() - t0)) * 1e-9;
+}
+
 }  // namespace
 
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes, Pages pages) {
@@ -61,7 +66,7 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes, Pages 
             pool.parallel_for(n, [&](int64_t lo, int64_t hi, int tid) {
                 sums[static_cast<size_t>(tid)] += k->read_sum(p + lo, hi - lo);
             });
-            best = std::min(best, static_cast<double>(profiler::now_ns() - t0) * 1e-9);
+            best = std::min(best, elapsed_s(t0));
         }
     }
     volatile float sink = 0;
@@ -79,7 +84,7 @@ double measure_copy_bandwidth(ThreadPool& pool, size_t bytes, int passes, Pages 
         pool.parallel_for(n, [&](int64_t lo, int64_t hi, int) {
             k.copy(dst.get() + lo, src.get() + lo, hi - lo);
         });
-        best = std::min(best, static_cast<double>(profiler::now_ns() - t0) * 1e-9);
+        best = std::min(best, elapsed_s(t0));
     }
     SYSLM_CHECK(dst[n / 3] == src[n / 3], "probe: the copy kernel did not copy");
     return 2.0 * static_cast<double>(n) * sizeof(float) / best * 1e-9;

@@ -53,6 +53,31 @@ std::string prometheus_text(const infer::EngineStats& s) {
     return o.str();
 }
 
+std::string prometheus_http_text(const http::TransportStats& s) {
+    std::ostringstream o;
+    metric(o, "http_connections", "gauge", "Open HTTP connections", s.connections);
+    metric(o, "http_connections_total", "counter", "HTTP connections accepted",
+           static_cast<double>(s.connections_total));
+    metric(o, "http_connections_refused_total", "counter",
+           "Connections refused with 503: over the connection limit",
+           static_cast<double>(s.connections_refused));
+    metric(o, "http_requests_total", "counter", "Complete HTTP requests routed",
+           static_cast<double>(s.requests));
+    metric(o, "http_busy_refused_total", "counter",
+           "Requests refused with 503: every HTTP worker busy",
+           static_cast<double>(s.busy_refused));
+    metric(o, "http_malformed_total", "counter",
+           "Requests refused by the parser (400, 413, 414, 417, 431, 501, 505)",
+           static_cast<double>(s.malformed));
+    metric(o, "http_request_timeouts_total", "counter",
+           "Requests not received whole within the request timeout (408)",
+           static_cast<double>(s.timeouts));
+    metric(o, "http_write_timeouts_total", "counter",
+           "Connections dropped: the client accepted none of its answer within the write timeout",
+           static_cast<double>(s.write_timeouts));
+    return o.str();
+}
+
 nlohmann::json stats_json(const infer::EngineStats& s) {
     return {{"running", s.running},
             {"waiting", s.waiting},

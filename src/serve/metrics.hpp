@@ -1,14 +1,17 @@
-// The engine's figures as Prometheus text (/metrics) and as JSON (/stats, for the chat page).
+// The engine's figures as Prometheus text (/metrics) and as JSON (/stats, for the chat page);
+// the HTTP transport's connections and refusals as Prometheus text.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "infer/engine.hpp"
+#include "serve/http_transport.hpp"
 
 namespace syslm::serve {
 
 std::string prometheus_text(const infer::EngineStats& s);
 nlohmann::json stats_json(const infer::EngineStats& s);
+std::string prometheus_http_text(const http::TransportStats& s);
 
 }  // namespace syslm::serve

@@ -1,5 +1,6 @@
 #include "serve/openai_api.hpp"
 
+#include <chrono>
 #include <random>
 
 namespace syslm::serve {
@@ -234,6 +235,16 @@ json chat_logprob(const infer::Event& e, const tokenizer::Tokenizer& tok) {
     for (const auto& t : e.top) top.push_back(entry(t.token, t.logprob));
     j["top_logprobs"] = top;
     return j;
+}
+
+std::string dump(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+int64_t unix_time() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
 }
 
 }  // namespace syslm::serve

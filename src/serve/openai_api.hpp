@@ -24,6 +24,10 @@ struct ApiError {
 
 nlohmann::json error_body(const ApiError& e);
 
+// The text of a JSON answer. Model text may hold invalid UTF-8: it is replaced, never thrown.
+std::string dump(const nlohmann::json& j);
+int64_t unix_time();
+
 struct ApiLimits {
     int max_tokens = 4096;  // per request (and <= the context)
     int max_n = 8;          // choices per request

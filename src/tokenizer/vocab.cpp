@@ -194,4 +194,33 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
     }
 }
 
+VocabSpec byte_fallback_vocab(int n_tokens) {
+    SYSLM_CHECK(n_tokens >= 3, "a byte-fallback vocabulary needs at least 3 tokens (<unk>, <s>, "
+                               "</s>), not ", n_tokens);
+    VocabSpec spec;
+    spec.type = VocabType::SPM;
+    spec.source = "byte-fallback vocabulary of " + std::to_string(n_tokens) + " tokens";
+    auto add = [&](std::string text, TokenType type) {
+        spec.tokens.push_back(std::move(text));
+        spec.token_types.push_back(static_cast<int32_t>(type));
+        spec.scores.push_back(0.0f);
+    };
+    add("<unk>", TokenType::UNKNOWN);
+    add("<s>", TokenType::CONTROL);
+    add("</s>", TokenType::CONTROL);
+    for (int b = 0; b < 256 && static_cast<int>(spec.tokens.size()) < n_tokens; ++b) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+        add(hex, TokenType::BYTE);
+    }
+    while (static_cast<int>(spec.tokens.size()) < n_tokens)
+        add("<unused" + std::to_string(spec.tokens.size()) + ">", TokenType::UNUSED);
+    spec.unk = 0;
+    spec.bos = 1;
+    spec.eos = 2;
+    spec.add_bos = true;
+    spec.add_eos = false;
+    return spec;
+}
+
 }  // namespace syslm::tokenizer

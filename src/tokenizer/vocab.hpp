@@ -93,4 +93,11 @@ struct Vocab {
     }
 };
 
+// A SentencePiece-style vocabulary of n_tokens (at least 3) that needs no text to build: <unk>,
+// <s>, </s>, the 256 byte tokens <0x00>..<0xFF> (as many as fit), then unused placeholders. Every
+// text encodes (byte fallback) and decodes back when all 256 bytes fit (n_tokens >= 259). For
+// models trained on random or pre-tokenized ids: `train --synthetic-data --vocab N`, `init
+// --vocab-size N`.
+VocabSpec byte_fallback_vocab(int n_tokens);
+
 }  // namespace syslm::tokenizer

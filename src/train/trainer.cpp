@@ -10,12 +10,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "core/profiler.hpp"
 #include "data/prepare.hpp"
 #include "data/shards.hpp"
 #include "kernels/type_traits.hpp"
+#include "train/checkpoint_files.hpp"
 #include "train/teacher.hpp"
 #include "train/teacher_cache.hpp"
 
@@ -552,6 +554,16 @@ StepStats Trainer::step() {
                 });
         }
     }
+    // A loss or gradient that is NaN or infinite (divergence, a corrupt batch) must not reach the
+    // weights: the step ends here, before the update, so the weights, the optimizer state and the
+    // caller's last checkpoint stay good. Loss scaling's overflow skips (above) are the expected
+    // exception. Every rank has the same loss and norm (both reduced over the group), so every
+    // rank stops at the same step.
+    if (!std::isfinite(loss) || !std::isfinite(norm))
+        fail("training step ", next_step_ + 1, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
+             " is ", std::isfinite(loss) ? norm : loss / opt_.accum,
+             ": stopped before the update, so the weights and the last checkpoint are the previous "
+             "step's (a lower --lr, a longer --warmup or --clip may help; check the data)");
     // Compressed updates: the optimizer steps this rank's exact weights of its blocks (master_),
     // which the weights every rank shares follow through compressed updates.
     const bool compressed = reducer_ && opt_.grad_compress != dist::Compression::None;
@@ -579,42 +591,44 @@ StepStats Trainer::step() {
 namespace {
 
 constexpr char kStateMagic[4] = {'S', 'Y', 'S', 'T'};
-constexpr char kShardMagic[4] = {'S', 'Y', 'S', 'Z'};
 // 2 added the loss scale, 3 the auxiliary parameters (distillation's hidden projections), 4 the
-// count of optimizer-state shard files (ZeRO); older states still load.
-constexpr uint32_t kStateVersion = 4;
+// count of optimizer-state shard files (ZeRO), 5 the size and hash of the model.gguf written with
+// it and a checksum of the whole file (checkpoint_files.hpp); older states still load, unchecked.
+constexpr uint32_t kStateVersion = 5;
+// Optimizer-state shards and error-feedback residuals: the first magic is followed by a checksum
+// at the end of the file, the second (written before checksums) is still read.
+constexpr char kShardMagic[4] = {'S', 'Y', 'Z', '2'}, kShardMagicV1[4] = {'S', 'Y', 'S', 'Z'};
+constexpr char kResidualMagic[4] = {'S', 'Y', 'R', '2'}, kResidualMagicV1[4] = {'S', 'Y', 'S', 'R'};
 
-void put_floats(AtomicFileWriter& w, std::span<const float> v) {
-    const uint64_t n = v.size();
-    w.write(&n, sizeof n);
-    if (n) w.write(v.data(), n * sizeof(float));
+// Opens a shard or residual file: checksummed (verified now) under the current magic, unchecked
+// under the old one; positioned after the magic.
+CheckpointReader open_tagged(const std::string& path, const char (&magic)[4],
+                             const char (&magic_v1)[4], const char* what) {
+    CheckpointReader probe(path, false);
+    char m[4];
+    probe.read(m, 4, "magic");
+    const bool current = std::memcmp(m, magic, 4) == 0;
+    SYSLM_CHECK(current || std::memcmp(m, magic_v1, 4) == 0, path, ": not ", what);
+    CheckpointReader r(path, current);
+    r.read(m, 4, "magic");
+    return r;
+}
+
+// Every moment finite (and the second one never negative): a checkpoint of a run whose numbers
+// went bad must not be resumed as if it were good.
+void check_moments(const std::string& path, const std::vector<float>& m,
+                   const std::vector<float>& v) {
+    for (size_t i = 0; i < m.size(); ++i)
+        SYSLM_CHECK(std::isfinite(m[i]), path, ": the optimizer's first moment holds ", m[i],
+                    " at index ", i);
+    for (size_t i = 0; i < v.size(); ++i)
+        SYSLM_CHECK(std::isfinite(v[i]) && v[i] >= 0, path,
+                    ": the optimizer's second moment holds ", v[i], " at index ", i);
 }
 
 std::string shard_file(int rank, int ranks) {
     return "optimizer-" + std::to_string(rank) + "-of-" + std::to_string(ranks) + ".bin";
 }
-
-constexpr char kResidualMagic[4] = {'S', 'Y', 'S', 'R'};
-
-struct Reader {
-    std::ifstream in;
-    std::string path;
-    explicit Reader(std::string p) : in(p, std::ios::binary), path(std::move(p)) {
-        SYSLM_CHECK(in, path, ": cannot open the checkpoint state");
-    }
-    void read(void* p, size_t n, const char* what) {
-        in.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
-        SYSLM_CHECK(in && static_cast<size_t>(in.gcount()) == n, path, ": truncated at the ", what);
-    }
-    std::vector<float> floats(const char* what, uint64_t limit) {
-        uint64_t n = 0;
-        read(&n, sizeof n, what);
-        SYSLM_CHECK(n <= limit, path, ": ", n, " values of ", what, " for a model of ", limit);
-        std::vector<float> v(n);
-        read(v.data(), n * sizeof(float), what);
-        return v;
-    }
-};
 
 }  // namespace
 
@@ -622,14 +636,14 @@ struct Reader {
 // files), the loss scale, the data position, the auxiliary parameters, the shard-file count.
 void Trainer::write_state(const std::string& path, std::span<const float> m,
                           std::span<const float> v, uint32_t shards) const {
-    AtomicFileWriter w(path);
+    ChecksummedWriter w(path);
     w.write(kStateMagic, 4);
     w.write(&kStateVersion, sizeof kStateVersion);
     const int64_t step = next_step_, t = optimizer_.steps();
     w.write(&step, sizeof step);
     w.write(&t, sizeof t);
-    put_floats(w, m);
-    put_floats(w, v);
+    w.floats(m);
+    w.floats(v);
     w.write(&scale_, sizeof scale_);
     w.write(&clean_steps_, sizeof clean_steps_);
     const std::string pos = data_.position();
@@ -641,26 +655,17 @@ void Trainer::write_state(const std::string& path, std::span<const float> m,
     for (const Param& p : ps.params())
         if (p.auxiliary)
             aux.insert(aux.end(), ps.values() + p.offset, ps.values() + p.offset + p.numel);
-    put_floats(w, aux);
+    w.floats(aux);
     w.write(&shards, sizeof shards);
+    // The model.gguf beside it, written first: a resume checks that it is the same file.
+    const std::string model = (fs::path(path).parent_path() / "model.gguf").string();
+    const uint64_t model_bytes = fs::file_size(model), model_hash = file_word_hash(model);
+    w.write(&model_bytes, sizeof model_bytes);
+    w.write(&model_hash, sizeof model_hash);
     w.commit();
 }
 
 namespace {
-
-// Swaps a written `<dir>.tmp` in for `dir`: the old one is kept until the new one is in place.
-void swap_in(const std::string& dir) {
-    const fs::path final_dir(dir), tmp(dir + ".tmp"), old(dir + ".old");
-    fs::remove_all(old);
-    if (fs::exists(final_dir)) fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir);
-    fs::remove_all(old);
-}
-
-void fresh_dir(const std::string& path) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-}
 
 }  // namespace
 
@@ -675,10 +680,10 @@ void Trainer::save_checkpoint(const std::string& dir,
         opt_.data_parallel && opt_.data_parallel->size() > 1 ? opt_.data_parallel : nullptr;
     const bool lead = !group || group->rank() == 0, sharded = !shards_.empty();
     const fs::path tmp(dir + ".tmp");
-    if (lead) fresh_dir(tmp.string());
+    if (lead) begin_checkpoint(dir);
     if (group) group->barrier();
     if (sharded) {
-        AtomicFileWriter w((tmp / shard_file(group->rank(), group->size())).string());
+        ChecksummedWriter w((tmp / shard_file(group->rank(), group->size())).string());
         w.write(kShardMagic, 4);
         const std::vector<Optimizer::Range> ranges = optimizer_.state_ranges();
         const uint64_t n = ranges.size();
@@ -687,8 +692,8 @@ void Trainer::save_checkpoint(const std::string& dir,
             const uint64_t be[2] = {b, e};
             w.write(be, sizeof be);
         }
-        put_floats(w, optimizer_.first_moment());
-        put_floats(w, optimizer_.second_moment());
+        w.floats(optimizer_.first_moment());
+        w.floats(optimizer_.second_moment());
         w.commit();
     }
     write_residual(tmp.string());
@@ -700,7 +705,7 @@ void Trainer::save_checkpoint(const std::string& dir,
         else
             write_state((tmp / "state.bin").string(), optimizer_.first_moment(),
                         optimizer_.second_moment(), 0);
-        swap_in(dir);
+        swap_in_checkpoint(dir);
     }
     if (group) group->barrier();
 }
@@ -732,7 +737,7 @@ void Trainer::save_split_checkpoint(const std::string& dir,
     const bool lead = (!tp || tp->rank() == 0) && (!pipeline_ || opt_.pipeline->rank() == 0) &&
                       (!opt_.data_parallel || opt_.data_parallel->rank() == 0);
     const fs::path tmp(dir + ".tmp");
-    if (lead) fresh_dir(tmp.string());
+    if (lead) begin_checkpoint(dir);
     if (compressing()) {  // every rank its error-feedback residual, into the lead's directory
         barrier_all();
         write_residual(tmp.string());
@@ -742,7 +747,7 @@ void Trainer::save_split_checkpoint(const std::string& dir,
     weights.write_gguf((tmp / "model.gguf").string(), metadata, false, constants);
     write_state((tmp / "state.bin").string(), {m.values(), m.size()},
                 v ? std::span<const float>(v->values(), v->size()) : std::span<const float>{}, 0);
-    swap_in(dir);
+    swap_in_checkpoint(dir);
 }
 
 bool Trainer::compressing() const {
@@ -770,10 +775,10 @@ std::string Trainer::residual_file() const {
 
 void Trainer::write_residual(const std::string& dir) {
     if (!compressing()) return;
-    AtomicFileWriter w((fs::path(dir) / residual_file()).string());
+    ChecksummedWriter w((fs::path(dir) / residual_file()).string());
     w.write(kResidualMagic, 4);
-    put_floats(w, reducer_->residual());
-    put_floats(w, reducer_->divisors());
+    w.floats(reducer_->residual());
+    w.floats(reducer_->divisors());
     w.commit();
 }
 
@@ -796,17 +801,15 @@ void Trainer::load_residual(const std::string& dir) {
             }
         return;
     }
-    Reader r(path.string());
-    char magic[4];
-    r.read(magic, 4, "magic");
-    SYSLM_CHECK(std::memcmp(magic, kResidualMagic, 4) == 0, r.path,
-                ": not a gradient-compression residual");
+    CheckpointReader r = open_tagged(path.string(), kResidualMagic, kResidualMagicV1,
+                                     "a gradient-compression residual");
     std::vector<float> v = r.floats("residual", residual.size());
-    SYSLM_CHECK(v.size() == residual.size(), r.path, ": ", v.size(),
+    SYSLM_CHECK(v.size() == residual.size(), r.path(), ": ", v.size(),
                 " residual values for an arena of ", residual.size());
     std::vector<float> d = r.floats("divisors", residual.size());
-    SYSLM_CHECK(d.empty() || d.size() == residual.size(), r.path, ": ", d.size(),
+    SYSLM_CHECK(d.empty() || d.size() == residual.size(), r.path(), ": ", d.size(),
                 " divisors for an arena of ", residual.size());
+    r.expect_end();
     residual = std::move(v);
     reducer_->divisors() = std::move(d);
 }
@@ -817,15 +820,20 @@ void Trainer::load_state(const std::string& dir) {
     const bool split = model_.tensor_parallel() || pipeline_;
     std::optional<io::GGUFFile> whole_file;
     if (split) whole_file.emplace((fs::path(dir) / "model.gguf").string());
-    Reader r((fs::path(dir) / "state.bin").string());
-    const std::string& path = r.path;
+    const std::string path = (fs::path(dir) / "state.bin").string();
     char magic[4];
     uint32_t version = 0;
+    {
+        CheckpointReader probe(path, false);
+        probe.read(magic, 4, "magic");
+        SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
+        probe.read(&version, sizeof version, "version");
+        SYSLM_CHECK(version >= 1 && version <= kStateVersion, path, ": state version ", version,
+                    " (expected 1 to ", kStateVersion, ")");
+    }
+    CheckpointReader r(path, version >= 5);  // verifies the checksum
     r.read(magic, 4, "magic");
-    SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
     r.read(&version, sizeof version, "version");
-    SYSLM_CHECK(version >= 1 && version <= kStateVersion, path, ": state version ", version,
-                " (expected 1 to ", kStateVersion, ")");
     int64_t step = 0, t = 0;
     r.read(&step, sizeof step, "step");
     r.read(&t, sizeof t, "optimizer step");
@@ -864,29 +872,40 @@ void Trainer::load_state(const std::string& dir) {
     uint32_t shards = 0;
     if (version >= 4) r.read(&shards, sizeof shards, "optimizer shard count");
     SYSLM_CHECK(shards < (1u << 20), path, ": corrupt optimizer shard count ", shards);
+    if (version >= 5) {
+        uint64_t model_bytes = 0, model_hash = 0;
+        r.read(&model_bytes, sizeof model_bytes, "model size");
+        r.read(&model_hash, sizeof model_hash, "model hash");
+        const std::string model = (fs::path(dir) / "model.gguf").string();
+        SYSLM_CHECK(fs::exists(model) && fs::file_size(model) == model_bytes &&
+                        file_word_hash(model) == model_hash,
+                    model, ": not the model written with ", path,
+                    " (its size or hash differs: the file is corrupt or was replaced)");
+    }
+    r.expect_end();
     if (shards > 0) {  // ZeRO: the whole state assembled from every rank's file
         m.assign(ps.size(), 0.0f);
         std::vector<float> v_full;
         std::vector<char> covered(ps.size(), 0);
         for (uint32_t s = 0; s < shards; ++s) {
-            Reader f((fs::path(dir) / shard_file(static_cast<int>(s), static_cast<int>(shards))).string());
-            char sm[4];
-            f.read(sm, 4, "magic");
-            SYSLM_CHECK(std::memcmp(sm, kShardMagic, 4) == 0, f.path, ": not an optimizer shard");
+            CheckpointReader f = open_tagged(
+                (fs::path(dir) / shard_file(static_cast<int>(s), static_cast<int>(shards))).string(),
+                kShardMagic, kShardMagicV1, "an optimizer shard");
             uint64_t n = 0;
             f.read(&n, sizeof n, "range count");
-            SYSLM_CHECK(n <= ps.size(), f.path, ": corrupt range count ", n);
+            SYSLM_CHECK(n <= ps.size(), f.path(), ": corrupt range count ", n);
             std::vector<uint64_t> be(2 * n);
             f.read(be.data(), be.size() * sizeof(uint64_t), "ranges");
             const std::vector<float> fm = f.floats("first moment", ps.size());
             const std::vector<float> fv = f.floats("second moment", ps.size());
+            f.expect_end();
             if (!fv.empty() && v_full.empty()) v_full.assign(ps.size(), 0.0f);
             size_t at = 0;
             for (uint64_t i = 0; i < n; ++i) {
                 const uint64_t b = be[2 * i], e = be[2 * i + 1];
                 SYSLM_CHECK(b <= e && e <= ps.size() && at + (e - b) <= fm.size() &&
                                 (fv.empty() || at + (e - b) <= fv.size()),
-                            f.path, ": range [", b, ", ", e, ") does not fit the model");
+                            f.path(), ": range [", b, ", ", e, ") does not fit the model");
                 std::copy_n(fm.begin() + static_cast<std::ptrdiff_t>(at), e - b, m.begin() + static_cast<std::ptrdiff_t>(b));
                 if (!fv.empty())
                     std::copy_n(fv.begin() + static_cast<std::ptrdiff_t>(at), e - b, v_full.begin() + static_cast<std::ptrdiff_t>(b));
@@ -909,6 +928,7 @@ void Trainer::load_state(const std::string& dir) {
         m = ps.local_part(m, *whole_file, tp_rank);
         if (!v.empty()) v = ps.local_part(v, *whole_file, tp_rank);
     }
+    check_moments(path, m, v);
     optimizer_.load_full_state(m, v);
     load_residual(dir);
     data_.seek(pos);

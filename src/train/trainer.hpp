@@ -167,7 +167,9 @@ class Trainer {
 public:
     Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool);
 
-    StepStats step();  // the next optimizer step
+    // The next optimizer step. A loss or gradient that is not finite (outside loss scaling's
+    // overflow skips) throws before the update: the weights and the state stay the last good ones.
+    StepStats step();
     // Data parallel: share of the reduction's time hidden behind the backward (0 without).
     double overlap() const { return reducer_ ? reducer_->overlap() : 0; }
     double comm_seconds() const { return reducer_ ? reducer_->comm_seconds() : 0; }
@@ -187,11 +189,14 @@ public:
     // file per rank, and a run at any world size loads them. With data parallelism every rank
     // calls it (rank 0 writes, each rank its optimizer shard; with gradient compression the
     // shared weights are made exact first, see publish_master). Written into `<dir>.tmp` and
-    // renamed over `dir`, so a crash at any moment leaves the previous checkpoint intact.
+    // swapped in for `dir` (train/checkpoint_files.hpp), so a kill at any moment leaves a
+    // complete checkpoint that a resume recovers; every file carries a checksum.
     void save_checkpoint(const std::string& dir,
                          const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                          const io::GGUFFile* constants);
-    // Restores state.bin of a checkpoint whose model.gguf `model` was loaded from.
+    // Restores state.bin of a checkpoint whose model.gguf `model` was loaded from, after checking
+    // the files' checksums, that model.gguf is the one written with it, and that the optimizer
+    // moments are finite.
     void load_state(const std::string& dir);
     // Gradient compression: the weights every rank shares trail each owner's exact weights by
     // what the compressed updates have not yet carried; this makes them exact on every rank

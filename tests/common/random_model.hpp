@@ -1,6 +1,6 @@
 // Random-initialised test models written under the test build's scratch folder: the small
 // shapes the tests of several layers share (awkward sizes, GQA), with the SentencePiece
-// vocabulary of ../shared/data.
+// vocabulary of tests/fixtures/vocab.
 #pragma once
 
 #include <filesystem>
@@ -32,7 +32,7 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
 inline std::string write_test_model(const std::string& name, const model::InitConfig& c) {
     std::filesystem::create_directories(SYSLM_TEST_TMP);
     const std::string path = std::string(SYSLM_TEST_TMP) + "/" + name + ".gguf";
-    model::write_random_model(c, SYSLM_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf", path);
+    model::write_random_model(c, SYSLM_VOCAB_DIR "/ggml-vocab-llama-spm.gguf", path);
     return path;
 }
 

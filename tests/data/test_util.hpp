@@ -52,7 +52,7 @@ inline LoaderOptions opts(int batch, int seq, uint64_t seed, uint64_t n_vocab = 
 }
 
 inline std::string shared_vocab_path(const std::string& name) {
-    return std::string(SYSLM_SHARED_DIR) + "/data/vocab/ggml-vocab-" + name + ".gguf";
+    return std::string(SYSLM_VOCAB_DIR) + "/ggml-vocab-" + name + ".gguf";
 }
 
 }  // namespace syslm::data::test

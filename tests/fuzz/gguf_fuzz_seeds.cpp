@@ -33,8 +33,9 @@ void add_tensor(GGUFWriter& w, std::mt19937& rng, const std::string& name, DType
 // Keeps every key; arrays are cut to their first `keep` elements.
 GGUFValue shorten(const GGUFValue& v, size_t keep) {
     if (!v.is_array() || v.size() <= keep) return v;
-    return GGUFValue::array(v.array_type(),
-                            std::vector<GGUFValue>(v.items().begin(), v.items().begin() + keep));
+    std::vector<GGUFValue> items;
+    v.for_each_item([&](size_t, const GGUFValue& item) { items.push_back(item); }, keep);
+    return GGUFValue::array(v.array_type(), items);
 }
 
 }  // namespace
@@ -74,6 +75,18 @@ int main(int argc, char** argv) {
                                                               GGUFValue::boolean(true)}));
         values.set("nested", GGUFValue::array(GGUFType::ARRAY,
                                               {GGUFValue::strings({"x"}), GGUFValue::i32s({})}));
+        // Long arrays of strings and of arrays: past GGUFValue::kIndexStride, item(i) goes through
+        // the sparse index.
+        std::vector<std::string> many;
+        for (int i = 0; i < 150; ++i)
+            many.push_back(
+                std::string(static_cast<size_t>(i % 7), static_cast<char>('a' + i % 26)));
+        values.set("strs.long", GGUFValue::strings(many));
+        std::vector<GGUFValue> arrays;
+        for (int i = 0; i < 70; ++i)
+            arrays.push_back(
+                GGUFValue::strings(std::vector<std::string>(static_cast<size_t>(i % 3), "z")));
+        values.set("nested.long", GGUFValue::array(GGUFType::ARRAY, arrays));
         values.write(out + "/values.gguf");
 
         GGUFWriter tensors;

@@ -5,7 +5,7 @@
 #
 # Configures its own build directory with clang (SYSLM_FUZZ_BUILD, default <repo>/build-fuzz),
 # builds only the fuzz target and the seed writer, writes a seed corpus (small valid GGUF files
-# from syslm's writer, shortened copies of ../shared/data/vocab/*.gguf, and the first 64 KiB of
+# from syslm's writer, shortened copies of tests/fixtures/vocab/*.gguf, and the first 64 KiB of
 # the real vocab files), then runs. Exits non-zero on any crash, sanitizer report, leak or timeout;
 # the offending input is saved under <build>/fuzz-artifacts/.
 set -euo pipefail
@@ -13,7 +13,6 @@ set -euo pipefail
 seconds="${1:-60}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${SYSLM_FUZZ_BUILD:-$repo/build-fuzz}"
-shared="${SYSLM_SHARED_DIR:-$repo/../shared}"
 jobs="${SYSLM_FUZZ_BUILD_JOBS:-2}"
 
 mkdir -p "$build"
@@ -28,10 +27,7 @@ artifacts="$build/fuzz-artifacts"
 rm -rf "$seeds"
 mkdir -p "$seeds" "$corpus" "$artifacts"
 
-vocab=()
-if compgen -G "$shared/data/vocab/*.gguf" >/dev/null; then
-    vocab=("$shared"/data/vocab/*.gguf)
-fi
+vocab=("$repo"/tests/fixtures/vocab/*.gguf)
 ASAN_OPTIONS=detect_leaks=1 "$build/tests/fuzz/gguf_fuzz_seeds" "$seeds" "${vocab[@]}"
 for f in "${vocab[@]}"; do
     head -c 65536 "$f" >"$seeds/head-$(basename "$f")"

@@ -1,5 +1,5 @@
 // GGUF writer -> reader round trips, the writer's byte layout checked against the spec by hand,
-// and the real vocabulary files of ../shared/data/vocab (written by llama.cpp's gguf-py).
+// and the real vocabulary files of tests/fixtures/vocab (written by llama.cpp's gguf-py).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,7 +61,7 @@ void expect_same(const GGUFValue& a, const GGUFValue& b, const std::string& wher
             ASSERT_EQ(a.array_type(), b.array_type()) << where;
             ASSERT_EQ(a.size(), b.size()) << where;
             for (size_t i = 0; i < a.size(); ++i)
-                expect_same(a.items()[i], b.items()[i], where + "[" + std::to_string(i) + "]");
+                expect_same(a.item(i), b.item(i), where + "[" + std::to_string(i) + "]");
             break;
     }
 }
@@ -401,7 +401,7 @@ TEST(GGUFWriter, GeneratedTensorsAreFilledAtWriteTime) {
 // the end. Facts checked here were read with gguf-py's GGUFReader.
 TEST(GGUFVocab, ReadsLlamaSpm) {
     const std::string path =
-        std::string(SYSLM_SHARED_DIR) + "/data/vocab/ggml-vocab-llama-spm.gguf";
+        std::string(SYSLM_VOCAB_DIR) + "/ggml-vocab-llama-spm.gguf";
     const GGUFFile f(path);
     EXPECT_EQ(f.version(), 3u);
     EXPECT_EQ(f.metadata().size(), 22u);
@@ -424,7 +424,7 @@ TEST(GGUFVocab, ReadsLlamaSpm) {
 }
 
 TEST(GGUFVocab, ReadsGpt2) {
-    const std::string path = std::string(SYSLM_SHARED_DIR) + "/data/vocab/ggml-vocab-gpt-2.gguf";
+    const std::string path = std::string(SYSLM_VOCAB_DIR) + "/ggml-vocab-gpt-2.gguf";
     const GGUFFile f(path);
     EXPECT_EQ(f.metadata().size(), 16u);
     EXPECT_EQ(f.get_string("tokenizer.ggml.pre"), "gpt-2");
@@ -443,7 +443,7 @@ TEST(GGUFVocab, ReadsGpt2) {
 // our writer adds at the end): both sides agree on every field's encoding.
 TEST(GGUFVocab, RewriteIsByteIdentical) {
     for (const char* name : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"}) {
-        const std::string path = std::string(SYSLM_SHARED_DIR) + "/data/vocab/" + name;
+        const std::string path = std::string(SYSLM_VOCAB_DIR) + "/" + name;
         const GGUFFile f(path);
         GGUFWriter w;
         for (const auto& [k, v] : f.metadata()) w.set(k, v);

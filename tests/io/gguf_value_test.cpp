@@ -79,7 +79,7 @@ TEST(GGUFValue, FloatsStringsBoolsAndArrays) {
     EXPECT_THROW(GGUFValue::array(GGUFType::U8, {GGUFValue::u8(1), GGUFValue::i8(1)}), Error);
     EXPECT_THROW(GGUFValue::array(static_cast<GGUFType>(13), {}), Error);
     const auto nested = GGUFValue::array(GGUFType::ARRAY, {strs, i32s});
-    EXPECT_EQ(nested.items()[1].items()[2].as_i32(), 2147483647);
+    EXPECT_EQ(nested.item(1).item(2).as_i32(), 2147483647);
 }
 
 TEST(GGUFValue, DisplayIsShortAndOneLine) {

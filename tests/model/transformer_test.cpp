@@ -17,7 +17,7 @@
 namespace syslm::model {
 namespace {
 
-const std::string kVocab = SYSLM_SHARED_DIR "/data/vocab/ggml-vocab-llama-spm.gguf";
+const std::string kVocab = SYSLM_VOCAB_DIR "/ggml-vocab-llama-spm.gguf";
 
 std::string make_model(const std::string& tag, InitConfig cfg) {
     std::filesystem::create_directories(SYSLM_TEST_TMP);

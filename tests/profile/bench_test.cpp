@@ -31,7 +31,7 @@ const std::string& model_path() {
         cfg.n_ctx = 256;
         cfg.type = DType::F32;
         model::write_random_model(
-            cfg, std::string(SYSLM_SHARED_DIR) + "/data/vocab/ggml-vocab-llama-spm.gguf", p);
+            cfg, std::string(SYSLM_VOCAB_DIR) + "/ggml-vocab-llama-spm.gguf", p);
         return p;
     }();
     return path;

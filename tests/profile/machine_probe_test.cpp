@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "kernels/cpu/peak.hpp"
 
 namespace syslm::profile {
 namespace {
@@ -79,11 +80,11 @@ TEST(Probe, FiguresArePlausible) {
     EXPECT_LT(r.read_gbs, 5000);
     EXPECT_GT(r.copy_gbs, 0.5);
     EXPECT_GT(r.fma_f32_1, 0.5);
-    // A u8 x s8 dot-product instruction does at least as many operations per cycle as an FMA.
-    EXPECT_GT(r.int8_1, 0.8 * r.fma_f32_1);
-    if (r.bf16_1 > 0) {
-        EXPECT_GT(r.bf16_1, 0.8 * r.fma_f32_1);
-    }
+    EXPECT_GT(r.int8_1, 0.5);
+    // No ratio between units is asserted: it is the vendor's choice (vdpbf16ps runs at half the
+    // FP32 FMA rate on an Intel Xeon with AMX, at about the same rate on Zen 4). BF16 is measured
+    // exactly where the active ISA has a kernel for it.
+    EXPECT_EQ(r.bf16_1 > 0, kernels::peak_kernels().dot_bf16 != nullptr);
     // Interpolation between the 1-thread and all-thread figures.
     EXPECT_EQ(r.read_gbs_for(1), r.read_gbs_1);
     EXPECT_EQ(r.read_gbs_for(2), r.read_gbs);

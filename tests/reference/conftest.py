@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
+VOCAB = REPO / "tests" / "fixtures" / "vocab"  # llama.cpp's vocabularies, see NOTICE.md
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +20,8 @@ def syslm_bin() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> pathlib.Path:
-    return SHARED
+def vocab_dir() -> pathlib.Path:
+    return VOCAB
 
 
 @pytest.fixture

@@ -46,9 +46,9 @@ CONVERSATION = [
 ]
 
 
-def model_with_template(tmp_path, syslm_bin, shared_dir, template):
+def model_with_template(tmp_path, syslm_bin, vocab_dir, template):
     base = tmp_path / "base.gguf"
-    init_model(syslm_bin, shared_dir, base, 1, 32, 2, 256)
+    init_model(syslm_bin, vocab_dir, base, 1, 32, 2, 256)
     reader = gguf.GGUFReader(str(base))
     out = tmp_path / "model.gguf"
     w = gguf.GGUFWriter(str(out), arch=bytes(reader.fields["general.architecture"].parts[-1]).decode())
@@ -77,13 +77,13 @@ def model_with_template(tmp_path, syslm_bin, shared_dir, template):
 
 
 @pytest.mark.parametrize("family", list(TEMPLATES))
-def test_prompt_equals_the_jinja_template(family, tmp_path, syslm_bin, shared_dir):
+def test_prompt_equals_the_jinja_template(family, tmp_path, syslm_bin, vocab_dir):
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(ValueError(msg))
     conv = [m for m in CONVERSATION if not (family == "gemma" and m["role"] == "system")]
     want = env.from_string(TEMPLATES[family]).render(messages=conv, add_generation_prompt=True,
                                                      bos_token="", eos_token="</s>")
-    model = model_with_template(tmp_path, syslm_bin, shared_dir, TEMPLATES[family])
+    model = model_with_template(tmp_path, syslm_bin, vocab_dir, TEMPLATES[family])
     proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0", "-t", "1"],
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -103,8 +103,8 @@ def test_prompt_equals_the_jinja_template(family, tmp_path, syslm_bin, shared_di
         proc.wait(timeout=30)
 
 
-def test_unknown_template_is_refused(tmp_path, syslm_bin, shared_dir):
-    model = model_with_template(tmp_path, syslm_bin, shared_dir,
+def test_unknown_template_is_refused(tmp_path, syslm_bin, vocab_dir):
+    model = model_with_template(tmp_path, syslm_bin, vocab_dir,
                                 "{% for m in messages %}[[{{ m['content'] }}]]{% endfor %}")
     proc = subprocess.run([str(syslm_bin), "serve", "-m", str(model), "--port", "0"],
                           capture_output=True, text=True, timeout=60)

@@ -8,12 +8,16 @@
    GGUFInterop.CopyThroughReaderAndWriter) are read back with GGUFReader: every field and every
    tensor byte must be unchanged, and the bytes must equal gguf-py's own file.
 3. Malformed files give exit code 1 and one error line naming the file.
+4. Huge metadata arrays (100 MB of u8, 20 MB of strings) cost `syslm info` less than 2x the file
+   size in peak RSS, in text and JSON (issue 17).
 """
 import json
 import math
 import os
 import pathlib
+import struct
 import subprocess
+import sys
 
 import gguf
 import numpy as np
@@ -245,8 +249,8 @@ def test_bad_files_exit_1_with_one_error(tmp_path, run_syslm):
         assert str(path) in lines[0] and msg in lines[0], lines[0]
 
 
-def test_info_on_vocab_file(run_syslm, shared_dir):
-    path = shared_dir / "data" / "vocab" / "ggml-vocab-gpt-2.gguf"
+def test_info_on_vocab_file(run_syslm, vocab_dir):
+    path = vocab_dir / "ggml-vocab-gpt-2.gguf"
     text = run_syslm("info", "-m", path).stdout
     assert "tokenizer.ggml.tokens" in text and "string[50257]" in text and "50249 more" in text
     info = json.loads(run_syslm("info", "--json", "--max-items", "3", "-m", path).stdout)
@@ -255,3 +259,130 @@ def test_info_on_vocab_file(run_syslm, shared_dir):
     assert info["tensors"] == [] and info["totals"]["parameters"] == 0
     reader = gguf.GGUFReader(str(path))
     assert [m["key"] for m in info["metadata"]] == [k for k in reader.fields if not k.startswith("GGUF.")]
+
+
+# --- Issue 17: metadata must not cost many times the file size -------------------------------
+# A GGUF holding one huge metadata array used to take 72 bytes of memory per element (7.1 GB of
+# RSS for a 100 MB u8 array). Arrays are now views of the mapped file: `syslm info` must stay
+# below 2x the file size in peak RSS (mapped pages that are read count too), in text and JSON.
+
+BIG_U8 = 100_000_000
+BIG_STRINGS_BYTES = 20_000_000
+
+
+def write_big_array_gguf(path, key, elem_type, count, chunks):
+    """A GGUF v3 file with no tensors and one array key; `chunks` yields the encoded elements."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<4sIQQ", b"GGUF", 3, 0, 2))
+        k = b"general.architecture"
+        f.write(struct.pack("<Q", len(k)) + k + struct.pack("<IQ", int(VT.STRING), 5) + b"llama")
+        k = key.encode()
+        f.write(struct.pack("<Q", len(k)) + k + struct.pack("<IIQ", int(VT.ARRAY), int(elem_type), count))
+        for chunk in chunks:
+            f.write(chunk)
+
+
+def u8_chunks(n):
+    block = bytes(range(256)) * 4096  # 1 MiB
+    while n > 0:
+        f = block[: min(n, len(block))]
+        yield f
+        n -= len(f)
+
+
+def token(i):
+    return b"tok" + str(i).encode() + b"x" * (i % 9)
+
+
+def string_chunks(count):
+    for start in range(0, count, 100_000):
+        yield b"".join(struct.pack("<Q", len(t)) + t
+                       for t in map(token, range(start, min(count, start + 100_000))))
+
+
+@pytest.fixture(scope="module")
+def big_u8_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "u8_array.gguf"
+    write_big_array_gguf(path, "test.big_u8", VT.UINT8, BIG_U8, u8_chunks(BIG_U8))
+    yield path
+    path.unlink()
+
+
+@pytest.fixture(scope="module")
+def big_strings_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "strings_array.gguf"
+    # Each string takes 8 bytes of length + 4..19 bytes: about 1.3 M strings for 20 MB.
+    count, size = 0, 0
+    while size < BIG_STRINGS_BYTES:
+        size += 8 + len(token(count))
+        count += 1
+    write_big_array_gguf(path, "test.big_strings", VT.STRING, count, string_chunks(count))
+    yield path, count
+    path.unlink()
+
+
+# The child's address space is capped so that a regression fails with an allocation error
+# instead of taking the machine's memory (the old code needed ~72x the file size).
+ADDRESS_SPACE_LIMIT = 4 << 30
+
+PEAK_RSS_RUNNER = """
+import resource, subprocess, sys
+def cap():
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
+with open(sys.argv[2], "wb") as out:
+    rc = subprocess.run(sys.argv[3:], stdout=out, preexec_fn=cap).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, rc)
+"""
+
+
+def peak_rss(cmd, stdout_path):
+    """Runs cmd in a fresh process (stdout to stdout_path) and returns (peak RSS in bytes, exit
+    code, stderr): RUSAGE_CHILDREN of a wrapper process that has no other children."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_RUNNER, str(ADDRESS_SPACE_LIMIT),
+                           str(stdout_path), *map(str, cmd)],
+                          capture_output=True, text=True, timeout=600)
+    rss, rc = proc.stdout.split()
+    return int(rss), int(rc), proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--no-tensors"], ["--json"]], ids=["text", "json"])
+def test_info_on_100mb_u8_array_stays_below_2x_file_size(syslm_bin, big_u8_file, tmp_path, args):
+    size = big_u8_file.stat().st_size
+    out = tmp_path / "out.txt"
+    # --json prints every element by default: 10^8 of them are streamed, never built in memory.
+    rss, rc, err = peak_rss([syslm_bin, "info", "-m", big_u8_file, *args], os.devnull)
+    assert rc == 0, f"syslm info {' '.join(args)} exited {rc}: {err}"
+    assert rss < 2 * size, f"peak RSS {rss / 2**20:.1f} MiB for a {size / 2**20:.1f} MiB file"
+    # What it shows is right.
+    rss, rc, err = peak_rss([syslm_bin, "info", "-m", big_u8_file, "--max-items", "5", *args], out)
+    assert rc == 0 and rss < 2 * size, (rc, rss, err)
+    if "--json" in args:
+        info = json.loads(out.read_text())
+        (m,) = [m for m in info["metadata"] if m["key"] == "test.big_u8"]
+        assert m["type"] == "array" and m["array_type"] == "u8" and m["count"] == BIG_U8
+        assert m["value"] == [0, 1, 2, 3, 4]
+    else:
+        text = out.read_text()
+        assert f"u8[{BIG_U8}]" in text
+        assert f"[0, 1, 2, 3, 4, ... {BIG_U8 - 5} more]" in text
+
+
+@pytest.mark.parametrize("args", [["--no-tensors"], ["--json"]], ids=["text", "json"])
+def test_info_on_20mb_strings_array_stays_below_2x_file_size(syslm_bin, big_strings_file, tmp_path,
+                                                              args):
+    path, count = big_strings_file
+    size = path.stat().st_size
+    out = tmp_path / "out.txt"
+    rss, rc, err = peak_rss([syslm_bin, "info", "-m", path, *args], out)
+    assert rc == 0, f"syslm info {' '.join(args)} exited {rc}: {err}"
+    assert rss < 2 * size, f"peak RSS {rss / 2**20:.1f} MiB for a {size / 2**20:.1f} MiB file"
+    if "--json" in args:
+        # Every string, in order (the default for --json is all elements).
+        info = json.loads(out.read_text())
+        (m,) = [m for m in info["metadata"] if m["key"] == "test.big_strings"]
+        assert m["array_type"] == "string" and m["count"] == count and len(m["value"]) == count
+        assert m["value"][0] == "tok0" and m["value"][-1] == token(count - 1).decode()
+    else:
+        text = out.read_text()
+        assert f"string[{count}]" in text and f'["tok0", "tok1x", "tok2xx", ' in text
+        assert f"... {count - 8} more]" in text

@@ -20,11 +20,11 @@ TEXT = ("In the beginning God created the heaven and the earth. And the earth wa
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, syslm_bin, shared_dir):
+def model(tmp_path_factory, syslm_bin, vocab_dir):
     d = tmp_path_factory.mktemp("imatrix")
     path = d / "model.gguf"
     subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"),
+                    str(vocab_dir / "ggml-vocab-llama-spm.gguf"),
                     "--layers", "2", "--dim", "256", "--heads", "4", "--ff", "512", "--ctx", "256",
                     "--seed", "7", "-o", str(path)], check=True, capture_output=True)
     calib = d / "calib.txt"

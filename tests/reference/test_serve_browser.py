@@ -16,9 +16,9 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
 @pytest.mark.skipif(not shutil.which("chromedriver"), reason="chromium-driver not installed")
-def test_chat_page_streams_a_reply(syslm_bin, tmp_path, shared_dir):
+def test_chat_page_streams_a_reply(syslm_bin, tmp_path, vocab_dir):
     model = tmp_path / "model.gguf"
-    init_model(syslm_bin, shared_dir, model, 2, 64, 4, 512)
+    init_model(syslm_bin, vocab_dir, model, 2, 64, 4, 512)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "512")
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",

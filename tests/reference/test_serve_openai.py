@@ -1,6 +1,6 @@
 """`syslm serve` against the official `openai` Python client (PyPI), unchanged but for base_url.
 
-A random-initialised llama (SentencePiece vocabulary of ../shared/data, ChatML chosen with
+A random-initialised llama (SentencePiece vocabulary of tests/fixtures/vocab, ChatML chosen with
 --chat-template) is served on a free port. Checked: /v1/models; greedy completions equal to
 `syslm generate --temp 0` (an independent path: one sequence through model::Context); chat
 streaming (role chunk, content, finish_reason, include_usage, [DONE]) equal to the non-streamed
@@ -21,10 +21,10 @@ import openai
 import pytest
 
 
-def init_model(syslm_bin, shared_dir, path, layers=2, dim=64, heads=4, ctx=512, *extra):
-    """A random-initialised llama with the SentencePiece vocabulary of ../shared/data."""
+def init_model(syslm_bin, vocab_dir, path, layers=2, dim=64, heads=4, ctx=512, *extra):
+    """A random-initialised llama with the SentencePiece vocabulary of tests/fixtures/vocab."""
     subprocess.run([str(syslm_bin), "init", "--vocab",
-                    str(shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"), "--layers",
+                    str(vocab_dir / "ggml-vocab-llama-spm.gguf"), "--layers",
                     str(layers), "--dim", str(dim), "--heads", str(heads), "--ctx", str(ctx),
                     *map(str, extra), "-o", str(path)], check=True, capture_output=True)
     return path
@@ -51,8 +51,8 @@ def start_server(syslm_bin, model, *extra):
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, syslm_bin, shared_dir):
-    return init_model(syslm_bin, shared_dir, tmp_path_factory.mktemp("serve") / "model.gguf", 2, 64,
+def model(tmp_path_factory, syslm_bin, vocab_dir):
+    return init_model(syslm_bin, vocab_dir, tmp_path_factory.mktemp("serve") / "model.gguf", 2, 64,
                       4, 512, "--kv-heads", 2)
 
 
@@ -221,10 +221,10 @@ def test_api_key_and_sigterm_drain(syslm_bin, model):
             proc.kill()
 
 
-def test_non_streaming_disconnect_cancels(syslm_bin, tmp_path, shared_dir):
+def test_non_streaming_disconnect_cancels(syslm_bin, tmp_path, vocab_dir):
     """A client waiting for a whole (non-streamed) answer that goes away cancels it too."""
     import socket
-    model = init_model(syslm_bin, shared_dir, tmp_path / "bigger.gguf", 4, 256, 4, 4096)
+    model = init_model(syslm_bin, vocab_dir, tmp_path / "bigger.gguf", 4, 256, 4, 4096)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "4096", "--max-tokens", "4000")
     try:
         body = json.dumps({"prompt": "Tell me everything", "max_tokens": 4000, "ignore_eos": True})
@@ -246,10 +246,10 @@ def test_non_streaming_disconnect_cancels(syslm_bin, tmp_path, shared_dir):
         proc.wait(timeout=60)
 
 
-def test_full_queue_answers_429(syslm_bin, tmp_path, shared_dir):
+def test_full_queue_answers_429(syslm_bin, tmp_path, vocab_dir):
     """One slot, one waiting place: a third concurrent request is refused with 429 and an
     OpenAI error object; the other two complete."""
-    model = init_model(syslm_bin, shared_dir, tmp_path / "m.gguf", 4, 256, 4, 4096)
+    model = init_model(syslm_bin, vocab_dir, tmp_path / "m.gguf", 4, 256, 4, 4096)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "4096", "--parallel", "1",
                               "--max-queue", "1", "--max-tokens", "4000")
     try:

@@ -58,9 +58,9 @@ def request(port, rng):
     return kind, valid, status
 
 
-def test_thousand_requests_from_32_clients(syslm_bin, tmp_path_factory, shared_dir):
+def test_thousand_requests_from_32_clients(syslm_bin, tmp_path_factory, vocab_dir):
     model = tmp_path_factory.mktemp("robust") / "model.gguf"
-    init_model(syslm_bin, shared_dir, model, 2, 64, 4, 512)
+    init_model(syslm_bin, vocab_dir, model, 2, 64, 4, 512)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "512", "--max-body", "65536",
                               "--kv-pages", "96")
     try:

@@ -14,9 +14,9 @@ from test_serve_openai import init_model, start_server
 pytest.importorskip("schemathesis")
 
 
-def test_no_server_errors_on_generated_requests(syslm_bin, tmp_path, shared_dir):
+def test_no_server_errors_on_generated_requests(syslm_bin, tmp_path, vocab_dir):
     model = tmp_path / "model.gguf"
-    init_model(syslm_bin, shared_dir, model, 1, 32, 2, 256)
+    init_model(syslm_bin, vocab_dir, model, 1, 32, 2, 256)
     proc, port = start_server(syslm_bin, model, "--ctx-size", "256", "--max-tokens", "8",
                               "--max-n", "2")
     try:

@@ -281,8 +281,8 @@ def test_bpe_family_matches_hf(family, tmp_path, run_syslm, training_corpus, sam
     assert ids == tok.encode(text, add_special_tokens=False).ids
 
 
-def test_gpt2_vocab_matches_hf_on_kjv_and_random(shared_dir, run_syslm, kjv, sample_texts, tmp_path):
-    path = shared_dir / "data" / "vocab" / "ggml-vocab-gpt-2.gguf"
+def test_gpt2_vocab_matches_hf_on_kjv_and_random(vocab_dir, run_syslm, kjv, sample_texts, tmp_path):
+    path = vocab_dir / "ggml-vocab-gpt-2.gguf"
     r = gguf.GGUFReader(str(path))
     field = r.fields["tokenizer.ggml.tokens"]
     tokens = [bytes(field.parts[i]).decode() for i in field.data]
@@ -389,9 +389,9 @@ def test_spm_trained_matches_sentencepiece(tmp_path, run_syslm, training_corpus,
     spm_compare(run_syslm, sp, path, spm_texts(sample_texts)[:120])
 
 
-def test_llama_vocab_matches_sentencepiece(shared_dir, tmp_path, run_syslm, kjv, sample_texts):
+def test_llama_vocab_matches_sentencepiece(vocab_dir, tmp_path, run_syslm, kjv, sample_texts):
     spm = pytest.importorskip("sentencepiece", reason="needs PyPI sentencepiece")
-    path = shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"
+    path = vocab_dir / "ggml-vocab-llama-spm.gguf"
     r = gguf.GGUFReader(str(path))
     field = r.fields["tokenizer.ggml.tokens"]
     pieces = [bytes(field.parts[i]).decode() for i in field.data]
@@ -409,8 +409,8 @@ def test_llama_vocab_matches_sentencepiece(shared_dir, tmp_path, run_syslm, kjv,
     spm_compare(run_syslm, sp, path, spm_texts(sample_texts)[:80])
 
 
-def test_cli_output_and_errors(shared_dir, run_syslm, syslm_bin, tmp_path):
-    vocab = shared_dir / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"
+def test_cli_output_and_errors(vocab_dir, run_syslm, syslm_bin, tmp_path):
+    vocab = vocab_dir / "ggml-vocab-llama-spm.gguf"
     text = "Hello world 🦙"
     ids = json.loads(run_syslm("tokenize", "-m", vocab, "-p", text, "--ids").stdout)
     assert ids[0] == 1  # llama-spm adds BOS unless --no-bos

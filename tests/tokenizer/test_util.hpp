@@ -19,9 +19,9 @@
 
 namespace syslm::tokenizer::test {
 
-// ../shared/data/vocab/ggml-vocab-<name>.gguf
+// tests/fixtures/vocab/ggml-vocab-<name>.gguf
 inline std::string shared_vocab_path(const std::string& name) {
-    return std::string(SYSLM_SHARED_DIR) + "/data/vocab/ggml-vocab-" + name + ".gguf";
+    return std::string(SYSLM_VOCAB_DIR) + "/ggml-vocab-" + name + ".gguf";
 }
 
 // Loaded once per process.

@@ -1,4 +1,4 @@
-// llama.cpp's tokenizer test vectors: ../shared/data/vocab/<name>.gguf with <name>.gguf.inp (texts
+// llama.cpp's tokenizer test vectors: tests/fixtures/vocab/<name>.gguf with <name>.gguf.inp (texts
 // separated by "\n__ggml_vocab_test__\n") and <name>.gguf.out (one line of expected ids per text,
 // produced by HF tokenizers; no BOS, special-token text as plain text).
 //
@@ -61,7 +61,7 @@ std::vector<Case> read_cases(const fs::path& gguf) {
 }
 
 std::vector<fs::path> vocab_files() {
-    std::vector<fs::path> dirs{fs::path(SYSLM_SHARED_DIR) / "data" / "vocab"};
+    std::vector<fs::path> dirs{fs::path(SYSLM_VOCAB_DIR)};
     if (const char* extra = std::getenv("SYSLM_EXTRA_VOCAB_DIRS")) {
         std::stringstream ss(extra);
         for (std::string d; std::getline(ss, d, ':');)
@@ -93,15 +93,14 @@ std::string show(const std::vector<int32_t>& ids) {
 }  // namespace
 
 TEST(VocabVectors, SharedVocabulariesArePresent) {
-    // The two vocabularies shipped in ../shared must be found, so the tests below cannot pass
+    // The two vocabularies of tests/fixtures/vocab must be found, so the tests below cannot pass
     // vacuously.
     const auto files = vocab_files();
     int found = 0;
     for (const auto& f : files)
         if (f.filename() == "ggml-vocab-gpt-2.gguf" || f.filename() == "ggml-vocab-llama-spm.gguf")
             ++found;
-    EXPECT_EQ(found, 2) << "expected the gpt-2 and llama-spm vocabularies in " << SYSLM_SHARED_DIR
-                        << "/data/vocab";
+    EXPECT_EQ(found, 2) << "expected the gpt-2 and llama-spm vocabularies in " << SYSLM_VOCAB_DIR;
 }
 
 TEST(VocabVectors, EveryCaseMatches) {
