@@ -27,7 +27,9 @@ std::vector<CommandEntry>& command_registry();
 // Errors are reported as one line, `syslm: error: <what>`, on stderr. The exit status says
 // whose mistake it was: 2 for the command line (a CLI11 parse error: unknown or missing option,
 // a value the option does not accept; or a UsageError: options that contradict each other, a
-// config file's bad value), 1 for everything else (files, data, numbers going bad at run time).
+// config file's bad value), 1 for everything else (files, data, numbers going bad at run time, a
+// distributed job's rank that died or hangs). `train` stopped by Ctrl-C exits 130 (128 + SIGINT)
+// after saving its checkpoint.
 inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 

@@ -41,12 +41,13 @@ void Communicator::set_timeout(double seconds) {
     timeout_s_ = seconds;
     if (seconds > 0 && !watchdog_)
         watchdog_ = std::make_unique<Watchdog>([this](const std::string& what, double waited) {
+            // The CLI's error convention (cli/command.hpp): one `syslm: error:` line, status 1.
             std::fprintf(stderr,
-                         "syslm: rank %d of %d: %s has not completed after %.0f s%s%s: another "
-                         "rank died or hangs; aborting the job\n",
+                         "syslm: error: rank %d of %d: %s has not completed after %.0f s%s%s: "
+                         "another rank died or hangs; aborting the job\n",
                          rank_, size_, what.c_str(), waited, context_.empty() ? "" : " in ",
                          context_.c_str());
-            abort_job(3);
+            abort_job(1);
         });
 }
 

@@ -11,21 +11,15 @@
 
 #include "core/error.hpp"
 #include "io/gguf.hpp"
+#include "test_util.hpp"
 
 namespace syslm::io {
 namespace {
 
+using test::tmp_path;
+using test::read_all;
+
 namespace fs = std::filesystem;
-
-std::string tmp_path(const std::string& name) {
-    fs::create_directories(SYSLM_TEST_TMP);
-    return std::string(SYSLM_TEST_TMP) + "/" + name;
-}
-
-std::vector<uint8_t> read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 // Values are equal when type, array type, and bits agree (NaN payloads and -0.0 included).
 void expect_same(const GGUFValue& a, const GGUFValue& b, const std::string& where) {

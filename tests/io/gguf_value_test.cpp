@@ -7,19 +7,12 @@
 
 #include "core/error.hpp"
 #include "io/gguf.hpp"
+#include "test_util.hpp"
 
 namespace syslm::io {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using test::error_of;
 
 TEST(GGUFValue, IntegerConversionsCheckRange) {
     EXPECT_EQ(GGUFValue::u8(200).as_u32(), 200u);

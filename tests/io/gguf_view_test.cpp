@@ -14,31 +14,16 @@
 
 #include "core/error.hpp"
 #include "io/gguf.hpp"
+#include "test_util.hpp"
 
 namespace syslm::io {
 namespace {
 
+using test::tmp_path;
+using test::read_all;
+using test::error_of;
+
 namespace fs = std::filesystem;
-
-std::string tmp_path(const std::string& name) {
-    fs::create_directories(SYSLM_TEST_TMP);
-    return std::string(SYSLM_TEST_TMP) + "/" + name;
-}
-
-std::vector<uint8_t> read_all(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 // Element i of a test array of element type t: deterministic, different for neighbours, and of
 // varying length for strings and nested arrays (so offsets are not multiples of anything).
