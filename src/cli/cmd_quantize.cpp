@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
@@ -16,6 +17,7 @@ namespace {
 
 struct QuantizeArgs {
     std::string input, output, type, imatrix, imatrix_out;
+    std::vector<std::string> tensor_types;
     int threads = 0;
     int ctx = 512, chunks = -1;
     bool awq = false;
@@ -33,6 +35,13 @@ int run_quantize(const QuantizeArgs& a) {
     if (!target) fail("unknown target type '", a.type, "': choose one of ", target_list());
     compress::QuantizeOptions opt;
     opt.target = *target;
+    for (const std::string& rule : a.tensor_types) {
+        try {
+            opt.tensor_types.push_back(compress::parse_tensor_type_rule(rule));
+        } catch (const Error& e) {
+            throw UsageError(cat("--tensor-type: ", e.what()));
+        }
+    }
     opt.threads = a.threads;
     opt.log = &std::cout;
     compress::ImportanceMatrix im;
@@ -97,6 +106,10 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::ExistingFile);
     app.add_option("--imatrix-out", a->imatrix_out,
                    "Also save the importance matrix computed from calibration text (GGUF)");
+    app.add_option("--tensor-type", a->tensor_types,
+                   "PATTERN=TYPE (repeatable): the weight matrices whose names the regex matches "
+                   "get TYPE instead of the recipe's choice, first match first, as "
+                   "llama-quantize's --tensor-type (e.g. attn_v=q8_0, 'blk\\.0\\.'=q6_k)");
     app.add_option("--smooth", a->smooth,
                    "W8A8: SmoothQuant migration strength alpha (0: none)")
         ->capture_default_str()

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <regex>
 #include <exception>
 #include <ostream>
 #include <thread>
@@ -38,7 +39,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// llama-quantize's list of weight matrices it never quantizes.
+}  // namespace
+
 bool is_quantizable_weight(std::string_view name, std::span<const int64_t> ne) {
     if (!ends_with(name, "weight") || effective_dims(ne) < 2) return false;
     static constexpr std::string_view kKeep[] = {"_norm.weight",
@@ -55,6 +57,8 @@ bool is_quantizable_weight(std::string_view name, std::span<const int64_t> ne) {
         if (contains(name, k)) return false;
     return name != "position_embd.weight" && name != "token_types.weight";
 }
+
+namespace {
 
 bool fits(DType t, int64_t n_per_row) {
     return n_per_row % dtype_info(t).block_size == 0;
@@ -439,6 +443,72 @@ void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_pe
         if (e) std::rethrow_exception(e);
 }
 
+std::vector<uint8_t> convert_tensor(const io::GGUFTensor& t, DType to,
+                                    const ImportanceMatrix* imatrix, int threads,
+                                    std::string_view what) {
+    SYSLM_CHECK(kernels::has_type_traits(t.type), what, " has type ", dtype_name(t.type),
+                ", which syslm cannot convert");
+    SYSLM_CHECK(!t.ne.empty() && fits(to, t.ne[0]), what, ": rows of ", t.ne.empty() ? 0 : t.ne[0],
+                " values do not fit the ", dtype_name(to), " block");
+    const int64_t n_per_row = t.ne[0], rows = t.rows();
+    const int64_t n_mat = t.ne.size() >= 3 ? rows / t.ne[1] : 1;
+    std::vector<float> importance;
+    if (imatrix && kernels::imatrix_quantizer(to))
+        importance = importance_of(*imatrix, t.name, n_per_row, n_mat, std::string(what));
+    std::vector<uint8_t> out(row_bytes(to, n_per_row) * static_cast<size_t>(rows));
+    convert_rows(t.type, t.data, to, out.data(), n_per_row, rows, threads, what, importance,
+                 rows / n_mat);
+    return out;
+}
+
+TensorTypeRule parse_tensor_type_rule(std::string_view text) {
+    const size_t eq = text.rfind('=');
+    SYSLM_CHECK(eq != std::string_view::npos && eq > 0 && eq + 1 < text.size(),
+                "tensor type rule '", text, "': expected PATTERN=TYPE, e.g. attn_v=q8_0");
+    const std::string type_name(text.substr(eq + 1));
+    const auto target = parse_quant_target(type_name);
+    SYSLM_CHECK(target && target->mix == KMix::None && !target->w8a8, "tensor type rule '", text,
+                "': '", type_name, "' is not a tensor type (a recipe such as Q4_K_M mixes types; "
+                "name one type, e.g. Q4_K)");
+    TensorTypeRule rule{std::string(text.substr(0, eq)), target->type};
+    try {
+        (void)std::regex(rule.pattern);
+    } catch (const std::regex_error& e) {
+        fail("tensor type rule '", text, "': '", rule.pattern, "' is not a valid regex: ",
+             e.what());
+    }
+    return rule;
+}
+
+namespace {
+
+// The recipe's choice, overridden by the first rule whose pattern the name matches.
+class TypeRules {
+public:
+    explicit TypeRules(const std::vector<TensorTypeRule>& rules) {
+        for (const TensorTypeRule& r : rules) rules_.emplace_back(std::regex(r.pattern), r);
+    }
+    TypeChoice choose(const io::GGUFTensor& t, const QuantTarget& target,
+                      const ModelFacts& facts) const {
+        TypeChoice c = choose_tensor_type(t.name, t.type, t.ne, target, facts);
+        if (!is_quantizable_weight(t.name, t.ne)) return c;
+        for (const auto& [re, rule] : rules_) {
+            if (!std::regex_search(t.name, re)) continue;
+            SYSLM_CHECK(fits(rule.type, t.ne[0]), "tensor type rule '", rule.pattern, "=",
+                        dtype_name(rule.type), "': tensor ", t.name, " has rows of ", t.ne[0],
+                        " values, not a multiple of the ", dtype_name(rule.type), " block of ",
+                        dtype_info(rule.type).block_size);
+            return {rule.type, rule.type != t.type, false, "rule " + rule.pattern};
+        }
+        return c;
+    }
+
+private:
+    std::vector<std::pair<std::regex, TensorTypeRule>> rules_;
+};
+
+}  // namespace
+
 QuantizeResult quantize_model(const std::string& in_path, const std::string& out_path,
                               const QuantizeOptions& options) {
     const QuantTarget& target = options.target;
@@ -457,6 +527,7 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
         facts.n_head_kv = in.get_u32(facts.architecture + ".attention.head_count_kv", facts.n_head);
     }
     facts.has_imatrix = options.imatrix != nullptr;
+    const TypeRules rules(options.tensor_types);
 
     io::GGUFWriter writer;
     for (const auto& [key, value] : in.metadata()) writer.set(key, value);
@@ -479,9 +550,7 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
         SYSLM_CHECK(options.imatrix, "AWQ scaling needs an importance matrix (--imatrix)");
         awq = plan_awq(
             in, *options.imatrix,
-            [&](const io::GGUFTensor& t) {
-                return choose_tensor_type(t.name, t.type, t.ne, target, facts).type;
-            },
+            [&](const io::GGUFTensor& t) { return rules.choose(t, target, facts).type; },
             options.threads, options.log, 256, options.awq_alphas);
         if (options.log && !awq.skipped.empty()) *options.log << "awq: " << awq.skipped << '\n';
     }
@@ -492,7 +561,7 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
     std::vector<float> w8a8_scales;
     for (size_t i = 0; i < n_tensors; ++i) {
         const io::GGUFTensor& t = in.tensors()[i];
-        TypeChoice choice = choose_tensor_type(t.name, t.type, t.ne, target, facts);
+        TypeChoice choice = rules.choose(t, target, facts);
         TensorResult tr{t.name, t.type, choice.type, t.ne, t.nbytes, t.nbytes, false, choice.note};
         const auto find_scale = [](const std::map<std::string, std::vector<float>>& m,
                                    const std::string& name) -> std::span<const float> {

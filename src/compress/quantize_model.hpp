@@ -87,6 +87,10 @@ struct ModelFacts {
     bool has_imatrix = false;   // quantizing with an importance matrix (one rule depends on it)
 };
 
+// Whether a tensor is a weight matrix that quantization changes (llama-quantize's rule: names
+// ending in "weight" with 2+ dimensions larger than 1, except norms, MoE routers and a few others).
+bool is_quantizable_weight(std::string_view name, std::span<const int64_t> ne);
+
 struct TypeChoice {
     DType type;
     bool quantize;     // false: copy the tensor unchanged
@@ -110,9 +114,26 @@ void convert_rows(DType from, const void* src, DType to, void* dst, int64_t n_pe
                   std::span<const float> row_scale = {});
 
 class ImportanceMatrix;
+}  // namespace syslm::compress
+namespace syslm::io {
+struct GGUFTensor;
+}  // namespace syslm::io
+namespace syslm::compress {
+
+// A type for the weight matrices whose names the pattern matches (ECMAScript regex, searched
+// anywhere in the name, as llama-quantize's --tensor-type): "attn_v=q8_0",
+// "blk\.(0|1)\.ffn_down=q6_k", or an exact name. The first matching rule wins over the
+// recipe's choice; a type whose block does not divide the row is an error naming the tensor.
+struct TensorTypeRule {
+    std::string pattern;
+    DType type;
+};
+// "PATTERN=TYPE"; throws Error saying what is wrong.
+TensorTypeRule parse_tensor_type_rule(std::string_view text);
 
 struct QuantizeOptions {
     QuantTarget target;
+    std::vector<TensorTypeRule> tensor_types;  // overrides of the recipe, in order
     // Importance per input column for the tensors it has entries for (weighted quantizers); the
     // others, and types without a weighted quantizer (Q8_0, floats), are quantized as without.
     const ImportanceMatrix* imatrix = nullptr;
@@ -139,6 +160,13 @@ struct QuantizeResult {
     size_t bytes_before = 0, bytes_after = 0;
     int n_converted = 0, n_fallback = 0;
 };
+
+// One tensor of a file converted to `to`, as quantize_model converts it (weighted by `imatrix`
+// where it has the tensor and the type a weighted quantizer; no AWQ scaling): row_bytes(to,
+// ne[0]) x rows bytes. Throws Error naming the tensor.
+std::vector<uint8_t> convert_tensor(const io::GGUFTensor& t, DType to,
+                                    const ImportanceMatrix* imatrix, int threads,
+                                    std::string_view what);
 
 // Reads `in_path` (validated GGUF), writes `out_path` atomically. Throws Error naming the file
 // and tensor on any problem; `out_path` is then left untouched.

@@ -18,9 +18,12 @@ using kernels::matmul;
 
 Model::Model(const std::string& path) : Model(std::make_shared<const io::GGUFFile>(path)) {}
 
-Model::Model(std::shared_ptr<const io::GGUFFile> file) : file_(std::move(file)) {
+Model::Model(std::shared_ptr<const io::GGUFFile> file) : Model(std::move(file), {}) {}
+
+Model::Model(std::shared_ptr<const io::GGUFFile> file, std::vector<TensorOverride> overrides)
+    : file_(std::move(file)), overrides_(std::move(overrides)) {
     hp_ = load_hparams(*file_);
-    w_ = load_weights(*file_, hp_);
+    w_ = load_weights(*file_, hp_, overrides_);
     if (hp_.has_rope()) rope_ = std::make_unique<kernels::Rope>(hp_.rope);
 }
 

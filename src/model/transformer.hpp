@@ -25,6 +25,9 @@ class Model {
 public:
     explicit Model(const std::string& path);
     explicit Model(std::shared_ptr<const io::GGUFFile> file);
+    // The file's model with some tensors replaced in memory (weights.hpp); the model keeps the
+    // overrides' bytes alive.
+    Model(std::shared_ptr<const io::GGUFFile> file, std::vector<TensorOverride> overrides);
 
     const HParams& hparams() const { return hp_; }
     const Weights& weights() const { return w_; }
@@ -37,6 +40,7 @@ private:
     HParams hp_;
     Weights w_;
     std::unique_ptr<kernels::Rope> rope_;
+    std::vector<TensorOverride> overrides_;
 };
 
 // Where the rows of one forward call live: each row's position, where its rotated K and V go,

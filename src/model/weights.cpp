@@ -43,7 +43,21 @@ class Binder {
 public:
     // W8A8 files (compress/quantize_model.hpp) name their statically scaled matrices and the
     // activation scales in two metadata arrays.
-    explicit Binder(const io::GGUFFile& f) : f_(f) {
+    Binder(const io::GGUFFile& f, const std::vector<TensorOverride>& overrides) : f_(f) {
+        for (const TensorOverride& o : overrides) {
+            const io::GGUFTensor* t = f.find_tensor(o.name);
+            SYSLM_CHECK(t, f.path(), ": an override names tensor '", o.name, "', which it lacks");
+            SYSLM_CHECK(o.bytes && o.bytes->size() == row_bytes(o.type, t->ne[0]) * t->rows(),
+                        f.path(), ": the override of '", o.name, "' holds ",
+                        o.bytes ? o.bytes->size() : 0, " bytes, not the ",
+                        row_bytes(o.type, t->ne[0]) * t->rows(), " of ", t->rows(), " rows of ",
+                        dtype_name(o.type));
+            io::GGUFTensor r = *t;
+            r.type = o.type;
+            r.nbytes = o.bytes->size();
+            r.data = o.bytes->data();
+            overridden_[o.name] = std::move(r);
+        }
         const io::GGUFValue* names = f.find("syslm.w8a8.tensors");
         const io::GGUFValue* scales = f.find("syslm.w8a8.act_scales");
         if (!names && !scales) return;
@@ -62,6 +76,7 @@ public:
 
     const io::GGUFTensor* find(const std::string& name, std::vector<int64_t> ne, bool required) {
         const io::GGUFTensor* t = f_.find_tensor(name);
+        if (const auto it = overridden_.find(name); t && it != overridden_.end()) t = &it->second;
         if (!t) {
             SYSLM_CHECK(!required, f_.path(), ": missing tensor '", name, "'");
             return nullptr;
@@ -101,6 +116,7 @@ public:
 private:
     const io::GGUFFile& f_;
     std::map<std::string, float> act_scales_;
+    std::map<std::string, io::GGUFTensor> overridden_;  // views of the overrides' bytes
 };
 
 // Whether every matrix is copied to huge pages, or only those repacked (the default).
@@ -122,19 +138,26 @@ bool repack_weights() {
 // Moves the matrices that are repacked (and, with copy_all, every other matrix but the token
 // embedding) into one buffer on transparent huge pages, converting them on the way, and
 // points the views there; the file pages they came from are released (see weights.hpp).
-void place_matrices(Weights& w, bool copy_all, bool repack, bool release_source) {
+void place_matrices(Weights& w, bool copy_all, bool repack, bool release_source,
+                    const std::vector<TensorOverride>& overrides) {
+    auto in_file = [&](const void* src) {
+        for (const TensorOverride& o : overrides)
+            if (src == o.bytes->data()) return false;
+        return true;
+    };
     struct Span {
         const void* src;
         DType from, to;
         int64_t n_in, rows;
         std::function<void(uint8_t*, DType)> point_to;
+        bool in_file;  // a view of the mapped file (not an override's buffer): pages released
     };
     std::vector<Span> spans;
     auto add = [&](const void* src, DType type, int64_t n_in, int64_t rows,
                    std::function<void(uint8_t*, DType)> point_to) {
         const DType to = repack ? kernels::load_layout(type, n_in) : type;
         if (src && (copy_all || to != type))
-            spans.push_back({src, type, to, n_in, rows, std::move(point_to)});
+            spans.push_back({src, type, to, n_in, rows, std::move(point_to), in_file(src)});
     };
     auto add_m = [&](Matrix& m) {
         if (m.data != w.token_embd.data)
@@ -174,7 +197,7 @@ void place_matrices(Weights& w, bool copy_all, bool repack, bool release_source)
             std::memcpy(dst, s.src, bytes(s));
         else
             kernels::repack_rows(s.from, s.to, s.src, dst, s.n_in, s.rows);
-        if (release_source) release_mapped_pages(s.src, bytes(s));
+        if (release_source && s.in_file) release_mapped_pages(s.src, bytes(s));
         s.point_to(dst, s.to);
         dst += (bytes(s) + kAlign - 1) / kAlign * kAlign;
     }
@@ -182,8 +205,9 @@ void place_matrices(Weights& w, bool copy_all, bool repack, bool release_source)
 
 }  // namespace
 
-Weights load_weights(const io::GGUFFile& f, HParams& hp) {
-    Binder b(f);
+Weights load_weights(const io::GGUFFile& f, HParams& hp,
+                     const std::vector<TensorOverride>& overrides) {
+    Binder b(f, overrides);
     Weights w;
     const io::GGUFTensor* embd = f.find_tensor("token_embd.weight");
     SYSLM_CHECK(embd && embd->ne.size() == 2, f.path(), ": missing 2-D tensor 'token_embd.weight'");
@@ -248,7 +272,7 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp) {
         }
         w.layers.push_back(std::move(l));
     }
-    place_matrices(w, copy_weights(), repack_weights(), f.mapped());
+    place_matrices(w, copy_weights(), repack_weights(), f.mapped(), overrides);
     return w;
 }
 

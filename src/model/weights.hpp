@@ -10,7 +10,9 @@
 // embedding is always read from the file, and so is the output matrix when it is tied to it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "io/gguf.hpp"
@@ -55,8 +57,18 @@ struct Weights {
     size_t copy_bytes = 0;
 };
 
+// A tensor of the file replaced in memory by the same values in another type (the tuner measures
+// a model with one tensor quantized without writing a file). `bytes` holds the rows in `type`.
+struct TensorOverride {
+    std::string name;
+    DType type;
+    std::shared_ptr<const std::vector<uint8_t>> bytes;
+};
+
 // Binds every tensor the architecture needs; a missing tensor, a wrong shape or an unsupported
-// type throws an Error naming the file and the tensor. Also sets hp.n_vocab.
-Weights load_weights(const io::GGUFFile& file, HParams& hp);
+// type throws an Error naming the file and the tensor. Also sets hp.n_vocab. An override
+// replaces the file's tensor of its name (same shape; its size must match its type's rows).
+Weights load_weights(const io::GGUFFile& file, HParams& hp,
+                     const std::vector<TensorOverride>& overrides = {});
 
 }  // namespace syslm::model

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "../common/random_model.hpp"
 #include "compress/quantize_model.hpp"
+#include "core/error.hpp"
+#include "io/gguf.hpp"
 
 namespace syslm::compress {
 namespace {
@@ -109,6 +112,48 @@ TEST(QuantRecipe, Q40FfnDownGuardOnlyWithImatrix) {
     EXPECT_EQ(type_of("blk.2.ffn_down.weight", q40, f), DType::Q4_0);
     EXPECT_EQ(type_of("blk.0.ffn_down.weight", q50, f), DType::Q5_1);
     EXPECT_EQ(type_of("blk.0.attn_q.weight", q50, f), DType::Q5_0);
+}
+
+
+// Per-tensor rules (llama-quantize's --tensor-type): the first matching pattern overrides the
+// recipe for weight matrices only; rows that do not fit the rule's block are an error naming the
+// tensor; malformed rules are refused.
+TEST(TensorTypeRules, OverrideTheRecipeForMatchingMatricesOnly) {
+    model::InitConfig c = testing::small_model_config("llama", 32, 71);
+    c.n_embd = 64;  // rows of 64 and 96: multiples of 32, not of the K-quants' 256
+    c.n_head = 4;
+    c.n_ff = 96;
+    const std::string in = testing::write_test_model("rules_in", c);
+    const std::string out = std::string(SYSLM_TEST_TMP) + "/rules_out.gguf";
+    QuantizeOptions o;
+    o.target = *parse_quant_target("Q4_0");
+    o.tensor_types = {parse_tensor_type_rule("blk\\.1\\.attn_v=q8_0"),
+                      parse_tensor_type_rule("attn_v=q5_0"), parse_tensor_type_rule("ffn_down=Q4_1"),
+                      parse_tensor_type_rule("norm=q8_0")};
+    quantize_model(in, out, o);
+    const io::GGUFFile f(out);
+    for (const io::GGUFTensor& t : f.tensors()) {
+        DType want = DType::Q4_0;
+        if (t.name == "blk.1.attn_v.weight") want = DType::Q8_0;
+        else if (t.name.find("attn_v") != std::string::npos) want = DType::Q5_0;
+        else if (t.name.find("ffn_down") != std::string::npos) want = DType::Q4_1;
+        else if (t.name == "output.weight") want = DType::Q8_0;  // Q6_K's 256 does not fit 64
+        else if (t.ne.size() == 1) want = DType::F32;  // norms: not weight matrices
+        EXPECT_EQ(t.type, want) << t.name;
+    }
+    QuantizeOptions bad = o;
+    bad.tensor_types = {parse_tensor_type_rule("ffn_down=q4_k")};
+    try {
+        quantize_model(in, out + ".bad", bad);
+        ADD_FAILURE() << "a Q4_K rule on rows of 96 was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("blk.0.ffn_down.weight"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(parse_tensor_type_rule("attn_v"), Error);
+    EXPECT_THROW(parse_tensor_type_rule("attn_v=q4_k_m"), Error);  // a recipe, not a type
+    EXPECT_THROW(parse_tensor_type_rule("attn_v=q9"), Error);
+    EXPECT_THROW(parse_tensor_type_rule("attn_v[=q8_0"), Error);  // not a regex
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+// Which type each weight matrix gets: a multiple-choice knapsack over the sensitivity table
+// (tune/sensitivity.hpp), with the model's quality cost taken as the sum of the tensors' KLs.
+// Minimising bytes + mu * KL for every mu >= 0 gives the lower convex hull of what any choice of
+// types can reach in (bytes, predicted KL); each tensor then independently takes a point of its
+// own hull. Walking mu from 0 up is the greedy that always takes, among all tensors, the next
+// step down its own hull that saves bytes at the least KL per byte; every point it passes is
+// optimal for its own byte budget among all choices (a Lagrangian solution), which the tests
+// check against exhaustive search.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "tune/sensitivity.hpp"
+
+namespace syslm::tune {
+
+struct Allocation {
+    std::vector<DType> types;  // one per tensor of the table, in its order
+    uint64_t bytes = 0;        // the matrices' bytes
+    double predicted_kl = 0;   // the sum of the chosen options' KLs
+};
+
+// The hull points, from the largest (every tensor at its least-KL option) to the smallest.
+std::vector<Allocation> allocation_hull(const std::vector<TensorSensitivity>& table);
+
+}  // namespace syslm::tune
