@@ -1,0 +1,113 @@
+// syslm tune: search weight types (and, later, structure and runtime settings) against a measured
+// quality limit on the user's own text, and return a measured Pareto front and the chosen plan
+// (tune/tuner.hpp; design in docs/design/tune.md).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "cli/command.hpp"
+#include "cli/option_checks.hpp"
+#include "core/error.hpp"
+#include "core/mapped_file.hpp"
+#include "tune/report.hpp"
+#include "tune/tuner.hpp"
+
+namespace syslm::cli {
+namespace {
+
+struct TuneArgs {
+    tune::TuneOptions o;
+    std::string goal = "decode", budget = "30m";
+};
+
+// "90s", "30m", "1h", or seconds.
+double parse_duration(const std::string& s) {
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(s, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    const std::string unit = s.substr(used);
+    const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+    usage_check(used > 0 && scale > 0 && std::isfinite(v) && v > 0, "--budget '", s,
+                "': expected a positive duration such as 90s, 30m or 1h");
+    return v * scale;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+    AtomicFileWriter w(path.string());
+    w.write(text.data(), text.size());
+    w.commit();
+}
+
+int run_tune(TuneArgs& a) {
+    a.o.goal = tune::parse_goal(a.goal);
+    a.o.budget_s = parse_duration(a.budget);
+    a.o.log = &std::cerr;
+    const tune::TuneResult r = tune::run_tune(a.o);
+    const tune::ReportContext c{a.o.goal, a.o.max_kl, std::filesystem::path(a.o.model).filename().string()};
+    const std::filesystem::path dir(a.o.out_dir);
+    write_file(dir / "pareto.json", tune::report_json(r, c));
+    write_file(dir / "front.svg", tune::report_svg(r, c));
+    write_file(dir / "report.html", tune::report_html(r, c));
+    std::printf("%s", tune::report_table(r, c).c_str());
+    std::printf("wrote %s/{pareto.json,front.svg,report.html%s} in %.0f s\n", a.o.out_dir.c_str(),
+                r.chosen ? ",plan.json,model.gguf" : "", r.seconds);
+    return 0;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<TuneArgs>();
+    auto& o = a->o;
+    app.add_option("-m,--model", o.model, "The model to tune (GGUF, usually F32/F16/BF16)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    app.add_option("--calib", o.calib, "Calibration text: sensitivities and importance matrix")
+        ->required()
+        ->check(CLI::ExistingFile);
+    app.add_option("--eval", o.eval, "Held-out text (disjoint from --calib): quality is measured here")
+        ->required()
+        ->check(CLI::ExistingFile);
+    app.add_option("-o,--out", o.out_dir,
+                   "Directory for the report, the plan and the chosen model; a rerun continues "
+                   "from its measurements")
+        ->required();
+    app.add_option("--goal", a->goal, "What to maximise: decode | prefill tokens/s, or size")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"decode", "prefill", "size"}));
+    app.add_option("--max-kl", o.max_kl,
+                   "Quality limit: mean KL(input || tuned) on --eval, nats per token")
+        ->capture_default_str()
+        ->check(finite_in(0, 10, true));
+    app.add_option("--budget", a->budget, "Time for the search (90s, 30m, 1h)")->capture_default_str();
+    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
+        ->check(CLI::Range(0, 4096));
+    app.add_option("-c,--ctx-size", o.n_ctx, "Tokens per chunk of the texts")
+        ->capture_default_str()
+        ->check(CLI::Range(16, 1 << 16));
+    app.add_option("--eval-chunks", o.eval_chunks, "Held-out chunks measured (-1: all)")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1 << 20));
+    app.add_option("--sensitivity-chunks", o.sensitivity_chunks,
+                   "Calibration chunks each sensitivity is measured on")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--rounds", o.max_rounds, "Most rounds of candidates")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100));
+    app.add_flag("!--no-stock", o.stock, "Do not measure llama-quantize's stock recipes");
+    return [a] { return run_tune(*a); };
+}
+
+}  // namespace
+
+SYSLM_COMMAND(tune, "tune",
+              "Search per-tensor weight types against a measured KL limit; report the measured "
+              "Pareto front and write the chosen plan and model",
+              setup);
+
+}  // namespace syslm::cli

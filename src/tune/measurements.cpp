@@ -1,0 +1,116 @@
+#include "tune/measurements.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace syslm::tune {
+
+nlohmann::json Point::to_json() const {
+    return {{"label", label},           {"plan", plan.to_json()},   {"stock", stock},
+            {"file_bytes", file_bytes}, {"additive_kl", additive_kl}, {"predicted_kl", predicted_kl}, {"kl", kl},
+            {"ppl", ppl},               {"top1", top1},             {"decode_ts", decode_ts},
+            {"prefill_ts", prefill_ts}};
+}
+
+Point Point::from_json(const nlohmann::json& j) {
+    Point p;
+    p.label = j.at("label").get<std::string>();
+    p.plan = Plan::from_json(j.at("plan"));
+    p.stock = j.at("stock").get<bool>();
+    p.file_bytes = j.at("file_bytes").get<uint64_t>();
+    p.additive_kl = j.at("additive_kl").get<double>();
+    p.predicted_kl = j.at("predicted_kl").get<double>();
+    p.kl = j.at("kl").get<double>();
+    p.ppl = j.at("ppl").get<double>();
+    p.top1 = j.at("top1").get<double>();
+    p.decode_ts = j.at("decode_ts").get<double>();
+    p.prefill_ts = j.at("prefill_ts").get<double>();
+    return p;
+}
+
+MeasurementCache::MeasurementCache(std::string path) : path_(std::move(path)) {
+    std::ifstream in(path_);
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.empty()) continue;
+        try {
+            keep(Point::from_json(nlohmann::json::parse(line)));
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "note: %s:%d: skipped a line that does not parse (%s)\n",
+                         path_.c_str(), line_no, e.what());
+        }
+    }
+}
+
+const Point* MeasurementCache::find(const std::string& plan_key) const {
+    for (const Point& p : points_)
+        if (p.plan.key() == plan_key) return &p;
+    return nullptr;
+}
+
+void MeasurementCache::add(const Point& p) {
+    std::ofstream out(path_, std::ios::app);
+    SYSLM_CHECK(out, path_, ": cannot append a measurement");
+    out << p.to_json().dump() << '\n';
+    out.flush();
+    SYSLM_CHECK(out, path_, ": writing a measurement failed");
+    keep(p);
+}
+
+void MeasurementCache::keep(const Point& p) {
+    for (Point& q : points_)
+        if (q.plan.key() == p.plan.key()) {
+            q = p;
+            return;
+        }
+    points_.push_back(p);
+}
+
+Goal parse_goal(const std::string& name) {
+    if (name == "decode") return Goal::Decode;
+    if (name == "prefill") return Goal::Prefill;
+    if (name == "size") return Goal::Size;
+    fail("unknown goal '", name, "' (decode, prefill or size)");
+}
+
+std::string goal_name(Goal g) {
+    switch (g) {
+        case Goal::Decode: return "decode";
+        case Goal::Prefill: return "prefill";
+        case Goal::Size: return "size";
+    }
+    return "?";
+}
+
+double goal_value(const Point& p, Goal g) {
+    switch (g) {
+        case Goal::Decode: return p.decode_ts;
+        case Goal::Prefill: return p.prefill_ts;
+        case Goal::Size: return -static_cast<double>(p.file_bytes);
+    }
+    return 0;
+}
+
+std::vector<Point> pareto_front(const std::vector<Point>& points, Goal goal) {
+    std::vector<Point> front;
+    for (const Point& p : points) {
+        bool dominated = false;
+        for (const Point& q : points) {
+            const bool no_worse = goal_value(q, goal) >= goal_value(p, goal) && q.kl <= p.kl;
+            const bool better = goal_value(q, goal) > goal_value(p, goal) || q.kl < p.kl;
+            if (no_worse && better) {
+                dominated = true;
+                break;
+            }
+        }
+        if (!dominated) front.push_back(p);
+    }
+    std::sort(front.begin(), front.end(), [](const Point& a, const Point& b) { return a.kl < b.kl; });
+    return front;
+}
+
+}  // namespace syslm::tune

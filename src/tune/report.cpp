@@ -1,0 +1,202 @@
+#include "tune/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace syslm::tune {
+namespace {
+
+std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::string escape_xml(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '&': out += "&amp;"; break;
+            case '"': out += "&quot;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
+std::string goal_label(Goal g) {
+    switch (g) {
+        case Goal::Decode: return "decode tokens/s";
+        case Goal::Prefill: return "prefill tokens/s";
+        case Goal::Size: return "file size, MB (smaller is better)";
+    }
+    return "";
+}
+
+// The goal's figure as shown (sizes positive, in MB).
+double shown(const Point& p, Goal g) {
+    return g == Goal::Size ? p.file_bytes / 1e6 : goal_value(p, g);
+}
+
+bool on_front(const Point& p, const TuneResult& r) {
+    for (const Point& f : r.front)
+        if (f.plan.key() == p.plan.key()) return true;
+    return false;
+}
+
+}  // namespace
+
+std::string plan_summary(const Plan& p) {
+    std::map<std::string, int> n;
+    for (const auto& [name, type] : p.tensor_types) ++n[std::string(dtype_name(type))];
+    std::vector<std::pair<int, std::string>> by;
+    for (const auto& [t, c] : n) by.emplace_back(-c, t);
+    std::sort(by.begin(), by.end());
+    std::string s = p.recipe.empty() ? "" : p.recipe + (p.imatrix ? " + imatrix" : "");
+    for (const auto& [c, t] : by) s += cat(s.empty() ? "" : ", ", t, " ", -c);
+    return s;
+}
+
+std::string report_json(const TuneResult& r, const ReportContext& c) {
+    nlohmann::json j = {{"model", c.model},
+                        {"goal", goal_name(c.goal)},
+                        {"max_kl", c.max_kl},
+                        {"analysis", r.analysis},
+                        {"seconds", r.seconds},
+                        {"points", nlohmann::json::array()},
+                        {"front", nlohmann::json::array()},
+                        {"chosen", nullptr}};
+    for (const Point& p : r.points) j["points"].push_back(p.to_json());
+    for (const Point& p : r.front) j["front"].push_back(p.label);
+    if (r.chosen) j["chosen"] = r.chosen->to_json();
+    return j.dump(2) + "\n";
+}
+
+std::string report_svg(const TuneResult& r, const ReportContext& c) {
+    const double W = 760, H = 440, L = 70, R = 20, T = 30, B = 50;
+    double kl_lo = 1e30, kl_hi = 0, y_lo = 1e30, y_hi = -1e30;
+    for (const Point& p : r.points) {
+        const double kl = std::max(p.kl, 1e-6);
+        kl_lo = std::min(kl_lo, kl);
+        kl_hi = std::max(kl_hi, kl);
+        y_lo = std::min(y_lo, shown(p, c.goal));
+        y_hi = std::max(y_hi, shown(p, c.goal));
+    }
+    if (r.points.empty()) kl_lo = 1e-4, kl_hi = 1, y_lo = 0, y_hi = 1;
+    kl_lo = std::min(kl_lo, c.max_kl) / 1.5;
+    kl_hi = std::max(kl_hi, c.max_kl) * 1.5;
+    const double pad = (y_hi - y_lo) * 0.08 + 1e-9;
+    y_lo -= pad;
+    y_hi += pad;
+    auto x_of = [&](double kl) {
+        return L + (std::log10(std::max(kl, 1e-6)) - std::log10(kl_lo)) /
+                       (std::log10(kl_hi) - std::log10(kl_lo)) * (W - L - R);
+    };
+    auto y_of = [&](double v) { return H - B - (v - y_lo) / (y_hi - y_lo) * (H - T - B); };
+    std::ostringstream s;
+    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' "
+         "fill='white'/>\n";
+    s << "<text x='" << L << "' y='18' font-size='13'>" << escape_xml(c.model) << ": "
+      << goal_label(c.goal) << " against KL on held-out text</text>\n";
+    // Axes, decades of KL, and the limit.
+    s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B
+      << "' stroke='black'/><line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='"
+      << H - B << "' stroke='black'/>\n";
+    for (int e = static_cast<int>(std::floor(std::log10(kl_lo)));
+         e <= static_cast<int>(std::ceil(std::log10(kl_hi))); ++e) {
+        const double x = x_of(std::pow(10.0, e));
+        if (x < L || x > W - R) continue;
+        s << "<line x1='" << x << "' y1='" << H - B << "' x2='" << x << "' y2='" << H - B + 4
+          << "' stroke='black'/><text x='" << x << "' y='" << H - B + 16
+          << "' text-anchor='middle'>1e" << e << "</text>\n";
+    }
+    for (int k = 0; k <= 4; ++k) {
+        const double v = y_lo + (y_hi - y_lo) * k / 4, y = y_of(v);
+        s << "<text x='" << L - 6 << "' y='" << y + 4 << "' text-anchor='end'>"
+          << fmt("%.4g", v) << "</text>\n";
+    }
+    s << "<text x='" << (L + W - R) / 2 << "' y='" << H - 12
+      << "' text-anchor='middle'>mean KL(input || file), nats per token (log scale)</text>\n";
+    s << "<text x='14' y='" << (T + H - B) / 2 << "' transform='rotate(-90 14 " << (T + H - B) / 2
+      << ")' text-anchor='middle'>" << goal_label(c.goal) << "</text>\n";
+    const double xl = x_of(c.max_kl);
+    s << "<line x1='" << xl << "' y1='" << T << "' x2='" << xl << "' y2='" << H - B
+      << "' stroke='#c00' stroke-dasharray='4 3'/><text x='" << xl + 3 << "' y='" << T + 10
+      << "' fill='#c00'>limit " << fmt("%g", c.max_kl) << "</text>\n";
+    // The front as a line, then every point (hover: its plan).
+    std::string path;
+    for (const Point& p : r.front)
+        path += cat(path.empty() ? "M" : " L", x_of(p.kl), " ", y_of(shown(p, c.goal)));
+    if (!path.empty())
+        s << "<path d='" << path << "' fill='none' stroke='#36c' stroke-width='1.5'/>\n";
+    for (const Point& p : r.points) {
+        const double x = x_of(p.kl), y = y_of(shown(p, c.goal));
+        const bool chosen = r.chosen && r.chosen->plan.key() == p.plan.key();
+        const std::string tip = cat(p.label, ": KL ", fmt("%.4g", p.kl), ", PPL ",
+                                    fmt("%.4g", p.ppl), ", ", fmt("%.1f", p.file_bytes / 1e6),
+                                    " MB, decode ", fmt("%.1f", p.decode_ts), " tok/s; ",
+                                    plan_summary(p.plan));
+        s << "<g><title>" << escape_xml(tip) << "</title>";
+        if (p.stock)
+            s << "<rect x='" << x - 4 << "' y='" << y - 4 << "' width='8' height='8' fill='#e80'/>"
+              << "<text x='" << x + 6 << "' y='" << y - 5 << "' fill='#a50'>"
+              << escape_xml(p.label) << "</text>";
+        else
+            s << "<circle cx='" << x << "' cy='" << y << "' r='" << (chosen ? 6 : 4) << "' fill='"
+              << (on_front(p, r) ? "#36c" : "#9bd") << "'" << (chosen ? " stroke='black'" : "")
+              << "/>";
+        s << "</g>\n";
+    }
+    s << "<text x='" << W - R - 250 << "' y='" << H - B - 8
+      << "'><tspan fill='#36c'>&#9679; tuned (front dark)</tspan>  <tspan fill='#e80'>&#9632; "
+         "llama-quantize recipes</tspan></text>\n</svg>\n";
+    return s.str();
+}
+
+std::string report_table(const TuneResult& r, const ReportContext& c) {
+    std::vector<Point> pts = r.points;
+    std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) { return a.kl < b.kl; });
+    std::ostringstream s;
+    char line[256];
+    std::snprintf(line, sizeof line, "%-22s %9s %10s %10s %8s %7s %10s %10s  %s\n", "point", "MB",
+                  "KL", "predicted", "PPL", "top-1", "decode t/s", "prefill", "front");
+    s << line;
+    for (const Point& p : pts) {
+        std::snprintf(line, sizeof line, "%-22s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10.1f  %s%s\n",
+                      p.label.c_str(), p.file_bytes / 1e6, p.kl,
+                      p.predicted_kl >= 0 ? fmt("%.5f", p.predicted_kl).c_str() : "-", p.ppl,
+                      100 * p.top1, p.decode_ts, p.prefill_ts, on_front(p, r) ? "*" : "",
+                      r.chosen && r.chosen->plan.key() == p.plan.key() ? " chosen" : "");
+        s << line;
+    }
+    if (r.chosen)
+        s << "chosen: " << r.chosen->label << " (" << plan_summary(r.chosen->plan) << "), "
+          << goal_name(c.goal) << " " << fmt("%.4g", shown(*r.chosen, c.goal)) << " at KL "
+          << fmt("%.4g", r.chosen->kl) << " <= " << c.max_kl << "\n";
+    else
+        s << "no tuned point is within KL " << c.max_kl << "\n";
+    return s.str();
+}
+
+std::string report_html(const TuneResult& r, const ReportContext& c) {
+    std::ostringstream s;
+    s << "<!doctype html><html><head><meta charset='utf-8'><title>syslm tune: "
+      << escape_xml(c.model) << "</title><style>body{font-family:sans-serif;margin:2em}"
+      << "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;"
+         "text-align:right}td:first-child,th:first-child{text-align:left}</style></head><body>\n";
+    s << "<h1>syslm tune</h1><p>" << escape_xml(r.analysis) << "</p>\n" << report_svg(r, c);
+    s << "<p>Every point is measured on the held-out text and timed on this machine; hover a "
+         "point for its plan. Limit: KL &le; "
+      << c.max_kl << ".</p>\n<pre>" << escape_xml(report_table(r, c)) << "</pre></body></html>\n";
+    return s.str();
+}
+
+}  // namespace syslm::tune

@@ -1,0 +1,381 @@
+#include "tune/tuner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "compress/evaluate.hpp"
+#include "compress/imatrix.hpp"
+#include "compress/quantize_model.hpp"
+#include "core/checksum.hpp"
+#include "core/error.hpp"
+#include "core/mapped_file.hpp"
+#include "io/gguf.hpp"
+#include "profile/bench_runner.hpp"
+#include "profile/machine_probe.hpp"
+#include "profile/model_costs.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "tune/allocate.hpp"
+#include "tune/sensitivity.hpp"
+
+namespace syslm::tune {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// llama-quantize's stock recipes the front is compared with (each with and without the
+// importance matrix).
+const char* const kStockRecipes[] = {"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q3_K_M", "Q2_K"};
+
+// Types the allocation chooses from: the K-quants for rows of 256, the 32-blocks otherwise.
+const DType kDefaultTypes[] = {DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q3_K,
+                               DType::Q2_K, DType::Q5_0, DType::Q4_0};
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    SYSLM_CHECK(in, path, ": cannot open");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// The input's weight type (the type the matrices have; F32 when they differ).
+DType input_type(const io::GGUFFile& f) {
+    std::set<DType> types;
+    for (const io::GGUFTensor& t : f.tensors())
+        if (compress::is_quantizable_weight(t.name, t.ne)) types.insert(t.type);
+    return types.size() == 1 ? *types.begin() : DType::F32;
+}
+
+std::string hex(uint64_t v) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// The decode bottleneck of the input model, in a sentence, from the probe and the model's bytes.
+std::string analyse(const model::Model& m, int threads, int decode_tokens) {
+    const profile::ProbeResult probe = profile::cached_or_measured_probe(threads, false);
+    const profile::ModelCosts c = profile::model_costs(m, DType::F16);
+    const double per_token_s = c.decode_weight_bytes / (probe.read_gbs_for(threads) * 1e9);
+    double flops = 0;
+    for (const profile::MatrixCost& mc : c.matrices) flops += mc.flops_per_token;
+    const double compute_s = flops / (probe.fma_f32_for(threads) * 1e9);
+    std::ostringstream s;
+    s.precision(3);
+    s << "decode reads " << c.decode_weight_bytes / 1e6 << " MB of weights per token: "
+      << per_token_s * 1e3 << " ms at the probe's " << probe.read_gbs_for(threads)
+      << " GB/s, against " << compute_s * 1e3 << " ms of FP32 arithmetic at its peak; ";
+    if (per_token_s >= compute_s)
+        s << "bandwidth-bound, so bytes per token decide: lower-bit types on the largest, least "
+             "sensitive matrices first";
+    else
+        s << "compute-bound at this size, so the types' kernel speed matters as much as bytes";
+    (void)decode_tokens;
+    return s.str();
+}
+
+class Tuner {
+public:
+    explicit Tuner(const TuneOptions& o)
+        : o_(o), start_(Clock::now()), cache_((fs::path(o.out_dir) / "measurements.jsonl").string()) {
+        fs::create_directories(fs::path(o.out_dir) / "candidates");
+    }
+
+    TuneResult run() {
+        TuneResult r;
+        auto file = std::make_shared<const io::GGUFFile>(o_.model);
+        in_type_ = input_type(*file);
+        {
+            const model::Model m(file);
+            r.analysis = analyse(m, o_.threads, o_.decode_tokens);
+            say("analysis: " + r.analysis);
+            const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
+            calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
+        }
+        compress::ImatrixOptions io;
+        io.n_ctx = o_.n_ctx;
+        io.threads = o_.threads;
+        imatrix_ = compress::load_or_collect_imatrix(o_.model, o_.calib, io);
+        const std::vector<TensorSensitivity> table = sensitivity();
+        SYSLM_CHECK(!table.empty(), o_.model, ": no weight matrix to quantize");
+        const std::vector<Allocation> hull = allocation_hull(table);
+        say(cat("allocation: ", hull.size(), " points from ", hull.front().bytes / 1e6, " to ",
+                hull.back().bytes / 1e6, " MB of matrices"));
+
+        if (o_.stock) {
+            std::vector<Point> stock;
+            for (const char* recipe : kStockRecipes)
+                for (bool im : {false, true}) {
+                    Point p;
+                    p.label = std::string(recipe) + (im ? " imatrix" : "");
+                    p.stock = true;
+                    p.plan.recipe = recipe;
+                    p.plan.imatrix = im;
+                    p.plan.threads = o_.threads;
+                    stock.push_back(p);
+                }
+            measure(stock);
+        }
+
+        double factor = 1;  // measured KL / the allocation's sum, fitted round by round
+        const std::vector<double> first = {0.1, 0.35, 0.6, 0.85, 1.0, 1.3, 2.0, 4.0};
+        const std::vector<double> later = {0.8, 0.9, 1.0, 1.1, 1.25};
+        for (int round = 0; round < o_.max_rounds && !over_budget(); ++round) {
+            std::vector<Point> pending;
+            std::set<std::string> keys;
+            for (double m : round == 0 ? first : later) {
+                const Allocation* best = nullptr;  // fewest bytes with corrected KL <= target
+                for (const Allocation& a : hull)
+                    if (a.predicted_kl * factor <= m * o_.max_kl) best = &a;
+                if (!best) continue;
+                Point p = tuned_point(table, *best, factor);
+                if (keys.insert(p.plan.key()).second && !cache_.find(p.plan.key()))
+                    pending.push_back(std::move(p));
+            }
+            // The first round also spreads points over the hull's sizes, so the front has a shape
+            // even when every allocation is within the limit.
+            for (double share : round == 0 ? std::vector<double>{0.25, 0.5, 0.75}
+                                           : std::vector<double>{}) {
+                const double target = hull.back().bytes + share * (hull.front().bytes - hull.back().bytes);
+                const Allocation* best = &hull.front();
+                for (const Allocation& a : hull)
+                    if (a.bytes >= target) best = &a;
+                Point p = tuned_point(table, *best, factor);
+                if (keys.insert(p.plan.key()).second && !cache_.find(p.plan.key()))
+                    pending.push_back(std::move(p));
+            }
+            if (pending.empty()) break;
+            say(cat("round ", round + 1, ": ", pending.size(), " candidates (KL model x",
+                    factor, ")"));
+            measure(pending);
+            factor = refit(factor);
+        }
+
+        if (o_.goal != Goal::Size) confirm_speed();
+        r.points = cache_.points();
+        r.front = pareto_front(r.points, o_.goal);
+        // The best point within the limit, a stock recipe too when it wins (its plan is a plan).
+        for (const Point& p : r.points)
+            if (p.kl <= o_.max_kl &&
+                (!r.chosen || goal_value(p, o_.goal) > goal_value(*r.chosen, o_.goal)))
+                r.chosen = p;
+        if (r.chosen) {
+            save_plan(r.chosen->plan, (fs::path(o_.out_dir) / "plan.json").string());
+            fs::copy_file(candidate_path(r.chosen->plan), fs::path(o_.out_dir) / "model.gguf",
+                          fs::copy_options::overwrite_existing);
+        }
+        r.seconds = elapsed();
+        return r;
+    }
+
+private:
+    double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+    bool over_budget() const { return elapsed() > o_.budget_s; }
+    void say(const std::string& line) const {
+        if (o_.log) *o_.log << "tune: " << line << std::endl;
+    }
+
+    // The sensitivity table, read back when a previous run of the same inputs wrote it.
+    std::vector<TensorSensitivity> sensitivity() {
+        std::vector<DType> types(o_.types.begin(), o_.types.end());
+        if (types.empty()) types.assign(std::begin(kDefaultTypes), std::end(kDefaultTypes));
+        types.push_back(in_type_);  // the unquantized choice: KL 0
+        std::sort(types.begin(), types.end());
+        types.erase(std::unique(types.begin(), types.end()), types.end());
+        nlohmann::json key = {{"model", fs::absolute(o_.model).string()},
+                              {"model_bytes", fs::file_size(o_.model)},
+                              {"calib", fs::absolute(o_.calib).string()},
+                              {"calib_bytes", fs::file_size(o_.calib)},
+                              {"n_ctx", o_.n_ctx},
+                              {"chunks", o_.sensitivity_chunks}};
+        for (DType t : types) key["types"].push_back(dtype_name(t));
+        const fs::path path = fs::path(o_.out_dir) / "sensitivity.json";
+        if (fs::exists(path)) {
+            try {
+                const nlohmann::json j = nlohmann::json::parse(read_text(path.string()));
+                if (j.at("key") == key) {
+                    std::vector<TensorSensitivity> table;
+                    for (const auto& t : j.at("tensors")) {
+                        TensorSensitivity s;
+                        s.name = t.at("name");
+                        for (const auto& o : t.at("options")) {
+                            const auto type = dtype_from_name(o.at("type").get<std::string>());
+                            SYSLM_CHECK(type, "unknown type ", o.at("type"));
+                            s.options.push_back({*type, o.at("bytes").get<uint64_t>(),
+                                                 o.at("kl").get<double>()});
+                        }
+                        table.push_back(std::move(s));
+                    }
+                    say("sensitivity: read back from " + path.string());
+                    return table;
+                }
+            } catch (const std::exception& e) {
+                say(cat("sensitivity: ", path.string(), " unusable (", e.what(), "): measuring"));
+            }
+        }
+        SensitivityOptions so;
+        so.types = types;
+        so.n_ctx = o_.n_ctx;
+        so.max_chunks = o_.sensitivity_chunks;
+        so.threads = o_.threads;
+        so.imatrix = &imatrix_;
+        const auto t0 = Clock::now();
+        so.progress = [&](size_t done, size_t total) {
+            if (!o_.log || (done % 16 != 0 && done != total)) return;
+            const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            *o_.log << "tune: sensitivity " << done << "/" << total << " (" << static_cast<int>(s)
+                    << " s, ETA " << static_cast<int>(s / done * (total - done)) << " s)"
+                    << std::endl;
+        };
+        const std::vector<TensorSensitivity> table =
+            measure_sensitivity(o_.model, calib_tokens_, so);
+        nlohmann::json j = {{"key", key}, {"tensors", nlohmann::json::array()}};
+        for (const TensorSensitivity& s : table) {
+            nlohmann::json t = {{"name", s.name}, {"options", nlohmann::json::array()}};
+            for (const TypeCost& o : s.options)
+                t["options"].push_back({{"type", dtype_name(o.type)}, {"bytes", o.bytes}, {"kl", o.kl}});
+            j["tensors"].push_back(std::move(t));
+        }
+        const std::string text = j.dump(1);
+        AtomicFileWriter w(path.string());
+        w.write(text.data(), text.size());
+        w.commit();
+        return table;
+    }
+
+    Point tuned_point(const std::vector<TensorSensitivity>& table, const Allocation& a,
+                      double factor) const {
+        Point p;
+        p.plan.imatrix = true;
+        p.plan.threads = o_.threads;
+        for (size_t i = 0; i < table.size(); ++i) p.plan.tensor_types[table[i].name] = a.types[i];
+        p.additive_kl = a.predicted_kl;
+        p.predicted_kl = a.predicted_kl * factor;
+        p.label = cat("tuned ", a.bytes / 1e6, " MB");
+        return p;
+    }
+
+    fs::path candidate_path(const Plan& plan) const {
+        return fs::path(o_.out_dir) / "candidates" / (hex(word_hash({reinterpret_cast<const uint8_t*>(
+                                                              plan.key().data()),
+                                                          plan.key().size()})) + ".gguf");
+    }
+
+    // Builds the points' files (kept across runs) and measures them with the input as the
+    // reference, in one pass over the held-out text; each point joins the cache at once.
+    void measure(std::vector<Point> points) {
+        points.erase(std::remove_if(points.begin(), points.end(),
+                                    [&](const Point& p) { return cache_.find(p.plan.key()); }),
+                     points.end());
+        if (points.empty()) return;
+        std::vector<std::string> paths{o_.model};
+        for (const Point& p : points) {
+            const fs::path path = candidate_path(p.plan);
+            if (!fs::exists(path)) {
+                compress::QuantizeOptions q = quantize_options(p.plan, in_type_);
+                q.imatrix = p.plan.imatrix ? &imatrix_ : nullptr;
+                q.threads = o_.threads;
+                compress::quantize_model(o_.model, path.string(), q);
+            }
+            paths.push_back(path.string());
+        }
+        compress::EvalOptions eo;
+        eo.n_ctx = o_.n_ctx;
+        eo.max_chunks = o_.eval_chunks;
+        eo.threads = o_.threads;
+        eo.speed_prompt = o_.prefill_tokens;
+        eo.speed_gen = o_.decode_tokens;
+        eo.speed_reps = o_.speed_reps;
+        const compress::EvalReport rep = compress::evaluate(paths, {o_.eval}, eo);
+        for (size_t i = 0; i < points.size(); ++i) {
+            Point p = points[i];
+            const compress::ModelEval& m = rep.models[i + 1];
+            p.file_bytes = m.file_bytes;
+            p.kl = m.texts.at(0).kl;
+            p.ppl = m.texts.at(0).ppl;
+            p.top1 = m.texts.at(0).top1;
+            p.decode_ts = m.decode_ts;
+            p.prefill_ts = m.prefill_ts;
+            cache_.add(p);
+            say(cat(p.label, ": ", p.file_bytes / 1e6, " MB, KL ", p.kl,
+                    p.predicted_kl >= 0 ? cat(" (predicted ", p.predicted_kl, ")") : "", ", PPL ",
+                    p.ppl, ", decode ", p.decode_ts, " tok/s, prefill ", p.prefill_ts, " tok/s (",
+                    static_cast<int>(elapsed()), " s of ", static_cast<int>(o_.budget_s), ")"));
+        }
+    }
+
+    // Speed measured alongside the quality is a few repetitions; before choosing, the best
+    // points within the limit are timed again, round-robin so that a slow stretch of the machine
+    // hits them alike, and their median over all repetitions replaces the first figure.
+    void confirm_speed() {
+        std::vector<Point> top;
+        for (const Point& p : cache_.points())
+            if (p.kl <= o_.max_kl) top.push_back(p);
+        std::sort(top.begin(), top.end(), [&](const Point& a, const Point& b) {
+            return goal_value(a, o_.goal) > goal_value(b, o_.goal);
+        });
+        if (top.size() > 4) top.resize(4);
+        if (top.size() < 2) return;
+        std::vector<std::unique_ptr<model::Model>> models;
+        for (const Point& p : top) models.push_back(std::make_unique<model::Model>(candidate_path(p.plan).string()));
+        profile::BenchOptions bo;
+        bo.threads = o_.threads > 0 ? o_.threads
+                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        bo.reps = 1;
+        const profile::BenchTest test = o_.goal == Goal::Prefill
+                                            ? profile::BenchTest{o_.prefill_tokens, 0}
+                                            : profile::BenchTest{0, o_.decode_tokens};
+        std::vector<std::vector<double>> ts(top.size());
+        for (int round = 0; round < 3 * o_.speed_reps; ++round)
+            for (size_t i = 0; i < top.size(); ++i)
+                ts[i].push_back(profile::run_bench(*models[i], test, bo).avg_ts);
+        for (size_t i = 0; i < top.size(); ++i) {
+            std::sort(ts[i].begin(), ts[i].end());
+            const double median = ts[i][ts[i].size() / 2];
+            Point p = top[i];
+            (o_.goal == Goal::Prefill ? p.prefill_ts : p.decode_ts) = median;
+            cache_.add(p);  // the later line of a plan wins
+            say(cat(p.label, ": ", goal_name(o_.goal), " timed again: ", median, " tok/s (median of ",
+                    ts[i].size(), ")"));
+        }
+    }
+
+    // The geometric mean of measured / predicted over the tuned points near the limit: the
+    // additive model's error where it matters.
+    double refit(double factor) const {
+        double sum = 0;
+        int n = 0;
+        for (const Point& p : cache_.points()) {
+            if (p.stock || p.additive_kl <= 0 || p.kl <= 0) continue;
+            if (p.kl < 0.2 * o_.max_kl || p.kl > 5 * o_.max_kl) continue;
+            sum += std::log(p.kl / p.additive_kl);
+            ++n;
+        }
+        return n ? std::exp(sum / n) : factor;
+    }
+
+    const TuneOptions& o_;
+    Clock::time_point start_;
+    MeasurementCache cache_;
+    DType in_type_ = DType::F32;
+    std::vector<int32_t> calib_tokens_;
+    compress::ImportanceMatrix imatrix_;
+};
+
+}  // namespace
+
+TuneResult run_tune(const TuneOptions& options) {
+    SYSLM_CHECK(options.max_kl > 0 && std::isfinite(options.max_kl), "tune: --max-kl must be a "
+                "positive number");
+    return Tuner(options).run();
+}
+
+}  // namespace syslm::tune

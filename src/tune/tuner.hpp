@@ -1,0 +1,48 @@
+// `syslm tune` for a model file (decode, prefill or size goal): analyse, measure each weight
+// matrix's sensitivity, allocate types along the hull, build and measure candidates round by
+// round with the additive model corrected by what was measured, measure llama-quantize's stock
+// recipes the same way, and return every measured point, the front and the chosen plan.
+// Design: docs/design/tune.md.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "tune/measurements.hpp"
+
+namespace syslm::tune {
+
+struct TuneOptions {
+    std::string model, calib, eval, out_dir;
+    Goal goal = Goal::Decode;
+    double max_kl = 0.02;  // mean KL(input || candidate) on the held-out text, nats per token
+    double budget_s = 1800;
+    int threads = 0;       // <= 0: all cores
+    int n_ctx = 256;       // tokens per chunk, held-out and calibration
+    int eval_chunks = 8;   // held-out chunks measured (< 0: all)
+    int sensitivity_chunks = 2;
+    int decode_tokens = 64, prefill_tokens = 128, speed_reps = 3;
+    std::vector<DType> types;  // candidate types; empty: the defaults (see the .cpp)
+    bool stock = true;         // measure the stock recipes too
+    int max_rounds = 4;
+    std::ostream* log = nullptr;
+};
+
+struct TuneResult {
+    std::string analysis;      // the bottleneck, in a sentence
+    std::vector<Point> points;  // every measured point (stock recipes included)
+    std::vector<Point> front;
+    std::optional<Point> chosen;  // best goal value within the limit (a stock recipe if it wins)
+    double seconds = 0;
+};
+
+// Writes into out_dir: measurements.jsonl (the cache: a rerun continues), sensitivity.json,
+// candidates/*.gguf, and for the chosen point plan.json and model.gguf. Throws Error naming
+// what is wrong (unreadable files, texts shorter than a chunk, nothing within the limit is not
+// an error: `chosen` is empty then).
+TuneResult run_tune(const TuneOptions& options);
+
+}  // namespace syslm::tune

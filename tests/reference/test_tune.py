@@ -1,0 +1,114 @@
+"""`syslm tune` end to end on a small model: it measures the stock recipes and its own
+candidates on held-out text, writes pareto.json / front.svg / report.html / plan.json /
+model.gguf, the chosen point is within the KL limit and on the front, model.gguf holds exactly the
+plan's types (read back with gguf-py), the report's front is non-dominated, and a rerun continues
+from the measurements without measuring again.
+"""
+import json
+import subprocess
+import time
+
+import gguf
+import pytest
+
+WORDS = ("And the LORD spake unto Moses saying speak unto the children of Israel that they bring "
+         "me an offering of every man that giveth it willingly with his heart ye shall take my "
+         "offering gold and silver and brass blue purple scarlet fine linen goats hair").split()
+
+
+def text(seed, n):
+    import random
+    r = random.Random(seed)
+    return " ".join(r.choice(WORDS) for _ in range(n)) + "\n"
+
+
+@pytest.fixture(scope="module")
+def tune_dir(syslm_bin, tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune")
+    model = d / "model.gguf"
+    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "2", "--dim", "64",
+                    "--heads", "4", "--ctx", "128", "--seed", "3", "-o", str(model)], check=True,
+                   capture_output=True)
+    (d / "calib.txt").write_text(text(1, 900))
+    (d / "heldout.txt").write_text(text(2, 900))
+    return d
+
+
+def tune(syslm_bin, d, *extra):
+    args = [str(syslm_bin), "tune", "-m", d / "model.gguf", "--calib", d / "calib.txt", "--eval",
+            d / "heldout.txt", "--goal", "size", "--max-kl", "0.01", "-o", d / "tuned",
+            "--budget", "5m", "-c", "64", "--eval-chunks", "3", "--sensitivity-chunks", "1",
+            "-t", "2", *extra]
+    t0 = time.time()
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc, time.time() - t0
+
+
+def test_tune_measures_chooses_within_the_limit_and_resumes(syslm_bin, tune_dir):
+    proc, first_s = tune(syslm_bin, tune_dir)
+    out = tune_dir / "tuned"
+    report = json.loads((out / "pareto.json").read_text())
+    points = report["points"]
+    stock = [p for p in points if p["stock"]]
+    tuned = [p for p in points if not p["stock"]]
+    assert len(stock) == 14  # 7 recipes, with and without the importance matrix
+    assert tuned, proc.stderr[-2000:]
+    for p in points:
+        assert p["kl"] >= 0 and p["ppl"] > 0 and p["file_bytes"] > 0 and p["decode_ts"] > 0
+    # The front: no point has at most the size and the KL with one strictly smaller.
+    front = [p for p in points if p["label"] in report["front"]]
+    for p in front:
+        for q in points:
+            assert not (q["file_bytes"] <= p["file_bytes"] and q["kl"] <= p["kl"] and
+                        (q["file_bytes"] < p["file_bytes"] or q["kl"] < p["kl"])), (p, q)
+    chosen = report["chosen"]
+    assert chosen is not None and chosen["kl"] <= 0.01
+    # The smallest file within the limit is chosen (a stock recipe would be, if it were smaller).
+    assert chosen["file_bytes"] == min(p["file_bytes"] for p in points if p["kl"] <= 0.01)
+    assert chosen["label"] in report["front"]
+    # model.gguf holds exactly the plan's types.
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan == chosen["plan"]
+    reader = gguf.GGUFReader(str(out / "model.gguf"))
+    types = {t.name: t.tensor_type.name for t in reader.tensors}
+    for name, t in plan["model"]["tensor_types"].items():
+        assert types[name] == t, name
+    assert plan["model"]["tensor_types"] or plan["model"]["recipe"]
+    assert (out / "front.svg").read_text().startswith("<svg")
+    assert "<svg" in (out / "report.html").read_text()
+    assert "chosen" in proc.stdout
+    # A rerun reads every measurement back: nothing new is measured.
+    lines = (out / "measurements.jsonl").read_text().count("\n")
+    proc2, again_s = tune(syslm_bin, tune_dir)
+    assert (out / "measurements.jsonl").read_text().count("\n") == lines
+    assert "read back" in proc2.stderr
+    assert json.loads((out / "pareto.json").read_text())["chosen"]["plan"] == plan
+
+
+def test_quantize_tensor_type_rules_from_the_command_line(syslm_bin, tune_dir, tmp_path):
+    out = tmp_path / "rules.gguf"
+    proc = subprocess.run([str(syslm_bin), "quantize", str(tune_dir / "model.gguf"), str(out),
+                           "Q4_0", "--tensor-type", "attn_v=q8_0", "--tensor-type",
+                           r"blk\.1\.ffn_up=q5_0"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
+    assert types["blk.0.attn_v.weight"] == "Q8_0" and types["blk.1.attn_v.weight"] == "Q8_0"
+    assert types["blk.1.ffn_up.weight"] == "Q5_0" and types["blk.0.ffn_up.weight"] == "Q4_0"
+    bad = subprocess.run([str(syslm_bin), "quantize", str(tune_dir / "model.gguf"), str(out),
+                          "Q4_0", "--tensor-type", "attn_v=q4_k_m"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--tensor-type" in bad.stderr
+
+
+def test_decode_goal_times_the_best_points_again(syslm_bin, tune_dir):
+    args = [str(syslm_bin), "tune", "-m", tune_dir / "model.gguf", "--calib",
+            tune_dir / "calib.txt", "--eval", tune_dir / "heldout.txt", "--goal", "decode",
+            "--max-kl", "0.05", "-o", tune_dir / "tuned-decode", "--budget", "5m", "-c", "64",
+            "--eval-chunks", "2", "--sensitivity-chunks", "1", "-t", "2", "--no-stock"]
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "timed again" in proc.stderr
+    report = json.loads((tune_dir / "tuned-decode" / "pareto.json").read_text())
+    within = [p for p in report["points"] if p["kl"] <= 0.05]
+    assert report["chosen"]["decode_ts"] == max(p["decode_ts"] for p in within)
+    assert not any(p["stock"] for p in report["points"])
