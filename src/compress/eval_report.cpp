@@ -7,23 +7,12 @@
 #include <string>
 
 #include "compress/evaluate.hpp"
+#include "core/html.hpp"
 
 namespace syslm::compress {
 namespace {
 
-std::string escape(const std::string& s) {
-    std::string o;
-    for (char c : s) {
-        switch (c) {
-            case '&': o += "&amp;"; break;
-            case '<': o += "&lt;"; break;
-            case '>': o += "&gt;"; break;
-            case '"': o += "&quot;"; break;
-            default: o += c;
-        }
-    }
-    return o;
-}
+std::string escape(const std::string& s) { return escape_html(s); }
 
 std::string num(double v, int digits) {
     char buf[64];

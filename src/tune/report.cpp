@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/html.hpp"
 
 namespace syslm::tune {
 namespace {
@@ -15,20 +16,6 @@ std::string fmt(const char* f, double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, f, v);
     return buf;
-}
-
-std::string escape_xml(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '&': out += "&amp;"; break;
-            case '"': out += "&quot;"; break;
-            default: out += c;
-        }
-    }
-    return out;
 }
 
 std::string goal_label(Goal g) {
@@ -104,7 +91,7 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
     s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
       << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' "
          "fill='white'/>\n";
-    s << "<text x='" << L << "' y='18' font-size='13'>" << escape_xml(c.model) << ": "
+    s << "<text x='" << L << "' y='18' font-size='13'>" << escape_html(c.model) << ": "
       << goal_label(c.goal) << " against KL on held-out text</text>\n";
     // Axes, decades of KL, and the limit.
     s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B
@@ -144,11 +131,11 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
                                     fmt("%.4g", p.ppl), ", ", fmt("%.1f", p.file_bytes / 1e6),
                                     " MB, decode ", fmt("%.1f", p.decode_ts), " tok/s; ",
                                     plan_summary(p.plan));
-        s << "<g><title>" << escape_xml(tip) << "</title>";
+        s << "<g><title>" << escape_html(tip) << "</title>";
         if (p.stock)
             s << "<rect x='" << x - 4 << "' y='" << y - 4 << "' width='8' height='8' fill='#e80'/>"
               << "<text x='" << x + 6 << "' y='" << y - 5 << "' fill='#a50'>"
-              << escape_xml(p.label) << "</text>";
+              << escape_html(p.label) << "</text>";
         else
             s << "<circle cx='" << x << "' cy='" << y << "' r='" << (chosen ? 6 : 4) << "' fill='"
               << (on_front(p, r) ? "#36c" : "#9bd") << "'" << (chosen ? " stroke='black'" : "")
@@ -189,13 +176,13 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
 std::string report_html(const TuneResult& r, const ReportContext& c) {
     std::ostringstream s;
     s << "<!doctype html><html><head><meta charset='utf-8'><title>syslm tune: "
-      << escape_xml(c.model) << "</title><style>body{font-family:sans-serif;margin:2em}"
+      << escape_html(c.model) << "</title><style>body{font-family:sans-serif;margin:2em}"
       << "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;"
          "text-align:right}td:first-child,th:first-child{text-align:left}</style></head><body>\n";
-    s << "<h1>syslm tune</h1><p>" << escape_xml(r.analysis) << "</p>\n" << report_svg(r, c);
+    s << "<h1>syslm tune</h1><p>" << escape_html(r.analysis) << "</p>\n" << report_svg(r, c);
     s << "<p>Every point is measured on the held-out text and timed on this machine; hover a "
          "point for its plan. Limit: KL &le; "
-      << c.max_kl << ".</p>\n<pre>" << escape_xml(report_table(r, c)) << "</pre></body></html>\n";
+      << c.max_kl << ".</p>\n<pre>" << escape_html(report_table(r, c)) << "</pre></body></html>\n";
     return s.str();
 }
 
