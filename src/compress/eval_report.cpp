@@ -12,7 +12,6 @@
 namespace syslm::compress {
 namespace {
 
-std::string escape(const std::string& s) { return escape_html(s); }
 
 std::string num(double v, int digits) {
     char buf[64];
@@ -56,8 +55,8 @@ std::string scatter(const std::vector<Point>& pts, const std::string& title,
     };
     std::ostringstream s;
     s << "<svg width='" << W << "' height='" << H << "' viewBox='0 0 " << W << ' ' << H
-      << "' role='img'><title>" << escape(title) << "</title>"
-      << "<text x='" << W / 2 << "' y='18' text-anchor='middle' class='t'>" << escape(title)
+      << "' role='img'><title>" << escape_html(title) << "</title>"
+      << "<text x='" << W / 2 << "' y='18' text-anchor='middle' class='t'>" << escape_html(title)
       << "</text><rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='"
       << H - T - B << "' class='frame'/>";
     const double xs = step(x1 - x0), ys = step(y1 - y0);
@@ -72,15 +71,15 @@ std::string scatter(const std::vector<Point>& pts, const std::string& title,
           << "' class='grid'/><text x='" << L - 6 << "' y='" << sy(y) + 4
           << "' text-anchor='end'>" << num(y, yd) << "</text>";
     s << "<text x='" << (L + W - R) / 2 << "' y='" << H - 8 << "' text-anchor='middle'>"
-      << escape(xlabel) << "</text><text transform='translate(14," << (T + H - B) / 2
-      << ") rotate(-90)' text-anchor='middle'>" << escape(ylabel) << "</text>";
+      << escape_html(xlabel) << "</text><text transform='translate(14," << (T + H - B) / 2
+      << ") rotate(-90)' text-anchor='middle'>" << escape_html(ylabel) << "</text>";
     for (size_t i = 0; i < pts.size(); ++i) {
         const Point& p = pts[i];
         s << "<circle cx='" << sx(p.x) << "' cy='" << sy(p.y) << "' r='4' class='p" << i % 6
-          << "'><title>" << escape(p.label) << " " << escape(p.name) << ": " << num(p.x, 3)
+          << "'><title>" << escape_html(p.label) << " " << escape_html(p.name) << ": " << num(p.x, 3)
           << ", " << num(p.y, 4)
           << "</title></circle><text x='" << sx(p.x) + 6 << "' y='" << sy(p.y) - 6
-          << "' class='lbl'>" << escape(p.label) << "</text>";
+          << "' class='lbl'>" << escape_html(p.label) << "</text>";
     }
     s << "</svg>";
     return s.str();
@@ -98,7 +97,7 @@ std::string eval_html(const EvalReport& r) {
          ".frame{fill:none;stroke:#888}.grid{stroke:#eee}.lbl{fill:#333}"
          ".p0{fill:#1f77b4}.p1{fill:#d62728}.p2{fill:#2ca02c}.p3{fill:#9467bd}.p4{fill:#ff7f0e}"
          ".p5{fill:#8c564b}</style></head><body><h1>syslm eval</h1><p>Reference: <b>"
-      << escape(r.models.empty() ? "" : base(r.models[0].path))
+      << escape_html(r.models.empty() ? "" : base(r.models[0].path))
       << "</b>. Perplexity as llama-perplexity computes it (chunks of " << r.n_ctx
       << " tokens, second half scored); KL is KL(reference&nbsp;||&nbsp;model) of the "
          "next-token distributions in nats per token, top-1 the share of positions where both "
@@ -106,13 +105,13 @@ std::string eval_html(const EvalReport& r) {
     h << "<table><tr><th>#</th><th>model</th><th>size MiB</th><th>bits/weight</th><th>tensor types</th>"
          "<th>prefill tok/s</th><th>decode tok/s</th>";
     for (const std::string& t : r.texts)
-        h << "<th>PPL " << escape(base(t)) << "</th><th>KL</th><th>top-1</th>";
+        h << "<th>PPL " << escape_html(base(t)) << "</th><th>KL</th><th>top-1</th>";
     h << "</tr>";
     for (size_t i = 0; i < r.models.size(); ++i) {
         const ModelEval& m = r.models[i];
-        h << "<tr><td>" << i + 1 << "</td><td>" << escape(base(m.path)) << "</td><td>"
+        h << "<tr><td>" << i + 1 << "</td><td>" << escape_html(base(m.path)) << "</td><td>"
           << num(static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), 2) << "</td><td>"
-          << num(m.bits_per_weight, 2) << "</td><td>" << escape(m.types) << "</td><td>"
+          << num(m.bits_per_weight, 2) << "</td><td>" << escape_html(m.types) << "</td><td>"
           << num(m.prefill_ts, 1) << "</td><td>" << num(m.decode_ts, 1) << "</td>";
         for (const TextEval& e : m.texts)
             h << "<td>" << num(e.ppl, 3) << " ± " << num(e.ppl_stderr, 3) << "</td><td>"
@@ -130,7 +129,7 @@ std::string eval_html(const EvalReport& r) {
                                base(m.path)});
             if (m.decode_ts > 0) by_speed.push_back({m.decode_ts, ppl, number, base(m.path)});
         }
-        h << "<h2>" << escape(base(r.texts[t])) << "</h2>"
+        h << "<h2>" << escape_html(base(r.texts[t])) << "</h2>"
           << scatter(by_size, "Perplexity vs size", "file size (MiB)", "perplexity");
         if (!by_speed.empty())
             h << scatter(by_speed, "Perplexity vs decode speed", "decode tokens/s", "perplexity");
