@@ -174,7 +174,7 @@ void print_json(const GGUFFile& f, const InfoArgs& a) {
         }
         meta.push_back(std::move(e));
     }
-    doc["metadata"] = json::array();  // placeholder: keeps its place in the key order
+    doc["metadata"] = json::array();  // the slot the streamed metadata fills, in key order
     if (a.tensors) {
         json ts = json::array();
         for (const auto& t : f.tensors())

@@ -29,8 +29,8 @@ bool checkpoint_complete(const std::string& dir);
 bool recover_checkpoint(const std::string& dir);
 // Recovers `dir` (as above) and starts an empty `<dir>.tmp` for the files of a new checkpoint.
 void begin_checkpoint(const std::string& dir);
-// Puts the complete `<dir>.tmp` in place of `dir` (the sequence above; the renames are made
-// durable with an fsync of the parent directory).
+// Puts the complete `<dir>.tmp` (its state.bin written last) in place of `dir` (the sequence
+// above; the renames are made durable with an fsync of the parent directory).
 void swap_in_checkpoint(const std::string& dir);
 
 // Writes a file atomically, ending it with a checksum: the WordHash (core/checksum.hpp) of every

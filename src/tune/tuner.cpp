@@ -61,7 +61,7 @@ std::string hex(uint64_t v) {
 }
 
 // The decode bottleneck of the input model, in a sentence, from the probe and the model's bytes.
-std::string analyse(const model::Model& m, int threads, int decode_tokens) {
+std::string analyse(const model::Model& m, int threads) {
     const profile::ProbeResult probe = profile::cached_or_measured_probe(threads, false);
     const profile::ModelCosts c = profile::model_costs(m, DType::F16);
     const double per_token_s = c.decode_weight_bytes / (probe.read_gbs_for(threads) * 1e9);
@@ -78,7 +78,6 @@ std::string analyse(const model::Model& m, int threads, int decode_tokens) {
              "sensitive matrices first";
     else
         s << "compute-bound at this size, so the types' kernel speed matters as much as bytes";
-    (void)decode_tokens;
     return s.str();
 }
 
@@ -95,7 +94,7 @@ public:
         in_type_ = input_type(*file);
         {
             const model::Model m(file);
-            r.analysis = analyse(m, o_.threads, o_.decode_tokens);
+            r.analysis = analyse(m, o_.threads);
             say("analysis: " + r.analysis);
             const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
             calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
@@ -264,9 +263,9 @@ private:
     }
 
     fs::path candidate_path(const Plan& plan) const {
-        return fs::path(o_.out_dir) / "candidates" / (hex(word_hash({reinterpret_cast<const uint8_t*>(
-                                                              plan.key().data()),
-                                                          plan.key().size()})) + ".gguf");
+        const std::string key = plan.key();
+        const uint64_t h = word_hash({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
+        return fs::path(o_.out_dir) / "candidates" / (hex(h) + ".gguf");
     }
 
     // Builds the points' files (kept across runs) and measures them with the input as the
