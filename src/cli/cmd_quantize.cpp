@@ -3,6 +3,7 @@
 // weighting each column's error by an importance matrix (compress/imatrix.hpp).
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,12 +12,14 @@
 #include "compress/imatrix.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
+#include "io/gguf.hpp"
+#include "tune/plan.hpp"
 
 namespace syslm::cli {
 namespace {
 
 struct QuantizeArgs {
-    std::string input, output, type, imatrix, imatrix_out;
+    std::string input, output, type, imatrix, imatrix_out, plan;
     std::vector<std::string> tensor_types;
     int threads = 0;
     int ctx = 512, chunks = -1;
@@ -31,10 +34,26 @@ std::string target_list() {
 }
 
 int run_quantize(const QuantizeArgs& a) {
-    const auto target = compress::parse_quant_target(a.type);
-    if (!target) fail("unknown target type '", a.type, "': choose one of ", target_list());
+    usage_check(a.type.empty() != a.plan.empty(), "give the target TYPE or --plan, not both");
     compress::QuantizeOptions opt;
-    opt.target = *target;
+    std::optional<tune::Plan> plan;
+    if (!a.plan.empty()) {
+        // The plan's file: its recipe and per-tensor types, with the importance matrix when the
+        // plan used one (`syslm tune` leaves it beside the plan as imatrix.gguf).
+        plan = tune::load_plan(a.plan);
+        usage_check(!plan->imatrix || !a.imatrix.empty(), a.plan, " quantizes with an importance ",
+                    "matrix: give --imatrix (the imatrix.gguf beside the plan)");
+        usage_check(plan->imatrix || a.imatrix.empty(), a.plan, " quantizes without an ",
+                    "importance matrix: --imatrix contradicts it");
+        opt = tune::quantize_options(*plan, tune::matrices_type(io::GGUFFile(a.input)));
+    } else {
+        const auto target = compress::parse_quant_target(a.type);
+        if (!target) fail("unknown target type '", a.type, "': choose one of ", target_list());
+        opt.target = *target;
+    }
+    usage_check(!plan || a.tensor_types.empty(), "--tensor-type contradicts --plan (the plan ",
+                "lists every tensor's type)");
+    const compress::QuantTarget* target = &opt.target;
     for (const std::string& rule : a.tensor_types) {
         try {
             opt.tensor_types.push_back(compress::parse_tensor_type_rule(rule));
@@ -97,7 +116,11 @@ std::function<int()> setup(CLI::App& app) {
         "until then. Prints one line per tensor and a size summary (MiB).");
     app.add_option("input", a->input, "GGUF model to read")->required();
     app.add_option("output", a->output, "GGUF file to write")->required();
-    app.add_option("type", a->type, "Target tensor type, e.g. Q4_0, Q4_K, Q8_0, F16")->required();
+    app.add_option("type", a->type, "Target tensor type, e.g. Q4_0, Q4_K, Q8_0, F16");
+    app.add_option("--plan", a->plan,
+                   "Instead of TYPE: build the file of a plan from `syslm tune` (its plan.json): "
+                   "its recipe and a type per listed tensor")
+        ->check(CLI::ExistingFile);
     app.add_option("-t,--threads", a->threads, "Threads over rows (default: all hardware threads)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--imatrix,--calib", a->imatrix,

@@ -12,16 +12,20 @@
 
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "cli/plan_settings.hpp"
 #include "core/error.hpp"
+#include "core/thread_pool.hpp"
 #include "infer/engine.hpp"
 #include "model/kv_cache.hpp"
 #include "serve/api_server.hpp"
 #include "train/batch_plan.hpp"
+#include "tune/plan.hpp"
 
 namespace syslm::cli {
 namespace {
 
 struct ServeArgs {
+    std::string plan;
     std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
     std::string cache_type = "f16";
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
@@ -30,7 +34,34 @@ struct ServeArgs {
     int max_connections = 1024;
     double request_timeout = 5, keep_alive_timeout = 30, write_timeout = 30;
     size_t max_body = 1 << 20;
+    // The options a plan sets (to tell a contradicting command line).
+    const CLI::Option *model_opt = nullptr, *parallel_opt = nullptr, *ctx_opt = nullptr,
+                      *pages_opt = nullptr, *kv_memory_opt = nullptr, *page_size_opt = nullptr,
+                      *cache_type_opt = nullptr, *budget_opt = nullptr, *threads_opt = nullptr;
 };
+
+// `--plan`: the model beside the plan unless -m names one, and the plan's engine settings.
+void apply_plan(ServeArgs& a) {
+    const tune::Plan plan = tune::load_plan(a.plan);
+    if (a.model.empty()) {
+        a.model = (std::filesystem::path(a.plan).parent_path() / "model.gguf").string();
+        SYSLM_CHECK(std::filesystem::exists(a.model), a.plan, ": no model.gguf beside the plan ",
+                    "(give -m)");
+    }
+    take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
+    usage_check(plan.serve.has_value(), a.plan, " has no serve settings (tune it with --goal serve)");
+    const tune::ServeSettings& s = *plan.serve;
+    take_from_plan(a.parallel_opt, a.parallel, s.parallel, "serve.parallel");
+    take_from_plan(a.budget_opt, a.token_budget, s.token_budget, "serve.token_budget");
+    take_from_plan(a.page_size_opt, a.page_size, s.page_size, "serve.page_size");
+    take_from_plan(a.ctx_opt, a.ctx, s.ctx, "serve.ctx");
+    take_from_plan(a.cache_type_opt, a.cache_type, s.cache_type, "serve.cache_type");
+    if (s.kv_pages > 0) {
+        usage_check(a.kv_memory_opt->count() == 0, "--kv-memory contradicts the plan's ",
+                    "serve.kv_pages ", s.kv_pages);
+        take_from_plan(a.pages_opt, a.kv_pages, s.kv_pages, "serve.kv_pages");
+    }
+}
 
 // Enough workers that the engine's queue (--max-queue, answered 429) is the limit for
 // completions, not the HTTP layer: each completion holds a worker for its whole generation,
@@ -39,7 +70,9 @@ int default_http_threads(const ServeArgs& a) {
     return static_cast<int>(std::min<int64_t>(int64_t{a.parallel} + a.max_queue + 16, 4096));
 }
 
-int run_serve(const ServeArgs& a) {
+int run_serve(ServeArgs& a) {
+    if (!a.plan.empty()) apply_plan(a);
+    usage_check(!a.model.empty(), "give the model (-m) or a tuned plan (--plan)");
     // Signals go to the waiting main thread only (blocked before any thread starts).
     sigset_t signals;
     sigemptyset(&signals);
@@ -91,13 +124,15 @@ int run_serve(const ServeArgs& a) {
     if (name.empty()) name = model->file().get_string("general.name", "");
     if (name.empty()) name = std::filesystem::path(a.model).stem().string();
     const size_t kv_mib = st.kv_pages_total * engine->kv_page_bytes() >> 20;
-    const int n_ctx = engine->config().n_ctx;
+    const infer::EngineConfig applied = engine->config();
     server.set_engine(std::move(engine), name, format);  // before "ready": clients may wait for it
     std::fprintf(stderr,
                  "syslm serve: ready: model '%s', chat template %s, %d KV pages of %d positions "
-                 "(%zu MiB), %d parallel, context %d\n",
+                 "(%zu MiB, %s), %d parallel, context %d, token budget %lld, %d threads\n",
                  name.c_str(), tokenizer::chat_format_name(format).c_str(), st.kv_pages_total,
-                 a.page_size, kv_mib, a.parallel, n_ctx);
+                 applied.page_size, kv_mib, std::string(dtype_name(applied.kv_type)).c_str(), applied.parallel,
+                 applied.n_ctx, static_cast<long long>(applied.token_budget),
+                 ThreadPool::resolve(applied.threads));
 
     int sig = 0;
     sigwait(&signals, &sig);
@@ -110,7 +145,14 @@ int run_serve(const ServeArgs& a) {
 
 std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<ServeArgs>();
-    app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+    a->model_opt = app.add_option("-m,--model", a->model,
+                                  "GGUF model file (with --plan: the plan's model.gguf)")
+                       ->check(CLI::ExistingFile);
+    app.add_option("--plan", a->plan,
+                   "A plan from `syslm tune --goal serve` (its plan.json): its model and engine "
+                   "settings (threads, parallel, token budget, KV pages, page size, context, "
+                   "cache type), exactly; an option also given must agree with it")
+        ->check(CLI::ExistingFile);
     app.add_option("--host", a->host, "Address to bind (127.0.0.1: this machine only)")
         ->capture_default_str();
     app.add_option("--port", a->port, "Port (0: any free one)")->capture_default_str();
@@ -119,19 +161,20 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--chat-template", a->chat_template,
                    "Chat format instead of the model's template: chatml, llama2, llama2-sys, "
                    "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, phi3, zephyr, ...");
-    app.add_option("--parallel", a->parallel, "Sequences per step")->capture_default_str()
+    a->parallel_opt = app.add_option("--parallel", a->parallel, "Sequences per step")->capture_default_str()
         ->check(CLI::Range(1, 1024));
-    app.add_option("-c,--ctx-size", a->ctx, "Positions per sequence (prompt + generated)")
+    a->ctx_opt = app.add_option("-c,--ctx-size", a->ctx, "Positions per sequence (prompt + generated)")
         ->capture_default_str()->check(CLI::PositiveNumber);
     auto pages = app.add_option("--kv-pages", a->kv_pages, "KV pages in the pool")
                      ->check(CLI::PositiveNumber);
-    app.add_option("--kv-memory", a->kv_memory, "KV pool size instead, e.g. 2GiB")
+    a->pages_opt = pages;
+    a->kv_memory_opt = app.add_option("--kv-memory", a->kv_memory, "KV pool size instead, e.g. 2GiB")
         ->excludes(pages);
-    app.add_option("--page-size", a->page_size, "Positions per KV page")->capture_default_str()
+    a->page_size_opt = app.add_option("--page-size", a->page_size, "Positions per KV page")->capture_default_str()
         ->check(CLI::Range(1, 4096));
-    app.add_option("--cache-type", a->cache_type, "KV element type: f16 or f32")
+    a->cache_type_opt = app.add_option("--cache-type", a->cache_type, "KV element type: f16 or f32")
         ->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
-    app.add_option("--token-budget", a->token_budget, "Tokens per step (decode + prefill chunks)")
+    a->budget_opt = app.add_option("--token-budget", a->token_budget, "Tokens per step (decode + prefill chunks)")
         ->capture_default_str()->check(CLI::Range(1, 65536));
     app.add_option("--max-queue", a->max_queue, "Waiting requests before 429")
         ->capture_default_str()->check(CLI::PositiveNumber);
@@ -159,7 +202,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--max-connections", a->max_connections,
                    "Open connections; past it a new one gets 503 and is closed")
         ->capture_default_str()->check(CLI::Range(1, 1000000));
-    app.add_option("-t,--threads", a->threads, "Compute threads (default: all cores)");
+    a->threads_opt = app.add_option("-t,--threads", a->threads, "Compute threads (default: all cores)");
     return [a] { return run_serve(*a); };
 }
 

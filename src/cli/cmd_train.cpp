@@ -23,6 +23,7 @@
 #include "cli/command.hpp"
 #include "cli/config_file.hpp"
 #include "cli/option_checks.hpp"
+#include "cli/plan_settings.hpp"
 #include "cli/token_ids.hpp"
 #include "cli/vocab_file.hpp"
 #include "compress/quantize_model.hpp"
@@ -38,6 +39,7 @@
 #include "train/teacher.hpp"
 #include "train/teacher_cache.hpp"
 #include "train/trainer.hpp"
+#include "tune/plan.hpp"
 
 namespace syslm::cli {
 namespace {
@@ -89,7 +91,26 @@ struct TrainArgs {
     bool json = false;
     bool profile = false;
     std::string config;
+    std::string plan;
 };
+
+// `--plan`: the plan's training settings (from `syslm tune train`), exactly. The plan decided the
+// micro-batch for its memory limit, so --token-budget and --memory-limit do not combine with it.
+void apply_plan(const CLI::App& app, TrainArgs& a) {
+    const tune::Plan plan = tune::load_plan(a.plan);
+    usage_check(plan.train.has_value(), a.plan, " has no training settings (tune it with ",
+                "`syslm tune train`)");
+    usage_check(a.token_budget == 0 && a.memory_limit.empty(), "--plan sets the micro-batch and ",
+                "accumulation: --token-budget and --memory-limit do not combine with it");
+    const tune::TrainSettings& t = *plan.train;
+    take_from_plan(app.get_option("--threads"), a.threads, plan.threads, "runtime.threads");
+    take_from_plan(app.get_option("--batch"), a.batch, t.micro_batch, "train.micro_batch");
+    take_from_plan(app.get_option("--accum"), a.accum, t.accum, "train.accum");
+    if (a.micro_batches > 0)
+        take_from_plan(app.get_option("--micro-batches"), a.micro_batches, t.accum, "train.accum");
+    take_from_plan(app.get_option("--recompute"), a.recompute, t.recompute, "train.recompute");
+    take_from_plan(app.get_option("--precision"), a.precision, t.precision, "train.precision");
+}
 
 // FLOPs of one trained token: 6 per matrix parameter used in a matmul (forward 2, backward 4;
 // of a layer's experts only the k a token is routed to) plus attention's QK^T and PV over the
@@ -587,7 +608,12 @@ int run_train(const TrainArgs& a) {
                                  {"mfu", step_flops / sps / peak},
                                  {"first_loss", first_loss},
                                  {"final_loss", final_loss},
-                                 {"peak_rss_mib", peak_rss_mib()}};
+                                 {"peak_rss_mib", peak_rss_mib()},
+                                 {"micro_batch", batch},
+                                 {"accum", accum},
+                                 {"recompute", a.recompute},
+                                 {"precision", a.precision},
+                                 {"threads", ThreadPool::resolve(a.threads)}};
     log(summary);
     if (std::isfinite(best_val)) std::fprintf(info, "best val loss %.4f\n", best_val);
     if (a.json) std::printf("%s\n", summary.dump().c_str());
@@ -823,9 +849,15 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
     app.add_flag("--profile", a->profile,
                  "Per-op time table of the training steps (forward, backward, loss)");
     app.add_flag("--json", a->json,
-                 "Last line of stdout: {tokens_per_s, mfu, first_loss, final_loss, peak_rss_mib}");
+                 "Last line of stdout: {tokens_per_s, mfu, first_loss, final_loss, peak_rss_mib, "
+                 "micro_batch, accum, recompute, precision, threads}");
+    app.add_option("--plan", a->plan,
+                   "A plan from `syslm tune train` (its plan.json): micro-batch, accumulation, "
+                   "recompute, precision and threads, exactly; an option also given must agree")
+        ->check(CLI::ExistingFile);
     return [a, &app] {
         if (!a->config.empty()) apply_config_file(app, a->config);
+        if (!a->plan.empty()) apply_plan(app, *a);
         return run_train(*a);
     };
 }

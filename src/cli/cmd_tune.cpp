@@ -19,7 +19,7 @@ namespace {
 
 struct TuneArgs {
     tune::TuneOptions o;
-    std::string goal = "decode", budget = "30m";
+    std::string goal = "decode", budget = "30m", p99_ttft, p99_itl;
 };
 
 // "90s", "30m", "1h", or seconds.
@@ -33,7 +33,7 @@ double parse_duration(const std::string& s) {
     }
     const std::string unit = s.substr(used);
     const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
-    usage_check(used > 0 && scale > 0 && std::isfinite(v) && v > 0, "--budget '", s,
+    usage_check(used > 0 && scale > 0 && std::isfinite(v) && v > 0, "'", s,
                 "': expected a positive duration such as 90s, 30m or 1h");
     return v * scale;
 }
@@ -47,6 +47,10 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 int run_tune(TuneArgs& a) {
     a.o.goal = tune::parse_goal(a.goal);
     a.o.budget_s = parse_duration(a.budget);
+    if (!a.p99_ttft.empty()) a.o.max_ttft_p99 = parse_duration(a.p99_ttft);
+    if (!a.p99_itl.empty()) a.o.max_itl_p99 = parse_duration(a.p99_itl);
+    usage_check(a.o.goal == tune::Goal::Serve || (a.p99_ttft.empty() && a.p99_itl.empty()),
+                "--p99-ttft and --p99-itl are limits of the serve goal (--goal serve)");
     a.o.log = &std::cerr;
     const tune::TuneResult r = tune::run_tune(a.o);
     const tune::ReportContext c{a.o.goal, a.o.max_kl, std::filesystem::path(a.o.model).filename().string()};
@@ -55,6 +59,12 @@ int run_tune(TuneArgs& a) {
     write_file(dir / "front.svg", tune::report_svg(r, c));
     write_file(dir / "report.html", tune::report_html(r, c));
     std::printf("%s", tune::report_table(r, c).c_str());
+    if (r.serve_default && r.serve_tuned)
+        std::printf("serving at %d streams (medians of alternating runs): default settings %.1f "
+                    "tok/s (TTFT p99 %.3f s), tuned %.1f tok/s (TTFT p99 %.3f s): %.2fx\n",
+                    a.o.streams, r.serve_default->serve_ts, r.serve_default->ttft_p99,
+                    r.serve_tuned->serve_ts, r.serve_tuned->ttft_p99,
+                    r.serve_tuned->serve_ts / r.serve_default->serve_ts);
     std::printf("wrote %s/{pareto.json,front.svg,report.html%s} in %.0f s\n", a.o.out_dir.c_str(),
                 r.chosen ? ",plan.json,model.gguf" : "", r.seconds);
     return 0;
@@ -76,9 +86,26 @@ std::function<int()> setup(CLI::App& app) {
                    "Directory for the report, the plan and the chosen model; a rerun continues "
                    "from its measurements")
         ->required();
-    app.add_option("--goal", a->goal, "What to maximise: decode | prefill tokens/s, or size")
+    app.add_option("--goal", a->goal,
+                   "What to maximise: decode | prefill tokens/s, size, or serve (generated "
+                   "tokens/s at --streams concurrent streams: the file and the engine's settings)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"decode", "prefill", "size"}));
+        ->check(CLI::IsMember({"decode", "prefill", "size", "serve"}));
+    app.add_option("--streams", o.streams, "Serve goal: concurrent streams of requests")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--p99-ttft", a->p99_ttft, "Serve goal: limit on the p99 time to first token "
+                   "(e.g. 2s)");
+    app.add_option("--p99-itl", a->p99_itl, "Serve goal: limit on the p99 inter-token latency "
+                   "(e.g. 0.2s)");
+    app.add_option("--serve-requests", o.serve_requests,
+                   "Serve goal: requests per stream in each trial")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    app.add_option("--serve-tokens", o.serve_max_tokens,
+                   "Serve goal: tokens generated per request")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
     app.add_option("--max-kl", o.max_kl,
                    "Quality limit: mean KL(input || tuned) on --eval, nats per token")
         ->capture_default_str()

@@ -25,10 +25,13 @@ void chunk(int64_t n, int parts, int i, int64_t* begin, int64_t* end) {
 
 }  // namespace
 
+int ThreadPool::resolve(int n_threads) {
+    return n_threads > 0 ? n_threads
+                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 ThreadPool::ThreadPool(int n_threads) {
-    if (n_threads <= 0)
-        n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    n_threads_ = n_threads;
+    n_threads_ = resolve(n_threads);
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 

@@ -22,6 +22,7 @@ namespace syslm {
 class ThreadPool {
 public:
     explicit ThreadPool(int n_threads);  // n_threads <= 0: number of hardware threads
+    static int resolve(int n_threads);   // the count such a pool has
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;

@@ -12,7 +12,8 @@ nlohmann::json Point::to_json() const {
     return {{"label", label},           {"plan", plan.to_json()},   {"stock", stock},
             {"file_bytes", file_bytes}, {"additive_kl", additive_kl}, {"predicted_kl", predicted_kl}, {"kl", kl},
             {"ppl", ppl},               {"top1", top1},             {"decode_ts", decode_ts},
-            {"prefill_ts", prefill_ts}};
+            {"prefill_ts", prefill_ts}, {"streams", streams}, {"serve_ts", serve_ts},
+            {"ttft_p99", ttft_p99},     {"itl_p99", itl_p99}};
 }
 
 Point Point::from_json(const nlohmann::json& j) {
@@ -28,6 +29,10 @@ Point Point::from_json(const nlohmann::json& j) {
     p.top1 = j.at("top1").get<double>();
     p.decode_ts = j.at("decode_ts").get<double>();
     p.prefill_ts = j.at("prefill_ts").get<double>();
+    p.streams = j.value("streams", 0);
+    p.serve_ts = j.value("serve_ts", 0.0);
+    p.ttft_p99 = j.value("ttft_p99", 0.0);
+    p.itl_p99 = j.value("itl_p99", 0.0);
     return p;
 }
 
@@ -74,7 +79,8 @@ Goal parse_goal(const std::string& name) {
     if (name == "decode") return Goal::Decode;
     if (name == "prefill") return Goal::Prefill;
     if (name == "size") return Goal::Size;
-    fail("unknown goal '", name, "' (decode, prefill or size)");
+    if (name == "serve") return Goal::Serve;
+    fail("unknown goal '", name, "' (decode, prefill, size or serve)");
 }
 
 std::string goal_name(Goal g) {
@@ -82,6 +88,7 @@ std::string goal_name(Goal g) {
         case Goal::Decode: return "decode";
         case Goal::Prefill: return "prefill";
         case Goal::Size: return "size";
+        case Goal::Serve: return "serve";
     }
     return "?";
 }
@@ -91,15 +98,22 @@ double goal_value(const Point& p, Goal g) {
         case Goal::Decode: return p.decode_ts;
         case Goal::Prefill: return p.prefill_ts;
         case Goal::Size: return -static_cast<double>(p.file_bytes);
+        case Goal::Serve: return p.serve_ts;
     }
     return 0;
+}
+
+bool measures_goal(const Point& p, Goal g) {
+    return g == Goal::Serve ? p.streams > 0 : p.streams == 0;
 }
 
 std::vector<Point> pareto_front(const std::vector<Point>& points, Goal goal) {
     std::vector<Point> front;
     for (const Point& p : points) {
+        if (!measures_goal(p, goal)) continue;
         bool dominated = false;
         for (const Point& q : points) {
+            if (!measures_goal(q, goal)) continue;
             const bool no_worse = goal_value(q, goal) >= goal_value(p, goal) && q.kl <= p.kl;
             const bool better = goal_value(q, goal) > goal_value(p, goal) || q.kl < p.kl;
             if (no_worse && better) {

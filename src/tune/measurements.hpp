@@ -23,6 +23,9 @@ struct Point {
     double predicted_kl = -1;     // that sum corrected by the fit when it was chosen
     double kl = 0, ppl = 0, top1 = 0;
     double decode_ts = 0, prefill_ts = 0;
+    // Serve goal: generated tokens/s of the load at `streams` streams, and its latency tails.
+    int streams = 0;  // 0: not measured serving
+    double serve_ts = 0, ttft_p99 = 0, itl_p99 = 0;
 
     nlohmann::json to_json() const;
     static Point from_json(const nlohmann::json& j);
@@ -46,14 +49,17 @@ private:
     std::vector<Point> points_;
 };
 
-enum class Goal { Decode, Prefill, Size };
-Goal parse_goal(const std::string& name);  // decode | prefill | size; throws otherwise
+enum class Goal { Decode, Prefill, Size, Serve };
+Goal parse_goal(const std::string& name);  // decode | prefill | size | serve; throws otherwise
 std::string goal_name(Goal g);
 // The figure the goal maximises (sizes are negated, so larger is always better).
 double goal_value(const Point& p, Goal g);
 
+// Whether the point has a figure for the goal (the serve goal's are the served points).
+bool measures_goal(const Point& p, Goal g);
+
 // The points not dominated in (goal value, KL): no other point has at least the value and at
-// most the KL with one of them strictly better. Sorted by KL.
+// most the KL with one of them strictly better. Sorted by KL. Only points that measure the goal.
 std::vector<Point> pareto_front(const std::vector<Point>& points, Goal goal);
 
 }  // namespace syslm::tune

@@ -1,6 +1,10 @@
 #include "tune/plan.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <initializer_list>
+#include <set>
+#include <string_view>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -21,14 +25,46 @@ std::string anchored(const std::string& name) {
     return out + "$";
 }
 
+// A section's keys must be among the known ones: a misspelt setting is an error, not ignored.
+void check_keys(const nlohmann::json& j, const char* section,
+                std::initializer_list<std::string_view> known) {
+    SYSLM_CHECK(j.is_object(), section, " must be an object");
+    for (const auto& item : j.items())
+        SYSLM_CHECK(std::find(known.begin(), known.end(), item.key()) != known.end(), section,
+                    ".", item.key(), " is not a setting of the plan");
+}
+
+template <typename T>
+T in_range(const nlohmann::json& j, const char* section, const char* key, T fallback, T lo, T hi) {
+    const T v = j.value(key, fallback);
+    SYSLM_CHECK(v >= lo && v <= hi, section, ".", key, " ", v, " is outside [", lo, ", ", hi, "]");
+    return v;
+}
+
+std::string one_of(const nlohmann::json& j, const char* section, const char* key,
+                   const std::string& fallback, std::initializer_list<std::string_view> allowed) {
+    const std::string v = j.value(key, fallback);
+    SYSLM_CHECK(std::find(allowed.begin(), allowed.end(), v) != allowed.end(), section, ".", key,
+                " '", v, "' is not one of the allowed values");
+    return v;
+}
+
 }  // namespace
 
 nlohmann::json Plan::to_json() const {
     nlohmann::json types = nlohmann::json::object();
     for (const auto& [name, type] : tensor_types) types[name] = dtype_name(type);
-    return {{"syslm_plan", kVersion},
-            {"model", {{"recipe", recipe}, {"imatrix", imatrix}, {"tensor_types", types}}},
-            {"runtime", {{"threads", threads}, {"batch", batch}}}};
+    nlohmann::json j = {{"syslm_plan", kVersion},
+                        {"model", {{"recipe", recipe}, {"imatrix", imatrix}, {"tensor_types", types}}},
+                        {"runtime", {{"threads", threads}, {"batch", batch}}}};
+    if (serve)
+        j["serve"] = {{"parallel", serve->parallel},   {"token_budget", serve->token_budget},
+                      {"page_size", serve->page_size}, {"kv_pages", serve->kv_pages},
+                      {"ctx", serve->ctx},             {"cache_type", serve->cache_type}};
+    if (train)
+        j["train"] = {{"micro_batch", train->micro_batch}, {"accum", train->accum},
+                      {"recompute", train->recompute},     {"precision", train->precision}};
+    return j;
 }
 
 Plan Plan::from_json(const nlohmann::json& j) {
@@ -50,13 +86,35 @@ Plan Plan::from_json(const nlohmann::json& j) {
                         name, ": '", type.get<std::string>(), "' is not a tensor type");
             p.tensor_types[name] = t->type;
         }
+        check_keys(j, "the plan", {"syslm_plan", "model", "runtime", "serve", "train"});
+        check_keys(m, "model", {"recipe", "imatrix", "tensor_types"});
         const nlohmann::json r = j.value("runtime", nlohmann::json::object());
-        p.threads = r.value("threads", 0);
-        p.batch = r.value("batch", 512);
-        SYSLM_CHECK(p.threads >= 0 && p.threads <= 4096, "runtime.threads ", p.threads,
-                    " is outside [0, 4096]");
-        SYSLM_CHECK(p.batch >= 1 && p.batch <= 65536, "runtime.batch ", p.batch,
-                    " is outside [1, 65536]");
+        check_keys(r, "runtime", {"threads", "batch"});
+        p.threads = in_range(r, "runtime", "threads", 0, 0, 4096);
+        p.batch = in_range(r, "runtime", "batch", 512, 1, 65536);
+        if (j.contains("serve")) {
+            const nlohmann::json& s = j["serve"];
+            check_keys(s, "serve",
+                       {"parallel", "token_budget", "page_size", "kv_pages", "ctx", "cache_type"});
+            ServeSettings d;
+            d.parallel = in_range(s, "serve", "parallel", d.parallel, 1, 4096);
+            d.token_budget = in_range<int64_t>(s, "serve", "token_budget", d.token_budget, 1, 1 << 20);
+            d.page_size = in_range(s, "serve", "page_size", d.page_size, 1, 4096);
+            d.kv_pages = in_range(s, "serve", "kv_pages", d.kv_pages, 0, 1 << 24);
+            d.ctx = in_range(s, "serve", "ctx", d.ctx, 1, 1 << 24);
+            d.cache_type = one_of(s, "serve", "cache_type", d.cache_type, {"f16", "f32"});
+            p.serve = d;
+        }
+        if (j.contains("train")) {
+            const nlohmann::json& t = j["train"];
+            check_keys(t, "train", {"micro_batch", "accum", "recompute", "precision"});
+            TrainSettings d;
+            d.micro_batch = in_range(t, "train", "micro_batch", d.micro_batch, 1, 1 << 16);
+            d.accum = in_range(t, "train", "accum", d.accum, 1, 1 << 16);
+            d.recompute = one_of(t, "train", "recompute", d.recompute, {"none", "selective", "full"});
+            d.precision = one_of(t, "train", "precision", d.precision, {"f32", "bf16", "f16"});
+            p.train = d;
+        }
         return p;
     } catch (const nlohmann::json::exception& e) {
         fail("plan: ", e.what());
@@ -82,6 +140,13 @@ void save_plan(const Plan& plan, const std::string& path) {
     AtomicFileWriter w(path);
     w.write(text.data(), text.size());
     w.commit();
+}
+
+DType matrices_type(const io::GGUFFile& file) {
+    std::set<DType> types;
+    for (const io::GGUFTensor& t : file.tensors())
+        if (compress::is_quantizable_weight(t.name, t.ne)) types.insert(t.type);
+    return types.size() == 1 ? *types.begin() : DType::F32;
 }
 
 compress::QuantizeOptions quantize_options(const Plan& plan, DType input_type) {

@@ -6,13 +6,35 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compress/quantize_model.hpp"
 #include "core/dtype.hpp"
+#include "io/gguf.hpp"
 
 namespace syslm::tune {
+
+// `serve --plan`: the engine's settings (infer::EngineConfig; defaults are `syslm serve`'s).
+struct ServeSettings {
+    int parallel = 16;         // sequences per step
+    int64_t token_budget = 512;  // tokens per step (decode + prefill chunks)
+    int page_size = 16;        // positions per KV page
+    int kv_pages = 0;          // 0: enough for parallel x ctx
+    int ctx = 4096;            // positions per sequence
+    std::string cache_type = "f16";
+    bool operator==(const ServeSettings&) const = default;
+};
+
+// `train --plan`: how a step's sequences are computed (the global batch is the run's own).
+struct TrainSettings {
+    int micro_batch = 8;   // sequences per forward/backward
+    int accum = 1;         // micro-batches per optimizer step
+    std::string recompute = "none";  // none | selective | full
+    std::string precision = "f32";   // f32 | bf16 | f16
+    bool operator==(const TrainSettings&) const = default;
+};
 
 struct Plan {
     // The weight matrices' types; those absent keep the recipe's choice (`recipe`, a
@@ -24,14 +46,22 @@ struct Plan {
     // Runtime: threads (0: all cores) and prompt tokens per forward call.
     int threads = 0;
     int batch = 512;
+    // Present only in plans tuned for that goal.
+    std::optional<ServeSettings> serve;
+    std::optional<TrainSettings> train;
 
     nlohmann::json to_json() const;
     static Plan from_json(const nlohmann::json& j);  // throws Error naming what is wrong
     std::string key() const { return to_json().dump(); }
+    // The model half only (what the file is): plans differing in runtime settings share a file.
+    std::string model_key() const { return to_json().at("model").dump(); }
 };
 
-Plan load_plan(const std::string& path);  // throws Error naming the file
+Plan load_plan(const std::string& path);  // throws Error naming the file and the key
 void save_plan(const Plan& plan, const std::string& path);  // atomically
+
+// The type of a file's weight matrices (F32 when they differ): what an empty recipe keeps.
+DType matrices_type(const io::GGUFFile& file);
 
 // The quantize options that build the plan's file: its recipe (F32 when empty and the input is
 // F32; see the .cpp) and one anchored rule per listed tensor.

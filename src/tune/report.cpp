@@ -23,6 +23,7 @@ std::string goal_label(Goal g) {
         case Goal::Decode: return "decode tokens/s";
         case Goal::Prefill: return "prefill tokens/s";
         case Goal::Size: return "file size, MB (smaller is better)";
+        case Goal::Serve: return "serving tokens/s";
     }
     return "";
 }
@@ -48,6 +49,9 @@ std::string plan_summary(const Plan& p) {
     std::sort(by.begin(), by.end());
     std::string s = p.recipe.empty() ? "" : p.recipe + (p.imatrix ? " + imatrix" : "");
     for (const auto& [c, t] : by) s += cat(s.empty() ? "" : ", ", t, " ", -c);
+    if (p.serve)
+        s += cat("; threads ", p.threads, ", parallel ", p.serve->parallel, ", token budget ",
+                 p.serve->token_budget, ", page ", p.serve->page_size, ", KV ", p.serve->cache_type);
     return s;
 }
 
@@ -70,6 +74,7 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
     const double W = 760, H = 440, L = 70, R = 20, T = 30, B = 50;
     double kl_lo = 1e30, kl_hi = 0, y_lo = 1e30, y_hi = -1e30;
     for (const Point& p : r.points) {
+        if (!measures_goal(p, c.goal)) continue;
         const double kl = std::max(p.kl, 1e-6);
         kl_lo = std::min(kl_lo, kl);
         kl_hi = std::max(kl_hi, kl);
@@ -125,11 +130,17 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
     if (!path.empty())
         s << "<path d='" << path << "' fill='none' stroke='#36c' stroke-width='1.5'/>\n";
     for (const Point& p : r.points) {
+        if (!measures_goal(p, c.goal)) continue;
         const double x = x_of(p.kl), y = y_of(shown(p, c.goal));
         const bool chosen = r.chosen && r.chosen->plan.key() == p.plan.key();
         const std::string tip = cat(p.label, ": KL ", fmt("%.4g", p.kl), ", PPL ",
                                     fmt("%.4g", p.ppl), ", ", fmt("%.1f", p.file_bytes / 1e6),
-                                    " MB, decode ", fmt("%.1f", p.decode_ts), " tok/s; ",
+                                    " MB, decode ", fmt("%.1f", p.decode_ts), " tok/s",
+                                    p.streams ? cat(", serving ", fmt("%.1f", p.serve_ts),
+                                                    " tok/s at ", p.streams, " streams, TTFT p99 ",
+                                                    fmt("%.3f", p.ttft_p99), " s")
+                                              : "",
+                                    "; ",
                                     plan_summary(p.plan));
         s << "<g><title>" << escape_html(tip) << "</title>";
         if (p.stock)
@@ -153,14 +164,20 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
     std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) { return a.kl < b.kl; });
     std::ostringstream s;
     char line[256];
-    std::snprintf(line, sizeof line, "%-22s %9s %10s %10s %8s %7s %10s %10s  %s\n", "point", "MB",
-                  "KL", "predicted", "PPL", "top-1", "decode t/s", "prefill", "front");
+    const bool serve = c.goal == Goal::Serve;
+    std::snprintf(line, sizeof line, "%-22s %9s %10s %10s %8s %7s %10s %10s%s  %s\n", "point", "MB",
+                  "KL", "predicted", "PPL", "top-1", "decode t/s", "prefill",
+                  serve ? "  serve t/s  TTFT p99" : "", "front");
     s << line;
     for (const Point& p : pts) {
-        std::snprintf(line, sizeof line, "%-22s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10.1f  %s%s\n",
+        const std::string served =
+            !serve ? "" : p.streams ? fmt(" %10.1f", p.serve_ts) + fmt(" %8.3fs", p.ttft_p99)
+                                    : cat(" ", std::string(10, ' '), "-", std::string(8, ' '), "-");
+        std::snprintf(line, sizeof line, "%-22s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10.1f%s  %s%s\n",
                       p.label.c_str(), p.file_bytes / 1e6, p.kl,
                       p.predicted_kl >= 0 ? fmt("%.5f", p.predicted_kl).c_str() : "-", p.ppl,
-                      100 * p.top1, p.decode_ts, p.prefill_ts, on_front(p, r) ? "*" : "",
+                      100 * p.top1, p.decode_ts, p.prefill_ts, served.c_str(),
+                      on_front(p, r) ? "*" : "",
                       r.chosen && r.chosen->plan.key() == p.plan.key() ? " chosen" : "");
         s << line;
     }

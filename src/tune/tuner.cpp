@@ -16,6 +16,7 @@
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
+#include "core/thread_pool.hpp"
 #include "io/gguf.hpp"
 #include "profile/bench_runner.hpp"
 #include "profile/machine_probe.hpp"
@@ -23,6 +24,8 @@
 #include "tokenizer/tokenizer.hpp"
 #include "tune/allocate.hpp"
 #include "tune/sensitivity.hpp"
+#include "tune/serve_load.hpp"
+#include "tune/serve_search.hpp"
 
 namespace syslm::tune {
 namespace fs = std::filesystem;
@@ -44,14 +47,6 @@ std::string read_text(const std::string& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
-}
-
-// The input's weight type (the type the matrices have; F32 when they differ).
-DType input_type(const io::GGUFFile& f) {
-    std::set<DType> types;
-    for (const io::GGUFTensor& t : f.tensors())
-        if (compress::is_quantizable_weight(t.name, t.ne)) types.insert(t.type);
-    return types.size() == 1 ? *types.begin() : DType::F32;
 }
 
 std::string hex(uint64_t v) {
@@ -91,7 +86,7 @@ public:
     TuneResult run() {
         TuneResult r;
         auto file = std::make_shared<const io::GGUFFile>(o_.model);
-        in_type_ = input_type(*file);
+        in_type_ = matrices_type(*file);
         {
             const model::Model m(file);
             r.analysis = analyse(m, o_.threads);
@@ -103,6 +98,8 @@ public:
         io.n_ctx = o_.n_ctx;
         io.threads = o_.threads;
         imatrix_ = compress::load_or_collect_imatrix(o_.model, o_.calib, io);
+        // Beside the plan, so `quantize --plan` can rebuild the chosen file.
+        imatrix_.save((fs::path(o_.out_dir) / "imatrix.gguf").string());
         const std::vector<TensorSensitivity> table = sensitivity();
         SYSLM_CHECK(!table.empty(), o_.model, ": no weight matrix to quantize");
         const std::vector<Allocation> hull = allocation_hull(table);
@@ -159,16 +156,17 @@ public:
         }
 
         if (o_.goal != Goal::Size) confirm_speed();
+        if (o_.goal == Goal::Serve) serve_phase(r);
         r.points = cache_.points();
         r.front = pareto_front(r.points, o_.goal);
-        // The best point within the limit, a stock recipe too when it wins (its plan is a plan).
+        // The best point within the limits, a stock recipe too when it wins (its plan is a plan).
         for (const Point& p : r.points)
-            if (p.kl <= o_.max_kl &&
+            if (within_limits(p) &&
                 (!r.chosen || goal_value(p, o_.goal) > goal_value(*r.chosen, o_.goal)))
                 r.chosen = p;
         if (r.chosen) {
             save_plan(r.chosen->plan, (fs::path(o_.out_dir) / "plan.json").string());
-            fs::copy_file(candidate_path(r.chosen->plan), fs::path(o_.out_dir) / "model.gguf",
+            fs::copy_file(file_of(r.chosen->plan), fs::path(o_.out_dir) / "model.gguf",
                           fs::copy_options::overwrite_existing);
         }
         r.seconds = elapsed();
@@ -176,6 +174,117 @@ public:
     }
 
 private:
+    bool within_limits(const Point& p) const {
+        if (!measures_goal(p, o_.goal) || p.kl > o_.max_kl) return false;
+        return o_.goal != Goal::Serve || (p.ttft_p99 <= o_.max_ttft_p99 && p.itl_p99 <= o_.max_itl_p99);
+    }
+    // The speed the model half is timed by: prefill for that goal, decode otherwise.
+    Goal speed_goal() const { return o_.goal == Goal::Prefill ? Goal::Prefill : Goal::Decode; }
+
+    // The serve goal's runtime half. The fastest-decoding files within the KL limit are served at
+    // `syslm serve`'s defaults; the best of them gets the runtime search; every trial is a point
+    // (cached: a resumed tune does not repeat it) and the default and tuned figures are confirmed
+    // by alternating timings.
+    void serve_phase(TuneResult& r) {
+        std::vector<Point> files;
+        for (const Point& p : cache_.points())
+            if (p.streams == 0 && p.kl <= o_.max_kl) files.push_back(p);
+        SYSLM_CHECK(!files.empty(), "tune: no file is within KL ", o_.max_kl, " to serve");
+        std::sort(files.begin(), files.end(),
+                  [](const Point& a, const Point& b) { return a.decode_ts > b.decode_ts; });
+        if (files.size() > static_cast<size_t>(o_.serve_files)) files.resize(o_.serve_files);
+
+        ServeLoad load;
+        load.streams = o_.streams;
+        load.requests_per_stream = o_.serve_requests;
+        load.max_tokens = o_.serve_max_tokens;
+        const model::Model input(o_.model);
+        const auto tok = tokenizer::Tokenizer::from_gguf(input.file());
+        load.prompts = cut_prompts(tok.encode(read_text(o_.eval), true, false),
+                                   4 * o_.streams, o_.serve_prompt_tokens);
+        const int max_threads = ThreadPool::resolve(o_.threads);
+        say(cat("serve: ", o_.streams, " streams x ", o_.serve_requests, " requests of ",
+                o_.serve_max_tokens, " tokens, prompts up to ", o_.serve_prompt_tokens, " tokens"));
+
+        // A served point of a file's plan with these settings: from the cache unless `again`.
+        auto serve_point = [&](const Point& file, std::shared_ptr<const model::Model> m,
+                               const ServeSettings& s, int threads, bool again,
+                               const std::string& label) -> Point {
+            Point p = file;
+            p.label = label;
+            p.plan.threads = threads;
+            p.plan.serve = s;
+            p.streams = o_.streams;
+            if (!again)
+                if (const Point* c = cache_.find(p.plan.key())) return *c;
+            infer::EngineConfig ec;
+            ec.threads = threads;
+            ec.parallel = s.parallel;
+            ec.token_budget = s.token_budget;
+            ec.page_size = s.page_size;
+            ec.n_pages = s.kv_pages;
+            ec.n_ctx = s.ctx;
+            ec.kv_type = s.cache_type == "f32" ? DType::F32 : DType::F16;
+            const ServeMeasurement sm = measure_serving(std::move(m), tok, ec, load);
+            p.serve_ts = sm.tokens_per_s;
+            p.ttft_p99 = sm.ttft_p99;
+            p.itl_p99 = sm.itl_p99;
+            return p;
+        };
+        const Point* best_file = nullptr;
+        std::shared_ptr<const model::Model> best_model;
+        double best_ts = -1;
+        for (const Point& f : files) {
+            auto m = std::make_shared<const model::Model>(file_of(f.plan));
+            const Point p = serve_point(f, m, ServeSettings{}, max_threads, false,
+                                        f.label + " @ serve defaults");
+            if (!cache_.find(p.plan.key())) cache_.add(p);
+            say(cat(p.label, ": ", p.serve_ts, " tok/s, TTFT p99 ", p.ttft_p99, " s"));
+            if (within_limits(p) && p.serve_ts > best_ts) {
+                best_ts = p.serve_ts;
+                best_file = &f;
+                best_model = m;
+            }
+        }
+        SYSLM_CHECK(best_file, "tune: no file within KL ", o_.max_kl, " meets the latency limits "
+                    "at the default serve settings");
+
+        ServeSearchOptions so;
+        so.streams = o_.streams;
+        so.max_threads = max_threads;
+        so.max_ttft_p99 = o_.max_ttft_p99;
+        so.max_itl_p99 = o_.max_itl_p99;
+        so.log = o_.log;
+        const Point& f = *best_file;
+        auto label = [&](const ServeSettings& s, int threads) {
+            return s == ServeSettings{} && threads == max_threads
+                       ? f.label + " @ serve defaults"
+                       : cat(f.label, " @ serve t", threads, " p", s.parallel, " b",
+                             s.token_budget, " pg", s.page_size, " ", s.cache_type);
+        };
+        const ServeSearchResult sr = search_serving(
+            [&](const ServeSettings& s, int threads, bool again) {
+                const Point p = serve_point(f, best_model, s, threads, again, label(s, threads));
+                if (!again && !cache_.find(p.plan.key())) cache_.add(p);
+                ServeMeasurement m;
+                m.tokens_per_s = p.serve_ts;
+                m.ttft_p99 = p.ttft_p99;
+                m.itl_p99 = p.itl_p99;
+                return m;
+            },
+            so);
+        // The confirmed figures replace the search's first timings (a later line wins).
+        for (const ServeTrial* t : {&sr.baseline, &sr.best}) {
+            Point p = serve_point(f, best_model, t->settings, t->threads, false,
+                                  label(t->settings, t->threads));
+            p.serve_ts = t->m.tokens_per_s;
+            p.ttft_p99 = t->m.ttft_p99;
+            p.itl_p99 = t->m.itl_p99;
+            cache_.add(p);
+            (t == &sr.baseline ? r.serve_default : r.serve_tuned) = p;
+        }
+    }
+
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
     bool over_budget() const { return elapsed() > o_.budget_s; }
     void say(const std::string& line) const {
@@ -262,8 +371,20 @@ private:
         return p;
     }
 
+    // The plan's file, built unless an earlier run left it.
+    std::string file_of(const Plan& plan) const {
+        const fs::path path = candidate_path(plan);
+        if (!fs::exists(path)) {
+            compress::QuantizeOptions q = quantize_options(plan, in_type_);
+            q.imatrix = plan.imatrix ? &imatrix_ : nullptr;
+            q.threads = o_.threads;
+            compress::quantize_model(o_.model, path.string(), q);
+        }
+        return path.string();
+    }
+
     fs::path candidate_path(const Plan& plan) const {
-        const std::string key = plan.key();
+        const std::string key = plan.model_key();
         const uint64_t h = word_hash({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
         return fs::path(o_.out_dir) / "candidates" / (hex(h) + ".gguf");
     }
@@ -276,16 +397,7 @@ private:
                      points.end());
         if (points.empty()) return;
         std::vector<std::string> paths{o_.model};
-        for (const Point& p : points) {
-            const fs::path path = candidate_path(p.plan);
-            if (!fs::exists(path)) {
-                compress::QuantizeOptions q = quantize_options(p.plan, in_type_);
-                q.imatrix = p.plan.imatrix ? &imatrix_ : nullptr;
-                q.threads = o_.threads;
-                compress::quantize_model(o_.model, path.string(), q);
-            }
-            paths.push_back(path.string());
-        }
+        for (const Point& p : points) paths.push_back(file_of(p.plan));
         compress::EvalOptions eo;
         eo.n_ctx = o_.n_ctx;
         eo.max_chunks = o_.eval_chunks;
@@ -318,18 +430,19 @@ private:
         std::vector<Point> top;
         for (const Point& p : cache_.points())
             if (p.kl <= o_.max_kl) top.push_back(p);
+        std::erase_if(top, [](const Point& p) { return p.streams > 0; });
         std::sort(top.begin(), top.end(), [&](const Point& a, const Point& b) {
-            return goal_value(a, o_.goal) > goal_value(b, o_.goal);
+            return goal_value(a, speed_goal()) > goal_value(b, speed_goal());
         });
         if (top.size() > 4) top.resize(4);
         if (top.size() < 2) return;
         std::vector<std::unique_ptr<model::Model>> models;
-        for (const Point& p : top) models.push_back(std::make_unique<model::Model>(candidate_path(p.plan).string()));
+        for (const Point& p : top) models.push_back(std::make_unique<model::Model>(file_of(p.plan)));
         profile::BenchOptions bo;
         bo.threads = o_.threads > 0 ? o_.threads
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         bo.reps = 1;
-        const profile::BenchTest test = o_.goal == Goal::Prefill
+        const profile::BenchTest test = speed_goal() == Goal::Prefill
                                             ? profile::BenchTest{o_.prefill_tokens, 0}
                                             : profile::BenchTest{0, o_.decode_tokens};
         std::vector<std::vector<double>> ts(top.size());
@@ -340,9 +453,9 @@ private:
             std::sort(ts[i].begin(), ts[i].end());
             const double median = ts[i][ts[i].size() / 2];
             Point p = top[i];
-            (o_.goal == Goal::Prefill ? p.prefill_ts : p.decode_ts) = median;
+            (speed_goal() == Goal::Prefill ? p.prefill_ts : p.decode_ts) = median;
             cache_.add(p);  // the later line of a plan wins
-            say(cat(p.label, ": ", goal_name(o_.goal), " timed again: ", median, " tok/s (median of ",
+            say(cat(p.label, ": ", goal_name(speed_goal()), " timed again: ", median, " tok/s (median of ",
                     ts[i].size(), ")"));
         }
     }

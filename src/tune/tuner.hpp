@@ -6,6 +6,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,14 @@ struct TuneOptions {
     std::vector<DType> types;  // candidate types; empty: the defaults (see the .cpp)
     bool stock = true;         // measure the stock recipes too
     int max_rounds = 4;
+    // Serve goal: the load (tune/serve_load.hpp) and the latency limits it must meet.
+    int streams = 16;
+    int serve_requests = 2;       // per stream, per trial
+    int serve_max_tokens = 64;    // generated per request
+    int serve_prompt_tokens = 128;  // longest prompt (the lengths are mixed)
+    double max_ttft_p99 = std::numeric_limits<double>::infinity();  // seconds
+    double max_itl_p99 = std::numeric_limits<double>::infinity();
+    int serve_files = 3;          // files within the limit tried at the default settings
     std::ostream* log = nullptr;
 };
 
@@ -36,6 +45,9 @@ struct TuneResult {
     std::vector<Point> points;  // every measured point (stock recipes included)
     std::vector<Point> front;
     std::optional<Point> chosen;  // best goal value within the limit (a stock recipe if it wins)
+    // Serve goal: the chosen file at `syslm serve`'s defaults and with the tuned runtime (their
+    // confirmed figures; also among `points`).
+    std::optional<Point> serve_default, serve_tuned;
     double seconds = 0;
 };
 

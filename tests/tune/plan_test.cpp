@@ -43,6 +43,40 @@ TEST(Plan, RoundTripsThroughJsonAndRefusesWhatIsNotAPlan) {
     EXPECT_THROW(load_plan(path), Error);
 }
 
+TEST(Plan, CarriesServeAndTrainSettingsAndRefusesMisspeltOnes) {
+    Plan p;
+    p.recipe = "Q4_0";
+    ServeSettings s;
+    s.parallel = 7;
+    s.token_budget = 300;
+    s.page_size = 32;
+    s.kv_pages = 90;
+    s.ctx = 333;
+    s.cache_type = "f32";
+    p.serve = s;
+    TrainSettings t;
+    t.micro_batch = 3;
+    t.accum = 5;
+    t.recompute = "full";
+    t.precision = "bf16";
+    p.train = t;
+    const Plan q = Plan::from_json(nlohmann::json::parse(p.to_json().dump()));
+    ASSERT_TRUE(q.serve && q.train);
+    EXPECT_EQ(*q.serve, s);
+    EXPECT_EQ(*q.train, t);
+    EXPECT_EQ(q.key(), p.key());
+    EXPECT_EQ(q.model_key(), Plan{.recipe = "Q4_0"}.model_key());  // the file does not change
+    EXPECT_FALSE(Plan::from_json(Plan{}.to_json()).serve);
+    for (const char* edit : {R"({"serve": {"paralel": 4}})", R"({"serve": {"parallel": 0}})",
+                             R"({"serve": {"cache_type": "q8"}})", R"({"train": {"accum": 0}})",
+                             R"({"train": {"precision": "fp8"}})", R"({"runtime": {"thread": 2}})",
+                             R"({"extra": 1})", R"({"serve": {"parallel": "4"}})"}) {
+        nlohmann::json bad = p.to_json();
+        bad.merge_patch(nlohmann::json::parse(edit));
+        EXPECT_THROW(Plan::from_json(bad), Error) << edit;
+    }
+}
+
 TEST(Plan, BuildsExactlyTheListedTypes) {
     model::InitConfig c = testing::small_model_config("llama", 32, 81);
     c.n_layer = 12;

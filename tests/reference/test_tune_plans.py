@@ -1,0 +1,137 @@
+"""Plans applied exactly: `syslm tune --goal serve` writes a plan with serve settings, and
+`syslm serve --plan` runs the engine with exactly those (read back from its ready line); `train
+--plan` trains with the plan's micro-batch, accumulation, recompute, precision and threads (read
+back from its JSON summary); `quantize --plan` rebuilds the tuned file tensor for tensor. An
+option that contradicts the plan is a usage error (exit 2), a plan with a misspelt setting is
+refused, and the serve goal's report holds the default and tuned serving figures.
+"""
+import json
+import re
+import signal
+import subprocess
+
+import gguf
+import pytest
+
+from test_tune import text
+
+
+@pytest.fixture(scope="module")
+def served(syslm_bin, tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune_serve")
+    model = d / "model.gguf"
+    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "2", "--dim", "64",
+                    "--heads", "4", "--ctx", "256", "--seed", "5", "-o", str(model)], check=True,
+                   capture_output=True)
+    (d / "calib.txt").write_text(text(3, 900))
+    (d / "heldout.txt").write_text(text(4, 900))
+    args = [syslm_bin, "tune", "-m", model, "--calib", d / "calib.txt", "--eval",
+            d / "heldout.txt", "--goal", "serve", "--streams", "4", "--serve-requests", "1",
+            "--serve-tokens", "8", "--p99-ttft", "30s", "--max-kl", "0.05", "-o", d / "tuned",
+            "--budget", "5m", "-c", "64", "--eval-chunks", "2", "--sensitivity-chunks", "1",
+            "--rounds", "1", "--no-stock", "-t", "2"]
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return d, proc
+
+
+def test_serve_goal_reports_default_and_tuned_serving(served):
+    d, proc = served
+    report = json.loads((d / "tuned" / "pareto.json").read_text())
+    serving = [p for p in report["points"] if p["streams"] == 4]
+    assert len(serving) >= 2
+    for p in serving:
+        assert p["serve_ts"] > 0 and 0 < p["ttft_p99"] <= 30 and p["plan"]["serve"]
+    defaults = [p for p in serving if p["label"].endswith("@ serve defaults")]
+    assert len(defaults) >= 1
+    chosen = report["chosen"]
+    assert chosen["streams"] == 4 and chosen["kl"] <= 0.05
+    assert chosen["serve_ts"] == max(p["serve_ts"] for p in serving if p["kl"] <= 0.05)
+    assert re.search(r"serving at 4 streams .* default settings [\d.]+ tok/s", proc.stdout)
+    plan = json.loads((d / "tuned" / "plan.json").read_text())
+    assert plan == chosen["plan"]
+
+
+def ready_line(syslm_bin, *args):
+    proc = subprocess.Popen([str(syslm_bin), "serve", "--port", "0", *map(str, args)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        for line in proc.stderr:
+            if "ready:" in line:
+                return line
+            if "error" in line:
+                return line
+        return ""
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_serve_plan_applies_exactly_the_settings(syslm_bin, served, tmp_path):
+    d, _ = served
+    plan = json.loads((d / "tuned" / "plan.json").read_text())
+    # Settings unlike the defaults, so that taking them is visible.
+    plan["runtime"]["threads"] = 1
+    plan["serve"].update(parallel=3, token_budget=96, page_size=8, kv_pages=50, ctx=200,
+                         cache_type="f32")
+    p = d / "tuned" / "plan-edited.json"  # beside model.gguf: -m is not needed
+    p.write_text(json.dumps(plan))
+    line = ready_line(syslm_bin, "--plan", p)
+    assert "50 KV pages of 8 positions (0 MiB, F32)" in line, line
+    assert "3 parallel, context 200, token budget 96, 1 threads" in line, line
+    # An option that agrees is fine; one that contradicts is a usage error.
+    assert "3 parallel" in ready_line(syslm_bin, "--plan", p, "--parallel", "3")
+    bad = subprocess.run([str(syslm_bin), "serve", "--port", "0", "--plan", str(p),
+                          "--token-budget", "512"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "contradicts the plan's serve.token_budget 96" in bad.stderr
+    plan["serve"]["page_sise"] = 8
+    p.write_text(json.dumps(plan))
+    bad = subprocess.run([str(syslm_bin), "serve", "--port", "0", "--plan", str(p)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "serve.page_sise is not a setting" in bad.stderr
+
+
+def test_quantize_plan_rebuilds_the_tuned_file(syslm_bin, served, tmp_path):
+    d, _ = served
+    out = tmp_path / "rebuilt.gguf"
+    plan = json.loads((d / "tuned" / "plan.json").read_text())
+    args = [syslm_bin, "quantize", "--plan", d / "tuned" / "plan.json", d / "model.gguf", out]
+    if plan["model"]["imatrix"]:
+        no = subprocess.run(list(map(str, args)), capture_output=True, text=True)
+        assert no.returncode == 2 and "--imatrix" in no.stderr
+        args += ["--imatrix", d / "tuned" / "imatrix.gguf"]
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    tuned = {t.name: (t.tensor_type.name, bytes(t.data.tobytes()))
+             for t in gguf.GGUFReader(str(d / "tuned" / "model.gguf")).tensors}
+    rebuilt = {t.name: (t.tensor_type.name, bytes(t.data.tobytes()))
+               for t in gguf.GGUFReader(str(out)).tensors}
+    assert rebuilt == tuned
+    both = subprocess.run([str(syslm_bin), "quantize", "--plan", str(d / "tuned" / "plan.json"),
+                           str(d / "model.gguf"), str(out), "Q4_0"], capture_output=True, text=True)
+    assert both.returncode == 2
+
+
+def test_train_plan_applies_exactly_the_settings(syslm_bin, tmp_path):
+    plan = {"syslm_plan": 1, "model": {"recipe": "", "imatrix": False, "tensor_types": {}},
+            "runtime": {"threads": 1, "batch": 512},
+            "train": {"micro_batch": 2, "accum": 3, "recompute": "selective", "precision": "bf16"}}
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps(plan))
+    base = [str(syslm_bin), "train", "--arch", "llama", "--vocab", "97", "--layers", "2",
+            "--dim", "32", "--heads", "2", "--ctx", "64", "--synthetic-data", "--seq", "16",
+            "--steps", "2", "--json", "--plan", str(p)]
+    proc = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (summary["micro_batch"], summary["accum"], summary["recompute"], summary["precision"],
+            summary["threads"]) == (2, 3, "selective", "bf16", 1)
+    bad = subprocess.run(base + ["--batch", "4"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "contradicts the plan's train.micro_batch 2" in bad.stderr
+    bad = subprocess.run(base + ["--memory-limit", "1GiB"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2
+    del plan["train"]
+    p.write_text(json.dumps(plan))
+    bad = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "no training settings" in bad.stderr
