@@ -8,28 +8,27 @@
 namespace syslm::tune {
 namespace {
 
-// The options of one tensor on the lower convex hull of (bytes, kl), from the most bytes to the
-// fewest: dominated options and those above the hull are dropped.
+// The options of one tensor on the lower convex hull of (cost, kl), from the costliest to the
+// cheapest: dominated options and those above the hull are dropped.
 std::vector<size_t> hull(const std::vector<TypeCost>& options) {
     std::vector<size_t> order(options.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto cost = [&](size_t i) { return options[i].goal_cost(); };
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return options[a].bytes != options[b].bytes ? options[a].bytes > options[b].bytes
-                                                    : options[a].kl < options[b].kl;
+        return cost(a) != cost(b) ? cost(a) > cost(b) : options[a].kl < options[b].kl;
     });
     std::vector<size_t> h;
     for (size_t i : order) {
         const TypeCost& o = options[i];
-        if (!h.empty() && o.bytes == options[h.back()].bytes) continue;  // kept: the lower KL
-        // Going down in bytes, KL must rise; a cheaper option that is no worse replaces earlier
+        if (!h.empty() && cost(i) == cost(h.back())) continue;  // kept: the lower KL
+        // Going down in cost, KL must rise; a cheaper option that is no worse replaces earlier
         // ones it dominates.
         while (!h.empty() && options[h.back()].kl >= o.kl) h.pop_back();
-        // Convexity: the KL added per byte saved must grow along the hull.
+        // Convexity: the KL added per unit of cost saved must grow along the hull.
         while (h.size() >= 2) {
-            const TypeCost& a = options[h[h.size() - 2]];
-            const TypeCost& b = options[h.back()];
-            const double s1 = (b.kl - a.kl) / static_cast<double>(a.bytes - b.bytes);
-            const double s2 = (o.kl - b.kl) / static_cast<double>(b.bytes - o.bytes);
+            const size_t a = h[h.size() - 2], b = h.back();
+            const double s1 = (options[b].kl - options[a].kl) / (cost(a) - cost(b));
+            const double s2 = (o.kl - options[b].kl) / (cost(b) - cost(i));
             if (s2 > s1) break;
             h.pop_back();
         }
@@ -50,6 +49,7 @@ std::vector<Allocation> allocation_hull(const std::vector<TensorSensitivity>& ta
         const TypeCost& first = t.options[hulls.back().front()];
         a.types.push_back(first.type);
         a.bytes += first.bytes;
+        a.cost += first.goal_cost();
         a.predicted_kl += first.kl;
     }
     // The next step of each tensor, cheapest KL per byte saved first (ties: lower index).
@@ -66,7 +66,7 @@ std::vector<Allocation> allocation_hull(const std::vector<TensorSensitivity>& ta
         if (at[i] + 1 >= h.size()) return;
         const TypeCost& cur = table[i].options[h[at[i]]];
         const TypeCost& next = table[i].options[h[at[i] + 1]];
-        steps.push({(next.kl - cur.kl) / static_cast<double>(cur.bytes - next.bytes), i});
+        steps.push({(next.kl - cur.kl) / (cur.goal_cost() - next.goal_cost()), i});
     };
     for (size_t i = 0; i < table.size(); ++i) push(i);
     std::vector<Allocation> out{a};
@@ -78,6 +78,7 @@ std::vector<Allocation> allocation_hull(const std::vector<TensorSensitivity>& ta
         const TypeCost& next = table[s.tensor].options[h[++at[s.tensor]]];
         a.types[s.tensor] = next.type;
         a.bytes -= cur.bytes - next.bytes;
+        a.cost -= cur.goal_cost() - next.goal_cost();
         a.predicted_kl += next.kl - cur.kl;
         out.push_back(a);
         push(s.tensor);

@@ -10,7 +10,8 @@ namespace syslm::tune {
 
 nlohmann::json Point::to_json() const {
     return {{"label", label},           {"plan", plan.to_json()},   {"stock", stock},
-            {"file_bytes", file_bytes}, {"additive_kl", additive_kl}, {"predicted_kl", predicted_kl}, {"kl", kl},
+            {"file_bytes", file_bytes}, {"additive_kl", additive_kl}, {"predicted_kl", predicted_kl},
+            {"predicted_decode_ts", predicted_decode_ts}, {"kl", kl},
             {"ppl", ppl},               {"top1", top1},             {"decode_ts", decode_ts},
             {"prefill_ts", prefill_ts}, {"streams", streams}, {"serve_ts", serve_ts},
             {"ttft_p99", ttft_p99},     {"itl_p99", itl_p99}};
@@ -24,6 +25,7 @@ Point Point::from_json(const nlohmann::json& j) {
     p.file_bytes = j.at("file_bytes").get<uint64_t>();
     p.additive_kl = j.at("additive_kl").get<double>();
     p.predicted_kl = j.at("predicted_kl").get<double>();
+    p.predicted_decode_ts = j.value("predicted_decode_ts", -1.0);
     p.kl = j.at("kl").get<double>();
     p.ppl = j.at("ppl").get<double>();
     p.top1 = j.at("top1").get<double>();

@@ -21,6 +21,7 @@ struct Point {
     uint64_t file_bytes = 0;
     double additive_kl = -1;      // the allocation's sum of per-tensor KLs (tuned points only)
     double predicted_kl = -1;     // that sum corrected by the fit when it was chosen
+    double predicted_decode_ts = -1;  // the decode cost model's figure when it was chosen
     double kl = 0, ppl = 0, top1 = 0;
     double decode_ts = 0, prefill_ts = 0;
     // Serve goal: generated tokens/s of the load at `streams` streams, and its latency tails.

@@ -165,18 +165,20 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
     std::ostringstream s;
     char line[256];
     const bool serve = c.goal == Goal::Serve;
-    std::snprintf(line, sizeof line, "%-22s %9s %10s %10s %8s %7s %10s %10s%s  %s\n", "point", "MB",
-                  "KL", "predicted", "PPL", "top-1", "decode t/s", "prefill",
+    std::snprintf(line, sizeof line, "%-22s %9s %10s %10s %8s %7s %10s %10s %10s%s  %s\n", "point",
+                  "MB", "KL", "predicted", "PPL", "top-1", "decode t/s", "predicted", "prefill",
                   serve ? "  serve t/s  TTFT p99" : "", "front");
     s << line;
     for (const Point& p : pts) {
         const std::string served =
             !serve ? "" : p.streams ? fmt(" %10.1f", p.serve_ts) + fmt(" %8.3fs", p.ttft_p99)
                                     : cat(" ", std::string(10, ' '), "-", std::string(8, ' '), "-");
-        std::snprintf(line, sizeof line, "%-22s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10.1f%s  %s%s\n",
+        std::snprintf(line, sizeof line, "%-22s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10s %10.1f%s  %s%s\n",
                       p.label.c_str(), p.file_bytes / 1e6, p.kl,
                       p.predicted_kl >= 0 ? fmt("%.5f", p.predicted_kl).c_str() : "-", p.ppl,
-                      100 * p.top1, p.decode_ts, p.prefill_ts, served.c_str(),
+                      100 * p.top1, p.decode_ts,
+                      p.predicted_decode_ts > 0 ? fmt("%.1f", p.predicted_decode_ts).c_str() : "-",
+                      p.prefill_ts, served.c_str(),
                       on_front(p, r) ? "*" : "",
                       r.chosen && r.chosen->plan.key() == p.plan.key() ? " chosen" : "");
         s << line;

@@ -23,6 +23,8 @@ struct TypeCost {
     DType type;
     uint64_t bytes = 0;  // the tensor stored as this type
     double kl = 0;       // mean KL of the model with only this tensor of this type, nats/token
+    double cost = -1;    // what the allocation minimises (predicted seconds); < 0: the bytes
+    double goal_cost() const { return cost >= 0 ? cost : static_cast<double>(bytes); }
 };
 
 struct TensorSensitivity {

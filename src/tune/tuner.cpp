@@ -23,6 +23,7 @@
 #include "profile/model_costs.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tune/allocate.hpp"
+#include "tune/decode_cost.hpp"
 #include "tune/sensitivity.hpp"
 #include "tune/serve_load.hpp"
 #include "tune/serve_search.hpp"
@@ -87,6 +88,7 @@ public:
         TuneResult r;
         auto file = std::make_shared<const io::GGUFFile>(o_.model);
         in_type_ = matrices_type(*file);
+        own_output_ = file->find_tensor("output.weight") != nullptr;
         {
             const model::Model m(file);
             r.analysis = analyse(m, o_.threads);
@@ -102,7 +104,8 @@ public:
         imatrix_.save((fs::path(o_.out_dir) / "imatrix.gguf").string());
         const std::vector<TensorSensitivity> table = sensitivity();
         SYSLM_CHECK(!table.empty(), o_.model, ": no weight matrix to quantize");
-        const std::vector<Allocation> hull = allocation_hull(table);
+        std::vector<TensorSensitivity> costed = table;
+        std::vector<Allocation> hull = allocation_hull(costed);
         say(cat("allocation: ", hull.size(), " points from ", hull.front().bytes / 1e6, " to ",
                 hull.back().bytes / 1e6, " MB of matrices"));
 
@@ -121,6 +124,18 @@ public:
             measure(stock);
         }
 
+        // Decode goal: the allocation minimises the time the cost model fitted to the files timed
+        // so far predicts, refitted every round.
+        auto refit_cost = [&] {
+            if (o_.goal != Goal::Decode || !fit_cost_model()) return;
+            for (TensorSensitivity& t : costed)
+                for (TypeCost& c : t.options)
+                    c.cost = (t.name == "token_embd.weight" && own_output_)
+                                 ? 0
+                                 : static_cast<double>(c.bytes) * cost_->seconds_per_byte(c.type);
+            hull = allocation_hull(costed);
+        };
+        refit_cost();
         double factor = 1;  // measured KL / the allocation's sum, fitted round by round
         const std::vector<double> first = {0.1, 0.35, 0.6, 0.85, 1.0, 1.3, 2.0, 4.0};
         const std::vector<double> later = {0.8, 0.9, 1.0, 1.1, 1.25};
@@ -136,14 +151,14 @@ public:
                 if (keys.insert(p.plan.key()).second && !cache_.find(p.plan.key()))
                     pending.push_back(std::move(p));
             }
-            // The first round also spreads points over the hull's sizes, so the front has a shape
+            // The first round also spreads points over the hull's costs, so the front has a shape
             // even when every allocation is within the limit.
             for (double share : round == 0 ? std::vector<double>{0.25, 0.5, 0.75}
                                            : std::vector<double>{}) {
-                const double target = hull.back().bytes + share * (hull.front().bytes - hull.back().bytes);
+                const double target = hull.back().cost + share * (hull.front().cost - hull.back().cost);
                 const Allocation* best = &hull.front();
                 for (const Allocation& a : hull)
-                    if (a.bytes >= target) best = &a;
+                    if (a.cost >= target) best = &a;
                 Point p = tuned_point(table, *best, factor);
                 if (keys.insert(p.plan.key()).second && !cache_.find(p.plan.key()))
                     pending.push_back(std::move(p));
@@ -153,6 +168,7 @@ public:
                     factor, ")"));
             measure(pending);
             factor = refit(factor);
+            refit_cost();
         }
 
         if (o_.goal != Goal::Size) confirm_speed();
@@ -367,6 +383,7 @@ private:
         for (size_t i = 0; i < table.size(); ++i) p.plan.tensor_types[table[i].name] = a.types[i];
         p.additive_kl = a.predicted_kl;
         p.predicted_kl = a.predicted_kl * factor;
+        if (cost_) p.predicted_decode_ts = 1 / (cost_->fixed_s + a.cost);
         p.label = cat("tuned ", a.bytes / 1e6, " MB");
         return p;
     }
@@ -427,32 +444,48 @@ private:
     // points within the limit are timed again, round-robin so that a slow stretch of the machine
     // hits them alike, and their median over all repetitions replaces the first figure.
     void confirm_speed() {
+        const int max_threads = ThreadPool::resolve(o_.threads);
         std::vector<Point> top;
         for (const Point& p : cache_.points())
-            if (p.kl <= o_.max_kl) top.push_back(p);
-        std::erase_if(top, [](const Point& p) { return p.streams > 0; });
+            if (p.kl <= o_.max_kl && p.streams == 0 && p.plan.threads == o_.threads) top.push_back(p);
         std::sort(top.begin(), top.end(), [&](const Point& a, const Point& b) {
             return goal_value(a, speed_goal()) > goal_value(b, speed_goal());
         });
         if (top.size() > 4) top.resize(4);
-        if (top.size() < 2) return;
+        // The fastest tuned and the fastest stock point also at fewer threads: a small model can
+        // run faster on fewer cores (less synchronisation per step), and the stock recipe gets
+        // the same chance as the tuned file.
+        std::vector<Point> runs = top;
+        if (o_.goal != Goal::Serve) {
+            std::set<bool> kinds;
+            for (const Point& p : top) {
+                if (!kinds.insert(p.stock).second) continue;
+                for (int t = 1; t < max_threads; t *= 2) {
+                    Point q = p;
+                    q.plan.threads = t;
+                    q.label += cat(" t", t);
+                    runs.push_back(q);
+                }
+            }
+        }
+        if (runs.size() < 2) return;
         std::vector<std::unique_ptr<model::Model>> models;
-        for (const Point& p : top) models.push_back(std::make_unique<model::Model>(file_of(p.plan)));
-        profile::BenchOptions bo;
-        bo.threads = o_.threads > 0 ? o_.threads
-                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        bo.reps = 1;
+        for (const Point& p : runs) models.push_back(std::make_unique<model::Model>(file_of(p.plan)));
         const profile::BenchTest test = speed_goal() == Goal::Prefill
                                             ? profile::BenchTest{o_.prefill_tokens, 0}
                                             : profile::BenchTest{0, o_.decode_tokens};
-        std::vector<std::vector<double>> ts(top.size());
+        std::vector<std::vector<double>> ts(runs.size());
         for (int round = 0; round < 3 * o_.speed_reps; ++round)
-            for (size_t i = 0; i < top.size(); ++i)
+            for (size_t i = 0; i < runs.size(); ++i) {
+                profile::BenchOptions bo;
+                bo.threads = runs[i].plan.threads > 0 ? runs[i].plan.threads : max_threads;
+                bo.reps = 1;
                 ts[i].push_back(profile::run_bench(*models[i], test, bo).avg_ts);
-        for (size_t i = 0; i < top.size(); ++i) {
+            }
+        for (size_t i = 0; i < runs.size(); ++i) {
             std::sort(ts[i].begin(), ts[i].end());
             const double median = ts[i][ts[i].size() / 2];
-            Point p = top[i];
+            Point p = runs[i];
             (speed_goal() == Goal::Prefill ? p.prefill_ts : p.decode_ts) = median;
             cache_.add(p);  // the later line of a plan wins
             say(cat(p.label, ": ", goal_name(speed_goal()), " timed again: ", median, " tok/s (median of ",
@@ -474,8 +507,28 @@ private:
         return n ? std::exp(sum / n) : factor;
     }
 
+    // Fits the decode cost model to every model-half point timed so far (their files' bytes by
+    // type against their decode time); false while fewer than two are.
+    bool fit_cost_model() {
+        std::vector<DecodeTimeSample> samples;
+        for (const Point& p : cache_.points()) {
+            if (p.streams > 0 || p.decode_ts <= 0 || p.plan.threads != o_.threads) continue;
+            samples.push_back({decode_bytes(io::GGUFFile(file_of(p.plan))), 1 / p.decode_ts});
+        }
+        if (samples.size() < 2) return false;
+        cost_ = fit_decode_cost(samples);
+        std::string rates;
+        for (const auto& [t, spb] : cost_->s_per_byte)
+            rates += cat(rates.empty() ? "" : ", ", dtype_name(t), " ", 1e-9 / spb);
+        say(cat("decode cost model (", samples.size(), " files): ", cost_->fixed_s * 1e6,
+                " us per token + bytes at GB/s: ", rates));
+        return true;
+    }
+
     const TuneOptions& o_;
     Clock::time_point start_;
+    std::optional<DecodeCostModel> cost_;
+    bool own_output_ = false;
     MeasurementCache cache_;
     DType in_type_ = DType::F32;
     std::vector<int32_t> calib_tokens_;

@@ -73,6 +73,39 @@ TEST(Allocation, HullPointsAreOptimalForTheirBytes) {
     }
 }
 
+// With a cost that is not the bytes (a type's kernel slower per byte), the hull is optimal in
+// that cost, and an option that saves bytes but costs more time is never taken.
+TEST(Allocation, HullPointsAreOptimalForTheirCost) {
+    std::mt19937 rng(29);
+    for (int trial = 0; trial < 20; ++trial) {
+        const int tensors = 2 + trial % 4, types = 2 + trial % 3;
+        auto table = random_table(rng, tensors, types);
+        std::vector<double> per_byte(types);
+        for (double& c : per_byte) c = std::uniform_real_distribution<double>(0.5, 2.0)(rng);
+        for (TensorSensitivity& t : table)
+            for (int k = 0; k < types; ++k)
+                t.options[k].cost = t.options[k].bytes * per_byte[k] * 1e-9;
+        const std::vector<Allocation> hull = allocation_hull(table);
+        for (size_t i = 1; i < hull.size(); ++i) EXPECT_LT(hull[i].cost, hull[i - 1].cost);
+        uint64_t combos = 1;
+        for (int i = 0; i < tensors; ++i) combos *= static_cast<uint64_t>(types);
+        for (uint64_t c = 0; c < combos; ++c) {
+            double cost = 0, kl = 0;
+            uint64_t x = c;
+            for (int i = 0; i < tensors; ++i, x /= types) {
+                cost += table[i].options[x % types].cost;
+                kl += table[i].options[x % types].kl;
+            }
+            for (const Allocation& a : hull)
+                if (cost <= a.cost * (1 - 1e-12)) EXPECT_GE(kl, a.predicted_kl - 1e-12);
+        }
+    }
+    std::vector<TensorSensitivity> t(1);
+    t[0].options = {{DType::Q8_0, 1000, 0.0, 10}, {DType::Q4_0, 500, 0.01, 5},
+                    {DType::Q2_K, 300, 0.05, 7}};
+    for (const Allocation& a : allocation_hull(t)) EXPECT_NE(a.types[0], DType::Q2_K);
+}
+
 // Two tensors, one ten times as sensitive: the first bytes saved come from the insensitive one.
 TEST(Allocation, TakesBytesFromTheLeastSensitiveTensorFirst) {
     std::vector<TensorSensitivity> t(2);
