@@ -123,6 +123,11 @@ std::function<int()> setup(CLI::App& app) {
                    "Calibration chunks each sensitivity is measured on")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--sensitivity", o.sensitivity_mode,
+                   "measured: run every (tensor, type); proxy: run one type per tensor and scale "
+                   "the others by importance-weighted error; auto: proxy above 100M weights")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "measured", "proxy"}));
     app.add_option("--rounds", o.max_rounds, "Most rounds of candidates")
         ->capture_default_str()
         ->check(CLI::Range(1, 100));

@@ -62,6 +62,7 @@ double DecodeCostModel::predict(const BytesByType& bytes) const {
 }
 
 DecodeCostModel fit_decode_cost(const std::vector<DecodeTimeSample>& samples, double ridge) {
+    SYSLM_CHECK(ridge >= 0, "decode cost fit: ridge ", ridge, " < 0");
     SYSLM_CHECK(samples.size() >= 2, "decode cost fit: needs two timed files, got ",
                 samples.size());
     DecodeCostModel m;
@@ -114,7 +115,10 @@ DecodeCostModel fit_decode_cost(const std::vector<DecodeTimeSample>& samples, do
     }
     A[0] += 1e-12 * (A[0] + 1);
     const std::vector<double> x = solve(A, b);
-    m.fixed_s = std::max(0.0, x[0]);
+    // The fixed time cannot exceed the fastest file's whole time (noise can push it there).
+    double fastest = samples[0].seconds_per_token;
+    for (const DecodeTimeSample& s : samples) fastest = std::min(fastest, s.seconds_per_token);
+    m.fixed_s = std::clamp(x[0], 0.0, 0.95 * fastest);
     for (size_t k = 0; k < types.size(); ++k)
         m.s_per_byte[types[k]] = std::max(0.05 * m.mean_s_per_byte, x[k + 1] / 1e6);
     return m;

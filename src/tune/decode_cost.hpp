@@ -39,6 +39,7 @@ struct DecodeCostModel {
 // Least squares on relative error (each sample weighted by 1 / its time squared): first one
 // rate for all bytes plus the fixed time, then a rate per type pulled towards that common rate
 // (ridge), so that a type seen in few files stays near the common figure. Needs >= 2 samples.
-DecodeCostModel fit_decode_cost(const std::vector<DecodeTimeSample>& samples, double ridge = 0.1);
+// The fixed time is kept below the fastest sample's time (noisy timings can fit it above).
+DecodeCostModel fit_decode_cost(const std::vector<DecodeTimeSample>& samples, double ridge = 0.5);
 
 }  // namespace syslm::tune

@@ -5,9 +5,11 @@
 #include <memory>
 #include <thread>
 
+#include "compress/imatrix.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
+#include "kernels/type_traits.hpp"
 #include "model/transformer.hpp"
 
 namespace syslm::tune {
@@ -43,7 +45,41 @@ double kl_rows(std::span<const double> ref_logp, std::span<const float> logits, 
     return rows ? total / rows : 0;
 }
 
+// The tensor as float rows (dequantized when it is stored quantized or as half floats).
+std::vector<float> to_floats(const io::GGUFTensor& t) {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    const kernels::TypeTraits& tt = kernels::type_traits(t.type);
+    const size_t rb = row_bytes(t.type, t.ne[0]);
+    for (int64_t r = 0; r < t.rows(); ++r)
+        tt.to_float(t.data + static_cast<size_t>(r) * rb, out.data() + r * t.ne[0], t.ne[0]);
+    return out;
+}
+
 }  // namespace
+
+double weighted_error(std::span<const float> original, std::span<const uint8_t> quantized,
+                      DType type, int64_t n_per_row, std::span<const float> importance) {
+    SYSLM_CHECK(n_per_row > 0 && original.size() % static_cast<size_t>(n_per_row) == 0,
+                "weighted_error: ", original.size(), " values in rows of ", n_per_row);
+    SYSLM_CHECK(importance.empty() || importance.size() == static_cast<size_t>(n_per_row),
+                "weighted_error: ", importance.size(), " importances for rows of ", n_per_row);
+    const int64_t rows = static_cast<int64_t>(original.size()) / n_per_row;
+    const size_t rb = row_bytes(type, n_per_row);
+    SYSLM_CHECK(quantized.size() == rb * static_cast<size_t>(rows), "weighted_error: ",
+                quantized.size(), " bytes for ", rows, " rows of ", dtype_name(type));
+    const kernels::TypeTraits& tt = kernels::type_traits(type);
+    std::vector<float> row(static_cast<size_t>(n_per_row));
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        tt.to_float(quantized.data() + static_cast<size_t>(r) * rb, row.data(), n_per_row);
+        const float* w = original.data() + r * n_per_row;
+        for (int64_t j = 0; j < n_per_row; ++j) {
+            const double d = static_cast<double>(w[j]) - row[j];
+            total += (importance.empty() ? 1.0 : importance[j]) * d * d;
+        }
+    }
+    return total;
+}
 
 double mean_kl(std::span<const float> ref_logits, std::span<const float> logits, int64_t n_vocab) {
     SYSLM_CHECK(n_vocab > 0 && ref_logits.size() == logits.size() &&
@@ -94,21 +130,58 @@ std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path
     }
     size_t total = 0, done = 0;
     for (const TensorSensitivity& s : out) total += s.options.size();
+    auto measure_kl = [&](const io::GGUFTensor& t, DType type, std::vector<uint8_t> converted) {
+        auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(converted));
+        const model::Model m(file, {{t.name, type, bytes}});
+        double sum = 0;
+        run(m, [&](int c, std::span<const float> logits) {
+            sum += kl_rows(ref_logp[static_cast<size_t>(c)], logits, n_vocab);
+        });
+        return sum / chunks;
+    };
+    if (options.proxy) total = out.size();
     for (TensorSensitivity& s : out) {
         const io::GGUFTensor& t = file->tensor(s.name);
-        for (TypeCost& o : s.options) {
-            if (o.type != t.type) {
-                auto bytes = std::make_shared<const std::vector<uint8_t>>(compress::convert_tensor(
-                    t, o.type, options.imatrix, threads, cat(model_path, ": tensor ", t.name)));
-                const model::Model m(file, {{t.name, o.type, bytes}});
-                double sum = 0;
-                run(m, [&](int c, std::span<const float> logits) {
-                    sum += kl_rows(ref_logp[static_cast<size_t>(c)], logits, n_vocab);
-                });
-                o.kl = sum / chunks;
+        const std::string what = cat(model_path, ": tensor ", t.name);
+        if (!options.proxy) {
+            for (TypeCost& o : s.options) {
+                if (o.type != t.type)
+                    o.kl = measure_kl(t, o.type, compress::convert_tensor(t, o.type, options.imatrix,
+                                                                          threads, what));
+                if (options.progress) options.progress(++done, total);
             }
-            if (options.progress) options.progress(++done, total);
+            continue;
         }
+        // Proxy: every option's weighted error, then one option run.
+        const std::vector<float> w = to_floats(t);
+        const std::vector<float> imp =
+            options.imatrix && t.ne.size() == 2 ? options.imatrix->importance(t.name, 0, t.ne[0])
+                                                : std::vector<float>{};
+        std::vector<std::vector<uint8_t>> converted(s.options.size());
+        std::vector<size_t> order;
+        for (size_t i = 0; i < s.options.size(); ++i) {
+            TypeCost& o = s.options[i];
+            o.measured = o.type == t.type;  // the file's own type: KL 0, exactly
+            if (o.type == t.type) continue;
+            converted[i] = compress::convert_tensor(t, o.type, options.imatrix, threads, what);
+            o.weighted_error = weighted_error(w, converted[i], o.type, t.ne[0], imp);
+            order.push_back(i);
+        }
+        if (!order.empty()) {
+            std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+                return s.options[a].weighted_error < s.options[b].weighted_error;
+            });
+            const size_t ref = order[order.size() / 2];
+            TypeCost& r = s.options[ref];
+            r.kl = measure_kl(t, r.type, std::move(converted[ref]));
+            r.measured = true;
+            for (size_t i : order)
+                if (i != ref)
+                    s.options[i].kl = r.weighted_error > 0
+                                          ? r.kl * s.options[i].weighted_error / r.weighted_error
+                                          : 0;
+        }
+        if (options.progress) options.progress(++done, total);
     }
     return out;
 }

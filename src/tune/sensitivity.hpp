@@ -24,6 +24,11 @@ struct TypeCost {
     uint64_t bytes = 0;  // the tensor stored as this type
     double kl = 0;       // mean KL of the model with only this tensor of this type, nats/token
     double cost = -1;    // what the allocation minimises (predicted seconds); < 0: the bytes
+    // Importance-weighted squared error of the tensor stored as this type (sum over rows and
+    // columns of importance_j * (w - q(w))^2): the output error energy it adds on the
+    // calibration activations. Filled in the proxy mode.
+    double weighted_error = 0;
+    bool measured = true;  // false: kl estimated from the weighted error (proxy mode)
     double goal_cost() const { return cost >= 0 ? cost : static_cast<double>(bytes); }
 };
 
@@ -43,7 +48,17 @@ struct SensitivityOptions {
     const compress::ImportanceMatrix* imatrix = nullptr;  // weighted quantizers where it has the tensor
     // Called after each (tensor, type) measured: done, total.
     std::function<void(size_t, size_t)> progress;
+    // Proxy mode for large models: per tensor, only the type whose weighted error is the median
+    // of its options is run; the other types' KLs are that KL scaled by their weighted error over
+    // its (KL is quadratic in small perturbations, so about linear in the error energy). About
+    // 1/#types of the forward passes.
+    bool proxy = false;
 };
+
+// Importance-weighted squared error of `original` (float rows of n_per_row) against `quantized`
+// (the same rows as `type`); importance empty: uniform.
+double weighted_error(std::span<const float> original, std::span<const uint8_t> quantized,
+                      DType type, int64_t n_per_row, std::span<const float> importance);
 
 // Throws Error naming the file when it cannot be read or the tokens are fewer than one chunk.
 std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path,

@@ -38,9 +38,10 @@ using Clock = std::chrono::steady_clock;
 // importance matrix).
 const char* const kStockRecipes[] = {"Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "Q3_K_M", "Q2_K"};
 
-// Types the allocation chooses from: the K-quants for rows of 256, the 32-blocks otherwise.
-const DType kDefaultTypes[] = {DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q3_K,
-                               DType::Q2_K, DType::Q5_0, DType::Q4_0};
+// Types the allocation chooses from: the K-quants for rows of 256, the 32-blocks otherwise, F16
+// for rows that fit no block.
+const DType kDefaultTypes[] = {DType::F16,  DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K,
+                               DType::Q3_K, DType::Q2_K, DType::Q5_0, DType::Q4_0};
 
 std::string read_text(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -56,20 +57,33 @@ std::string hex(uint64_t v) {
     return buf;
 }
 
-// The decode bottleneck of the input model, in a sentence, from the probe and the model's bytes.
+// The decode bottleneck of the input model, in a sentence, from the probe and the model's bytes
+// (before anything is timed; the measured split follows once the stock recipes are).
 std::string analyse(const model::Model& m, int threads) {
     const profile::ProbeResult probe = profile::cached_or_measured_probe(threads, false);
     const profile::ModelCosts c = profile::model_costs(m, DType::F16);
-    const double per_token_s = c.decode_weight_bytes / (probe.read_gbs_for(threads) * 1e9);
+    const double gbs = probe.read_gbs_for(threads);
+    const double per_token_s = c.decode_weight_bytes / (gbs * 1e9);
     double flops = 0;
     for (const profile::MatrixCost& mc : c.matrices) flops += mc.flops_per_token;
     const double compute_s = flops / (probe.fma_f32_for(threads) * 1e9);
+    // The caches the weights could stay in between tokens (L2 and below per core, L3 shared).
+    size_t cache_bytes = 0;
+    for (const profile::CacheLevel& l : probe.caches)
+        if (l.level >= 2 && l.type != "Instruction")
+            cache_bytes += l.bytes * static_cast<size_t>(l.level == 2 ? std::min(l.instances, threads)
+                                                                      : l.instances);
+    const double q4_bytes = c.decode_weight_bytes * 4.5 / 16;  // about Q4_0's 4.5 bits per weight
     std::ostringstream s;
     s.precision(3);
-    s << "decode reads " << c.decode_weight_bytes / 1e6 << " MB of weights per token: "
-      << per_token_s * 1e3 << " ms at the probe's " << probe.read_gbs_for(threads)
-      << " GB/s, against " << compute_s * 1e3 << " ms of FP32 arithmetic at its peak; ";
-    if (per_token_s >= compute_s)
+    s << "decode reads " << c.decode_weight_bytes / 1e6 << " MB of weights per token at F16: "
+      << per_token_s * 1e3 << " ms at the probe's " << gbs << " GB/s (" << threads
+      << " threads), against " << compute_s * 1e3 << " ms of FP32 arithmetic at its peak; ";
+    if (cache_bytes > 0 && q4_bytes < 0.5 * static_cast<double>(cache_bytes))
+        s << "at 4-5 bits a weight (" << q4_bytes / 1e6 << " MB) the model stays in the "
+          << cache_bytes / 1e6 << " MB of L2/L3 between tokens, so DRAM bandwidth need not bind: "
+             "the types' kernel speed and the per-token overheads decide";
+    else if (per_token_s >= compute_s)
         s << "bandwidth-bound, so bytes per token decide: lower-bit types on the largest, least "
              "sensitive matrices first";
     else
@@ -89,9 +103,11 @@ public:
         auto file = std::make_shared<const io::GGUFFile>(o_.model);
         in_type_ = matrices_type(*file);
         own_output_ = file->find_tensor("output.weight") != nullptr;
+        for (const io::GGUFTensor& t : file->tensors())
+            if (compress::is_quantizable_weight(t.name, t.ne)) matrix_weights_ += t.numel();
         {
             const model::Model m(file);
-            r.analysis = analyse(m, o_.threads);
+            r.analysis = analyse(m, ThreadPool::resolve(o_.threads));
             say("analysis: " + r.analysis);
             const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
             calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
@@ -135,7 +151,10 @@ public:
                                  : static_cast<double>(c.bytes) * cost_->seconds_per_byte(c.type);
             hull = allocation_hull(costed);
         };
-        refit_cost();
+        if (refit_cost(), cost_) {
+            r.analysis += "; " + measured_analysis();
+            say("measured: " + measured_analysis());
+        }
         double factor = 1;  // measured KL / the allocation's sum, fitted round by round
         const std::vector<double> first = {0.1, 0.35, 0.6, 0.85, 1.0, 1.3, 2.0, 4.0};
         const std::vector<double> later = {0.8, 0.9, 1.0, 1.1, 1.25};
@@ -190,6 +209,12 @@ public:
     }
 
 private:
+    bool proxy_sensitivity() const {
+        if (o_.sensitivity_mode == "measured") return false;
+        if (o_.sensitivity_mode == "proxy") return true;
+        return matrix_weights_ > 100e6;
+    }
+
     bool within_limits(const Point& p) const {
         if (!measures_goal(p, o_.goal) || p.kl > o_.max_kl) return false;
         return o_.goal != Goal::Serve || (p.ttft_p99 <= o_.max_ttft_p99 && p.itl_p99 <= o_.max_itl_p99);
@@ -319,7 +344,8 @@ private:
                               {"calib", fs::absolute(o_.calib).string()},
                               {"calib_bytes", fs::file_size(o_.calib)},
                               {"n_ctx", o_.n_ctx},
-                              {"chunks", o_.sensitivity_chunks}};
+                              {"chunks", o_.sensitivity_chunks},
+                              {"proxy", proxy_sensitivity()}};
         for (DType t : types) key["types"].push_back(dtype_name(t));
         const fs::path path = fs::path(o_.out_dir) / "sensitivity.json";
         if (fs::exists(path)) {
@@ -333,8 +359,11 @@ private:
                         for (const auto& o : t.at("options")) {
                             const auto type = dtype_from_name(o.at("type").get<std::string>());
                             SYSLM_CHECK(type, "unknown type ", o.at("type"));
-                            s.options.push_back({*type, o.at("bytes").get<uint64_t>(),
-                                                 o.at("kl").get<double>()});
+                            TypeCost c{*type, o.at("bytes").get<uint64_t>(),
+                                       o.at("kl").get<double>()};
+                            c.weighted_error = o.value("weighted_error", 0.0);
+                            c.measured = o.value("measured", true);
+                            s.options.push_back(c);
                         }
                         table.push_back(std::move(s));
                     }
@@ -351,6 +380,10 @@ private:
         so.max_chunks = o_.sensitivity_chunks;
         so.threads = o_.threads;
         so.imatrix = &imatrix_;
+        so.proxy = proxy_sensitivity();
+        if (so.proxy)
+            say(cat("sensitivity: proxy mode (", matrix_weights_ / 1e6, "M weights in matrices): "
+                    "one type per tensor run, the others scaled by importance-weighted error"));
         const auto t0 = Clock::now();
         so.progress = [&](size_t done, size_t total) {
             if (!o_.log || (done % 16 != 0 && done != total)) return;
@@ -365,7 +398,11 @@ private:
         for (const TensorSensitivity& s : table) {
             nlohmann::json t = {{"name", s.name}, {"options", nlohmann::json::array()}};
             for (const TypeCost& o : s.options)
-                t["options"].push_back({{"type", dtype_name(o.type)}, {"bytes", o.bytes}, {"kl", o.kl}});
+                t["options"].push_back({{"type", dtype_name(o.type)},
+                                        {"bytes", o.bytes},
+                                        {"kl", o.kl},
+                                        {"weighted_error", o.weighted_error},
+                                        {"measured", o.measured}});
             j["tensors"].push_back(std::move(t));
         }
         const std::string text = j.dump(1);
@@ -507,6 +544,33 @@ private:
         return n ? std::exp(sum / n) : factor;
     }
 
+    // The share of a token's decode time the weight types act on, from the fitted cost model and
+    // the fastest stock recipe within the limit (the fastest of all when none is).
+    std::string measured_analysis() const {
+        const Point* best = nullptr;
+        for (const Point& p : cache_.points())
+            if (p.stock && p.streams == 0 && p.plan.threads == o_.threads &&
+                (!best || (p.kl <= o_.max_kl) > (best->kl <= o_.max_kl) ||
+                 ((p.kl <= o_.max_kl) == (best->kl <= o_.max_kl) && p.decode_ts > best->decode_ts)))
+                best = &p;
+        if (!best) return "";
+        const double total = cost_->predict(decode_bytes(io::GGUFFile(file_of(best->plan))));
+        const double weights = total - cost_->fixed_s;
+        const double share = weights / total;
+        std::ostringstream s;
+        s.precision(3);
+        s << "measured on " << cost_->samples << " files: a decoded token costs "
+          << cost_->fixed_s * 1e6 << " us whatever the weight types, plus " << weights * 1e6
+          << " us reading " << best->label << "'s weights (its measured total: "
+          << 1e6 / best->decode_ts << " us); the types act on " << 100 * share
+          << "% of the time, so no choice of types can decode more than " << 1 / (1 - share)
+          << "x faster than " << best->label;
+        if (share < 0.3)
+            s << ": decode is bound by per-token overheads (attention, norms, dispatch), not by "
+                 "the weights";
+        return s.str();
+    }
+
     // Fits the decode cost model to every model-half point timed so far (their files' bytes by
     // type against their decode time); false while fewer than two are.
     bool fit_cost_model() {
@@ -529,6 +593,7 @@ private:
     Clock::time_point start_;
     std::optional<DecodeCostModel> cost_;
     bool own_output_ = false;
+    double matrix_weights_ = 0;
     MeasurementCache cache_;
     DType in_type_ = DType::F32;
     std::vector<int32_t> calib_tokens_;

@@ -25,6 +25,10 @@ struct TuneOptions {
     int n_ctx = 256;       // tokens per chunk, held-out and calibration
     int eval_chunks = 8;   // held-out chunks measured (< 0: all)
     int sensitivity_chunks = 2;
+    // "measured": every (tensor, type) KL is run; "proxy": one type per tensor is run and the
+    // rest scaled by importance-weighted error (tune/sensitivity.hpp); "auto": proxy for models
+    // of more than 100M weights in their matrices.
+    std::string sensitivity_mode = "auto";
     int decode_tokens = 64, prefill_tokens = 128, speed_reps = 3;
     std::vector<DType> types;  // candidate types; empty: the defaults (see the .cpp)
     bool stock = true;         // measure the stock recipes too

@@ -8,6 +8,7 @@
 
 #include "../common/random_model.hpp"
 #include "io/gguf.hpp"
+#include "kernels/type_traits.hpp"
 #include "tune/sensitivity.hpp"
 
 namespace syslm::tune {
@@ -56,6 +57,92 @@ TEST(Sensitivity, FewerBitsCostMoreAndTheFileTypeNothing) {
         EXPECT_LT(q8, q4) << s.name;
     }
     EXPECT_EQ(calls, options);
+}
+
+// Proxy mode: per tensor one type is run and its KL is exactly the measured mode's; the others
+// are scaled by weighted error, so the ordering of a tensor's types follows their error.
+TEST(Sensitivity, ProxyRunsOneTypePerTensorAndScalesTheRest) {
+    model::InitConfig c = testing::small_model_config("llama", 64, 37);
+    c.n_embd = 64;
+    c.n_head = 4;
+    c.n_ff = 96;
+    const std::string path = testing::write_test_model("sens_proxy", c);
+    std::mt19937 rng(9);
+    std::vector<int32_t> tokens(130);
+    for (auto& t : tokens) t = static_cast<int32_t>(3 + rng() % 2000);
+    SensitivityOptions o;
+    o.types = {DType::F32, DType::Q8_0, DType::Q5_0, DType::Q4_0};
+    o.n_ctx = 64;
+    o.max_chunks = 1;
+    o.threads = 2;
+    const auto full = measure_sensitivity(path, tokens, o);
+    o.proxy = true;
+    const auto proxy = measure_sensitivity(path, tokens, o);
+    ASSERT_EQ(full.size(), proxy.size());
+    for (size_t i = 0; i < full.size(); ++i) {
+        int measured = 0;
+        for (size_t k = 0; k < proxy[i].options.size(); ++k) {
+            const TypeCost& p = proxy[i].options[k];
+            const TypeCost& m = full[i].options[k];
+            ASSERT_EQ(p.type, m.type);
+            if (p.type == DType::F32) {
+                EXPECT_EQ(p.kl, 0);
+                continue;
+            }
+            EXPECT_GT(p.weighted_error, 0) << proxy[i].name;
+            if (p.measured) {
+                ++measured;
+                EXPECT_EQ(p.kl, m.kl) << proxy[i].name;  // the same run
+            }
+            for (const TypeCost& q : proxy[i].options) {
+                if (q.type != DType::F32 && q.weighted_error < p.weighted_error) {
+                    EXPECT_LT(q.kl, p.kl) << proxy[i].name;
+                }
+            }
+        }
+        EXPECT_EQ(measured, 1) << proxy[i].name;
+    }
+}
+
+// Q8_0 with uniform importance: each element is off by at most half its block's step
+// (max |x| / 127), which bounds the error from the arithmetic; F16 of values that F16 holds
+// exactly has none.
+TEST(Sensitivity, WeightedErrorIsWithinTheRoundingBound) {
+    std::mt19937 rng(3);
+    const int64_t n = 96, rows = 7;
+    std::vector<float> w(static_cast<size_t>(n * rows));
+    for (float& x : w) x = std::normal_distribution<float>(0, 0.7f)(rng);
+    std::vector<uint8_t> q(row_bytes(DType::Q8_0, n) * rows);
+    for (int64_t r = 0; r < rows; ++r)
+        kernels::type_traits(DType::Q8_0).from_float(w.data() + r * n,
+                                                     q.data() + r * row_bytes(DType::Q8_0, n), n);
+    double bound = 0;
+    for (size_t b = 0; b < w.size(); b += 32) {
+        float mx = 0;
+        for (size_t j = b; j < b + 32; ++j) mx = std::max(mx, std::abs(w[j]));
+        const double half_step = mx / 127.0 / 2 * (1 + 1e-3);  // d is stored as F16
+        bound += 32 * half_step * half_step;
+    }
+    const double e = weighted_error(w, q, DType::Q8_0, n, {});
+    EXPECT_GT(e, 0);
+    EXPECT_LE(e, bound);
+    std::vector<float> imp(static_cast<size_t>(n), 0.0f);
+    imp[5] = 2.0f;  // only column 5 counts, twice
+    double col5 = 0;
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+        kernels::type_traits(DType::Q8_0).to_float(q.data() + r * row_bytes(DType::Q8_0, n),
+                                                   row.data(), n);
+        col5 += 2.0 * std::pow(static_cast<double>(w[r * n + 5]) - row[5], 2);
+    }
+    EXPECT_NEAR(weighted_error(w, q, DType::Q8_0, n, imp), col5, 1e-12 + 1e-9 * col5);
+    std::vector<float> halves(w.size());
+    for (size_t i = 0; i < w.size(); ++i) halves[i] = std::ldexp(std::round(w[i] * 64), -6);
+    std::vector<uint8_t> h(row_bytes(DType::F16, n) * rows);
+    for (int64_t r = 0; r < rows; ++r)
+        kernels::type_traits(DType::F16).from_float(halves.data() + r * n,
+                                                    h.data() + r * row_bytes(DType::F16, n), n);
+    EXPECT_EQ(weighted_error(halves, h, DType::F16, n, {}), 0);
 }
 
 TEST(Sensitivity, MeanKlIsTheDefinition) {
