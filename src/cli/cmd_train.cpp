@@ -613,7 +613,9 @@ int run_train(const TrainArgs& a) {
                                  {"accum", accum},
                                  {"recompute", a.recompute},
                                  {"precision", a.precision},
-                                 {"threads", ThreadPool::resolve(a.threads)}};
+                                 {"threads", ThreadPool::resolve(a.threads)},
+                                 {"n_vocab", n_vocab},
+                                 {"tokens_per_step", tokens_per_step}};
     log(summary);
     if (std::isfinite(best_val)) std::fprintf(info, "best val loss %.4f\n", best_val);
     if (a.json) std::printf("%s\n", summary.dump().c_str());
@@ -850,7 +852,7 @@ std::function<int()> setup_command(CLI::App& app, bool distill) {
                  "Per-op time table of the training steps (forward, backward, loss)");
     app.add_flag("--json", a->json,
                  "Last line of stdout: {tokens_per_s, mfu, first_loss, final_loss, peak_rss_mib, "
-                 "micro_batch, accum, recompute, precision, threads}");
+                 "micro_batch, accum, recompute, precision, threads, n_vocab, tokens_per_step}");
     app.add_option("--plan", a->plan,
                    "A plan from `syslm tune train` (its plan.json): micro-batch, accumulation, "
                    "recompute, precision and threads, exactly; an option also given must agree")

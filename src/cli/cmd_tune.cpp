@@ -9,6 +9,7 @@
 
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "cli/tune_train.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "tune/report.hpp"
@@ -19,7 +20,7 @@ namespace {
 
 struct TuneArgs {
     tune::TuneOptions o;
-    std::string goal = "decode", budget = "30m", p99_ttft, p99_itl;
+    std::string goal = "decode", budget = "30m", p99_ttft, p99_itl, resume;
 };
 
 // "90s", "30m", "1h", or seconds.
@@ -45,6 +46,15 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 }
 
 int run_tune(TuneArgs& a) {
+    usage_check(!a.o.model.empty() && !a.o.calib.empty() && !a.o.eval.empty(),
+                "tune: give the model (-m), --calib and --eval (or `syslm tune train`)");
+    usage_check(a.o.out_dir.empty() != a.resume.empty(), "give -o DIR (a new or earlier tune) or ",
+                "--resume DIR (an earlier one), one of them");
+    if (!a.resume.empty()) {
+        usage_check(std::filesystem::exists(std::filesystem::path(a.resume) / "measurements.jsonl"),
+                    "--resume ", a.resume, ": no measurements.jsonl there to continue from");
+        a.o.out_dir = a.resume;
+    }
     a.o.goal = tune::parse_goal(a.goal);
     a.o.budget_s = parse_duration(a.budget);
     if (!a.p99_ttft.empty()) a.o.max_ttft_p99 = parse_duration(a.p99_ttft);
@@ -74,18 +84,17 @@ std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<TuneArgs>();
     auto& o = a->o;
     app.add_option("-m,--model", o.model, "The model to tune (GGUF, usually F32/F16/BF16)")
-        ->required()
         ->check(CLI::ExistingFile);
     app.add_option("--calib", o.calib, "Calibration text: sensitivities and importance matrix")
-        ->required()
         ->check(CLI::ExistingFile);
     app.add_option("--eval", o.eval, "Held-out text (disjoint from --calib): quality is measured here")
-        ->required()
         ->check(CLI::ExistingFile);
     app.add_option("-o,--out", o.out_dir,
                    "Directory for the report, the plan and the chosen model; a rerun continues "
-                   "from its measurements")
-        ->required();
+                   "from its measurements");
+    app.add_option("--resume", a->resume,
+                   "Continue the tune in this directory (as -o, but it must hold measurements): "
+                   "what was measured before a kill is read back, not measured again");
     app.add_option("--goal", a->goal,
                    "What to maximise: decode | prefill tokens/s, size, or serve (generated "
                    "tokens/s at --streams concurrent streams: the file and the engine's settings)")
@@ -132,7 +141,14 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 100));
     app.add_flag("!--no-stock", o.stock, "Do not measure llama-quantize's stock recipes");
-    return [a] { return run_tune(*a); };
+    CLI::App* train = app.add_subcommand(
+        "train", "The training goal: micro-batch, accumulation, recompute and threads of a "
+                 "`syslm train` command, measured by real runs");
+    auto run_train_tune = setup_tune_train(*train);
+    return [a, train, run_train_tune] {
+        if (train->parsed()) return run_train_tune();
+        return run_tune(*a);
+    };
 }
 
 }  // namespace

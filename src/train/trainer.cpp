@@ -46,14 +46,18 @@ void FixedBatch::seek(const std::string& position) {
 }
 
 SyntheticBatches::SyntheticBatches(uint64_t seed, int n_vocab, int B, int T)
-    : rng_(seed), n_vocab_(n_vocab), n_(B * T) {}
+    : rng_(seed), n_vocab_(n_vocab), n_(B * T), t_(T) {}
 
 void SyntheticBatches::next(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
+    // Sequence by sequence (its tokens, then its targets), so that two batches of B/2 are the
+    // batch of B: a step's data does not depend on how it is split into micro-batches.
     std::uniform_int_distribution<int32_t> pick(0, n_vocab_ - 1);
     tokens.resize(static_cast<size_t>(n_));
     targets.resize(static_cast<size_t>(n_));
-    for (auto& t : tokens) t = pick(rng_);
-    for (auto& t : targets) t = pick(rng_);
+    for (size_t s = 0; s < tokens.size(); s += static_cast<size_t>(t_)) {
+        for (size_t i = s; i < s + static_cast<size_t>(t_); ++i) tokens[i] = pick(rng_);
+        for (size_t i = s; i < s + static_cast<size_t>(t_); ++i) targets[i] = pick(rng_);
+    }
 }
 
 std::string SyntheticBatches::position() const {

@@ -61,7 +61,7 @@ public:
 
 private:
     std::mt19937_64 rng_;
-    int n_vocab_, n_;
+    int n_vocab_, n_, t_;
 };
 
 // Shuffled windows of a `syslm data prepare` directory's train split (data/loader.hpp), read

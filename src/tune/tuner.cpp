@@ -115,6 +115,7 @@ public:
         compress::ImatrixOptions io;
         io.n_ctx = o_.n_ctx;
         io.threads = o_.threads;
+        io.log = o_.log;
         imatrix_ = compress::load_or_collect_imatrix(o_.model, o_.calib, io);
         // Beside the plan, so `quantize --plan` can rebuild the chosen file.
         imatrix_.save((fs::path(o_.out_dir) / "imatrix.gguf").string());
@@ -459,6 +460,7 @@ private:
         eo.speed_prompt = o_.prefill_tokens;
         eo.speed_gen = o_.decode_tokens;
         eo.speed_reps = o_.speed_reps;
+        eo.log = o_.log;
         const compress::EvalReport rep = compress::evaluate(paths, {o_.eval}, eo);
         for (size_t i = 0; i < points.size(); ++i) {
             Point p = points[i];
@@ -472,9 +474,26 @@ private:
             cache_.add(p);
             say(cat(p.label, ": ", p.file_bytes / 1e6, " MB, KL ", p.kl,
                     p.predicted_kl >= 0 ? cat(" (predicted ", p.predicted_kl, ")") : "", ", PPL ",
-                    p.ppl, ", decode ", p.decode_ts, " tok/s, prefill ", p.prefill_ts, " tok/s (",
-                    static_cast<int>(elapsed()), " s of ", static_cast<int>(o_.budget_s), ")"));
+                    p.ppl, ", decode ", p.decode_ts, " tok/s, prefill ", p.prefill_ts, " tok/s"));
         }
+        progress();
+    }
+
+    // The progress line: points measured, the best within the limit so far, time spent.
+    void progress() const {
+        const Goal g = o_.goal == Goal::Size ? Goal::Size : speed_goal();
+        const Point* best = nullptr;
+        for (const Point& p : cache_.points())
+            if (p.kl <= o_.max_kl && p.streams == 0 &&
+                (!best || goal_value(p, g) > goal_value(*best, g)))
+                best = &p;
+        const std::string figure =
+            !best ? "none yet"
+                  : g == Goal::Size ? cat(best->label, " (", best->file_bytes / 1e6, " MB)")
+                                    : cat(best->label, " (", goal_value(*best, g), " tok/s)");
+        say(cat(cache_.points().size(), " points measured; best within KL ", o_.max_kl, ": ",
+                figure, "; ", static_cast<int>(elapsed()), " s of the ",
+                static_cast<int>(o_.budget_s), " s budget"));
     }
 
     // Speed measured alongside the quality is a few repetitions; before choosing, the best

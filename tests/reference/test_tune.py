@@ -112,3 +112,36 @@ def test_decode_goal_times_the_best_points_again(syslm_bin, tune_dir):
     within = [p for p in report["points"] if p["kl"] <= 0.05]
     assert report["chosen"]["decode_ts"] == max(p["decode_ts"] for p in within)
     assert not any(p["stock"] for p in report["points"])
+
+
+def test_killed_tune_resumes_without_measuring_again(syslm_bin, tune_dir):
+    """SIGKILL once some points are in measurements.jsonl; --resume finishes the tune, and no
+    plan measured before the kill is measured again (each appears once among the lines before
+    the confirmation timings)."""
+    import signal
+    out = tune_dir / "tuned-killed"
+    args = [str(syslm_bin), "tune", "-m", str(tune_dir / "model.gguf"), "--calib",
+            str(tune_dir / "calib.txt"), "--eval", str(tune_dir / "heldout.txt"), "--goal", "size",
+            "--max-kl", "0.01", "--budget", "5m", "-c", "64", "--eval-chunks", "3",
+            "--sensitivity-chunks", "1", "-t", "2"]
+    proc = subprocess.Popen(args + ["-o", str(out)], stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "points measured" in line:  # the stock recipes are in the cache
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    before = [json.loads(l) for l in (out / "measurements.jsonl").read_text().splitlines()]
+    assert before and not (out / "pareto.json").exists()
+    done = subprocess.run(args + ["--resume", str(out)], capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = [json.loads(l) for l in (out / "measurements.jsonl").read_text().splitlines()]
+    assert after[:len(before)] == before
+    keys = [json.dumps(p["plan"], sort_keys=True) for p in after]
+    measured_again = [k for k in keys[len(before):] if k in keys[:len(before)]]
+    assert not measured_again
+    assert json.loads((out / "pareto.json").read_text())["chosen"]["kl"] <= 0.01
+    bad = subprocess.run(args + ["--resume", str(tune_dir / "nowhere")], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "measurements.jsonl" in bad.stderr

@@ -135,3 +135,41 @@ def test_train_plan_applies_exactly_the_settings(syslm_bin, tmp_path):
     p.write_text(json.dumps(plan))
     bad = subprocess.run(base, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "no training settings" in bad.stderr
+
+
+def test_tune_train_keeps_the_loss_curve_and_its_plan_applies(syslm_bin, tmp_path):
+    """`syslm tune train` times real `syslm train` runs of the command; every counted trial has
+    the command's global batch and its losses step for step; plan.json applied with
+    `train --plan` gives the chosen settings; options the trials set are refused."""
+    command = ["--arch", "llama", "--vocab", "97", "--layers", "2", "--dim", "32", "--heads", "2",
+               "--ctx", "64", "--synthetic-data", "--seq", "16", "--batch", "4"]
+    out = tmp_path / "tt"
+    proc = subprocess.run([str(syslm_bin), "tune", "train", "-o", str(out), "--steps", "3",
+                           "--memory-limit", "4GiB", "--", *command],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "trials.json").read_text())
+    trials = report["trials"]
+    base = trials[0]
+    assert (base["micro_batch"], base["accum"]) == (4, 1)
+    counted = [t for t in trials if t["fits"] and t["same_curve"] and not t["error"]]
+    assert len(counted) >= 6  # micro-batches 1, 2, 4 at least, with the recompute policies
+    for t in trials:
+        assert t["micro_batch"] * t["accum"] == 4
+        if t["same_curve"]:
+            for a, b in zip(t["losses"], base["losses"]):
+                assert abs(a - b) <= report["loss_rtol"] * abs(b)
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["train"]["micro_batch"] * plan["train"]["accum"] == 4
+    assert re.search(r"training: the command's settings [\d.]+ tok/s", proc.stdout)
+    cmd = [c for c in command if c not in ("--batch", "4")]
+    ran = subprocess.run([str(syslm_bin), "train", *cmd, "--steps", "2", "--json", "--plan",
+                          str(out / "plan.json")], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    summary = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert (summary["micro_batch"], summary["accum"], summary["recompute"],
+            summary["threads"]) == (plan["train"]["micro_batch"], plan["train"]["accum"],
+                                    plan["train"]["recompute"], plan["runtime"]["threads"])
+    bad = subprocess.run([str(syslm_bin), "tune", "train", "-o", str(out), "--", *command,
+                          "--steps", "9"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--steps" in bad.stderr
