@@ -104,6 +104,7 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
       << H - B << "' stroke='black'/>\n";
     for (int e = static_cast<int>(std::floor(std::log10(kl_lo)));
          e <= static_cast<int>(std::ceil(std::log10(kl_hi))); ++e) {
+        if (e < -6) continue;  // points below 1e-6 are drawn at 1e-6
         const double x = x_of(std::pow(10.0, e));
         if (x < L || x > W - R) continue;
         s << "<line x1='" << x << "' y1='" << H - B << "' x2='" << x << "' y2='" << H - B + 4

@@ -196,10 +196,14 @@ public:
         r.points = cache_.points();
         r.front = pareto_front(r.points, o_.goal);
         // The best point within the limits, a stock recipe too when it wins (its plan is a plan).
-        for (const Point& p : r.points)
-            if (within_limits(p) &&
-                (!r.chosen || goal_value(p, o_.goal) > goal_value(*r.chosen, o_.goal)))
-                r.chosen = p;
+        // Serving: the search's confirmed result (its other trials are single timings).
+        if (o_.goal == Goal::Serve)
+            r.chosen = r.serve_tuned;
+        else
+            for (const Point& p : r.points)
+                if (within_limits(p) &&
+                    (!r.chosen || goal_value(p, o_.goal) > goal_value(*r.chosen, o_.goal)))
+                    r.chosen = p;
         if (r.chosen) {
             save_plan(r.chosen->plan, (fs::path(o_.out_dir) / "plan.json").string());
             fs::copy_file(file_of(r.chosen->plan), fs::path(o_.out_dir) / "model.gguf",

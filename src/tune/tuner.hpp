@@ -35,8 +35,8 @@ struct TuneOptions {
     int max_rounds = 4;
     // Serve goal: the load (tune/serve_load.hpp) and the latency limits it must meet.
     int streams = 16;
-    int serve_requests = 2;       // per stream, per trial
-    int serve_max_tokens = 64;    // generated per request
+    int serve_requests = 4;       // per stream, per trial
+    int serve_max_tokens = 96;    // generated per request
     int serve_prompt_tokens = 128;  // longest prompt (the lengths are mixed)
     double max_ttft_p99 = std::numeric_limits<double>::infinity();  // seconds
     double max_itl_p99 = std::numeric_limits<double>::infinity();

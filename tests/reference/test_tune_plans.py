@@ -46,8 +46,13 @@ def test_serve_goal_reports_default_and_tuned_serving(served):
     assert len(defaults) >= 1
     chosen = report["chosen"]
     assert chosen["streams"] == 4 and chosen["kl"] <= 0.05
-    assert chosen["serve_ts"] == max(p["serve_ts"] for p in serving if p["kl"] <= 0.05)
-    assert re.search(r"serving at 4 streams .* default settings [\d.]+ tok/s", proc.stdout)
+    # The chosen point is the search's confirmed one (the medians of alternating runs), never
+    # slower than the default settings so confirmed.
+    m = re.search(r"serving at 4 streams .* default settings ([\d.]+) tok/s .* tuned ([\d.]+) "
+                  r"tok/s", proc.stdout)
+    assert m, proc.stdout
+    assert float(m.group(2)) >= float(m.group(1))
+    assert abs(chosen["serve_ts"] - float(m.group(2))) <= 0.06
     plan = json.loads((d / "tuned" / "plan.json").read_text())
     assert plan == chosen["plan"]
 
