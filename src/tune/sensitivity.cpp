@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <thread>
 
 #include "compress/imatrix.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
+#include "core/thread_pool.hpp"
 #include "io/gguf.hpp"
 #include "kernels/type_traits.hpp"
 #include "model/transformer.hpp"
@@ -101,9 +101,7 @@ std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path
                 calibration.size());
     int chunks = static_cast<int>(calibration.size() / static_cast<size_t>(n_ctx));
     if (options.max_chunks > 0) chunks = std::min(chunks, options.max_chunks);
-    const int threads = options.threads > 0
-                            ? options.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = ThreadPool::resolve(options.threads);
 
     // Each model runs the chunks from an empty cache; the reference's log-probabilities once.
     auto run = [&](const model::Model& m, auto&& per_chunk) {

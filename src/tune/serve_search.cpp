@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "tune/confirmation.hpp"
 
 namespace syslm::tune {
 namespace {
@@ -53,11 +54,6 @@ std::vector<Knob> knobs(const ServeSearchOptions& o) {
 std::string describe(const Candidate& c) {
     return cat("threads ", c.threads, ", parallel ", c.s.parallel, ", token budget ",
                c.s.token_budget, ", page ", c.s.page_size, ", KV ", c.s.cache_type);
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
 }
 
 }  // namespace
@@ -146,16 +142,9 @@ ServeSearchResult search_serving(const ServeMeasureFn& measure, const ServeSearc
         out.m.itl_p99 = *std::max_element(itl.begin(), itl.end());
         out.meets_limits = meets(out.m);
     }
-    // The search's single timings can flatter a setting; the confirmed medians decide.
-    if (r.best.m.tokens_per_s <= r.baseline.m.tokens_per_s || !r.best.meets_limits) {
-        say(cat("confirmed: ", r.best.m.tokens_per_s, " tok/s tuned against ", r.baseline.m.tokens_per_s,
-                " tok/s default: the default settings stay"));
+    if (!tuned_wins(r.baseline.m.tokens_per_s, r.best.m.tokens_per_s, r.best.meets_limits, o.confirm_reps,
+                    say))
         r.best = r.baseline;
-        return r;
-    }
-    say(cat("confirmed (median of ", o.confirm_reps, " alternating runs): default ",
-            r.baseline.m.tokens_per_s, " tok/s, tuned ", r.best.m.tokens_per_s, " tok/s (",
-            r.best.m.tokens_per_s / std::max(1e-9, r.baseline.m.tokens_per_s), "x)"));
     return r;
 }
 

@@ -5,14 +5,10 @@
 #include <ostream>
 
 #include "core/error.hpp"
+#include "tune/confirmation.hpp"
 
 namespace syslm::tune {
 namespace {
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
 
 std::string describe(const TrainSettings& s, int threads) {
     return cat("micro-batch ", s.micro_batch, " x ", s.accum, ", recompute ", s.recompute, ", ",
@@ -106,16 +102,9 @@ TrainSearchResult search_training(const TrainMeasureFn& measure, const TrainSear
         out.m.peak_rss_mib = *std::max_element(rss[i].begin(), rss[i].end());
         out.fits = out.m.peak_rss_mib <= o.memory_limit_mib;
     }
-    // The search's single timings can flatter a setting; the confirmed medians decide.
-    if (r.best.m.tokens_per_s <= r.baseline.m.tokens_per_s || !r.best.fits) {
-        say(cat("confirmed: ", r.best.m.tokens_per_s, " tok/s tuned against ", r.baseline.m.tokens_per_s,
-                " tok/s default: the default settings stay"));
+    if (!tuned_wins(r.baseline.m.tokens_per_s, r.best.m.tokens_per_s, r.best.fits, o.confirm_reps,
+                    say))
         r.best = r.baseline;
-        return r;
-    }
-    say(cat("confirmed (median of ", o.confirm_reps, " alternating runs): default ",
-            r.baseline.m.tokens_per_s, " tok/s, tuned ", r.best.m.tokens_per_s, " tok/s (",
-            r.best.m.tokens_per_s / std::max(1e-9, r.baseline.m.tokens_per_s), "x)"));
     return r;
 }
 

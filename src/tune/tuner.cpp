@@ -23,6 +23,7 @@
 #include "profile/model_costs.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tune/allocate.hpp"
+#include "tune/confirmation.hpp"
 #include "tune/decode_cost.hpp"
 #include "tune/sensitivity.hpp"
 #include "tune/serve_load.hpp"
@@ -543,12 +544,11 @@ private:
                 ts[i].push_back(profile::run_bench(*models[i], test, bo).avg_ts);
             }
         for (size_t i = 0; i < runs.size(); ++i) {
-            std::sort(ts[i].begin(), ts[i].end());
-            const double median = ts[i][ts[i].size() / 2];
+            const double m = median(ts[i]);
             Point p = runs[i];
-            (speed_goal() == Goal::Prefill ? p.prefill_ts : p.decode_ts) = median;
+            (speed_goal() == Goal::Prefill ? p.prefill_ts : p.decode_ts) = m;
             cache_.add(p);  // the later line of a plan wins
-            say(cat(p.label, ": ", goal_name(speed_goal()), " timed again: ", median, " tok/s (median of ",
+            say(cat(p.label, ": ", goal_name(speed_goal()), " timed again: ", m, " tok/s (median of ",
                     ts[i].size(), ")"));
         }
     }

@@ -22,16 +22,19 @@ def text(seed, n):
     return " ".join(r.choice(WORDS) for _ in range(n)) + "\n"
 
 
+def make_tune_dir(syslm_bin, d, ctx, seed, text_seed):
+    """A random 2-layer model (model.gguf) with calib.txt and heldout.txt (disjoint seeds)."""
+    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "2", "--dim", "64",
+                    "--heads", "4", "--ctx", str(ctx), "--seed", str(seed), "-o",
+                    str(d / "model.gguf")], check=True, capture_output=True)
+    (d / "calib.txt").write_text(text(text_seed, 900))
+    (d / "heldout.txt").write_text(text(text_seed + 1, 900))
+    return d
+
+
 @pytest.fixture(scope="module")
 def tune_dir(syslm_bin, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tune")
-    model = d / "model.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "2", "--dim", "64",
-                    "--heads", "4", "--ctx", "128", "--seed", "3", "-o", str(model)], check=True,
-                   capture_output=True)
-    (d / "calib.txt").write_text(text(1, 900))
-    (d / "heldout.txt").write_text(text(2, 900))
-    return d
+    return make_tune_dir(syslm_bin, tmp_path_factory.mktemp("tune"), 128, 3, 1)
 
 
 def tune(syslm_bin, d, *extra):

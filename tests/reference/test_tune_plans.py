@@ -13,19 +13,13 @@ import subprocess
 import gguf
 import pytest
 
-from test_tune import text
+from test_tune import make_tune_dir
 
 
 @pytest.fixture(scope="module")
 def served(syslm_bin, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tune_serve")
-    model = d / "model.gguf"
-    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "2", "--dim", "64",
-                    "--heads", "4", "--ctx", "256", "--seed", "5", "-o", str(model)], check=True,
-                   capture_output=True)
-    (d / "calib.txt").write_text(text(3, 900))
-    (d / "heldout.txt").write_text(text(4, 900))
-    args = [syslm_bin, "tune", "-m", model, "--calib", d / "calib.txt", "--eval",
+    d = make_tune_dir(syslm_bin, tmp_path_factory.mktemp("tune_serve"), 256, 5, 3)
+    args = [syslm_bin, "tune", "-m", d / "model.gguf", "--calib", d / "calib.txt", "--eval",
             d / "heldout.txt", "--goal", "serve", "--streams", "4", "--serve-requests", "1",
             "--serve-tokens", "8", "--p99-ttft", "30s", "--max-kl", "0.05", "-o", d / "tuned",
             "--budget", "5m", "-c", "64", "--eval-chunks", "2", "--sensitivity-chunks", "1",

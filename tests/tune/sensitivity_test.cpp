@@ -14,20 +14,32 @@
 namespace syslm::tune {
 namespace {
 
-TEST(Sensitivity, FewerBitsCostMoreAndTheFileTypeNothing) {
-    model::InitConfig c = testing::small_model_config("llama", 64, 31);
+// A 2-layer llama of width 64 (rows that fit the 32- and 256-blocks alike) and 130 random
+// calibration tokens; one chunk of 64, 2 threads.
+struct Setup {
+    std::string path;
+    std::vector<int32_t> tokens;
+    SensitivityOptions options;
+};
+
+Setup setup(const std::string& name, uint64_t model_seed, uint32_t token_seed,
+            std::vector<DType> types) {
+    model::InitConfig c = testing::small_model_config("llama", 64, model_seed);
     c.n_embd = 64;
     c.n_head = 4;
     c.n_ff = 96;
-    const std::string path = testing::write_test_model("sens", c);
-    std::mt19937 rng(5);
-    std::vector<int32_t> tokens(130);
-    for (auto& t : tokens) t = static_cast<int32_t>(3 + rng() % 2000);
-    SensitivityOptions o;
-    o.types = {DType::F32, DType::Q8_0, DType::Q4_0, DType::Q4_K};
-    o.n_ctx = 64;
-    o.max_chunks = 1;
-    o.threads = 2;
+    Setup s{testing::write_test_model(name, c), std::vector<int32_t>(130), {}};
+    std::mt19937 rng(token_seed);
+    for (auto& t : s.tokens) t = static_cast<int32_t>(3 + rng() % 2000);
+    s.options.types = std::move(types);
+    s.options.n_ctx = 64;
+    s.options.max_chunks = 1;
+    s.options.threads = 2;
+    return s;
+}
+
+TEST(Sensitivity, FewerBitsCostMoreAndTheFileTypeNothing) {
+    auto [path, tokens, o] = setup("sens", 31, 5, {DType::F32, DType::Q8_0, DType::Q4_0, DType::Q4_K});
     size_t calls = 0;
     o.progress = [&](size_t done, size_t total) {
         ++calls;
@@ -62,19 +74,8 @@ TEST(Sensitivity, FewerBitsCostMoreAndTheFileTypeNothing) {
 // Proxy mode: per tensor one type is run and its KL is exactly the measured mode's; the others
 // are scaled by weighted error, so the ordering of a tensor's types follows their error.
 TEST(Sensitivity, ProxyRunsOneTypePerTensorAndScalesTheRest) {
-    model::InitConfig c = testing::small_model_config("llama", 64, 37);
-    c.n_embd = 64;
-    c.n_head = 4;
-    c.n_ff = 96;
-    const std::string path = testing::write_test_model("sens_proxy", c);
-    std::mt19937 rng(9);
-    std::vector<int32_t> tokens(130);
-    for (auto& t : tokens) t = static_cast<int32_t>(3 + rng() % 2000);
-    SensitivityOptions o;
-    o.types = {DType::F32, DType::Q8_0, DType::Q5_0, DType::Q4_0};
-    o.n_ctx = 64;
-    o.max_chunks = 1;
-    o.threads = 2;
+    auto [path, tokens, o] =
+        setup("sens_proxy", 37, 9, {DType::F32, DType::Q8_0, DType::Q5_0, DType::Q4_0});
     const auto full = measure_sensitivity(path, tokens, o);
     o.proxy = true;
     const auto proxy = measure_sensitivity(path, tokens, o);
