@@ -8,7 +8,6 @@
 #include <ostream>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "compress/evaluate.hpp"
 #include "compress/imatrix.hpp"
