@@ -162,21 +162,30 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
     }
     ctxs.clear();
 
-    for (size_t m = 0; m < models.size(); ++m) {
-        profile::BenchOptions b;
-        b.threads = o.threads > 0 ? o.threads : 0;
-        b.reps = o.speed_reps;
-        if (o.speed_prompt > 0) {
-            const auto pp = profile::run_bench(*models[m], {o.speed_prompt, 0}, b);
-            r.models[m].prefill_ts = pp.avg_ts;
-            r.models[m].prefill_ts_stddev = pp.stddev_ts;
+    profile::BenchOptions b;
+    b.threads = o.threads > 0 ? o.threads : 0;
+    b.reps = 1;
+    auto stats = [](const std::vector<double>& v, double& mean, double& sd) {
+        mean = sd = 0;
+        for (double x : v) mean += x;
+        mean /= static_cast<double>(v.size());
+        for (double x : v) sd += (x - mean) * (x - mean);
+        sd = v.size() > 1 ? std::sqrt(sd / static_cast<double>(v.size() - 1)) : 0;
+    };
+    for (int rep = 0; rep < o.speed_reps; ++rep)
+        for (size_t m = 0; m < models.size(); ++m) {
+            ModelEval& e = r.models[m];
+            if (o.speed_prompt > 0)
+                e.prefill_samples.push_back(
+                    profile::run_bench(*models[m], {o.speed_prompt, 0}, b).avg_ts);
+            if (o.speed_gen > 0)
+                e.decode_samples.push_back(profile::run_bench(*models[m], {0, o.speed_gen}, b).avg_ts);
+            if (o.log && rep + 1 == o.speed_reps)
+                *o.log << "eval: speed of " << paths[m] << " measured\n" << std::flush;
         }
-        if (o.speed_gen > 0) {
-            const auto tg = profile::run_bench(*models[m], {0, o.speed_gen}, b);
-            r.models[m].decode_ts = tg.avg_ts;
-            r.models[m].decode_ts_stddev = tg.stddev_ts;
-        }
-        if (o.log) *o.log << "eval: speed of " << paths[m] << " measured\n" << std::flush;
+    for (ModelEval& e : r.models) {
+        if (!e.prefill_samples.empty()) stats(e.prefill_samples, e.prefill_ts, e.prefill_ts_stddev);
+        if (!e.decode_samples.empty()) stats(e.decode_samples, e.decode_ts, e.decode_ts_stddev);
     }
     return r;
 }

@@ -4,7 +4,8 @@
 // next-token distribution from the reference model's (the first one) and how often their top-1
 // tokens agree, both over the same scored positions; then prefill and decode tokens/s with
 // llama-bench's method (profile/bench_runner.hpp). The models run over each chunk in lockstep,
-// so only the reference's log-probabilities of one chunk are held.
+// so only the reference's log-probabilities of one chunk are held. Speed repetitions go
+// round-robin over the models, so that a slow stretch of a shared machine hits them alike.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +40,9 @@ struct ModelEval {
     double bits_per_weight = 0;  // 8 * tensor bytes / parameters
     std::string types;           // tensor types by share of bytes, e.g. "Q4_K 71%, Q6_K 25%"
     std::vector<TextEval> texts;
-    double prefill_ts = 0, prefill_ts_stddev = 0;
+    double prefill_ts = 0, prefill_ts_stddev = 0;  // mean and sample deviation, as llama-bench
     double decode_ts = 0, decode_ts_stddev = 0;
+    std::vector<double> prefill_samples, decode_samples;  // tokens/s of each repetition
 };
 
 struct EvalReport {

@@ -1,0 +1,298 @@
+// AVX-512 dot products of the K-quants (Q2_K..Q6_K) with Q8_K, on whole 512-bit vectors.
+//
+// Each vector holds the levels of 64 consecutive elements, so the activation quants load as
+// they are stored; where a block keeps two 32-element groups in one 32-byte chunk (low and high
+// nibbles, successive bit planes), the chunk is broadcast to both halves and the upper half
+// shifted once. vpmaddubsw makes int16 pair sums and vpdpwssd multiplies them by the scales
+// (permuted once per super-block) into int32 lanes: no horizontal sum per super-block, which is
+// what bound the 256-bit kernels of quant_dot_body.hpp (sum_lanes8, per-block scalar sums) on
+// Intel cores, where those shuffles share one port. Each super-block's lanes are scaled and
+// summed in float; lanes are exact integers.
+//
+// int16 range: a pair sum is at most 2 * 63 * 128 = 16128 (levels below 64, |y| <= 128).
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cpu/x86/simd.hpp"
+#include "kernels/cpu/x86/x86_kernels.hpp"
+#include "kernels/quants/block_layouts.hpp"
+
+namespace syslm::kernels::x86 {
+namespace {
+
+// The weight stream is prefetched about 1 KiB ahead: the hardware prefetchers alone do not keep
+// far enough ahead of a compute-heavy loop (L1B Q4_K_M decode on a Xeon: +15-30%).
+constexpr int kPrefetchBytes = 4096;
+
+template <typename Block>
+void prefetch_ahead(const Block* b) {
+    const char* p = reinterpret_cast<const char*>(b) + kPrefetchBytes;
+    for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
+template <int... K, typename F>
+void unroll_impl(std::integer_sequence<int, K...>, F&& f) {
+    (f(std::integral_constant<int, K>{}), ...);
+}
+
+// f(std::integral_constant<int, k>) for k = 0..N-1: shift counts stay compile-time constants.
+template <int N, typename F>
+void unroll(F&& f) {
+    unroll_impl(std::make_integer_sequence<int, N>{}, f);
+}
+
+uint32_t load_u32(const void* p) {
+    uint32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+float f16(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+// The 32 bytes at p in both 256-bit halves.
+__m512i bcast256(const void* p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+
+// v with its upper 256 bits shifted right by S (16-bit lanes).
+template <int S>
+__m512i shift_upper(__m512i v) {
+    return _mm512_mask_srli_epi16(v, 0xFFFF0000u, v, S);
+}
+
+// Bit K of every byte moved to bit P, all other bits cleared (bits crossing into the
+// neighbouring byte never land on bit P).
+template <int K, int P>
+__m512i bit_to(__m512i v) {
+    __m512i moved;
+    if constexpr (K < P) moved = _mm512_slli_epi16(v, P - K);
+    else if constexpr (K > P) moved = _mm512_srli_epi16(v, K - P);
+    else moved = v;
+    return _mm512_and_si512(moved, _mm512_set1_epi8(static_cast<char>(1 << P)));
+}
+
+// Index vectors for vpermw: int16 lane j of vector k takes scale 2k + j/16 (a scale per 32
+// elements) or 4k + j/8 (a scale per 16 elements).
+template <int PerScale>
+__m512i scale_index(int k) {
+    alignas(64) int16_t idx[32];
+    for (int j = 0; j < 32; ++j)
+        idx[j] = static_cast<int16_t>((64 / PerScale) * k + j / (PerScale / 2));
+    return _mm512_load_si512(idx);
+}
+
+// isum + sum over 64 elements of u * y * scale (scale16: one int16 per pair of elements).
+__m512i dot64(__m512i isum, __m512i u, const int8_t* y, __m512i scale16) {
+    return _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u, _mm512_loadu_si512(y)), scale16);
+}
+
+__m512i zext(__m256i v) {
+    return _mm512_zextsi256_si512(v);
+}
+
+float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// Q4_K/Q5_K: 8 six-bit scales and mins from 12 bytes (block_layouts.hpp), as 8 bytes each.
+void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
+    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
+    const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top = 0x30303030u;
+    const uint32_t sc_lo = a & lo6, sc_hi = (c & lo4) | ((a >> 2) & top);
+    const uint32_t m_lo = b & lo6, m_hi = ((c >> 4) & lo4) | ((b >> 2) & top);
+    scales = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
+    mins = m_lo | (static_cast<uint64_t>(m_hi) << 32);
+}
+
+// Q4_K (HighBit = false) and Q5_K: chunk k of qs holds elements 64k..64k+31 in its low nibbles
+// and 64k+32..64k+63 in its high ones; Q5_K's 5th bit of element 32b + l is bit b of qh[l].
+template <typename Block, bool HighBit>
+float dot_k4(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const Block*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i idx[4] = {scale_index<32>(0), scale_index<32>(1), scale_index<32>(2),
+                            scale_index<32>(3)};
+    // Byte j of the mins -> int16 lanes 2j and 2j + 1 (each min covers two bsums of 16).
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        prefetch_ahead(x + i);
+        uint64_t sc8, mn8;
+        k4_scales_mins(x[i].scales, sc8, mn8);
+        const __m512i sc16 =
+            zext(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+        const __m256i m16 = _mm256_cvtepu8_epi16(
+            _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn8)), dup));
+        const __m256i msum = _mm256_madd_epi16(m16, _mm256_loadu_si256(
+                                                        reinterpret_cast<const __m256i*>(y[i].bsums)));
+        __m512i hb = _mm512_setzero_si512();
+        if constexpr (HighBit) hb = shift_upper<1>(bcast256(x[i].qh));  // upper: bit 2k+1 at 2k
+        __m512i isum = _mm512_setzero_si512();
+        unroll<4>([&](auto K) {
+            constexpr int k = decltype(K)::value;
+            __m512i u = _mm512_and_si512(shift_upper<4>(bcast256(x[i].qs + 32 * k)), m4);
+            if constexpr (HighBit) u = _mm512_or_si512(u, bit_to<2 * k, 4>(hb));
+            isum = dot64(isum, u, y[i].qs + 64 * k, _mm512_permutexvar_epi16(idx[k], sc16));
+        });
+        const float dy = y[i].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * f16(x[i].d)), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dy * f16(x[i].dmin)),
+                                  acc_min);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum256(acc_min);
+}
+
+float dot_q4_k(int64_t n, const void* x, const void* y) {
+    return dot_k4<BlockQ4_K, false>(n, x, y);
+}
+
+float dot_q5_k(int64_t n, const void* x, const void* y) {
+    return dot_k4<BlockQ5_K, true>(n, x, y);
+}
+
+// sum over the 16 groups of 16 of scale * bsum, as 8 int32 lanes (scales16: 16 int16).
+__m256i scaled_bsums(__m256i scales16, const int16_t* bsums) {
+    return _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)));
+}
+
+// Q6_K: levels u in [0, 63] stand for u - 32; the -32 goes through the bsums. Half h holds
+// elements 128h + (0..31 | 32..63) in the low nibbles of ql[64h..+64) with qh bits 0-1 | 2-3,
+// and 128h + (64..95 | 96..127) in the high nibbles with qh bits 4-5 | 6-7.
+float dot_q6_k(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ6_K*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+    const __m512i idx[4] = {scale_index<16>(0), scale_index<16>(1), scale_index<16>(2),
+                            scale_index<16>(3)};
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        prefetch_ahead(x + i);
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+        const __m512i sc = zext(sc16);
+        const __m256i offset = _mm256_slli_epi32(scaled_bsums(sc16, y[i].bsums), 5);
+        __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), zext(offset));
+        unroll<2>([&](auto H) {
+            constexpr int h = decltype(H)::value;
+            const __m512i l = _mm512_loadu_si512(x[i].ql + 64 * h);
+            const __m512i q = shift_upper<2>(bcast256(x[i].qh + 32 * h));
+            const __m512i u0 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                               _mm512_and_si512(_mm512_slli_epi16(q, 4), m2));
+            const __m512i u1 = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(q, m2));
+            isum = dot64(isum, u0, y[i].qs + 128 * h, _mm512_permutexvar_epi16(idx[2 * h], sc));
+            isum = dot64(isum, u1, y[i].qs + 128 * h + 64,
+                         _mm512_permutexvar_epi16(idx[2 * h + 1], sc));
+        });
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(y[i].d * f16(x[i].d)),
+                              acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+// Q3_K's 16 six-bit scales (stored + 32), unpacked to int8 (see block_layouts.hpp).
+__m128i q3_k_scales(const uint8_t* s) {
+    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
+    const uint32_t lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+    const uint32_t s0 = (a & lo4) | ((c & lo2) << 4);
+    const uint32_t s1 = (b & lo4) | (((c >> 2) & lo2) << 4);
+    const uint32_t s2 = ((a >> 4) & lo4) | (((c >> 4) & lo2) << 4);
+    const uint32_t s3 = ((b >> 4) & lo4) | (((c >> 6) & lo2) << 4);
+    const __m128i u = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1),
+                                     static_cast<int>(s2), static_cast<int>(s3));
+    return _mm_sub_epi8(u, _mm_set1_epi8(32));
+}
+
+// The 2-bit planes of Q2_K and Q3_K: element 128h + 32p + l is bits 2p..2p+1 of qs[32h + l].
+// Vector k = 2h + j holds planes 2j (lower half) and 2j + 1 (upper half).
+template <int K>
+__m512i planes2(__m512i q_half) {
+    return _mm512_and_si512(_mm512_srli_epi16(q_half, 4 * (K % 2)), _mm512_set1_epi8(3));
+}
+
+// Q3_K: levels u = low 2 bits | hmask bit << 2 in [0, 7] stand for u - 4; the -4 goes through
+// the bsums. The 3rd bit of element 32b + l is bit b of hmask[l].
+float dot_q3_k(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ3_K*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m512i idx[4] = {scale_index<16>(0), scale_index<16>(1), scale_index<16>(2),
+                            scale_index<16>(3)};
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        prefetch_ahead(x + i);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(x[i].scales));
+        const __m512i sc = zext(sc16);
+        const __m256i offset = _mm256_slli_epi32(scaled_bsums(sc16, y[i].bsums), 2);
+        __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), zext(offset));
+        const __m512i hm = shift_upper<1>(bcast256(x[i].hmask));  // upper: bit 2k+1 at 2k
+        unroll<2>([&](auto H) {
+            constexpr int h = decltype(H)::value;
+            const __m512i q = shift_upper<2>(bcast256(x[i].qs + 32 * h));
+            unroll<2>([&](auto J) {
+                constexpr int k = 2 * h + decltype(J)::value;
+                const __m512i u = _mm512_or_si512(planes2<k>(q), bit_to<2 * k, 2>(hm));
+                isum = dot64(isum, u, y[i].qs + 64 * k, _mm512_permutexvar_epi16(idx[k], sc));
+            });
+        });
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(y[i].d * f16(x[i].d)),
+                              acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+// Q2_K: levels q in [0, 3]; x = d * sc * q - dmin * m per 16 elements (scales: low nibble,
+// mins: high nibble).
+float dot_q2_k(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ2_K*>(vx);
+    const auto* y = static_cast<const BlockQ8_K*>(vy);
+    const __m512i idx[4] = {scale_index<16>(0), scale_index<16>(1), scale_index<16>(2),
+                            scale_index<16>(3)};
+    const __m128i lo4 = _mm_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acc_min = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        prefetch_ahead(x + i);
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales));
+        const __m512i sc = zext(_mm256_cvtepu8_epi16(_mm_and_si128(packed, lo4)));
+        const __m256i mins = scaled_bsums(
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), lo4)), y[i].bsums);
+        __m512i isum = _mm512_setzero_si512();
+        unroll<2>([&](auto H) {
+            constexpr int h = decltype(H)::value;
+            const __m512i q = shift_upper<2>(bcast256(x[i].qs + 32 * h));
+            unroll<2>([&](auto J) {
+                constexpr int k = 2 * h + decltype(J)::value;
+                isum = dot64(isum, planes2<k>(q), y[i].qs + 64 * k,
+                             _mm512_permutexvar_epi16(idx[k], sc));
+            });
+        });
+        const float dy = y[i].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * f16(x[i].d)), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dy * f16(x[i].dmin)),
+                                  acc_min);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum256(acc_min);
+}
+
+}  // namespace
+
+void register_quant_k_avx512(TypeTraits* rows, int n) {
+    const struct {
+        DType type;
+        VecDotFn fn;
+    } dots[] = {{DType::Q2_K, dot_q2_k}, {DType::Q3_K, dot_q3_k}, {DType::Q4_K, dot_q4_k},
+                {DType::Q5_K, dot_q5_k}, {DType::Q6_K, dot_q6_k}};
+    for (const auto& d : dots)
+        if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
+}
+
+}  // namespace syslm::kernels::x86
