@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "kernels/cpu/gemm.hpp"
 #include "profile/machine_probe.hpp"
 
 namespace syslm::cli {
@@ -51,6 +52,16 @@ int run_probe_cmd(const ProbeArgs& a) {
     print_peak("FP32 FMA", r.fma_f32_1, r.fma_f32, r.threads, r.fma_f32_insn, "GFLOP/s");
     print_peak("BF16 dot", r.bf16_1, r.bf16, r.threads, r.bf16_insn, "GFLOP/s");
     print_peak("int8 dot (u8 x s8)", r.int8_1, r.int8, r.threads, r.int8_insn, "GOP/s ");
+    print_peak("AMX BF16 tiles", r.amx_bf16_1, r.amx_bf16, r.threads, "tdpbf16ps", "GFLOP/s");
+    print_peak("AMX int8 tiles", r.amx_int8_1, r.amx_int8, r.threads, "tdpbssd", "GOP/s ");
+    // Measured in this process, not cached: which prefill panels quantized weights use.
+    const kernels::PanelChoice& pc = kernels::gemm_panel_choice(kernels::active_isa());
+    std::printf("prefill GEMM panels for quantized weights (timed now, 1 thread):");
+    if (pc.timings.empty()) std::printf(" %s (the only one, or SYSLM_GEMM_PANEL)", kernels::gemm_panel_name(pc.panel));
+    for (const auto& t : pc.timings)
+        std::printf(" %s %.0f GFLOP/s%s", kernels::gemm_panel_name(t.panel), t.gflops,
+                    t.panel == pc.panel ? " (chosen)" : "");
+    std::printf("\n");
     std::printf("%s %s (%s; delete the file or pass --refresh to measure again)\n",
                 measured ? "measured now, cached in" : "cached result from",
                 profile::probe_cache_path().c_str(), r.measured_at.c_str());

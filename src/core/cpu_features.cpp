@@ -1,6 +1,8 @@
 #include "core/cpu_features.hpp"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -44,8 +46,13 @@ CpuFeatures detect() {
         f.avx512bw = bit(b, 30) && os_avx512;
         f.avx512vl = bit(b, 31) && os_avx512;
         f.avx512vnni = bit(c, 11) && os_avx512;
+        const bool os_amx = (xcr0 & 0x60000) == 0x60000;  // XTILECFG and XTILEDATA
+        f.amx_bf16 = bit(d, 22) && os_amx;
+        f.amx_tile = bit(d, 24) && os_amx;
+        f.amx_int8 = bit(d, 25) && os_amx;
         __get_cpuid_count(7, 1, &a, &b, &c, &d);
         f.avx512bf16 = bit(a, 5) && os_avx512;
+        f.amx_fp16 = bit(a, 21) && f.amx_tile;
         f.avx_vnni = bit(a, 4) && os_avx;
     }
     uint32_t regs[12];
@@ -82,12 +89,33 @@ std::string CpuFeatures::summary() const {
     add(avx512vl, "AVX512VL");
     add(avx512vnni, "AVX512_VNNI");
     add(avx512bf16, "AVX512_BF16");
+    add(amx_tile, "AMX_TILE");
+    add(amx_bf16, "AMX_BF16");
+    add(amx_int8, "AMX_INT8");
+    add(amx_fp16, "AMX_FP16");
     return s;
 }
 
 const CpuFeatures& cpu_features() {
     static const CpuFeatures f = detect();
     return f;
+}
+
+}  // namespace syslm
+
+namespace syslm {
+
+bool amx_tiles_permitted() {
+    static const bool ok = [] {
+        if (!cpu_features().amx_tile) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+        constexpr int kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+        return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+        return false;
+#endif
+    }();
+    return ok;
 }
 
 }  // namespace syslm

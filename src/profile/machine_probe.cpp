@@ -50,6 +50,10 @@ double ProbeResult::fma_f32_for(int n) const {
 double ProbeResult::bf16_for(int n) const {
     return between(bf16_1, bf16, threads, n);
 }
+double ProbeResult::amx_bf16_for(int n) const {
+    return between(amx_bf16_1, amx_bf16, threads, n);
+}
+
 double ProbeResult::int8_for(int n) const {
     return between(int8_1, int8, threads, n);
 }
@@ -87,6 +91,16 @@ ProbeResult run_probe(const ProbeOptions& opt) {
     r.int8_1 = i8.per_core * 1e-9;
     r.int8 = i8.all_cores * 1e-9;
     r.int8_insn = k.dot_int8_insn;
+    if (k.tile_bf16) {
+        const ComputePeak t = measure_compute_peak(k.tile_bf16, all);
+        r.amx_bf16_1 = t.per_core * 1e-9;
+        r.amx_bf16 = t.all_cores * 1e-9;
+    }
+    if (k.tile_int8) {
+        const ComputePeak t = measure_compute_peak(k.tile_int8, all);
+        r.amx_int8_1 = t.per_core * 1e-9;
+        r.amx_int8 = t.all_cores * 1e-9;
+    }
     return r;
 }
 
@@ -112,6 +126,10 @@ nlohmann::json to_json(const ProbeResult& r) {
             {"bf16_gflops_1", r.bf16_1},
             {"int8_gops", r.int8},
             {"int8_gops_1", r.int8_1},
+            {"amx_bf16_gflops", r.amx_bf16},
+            {"amx_bf16_gflops_1", r.amx_bf16_1},
+            {"amx_int8_gops", r.amx_int8},
+            {"amx_int8_gops_1", r.amx_int8_1},
             {"fma_f32_insn", r.fma_f32_insn},
             {"bf16_insn", r.bf16_insn},
             {"int8_insn", r.int8_insn},
@@ -140,6 +158,12 @@ ProbeResult probe_from_json(const nlohmann::json& j) {
         r.bf16_1 = j.at("bf16_gflops_1").get<double>();
         r.int8 = j.at("int8_gops").get<double>();
         r.int8_1 = j.at("int8_gops_1").get<double>();
+        // Entries written before the AMX peaks were measured are stale: measured again.
+        SYSLM_CHECK(j.contains("amx_bf16_gflops"), "written before the AMX peaks were measured");
+        r.amx_bf16 = j.at("amx_bf16_gflops").get<double>();
+        r.amx_bf16_1 = j.at("amx_bf16_gflops_1").get<double>();
+        r.amx_int8 = j.at("amx_int8_gops").get<double>();
+        r.amx_int8_1 = j.at("amx_int8_gops_1").get<double>();
         r.fma_f32_insn = j.at("fma_f32_insn").get<std::string>();
         r.bf16_insn = j.at("bf16_insn").get<std::string>();
         r.int8_insn = j.at("int8_insn").get<std::string>();

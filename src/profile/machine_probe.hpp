@@ -29,6 +29,8 @@ struct ProbeResult {
     double fma_f32 = 0, fma_f32_1 = 0;
     double bf16 = 0, bf16_1 = 0;
     double int8 = 0, int8_1 = 0;
+    double amx_bf16 = 0, amx_bf16_1 = 0;  // AMX tiles; 0 where absent
+    double amx_int8 = 0, amx_int8_1 = 0;
     std::string fma_f32_insn, bf16_insn, int8_insn;
     std::string measured_at;  // UTC, ISO 8601
 
@@ -37,6 +39,7 @@ struct ProbeResult {
     double fma_f32_for(int n) const;
     double bf16_for(int n) const;
     double int8_for(int n) const;
+    double amx_bf16_for(int n) const;
 };
 
 struct ProbeOptions {

@@ -2,6 +2,9 @@
 
 #include <string_view>
 
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/isa.hpp"
+
 namespace syslm::profile {
 namespace {
 
@@ -67,16 +70,24 @@ ModelCosts model_costs(const model::Model& m, DType kv_type) {
     return c;
 }
 
+// The peak of the units the prefill GEMM runs `type` on: its panel format (gemm_panel).
 double matmul_peak(DType type, const ProbeResult& probe, int threads) {
-    switch (type) {
-        case DType::F32:
-        case DType::F16:
-            return probe.fma_f32_for(threads) * 1e9;
-        case DType::BF16:
-            return (probe.bf16 > 0 ? probe.bf16_for(threads) : probe.fma_f32_for(threads)) * 1e9;
-        default:
-            return probe.int8_for(threads) * 1e9;
+    const kernels::Isa isa = kernels::active_isa();
+    switch (kernels::gemm_panel(type, isa)) {
+        case kernels::GemmPanel::AmxBF16:
+            if (probe.amx_bf16 > 0) return probe.amx_bf16_for(threads) * 1e9;
+            break;
+        case kernels::GemmPanel::BF16:
+            if (probe.bf16 > 0) return probe.bf16_for(threads) * 1e9;
+            break;
+        case kernels::GemmPanel::None:  // no GEMM (scalar tier): quantized dots in int8
+            if (type != DType::F32 && type != DType::F16 && type != DType::BF16)
+                return probe.int8_for(threads) * 1e9;
+            break;
+        case kernels::GemmPanel::F32:
+            break;
     }
+    return probe.fma_f32_for(threads) * 1e9;
 }
 
 double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,

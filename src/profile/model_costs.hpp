@@ -30,9 +30,9 @@ struct ModelCosts {
 
 ModelCosts model_costs(const model::Model& m, DType kv_type);
 
-// The arithmetic peak (operations/s) that applies to a matrix of `type` with n threads: float
-// types run on FP32 FMA (BF16 on the BF16 dot product when the CPU has it), quantized types on
-// int8 dot products of the quantized activations.
+// The arithmetic peak (operations/s) that applies to a matrix of `type` in prefill with n
+// threads: the units of the GEMM panel format it runs on (kernels::gemm_panel: FP32 FMA, the
+// BF16 dot product or the AMX tiles); without a GEMM, int8 dot products for quantized types.
 double matmul_peak(DType type, const ProbeResult& probe, int threads);
 
 // Seconds per repetition at the roofline.

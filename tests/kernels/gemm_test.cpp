@@ -4,8 +4,8 @@
 // odd depth, one token, bias on and off.
 //
 // Tolerances, with mag = sum_k |w_k x_k| + |b| (the scale of y before cancellation):
-//   - against the operands as the kernel sees them (f32, or both rounded to bf16 for BF16
-//     panels): 1e-5 mag — float accumulation over <= 2.1k terms, in blocks of 256;
+//   - against the operands as the kernel sees them (f32, or both rounded to bf16 for BF16 and
+//     AMX panels): 1e-5 mag — float accumulation over <= 2.3k terms;
 //   - BF16 panels against the unrounded operands: 2^-7 mag — each product carries at most two
 //     bf16 roundings of u = 2^-8 relative (8-bit significand).
 // matmul() is checked to route prefill through the GEMM (bit-identical) and decode to vec_dot.
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/half.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -81,14 +82,16 @@ TEST_P(Gemm, MatchesDoubleReferenceOfDequantizedOperands) {
             const std::vector<float> x = testing::make_quant_input(seed++, T * K);
             for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
                 if (!isa_supported(isa)) continue;
-                for (GemmPanel panel : {GemmPanel::F32, GemmPanel::BF16}) {
+                for (GemmPanel panel : {GemmPanel::F32, GemmPanel::BF16, GemmPanel::AmxBF16}) {
                     const GemmKernels& kn = gemm_kernels(isa);
                     if (panel == GemmPanel::BF16 && !kn.tile_bf16) continue;
+                    if (panel == GemmPanel::AmxBF16 && (isa != Isa::Avx512 || !amx_bf16_available()))
+                        continue;
                     for (const bool with_bias : {false, true}) {
                         const float* b = with_bias ? bias.data() : nullptr;
                         std::vector<float> y(static_cast<size_t>(T * N), NAN);
                         gemm(w, x.data(), T, y.data(), pool, b, isa, panel);
-                        const bool bf = panel == GemmPanel::BF16;
+                        const bool bf = panel != GemmPanel::F32;
                         for (int64_t t = 0; t < T; ++t)
                             for (int64_t o = 0; o < N; ++o) {
                                 double exact = 0, seen = 0, mag = 0;
@@ -226,6 +229,34 @@ TEST(GemmBf16, EveryOperandOrientationMatchesTheRoundedReference) {
                         }
                 }
     }
+}
+
+}  // namespace
+}  // namespace syslm::kernels
+
+namespace syslm::kernels {
+namespace {
+
+TEST(GemmAmx, UsedWhereTheCpuHasTheTiles) {
+    const CpuFeatures& f = cpu_features();
+    if (!f.amx_bf16 || !f.avx512bf16 || !isa_supported(Isa::Avx512))
+        GTEST_SKIP() << "no AMX-BF16 on this CPU: the AMX GEMM is not tested here";
+    EXPECT_TRUE(amx_bf16_available()) << "the OS refused the tile state (arch_prctl)";
+}
+
+TEST(GemmPanelChoice, KeepsTheFastestTimedPanel) {
+    const PanelChoice& c = gemm_panel_choice(active_isa());
+    if (c.timings.empty()) GTEST_SKIP() << "one panel format only, or SYSLM_GEMM_PANEL set";
+    double best = 0;
+    for (const auto& t : c.timings) {
+        EXPECT_GT(t.gflops, 0);
+        best = std::max(best, t.gflops);
+    }
+    for (const auto& t : c.timings) {
+        if (t.panel == c.panel) EXPECT_EQ(t.gflops, best);
+    }
+    EXPECT_EQ(gemm_panel(DType::Q4_K, active_isa()), c.panel);
+    EXPECT_EQ(gemm_panel(DType::F16, active_isa()), GemmPanel::F32) << "F16 stays exact";
 }
 
 }  // namespace

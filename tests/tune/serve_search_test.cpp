@@ -54,8 +54,9 @@ TEST(ServeSearch, FindsTheKnownOptimumWithinTheLimits) {
     for (const ServeTrial& t : r.trials) {
         failed_seen |= !t.error.empty() && t.settings.page_size == 64;
         over_limit_seen |= t.error.empty() && !t.meets_limits && t.settings.token_budget == 2048;
-        if (t.meets_limits)
+        if (t.meets_limits) {
             EXPECT_LE(t.m.tokens_per_s, expect * (1 + 1e-12)) << "the search missed the best";
+        }
     }
     EXPECT_TRUE(failed_seen);
     EXPECT_TRUE(over_limit_seen);

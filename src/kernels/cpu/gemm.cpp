@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <string>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -120,6 +124,8 @@ const char* gemm_panel_name(GemmPanel p) {
             return "f32";
         case GemmPanel::BF16:
             return "bf16";
+        case GemmPanel::AmxBF16:
+            return "amx-bf16";
     }
     return "?";
 }
@@ -141,11 +147,108 @@ GemmPanel gemm_panel(DType type, Isa isa) {
     if (!k.tile_f32 || !has_type_traits(type)) return GemmPanel::None;
     // F16 in bf16 would lose 3 mantissa bits of every weight: f32 panels keep F16 exact.
     if (type == DType::F32 || type == DType::F16) return GemmPanel::F32;
-    return k.tile_bf16 ? GemmPanel::BF16 : GemmPanel::F32;
+    return gemm_panel_choice(isa).panel;
+}
+
+bool amx_bf16_available() {
+    return isa_supported(Isa::Avx512) && cpu_features().avx512bf16 && amx_tiles_permitted();
+}
+
+namespace {
+
+bool panel_available(GemmPanel p, Isa isa) {
+    const GemmKernels& k = gemm_kernels(isa);
+    switch (p) {
+        case GemmPanel::F32:
+            return k.tile_f32 != nullptr;
+        case GemmPanel::BF16:
+            return k.tile_bf16 != nullptr;
+        case GemmPanel::AmxBF16:
+            return isa == Isa::Avx512 && amx_bf16_available();
+        case GemmPanel::None:
+            break;
+    }
+    return false;
+}
+
+// Seconds of the fastest of three runs of a prefill-shaped GEMM (64 tokens, a 1024 x 512 Q8_0
+// matrix of weight-like values) with panel p: about a millisecond each.
+double time_panel(GemmPanel p, Isa isa) {
+    constexpr int64_t K = 1024, N = 512, T = 64;
+    static const std::vector<uint8_t> wq = [] {
+        std::vector<float> wf(static_cast<size_t>(N * K));
+        uint64_t s = 12345;
+        for (float& v : wf) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            v = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) * (0.02f / (1 << 23));
+        }
+        std::vector<uint8_t> q(row_bytes(DType::Q8_0, K) * N);
+        type_traits(DType::Q8_0, Isa::Scalar).from_float(wf.data(), q.data(), N * K);
+        return q;
+    }();
+    std::vector<float> x(static_cast<size_t>(T * K)), y(static_cast<size_t>(T * N));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f - static_cast<float>((i * 7919) % 1000) / 1000;
+    const WeightView w{DType::Q8_0, K, N, wq.data()};
+    ThreadPool pool(1);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        gemm(w, x.data(), T, y.data(), pool, nullptr, isa, p);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+}
+
+PanelChoice choose_panel(Isa isa) {
+    PanelChoice c;
+    if (const char* env = std::getenv("SYSLM_GEMM_PANEL"); env && *env) {
+        const std::string want = env;
+        for (GemmPanel p : {GemmPanel::F32, GemmPanel::BF16, GemmPanel::AmxBF16})
+            if (want == gemm_panel_name(p)) {
+                if (!panel_available(p, isa))
+                    fail("SYSLM_GEMM_PANEL=", want, ": not available on this CPU with ",
+                         isa_name(isa));
+                c.panel = p;
+                return c;
+            }
+        fail("SYSLM_GEMM_PANEL='", want, "': expected f32, bf16 or amx-bf16");
+    }
+    std::vector<GemmPanel> candidates;
+    for (GemmPanel p : {GemmPanel::F32, GemmPanel::BF16, GemmPanel::AmxBF16})
+        if (panel_available(p, isa)) candidates.push_back(p);
+    if (candidates.size() < 2) {
+        if (!candidates.empty()) c.panel = candidates[0];
+        return c;
+    }
+    double best = 0;
+    for (GemmPanel p : candidates) {
+        const double gflops = 2.0 * 64 * 1024 * 512 / time_panel(p, isa) * 1e-9;
+        c.timings.push_back({p, gflops});
+        if (gflops > best) {
+            best = gflops;
+            c.panel = p;
+        }
+    }
+    return c;
+}
+
+}  // namespace
+
+const PanelChoice& gemm_panel_choice(Isa isa) {
+    static std::once_flag once[3];
+    static PanelChoice choice[3];
+    const int i = static_cast<int>(isa);
+    std::call_once(once[i], [&] { choice[i] = choose_panel(isa); });
+    return choice[i];
 }
 
 void gemm(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
           const float* bias, Isa isa, GemmPanel panel) {
+    if (panel == GemmPanel::AmxBF16) {
+        if (!panel_available(panel, isa))
+            fail("GEMM: no amx-bf16 panels for ISA ", isa_name(isa), " on this CPU");
+        return x86::gemm_amx_bf16(w, x, n_tokens, y, pool, bias);
+    }
     const GemmKernels& kn = gemm_kernels(isa);
     const bool bf16 = panel == GemmPanel::BF16;
     if (panel == GemmPanel::None || (bf16 ? !kn.tile_bf16 : !kn.tile_f32))

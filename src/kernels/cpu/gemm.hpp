@@ -15,10 +15,16 @@
 //          to bf16 (round to nearest even). Used for BF16 weights (exact, as the vec_dot path,
 //          whose partner type is BF16) and for dequantized quantized weights, whose own
 //          quantization error exceeds bf16's 2^-9 rounding.
+//   AMX_BF16 — the BF16 panels' arithmetic on the AMX tile unit (x86/gemm_amx.cpp): the same
+//          roundings, f32 accumulation, several times the throughput where the CPU has AMX.
+// Which panel a quantized or BF16 matrix uses is decided by timing the candidates once per
+// process (gemm_panel_choice), not by feature flags: on some CPUs vdpbf16ps runs at half the
+// FP32 FMA rate, and there F32 panels win.
 // Blocks of kc = 256 keep quantized rows whole-block aligned (multiple of QK_K).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
@@ -28,7 +34,7 @@ namespace syslm::kernels {
 
 struct WeightView;
 
-enum class GemmPanel { None, F32, BF16 };
+enum class GemmPanel { None, F32, BF16, AmxBF16 };
 const char* gemm_panel_name(GemmPanel p);
 
 // ISA-specific pieces of the GEMM. The driver (gemm.cpp) does blocking, threading and activation
@@ -74,6 +80,22 @@ const GemmKernels& gemm_kernels(Isa isa);
 // The panel format the GEMM would use for `type` with `isa` (None: use the vec_dot path).
 GemmPanel gemm_panel(DType type, Isa isa);
 
+// The measured choice for quantized and BF16 weights with `isa`: each available panel format
+// timed on a Q8_0 matrix (prefill shape) the first time it is asked, the fastest kept for the
+// process. SYSLM_GEMM_PANEL=f32|bf16|amx-bf16 overrides it (an unavailable format is an error).
+struct PanelChoice {
+    GemmPanel panel = GemmPanel::F32;
+    struct Timing {
+        GemmPanel panel;
+        double gflops;
+    };
+    std::vector<Timing> timings;  // empty when overridden or when only one format exists
+};
+const PanelChoice& gemm_panel_choice(Isa isa);
+
+// True where the CPU has AMX-BF16 tiles and the OS granted this process their state.
+bool amx_bf16_available();
+
 // y = x W^T (+ bias) through the GEMM with the given panel format; w.type must allow it
 // (gemm_panel(w.type, isa) != None, or F32 panels, which every type with to_float supports on
 // AVX2 and AVX-512). x: n_tokens rows of w.n_in floats; y: n_tokens rows of w.n_out floats.
@@ -99,6 +121,8 @@ namespace x86 {
 // Defined in the ISA files.
 GemmKernels gemm_kernels_avx2();
 GemmKernels gemm_kernels_avx512(bool with_bf16);
+void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, ThreadPool& pool,
+                   const float* bias);
 }  // namespace x86
 
 }  // namespace syslm::kernels

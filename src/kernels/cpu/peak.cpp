@@ -72,9 +72,15 @@ const PeakKernels& peak_kernels(Isa isa) {
                            nullptr,
                            "scalar int8 multiply-add",
                            read_sum_scalar,
-                           copy_scalar};
+                           copy_scalar,
+                           nullptr,
+                           nullptr};
         if (isa_supported(Isa::Avx2)) v[1] = x86::peak_kernels_avx2();
-        if (isa_supported(Isa::Avx512)) v[2] = x86::peak_kernels_avx512(cpu_features().avx512bf16);
+        if (isa_supported(Isa::Avx512)) {
+            v[2] = x86::peak_kernels_avx512(cpu_features().avx512bf16);
+            if (cpu_features().amx_bf16 && amx_tiles_permitted()) v[2].tile_bf16 = x86::peak_amx_bf16;
+            if (cpu_features().amx_int8 && amx_tiles_permitted()) v[2].tile_int8 = x86::peak_amx_int8;
+        }
         return v;
     }();
     SYSLM_CHECK(isa_supported(isa), "peak kernels: this CPU does not support ", isa_name(isa));

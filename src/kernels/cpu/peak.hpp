@@ -6,7 +6,7 @@
 //
 // Variants: scalar (peak.cpp), AVX2 (x86/peak_avx2.cpp: FMA ymm, int8 via vpmaddubsw + vpmaddwd
 // as ggml does without VNNI, no BF16) and AVX-512 (x86/peak_avx512.cpp: FMA zmm, vpdpbusd,
-// vdpbf16ps when the CPU has AVX512_BF16).
+// vdpbf16ps when the CPU has AVX512_BF16) and the AMX tiles (x86/peak_amx.cpp) where present.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,9 @@ struct PeakKernels {
     float (*read_sum)(const float* p, int64_t n);
     // dst[0..n) = src[0..n) with ordinary (cached) stores.
     void (*copy)(float* dst, const float* src, int64_t n);
+    // The AMX tile unit (tdpbf16ps, tdpbssd); null unless the CPU has it and the OS granted it.
+    ComputeFn tile_bf16;
+    ComputeFn tile_int8;
 };
 
 // The variant for `isa`; throws Error if this CPU does not support it.
@@ -42,6 +45,8 @@ namespace x86 {
 // Defined in the ISA files.
 PeakKernels peak_kernels_avx2();
 PeakKernels peak_kernels_avx512(bool with_bf16);
+double peak_amx_bf16(int64_t iters, float* sink);  // x86/peak_amx.cpp
+double peak_amx_int8(int64_t iters, float* sink);
 }  // namespace x86
 
 }  // namespace syslm::kernels

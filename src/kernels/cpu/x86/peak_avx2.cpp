@@ -83,7 +83,9 @@ PeakKernels peak_kernels_avx2() {
                        nullptr,
                        "vpmaddubsw+vpmaddwd+vpaddd ymm",
                        read_sum,
-                       copy};
+                       copy,
+                       nullptr,
+                       nullptr};
 }
 
 }  // namespace syslm::kernels::x86

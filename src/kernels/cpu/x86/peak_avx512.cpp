@@ -100,7 +100,8 @@ void copy(float* dst, const float* src, int64_t n) {
 PeakKernels peak_kernels_avx512(bool with_bf16) {
     return PeakKernels{Isa::Avx512,    fma_f32,           with_bf16 ? dot_bf16 : nullptr,
                        dot_int8,       "vfmadd231ps zmm", with_bf16 ? "vdpbf16ps zmm" : nullptr,
-                       "vpdpbusd zmm", read_sum,          copy};
+                       "vpdpbusd zmm", read_sum,          copy,
+                       nullptr,        nullptr};
 }
 
 }  // namespace syslm::kernels::x86

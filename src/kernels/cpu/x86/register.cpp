@@ -24,7 +24,7 @@ void register_avx2_kernels(TypeTraits* rows, int n) {
 void register_avx512_kernels(TypeTraits* rows, int n) {
     x86::register_float_avx512(rows, n);
     x86::register_quant_avx512(rows, n);
-    x86::register_quant_k_avx512(rows, n);
+    x86::register_quant_zmm_avx512(rows, n);
     // AVX512_BF16 is not part of the AVX-512 tier (isa.hpp): checked here, in baseline code.
     if (cpu_features().avx512bf16) x86::register_bf16_avx512(rows, n);
 }

@@ -16,7 +16,7 @@ void register_act_quant_avx2(TypeTraits* rows, int n);  // Q8_0/Q8_1/Q8_K from_f
 
 void register_float_avx512(TypeTraits* rows, int n);  // F32, F16 vec_dot
 void register_quant_avx512(TypeTraits* rows, int n);  // quant vec_dot on VNNI
-void register_quant_k_avx512(TypeTraits* rows, int n);  // K-quant vec_dot on 512-bit vectors
+void register_quant_zmm_avx512(TypeTraits* rows, int n);  // K-quant vec_dot, dequantization
 void register_bf16_avx512(TypeTraits* rows, int n);   // BF16 vec_dot: needs AVX512_BF16
 
 }  // namespace syslm::kernels::x86

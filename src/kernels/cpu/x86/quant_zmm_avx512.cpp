@@ -1,4 +1,5 @@
-// AVX-512 dot products of the K-quants (Q2_K..Q6_K) with Q8_K, on whole 512-bit vectors.
+// Quantized blocks on whole 512-bit vectors (AVX-512): the dot products of the K-quants
+// (Q2_K..Q6_K) with Q8_K, and dequantization (to_float) of the types prefill's GEMM reads.
 //
 // Each vector holds the levels of 64 consecutive elements, so the activation quants load as
 // they are stored; where a block keeps two 32-element groups in one 32-byte chunk (low and high
@@ -283,9 +284,107 @@ float dot_q2_k(int64_t n, const void* vx, const void* vy) {
     return _mm512_reduce_add_ps(acc) - hsum256(acc_min);
 }
 
+// ---- dequantization (to_float), bit-identical to the scalar references: the same float
+// operations in the same order (mul, then sub; no fused multiply-add) ----------------------------
+
+// 64 bytes of levels (unsigned, or signed with `offset` subtracted) times per-16-element scales
+// dl[0..3] minus per-16 ml[0..3], to 64 floats.
+template <bool Signed>
+void levels_to_float(__m512i u, const float* dl, const float* ml, float* y) {
+    unroll<4>([&](auto J) {
+        constexpr int j = decltype(J)::value;
+        const __m128i b = _mm512_extracti32x4_epi32(u, j);
+        const __m512i v = Signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+        __m512 f = _mm512_mul_ps(_mm512_set1_ps(dl[j]), _mm512_cvtepi32_ps(v));
+        if (ml) f = _mm512_sub_ps(f, _mm512_set1_ps(ml[j]));
+        _mm512_storeu_ps(y + 16 * j, f);
+    });
+}
+
+template <typename Block, bool HighBit>
+void dequant_k4(const void* src, float* y, int64_t n) {
+    const auto* x = static_cast<const Block*>(src);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / QK_K; ++i, y += QK_K) {
+        uint64_t sc8, mn8;
+        k4_scales_mins(x[i].scales, sc8, mn8);
+        const float d = f16(x[i].d), dmin = f16(x[i].dmin);
+        __m512i hb = _mm512_setzero_si512();
+        if constexpr (HighBit) hb = shift_upper<1>(bcast256(x[i].qh));
+        unroll<4>([&](auto K) {
+            constexpr int k = decltype(K)::value;
+            __m512i u = _mm512_and_si512(shift_upper<4>(bcast256(x[i].qs + 32 * k)), m4);
+            if constexpr (HighBit) u = _mm512_or_si512(u, bit_to<2 * k, 4>(hb));
+            const float sc0 = static_cast<float>((sc8 >> (16 * k)) & 0xFF);
+            const float sc1 = static_cast<float>((sc8 >> (16 * k + 8)) & 0xFF);
+            const float m0 = static_cast<float>((mn8 >> (16 * k)) & 0xFF);
+            const float m1 = static_cast<float>((mn8 >> (16 * k + 8)) & 0xFF);
+            const float dl[4] = {d * sc0, d * sc0, d * sc1, d * sc1};
+            const float ml[4] = {dmin * m0, dmin * m0, dmin * m1, dmin * m1};
+            levels_to_float<false>(u, dl, ml, y + 64 * k);
+        });
+    }
+}
+
+void dequant_q4_k(const void* src, float* y, int64_t n) {
+    dequant_k4<BlockQ4_K, false>(src, y, n);
+}
+
+void dequant_q5_k(const void* src, float* y, int64_t n) {
+    dequant_k4<BlockQ5_K, true>(src, y, n);
+}
+
+void dequant_q6_k(const void* src, float* y, int64_t n) {
+    const auto* x = static_cast<const BlockQ6_K*>(src);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30),
+                  c32 = _mm512_set1_epi8(32);
+    for (int64_t i = 0; i < n / QK_K; ++i, y += QK_K) {
+        const float d = f16(x[i].d);
+        float dl[16];
+        for (int s = 0; s < 16; ++s) dl[s] = d * static_cast<float>(x[i].scales[s]);
+        unroll<2>([&](auto H) {
+            constexpr int h = decltype(H)::value;
+            const __m512i l = _mm512_loadu_si512(x[i].ql + 64 * h);
+            const __m512i q = shift_upper<2>(bcast256(x[i].qh + 32 * h));
+            const __m512i u0 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                               _mm512_and_si512(_mm512_slli_epi16(q, 4), m2));
+            const __m512i u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                               _mm512_and_si512(q, m2));
+            levels_to_float<true>(_mm512_sub_epi8(u0, c32), dl + 8 * h, nullptr, y + 128 * h);
+            levels_to_float<true>(_mm512_sub_epi8(u1, c32), dl + 8 * h + 4, nullptr,
+                                  y + 128 * h + 64);
+        });
+    }
+}
+
+void dequant_q8_0(const void* src, float* y, int64_t n) {
+    const auto* x = static_cast<const BlockQ8_0*>(src);
+    for (int64_t i = 0; i < n / QK8_0; ++i, y += QK8_0) {
+        const __m512 d = _mm512_set1_ps(f16(x[i].d));
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                              _mm256_castsi256_si128(q))), d));
+        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                                   _mm256_extracti128_si256(q, 1))), d));
+    }
+}
+
+void dequant_q4_0(const void* src, float* y, int64_t n) {
+    const auto* x = static_cast<const BlockQ4_0*>(src);
+    const __m128i m4 = _mm_set1_epi8(0x0F), c8 = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < n / QK4_0; ++i, y += QK4_0) {
+        const __m512 d = _mm512_set1_ps(f16(x[i].d));
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].qs));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), c8);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), c8);
+        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
+        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
+    }
+}
+
 }  // namespace
 
-void register_quant_k_avx512(TypeTraits* rows, int n) {
+void register_quant_zmm_avx512(TypeTraits* rows, int n) {
     const struct {
         DType type;
         VecDotFn fn;
@@ -293,6 +392,14 @@ void register_quant_k_avx512(TypeTraits* rows, int n) {
                 {DType::Q5_K, dot_q5_k}, {DType::Q6_K, dot_q6_k}};
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
+    const struct {
+        DType type;
+        ToFloatFn fn;
+    } deqs[] = {{DType::Q4_K, dequant_q4_k}, {DType::Q5_K, dequant_q5_k},
+                {DType::Q6_K, dequant_q6_k}, {DType::Q8_0, dequant_q8_0},
+                {DType::Q4_0, dequant_q4_0}};
+    for (const auto& d : deqs)
+        if (TypeTraits* r = find_row(rows, n, d.type)) r->to_float = d.fn;
 }
 
 }  // namespace syslm::kernels::x86

@@ -1,0 +1,177 @@
+// Prefill GEMM on the AMX tile unit (Intel Xeon 4th generation and later): y = x W^T (+ b) with
+// both operands rounded to bf16 and products accumulated in f32 by tdpbf16ps — the precision of
+// the BF16 panels (gemm.hpp), at several times their speed.
+//
+// The weights are the tiles' left operand, read as stored: threads split the weight rows in
+// panels of 32, each dequantized (to_float) and rounded to bf16 rows — no transpose. The
+// activations are the right operand, packed once per call in the pair layout the tiles read
+// ([k/2][32 tokens][2], gemm_kernels(Avx512).pack_bf16_from_f32). Each panel is swept by every
+// block of 32 tokens with four 16 x 16 accumulator tiles (2 x 2): per 32 depth steps two
+// weight tiles and two token tiles are loaded and four tile products issued. The whole depth
+// is one block (a panel is 64 K bytes, inside L2 for any model width), so each output tile is
+// stored once, transposed into y.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/x86/simd.hpp"
+#include "kernels/type_traits.hpp"
+
+namespace syslm::kernels::x86 {
+namespace {
+
+constexpr int kTile = 16;   // tile rows; 16 f32 or 32 bf16 per 64-byte tile row
+constexpr int kBlock = 32;  // tokens and weight rows per block (2 x 2 tiles)
+
+struct alignas(64) TileConfig {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
+// Tiles 0-3: accumulators; 4-5: activation rows (16 tokens x 32 depth); 6-7: weight pairs
+// (16 depth pairs x 16 rows x 2).
+// A constant in memory: GCC may drop stores to a local that only ldtilecfg reads.
+constexpr TileConfig make_config() {
+    TileConfig c;
+    for (int t = 0; t < 8; ++t) {
+        c.rows[t] = kTile;
+        c.colsb[t] = 64;
+    }
+    return c;
+}
+constexpr TileConfig kConfig = make_config();
+
+void configure_tiles() {
+    _tile_loadconfig(&kConfig);
+}
+
+struct Scratch {
+    struct Free {
+        void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+    };
+    std::unique_ptr<std::byte[], Free> data;
+    size_t size = 0;
+    template <typename T>
+    T* get(size_t n) {
+        if (n * sizeof(T) > size) {
+            data.reset(static_cast<std::byte*>(::operator new[](n * sizeof(T), std::align_val_t(64))));
+            size = n * sizeof(T);
+        }
+        return reinterpret_cast<T*>(data.get());
+    }
+};
+
+int64_t round_up(int64_t v, int64_t m) {
+    return (v + m - 1) / m * m;
+}
+
+// K floats to bf16 (round to nearest even), zero-padded to Kp.
+void bf16_row(const float* x, int64_t K, int64_t Kp, uint16_t* dst) {
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k),
+                            (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + k)));
+    if (k < K) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (K - k)) - 1);
+        _mm256_mask_storeu_epi16(
+            dst + k, m,
+            (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k)));
+        k += 16;
+    }
+    for (k = K; k < Kp; ++k) dst[k] = 0;
+}
+
+}  // namespace
+
+void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, ThreadPool& pool,
+                   const float* bias) {
+    const int64_t K = w.n_in, N = w.n_out;
+    if (T <= 0 || N <= 0) return;
+    const int64_t Kp = round_up(K, 32), token_blocks = (T + kBlock - 1) / kBlock;
+    const GemmKernels& kn = gemm_kernels(Isa::Avx512);
+    const TypeTraits& tt = type_traits(w.type, Isa::Avx512);
+
+    // Tokens as the tiles' right operand: per block of 32, [Kp/2][32 tokens][2] bf16, zero past
+    // T and K (pack_bf16_from_f32's panel layout, with tokens for rows).
+    thread_local Scratch x_scratch;
+    uint16_t* xb = x_scratch.get<uint16_t>(static_cast<size_t>(token_blocks * kBlock * Kp));
+    pool.parallel_for(token_blocks, [&](int64_t b, int64_t e, int) {
+        for (int64_t tb = b; tb < e; ++tb)
+            kn.pack_bf16_from_f32(x + tb * kBlock * K, K, std::min<int64_t>(kBlock, T - tb * kBlock),
+                                  K, xb + tb * kBlock * Kp);
+        // K < Kp: the pair rows past K/2 must be zero too (the packer writes ceil(K/2) rows).
+        for (int64_t tb = b; tb < e; ++tb) {
+            uint16_t* blk = xb + tb * kBlock * Kp;
+            const int64_t written = (K + 1) / 2 * 2 * kBlock;
+            std::memset(blk + written, 0, static_cast<size_t>(kBlock * Kp - written) * 2);
+        }
+    });
+
+    // Weights as the left operand: 32 rows of Kp bf16, as stored (no transpose). Output tiles
+    // are weight rows x tokens, written to y transposed.
+    const size_t w_row = row_bytes(w.type, K);
+    const auto* w_bytes = static_cast<const uint8_t*>(w.data);
+    const int64_t panels = (N + kBlock - 1) / kBlock;
+    pool.parallel_for(panels, [&](int64_t pb, int64_t pe, int) {
+        thread_local Scratch row_scratch, w_scratch;
+        float* row = row_scratch.get<float>(static_cast<size_t>(Kp));
+        uint16_t* wb = w_scratch.get<uint16_t>(static_cast<size_t>(kBlock * Kp));
+        alignas(64) float c[kBlock * kBlock];
+        configure_tiles();
+        for (int64_t p = pb; p < pe; ++p) {
+            const int64_t o0 = p * kBlock;
+            const int n = static_cast<int>(std::min<int64_t>(kBlock, N - o0));
+            for (int r = 0; r < kBlock; ++r) {
+                if (r >= n) {
+                    std::memset(wb + r * Kp, 0, static_cast<size_t>(Kp) * 2);
+                    continue;
+                }
+                const float* src = row;
+                if (w.type == DType::F32)
+                    src = reinterpret_cast<const float*>(w_bytes) + (o0 + r) * K;
+                else
+                    tt.to_float(w_bytes + (o0 + r) * w_row, row, K);
+                bf16_row(src, K, Kp, wb + r * Kp);
+            }
+            for (int64_t tb = 0; tb < token_blocks; ++tb) {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                const uint16_t* xt = xb + tb * kBlock * Kp;
+                for (int64_t k = 0; k < Kp; k += 32) {
+                    const uint16_t* b = xt + k * kBlock;  // pair row k/2: 32 tokens x 2
+                    _tile_loadd(4, wb + k, Kp * 2);
+                    _tile_loadd(5, wb + kTile * Kp + k, Kp * 2);
+                    _tile_loadd(6, b, kBlock * 4);
+                    _tile_loadd(7, b + 2 * kTile, kBlock * 4);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+                // c[r][t]: weight row r, token t.
+                _tile_stored(0, c, kBlock * 4);
+                _tile_stored(1, c + kTile, kBlock * 4);
+                _tile_stored(2, c + kTile * kBlock, kBlock * 4);
+                _tile_stored(3, c + kTile * kBlock + kTile, kBlock * 4);
+                const int64_t t0 = tb * kBlock;
+                const int m = static_cast<int>(std::min<int64_t>(kBlock, T - t0));
+                for (int t = 0; t < m; ++t) {
+                    float* yr = y + (t0 + t) * N + o0;
+                    for (int r = 0; r < n; ++r)
+                        yr[r] = c[r * kBlock + t] + (bias ? bias[o0 + r] : 0.0f);
+                }
+            }
+        }
+        _tile_release();
+    });
+}
+
+}  // namespace syslm::kernels::x86
