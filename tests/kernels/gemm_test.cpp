@@ -253,7 +253,9 @@ TEST(GemmPanelChoice, KeepsTheFastestTimedPanel) {
         best = std::max(best, t.gflops);
     }
     for (const auto& t : c.timings) {
-        if (t.panel == c.panel) EXPECT_EQ(t.gflops, best);
+        if (t.panel == c.panel) {
+            EXPECT_EQ(t.gflops, best);
+        }
     }
     EXPECT_EQ(gemm_panel(DType::Q4_K, active_isa()), c.panel);
     EXPECT_EQ(gemm_panel(DType::F16, active_isa()), GemmPanel::F32) << "F16 stays exact";
