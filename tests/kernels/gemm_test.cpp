@@ -258,7 +258,10 @@ TEST(GemmPanelChoice, KeepsTheFastestTimedPanel) {
         }
     }
     EXPECT_EQ(gemm_panel(DType::Q4_K, active_isa()), c.panel);
-    EXPECT_EQ(gemm_panel(DType::F16, active_isa()), GemmPanel::F32) << "F16 stays exact";
+    EXPECT_EQ(gemm_panel(DType::F32, active_isa()), GemmPanel::F32) << "F32 stays exact";
+    EXPECT_EQ(gemm_panel(DType::F16, active_isa()),
+              c.panel == GemmPanel::AmxBF16 ? GemmPanel::AmxBF16 : GemmPanel::F32)
+        << "F16: exact, or on the AMX tiles";
 }
 
 }  // namespace

@@ -145,9 +145,14 @@ const GemmKernels& gemm_kernels(Isa isa) {
 GemmPanel gemm_panel(DType type, Isa isa) {
     const GemmKernels& k = gemm_kernels(isa);
     if (!k.tile_f32 || !has_type_traits(type)) return GemmPanel::None;
-    // F16 in bf16 would lose 3 mantissa bits of every weight: f32 panels keep F16 exact.
-    if (type == DType::F32 || type == DType::F16) return GemmPanel::F32;
-    return gemm_panel_choice(isa).panel;
+    // F32 weights (trained models, training itself) keep exact f32 panels. F16 weights too,
+    // except on the AMX tiles, whose several times higher throughput is worth rounding them to
+    // bf16 as the quantized types are (the policy and its measured KL: docs/design/amx.md);
+    // the BF16 dot-product panels would lose the same bits for less speed.
+    if (type == DType::F32) return GemmPanel::F32;
+    const GemmPanel chosen = gemm_panel_choice(isa).panel;
+    if (type == DType::F16) return chosen == GemmPanel::AmxBF16 ? chosen : GemmPanel::F32;
+    return chosen;
 }
 
 bool amx_bf16_available() {
