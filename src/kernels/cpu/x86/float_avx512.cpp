@@ -20,12 +20,20 @@ float hsum(__m512 v) {
     return _mm_cvtss_f32(s);
 }
 
+// The weight row (x) prefetched 4 KiB ahead, as in the quantized dots: without it the
+// hardware prefetchers leave a decode step's stream well short of the read bandwidth on Intel.
+void prefetch_lines(const void* p, int lines) {
+    const char* c = static_cast<const char*>(p) + 4096;
+    for (int l = 0; l < lines; ++l) _mm_prefetch(c + 64 * l, _MM_HINT_T0);
+}
+
 float dot_f32(int64_t n, const void* xv, const void* yv) {
     const float* x = static_cast<const float*>(xv);
     const float* y = static_cast<const float*>(yv);
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        prefetch_lines(x + i, 4);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
@@ -51,6 +59,7 @@ float dot_f16(int64_t n, const void* xv, const void* yv) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        prefetch_lines(x + i, 2);
         a0 = _mm512_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
         a1 = _mm512_fmadd_ps(load_f16(x + i + 16), load_f16(y + i + 16), a1);
         a2 = _mm512_fmadd_ps(load_f16(x + i + 32), load_f16(y + i + 32), a2);
@@ -137,6 +146,17 @@ void dot_tokens(int64_t n, int nr, const void* xv, size_t bx, int nt, const void
     }
 }
 
+// F16 -> f32 (exact: every half is a float), 16 per vector; the tail masked.
+void f16_to_float(const void* src, float* y, int64_t n) {
+    const auto* x = static_cast<const uint16_t*>(src);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load_f16(x + i));
+    if (i < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+    }
+}
+
 }  // namespace
 
 void register_float_avx512(TypeTraits* rows, int n) {
@@ -147,6 +167,7 @@ void register_float_avx512(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::F16)) {
         r->vec_dot = dot_f16;
         r->vec_dot_tokens = dot_tokens<uint16_t>;
+        r->to_float = f16_to_float;
     }
 }
 
