@@ -4,15 +4,16 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
-#include <mutex>
-#include <string>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <string>
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "kernels/type_traits.hpp"
 
 namespace syslm::kernels {
@@ -24,24 +25,6 @@ namespace {
 constexpr int64_t kKc = 256;
 // Weight rows per packed block: kKc x kNc f32 = 128 KiB, well inside a core's L2.
 constexpr int64_t kNc = 128;
-
-// Grow-only 64-byte-aligned scratch, one per thread: no allocation per call once warm.
-struct Scratch {
-    struct Free {
-        void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
-    };
-    std::unique_ptr<std::byte[], Free> data;
-    size_t size = 0;
-    template <typename T>
-    T* get(size_t n) {
-        const size_t bytes = n * sizeof(T);
-        if (bytes > size) {
-            data.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64))));
-            size = bytes;
-        }
-        return reinterpret_cast<T*>(data.get());
-    }
-};
 
 // Activations packed per token block of mr: [block][k][mr] floats, or [block][k2][mr] bf16
 // pairs, zero-padded past the last token and (pairs) past K.

@@ -13,11 +13,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <new>
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/scratch.hpp"
+#include "kernels/cpu/x86/amx_tiles.hpp"
 #include "kernels/cpu/x86/simd.hpp"
 #include "kernels/type_traits.hpp"
 
@@ -26,46 +26,8 @@ namespace {
 
 constexpr int kTile = 16;   // tile rows; 16 f32 or 32 bf16 per 64-byte tile row
 constexpr int kBlock = 32;  // tokens and weight rows per block (2 x 2 tiles)
-
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
-// Tiles 0-3: accumulators; 4-5: activation rows (16 tokens x 32 depth); 6-7: weight pairs
-// (16 depth pairs x 16 rows x 2).
-// A constant in memory: GCC may drop stores to a local that only ldtilecfg reads.
-constexpr TileConfig make_config() {
-    TileConfig c;
-    for (int t = 0; t < 8; ++t) {
-        c.rows[t] = kTile;
-        c.colsb[t] = 64;
-    }
-    return c;
-}
-constexpr TileConfig kConfig = make_config();
-
-void configure_tiles() {
-    _tile_loadconfig(&kConfig);
-}
-
-struct Scratch {
-    struct Free {
-        void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
-    };
-    std::unique_ptr<std::byte[], Free> data;
-    size_t size = 0;
-    template <typename T>
-    T* get(size_t n) {
-        if (n * sizeof(T) > size) {
-            data.reset(static_cast<std::byte*>(::operator new[](n * sizeof(T), std::align_val_t(64))));
-            size = n * sizeof(T);
-        }
-        return reinterpret_cast<T*>(data.get());
-    }
-};
+// Tiles 0-3: accumulators (32 weight rows x 32 tokens); 4-5: weight rows (16 rows x 32 depth);
+// 6-7: token pairs (16 depth pairs x 16 tokens x 2).
 
 int64_t round_up(int64_t v, int64_t m) {
     return (v + m - 1) / m * m;

@@ -5,31 +5,14 @@
 #include <cstring>
 
 #include "kernels/cpu/peak.hpp"
+#include "kernels/cpu/x86/amx_tiles.hpp"
 #include "kernels/cpu/x86/simd.hpp"
 
 namespace syslm::kernels::x86 {
 namespace {
 
-struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-};
-
-// A constant in memory: GCC may drop stores to a local that only ldtilecfg reads.
-constexpr TileConfig make_config() {
-    TileConfig c;
-    for (int t = 0; t < 8; ++t) {
-        c.rows[t] = 16;
-        c.colsb[t] = 64;
-    }
-    return c;
-}
-constexpr TileConfig kConfig = make_config();
-
 void setup_tiles() {
-    _tile_loadconfig(&kConfig);
+    configure_tiles();
     alignas(64) uint8_t ones[16 * 64];
     std::memset(ones, 1, sizeof ones);  // small operands: no overflow, no denormals
     _tile_zero(0);  // tile numbers must be literals
@@ -49,30 +32,36 @@ float finish() {
     return c[0];
 }
 
+// Four independent tile products per iteration; ops counted as multiply-adds x 2.
+template <bool Int8>
+double tile_peak(int64_t iters, float* sink) {
+    setup_tiles();
+    for (int64_t i = 0; i < iters; ++i) {
+        if constexpr (Int8) {
+            _tile_dpbssd(0, 4, 6);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
+        } else {
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    *sink = finish();
+    const int depth = Int8 ? 64 : 32;  // products per accumulator element per instruction
+    return static_cast<double>(iters) * 4 * 16 * 16 * depth * 2;
+}
+
 }  // namespace
 
 double peak_amx_bf16(int64_t iters, float* sink) {
-    setup_tiles();
-    for (int64_t i = 0; i < iters; ++i) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    *sink = finish();
-    return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
+    return tile_peak<false>(iters, sink);
 }
 
 double peak_amx_int8(int64_t iters, float* sink) {
-    setup_tiles();
-    for (int64_t i = 0; i < iters; ++i) {
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-    }
-    *sink = finish();
-    return static_cast<double>(iters) * 4 * 16 * 16 * 64 * 2;
+    return tile_peak<true>(iters, sink);
 }
 
 }  // namespace syslm::kernels::x86

@@ -24,14 +24,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/x86/quant_helpers.hpp"
 #include "kernels/cpu/x86/simd.hpp"
 #include "kernels/cpu/x86/x86_kernels.hpp"
 #include "kernels/quants/block_layouts.hpp"
 
 namespace syslm::kernels::x86 {
 namespace {
-
-inline constexpr int kPrefetchBytes = 4096;
 
 float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -47,10 +46,6 @@ int hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-float f16(uint16_t h) {
-    return _cvtsh_ss(h);
-}
-
 __m256i load256(const void* p) {
     return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
@@ -59,25 +54,11 @@ __m128i load128(const void* p) {
     return _mm_loadu_si128(static_cast<const __m128i*>(p));
 }
 
-// Software prefetch of the weight stream, about 1 KiB ahead: the hardware prefetchers alone do
-// not keep far enough ahead of these compute-heavy loops (L1B Q4_K_M decode on a Xeon: +15-30%).
-template <typename Block>
-void prefetch_ahead(const Block* b) {
-    const char* p = reinterpret_cast<const char*>(b) + kPrefetchBytes;
-    for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 // Two consecutive blocks, for prefetching the span a two-block loop step reads.
 template <typename Block>
 struct Block2 {
     Block b[2];
 };
-
-uint32_t load_u32(const void* p) {
-    uint32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
 
 // Signed int8 dot product via the sign trick: |x| (as u8, so -128 -> 128 is right) times y with
 // x's sign applied.
@@ -322,19 +303,6 @@ float dot_q2_k_q8_k(int64_t n, const void* vx, const void* vy) {
     return hsum_ps(acc) - min_sum;
 }
 
-// Q3_K's 16 six-bit scales (stored + 32), unpacked to int8 (see block_layouts.hpp).
-__m128i q3_k_scales(const uint8_t* s) {
-    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
-    const uint32_t lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
-    const uint32_t s0 = (a & lo4) | ((c & lo2) << 4);
-    const uint32_t s1 = (b & lo4) | (((c >> 2) & lo2) << 4);
-    const uint32_t s2 = ((a >> 4) & lo4) | (((c >> 4) & lo2) << 4);
-    const uint32_t s3 = ((b >> 4) & lo4) | (((c >> 6) & lo2) << 4);
-    const __m128i u = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1),
-                                     static_cast<int>(s2), static_cast<int>(s3));
-    return _mm_sub_epi8(u, _mm_set1_epi8(32));
-}
-
 // Q3_K: levels u = low 2 bits | hmask bit << 2 in [0, 7] stand for u - 4; the -4 goes through
 // the bsums: sum(sc * (u - 4) * y) = sum(sc * u * y) - 4 * sum(sc * bsum).
 float dot_q3_k_q8_k(int64_t n, const void* vx, const void* vy) {
@@ -366,16 +334,6 @@ float dot_q3_k_q8_k(int64_t n, const void* vx, const void* vy) {
         off_sum += d * static_cast<float>(4 * offset);
     }
     return hsum_ps(acc) - off_sum;
-}
-
-// Q4_K/Q5_K: 8 six-bit scales and mins from 12 bytes (block_layouts.hpp), as 8 bytes each.
-void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
-    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
-    const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top = 0x30303030u;
-    const uint32_t sc_lo = a & lo6, sc_hi = (c & lo4) | ((a >> 2) & top);
-    const uint32_t m_lo = b & lo6, m_hi = ((c >> 4) & lo4) | ((b >> 2) & top);
-    scales = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
-    mins = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
 
 // sum_j m[j] * (bsums[2j] + bsums[2j+1]) over the 8 sub-blocks of 32.

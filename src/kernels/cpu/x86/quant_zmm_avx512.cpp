@@ -16,22 +16,13 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cpu/x86/quant_helpers.hpp"
 #include "kernels/cpu/x86/simd.hpp"
 #include "kernels/cpu/x86/x86_kernels.hpp"
 #include "kernels/quants/block_layouts.hpp"
 
 namespace syslm::kernels::x86 {
 namespace {
-
-// The weight stream is prefetched about 1 KiB ahead: the hardware prefetchers alone do not keep
-// far enough ahead of a compute-heavy loop (L1B Q4_K_M decode on a Xeon: +15-30%).
-constexpr int kPrefetchBytes = 4096;
-
-template <typename Block>
-void prefetch_ahead(const Block* b) {
-    const char* p = reinterpret_cast<const char*>(b) + kPrefetchBytes;
-    for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
 
 template <int... K, typename F>
 void unroll_impl(std::integer_sequence<int, K...>, F&& f) {
@@ -42,16 +33,6 @@ void unroll_impl(std::integer_sequence<int, K...>, F&& f) {
 template <int N, typename F>
 void unroll(F&& f) {
     unroll_impl(std::make_integer_sequence<int, N>{}, f);
-}
-
-uint32_t load_u32(const void* p) {
-    uint32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
-float f16(uint16_t h) {
-    return _cvtsh_ss(h);
 }
 
 // The 32 bytes at p in both 256-bit halves.
@@ -79,12 +60,17 @@ __m512i bit_to(__m512i v) {
 // Index vectors for vpermw: int16 lane j of vector k takes scale 2k + j/16 (a scale per 32
 // elements) or 4k + j/8 (a scale per 16 elements).
 template <int PerScale>
-__m512i scale_index(int k) {
-    alignas(64) int16_t idx[32];
-    for (int j = 0; j < 32; ++j)
-        idx[j] = static_cast<int16_t>((64 / PerScale) * k + j / (PerScale / 2));
-    return _mm512_load_si512(idx);
-}
+struct ScaleIndex {
+    __m512i v[4];
+    ScaleIndex() {
+        for (int k = 0; k < 4; ++k) {
+            alignas(64) int16_t idx[32];
+            for (int j = 0; j < 32; ++j)
+                idx[j] = static_cast<int16_t>((64 / PerScale) * k + j / (PerScale / 2));
+            v[k] = _mm512_load_si512(idx);
+        }
+    }
+};
 
 // isum + sum over 64 elements of u * y * scale (scale16: one int16 per pair of elements).
 __m512i dot64(__m512i isum, __m512i u, const int8_t* y, __m512i scale16) {
@@ -102,25 +88,33 @@ float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-// Q4_K/Q5_K: 8 six-bit scales and mins from 12 bytes (block_layouts.hpp), as 8 bytes each.
-void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
-    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
-    const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top = 0x30303030u;
-    const uint32_t sc_lo = a & lo6, sc_hi = (c & lo4) | ((a >> 2) & top);
-    const uint32_t m_lo = b & lo6, m_hi = ((c >> 4) & lo4) | ((b >> 2) & top);
-    scales = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
-    mins = m_lo | (static_cast<uint64_t>(m_hi) << 32);
+// Levels of elements 64k..64k+63 of a Q4_K/Q5_K block: chunk k of qs holds 64k..64k+31 in its
+// low nibbles and 64k+32..64k+63 in its high ones; Q5_K's 5th bit of element 32b + l is bit b
+// of qh[l] (hb: qh broadcast, its upper half shifted right by 1, so both halves use bit 2k).
+template <int k, bool HighBit, typename Block>
+__m512i k4_levels(const Block& b, __m512i hb) {
+    __m512i u = _mm512_and_si512(shift_upper<4>(bcast256(b.qs + 32 * k)), _mm512_set1_epi8(0x0F));
+    if constexpr (HighBit) u = _mm512_or_si512(u, bit_to<2 * k, 4>(hb));
+    return u;
 }
 
-// Q4_K (HighBit = false) and Q5_K: chunk k of qs holds elements 64k..64k+31 in its low nibbles
-// and 64k+32..64k+63 in its high ones; Q5_K's 5th bit of element 32b + l is bit b of qh[l].
+// Levels (0..63) of the Q6_K half h: u0 = elements 128h + 0..63 (low nibbles of ql[64h..+64)
+// with qh bits 0-1 | 2-3), u1 = 128h + 64..127 (high nibbles, qh bits 4-5 | 6-7).
+template <int h>
+void q6_levels(const BlockQ6_K& b, __m512i& u0, __m512i& u1) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+    const __m512i l = _mm512_loadu_si512(b.ql + 64 * h);
+    const __m512i q = shift_upper<2>(bcast256(b.qh + 32 * h));
+    u0 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_slli_epi16(q, 4), m2));
+    u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(q, m2));
+}
+
+// Q4_K (HighBit = false) and Q5_K against Q8_K; the mins go through the bsums.
 template <typename Block, bool HighBit>
 float dot_k4(int64_t n, const void* vx, const void* vy) {
     const auto* x = static_cast<const Block*>(vx);
     const auto* y = static_cast<const BlockQ8_K*>(vy);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i idx[4] = {scale_index<32>(0), scale_index<32>(1), scale_index<32>(2),
-                            scale_index<32>(3)};
+    const ScaleIndex<32> idx;
     // Byte j of the mins -> int16 lanes 2j and 2j + 1 (each min covers two bsums of 16).
     const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     __m512 acc = _mm512_setzero_ps();
@@ -140,9 +134,8 @@ float dot_k4(int64_t n, const void* vx, const void* vy) {
         __m512i isum = _mm512_setzero_si512();
         unroll<4>([&](auto K) {
             constexpr int k = decltype(K)::value;
-            __m512i u = _mm512_and_si512(shift_upper<4>(bcast256(x[i].qs + 32 * k)), m4);
-            if constexpr (HighBit) u = _mm512_or_si512(u, bit_to<2 * k, 4>(hb));
-            isum = dot64(isum, u, y[i].qs + 64 * k, _mm512_permutexvar_epi16(idx[k], sc16));
+            const __m512i u = k4_levels<k, HighBit>(x[i], hb);
+            isum = dot64(isum, u, y[i].qs + 64 * k, _mm512_permutexvar_epi16(idx.v[k], sc16));
         });
         const float dy = y[i].d;
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * f16(x[i].d)), acc);
@@ -165,52 +158,38 @@ __m256i scaled_bsums(__m256i scales16, const int16_t* bsums) {
     return _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)));
 }
 
-// Q6_K: levels u in [0, 63] stand for u - 32; the -32 goes through the bsums. Half h holds
-// elements 128h + (0..31 | 32..63) in the low nibbles of ql[64h..+64) with qh bits 0-1 | 2-3,
-// and 128h + (64..95 | 96..127) in the high nibbles with qh bits 4-5 | 6-7.
+// Where the integer sum starts for levels stored with an offset 2^Log2: -2^Log2 * sum over the
+// 16 groups of scale * bsum (the offset's share of sum scale * level * y).
+template <int Log2>
+__m512i offset_start(__m256i scales16, const int16_t* bsums) {
+    const __m256i off = _mm256_slli_epi32(scaled_bsums(scales16, bsums), Log2);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), zext(off));
+}
+
+// Q6_K: levels u in [0, 63] stand for u - 32; the -32 goes through the bsums.
 float dot_q6_k(int64_t n, const void* vx, const void* vy) {
     const auto* x = static_cast<const BlockQ6_K*>(vx);
     const auto* y = static_cast<const BlockQ8_K*>(vy);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
-    const __m512i idx[4] = {scale_index<16>(0), scale_index<16>(1), scale_index<16>(2),
-                            scale_index<16>(3)};
+    const ScaleIndex<16> idx;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i) {
         prefetch_ahead(x + i);
         const __m256i sc16 =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
         const __m512i sc = zext(sc16);
-        const __m256i offset = _mm256_slli_epi32(scaled_bsums(sc16, y[i].bsums), 5);
-        __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), zext(offset));
+        __m512i isum = offset_start<5>(sc16, y[i].bsums);
         unroll<2>([&](auto H) {
             constexpr int h = decltype(H)::value;
-            const __m512i l = _mm512_loadu_si512(x[i].ql + 64 * h);
-            const __m512i q = shift_upper<2>(bcast256(x[i].qh + 32 * h));
-            const __m512i u0 = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                               _mm512_and_si512(_mm512_slli_epi16(q, 4), m2));
-            const __m512i u1 = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(q, m2));
-            isum = dot64(isum, u0, y[i].qs + 128 * h, _mm512_permutexvar_epi16(idx[2 * h], sc));
+            __m512i u0, u1;
+            q6_levels<h>(x[i], u0, u1);
+            isum = dot64(isum, u0, y[i].qs + 128 * h, _mm512_permutexvar_epi16(idx.v[2 * h], sc));
             isum = dot64(isum, u1, y[i].qs + 128 * h + 64,
-                         _mm512_permutexvar_epi16(idx[2 * h + 1], sc));
+                         _mm512_permutexvar_epi16(idx.v[2 * h + 1], sc));
         });
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(y[i].d * f16(x[i].d)),
                               acc);
     }
     return _mm512_reduce_add_ps(acc);
-}
-
-// Q3_K's 16 six-bit scales (stored + 32), unpacked to int8 (see block_layouts.hpp).
-__m128i q3_k_scales(const uint8_t* s) {
-    const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
-    const uint32_t lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
-    const uint32_t s0 = (a & lo4) | ((c & lo2) << 4);
-    const uint32_t s1 = (b & lo4) | (((c >> 2) & lo2) << 4);
-    const uint32_t s2 = ((a >> 4) & lo4) | (((c >> 4) & lo2) << 4);
-    const uint32_t s3 = ((b >> 4) & lo4) | (((c >> 6) & lo2) << 4);
-    const __m128i u = _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1),
-                                     static_cast<int>(s2), static_cast<int>(s3));
-    return _mm_sub_epi8(u, _mm_set1_epi8(32));
 }
 
 // The 2-bit planes of Q2_K and Q3_K: element 128h + 32p + l is bits 2p..2p+1 of qs[32h + l].
@@ -225,15 +204,13 @@ __m512i planes2(__m512i q_half) {
 float dot_q3_k(int64_t n, const void* vx, const void* vy) {
     const auto* x = static_cast<const BlockQ3_K*>(vx);
     const auto* y = static_cast<const BlockQ8_K*>(vy);
-    const __m512i idx[4] = {scale_index<16>(0), scale_index<16>(1), scale_index<16>(2),
-                            scale_index<16>(3)};
+    const ScaleIndex<16> idx;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i) {
         prefetch_ahead(x + i);
         const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(x[i].scales));
         const __m512i sc = zext(sc16);
-        const __m256i offset = _mm256_slli_epi32(scaled_bsums(sc16, y[i].bsums), 2);
-        __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), zext(offset));
+        __m512i isum = offset_start<2>(sc16, y[i].bsums);
         const __m512i hm = shift_upper<1>(bcast256(x[i].hmask));  // upper: bit 2k+1 at 2k
         unroll<2>([&](auto H) {
             constexpr int h = decltype(H)::value;
@@ -241,7 +218,7 @@ float dot_q3_k(int64_t n, const void* vx, const void* vy) {
             unroll<2>([&](auto J) {
                 constexpr int k = 2 * h + decltype(J)::value;
                 const __m512i u = _mm512_or_si512(planes2<k>(q), bit_to<2 * k, 2>(hm));
-                isum = dot64(isum, u, y[i].qs + 64 * k, _mm512_permutexvar_epi16(idx[k], sc));
+                isum = dot64(isum, u, y[i].qs + 64 * k, _mm512_permutexvar_epi16(idx.v[k], sc));
             });
         });
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(y[i].d * f16(x[i].d)),
@@ -255,8 +232,7 @@ float dot_q3_k(int64_t n, const void* vx, const void* vy) {
 float dot_q2_k(int64_t n, const void* vx, const void* vy) {
     const auto* x = static_cast<const BlockQ2_K*>(vx);
     const auto* y = static_cast<const BlockQ8_K*>(vy);
-    const __m512i idx[4] = {scale_index<16>(0), scale_index<16>(1), scale_index<16>(2),
-                            scale_index<16>(3)};
+    const ScaleIndex<16> idx;
     const __m128i lo4 = _mm_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps();
     __m256 acc_min = _mm256_setzero_ps();
@@ -273,7 +249,7 @@ float dot_q2_k(int64_t n, const void* vx, const void* vy) {
             unroll<2>([&](auto J) {
                 constexpr int k = 2 * h + decltype(J)::value;
                 isum = dot64(isum, planes2<k>(q), y[i].qs + 64 * k,
-                             _mm512_permutexvar_epi16(idx[k], sc));
+                             _mm512_permutexvar_epi16(idx.v[k], sc));
             });
         });
         const float dy = y[i].d;
@@ -304,7 +280,6 @@ void levels_to_float(__m512i u, const float* dl, const float* ml, float* y) {
 template <typename Block, bool HighBit>
 void dequant_k4(const void* src, float* y, int64_t n) {
     const auto* x = static_cast<const Block*>(src);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / QK_K; ++i, y += QK_K) {
         uint64_t sc8, mn8;
         k4_scales_mins(x[i].scales, sc8, mn8);
@@ -313,8 +288,7 @@ void dequant_k4(const void* src, float* y, int64_t n) {
         if constexpr (HighBit) hb = shift_upper<1>(bcast256(x[i].qh));
         unroll<4>([&](auto K) {
             constexpr int k = decltype(K)::value;
-            __m512i u = _mm512_and_si512(shift_upper<4>(bcast256(x[i].qs + 32 * k)), m4);
-            if constexpr (HighBit) u = _mm512_or_si512(u, bit_to<2 * k, 4>(hb));
+            const __m512i u = k4_levels<k, HighBit>(x[i], hb);
             const float sc0 = static_cast<float>((sc8 >> (16 * k)) & 0xFF);
             const float sc1 = static_cast<float>((sc8 >> (16 * k + 8)) & 0xFF);
             const float m0 = static_cast<float>((mn8 >> (16 * k)) & 0xFF);
@@ -336,20 +310,15 @@ void dequant_q5_k(const void* src, float* y, int64_t n) {
 
 void dequant_q6_k(const void* src, float* y, int64_t n) {
     const auto* x = static_cast<const BlockQ6_K*>(src);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30),
-                  c32 = _mm512_set1_epi8(32);
+    const __m512i c32 = _mm512_set1_epi8(32);
     for (int64_t i = 0; i < n / QK_K; ++i, y += QK_K) {
         const float d = f16(x[i].d);
         float dl[16];
         for (int s = 0; s < 16; ++s) dl[s] = d * static_cast<float>(x[i].scales[s]);
         unroll<2>([&](auto H) {
             constexpr int h = decltype(H)::value;
-            const __m512i l = _mm512_loadu_si512(x[i].ql + 64 * h);
-            const __m512i q = shift_upper<2>(bcast256(x[i].qh + 32 * h));
-            const __m512i u0 = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                               _mm512_and_si512(_mm512_slli_epi16(q, 4), m2));
-            const __m512i u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                               _mm512_and_si512(q, m2));
+            __m512i u0, u1;
+            q6_levels<h>(x[i], u0, u1);
             levels_to_float<true>(_mm512_sub_epi8(u0, c32), dl + 8 * h, nullptr, y + 128 * h);
             levels_to_float<true>(_mm512_sub_epi8(u1, c32), dl + 8 * h + 4, nullptr,
                                   y + 128 * h + 64);
