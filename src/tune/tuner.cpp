@@ -184,6 +184,14 @@ public:
                     pending.push_back(std::move(p));
             }
             if (pending.empty()) break;
+            // A round starts only if it fits the budget at the pace of the files measured so
+            // far (building and measuring a candidate costs about what a stock file did).
+            const double round_s = seconds_per_file_ * static_cast<double>(pending.size());
+            if (round > 0 && elapsed() + round_s > o_.budget_s) {
+                say(cat("round ", round + 1, " would take ~", static_cast<int>(round_s),
+                        " s: past the budget, so the search stops here"));
+                break;
+            }
             say(cat("round ", round + 1, ": ", pending.size(), " candidates (KL model x",
                     factor, ")"));
             measure(pending);
@@ -200,8 +208,10 @@ public:
         if (o_.goal == Goal::Serve)
             r.chosen = r.serve_tuned;
         else
+            // Among the re-timed points when there are any: a point timed once can win on a
+            // lucky run (the winner's curse), so single timings do not decide.
             for (const Point& p : r.points)
-                if (within_limits(p) &&
+                if (within_limits(p) && (confirmed_.empty() || confirmed_.count(p.label)) &&
                     (!r.chosen || goal_value(p, o_.goal) > goal_value(*r.chosen, o_.goal)))
                     r.chosen = p;
         if (r.chosen) {
@@ -455,6 +465,7 @@ private:
                                     [&](const Point& p) { return cache_.find(p.plan.key()); }),
                      points.end());
         if (points.empty()) return;
+        const double t0 = elapsed();
         std::vector<std::string> paths{o_.model};
         for (const Point& p : points) paths.push_back(file_of(p.plan));
         compress::EvalOptions eo;
@@ -482,6 +493,7 @@ private:
                     p.predicted_kl >= 0 ? cat(" (predicted ", p.predicted_kl, ")") : "", ", PPL ",
                     p.ppl, ", decode ", p.decode_ts, " tok/s, prefill ", p.prefill_ts, " tok/s"));
         }
+        seconds_per_file_ = (elapsed() - t0) / static_cast<double>(points.size());
         progress();
     }
 
@@ -555,6 +567,7 @@ private:
             Point p = runs[i];
             (speed_goal() == Goal::Prefill ? p.prefill_ts : p.decode_ts) = m;
             cache_.add(p);  // the later line of a plan wins
+            confirmed_.insert(p.label);
             say(cat(p.label, ": ", goal_name(speed_goal()), " timed again: ", m, " tok/s (median of ",
                     ts[i].size(), ")"));
         }
@@ -621,6 +634,8 @@ private:
 
     const TuneOptions& o_;
     Clock::time_point start_;
+    double seconds_per_file_ = 0;      // building + measuring one file, at the last measure()
+    std::set<std::string> confirmed_;  // labels of the points re-timed by confirm_speed
     std::optional<DecodeCostModel> cost_;
     bool own_output_ = false;
     double matrix_weights_ = 0;
