@@ -7,9 +7,8 @@
 // activations are the right operand, packed once per call in the pair layout the tiles read
 // ([k/2][32 tokens][2], gemm_kernels(Avx512).pack_bf16_from_f32). Each panel is swept by every
 // block of 32 tokens with four 16 x 16 accumulator tiles (2 x 2): per 32 depth steps two
-// weight tiles and two token tiles are loaded and four tile products issued. The whole depth
-// is one block (a panel is 64 K bytes, inside L2 for any model width), so each output tile is
-// stored once, transposed into y.
+// weight tiles and two token tiles are loaded and four tile products issued; the depth goes in
+// blocks (see below), and each output tile is stored into y, transposed, once its depth is done.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
