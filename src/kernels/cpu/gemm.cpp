@@ -139,7 +139,8 @@ GemmPanel gemm_panel(DType type, Isa isa) {
 }
 
 bool amx_bf16_available() {
-    return isa_supported(Isa::Avx512) && cpu_features().avx512bf16 && amx_tiles_permitted();
+    return isa_supported(Isa::Avx512) && cpu_features().avx512bf16 && cpu_features().amx_bf16 &&
+           amx_tiles_permitted();
 }
 
 namespace {
