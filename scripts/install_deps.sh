@@ -25,6 +25,7 @@ fi
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis" 2>/dev/null; then
   echo "install_deps: creating .venv with the Python references (torch, transformers, gguf, ...)"
   python3 -m venv .venv
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -r tests/reference/requirements.txt
+  # No wheel cache: torch with its CUDA libraries is ~6 GB installed; a cache would double it.
+  .venv/bin/pip install -q --no-cache-dir --upgrade pip
+  .venv/bin/pip install -q --no-cache-dir -r tests/reference/requirements.txt
 fi
