@@ -4,6 +4,7 @@
 
 #include "cli/command.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "profile/machine_probe.hpp"
 
 namespace syslm::cli {
@@ -61,6 +62,16 @@ int run_probe_cmd(const ProbeArgs& a) {
     for (const auto& t : pc.timings)
         std::printf(" %s %.0f GFLOP/s%s", kernels::gemm_panel_name(t.panel), t.gflops,
                     t.panel == pc.panel ? " (chosen)" : "");
+    std::printf("\n");
+    // Also measured now: from how many tokens a batch of quantized rows goes through the GEMM.
+    std::printf("GEMM instead of vec_dot from (timed now, 1 thread, 2048 x 256 matrix):");
+    for (DType t : {DType::Q8_0, DType::Q4_0_G8, DType::Q4_K, DType::Q6_K}) {
+        const kernels::GemmCrossover& c = kernels::gemm_crossover(t);
+        std::printf(" %s %lld%s", dtype_name(t).data(), static_cast<long long>(c.min_tokens),
+                    c.timings.empty() ? " (not timed)"
+                    : c.min_tokens == kernels::kGemmMinTokens ? " (the GEMM won at no size tried)"
+                                                               : "");
+    }
     std::printf("\n");
     std::printf("%s %s (%s; delete the file or pass --refresh to measure again)\n",
                 measured ? "measured now, cached in" : "cached result from",

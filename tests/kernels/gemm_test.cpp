@@ -11,12 +11,14 @@
 // matmul() is checked to route prefill through the GEMM (bit-identical) and decode to vec_dot.
 #include "kernels/cpu/gemm.hpp"
 
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -149,6 +151,36 @@ TEST(GemmRouting, MatmulUsesTheGemmForPrefillOnly) {
         matmul(w, x.data(), T, via_matmul.data(), pool);
         gemm(w, x.data(), T, via_gemm.data(), pool, nullptr, isa, panel);
         EXPECT_EQ(via_matmul, via_gemm) << dtype_info(type).name;
+    }
+}
+
+// The measured crossover is the one its timings give, and matmul() follows it.
+TEST(GemmCrossover, StartsWhereTheGemmWinsAtEveryLargerBatchTried) {
+    if (std::getenv("SYSLM_GEMM_MIN_TOKENS")) GTEST_SKIP() << "SYSLM_GEMM_MIN_TOKENS overrides it";
+    for (DType type : {DType::F32, DType::F16, DType::BF16})
+        EXPECT_EQ(gemm_min_tokens(type), kGemmMinTokens) << dtype_info(type).name;
+    for (DType type : {DType::Q8_0, DType::Q4_0_G8, DType::Q4_K, DType::Q6_K}) {
+        const GemmCrossover& c = gemm_crossover(type);
+        EXPECT_EQ(gemm_min_tokens(type), c.min_tokens);
+        if (active_isa() == Isa::Scalar) {
+            EXPECT_TRUE(c.timings.empty()) << "no GEMM to time";
+            continue;
+        }
+        ASSERT_FALSE(c.timings.empty()) << dtype_info(type).name;
+        bool wins_from_here = true;  // walking down from the largest batch
+        int64_t want = kGemmMinTokens;
+        for (auto it = c.timings.rbegin(); it != c.timings.rend(); ++it) {
+            EXPECT_GT(it->vec_dot_s, 0);
+            EXPECT_GT(it->gemm_s, 0);
+            wins_from_here = wins_from_here && it->gemm_s < it->vec_dot_s;
+            if (wins_from_here) want = it->tokens;
+        }
+        EXPECT_EQ(c.min_tokens, want) << dtype_info(type).name;
+        EXPECT_EQ(matmul_gemm_panel(type, 1), GemmPanel::None) << "decode stays on vec_dot";
+        EXPECT_NE(matmul_gemm_panel(type, c.min_tokens), GemmPanel::None);
+        if (c.min_tokens > 2) {
+            EXPECT_EQ(matmul_gemm_panel(type, c.min_tokens - 1), GemmPanel::None);
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 #include "kernels/cpu/matmul.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "core/error.hpp"
@@ -118,10 +121,13 @@ void matmul(const WeightView& w, SharedActivations& x, float* y, ThreadPool& poo
     vec_dot_tiles(w, tt, xb, x_row, x.n_tokens(), y, pool, bias);
 }
 
-int64_t gemm_min_tokens() {
+namespace {
+
+// The SYSLM_GEMM_MIN_TOKENS override, 0 when unset.
+int64_t env_min_tokens() {
     static const int64_t n = [] {
         const char* env = std::getenv("SYSLM_GEMM_MIN_TOKENS");
-        if (!env) return kGemmMinTokens;
+        if (!env) return int64_t{0};
         char* end = nullptr;
         const long long v = std::strtoll(env, &end, 10);
         if (end == env || *end != '\0' || v < 1)
@@ -131,8 +137,83 @@ int64_t gemm_min_tokens() {
     return n;
 }
 
+bool float_type(DType t) {
+    return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+// Times both paths on one thread for batches of 2..24 tokens (best of three each, about 20 ms
+// in all) and keeps the smallest batch from which the GEMM wins at every size tried.
+GemmCrossover measure_crossover(DType type) {
+    GemmCrossover c;
+    const TypeTraits& tt = type_traits(type);
+    if (float_type(type) || !tt.from_float || gemm_panel(type, active_isa()) == GemmPanel::None)
+        return c;
+    constexpr int64_t K = 2048, N = 256, kMaxTokens = 24;
+    std::vector<float> wf(static_cast<size_t>(N * K)), x(static_cast<size_t>(kMaxTokens * K));
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    auto next = [&] {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / (1 << 23);
+    };
+    for (float& v : wf) v = 0.02f * next();
+    for (float& v : x) v = next();
+    const size_t rb = row_bytes(type, K);
+    std::vector<uint8_t> wq(rb * N);
+    for (int64_t o = 0; o < N; ++o) tt.from_float(wf.data() + o * K, wq.data() + o * rb, K);
+    const WeightView w{type, K, N, wq.data()};
+    std::vector<float> y(static_cast<size_t>(kMaxTokens * N));
+    ThreadPool pool(1);
+    const GemmPanel panel = gemm_panel(type, active_isa());
+    auto best_of_3 = [&](auto&& run) {
+        double best = 1e30;
+        for (int rep = 0; rep < 3; ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            run();
+            best = std::min(best, std::chrono::duration<double>(
+                                      std::chrono::steady_clock::now() - t0).count());
+        }
+        return best;
+    };
+    for (int64_t n : {2, 3, 4, 6, 8, 12, 16, 24}) {
+        const double v = best_of_3([&] { matmul_vec_dot(w, x.data(), n, y.data(), pool); });
+        const double g = best_of_3(
+            [&] { gemm(w, x.data(), n, y.data(), pool, nullptr, active_isa(), panel); });
+        c.timings.push_back({n, v, g});
+    }
+    // The smallest tried size from which the GEMM is faster at every larger one; the default when
+    // it loses at the largest (the crossover lies beyond what was tried).
+    for (auto it = c.timings.rbegin(); it != c.timings.rend() && it->gemm_s < it->vec_dot_s; ++it)
+        c.min_tokens = it->tokens;
+    return c;
+}
+
+}  // namespace
+
+int64_t gemm_min_tokens() {
+    const int64_t env = env_min_tokens();
+    return env > 0 ? env : kGemmMinTokens;
+}
+
+const GemmCrossover& gemm_crossover(DType type) {
+    // Measured under the lock the first time a type is asked (std::map keeps references valid).
+    static std::mutex mu;
+    static std::map<DType, GemmCrossover> table;
+    const std::lock_guard<std::mutex> lock(mu);
+    auto it = table.find(type);
+    if (it == table.end())
+        it = table.emplace(type, env_min_tokens() > 0 ? GemmCrossover{} : measure_crossover(type))
+                 .first;
+    return it->second;
+}
+
+int64_t gemm_min_tokens(DType type) {
+    if (const int64_t env = env_min_tokens(); env > 0) return env;
+    if (float_type(type)) return kGemmMinTokens;
+    return gemm_crossover(type).min_tokens;
+}
+
 GemmPanel matmul_gemm_panel(DType type, int64_t n_tokens) {
-    if (n_tokens < gemm_min_tokens()) return GemmPanel::None;
+    if (n_tokens < 2 || n_tokens < gemm_min_tokens(type)) return GemmPanel::None;
     return gemm_panel(type, active_isa());
 }
 

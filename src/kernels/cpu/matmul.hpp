@@ -62,11 +62,28 @@ void matmul(const WeightView& w, SharedActivations& x, float* y, ThreadPool& poo
 void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float* y,
                     ThreadPool& pool, const float* bias = nullptr);
 
-// From this many tokens on, matmul() uses the GEMM: the measured crossover (bench/gemm), below
-// which packing the weights costs more than it saves. The environment variable
-// SYSLM_GEMM_MIN_TOKENS overrides it (tests route small models through either path with it).
+// From this many tokens on, matmul() uses the GEMM. Float weights: kGemmMinTokens, the bench/gemm
+// crossover (and what keeps their small batches exact f32 dot products). Quantized weights: the
+// crossover measured once per process and type (gemm_crossover), since the GEMM dequantizes the
+// whole matrix per call and that cost against the vec_dot's per-token cost differs by CPU and
+// type by an order of magnitude (AMX tiles make the product itself almost free). The
+// environment variable SYSLM_GEMM_MIN_TOKENS overrides both (tests route small models through
+// either path with it).
 inline constexpr int64_t kGemmMinTokens = 32;
-int64_t gemm_min_tokens();
+int64_t gemm_min_tokens();            // the override, else kGemmMinTokens
+int64_t gemm_min_tokens(DType type);  // what matmul() uses for weights of `type`
+
+// The timings behind a quantized type's crossover: for each batch size tried, seconds of the
+// vec_dot path and of the GEMM on one thread, for a 2048 x 256 matrix of the type.
+struct GemmCrossover {
+    int64_t min_tokens = kGemmMinTokens;
+    struct Timing {
+        int64_t tokens;
+        double vec_dot_s, gemm_s;
+    };
+    std::vector<Timing> timings;  // empty where nothing was timed (override, float or no GEMM)
+};
+const GemmCrossover& gemm_crossover(DType type);
 // The panel format matmul() uses for `type` and `n_tokens` on the active ISA (None: vec_dot).
 GemmPanel matmul_gemm_panel(DType type, int64_t n_tokens);
 

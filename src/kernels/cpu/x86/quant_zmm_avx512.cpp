@@ -351,6 +351,24 @@ void dequant_q4_0(const void* src, float* y, int64_t n) {
     }
 }
 
+// The load-time layout of Q4_0 (block_layouts.hpp): the same numbers, so the same arithmetic as
+// dequant_q4_0 per block, with the scale read from its slot. Prefill's GEMM dequantizes every
+// Q4_0 matrix through this once per call.
+void dequant_q4_0_g8(const void* src, float* y, int64_t n) {
+    const auto* g = static_cast<const BlockQ4_0G8*>(src);
+    const __m128i m4 = _mm_set1_epi8(0x0F), c8 = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < n / (kG8Blocks * QK4_0); ++i)
+        for (int b = 0; b < kG8Blocks; ++b, y += QK4_0) {
+            const __m512 d = _mm512_set1_ps(f16(g[i].d[kG8Slot[b]]));
+            const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[i].qs + 16 * b));
+            const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), c8);
+            const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), c8);
+            _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
+            _mm512_storeu_ps(y + 16,
+                             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
+        }
+}
+
 }  // namespace
 
 void register_quant_zmm_avx512(TypeTraits* rows, int n) {
@@ -366,7 +384,7 @@ void register_quant_zmm_avx512(TypeTraits* rows, int n) {
         ToFloatFn fn;
     } deqs[] = {{DType::Q4_K, dequant_q4_k}, {DType::Q5_K, dequant_q5_k},
                 {DType::Q6_K, dequant_q6_k}, {DType::Q8_0, dequant_q8_0},
-                {DType::Q4_0, dequant_q4_0}};
+                {DType::Q4_0, dequant_q4_0}, {DType::Q4_0_G8, dequant_q4_0_g8}};
     for (const auto& d : deqs)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->to_float = d.fn;
 }
