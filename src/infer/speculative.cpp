@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace syslm::infer {
@@ -183,7 +184,11 @@ GenerateStats speculative_generate(model::Context& target, model::Context& draft
         const int base = target.n_past();
         batch.assign(1, tokens.back());
         batch.insert(batch.end(), drafts.begin(), drafts.end());
-        const std::span<const float> rows = target.forward(batch, /*all_logits=*/true);
+        const std::span<const float> rows = [&] {
+            // Each position's logits exactly as plain decoding computes them.
+            const kernels::ExactSmallBatches exact;
+            return target.forward(batch, /*all_logits=*/true);
+        }();
         const int V = target.model().hparams().n_vocab;
         int a = 0;
         bool rejected = false;

@@ -184,6 +184,35 @@ TEST(GemmCrossover, StartsWhereTheGemmWinsAtEveryLargerBatchTried) {
     }
 }
 
+// Under ExactSmallBatches a batch below 32 tokens gives each token exactly its result alone.
+TEST(GemmCrossover, ExactSmallBatchesKeepEachTokensOwnResult) {
+    if (std::getenv("SYSLM_GEMM_MIN_TOKENS")) GTEST_SKIP() << "SYSLM_GEMM_MIN_TOKENS overrides it";
+    const int64_t K = 512, N = 45, T = 24;
+    ThreadPool pool(2);
+    for (DType type : {DType::Q8_0, DType::Q4_K}) {
+        const std::vector<float> wf = testing::make_weight_like(43, N, K);
+        const size_t rb = row_bytes(type, K);
+        std::vector<uint8_t> wq(rb * static_cast<size_t>(N));
+        for (int64_t o = 0; o < N; ++o)
+            type_traits(type).from_float(wf.data() + o * K, wq.data() + o * rb, K);
+        const WeightView w{type, K, N, wq.data()};
+        const std::vector<float> x = testing::make_quant_input(44, T * K);
+        std::vector<float> batch(static_cast<size_t>(T * N)), alone(static_cast<size_t>(N));
+        {
+            const ExactSmallBatches exact;
+            EXPECT_EQ(matmul_gemm_panel(type, T), GemmPanel::None);
+            matmul(w, x.data(), T, batch.data(), pool);
+        }
+        for (int64_t t = 0; t < T; ++t) {
+            matmul(w, x.data() + t * K, 1, alone.data(), pool);
+            for (int64_t o = 0; o < N; ++o)
+                ASSERT_EQ(batch[static_cast<size_t>(t * N + o)], alone[static_cast<size_t>(o)])
+                    << dtype_info(type).name << " token " << t << " row " << o;
+        }
+        EXPECT_EQ(gemm_min_tokens(type), gemm_crossover(type).min_tokens) << "the guard is gone";
+    }
+}
+
 // Packers alone against an index-by-index transpose, including partial panels.
 TEST(GemmPack, PanelsAreTheTransposedRows) {
     for (Isa isa : {Isa::Avx2, Isa::Avx512}) {

@@ -206,9 +206,21 @@ const GemmCrossover& gemm_crossover(DType type) {
     return it->second;
 }
 
+namespace {
+thread_local bool exact_small_batches = false;
+}  // namespace
+
+ExactSmallBatches::ExactSmallBatches() : previous_(exact_small_batches) {
+    exact_small_batches = true;
+}
+
+ExactSmallBatches::~ExactSmallBatches() {
+    exact_small_batches = previous_;
+}
+
 int64_t gemm_min_tokens(DType type) {
     if (const int64_t env = env_min_tokens(); env > 0) return env;
-    if (float_type(type)) return kGemmMinTokens;
+    if (float_type(type) || exact_small_batches) return kGemmMinTokens;
     return gemm_crossover(type).min_tokens;
 }
 

@@ -73,6 +73,21 @@ inline constexpr int64_t kGemmMinTokens = 32;
 int64_t gemm_min_tokens();            // the override, else kGemmMinTokens
 int64_t gemm_min_tokens(DType type);  // what matmul() uses for weights of `type`
 
+// While one lives on a thread, matmul() calls from that thread keep every batch below
+// kGemmMinTokens on the vec_dot path, whatever the type: each token's result is then bit for bit
+// what it would be alone (vec_dot_tokens' contract), not rounded to bf16 with its batch.
+// Speculative verification holds one, so that greedy drafting returns the target's own tokens.
+class ExactSmallBatches {
+public:
+    ExactSmallBatches();
+    ~ExactSmallBatches();
+    ExactSmallBatches(const ExactSmallBatches&) = delete;
+    ExactSmallBatches& operator=(const ExactSmallBatches&) = delete;
+
+private:
+    bool previous_;
+};
+
 // The timings behind a quantized type's crossover: for each batch size tried, seconds of the
 // vec_dot path and of the GEMM on one thread, for a 2048 x 256 matrix of the type.
 struct GemmCrossover {
