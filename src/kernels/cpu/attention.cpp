@@ -23,7 +23,7 @@
 namespace syslm::kernels {
 namespace {
 
-constexpr int64_t kTileTokens = 16;  // query tokens per job
+constexpr int64_t kTileTokens = 64;  // query tokens per job: 4 query vectors a score tile
 constexpr int64_t kMinSlice = 256;   // don't split the positions finer than this
 constexpr float kNoMax = -1e30f;     // initial running max (finite: see AttentionColumns::m)
 
@@ -221,7 +221,12 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
         for (int64_t job = b; job < e; ++job) {
             const int64_t slice = job % n_slices;
             const int hk = static_cast<int>((job / n_slices) % s.n_head_kv);
-            const int64_t tile = job / n_slices / s.n_head_kv;
+            // Causal tiles cost in proportion to their position, and parallel_for hands each
+            // thread a contiguous run of jobs: taking tiles in the order first, last, second,
+            // second-to-last, ... gives every run about the same work (in tile order the last
+            // thread got all the long ones).
+            const int64_t order = job / n_slices / s.n_head_kv;
+            const int64_t tile = order % 2 == 0 ? order / 2 : n_tiles - 1 - order / 2;
             const int64_t t0 = tile * kTileTokens, t1 = std::min(n_tokens, t0 + kTileTokens);
             const int nq = static_cast<int>(t1 - t0) * G;
             const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
