@@ -302,6 +302,11 @@ void TrainModel::plan(int B, int T) {
         SYSLM_CHECK(T <= hp_.n_ctx_train, "training: sequence length ", T,
                     " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
     if (B == planned_B_ && T == planned_T_) return;
+    if (rope_) {  // every layer, forward and backward, rotates at these positions
+        const int na = rope_->angle_floats();
+        rope_angles_.resize(static_cast<size_t>(T) * na);
+        for (int t = 0; t < T; ++t) rope_->angles(t, rope_angles_.data() + static_cast<size_t>(t) * na);
+    }
     const size_t bytes = activation_bytes(B, T);
     arena_.release();
     std::byte* base = nullptr;
@@ -476,8 +481,9 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     if (rope_)
         pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; ++r) {
-                rope_->apply(S.q.data() + r * QD, hp_.n_head, hp_.head_dim, r % T);
-                rope_->apply(S.k.data() + r * KD, hp_.n_head_kv, hp_.head_dim, r % T);
+                const float* cs = rope_angles_.data() + (r % T) * rope_->angle_floats();
+                rope_->apply_angles(cs, S.q.data() + r * QD, hp_.n_head, hp_.head_dim);
+                rope_->apply_angles(cs, S.k.data() + r * KD, hp_.n_head_kv, hp_.head_dim);
             }
         });
     const kernels::AttentionShape shape = attention_shape();
@@ -569,8 +575,10 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     if (rope_)
         pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
             for (int64_t r = b; r < e; ++r) {
-                rope_->apply_backward(d_q_.data() + r * QD, hp_.n_head, hp_.head_dim, r % T);
-                rope_->apply_backward(d_k_.data() + r * KD, hp_.n_head_kv, hp_.head_dim, r % T);
+                const float* cs = rope_angles_.data() + (r % T) * rope_->angle_floats();
+                rope_->apply_angles_backward(cs, d_q_.data() + r * QD, hp_.n_head, hp_.head_dim);
+                rope_->apply_angles_backward(cs, d_k_.data() + r * KD, hp_.n_head_kv,
+                                             hp_.head_dim);
             }
         });
     if (gpt2) {

@@ -225,6 +225,7 @@ private:
     model::HParams hp_;
     ParamStore params_;
     std::unique_ptr<kernels::Rope> rope_;
+    std::vector<float> rope_angles_;  // Rope::angles of positions 0..T-1, made by plan()
     Tensor token_embd_, position_embd_, output_norm_, output_norm_b_, output_;
     std::vector<Layer> layers_;
 

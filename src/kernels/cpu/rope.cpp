@@ -54,25 +54,46 @@ void Rope::apply_backward(float* dy, int n_heads, int head_dim, int64_t pos) con
     rotate(dy, n_heads, head_dim, pos, -1.0f);
 }
 
-void Rope::rotate(float* x, int n_heads, int head_dim, int64_t pos, float sin_sign) const {
-    const int half = cfg_.n_rot / 2;
-    thread_local std::vector<float> cs;
-    cs.resize(2 * static_cast<size_t>(half));
-    for (int i = 0; i < half; ++i) {
+void Rope::angles(int64_t pos, float* cs) const {
+    for (int i = 0; i < cfg_.n_rot / 2; ++i) {
         const double a = static_cast<double>(pos) * inv_freq_[i];
         cs[2 * i] = static_cast<float>(std::cos(a)) * mscale_;
-        cs[2 * i + 1] = static_cast<float>(std::sin(a)) * mscale_ * sin_sign;
+        cs[2 * i + 1] = static_cast<float>(std::sin(a)) * mscale_;
     }
+}
+
+namespace {
+
+// x0 c - x1 s, x0 s + x1 c per pair, with s negated for the backward rotation.
+void rotate_pairs(const float* cs, float sin_sign, RopeMode mode, int half, float* x, int n_heads,
+                  int head_dim) {
     for (int h = 0; h < n_heads; ++h) {
         float* v = x + static_cast<int64_t>(h) * head_dim;
         for (int i = 0; i < half; ++i) {
-            const int a = cfg_.mode == RopeMode::Norm ? 2 * i : i;
-            const int b = cfg_.mode == RopeMode::Norm ? 2 * i + 1 : i + half;
-            const float x0 = v[a], x1 = v[b], c = cs[2 * i], s = cs[2 * i + 1];
+            const int a = mode == RopeMode::Norm ? 2 * i : i;
+            const int b = mode == RopeMode::Norm ? 2 * i + 1 : i + half;
+            const float x0 = v[a], x1 = v[b], c = cs[2 * i], s = cs[2 * i + 1] * sin_sign;
             v[a] = x0 * c - x1 * s;
             v[b] = x0 * s + x1 * c;
         }
     }
+}
+
+}  // namespace
+
+void Rope::apply_angles(const float* cs, float* x, int n_heads, int head_dim) const {
+    rotate_pairs(cs, 1.0f, cfg_.mode, cfg_.n_rot / 2, x, n_heads, head_dim);
+}
+
+void Rope::apply_angles_backward(const float* cs, float* dy, int n_heads, int head_dim) const {
+    rotate_pairs(cs, -1.0f, cfg_.mode, cfg_.n_rot / 2, dy, n_heads, head_dim);
+}
+
+void Rope::rotate(float* x, int n_heads, int head_dim, int64_t pos, float sin_sign) const {
+    thread_local std::vector<float> cs;
+    cs.resize(static_cast<size_t>(cfg_.n_rot));
+    angles(pos, cs.data());
+    rotate_pairs(cs.data(), sin_sign, cfg_.mode, cfg_.n_rot / 2, x, n_heads, head_dim);
 }
 
 }  // namespace syslm::kernels

@@ -36,6 +36,14 @@ public:
     void apply_backward(float* dy, int n_heads, int head_dim, int64_t pos) const;
     const RopeConfig& config() const { return cfg_; }
 
+    // The rotation at one position, for callers that apply it many times (every layer of a
+    // forward pass rotates q and k at the same positions): n_rot floats, (cos, sin) per pair,
+    // scaled as apply() scales them. apply_angles(angles(pos)) == apply(pos), bit for bit.
+    int angle_floats() const { return cfg_.n_rot; }
+    void angles(int64_t pos, float* cs) const;
+    void apply_angles(const float* cs, float* x, int n_heads, int head_dim) const;
+    void apply_angles_backward(const float* cs, float* dy, int n_heads, int head_dim) const;
+
 private:
     void rotate(float* x, int n_heads, int head_dim, int64_t pos, float sin_sign) const;
 
