@@ -110,7 +110,10 @@ void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, Thr
         thread_local Scratch row_scratch, w_scratch, acc_scratch;
         const int64_t kd_max = std::min(kDepth, Kp);
         float* row = row_scratch.get<float>(static_cast<size_t>(kd_max));
-        uint16_t* wb = w_scratch.get<uint16_t>(static_cast<size_t>(kBlock * kd_max));
+        // Rows of the dequantized panel are padded by one cache line: at 2 KiB (1024 bf16) a
+        // tile load's 16 rows would all fall in two L1 sets and evict each other.
+        const int64_t wld = kd_max + 32;
+        uint16_t* wb = w_scratch.get<uint16_t>(static_cast<size_t>(kBlock * wld));
         const bool blocked = Kp > kDepth;
         float* acc = blocked ? acc_scratch.get<float>(static_cast<size_t>(
                                    (pe - pb) * token_blocks * kBlock * kBlock))
@@ -125,7 +128,7 @@ void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, Thr
                 const int64_t o0 = p * kBlock;
                 const int n = static_cast<int>(std::min<int64_t>(kBlock, N - o0));
                 for (int r = 0; r < kBlock; ++r) {
-                    uint16_t* dst = wb + r * kd;
+                    uint16_t* dst = wb + r * wld;
                     if (r >= n || kv == 0) {
                         std::memset(dst, 0, static_cast<size_t>(kd) * 2);
                         continue;
@@ -156,8 +159,8 @@ void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, Thr
                     const uint16_t* xt = xb + tb * kBlock * Kp + kb * kBlock;
                     for (int64_t k = 0; k < kd; k += 32) {
                         const uint16_t* b = xt + k * kBlock;  // pair row k/2: 32 tokens x 2
-                        _tile_loadd(4, wb + k, kd * 2);
-                        _tile_loadd(5, wb + kTile * kd + k, kd * 2);
+                        _tile_loadd(4, wb + k, wld * 2);
+                        _tile_loadd(5, wb + kTile * wld + k, wld * 2);
                         _tile_loadd(6, b, kBlock * 4);
                         _tile_loadd(7, b + 2 * kTile, kBlock * 4);
                         _tile_dpbf16ps(0, 4, 6);
