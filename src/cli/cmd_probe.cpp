@@ -5,6 +5,7 @@
 #include "cli/command.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/repack.hpp"
 #include "profile/machine_probe.hpp"
 
 namespace syslm::cli {
@@ -65,7 +66,8 @@ int run_probe_cmd(const ProbeArgs& a) {
     std::printf("\n");
     // Also measured now: from how many tokens a batch of quantized rows goes through the GEMM.
     std::printf("GEMM instead of vec_dot from (timed now, 1 thread, 2048 x 256 matrix):");
-    for (DType t : {DType::Q8_0, DType::Q4_0_G8, DType::Q4_K, DType::Q6_K}) {
+    for (DType file_type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+        const DType t = kernels::load_layout(file_type, 2048);  // what the weights run as
         const kernels::GemmCrossover& c = kernels::gemm_crossover(t);
         std::printf(" %s %lld%s", dtype_name(t).data(), static_cast<long long>(c.min_tokens),
                     c.timings.empty() ? " (not timed)"

@@ -40,6 +40,7 @@ constexpr std::array kTypes = {
     Row{DType::F64, {"F64", 1, 8, false}},
     Row{DType::Q4_0_G8, {"Q4_0_G8", 8 * QK, 8 * (2 + QK / 2), true, true}},
     Row{DType::Q8_0_G8, {"Q8_0_G8", 8 * QK, 8 * (4 + 4 + QK), true, true}},
+    Row{DType::Q8_0_G8W, {"Q8_0_G8W", 8 * QK, 8 * (2 + QK), true, true}},
 };
 
 }  // namespace

@@ -35,6 +35,7 @@ enum class DType : uint32_t {
     // at load time for the SIMD kernels, and their activation partners (kernels/repack.hpp).
     Q4_0_G8 = 0x10002,  // Q4_0 in groups of 8 blocks: the 8 scales first, then the 8 nibble sets
     Q8_0_G8 = 0x10008,  // Q8_0 activations laid out for Q4_0_G8 (block_layouts.hpp)
+    Q8_0_G8W = 0x20008,  // Q8_0 weights in groups of 8 blocks, offset to u8 (block_layouts.hpp)
 };
 
 // Layout facts of one type (the compute functions live in kernels/, see kernels/type_traits.hpp).

@@ -2,7 +2,7 @@
 // legacy symmetric types dot against Q8_0, legacy types with a min against Q8_1 (whose block sum
 // serves the min term), K-quants against Q8_K. Q8_1 and Q8_K, which ggml uses only as partners,
 // dot against themselves so every row of the table is complete; so does Q8_0_G8, the partner
-// of the load-time layout Q4_0_G8 (kernels/repack.hpp).
+// of the load-time layouts Q4_0_G8 and Q8_0_G8W (kernels/repack.hpp).
 #include "kernels/type_traits.hpp"
 
 #include <array>
@@ -37,6 +37,7 @@ constexpr std::array kTraits = {
     TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q6_k_q8_k>},
     TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q8_k_q8_k>},
     TypeTraits{DType::Q4_0_G8, dequantize_row_q4_0_g8, quantize_row_q4_0_g8, quantize_row_q4_0_g8, vec_dot_q4_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q4_0_g8_q8_0_g8>},
+    TypeTraits{DType::Q8_0_G8W, dequantize_row_q8_0_g8w, quantize_row_q8_0_g8w, quantize_row_q8_0_g8w, vec_dot_q8_0_g8w_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q8_0_g8w_q8_0_g8>},
     TypeTraits{DType::Q8_0_G8, dequantize_row_q8_0_g8, quantize_row_q8_0_g8, quantize_row_q8_0_g8, vec_dot_q8_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q8_0_g8_q8_0_g8>},
 };
 

@@ -33,6 +33,9 @@ TEST(DType, BlockSizesMatchGgml) {
     EXPECT_TRUE(dtype_info(DType::Q4_0_G8).runtime_only);
     EXPECT_FALSE(dtype_from_name("Q4_0_G8").has_value());
     EXPECT_EQ(dtype_info(DType::Q4_0_G8).type_size, 8 * dtype_info(DType::Q4_0).type_size);
+    EXPECT_TRUE(dtype_info(DType::Q8_0_G8W).runtime_only);
+    EXPECT_FALSE(dtype_from_name("Q8_0_G8W").has_value());
+    EXPECT_EQ(dtype_info(DType::Q8_0_G8W).type_size, 8 * dtype_info(DType::Q8_0).type_size);
 }
 
 // Reference conversion through the compiler's own correctly rounded _Float16.

@@ -159,7 +159,7 @@ TEST(GemmCrossover, StartsWhereTheGemmWinsAtEveryLargerBatchTried) {
     if (std::getenv("SYSLM_GEMM_MIN_TOKENS")) GTEST_SKIP() << "SYSLM_GEMM_MIN_TOKENS overrides it";
     for (DType type : {DType::F32, DType::F16, DType::BF16})
         EXPECT_EQ(gemm_min_tokens(type), kGemmMinTokens) << dtype_info(type).name;
-    for (DType type : {DType::Q8_0, DType::Q4_0_G8, DType::Q4_K, DType::Q6_K}) {
+    for (DType type : {DType::Q8_0, DType::Q4_0_G8, DType::Q8_0_G8W, DType::Q4_K, DType::Q6_K}) {
         const GemmCrossover& c = gemm_crossover(type);
         EXPECT_EQ(gemm_min_tokens(type), c.min_tokens);
         if (active_isa() == Isa::Scalar) {

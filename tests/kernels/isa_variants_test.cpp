@@ -32,7 +32,7 @@ namespace {
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16,    DType::Q4_0,   DType::Q4_1,
                         DType::Q5_0, DType::Q5_1, DType::Q8_0,    DType::Q8_1,   DType::Q2_K,
                         DType::Q3_K, DType::Q4_K, DType::Q5_K,    DType::Q6_K,   DType::Q8_K,
-                        DType::Q4_0_G8, DType::Q8_0_G8};
+                        DType::Q4_0_G8, DType::Q8_0_G8, DType::Q8_0_G8W};
 
 // Partner-only layouts whose own vec_dot (against themselves) no kernel uses: only the scalar.
 bool scalar_vec_dot_only(DType t) {
@@ -167,6 +167,11 @@ std::vector<size_t> f16_fields(DType t) {
             for (int s = 0; s < kG8Blocks; ++s) d.push_back(offsetof(BlockQ4_0G8, d) + 2 * s);
             return d;
         }
+        case DType::Q8_0_G8W: {
+            std::vector<size_t> d;
+            for (int s = 0; s < kG8Blocks; ++s) d.push_back(offsetof(BlockQ8_0G8W, d) + 2 * s);
+            return d;
+        }
         default:
             return {};
     }
@@ -250,6 +255,9 @@ TEST(IsaVariantTable, AcceleratedKernelsAreRegistered) {
         if (!isa_supported(isa)) continue;
         for (DType t : kTypes) {
             if (scalar_vec_dot_only(t)) continue;
+            // Q8_0_G8W's kernel is vpdpbusd on unsigned weights: AVX-512 VNNI only (AVX2's
+            // vpmaddubsw would saturate), and load_layout chooses it only there.
+            if (t == DType::Q8_0_G8W && isa != Isa::Avx512) continue;
             EXPECT_NE(type_traits(t, isa).vec_dot, type_traits(t, Isa::Scalar).vec_dot)
                 << dtype_name(t) << " " << isa_name(isa);
         }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -12,6 +13,7 @@
 #include "core/half.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/quants/block_layouts.hpp"
+#include "kernels/quants/quant_rows.hpp"
 #include "kernels/repack.hpp"
 #include "kernels/type_traits.hpp"
 #include "quant_test_inputs.hpp"
@@ -35,27 +37,42 @@ TEST(Repack, LayoutChoice) {
     const bool simd = active_isa() != Isa::Scalar;
     EXPECT_EQ(load_layout(DType::Q4_0, 2048), simd ? DType::Q4_0_G8 : DType::Q4_0);
     EXPECT_EQ(load_layout(DType::Q4_0, 96), DType::Q4_0);  // not whole groups of 8 blocks
-    for (DType t : {DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K})
-        EXPECT_EQ(load_layout(t, 2048), t);
+    // Q8_0_G8W's kernel needs AVX-512 VNNI (vpdpbusd on unsigned weights).
+    EXPECT_EQ(load_layout(DType::Q8_0, 2048),
+              active_isa() == Isa::Avx512 ? DType::Q8_0_G8W : DType::Q8_0);
+    EXPECT_EQ(load_layout(DType::Q8_0, 96), DType::Q8_0);
+    for (DType t : {DType::F16, DType::Q4_K, DType::Q6_K}) EXPECT_EQ(load_layout(t, 2048), t);
     EXPECT_THROW(repack_rows(DType::Q8_0, DType::Q4_0_G8, nullptr, nullptr, 256, 1), Error);
 }
 
-// Random Q4_0 rows (every nibble pattern, finite scales) keep every value through the repack.
-TEST(Repack, Q4_0RowsKeepTheirValues) {
-    testing::SplitMix64 rng(5);
-    const int64_t n = 256 * 3, rows = 5;
-    const size_t rb = row_bytes(DType::Q4_0, n);
-    std::vector<uint8_t> src(rb * rows), dst(rb * rows);
-    for (auto& b : src) b = static_cast<uint8_t>(rng.next());
-    for (size_t off = 0; off < src.size(); off += sizeof(BlockQ4_0)) {
-        const uint16_t d = f32_to_f16((rng.uniform() - 0.5f) * 0.1f);
-        std::memcpy(&src[off], &d, sizeof d);
-    }
-    repack_rows(DType::Q4_0, DType::Q4_0_G8, src.data(), dst.data(), n, rows);
-    for (int64_t r = 0; r < rows; ++r) {
-        const std::vector<uint8_t> a(src.begin() + r * rb, src.begin() + (r + 1) * rb);
-        const std::vector<uint8_t> b(dst.begin() + r * rb, dst.begin() + (r + 1) * rb);
-        EXPECT_EQ(to_floats(DType::Q4_0, a, n), to_floats(DType::Q4_0_G8, b, n)) << "row " << r;
+// Random rows (every quant pattern, finite scales) keep every value through the repack.
+TEST(Repack, RowsKeepTheirValues) {
+    struct Case {
+        DType from, to;
+        size_t block;
+    };
+    for (const Case c : {Case{DType::Q4_0, DType::Q4_0_G8, sizeof(BlockQ4_0)},
+                         Case{DType::Q8_0, DType::Q8_0_G8W, sizeof(BlockQ8_0)}}) {
+        testing::SplitMix64 rng(5);
+        const int64_t n = 256 * 3, rows = 5;
+        const size_t rb = row_bytes(c.from, n);
+        std::vector<uint8_t> src(rb * rows), dst(rb * rows), back(rb * rows);
+        for (auto& b : src) b = static_cast<uint8_t>(rng.next());
+        for (size_t off = 0; off < src.size(); off += c.block) {
+            const uint16_t d = f32_to_f16((rng.uniform() - 0.5f) * 0.1f);
+            std::memcpy(&src[off], &d, sizeof d);
+        }
+        repack_rows(c.from, c.to, src.data(), dst.data(), n, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+            const std::vector<uint8_t> a(src.begin() + r * rb, src.begin() + (r + 1) * rb);
+            const std::vector<uint8_t> b(dst.begin() + r * rb, dst.begin() + (r + 1) * rb);
+            EXPECT_EQ(to_floats(c.from, a, n), to_floats(c.to, b, n))
+                << dtype_name(c.to) << " row " << r;
+        }
+        if (c.to == DType::Q8_0_G8W) {  // every int8 q, -128 included, maps to q + 128 and back
+            g8w_to_q8_0(dst.data(), back.data(), n * rows);
+            EXPECT_EQ(back, src) << "Q8_0 -> Q8_0_G8W -> Q8_0 is the identity";
+        }
     }
 }
 
@@ -75,24 +92,26 @@ TEST(Repack, Q8_0G8HoldsQ8_0AndItsSums) {
 }
 
 // The whole path a matmul takes: repacked weights . activations quantized to Q8_0_G8 by the
-// active ISA equals the file path (Q4_0 . Q8_0) up to float summation order.
+// active ISA equals the file path (Q4_0 or Q8_0 . Q8_0) up to float summation order.
 TEST(Repack, DotOverRepackedRowsEqualsFileTypeDot) {
-    for (int64_t groups : {1, 2, 7, 22}) {
-        const int64_t n = 256 * groups;
-        const auto w = quantize(DType::Q4_0, testing::make_weight_like(groups, 1, n));
-        const std::vector<float> x = testing::make_quant_input(100 + groups, n);
-        std::vector<uint8_t> wg(w.size());
-        repack_rows(DType::Q4_0, DType::Q4_0_G8, w.data(), wg.data(), n, 1);
-        std::vector<uint8_t> xg(row_bytes(DType::Q8_0_G8, n));
-        type_traits(DType::Q8_0_G8).from_float_fast(x.data(), xg.data(), n);
-        const auto xq = quantize(DType::Q8_0, x);
-        const float want = type_traits(DType::Q4_0, Isa::Scalar).vec_dot(n, w.data(), xq.data());
-        const float got = type_traits(DType::Q4_0_G8).vec_dot(n, wg.data(), xg.data());
-        const auto wf = to_floats(DType::Q4_0, w, n), xf = to_floats(DType::Q8_0, xq, n);
-        double mag = 0;
-        for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
-        EXPECT_NEAR(got, want, 1e-6 * mag) << "n=" << n;
-    }
+    for (const auto& [from, to] : {std::pair{DType::Q4_0, DType::Q4_0_G8},
+                                   std::pair{DType::Q8_0, DType::Q8_0_G8W}})
+        for (int64_t groups : {1, 2, 7, 22}) {
+            const int64_t n = 256 * groups;
+            const auto w = quantize(from, testing::make_weight_like(groups, 1, n));
+            const std::vector<float> x = testing::make_quant_input(100 + groups, n);
+            std::vector<uint8_t> wg(w.size());
+            repack_rows(from, to, w.data(), wg.data(), n, 1);
+            std::vector<uint8_t> xg(row_bytes(DType::Q8_0_G8, n));
+            type_traits(DType::Q8_0_G8).from_float_fast(x.data(), xg.data(), n);
+            const auto xq = quantize(DType::Q8_0, x);
+            const float want = type_traits(from, Isa::Scalar).vec_dot(n, w.data(), xq.data());
+            const float got = type_traits(to).vec_dot(n, wg.data(), xg.data());
+            const auto wf = to_floats(from, w, n), xf = to_floats(DType::Q8_0, xq, n);
+            double mag = 0;
+            for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+            EXPECT_NEAR(got, want, 1e-6 * mag) << dtype_name(to) << " n=" << n;
+        }
 }
 
 }  // namespace

@@ -39,6 +39,10 @@
 //            sums of the quants, both in slot order; then the quants by pairs of blocks
 //            (2p, 2p + 1): elements 0..15 of both, then 16..31 of both — the elements that
 //            the low and the high nibbles of the pair's 32 nibble bytes hold.
+//   Q8_0_G8W Q8_0 weights for the same kernel (AVX-512 VNNI only): d[8] f16 scales in slot
+//            order, then the quants plus 128, as u8 — vpdpbusd's unsigned operand, the
+//            activations its signed one; the offset comes back out through the activations'
+//            sums — in Q8_0_G8's pair order.
 #pragma once
 
 #include <cstdint>
@@ -146,6 +150,12 @@ struct BlockQ8_0G8 {
     int8_t qs[kG8Blocks * QK8_0];
 };
 
+struct BlockQ8_0G8W {
+    uint16_t d[kG8Blocks];  // f16, slot order
+    uint8_t qs[kG8Blocks * QK8_0];  // q + 128, pair order
+};
+
+static_assert(sizeof(BlockQ8_0G8W) == 8 * sizeof(BlockQ8_0));
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_0G8) == 8 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ8_0G8) == 320);

@@ -27,13 +27,18 @@ void g8_group_to_q4_0(const BlockQ4_0G8& g, BlockQ4_0* x) {
     }
 }
 
-// Where elements 0..15 (half 0) and 16..31 (half 1) of block b sit in a Q8_0_G8 group's qs.
+// Where elements 0..15 (half 0) and 16..31 (half 1) of block b sit in a group's quants (the pair
+// order of Q8_0_G8 and Q8_0_G8W).
+int pair_offset(int b, int half) {
+    return (b / 2) * 64 + half * 32 + (b % 2) * 16;
+}
+
 int8_t* g8_quants(BlockQ8_0G8& g, int b, int half) {
-    return g.qs + (b / 2) * 64 + half * 32 + (b % 2) * 16;
+    return g.qs + pair_offset(b, half);
 }
 
 const int8_t* g8_quants(const BlockQ8_0G8& g, int b, int half) {
-    return g.qs + (b / 2) * 64 + half * 32 + (b % 2) * 16;
+    return g.qs + pair_offset(b, half);
 }
 
 void q8_0_group_to_g8(const BlockQ8_0* x, BlockQ8_0G8& g) {
@@ -56,7 +61,69 @@ void g8_group_to_q8_0(const BlockQ8_0G8& g, BlockQ8_0* x) {
     }
 }
 
+void q8_0_group_to_g8w(const BlockQ8_0* x, BlockQ8_0G8W& g) {
+    for (int b = 0; b < kG8Blocks; ++b) {
+        g.d[kG8Slot[b]] = x[b].d;
+        for (int j = 0; j < QK8_0; ++j) {
+            g.qs[pair_offset(b, j / 16) + j % 16] = static_cast<uint8_t>(x[b].qs[j] + 128);
+        }
+    }
+}
+
+void g8w_group_to_q8_0(const BlockQ8_0G8W& g, BlockQ8_0* x) {
+    for (int b = 0; b < kG8Blocks; ++b) {
+        x[b].d = g.d[kG8Slot[b]];
+        for (int j = 0; j < QK8_0; ++j) {
+            const int q = g.qs[pair_offset(b, j / 16) + j % 16];
+            x[b].qs[j] = static_cast<int8_t>(q - 128);
+        }
+    }
+}
+
 }  // namespace
+
+void q8_0_to_g8w(const void* src, void* dst, int64_t n) {
+    const auto* x = static_cast<const BlockQ8_0*>(src);
+    auto* g = static_cast<BlockQ8_0G8W*>(dst);
+    for (int64_t i = 0; i < n / kGroup; ++i) q8_0_group_to_g8w(x + i * kG8Blocks, g[i]);
+}
+
+void g8w_to_q8_0(const void* src, void* dst, int64_t n) {
+    const auto* g = static_cast<const BlockQ8_0G8W*>(src);
+    auto* x = static_cast<BlockQ8_0*>(dst);
+    for (int64_t i = 0; i < n / kGroup; ++i) g8w_group_to_q8_0(g[i], x + i * kG8Blocks);
+}
+
+void dequantize_row_q8_0_g8w(const void* src, float* dst, int64_t n) {
+    const auto* g = static_cast<const BlockQ8_0G8W*>(src);
+    BlockQ8_0 x[kG8Blocks];
+    for (int64_t i = 0; i < n / kGroup; ++i) {
+        g8w_group_to_q8_0(g[i], x);
+        dequantize_row_q8_0(x, dst + i * kGroup, kGroup);
+    }
+}
+
+void quantize_row_q8_0_g8w(const float* src, void* dst, int64_t n) {
+    auto* g = static_cast<BlockQ8_0G8W*>(dst);
+    BlockQ8_0 x[kG8Blocks];
+    for (int64_t i = 0; i < n / kGroup; ++i) {
+        quantize_row_q8_0(src + i * kGroup, x, kGroup);
+        q8_0_group_to_g8w(x, g[i]);
+    }
+}
+
+float vec_dot_q8_0_g8w_q8_0_g8(int64_t n, const void* vx, const void* vy) {
+    const auto* gx = static_cast<const BlockQ8_0G8W*>(vx);
+    const auto* gy = static_cast<const BlockQ8_0G8*>(vy);
+    BlockQ8_0 x[kG8Blocks], y[kG8Blocks];
+    double sum = 0;
+    for (int64_t i = 0; i < n / kGroup; ++i) {
+        g8w_group_to_q8_0(gx[i], x);
+        g8_group_to_q8_0(gy[i], y);
+        sum += vec_dot_q8_0_q8_0(kGroup, x, y);
+    }
+    return static_cast<float>(sum);
+}
 
 void q4_0_to_g8(const void* src, void* dst, int64_t n) {
     const auto* x = static_cast<const BlockQ4_0*>(src);

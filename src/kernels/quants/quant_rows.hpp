@@ -86,7 +86,7 @@ void quantize_row_q4_k_imatrix(const float* src, void* dst, int64_t n, const flo
 void quantize_row_q5_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_row_q6_k_imatrix(const float* src, void* dst, int64_t n, const float* importance);
 
-// grouped_quants.cpp: the run-time layouts Q4_0_G8 / Q8_0_G8 (block_layouts.hpp), each
+// grouped_quants.cpp: the run-time layouts Q4_0_G8 / Q8_0_G8 / Q8_0_G8W (block_layouts.hpp), each
 // defined by its conversion from and to the file type it regroups.
 void q4_0_to_g8(const void* src, void* dst, int64_t n);  // Q4_0 row -> Q4_0_G8 row
 void g8_to_q4_0(const void* src, void* dst, int64_t n);
@@ -98,5 +98,10 @@ float vec_dot_q4_0_g8_q8_0_g8(int64_t n, const void* x, const void* y);
 void dequantize_row_q8_0_g8(const void* src, float* dst, int64_t n);
 void quantize_row_q8_0_g8(const float* src, void* dst, int64_t n);
 float vec_dot_q8_0_g8_q8_0_g8(int64_t n, const void* x, const void* y);
+void q8_0_to_g8w(const void* src, void* dst, int64_t n);  // Q8_0 row -> Q8_0_G8W row
+void g8w_to_q8_0(const void* src, void* dst, int64_t n);
+void dequantize_row_q8_0_g8w(const void* src, float* dst, int64_t n);
+void quantize_row_q8_0_g8w(const float* src, void* dst, int64_t n);
+float vec_dot_q8_0_g8w_q8_0_g8(int64_t n, const void* x, const void* y);
 
 }  // namespace syslm::kernels

@@ -260,6 +260,39 @@ float dot_q2_k(int64_t n, const void* vx, const void* vy) {
     return _mm512_reduce_add_ps(acc) - hsum256(acc_min);
 }
 
+// Q8_0_G8W x Q8_0_G8 (load-time layouts, block_layouts.hpp): per group of 8 blocks, four
+// 64-byte vpdpbusd of the weights (q + 128, unsigned) with the activations (signed), each
+// folded to 8 lanes (two blocks: lanes 0-3 and 4-7); three rounds of vphaddd leave the 8 block
+// sums in slot order, 128 x the activations' block sums removes the offset, one FMA scales all
+// 8 — as the Q4_0_G8 kernel, without unpacking nibbles.
+float dot_q8_0_g8w(int64_t n, const void* vx, const void* vy) {
+    const auto* x = static_cast<const BlockQ8_0G8W*>(vx);
+    const auto* y = static_cast<const BlockQ8_0G8*>(vy);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / (kG8Blocks * QK8_0); ++i) {
+        prefetch_ahead(x + i);
+        __m256i pair[4];
+        for (int p = 0; p < 4; ++p) {
+            const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                  _mm512_loadu_si512(x[i].qs + 64 * p),
+                                                  _mm512_loadu_si512(y[i].qs + 64 * p));
+            pair[p] = _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
+        }
+        __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[0], pair[1]),
+                                         _mm256_hadd_epi32(pair[2], pair[3]));
+        sums = _mm256_sub_epi32(
+            sums, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].s)), 7));
+        const __m256 scale = _mm256_mul_ps(
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].d))),
+            _mm256_loadu_ps(y[i].d));
+        if (i % 2 == 0)
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc0);
+        else
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc1);
+    }
+    return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
 // ---- dequantization (to_float), bit-identical to the scalar references: the same float
 // operations in the same order (mul, then sub; no fused multiply-add) ----------------------------
 
@@ -369,6 +402,24 @@ void dequant_q4_0_g8(const void* src, float* y, int64_t n) {
         }
 }
 
+// Q8_0_G8W: as dequant_q8_0 per block, the quants gathered back from the pair order.
+void dequant_q8_0_g8w(const void* src, float* y, int64_t n) {
+    const auto* g = static_cast<const BlockQ8_0G8W*>(src);
+    const __m128i c128 = _mm_set1_epi8(static_cast<char>(0x80));
+    for (int64_t i = 0; i < n / (kG8Blocks * QK8_0); ++i)
+        for (int b = 0; b < kG8Blocks; ++b, y += QK8_0) {
+            const __m512 d = _mm512_set1_ps(f16(g[i].d[kG8Slot[b]]));
+            const uint8_t* q = g[i].qs + (b / 2) * 64 + (b % 2) * 16;  // elements 0..15; +32: 16..31
+            for (int half = 0; half < 2; ++half) {
+                // q + 128 as u8 -> q as s8: flip the top bit.
+                const __m128i v = _mm_xor_si128(
+                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * half)), c128);
+                _mm512_storeu_ps(y + 16 * half,
+                                 _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), d));
+            }
+        }
+}
+
 }  // namespace
 
 void register_quant_zmm_avx512(TypeTraits* rows, int n) {
@@ -376,7 +427,7 @@ void register_quant_zmm_avx512(TypeTraits* rows, int n) {
         DType type;
         VecDotFn fn;
     } dots[] = {{DType::Q2_K, dot_q2_k}, {DType::Q3_K, dot_q3_k}, {DType::Q4_K, dot_q4_k},
-                {DType::Q5_K, dot_q5_k}, {DType::Q6_K, dot_q6_k}};
+                {DType::Q5_K, dot_q5_k}, {DType::Q6_K, dot_q6_k}, {DType::Q8_0_G8W, dot_q8_0_g8w}};
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
     const struct {
@@ -384,7 +435,8 @@ void register_quant_zmm_avx512(TypeTraits* rows, int n) {
         ToFloatFn fn;
     } deqs[] = {{DType::Q4_K, dequant_q4_k}, {DType::Q5_K, dequant_q5_k},
                 {DType::Q6_K, dequant_q6_k}, {DType::Q8_0, dequant_q8_0},
-                {DType::Q4_0, dequant_q4_0}, {DType::Q4_0_G8, dequant_q4_0_g8}};
+                {DType::Q4_0, dequant_q4_0}, {DType::Q4_0_G8, dequant_q4_0_g8},
+                {DType::Q8_0_G8W, dequant_q8_0_g8w}};
     for (const auto& d : deqs)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->to_float = d.fn;
 }
