@@ -2,7 +2,8 @@
 // types compute faster regrouped for the SIMD kernels, so the model loader converts those
 // matrices once, at load, into a run-time type (core/dtype.hpp: runtime_only) that holds the same
 // numbers in the same bytes per row. Today: Q4_0 -> Q4_0_G8 (8 blocks' scales together, so
-// one FMA scales 8 blocks; see block_layouts.hpp), measured in bench/RESULTS.md.
+// one FMA scales 8 blocks; see block_layouts.hpp) and, with AVX-512 VNNI, Q8_0 -> Q8_0_G8W (the
+// same grouping, quants offset to u8 for vpdpbusd), measured in bench/RESULTS.md.
 #pragma once
 
 #include <cstdint>

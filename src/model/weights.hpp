@@ -1,8 +1,9 @@
 // The tensors of a model, bound by llama.cpp's tensor names and checked against the
 // hyper-parameters. Vectors (norms, biases, rope factors) are small and converted to float32
 // once at load. Matrices (any weight type) are zero-copy views into the mapped GGUF file, except
-// those whose type has a faster load-time layout (kernels/repack.hpp: Q4_0 -> Q4_0_G8): those are
-// converted into one anonymous buffer on transparent huge pages, and their pages of the file
+// those whose type has a faster load-time layout (kernels/repack.hpp: Q4_0 -> Q4_0_G8, Q8_0 ->
+// Q8_0_G8W): those are converted into one anonymous buffer on transparent huge pages, and their
+// pages of the file
 // released as they are converted, so the resident size stays that of the file. SYSLM_REPACK=0
 // keeps every matrix as stored; SYSLM_WEIGHTS=copy copies all matrices to that buffer (decode
 // streams every weight once per token, and `syslm probe` reads 4 KiB pages at ~60% of the
