@@ -96,8 +96,11 @@ TEST(Allocation, HullPointsAreOptimalForTheirCost) {
                 cost += table[i].options[x % types].cost;
                 kl += table[i].options[x % types].kl;
             }
-            for (const Allocation& a : hull)
-                if (cost <= a.cost * (1 - 1e-12)) EXPECT_GE(kl, a.predicted_kl - 1e-12);
+            for (const Allocation& a : hull) {
+                if (cost <= a.cost * (1 - 1e-12)) {
+                    EXPECT_GE(kl, a.predicted_kl - 1e-12);
+                }
+            }
         }
     }
     std::vector<TensorSensitivity> t(1);
