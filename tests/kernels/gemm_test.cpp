@@ -37,6 +37,16 @@ struct Case {
     int64_t n_in;
 };
 
+// N rows of K weight-like values (seeded), quantized row by row to `type`.
+std::vector<uint8_t> quantized_weights(DType type, uint64_t seed, int64_t N, int64_t K) {
+    const std::vector<float> wf = testing::make_weight_like(seed, N, K);
+    const size_t rb = row_bytes(type, K);
+    std::vector<uint8_t> wq(rb * static_cast<size_t>(N));
+    for (int64_t o = 0; o < N; ++o)
+        type_traits(type).from_float(wf.data() + o * K, wq.data() + o * rb, K);
+    return wq;
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
     return std::string(dtype_info(info.param.type).name) + "_k" + std::to_string(info.param.n_in);
 }
@@ -140,11 +150,7 @@ TEST(GemmRouting, MatmulUsesTheGemmForPrefillOnly) {
             continue;
         }
         ASSERT_NE(panel, GemmPanel::None) << dtype_info(type).name;
-        const std::vector<float> wf = testing::make_weight_like(41, N, K);
-        const size_t rb = row_bytes(type, K);
-        std::vector<uint8_t> wq(rb * static_cast<size_t>(N));
-        for (int64_t o = 0; o < N; ++o)
-            type_traits(type).from_float(wf.data() + o * K, wq.data() + o * rb, K);
+        const std::vector<uint8_t> wq = quantized_weights(type, 41, N, K);
         const WeightView w{type, K, N, wq.data()};
         const std::vector<float> x = testing::make_quant_input(42, T * K);
         std::vector<float> via_matmul(static_cast<size_t>(T * N)), via_gemm(via_matmul.size());
@@ -190,11 +196,7 @@ TEST(GemmCrossover, ExactSmallBatchesKeepEachTokensOwnResult) {
     const int64_t K = 512, N = 45, T = 24;
     ThreadPool pool(2);
     for (DType type : {DType::Q8_0, DType::Q4_K}) {
-        const std::vector<float> wf = testing::make_weight_like(43, N, K);
-        const size_t rb = row_bytes(type, K);
-        std::vector<uint8_t> wq(rb * static_cast<size_t>(N));
-        for (int64_t o = 0; o < N; ++o)
-            type_traits(type).from_float(wf.data() + o * K, wq.data() + o * rb, K);
+        const std::vector<uint8_t> wq = quantized_weights(type, 43, N, K);
         const WeightView w{type, K, N, wq.data()};
         const std::vector<float> x = testing::make_quant_input(44, T * K);
         std::vector<float> batch(static_cast<size_t>(T * N)), alone(static_cast<size_t>(N));
