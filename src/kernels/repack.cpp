@@ -27,8 +27,9 @@ void repack_rows(DType from, DType to, const void* src, void* dst, int64_t n_in,
     if (from == DType::Q8_0 && to == DType::Q8_0_G8W) convert = q8_0_to_g8w;
     if (!convert) fail("no load-time repacking from ", dtype_name(from), " to ", dtype_name(to));
     const size_t rb = row_bytes(from, n_in);
-    for (int64_t r = 0; r < n_rows; ++r)
-        convert(static_cast<const uint8_t*>(src) + r * rb, static_cast<uint8_t*>(dst) + r * rb, n_in);
+    const auto* in = static_cast<const uint8_t*>(src);
+    auto* out = static_cast<uint8_t*>(dst);
+    for (int64_t r = 0; r < n_rows; ++r) convert(in + r * rb, out + r * rb, n_in);
 }
 
 }  // namespace syslm::kernels

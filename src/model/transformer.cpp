@@ -150,7 +150,8 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
         const int na = rope->angle_floats();
         rope_angles_.resize(static_cast<size_t>(T * na));
         pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; ++t) rope->angles(rows.position(t), rope_angles_.data() + t * na);
+            for (int64_t t = b; t < e; ++t)
+                rope->angles(rows.position(t), rope_angles_.data() + t * na);
         });
     }
 

@@ -305,7 +305,8 @@ void TrainModel::plan(int B, int T) {
     if (rope_) {  // every layer, forward and backward, rotates at these positions
         const int na = rope_->angle_floats();
         rope_angles_.resize(static_cast<size_t>(T) * na);
-        for (int t = 0; t < T; ++t) rope_->angles(t, rope_angles_.data() + static_cast<size_t>(t) * na);
+        for (int t = 0; t < T; ++t)
+            rope_->angles(t, rope_angles_.data() + static_cast<size_t>(t) * na);
     }
     const size_t bytes = activation_bytes(B, T);
     arena_.release();

@@ -156,6 +156,12 @@ struct BlockQ8_0G8W {
 };
 
 static_assert(sizeof(BlockQ8_0G8W) == 8 * sizeof(BlockQ8_0));
+
+// Where elements 0..15 (half 0) and 16..31 (half 1) of block b sit in the quants of a Q8_0_G8 or
+// Q8_0_G8W group (their pair order).
+constexpr int g8_pair_offset(int b, int half) {
+    return (b / 2) * 64 + half * 32 + (b % 2) * 16;
+}
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_0G8) == 8 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ8_0G8) == 320);

@@ -27,18 +27,12 @@ void g8_group_to_q4_0(const BlockQ4_0G8& g, BlockQ4_0* x) {
     }
 }
 
-// Where elements 0..15 (half 0) and 16..31 (half 1) of block b sit in a group's quants (the pair
-// order of Q8_0_G8 and Q8_0_G8W).
-int pair_offset(int b, int half) {
-    return (b / 2) * 64 + half * 32 + (b % 2) * 16;
-}
-
 int8_t* g8_quants(BlockQ8_0G8& g, int b, int half) {
-    return g.qs + pair_offset(b, half);
+    return g.qs + g8_pair_offset(b, half);
 }
 
 const int8_t* g8_quants(const BlockQ8_0G8& g, int b, int half) {
-    return g.qs + pair_offset(b, half);
+    return g.qs + g8_pair_offset(b, half);
 }
 
 void q8_0_group_to_g8(const BlockQ8_0* x, BlockQ8_0G8& g) {
@@ -65,7 +59,7 @@ void q8_0_group_to_g8w(const BlockQ8_0* x, BlockQ8_0G8W& g) {
     for (int b = 0; b < kG8Blocks; ++b) {
         g.d[kG8Slot[b]] = x[b].d;
         for (int j = 0; j < QK8_0; ++j) {
-            g.qs[pair_offset(b, j / 16) + j % 16] = static_cast<uint8_t>(x[b].qs[j] + 128);
+            g.qs[g8_pair_offset(b, j / 16) + j % 16] = static_cast<uint8_t>(x[b].qs[j] + 128);
         }
     }
 }
@@ -74,7 +68,7 @@ void g8w_group_to_q8_0(const BlockQ8_0G8W& g, BlockQ8_0* x) {
     for (int b = 0; b < kG8Blocks; ++b) {
         x[b].d = g.d[kG8Slot[b]];
         for (int j = 0; j < QK8_0; ++j) {
-            const int q = g.qs[pair_offset(b, j / 16) + j % 16];
+            const int q = g.qs[g8_pair_offset(b, j / 16) + j % 16];
             x[b].qs[j] = static_cast<int8_t>(q - 128);
         }
     }

@@ -409,11 +409,11 @@ void dequant_q8_0_g8w(const void* src, float* y, int64_t n) {
     for (int64_t i = 0; i < n / (kG8Blocks * QK8_0); ++i)
         for (int b = 0; b < kG8Blocks; ++b, y += QK8_0) {
             const __m512 d = _mm512_set1_ps(f16(g[i].d[kG8Slot[b]]));
-            const uint8_t* q = g[i].qs + (b / 2) * 64 + (b % 2) * 16;  // elements 0..15; +32: 16..31
             for (int half = 0; half < 2; ++half) {
                 // q + 128 as u8 -> q as s8: flip the top bit.
-                const __m128i v = _mm_xor_si128(
-                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32 * half)), c128);
+                const uint8_t* q = g[i].qs + g8_pair_offset(b, half);
+                const __m128i v =
+                    _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), c128);
                 _mm512_storeu_ps(y + 16 * half,
                                  _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), d));
             }
