@@ -4,8 +4,8 @@
 //   - the per-(row, token) vec_dot path it replaces for prefill (matmul_vec_dot),
 //   - OpenBLAS sgemm on f32 (its own threads, set to the same count),
 //   - the peak loops of kernels/cpu/peak.hpp (FMA f32, vdpbf16ps) on the same threads,
-//   - the training GEMMs of a linear layer (forward, input and weight gradient): bf16 panels
-//     against OpenBLAS sgemm ('Train/').
+//   - the training GEMMs of a linear layer (forward, input and weight gradient) on every engine
+//     the CPU has: OpenBLAS sgemm, f32 panels, bf16 panels, AMX tiles ('Train/').
 // Filter with --benchmark_filter, e.g. 'Gemm/F16.*2048x5632'.
 #include <benchmark/benchmark.h>
 
@@ -18,6 +18,7 @@
 
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/peak.hpp"
 #include "kernels/type_traits.hpp"
@@ -124,38 +125,21 @@ const Shape kTrainShapes[] = {
     {"gpt2_768x3072_T256", 768, 3072, 256},
 };
 
-void bm_train(benchmark::State& st, Shape s, TrainOp op, bool bf16) {
+void bm_train(benchmark::State& st, Shape s, TrainOp op, TrainGemm g) {
     const std::vector<float> x = noise(static_cast<size_t>(s.T * s.K), 2);
     const std::vector<float> w = noise(static_cast<size_t>(s.N * s.K), 1);
     const std::vector<float> dy = noise(static_cast<size_t>(s.T * s.N), 3);
     std::vector<float> out(static_cast<size_t>(std::max(s.T * s.N, std::max(s.T, s.N) * s.K)));
     for (auto _ : st) {
-        if (bf16) {
-            if (op == TrainOp::Forward)
-                gemm_bf16({x.data(), s.K, false}, {w.data(), s.K, false}, s.T, s.N, s.K,
-                          out.data(), false, pool());
-            else if (op == TrainOp::Input)
-                gemm_bf16({dy.data(), s.N, false}, {w.data(), s.K, true}, s.T, s.K, s.N,
-                          out.data(), false, pool());
-            else
-                gemm_bf16({dy.data(), s.N, true}, {x.data(), s.K, true}, s.N, s.K, s.T,
-                          out.data(), true, pool());
-        } else {
-#ifdef SYSLM_BENCH_OPENBLAS
-            openblas_set_num_threads(bench_threads());
-            const int T = static_cast<int>(s.T), N = static_cast<int>(s.N),
-                      K = static_cast<int>(s.K);
-            if (op == TrainOp::Forward)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, x.data(), K,
-                            w.data(), K, 0.0f, out.data(), N);
-            else if (op == TrainOp::Input)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dy.data(), N,
-                            w.data(), K, 0.0f, out.data(), K);
-            else
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, T, 1.0f, dy.data(), N,
-                            x.data(), K, 1.0f, out.data(), K);
-#endif
-        }
+        if (op == TrainOp::Forward)
+            train_gemm(g, {x.data(), s.K, false}, {w.data(), s.K, false}, s.T, s.N, s.K,
+                       out.data(), false, pool());
+        else if (op == TrainOp::Input)
+            train_gemm(g, {dy.data(), s.N, false}, {w.data(), s.K, true}, s.T, s.K, s.N,
+                       out.data(), false, pool());
+        else
+            train_gemm(g, {dy.data(), s.N, true}, {x.data(), s.K, true}, s.N, s.K, s.T,
+                       out.data(), true, pool());
     }
     set_flops(st, s);
 }
@@ -187,14 +171,12 @@ const int kRegistered = [] {
         for (const auto& [op, opname] : {std::pair{TrainOp::Forward, "forward"},
                                          {TrainOp::Input, "input_grad"},
                                          {TrainOp::Weight, "weight_grad"}})
-            for (const bool bf16 : {false, true}) {
-#ifndef SYSLM_BENCH_OPENBLAS
-                if (!bf16) continue;
-#endif
-                if (bf16 && !gemm_bf16_supported()) continue;
-                const std::string name = std::string("Train/") + (bf16 ? "bf16/" : "sgemm/") +
+            for (const TrainGemm g : {TrainGemm::Blas, TrainGemm::F32Panels,
+                                      TrainGemm::BF16Panels, TrainGemm::AmxBF16}) {
+                if (!train_gemm_available(g)) continue;
+                const std::string name = std::string("Train/") + train_gemm_name(g) + "/" +
                                          opname + "/" + s.name;
-                benchmark::RegisterBenchmark(name.c_str(), bm_train, s, op, bf16)
+                benchmark::RegisterBenchmark(name.c_str(), bm_train, s, op, g)
                     ->UseRealTime()
                     ->Unit(benchmark::kMillisecond);
             }

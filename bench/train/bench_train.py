@@ -7,7 +7,8 @@ Shapes (issue 4):
 Each measures tokens/s of full training steps (forward + backward + AdamW step) on random
 tokens, 2 threads, after warm-up steps, in FP32 and in BF16 mixed precision (syslm
 --precision bf16 against PyTorch's BF16 autocast), and prints the ratios, peak RSS and the MFU
-against `syslm probe`'s FP32 / BF16 peak (6 x matrix parameters per token + attention, the same
+against `syslm probe`'s FP32 peak, or for BF16 the peak of the engine its training GEMMs
+chose (AMX tiles or vdpbf16ps; see `syslm probe`) (6 x matrix parameters per token + attention, the same
 count for every engine).
 
     bench/train/bench_train.py --syslm build/syslm [--torch] [--llmc /path/to/llm.c]
@@ -168,7 +169,7 @@ def main():
             print(json.dumps(row), file=sys.stderr)
 
     print("| shape | syslm FP32 tok/s | MFU | RSS MiB | PyTorch FP32 | syslm / PyTorch | "
-          "syslm BF16 tok/s | MFU (BF16 peak) | RSS MiB | PyTorch BF16 autocast | "
+          "syslm BF16 tok/s | MFU (BF16 engine peak) | RSS MiB | PyTorch BF16 autocast | "
           "syslm / PyTorch (BF16) | llm.c | syslm / llm.c |")
     print("| --- |" + " ---: |" * 12)
     for r in rows:

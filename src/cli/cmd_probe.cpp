@@ -4,6 +4,7 @@
 
 #include "cli/command.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/repack.hpp"
 #include "profile/machine_probe.hpp"
@@ -75,6 +76,14 @@ int run_probe_cmd(const ProbeArgs& a) {
                                                                : "");
     }
     std::printf("\n");
+    // And the GEMMs of training's linear layers, per precision.
+    const kernels::TrainGemmChoice& tc = kernels::train_gemm_choice();
+    std::printf("training GEMMs (timed now, 1 thread, 128 x 512 x 384 layer, 3 GEMMs):");
+    for (const auto& t : tc.timings)
+        std::printf(" %s %.0f GFLOP/s", kernels::train_gemm_name(t.gemm), t.gflops);
+    std::printf("; f32 on %s, bf16 on %s\n", kernels::train_gemm_name(tc.f32),
+                tc.bf16 == kernels::TrainGemm::None ? "f32 (rounded copies)"
+                                                    : kernels::train_gemm_name(tc.bf16));
     std::printf("%s %s (%s; delete the file or pass --refresh to measure again)\n",
                 measured ? "measured now, cached in" : "cached result from",
                 profile::probe_cache_path().c_str(), r.measured_at.c_str());

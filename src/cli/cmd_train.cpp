@@ -2,9 +2,10 @@
 // continue a checkpoint (--resume dir), on a `syslm data prepare` directory (--data), a fixed
 // batch of ids (--ids) or random tokens (--synthetic-data, for speed), with AdamW / Lion / SGD, a
 // warm-up + cosine / linear / constant schedule, gradient accumulation and clipping. Prints a live
-// progress line (step, loss, tokens/s, MFU against `syslm probe`'s FP32 peak, ETA), evaluates on
-// the val split, stops early without improvement, writes checkpoints atomically (and on Ctrl-C),
-// metrics as JSON lines, and the trained model as GGUF (-o). With --json the last line of stdout
+// progress line (step, loss, tokens/s, MFU against `syslm probe`'s peak of the arithmetic the
+// matmuls run on, ETA), evaluates on the val split, stops early without improvement, writes
+// checkpoints atomically (and on Ctrl-C), metrics as JSON lines, and the trained model as GGUF
+// (-o). With --json the last line of stdout
 // is {"tokens_per_s", "mfu", "first_loss", "final_loss", "peak_rss_mib"}.
 #include <sys/resource.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include "core/error.hpp"
 #include "core/profiler.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "model/random_init.hpp"
 #include "profile/machine_probe.hpp"
 #include "train/batch_plan.hpp"
@@ -446,12 +448,18 @@ int run_train(const TrainArgs& a) {
     };
     std::signal(SIGINT, on_sigint);
 
-    // MFU against the peak of the arithmetic the matmuls run on (bf16: vdpbf16ps where the CPU
-    // has it; the emulated path has the f32 peak).
+    // MFU against the peak of the arithmetic the matmuls run on: bf16 on the engine the
+    // training GEMMs chose (AMX tiles or vdpbf16ps); f32 and the emulated path have the f32 peak.
     const profile::ProbeResult probe = profile::cached_or_measured_probe(0, false);
-    const bool bf16_peak = model.precision() == train::Precision::BF16 && probe.bf16 > 0;
+    const kernels::TrainGemm bf16_gemm = kernels::train_gemm_choice().bf16;
+    const bool bf16 = model.precision() == train::Precision::BF16;
     const double peak =
-        (bf16_peak ? probe.bf16_for(pool.size()) : probe.fma_f32_for(pool.size())) * 1e9;
+        (bf16 && bf16_gemm == kernels::TrainGemm::AmxBF16 && probe.amx_bf16 > 0
+             ? probe.amx_bf16_for(pool.size())
+         : bf16 && bf16_gemm == kernels::TrainGemm::BF16Panels && probe.bf16 > 0
+             ? probe.bf16_for(pool.size())
+             : probe.fma_f32_for(pool.size())) *
+        1e9;
     const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
     // Throughput of the whole group; MFU against the peak of every rank's threads.
     const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * ranks;

@@ -10,6 +10,7 @@
 //     bf16 roundings of u = 2^-8 relative (8-bit significand).
 // matmul() is checked to route prefill through the GEMM (bit-identical) and decode to vec_dot.
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 
 #include <cstdlib>
 #include <gtest/gtest.h>
@@ -255,42 +256,75 @@ TEST(GemmPack, PanelsAreTheTransposedRows) {
     }
 }
 
-// The training GEMM on bf16 panels, every orientation of both operands (forward x W^T, input
-// gradient dY W, weight gradient dY^T X), awkward sizes incl. odd depth, with and without
-// accumulation: equal to a double-precision sum of the bf16-rounded operands.
-TEST(GemmBf16, EveryOperandOrientationMatchesTheRoundedReference) {
-    if (!gemm_bf16_supported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+// Every training GEMM engine the CPU has (BLAS, f32 panels, bf16 panels, AMX tiles), every
+// orientation of both operands (forward x W^T, input gradient dY W, weight gradient dY^T X),
+// awkward sizes incl. odd depth and depths past one block of the AMX sweep, with and without
+// accumulation and bias: equal to a double-precision sum of the operands, rounded to bf16 first
+// for the bf16 engines. Bound: f32 summation error, ~K ulp of the sum of |products|.
+TEST(TrainGemm, EveryEngineAndOrientationMatchesTheReference) {
     ThreadPool pool(2);
     uint64_t seed = 91;
-    for (const auto& [T, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {13, 45, 7},
-                                  {30, 70, 261}, {131, 33, 517}}) {
-        for (const bool xt : {false, true})
-            for (const bool wt : {false, true})
-                for (const bool accumulate : {false, true}) {
-                    const std::vector<float> x = testing::make_quant_input(seed++, T * K);
-                    const std::vector<float> w = testing::make_quant_input(seed++, N * K);
-                    std::vector<float> y = testing::make_quant_input(seed++, T * N);
-                    const std::vector<float> y0 = y;
-                    // x(t, k), w(o, k) in the chosen storage order.
-                    auto xv = [&](int64_t t, int64_t k) { return xt ? x[k * T + t] : x[t * K + k]; };
-                    auto wv = [&](int64_t o, int64_t k) { return wt ? w[k * N + o] : w[o * K + k]; };
-                    gemm_bf16({x.data(), xt ? T : K, xt}, {w.data(), wt ? N : K, wt}, T, N, K,
-                              y.data(), accumulate, pool);
-                    for (int64_t t = 0; t < T; ++t)
-                        for (int64_t o = 0; o < N; ++o) {
-                            double ref = accumulate ? y0[t * N + o] : 0.0, mag = std::fabs(ref);
-                            for (int64_t k = 0; k < K; ++k) {
-                                const double p = static_cast<double>(round_bf16(xv(t, k))) *
-                                                 round_bf16(wv(o, k));
-                                ref += p;
-                                mag += std::fabs(p);
+    int tested = 0;
+    for (const TrainGemm g : {TrainGemm::Blas, TrainGemm::F32Panels, TrainGemm::BF16Panels,
+                              TrainGemm::AmxBF16}) {
+        if (!train_gemm_available(g)) continue;
+        ++tested;
+        const bool bf16 = g == TrainGemm::BF16Panels || g == TrainGemm::AmxBF16;
+        auto r = [&](float v) { return bf16 ? static_cast<double>(round_bf16(v)) : double{v}; };
+        for (const auto& [T, N, K] : {std::array<int64_t, 3>{1, 1, 1}, {13, 45, 7},
+                                      {30, 70, 261}, {131, 33, 517}, {40, 37, 1100}}) {
+            for (const bool xt : {false, true})
+                for (const bool wt : {false, true})
+                    for (const bool accumulate : {false, true}) {
+                        const std::vector<float> x = testing::make_quant_input(seed++, T * K);
+                        const std::vector<float> w = testing::make_quant_input(seed++, N * K);
+                        const std::vector<float> bias = testing::make_quant_input(seed++, N);
+                        std::vector<float> y = testing::make_quant_input(seed++, T * N);
+                        const std::vector<float> y0 = y;
+                        const bool with_bias = (T + xt + wt) % 2 == 0;
+                        // x(t, k), w(o, k) in the chosen storage order.
+                        auto xv = [&](int64_t t, int64_t k) { return xt ? x[k * T + t] : x[t * K + k]; };
+                        auto wv = [&](int64_t o, int64_t k) { return wt ? w[k * N + o] : w[o * K + k]; };
+                        train_gemm(g, {x.data(), xt ? T : K, xt}, {w.data(), wt ? N : K, wt}, T,
+                                   N, K, y.data(), accumulate, pool,
+                                   with_bias ? bias.data() : nullptr);
+                        for (int64_t t = 0; t < T; ++t)
+                            for (int64_t o = 0; o < N; ++o) {
+                                double ref = (accumulate ? y0[t * N + o] : 0.0) +
+                                             (with_bias ? bias[o] : 0.0);
+                                double mag = std::fabs(ref);
+                                for (int64_t k = 0; k < K; ++k) {
+                                    const double p = r(xv(t, k)) * r(wv(o, k));
+                                    ref += p;
+                                    mag += std::fabs(p);
+                                }
+                                ASSERT_NEAR(y[t * N + o], ref, 1e-5 * mag + 1e-30)
+                                    << train_gemm_name(g) << " T=" << T << " N=" << N
+                                    << " K=" << K << " xt=" << xt << " wt=" << wt
+                                    << " acc=" << accumulate << " t=" << t << " o=" << o;
                             }
-                            ASSERT_NEAR(y[t * N + o], ref, 1e-5 * mag + 1e-30)
-                                << "T=" << T << " N=" << N << " K=" << K << " xt=" << xt
-                                << " wt=" << wt << " acc=" << accumulate << " t=" << t
-                                << " o=" << o;
-                        }
-                }
+                    }
+        }
+    }
+    EXPECT_GE(tested, 1);
+}
+
+// The measured choice keeps the fastest engine of each precision it timed.
+TEST(TrainGemm, ChoiceKeepsTheFastestTimedEngine) {
+    const TrainGemmChoice& c = train_gemm_choice();
+    EXPECT_TRUE(train_gemm_available(c.f32));
+    if (c.bf16 != TrainGemm::None) {
+        EXPECT_TRUE(train_gemm_available(c.bf16));
+    }
+    for (const auto& t : c.timings) {
+        EXPECT_GT(t.gflops, 0);
+        const bool f32 = t.gemm == TrainGemm::Blas || t.gemm == TrainGemm::F32Panels;
+        const TrainGemm chosen = f32 ? c.f32 : c.bf16;
+        for (const auto& u : c.timings) {
+            if (u.gemm == chosen) {
+                EXPECT_GE(u.gflops, t.gflops) << train_gemm_name(t.gemm);
+            }
+        }
     }
 }
 

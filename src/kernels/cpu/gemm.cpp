@@ -330,4 +330,64 @@ void gemm_bf16(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K, fl
     sweep(kn, true, T, N, K, a, pack_weights, y, bias, accumulate, pool);
 }
 
+void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K,
+                            float* y, bool accumulate, ThreadPool& pool, const float* bias) {
+    if (!amx_bf16_available()) fail("GEMM: the AMX bf16 tiles are not available on this CPU");
+    x86::gemm_amx_bf16_operands(x, w, T, N, K, y, accumulate, pool, bias);
+}
+
+namespace {
+
+Isa f32_gemm_isa() {
+    return isa_supported(Isa::Avx512) ? Isa::Avx512 : Isa::Avx2;
+}
+
+}  // namespace
+
+bool gemm_f32_supported() {
+    return isa_supported(Isa::Avx2);
+}
+
+void gemm_f32(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K, float* y,
+              bool accumulate, ThreadPool& pool, const float* bias) {
+    if (!gemm_f32_supported()) fail("GEMM: f32 panels need AVX2, which this CPU lacks");
+    if (T <= 0 || N <= 0) return;
+    const GemmKernels& kn = gemm_kernels(f32_gemm_isa());
+    const int mr = kn.mr_f32, nr = kn.nr_f32;
+    const int64_t blocks = (T + mr - 1) / mr;
+    thread_local Scratch a_scratch;
+    float* a = a_scratch.get<float>(static_cast<size_t>(blocks * K * mr));
+    pool.parallel_for(blocks, [&](int64_t b, int64_t e, int) {
+        for (int64_t tb = b; tb < e; ++tb) {
+            const int m = static_cast<int>(std::min<int64_t>(mr, T - tb * mr));
+            float* dst = a + tb * K * mr;
+            if (!x.transposed) {
+                kn.pack_a_f32(x.data + tb * mr * x.ld, x.ld, m, K, dst);
+                continue;
+            }
+            // Transposed: the block's tokens are contiguous in each depth row.
+            const float* src = x.data + tb * mr;
+            for (int64_t k = 0; k < K; ++k) {
+                std::memcpy(dst + k * mr, src + k * x.ld, static_cast<size_t>(m) * 4);
+                std::fill(dst + k * mr + m, dst + (k + 1) * mr, 0.0f);
+            }
+        }
+    });
+    const auto pack_weights = [&](int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                                  std::byte* bpack, float*) {
+        auto* dst = reinterpret_cast<float*>(bpack);
+        if (!w.transposed) return kn.pack_f32(w.data + jc * w.ld + pc, w.ld, nc, kc, dst);
+        // Transposed: a panel's rows are contiguous in each depth row of the source.
+        for (int64_t r0 = 0; r0 < nc; r0 += nr, dst += kc * nr) {
+            const int64_t n = std::min<int64_t>(nr, nc - r0);
+            for (int64_t k = 0; k < kc; ++k) {
+                std::memcpy(dst + k * nr, w.data + (pc + k) * w.ld + jc + r0,
+                            static_cast<size_t>(n) * 4);
+                std::fill(dst + k * nr + n, dst + (k + 1) * nr, 0.0f);
+            }
+        }
+    };
+    sweep(kn, false, T, N, K, a, pack_weights, y, bias, accumulate, pool);
+}
+
 }  // namespace syslm::kernels

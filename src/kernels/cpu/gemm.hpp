@@ -116,6 +116,16 @@ struct GemmOperand {
 bool gemm_bf16_supported();
 void gemm_bf16(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K, float* y,
                bool accumulate, ThreadPool& pool, const float* bias = nullptr);
+// The same contract on the AMX tiles (bf16 operands, f32 accumulation); throws Error where
+// amx_bf16_available() is false.
+void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K,
+                            float* y, bool accumulate, ThreadPool& pool,
+                            const float* bias = nullptr);
+// The same contract in f32 on the f32 panels (exact products, AVX2 or AVX-512): the training
+// GEMMs' alternative to the BLAS where that is slower (kernels/cpu/linear_backward.hpp).
+bool gemm_f32_supported();
+void gemm_f32(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K, float* y,
+              bool accumulate, ThreadPool& pool, const float* bias = nullptr);
 
 namespace x86 {
 // Defined in the ISA files.
@@ -123,6 +133,8 @@ GemmKernels gemm_kernels_avx2();
 GemmKernels gemm_kernels_avx512(bool with_bf16);
 void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, ThreadPool& pool,
                    const float* bias);
+void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K,
+                            float* y, bool accumulate, ThreadPool& pool, const float* bias);
 }  // namespace x86
 
 }  // namespace syslm::kernels

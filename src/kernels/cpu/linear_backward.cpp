@@ -3,8 +3,13 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/gemm.hpp"
 
@@ -37,8 +42,120 @@ void bias_backward(const float* dy, int64_t T, int64_t N, float* db, ThreadPool&
     });
 }
 
+}  // namespace
+
+bool train_gemm_available(TrainGemm g) {
+    switch (g) {
+        case TrainGemm::Blas:
+            return true;
+        case TrainGemm::F32Panels:
+            return gemm_f32_supported();
+        case TrainGemm::BF16Panels:
+            return gemm_bf16_supported();
+        case TrainGemm::AmxBF16:
+            return amx_bf16_available();
+        case TrainGemm::None:
+            break;
+    }
+    return false;
+}
+
+void train_gemm(TrainGemm g, GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K,
+                float* y, bool accumulate, ThreadPool& pool, const float* bias) {
+    switch (g) {
+        case TrainGemm::F32Panels:
+            return gemm_f32(x, w, T, N, K, y, accumulate, pool, bias);
+        case TrainGemm::BF16Panels:
+            return gemm_bf16(x, w, T, N, K, y, accumulate, pool, bias);
+        case TrainGemm::AmxBF16:
+            return gemm_amx_bf16_operands(x, w, T, N, K, y, accumulate, pool, bias);
+        case TrainGemm::None:
+            fail("training GEMM: no engine");
+        case TrainGemm::Blas:
+            break;
+    }
+    use_threads(pool);
+    // Row-major op(A) = x (T x K), op(B) = w^T (K x N).
+    cblas_sgemm(CblasRowMajor, x.transposed ? CblasTrans : CblasNoTrans,
+                w.transposed ? CblasNoTrans : CblasTrans, blas_int(T), blas_int(N), blas_int(K),
+                1.0f, x.data, blas_int(x.ld), w.data, blas_int(w.ld), accumulate ? 1.0f : 0.0f, y,
+                blas_int(N));
+    if (bias)
+        pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
+            for (int64_t t = b; t < e; ++t)
+                for (int64_t n = 0; n < N; ++n) y[t * N + n] += bias[n];
+        });
+}
+
+namespace {
+
+// GFLOP/s of engine g on one thread over a linear layer's three GEMMs (forward, input and
+// weight gradient) of awkward size, best of two runs: a few milliseconds per engine.
+double time_gemm(TrainGemm g) {
+    constexpr int64_t T = 128, K = 512, N = 384;
+    std::vector<float> x(T * K), w(N * K), dy(T * N), y(T * N), dx(T * K), dw(N * K);
+    uint64_t s = 7;
+    for (auto* v : {&x, &w, &dy})
+        for (float& f : *v) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            f = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / (1 << 23);
+        }
+    ThreadPool pool(1);
+    double best = 1e30;
+    for (int rep = 0; rep < 2; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        train_gemm(g, {x.data(), K, false}, {w.data(), K, false}, T, N, K, y.data(), false, pool);
+        train_gemm(g, {dy.data(), N, false}, {w.data(), K, true}, T, K, N, dx.data(), false, pool);
+        train_gemm(g, {dy.data(), N, true}, {x.data(), K, true}, N, K, T, dw.data(), true, pool);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return 3 * 2.0 * T * K * N / best * 1e-9;
+}
+
+TrainGemm from_env(const char* var, std::initializer_list<TrainGemm> allowed) {
+    const char* env = std::getenv(var);
+    if (!env || !*env) return TrainGemm::None;
+    std::string names;
+    for (TrainGemm g : allowed) {
+        if (std::string(env) == train_gemm_name(g)) {
+            if (!train_gemm_available(g)) fail(var, "=", env, ": not available on this CPU");
+            return g;
+        }
+        names += std::string(names.empty() ? "" : " or ") + train_gemm_name(g);
+    }
+    fail(var, "='", env, "': expected ", names);
+}
+
+TrainGemm fastest(std::initializer_list<TrainGemm> candidates, TrainGemmChoice& c) {
+    std::vector<TrainGemm> have;
+    for (TrainGemm g : candidates)
+        if (train_gemm_available(g)) have.push_back(g);
+    if (have.size() < 2) return have.empty() ? TrainGemm::None : have[0];
+    TrainGemm best = have[0];
+    double best_gflops = 0;
+    for (TrainGemm g : have) {
+        const double gflops = time_gemm(g);
+        c.timings.push_back({g, gflops});
+        if (gflops > best_gflops) {
+            best_gflops = gflops;
+            best = g;
+        }
+    }
+    return best;
+}
+
+TrainGemmChoice choose() {
+    TrainGemmChoice c;
+    c.f32 = from_env("SYSLM_TRAIN_GEMM_F32", {TrainGemm::Blas, TrainGemm::F32Panels});
+    if (c.f32 == TrainGemm::None) c.f32 = fastest({TrainGemm::Blas, TrainGemm::F32Panels}, c);
+    c.bf16 = from_env("SYSLM_TRAIN_GEMM_BF16", {TrainGemm::BF16Panels, TrainGemm::AmxBF16});
+    if (c.bf16 == TrainGemm::None)
+        c.bf16 = fastest({TrainGemm::BF16Panels, TrainGemm::AmxBF16}, c);
+    return c;
+}
+
 bool native(Rounding r, bool emulate) {
-    return r == Rounding::BF16 && !emulate && gemm_bf16_supported();
+    return r == Rounding::BF16 && !emulate && train_gemm_choice().bf16 != TrainGemm::None;
 }
 
 // The emulated path's operands: a rounded f32 copy in one of two grow-only buffers.
@@ -58,47 +175,55 @@ const float* rounded(Rounding r, const float* v, int64_t n, int slot, ThreadPool
 
 }  // namespace
 
+const char* train_gemm_name(TrainGemm g) {
+    switch (g) {
+        case TrainGemm::None:
+            return "none";
+        case TrainGemm::Blas:
+            return "blas";
+        case TrainGemm::F32Panels:
+            return "f32";
+        case TrainGemm::BF16Panels:
+            return "bf16";
+        case TrainGemm::AmxBF16:
+            return "amx-bf16";
+    }
+    return "?";
+}
+
+const TrainGemmChoice& train_gemm_choice() {
+    static const TrainGemmChoice c = choose();
+    return c;
+}
+
 void linear_backward_input(const float* dy, const float* w, int64_t T, int64_t K, int64_t N,
                            float* dx, bool accumulate, ThreadPool& pool) {
-    use_threads(pool);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T), blas_int(K), blas_int(N),
-                1.0f, dy, blas_int(N), w, blas_int(K), accumulate ? 1.0f : 0.0f, dx, blas_int(K));
+    train_gemm(train_gemm_choice().f32, {dy, N, false}, {w, K, true}, T, K, N, dx, accumulate, pool);
 }
 
 void linear_backward_weight(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
                             float* dw, float* db, ThreadPool& pool) {
-    use_threads(pool);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(N), blas_int(K), blas_int(T),
-                1.0f, dy, blas_int(N), x, blas_int(K), 1.0f, dw, blas_int(K));
+    train_gemm(train_gemm_choice().f32, {dy, N, true}, {x, K, true}, N, K, T, dw, true, pool);
     if (db) bias_backward(dy, T, N, db, pool);
 }
 
 void linear_forward_rounded(Rounding r, const float* x, const float* w, const float* bias,
                             int64_t T, int64_t K, int64_t N, float* y, ThreadPool& pool,
                             bool emulate) {
-    if (native(r, emulate)) {
-        gemm_bf16({x, K, false}, {w, K, false}, T, N, K, y, false, pool, bias);
-        return;
-    }
+    if (native(r, emulate))
+        return train_gemm(train_gemm_choice().bf16, {x, K, false}, {w, K, false}, T, N, K, y, false,
+                   pool, bias);
     const float* xr = rounded(r, x, T * K, 0, pool);
     const float* wr = rounded(r, w, N * K, 1, pool);
-    use_threads(pool);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T), blas_int(N), blas_int(K),
-                1.0f, xr, blas_int(K), wr, blas_int(K), 0.0f, y, blas_int(N));
-    if (bias)
-        pool.parallel_for(T, [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; ++t)
-                for (int64_t n = 0; n < N; ++n) y[t * N + n] += bias[n];
-        });
+    train_gemm(train_gemm_choice().f32, {xr, K, false}, {wr, K, false}, T, N, K, y, false, pool, bias);
 }
 
 void linear_backward_input_rounded(Rounding r, const float* dy, const float* w, int64_t T,
                                    int64_t K, int64_t N, float* dx, bool accumulate,
                                    ThreadPool& pool, bool emulate) {
-    if (native(r, emulate)) {
-        gemm_bf16({dy, N, false}, {w, K, true}, T, K, N, dx, accumulate, pool);
-        return;
-    }
+    if (native(r, emulate))
+        return train_gemm(train_gemm_choice().bf16, {dy, N, false}, {w, K, true}, T, K, N, dx,
+                   accumulate, pool);
     linear_backward_input(rounded(r, dy, T * N, 0, pool), rounded(r, w, N * K, 1, pool), T, K, N,
                           dx, accumulate, pool);
 }
@@ -107,7 +232,7 @@ void linear_backward_weight_rounded(Rounding r, const float* dy, const float* x,
                                     int64_t K, int64_t N, float* dw, float* db, ThreadPool& pool,
                                     bool emulate) {
     if (native(r, emulate)) {
-        gemm_bf16({dy, N, true}, {x, K, true}, N, K, T, dw, true, pool);
+        train_gemm(train_gemm_choice().bf16, {dy, N, true}, {x, K, true}, N, K, T, dw, true, pool);
     } else {
         linear_backward_weight(rounded(r, dy, T * N, 0, pool), rounded(r, x, T * K, 1, pool), T,
                                K, N, dw, nullptr, pool);

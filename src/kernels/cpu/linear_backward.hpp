@@ -2,22 +2,27 @@
 // two GEMMs of every linear layer's backward pass:
 //   dx = dy W  (or dx += dy W)   (T x K)
 //   dW += dy^T x                 (N x K), db += column sums of dy.
-// Both are OpenBLAS sgemm calls: it reads either operand transposed in place and accumulates
-// into its output, which measured 180-208 GFLOP/s on these shapes here against 128-152 for
-// transposed copies fed to syslm's own GEMM (kernels/cpu/gemm.hpp, which only knows y = x W^T).
+// Each reads its operands in place, transposed where needed (no transposed copies).
+//
+// Which GEMM runs them is measured, per precision, the first time one is asked
+// (train_gemm_choice): F32 on the BLAS (OpenBLAS sgemm) or on syslm's f32 panels — OpenBLAS
+// 0.3.21 runs its SSE3 "Prescott" kernel on CPUs it does not know (an Emerald Rapids Xeon
+// measured ~4x slower than the panels), so neither can be assumed; BF16 on syslm's bf16
+// dot-product panels (AVX512_BF16) or on the AMX tiles.
 //
 // Mixed precision (the *_rounded functions, incl. the forward y = x W^T + b): the same products
 // with both operands rounded (nearest even) to bf16 or fp16 and f32 accumulation, as PyTorch's
-// autocast computes a matmul. BF16 on AVX512_BF16 runs on syslm's bf16 GEMM (gemm_bf16: operands
-// read in place, transposed where needed, ~1.5-2x sgemm here); elsewhere, with `emulate`, and
-// always for FP16 (no FP16 arithmetic on these CPUs) on the f32 GEMMs over rounded copies: the
-// same products (exact in f32), summed in another order. FP16 rounding overflows to inf above
-// 65504, which is what FP16 training's loss scaling watches for.
+// autocast computes a matmul. BF16 on CPUs with AVX512_BF16 runs on the chosen bf16 GEMM;
+// elsewhere, with `emulate`, and always for FP16 (no FP16 arithmetic on these CPUs) on the f32
+// GEMM over rounded copies: the same products (exact in f32), summed in another order. FP16
+// rounding overflows to inf above 65504, which is what FP16 training's loss scaling watches for.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/gemm.hpp"
 
 namespace syslm::kernels {
 
@@ -27,6 +32,26 @@ void linear_backward_input(const float* dy, const float* w, int64_t T, int64_t K
 // db may be null (no bias).
 void linear_backward_weight(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
                             float* dw, float* db, ThreadPool& pool);
+
+// The GEMM engines of training. SYSLM_TRAIN_GEMM_F32=blas|f32 and SYSLM_TRAIN_GEMM_BF16=
+// bf16|amx-bf16 override the measured choice (an unavailable engine is an error).
+enum class TrainGemm { None, Blas, F32Panels, BF16Panels, AmxBF16 };
+const char* train_gemm_name(TrainGemm g);
+struct TrainGemmChoice {
+    TrainGemm f32 = TrainGemm::Blas;
+    TrainGemm bf16 = TrainGemm::None;  // None: no bf16 arithmetic, rounded copies on f32
+    struct Timing {
+        TrainGemm gemm;
+        double gflops;  // one thread, the three orientations of a 128 x 512 x 384 layer
+    };
+    std::vector<Timing> timings;  // of the candidates timed (none where only one exists)
+};
+const TrainGemmChoice& train_gemm_choice();
+bool train_gemm_available(TrainGemm g);
+// y[t, o] (+)= sum_k x(t, k) w(o, k) (+ bias[o]) on engine g, gemm.hpp's GemmOperand contract
+// (BF16Panels and AmxBF16 round both operands to bf16).
+void train_gemm(TrainGemm g, GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K,
+                float* y, bool accumulate, ThreadPool& pool, const float* bias = nullptr);
 
 enum class Rounding { BF16, F16 };
 void linear_forward_rounded(Rounding r, const float* x, const float* w, const float* bias,

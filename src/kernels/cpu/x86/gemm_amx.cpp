@@ -185,4 +185,168 @@ void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, Thr
     });
 }
 
+// The training GEMMs (gemm.hpp's GemmOperand contract): y[t, o] (+)= sum_k x(t, k) w(o, k), each
+// operand f32, as stored or transposed. Here the tokens are the tiles' left operand, as bf16
+// rows ([t][k]; a transposed source goes through 16 x 16 register transposes), and the weights
+// the right one, in the pair layout of the bf16 panels ([k/2][32 rows][2], the AVX-512
+// packers), so each output tile is 16 tokens x 16 outputs, stored into y as it lies. Both
+// operands are packed whole first (every shape of training packs each element once; y keeps
+// the accumulators between depth blocks). The work is a grid of token chunks x panel groups,
+// each swept in depth blocks whose token slice (kChunk x kDepth bf16, 512 KiB) stays in L2.
+namespace {
+
+// x(t, k) for t < T, k < K into dst[t * ld + k] as bf16, zero up to Tp rows and Kp columns;
+// rows [t0, t1) only (t0 a multiple of 16).
+void pack_token_rows(GemmOperand x, int64_t T, int64_t K, int64_t Kp, int64_t t0, int64_t t1,
+                     uint16_t* dst, int64_t ld) {
+    if (!x.transposed) {
+        for (int64_t t = t0; t < t1; ++t) {
+            if (t < T)
+                bf16_row(x.data + t * x.ld, K, Kp, dst + t * ld);
+            else
+                std::memset(dst + t * ld, 0, static_cast<size_t>(Kp) * 2);
+        }
+        return;
+    }
+    // x(t, k) = x.data[k * ld + t]: a 16 x 16 block of depth rows, transposed in registers.
+    for (int64_t tb = t0; tb < t1; tb += kTile) {
+        const int64_t m = std::clamp<int64_t>(T - tb, 0, kTile);
+        const __mmask16 lanes = static_cast<__mmask16>((1u << m) - 1);
+        const int rows = static_cast<int>(std::min<int64_t>(kTile, t1 - tb));
+        for (int64_t k0 = 0; k0 < Kp; k0 += kTile) {
+            const int64_t kn = std::clamp<int64_t>(K - k0, 0, kTile);
+            __m512 r[kTile], t[kTile];
+            for (int i = 0; i < kTile; ++i)
+                r[i] = i < kn ? _mm512_maskz_loadu_ps(lanes, x.data + (k0 + i) * x.ld + tb)
+                              : _mm512_setzero_ps();
+            transpose16(r, t);
+            for (int j = 0; j < rows; ++j)
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (tb + j) * ld + k0),
+                                    (__m256i)_mm512_cvtneps_pbh(t[j]));
+        }
+    }
+}
+
+// Between y (rows of ldy floats) and a 16 x 16 tile buffer: the m x n corner that exists.
+void tile_from_y(const float* y, int64_t ldy, int m, int n, float* c) {
+    const __mmask16 cols = static_cast<__mmask16>((1u << n) - 1);
+    for (int i = 0; i < kTile; ++i)
+        _mm512_store_ps(c + i * kTile,
+                        i < m ? _mm512_maskz_loadu_ps(cols, y + i * ldy) : _mm512_setzero_ps());
+}
+
+void tile_to_y(const float* c, int m, int n, const float* bias, float* y, int64_t ldy) {
+    const __mmask16 cols = static_cast<__mmask16>((1u << n) - 1);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(cols, bias) : _mm512_setzero_ps();
+    for (int i = 0; i < m; ++i)
+        _mm512_mask_storeu_ps(y + i * ldy, cols, _mm512_add_ps(_mm512_load_ps(c + i * kTile), b));
+}
+
+}  // namespace
+
+void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K,
+                            float* y, bool accumulate, ThreadPool& pool, const float* bias) {
+    if (T <= 0 || N <= 0) return;
+    if (K <= 0) {  // no products: y keeps its values (accumulate) or becomes the bias
+        if (!accumulate)
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t o = 0; o < N; ++o) y[t * N + o] = bias ? bias[o] : 0.0f;
+        return;
+    }
+    constexpr int64_t kChunk = 256, kDepth = 1024;
+    const GemmKernels& kn = gemm_kernels(Isa::Avx512);
+    const int64_t Kp = round_up(K, 32), Tp = round_up(T, kBlock);
+    const int64_t panels = (N + kBlock - 1) / kBlock;
+    // Token rows padded by one cache line against L1 set conflicts at power-of-two depths.
+    const int64_t lda = Kp + 32;
+    thread_local Scratch x_scratch, w_scratch;
+    uint16_t* a = x_scratch.get<uint16_t>(static_cast<size_t>(Tp * lda));
+    uint16_t* wb = w_scratch.get<uint16_t>(static_cast<size_t>(panels * Kp * kBlock));
+    pool.parallel_for(Tp / kTile, [&](int64_t b, int64_t e, int) {
+        pack_token_rows(x, T, K, Kp, b * kTile, e * kTile, a, lda);
+    });
+    pool.parallel_for(panels, [&](int64_t b, int64_t e, int) {
+        for (int64_t p = b; p < e; ++p) {
+            const int64_t o0 = p * kBlock;
+            const int64_t n = std::min<int64_t>(kBlock, N - o0);
+            uint16_t* dst = wb + p * Kp * kBlock;
+            if (w.transposed)
+                kn.pack_bf16_from_f32_t(w.data + o0, w.ld, n, K, dst);
+            else
+                kn.pack_bf16_from_f32(w.data + o0 * w.ld, w.ld, n, K, dst);
+            const int64_t written = (K + 1) / 2 * 2 * kBlock;  // pair rows the packer wrote
+            std::memset(dst + written, 0, static_cast<size_t>(Kp * kBlock - written) * 2);
+        }
+    });
+
+    const int64_t chunks = (T + kChunk - 1) / kChunk;
+    const int64_t group = std::clamp<int64_t>(panels * chunks / (4 * pool.size()), 1, 8);
+    const int64_t groups = (panels + group - 1) / group;
+    pool.parallel_for(chunks * groups, [&](int64_t ib, int64_t ie, int) {
+        alignas(64) float c[4][kTile * kTile];
+        configure_tiles();
+        for (int64_t item = ib; item < ie; ++item) {
+            const int64_t t_begin = item / groups * kChunk, t_end = std::min(T, t_begin + kChunk);
+            const int64_t p_begin = item % groups * group,
+                          p_end = std::min(panels, p_begin + group);
+            for (int64_t kb = 0; kb < Kp; kb += kDepth) {
+                const int64_t kd = std::min(kDepth, Kp - kb);
+                const bool load = accumulate || kb > 0, last = kb + kd >= Kp;
+                for (int64_t p = p_begin; p < p_end; ++p) {
+                    const int64_t o0 = p * kBlock;
+                    const int n = static_cast<int>(std::min<int64_t>(kBlock, N - o0));
+                    const uint16_t* bp = wb + p * Kp * kBlock + kb * kBlock;
+                    for (int64_t t0 = t_begin; t0 < t_end; t0 += kBlock) {
+                        // Tile q: tokens t0 + 16 (q / 2), outputs o0 + 16 (q % 2).
+                        int mq[2], nq[2];
+                        for (int h = 0; h < 2; ++h) {
+                            mq[h] = static_cast<int>(
+                                std::clamp<int64_t>(T - t0 - h * kTile, 0, kTile));
+                            nq[h] = std::clamp(n - h * kTile, 0, kTile);
+                        }
+                        if (load) {
+                            for (int q = 0; q < 4; ++q)
+                                tile_from_y(y + (t0 + q / 2 * kTile) * N + o0 + q % 2 * kTile, N,
+                                            mq[q / 2], nq[q % 2], c[q]);
+                            _tile_loadd(0, c[0], 64);
+                            _tile_loadd(1, c[1], 64);
+                            _tile_loadd(2, c[2], 64);
+                            _tile_loadd(3, c[3], 64);
+                        } else {
+                            _tile_zero(0);
+                            _tile_zero(1);
+                            _tile_zero(2);
+                            _tile_zero(3);
+                        }
+                        const uint16_t* at = a + t0 * lda + kb;
+                        for (int64_t k = 0; k < kd; k += 32) {
+                            const uint16_t* bt = bp + k * kBlock;  // pair row k/2: 32 outputs x 2
+                            _tile_loadd(4, at + k, lda * 2);
+                            _tile_loadd(5, at + kTile * lda + k, lda * 2);
+                            _tile_loadd(6, bt, kBlock * 4);
+                            _tile_loadd(7, bt + 2 * kTile, kBlock * 4);
+                            _tile_dpbf16ps(0, 4, 6);
+                            _tile_dpbf16ps(1, 4, 7);
+                            _tile_dpbf16ps(2, 5, 6);
+                            _tile_dpbf16ps(3, 5, 7);
+                        }
+                        _tile_stored(0, c[0], 64);
+                        _tile_stored(1, c[1], 64);
+                        _tile_stored(2, c[2], 64);
+                        _tile_stored(3, c[3], 64);
+                        for (int q = 0; q < 4; ++q) {
+                            const int64_t oq = o0 + q % 2 * kTile;
+                            if (mq[q / 2] > 0 && nq[q % 2] > 0)
+                                tile_to_y(c[q], mq[q / 2], nq[q % 2],
+                                          last && bias ? bias + oq : nullptr,
+                                          y + (t0 + q / 2 * kTile) * N + oq, N);
+                        }
+                    }
+                }
+            }
+        }
+        _tile_release();
+    });
+}
+
 }  // namespace syslm::kernels::x86
