@@ -113,6 +113,22 @@ def test_the_training_contracts_command_needs_no_tokenizer(syslm_bin, tmp_path):
     assert len(json.loads(ids.stdout)) >= len(text.encode())  # one token per byte, and BOS
 
 
+def test_precision_auto_trains_in_the_precision_it_measured_faster(syslm_bin):
+    """`--precision auto` names its choice and the GEMM timings behind it, and the run reports
+    the precision it trained in: bf16 exactly when bf16 measured over 1.25x f32."""
+    proc = run(syslm_bin, "train", *TINY, "--steps", 2, "--precision", "auto", "--json")
+    assert proc.returncode == 0, proc.stderr
+    line = next(l for l in proc.stderr.splitlines() if l.startswith("precision auto:"))
+    chosen = line.split()[2]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["precision"] == chosen and chosen in ("f32", "bf16")
+    f32 = float(line.split("f32 on ")[1].split()[1])
+    bf16 = float(line.split("bf16 on ")[1].split()[1]) if "bf16 on " in line else 0.0
+    assert (chosen == "bf16") == (bf16 > 1.25 * f32), line
+    expect_error(run(syslm_bin, "train", *TINY, "--steps", 1, "--precision", "fp8"), 1,
+                 "precision 'fp8'")
+
+
 def test_a_loss_that_turns_nan_stops_training_and_keeps_the_last_checkpoint(syslm_bin, tmp_path):
     ck = tmp_path / "ck"
     # lr 1e30: the first update makes the weights ~1e30, and the next forward overflows.

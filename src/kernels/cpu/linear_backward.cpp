@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,19 @@ const char* train_gemm_name(TrainGemm g) {
 const TrainGemmChoice& train_gemm_choice() {
     static const TrainGemmChoice c = choose();
     return c;
+}
+
+double train_gemm_gflops(TrainGemm g) {
+    for (const auto& t : train_gemm_choice().timings)
+        if (t.gemm == g) return t.gflops;
+    static std::mutex mu;
+    static std::vector<TrainGemmChoice::Timing> extra;
+    const std::lock_guard<std::mutex> lock(mu);
+    for (const auto& t : extra)
+        if (t.gemm == g) return t.gflops;
+    if (!train_gemm_available(g)) fail("training GEMM ", train_gemm_name(g), ": not available");
+    extra.push_back({g, time_gemm(g)});
+    return extra.back().gflops;
 }
 
 void linear_backward_input(const float* dy, const float* w, int64_t T, int64_t K, int64_t N,

@@ -48,6 +48,8 @@ struct TrainGemmChoice {
 };
 const TrainGemmChoice& train_gemm_choice();
 bool train_gemm_available(TrainGemm g);
+// The GFLOP/s train_gemm_choice() measured for g, or measured now (once) where it was not timed.
+double train_gemm_gflops(TrainGemm g);
 // y[t, o] (+)= sum_k x(t, k) w(o, k) (+ bias[o]) on engine g, gemm.hpp's GemmOperand contract
 // (BF16Panels and AmxBF16 round both operands to bf16).
 void train_gemm(TrainGemm g, GemmOperand x, GemmOperand w, int64_t T, int64_t N, int64_t K,
