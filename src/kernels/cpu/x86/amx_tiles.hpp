@@ -29,6 +29,14 @@ constexpr TileConfig make_tile_config() {
 }
 constexpr TileConfig kTileConfig = make_tile_config();
 
+// GCC's tile load and store intrinsics are asm statements without a memory operand: stores that
+// only a tile load reads may be dropped as dead, and loads of what a tile store wrote may be
+// moved before it. Put memory_fence() between them wherever a buffer passes between vector
+// code and the tiles.
+inline void memory_fence() {
+    asm volatile("" : : : "memory");
+}
+
 // Per thread, before its first tile instruction; _tile_release() after the last.
 void configure_tiles() {
     _tile_loadconfig(&kTileConfig);

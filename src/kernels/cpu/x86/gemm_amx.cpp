@@ -142,6 +142,7 @@ void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, Thr
                                     row, kv);
                     bf16_row(src, kv, kd, dst);
                 }
+                memory_fence();
                 for (int64_t tb = 0; tb < token_blocks; ++tb) {
                     float* saved = blocked ? acc + ((p - pb) * token_blocks + tb) * kBlock * kBlock
                                            : nullptr;
@@ -174,6 +175,7 @@ void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, Thr
                     _tile_stored(1, out + kTile, kBlock * 4);
                     _tile_stored(2, out + kTile * kBlock, kBlock * 4);
                     _tile_stored(3, out + kTile * kBlock + kTile, kBlock * 4);
+                    memory_fence();
                     if (!last) continue;
                     const int64_t t0 = tb * kBlock;
                     const int m = static_cast<int>(std::min<int64_t>(kBlock, T - t0));
@@ -308,6 +310,7 @@ void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, 
                             for (int q = 0; q < 4; ++q)
                                 tile_from_y(y + (t0 + q / 2 * kTile) * N + o0 + q % 2 * kTile, N,
                                             mq[q / 2], nq[q % 2], c[q]);
+                            memory_fence();
                             _tile_loadd(0, c[0], 64);
                             _tile_loadd(1, c[1], 64);
                             _tile_loadd(2, c[2], 64);
@@ -334,6 +337,7 @@ void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, 
                         _tile_stored(1, c[1], 64);
                         _tile_stored(2, c[2], 64);
                         _tile_stored(3, c[3], 64);
+                        memory_fence();
                         for (int q = 0; q < 4; ++q) {
                             const int64_t oq = o0 + q % 2 * kTile;
                             if (mq[q / 2] > 0 && nq[q % 2] > 0)
