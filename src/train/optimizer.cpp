@@ -82,7 +82,7 @@ void Optimizer::load_full_state(const std::vector<float>& m, const std::vector<f
     }
 }
 
-void Optimizer::step(float lr, ThreadPool& pool) {
+void Optimizer::step(float lr, ThreadPool& pool, float grad_scale) {
     ++t_;
     float* w = params_.values();
     const float* g = params_.grads();
@@ -104,16 +104,18 @@ void Optimizer::step(float lr, ThreadPool& pool) {
             const int64_t n = e - b;
             switch (cfg_.kind) {
                 case OptimizerKind::AdamW:  // m: torch's lerp_; the vector kernel
-                    kernels::adamw_update(x, gx, m, v_.data() + sg.state + b, n,
-                                          {1.0f - lr * wd, b1, b2, cfg_.eps, step_size, bc2_sqrt});
+                    kernels::adamw_update(
+                        x, gx, m, v_.data() + sg.state + b, n,
+                        {1.0f - lr * wd, b1, b2, cfg_.eps, step_size, bc2_sqrt, grad_scale});
                     break;
                 case OptimizerKind::Lion: {
                     const float decay = 1.0f - lr * wd;
                     for (int64_t i = 0; i < n; ++i) {
+                        const float gi = gx[i] * grad_scale;
                         x[i] *= decay;
-                        const float c = m[i] * b1 + gx[i] * (1.0f - b1);
+                        const float c = m[i] * b1 + gi * (1.0f - b1);
                         x[i] -= lr * static_cast<float>((c > 0.0f) - (c < 0.0f));
-                        m[i] = m[i] * b2 + gx[i] * (1.0f - b2);
+                        m[i] = m[i] * b2 + gi * (1.0f - b2);
                     }
                     break;
                 }
@@ -121,7 +123,7 @@ void Optimizer::step(float lr, ThreadPool& pool) {
                     // torch.optim.SGD: L2 decay into the gradient, buffer = gradient at step 1.
                     const float mu = cfg_.momentum;
                     for (int64_t i = 0; i < n; ++i) {
-                        float d = gx[i] + wd * x[i];
+                        float d = gx[i] * grad_scale + wd * x[i];
                         if (mu != 0.0f) {
                             m[i] = t_ == 1 ? d : m[i] * mu + d;
                             d = cfg_.nesterov ? d + mu * m[i] : m[i];
@@ -135,10 +137,10 @@ void Optimizer::step(float lr, ThreadPool& pool) {
     }
 }
 
-double clip_grad_norm(ParamStore& params, double max_norm, ThreadPool& pool) {
+double grad_norm(ParamStore& params, ThreadPool& pool) {
     const int64_t n = static_cast<int64_t>(params.size());
     std::vector<double> partial(static_cast<size_t>(pool.size()), 0.0);
-    float* g = params.grads();
+    const float* g = params.grads();
     pool.parallel_for(n, [&](int64_t b, int64_t e, int thread) {
         double s = 0;
         for (int64_t i = b; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
@@ -146,15 +148,11 @@ double clip_grad_norm(ParamStore& params, double max_norm, ThreadPool& pool) {
     });
     double total = 0;
     for (double s : partial) total += s;
-    const double norm = std::sqrt(total);
-    if (max_norm > 0) {
-        const float coef = static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
-        if (coef < 1.0f)
-            pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-                for (int64_t i = b; i < e; ++i) g[i] *= coef;
-            });
-    }
-    return norm;
+    return std::sqrt(total);
+}
+
+float clip_coefficient(double norm, double max_norm) {
+    return max_norm > 0 ? static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6))) : 1.0f;
 }
 
 float Schedule::at(int64_t step) const {

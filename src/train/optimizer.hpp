@@ -34,9 +34,10 @@ class Optimizer {
 public:
     Optimizer(const OptimizerConfig& cfg, ParamStore& params);
 
-    // One update of every parameter (or of the owned ranges) from its gradient, at learning
+    // One update of every parameter (or of the owned ranges) from its gradient times
+    // grad_scale (clip_coefficient's, fused: no pass that scales the gradients), at learning
     // rate lr.
-    void step(float lr, ThreadPool& pool);
+    void step(float lr, ThreadPool& pool, float grad_scale = 1.0f);
     // ZeRO: only these [begin, end) float ranges of the parameter arena are updated here, and
     // only their state is kept (the state vectors hold the ranges' floats in order). Call before
     // the first step; an empty list: all parameters.
@@ -76,10 +77,11 @@ private:
     std::vector<Range> owned_;
 };
 
-// Scales the gradients so that their global L2 norm is at most max_norm (as
-// torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), never above 1); returns
-// the norm before clipping. max_norm <= 0: only measures.
-double clip_grad_norm(ParamStore& params, double max_norm, ThreadPool& pool);
+// The gradients' global L2 norm (in double), and the factor that clips it to max_norm as
+// torch.nn.utils.clip_grad_norm_ does: max_norm / (norm + 1e-6), never above 1; 1 where
+// max_norm <= 0.
+double grad_norm(ParamStore& params, ThreadPool& pool);
+float clip_coefficient(double norm, double max_norm);
 
 enum class ScheduleKind { Cosine, Linear, Constant };
 ScheduleKind schedule_kind(const std::string& name);  // "cosine" | "linear" | "constant"

@@ -512,6 +512,7 @@ StepStats Trainer::step() {
         }
     }
     double norm;
+    float grad_scale = 1.0f;
     dist::Communicator* tp = model_.tensor_parallel();
     if (tp || pipeline_) {
         // Sliced tensors: every tensor-parallel rank's share of the norm; whole ones: the same on
@@ -538,7 +539,8 @@ StepStats Trainer::step() {
                 });
         }
     } else if (!sharded) {
-        norm = clip_grad_norm(model_.params(), opt_.clip, pool_);
+        norm = grad_norm(model_.params(), pool_);
+        grad_scale = clip_coefficient(norm, opt_.clip);  // applied by the optimizer's pass
     } else {  // the global norm from every rank's shards
         std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
         each([&](size_t b, size_t e, int w) {
@@ -573,7 +575,7 @@ StepStats Trainer::step() {
     const bool compressed = reducer_ && opt_.grad_compress != dist::Compression::None;
     const bool compress_now = compressed && next_step_ >= opt_.compress_warmup;
     if (compressed) swap_master(true);
-    optimizer_.step(lr, pool_);
+    optimizer_.step(lr, pool_, grad_scale);
     if (compressed) {
         keep_zeros();  // in the exact weights too: no update to carry there
         swap_master(false, compress_now);

@@ -9,9 +9,10 @@ namespace syslm::kernels {
 void adamw_update_scalar(float* w, const float* g, float* m, float* v, int64_t n,
                          const AdamWStep& s) {
     for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] * s.grad_scale;
         w[i] *= s.decay;
-        m[i] += (g[i] - m[i]) * (1.0f - s.b1);
-        v[i] = v[i] * s.b2 + g[i] * g[i] * (1.0f - s.b2);
+        m[i] += (gi - m[i]) * (1.0f - s.b1);
+        v[i] = v[i] * s.b2 + gi * gi * (1.0f - s.b2);
         const float denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
         w[i] += -s.step_size * (m[i] / denom);
     }

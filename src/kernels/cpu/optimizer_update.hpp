@@ -19,6 +19,8 @@ struct AdamWStep {
     float b1, b2, eps;
     float step_size;  // lr / (1 - b1^t)
     float bc2_sqrt;   // sqrt(1 - b2^t)
+    float grad_scale; // the gradient is g * grad_scale (gradient clipping, fused); no default:
+                      // a plain aggregate, as the ISA files must not emit inline constructors
 };
 
 void adamw_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);

@@ -17,10 +17,10 @@ void adamw_v(float* w, const float* g, float* m, float* v, int64_t n, const Adam
     const typename V::T decay = V::set1(s.decay), a1 = V::set1(1.0f - s.b1);
     const typename V::T b2 = V::set1(s.b2), a2 = V::set1(1.0f - s.b2);
     const typename V::T bc2 = V::set1(s.bc2_sqrt), eps = V::set1(s.eps);
-    const typename V::T step = V::set1(-s.step_size);
+    const typename V::T step = V::set1(-s.step_size), scale = V::set1(s.grad_scale);
     int64_t i = 0;
     for (; i + W <= n; i += W) {
-        const typename V::T gi = V::load(g + i);
+        const typename V::T gi = V::mul(V::load(g + i), scale);
         const typename V::T wi = V::mul(V::load(w + i), decay);
         typename V::T mi = V::load(m + i);
         mi = V::add(mi, V::mul(V::sub(gi, mi), a1));
