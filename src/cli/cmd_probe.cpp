@@ -1,8 +1,10 @@
 // syslm probe: this machine's limits (memory bandwidth, arithmetic peaks, caches, ISA), measured
 // with the engine's own kernels and cached for `syslm bench`.
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/command.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -76,6 +78,14 @@ int run_probe_cmd(const ProbeArgs& a) {
                                                                : "");
     }
     std::printf("\n");
+    // Prefill attention of quantized / F16 / BF16 models: f32 or the AMX tiles.
+    const kernels::AttentionChoice& ac = kernels::attention_prefill_choice();
+    if (ac.f32_ms > 0)
+        std::printf("prefill attention (timed now, 1 thread, 256 tokens): f32 %.2f ms, amx-bf16 "
+                    "%.2f ms; %s\n", ac.f32_ms, ac.amx_ms, ac.amx ? "amx-bf16" : "f32");
+    else
+        std::printf("prefill attention: %s (%s)\n", ac.amx ? "amx-bf16" : "f32",
+                    std::getenv("SYSLM_ATTENTION") ? "SYSLM_ATTENTION" : "no AMX tiles");
     // And the GEMMs of training's linear layers, per precision.
     const kernels::TrainGemmChoice& tc = kernels::train_gemm_choice();
     std::printf("training GEMMs (timed now, 1 thread, 128 x 512 x 384 layer, 3 GEMMs):");

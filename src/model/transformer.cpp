@@ -261,7 +261,8 @@ void Forward::attention_block(int il, int64_t T) {
                                   KD,
                                   hp.sliding_window,
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
-                                  rows.kv_type()};
+                                  rows.kv_type(),
+                                  (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32};
     rows.attend(il, shape, attn_.data(), q_.data(), pool_);
     observe(il, "attn_output", q_.data(), T, QD);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);

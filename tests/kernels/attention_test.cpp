@@ -206,5 +206,79 @@ TEST(Attention, LargeScoresStayFinite) {
     }
 }
 
+// Prefill on the AMX tiles (bf16_products): Q (scaled), K, P and V rounded to bf16, scores and
+// softmax in f32. Bound, from the roundings (u = 2^-9, bf16's unit roundoff): each score moves by
+// at most d = 2u * scale * sum_d |q_d k_d| (+ f32 summation), so each weight p_j / l by a factor
+// within e^(+-2d); P's and V's roundings add 2u of max |v|. |out - ref| <= max|v| (e^(2d) - 1 +
+// 3u) with d the largest over the query's visible keys: checked per query row. F32 and F16
+// caches, GQA, windows through blocks, prompts continuing a cache, head sizes 32 / 64 / 96,
+// several threads; and the f32 kernel's output must differ (else the tiles did not run).
+TEST(Attention, AmxPrefillWithinTheBf16Bound) {
+    if (!attention_amx_supported(64)) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU";
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const double u = std::ldexp(1.0, -9);
+    for (const Case c : {Case{6, 2, 64, 0, 131, 0}, Case{4, 4, 32, 0, 70, 45},
+                         Case{8, 2, 96, 50, 97, 20}, Case{12, 12, 64, 0, 64, 0},
+                         Case{3, 1, 64, 33, 150, 300}})
+        for (DType kv_type : {DType::F32, DType::F16}) {
+            AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
+                             c.window, 1.0f / std::sqrt(float(c.head_dim)), kv_type, true};
+            const int64_t total = c.pos0 + c.n_tokens;
+            std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
+                v(total * s.kv_stride), out(q.size()), f32(q.size());
+            for (auto* vec : {&q, &k, &v})
+                for (auto& x : *vec) x = nd(rng);
+            std::vector<uint16_t> kh(k.size()), vh(v.size());
+            for (size_t i = 0; i < k.size(); ++i) {
+                kh[i] = f32_to_f16(k[i]);
+                vh[i] = f32_to_f16(v[i]);
+                k[i] = f16_to_f32(kh[i]);  // the values both caches hold
+                v[i] = f16_to_f32(vh[i]);
+            }
+            const void* kc = kv_type == DType::F16 ? static_cast<const void*>(kh.data()) : k.data();
+            const void* vc = kv_type == DType::F16 ? static_cast<const void*>(vh.data()) : v.data();
+            ThreadPool pool(3);
+            {
+                AttentionAmxOverride on(true);
+                attention(s, q.data(), kc, vc, c.n_tokens, c.pos0, out.data(), pool, Isa::Avx512);
+            }
+            {
+                AttentionAmxOverride off(false);
+                attention(s, q.data(), kc, vc, c.n_tokens, c.pos0, f32.data(), pool, Isa::Avx512);
+            }
+            const auto ref = dense_reference(s, q, k, v, c.n_tokens, c.pos0);
+            double vmax = 0, moved = 0;
+            for (float x : v) vmax = std::max(vmax, double(std::fabs(x)));
+            const int D = c.head_dim, G = c.n_head / c.n_head_kv;
+            for (int64_t t = 0; t < c.n_tokens; ++t)
+                for (int h = 0; h < c.n_head; ++h) {
+                    const int64_t pos = c.pos0 + t;
+                    const float* qr = q.data() + (t * c.n_head + h) * D;
+                    double dmax = 0;
+                    for (int64_t p = 0; p <= pos; ++p) {
+                        if (c.window > 0 && pos - p >= c.window) continue;
+                        double mag = 0;
+                        for (int d = 0; d < D; ++d)
+                            mag += std::fabs(double(qr[d]) * k[p * s.kv_stride + (h / G) * D + d]);
+                        dmax = std::max(dmax, (2 * u + 1e-6) * s.scale * mag);
+                    }
+                    const double bound = vmax * (std::exp(2 * dmax) - 1 + 3 * u) + 1e-6;
+                    for (int d = 0; d < D; ++d) {
+                        const size_t i = static_cast<size_t>((t * c.n_head + h) * D + d);
+                        ASSERT_NEAR(out[i], ref[i], bound)
+                            << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << D
+                            << " window " << c.window << " tokens " << c.n_tokens << " pos0 "
+                            << c.pos0 << " kv " << dtype_name(kv_type) << " t " << t << " h "
+                            << h << " d " << d;
+                        moved = std::max(moved, double(std::fabs(out[i] - f32[i])));
+                    }
+                }
+            EXPECT_GT(moved, 0.0) << "equal to the f32 kernel's output: the tiles did not run; heads "
+                                  << c.n_head << "/" << c.n_head_kv << " dim " << c.head_dim
+                                  << " tokens " << c.n_tokens << " kv " << dtype_name(kv_type);
+        }
+}
+
 }  // namespace
 }  // namespace syslm::kernels

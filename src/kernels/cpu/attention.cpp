@@ -12,13 +12,17 @@
 #include "kernels/cpu/attention.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/attention_backward_body.hpp"
 #include "kernels/cpu/attention_body.hpp"
+#include "kernels/cpu/gemm.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -91,6 +95,14 @@ void gather_rows(const AttentionKernels& kern, bool f16, const void* cache,
     }
 }
 
+constexpr int64_t kAmxMinRows = 64;  // query rows (tokens x GQA group): fewer stay f32
+thread_local int forced_amx = -1;    // -1: the measured choice; 0 / 1: while it is measured
+
+bool use_amx_attention(int head_dim) {
+    if (forced_amx >= 0) return forced_amx == 1 && attention_amx_supported(head_dim);
+    return attention_amx_supported(head_dim) && attention_prefill_choice().amx;
+}
+
 // attention() and attention_paged(): paged == nullptr reads the contiguous caches.
 void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,
                     const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
@@ -105,6 +117,63 @@ void scale(float* acc, float s, int d) {
 }
 
 }  // namespace
+
+AttentionAmxOverride::AttentionAmxOverride(bool amx) : saved_(forced_amx) {
+    forced_amx = amx ? 1 : 0;
+}
+
+AttentionAmxOverride::~AttentionAmxOverride() {
+    forced_amx = saved_;
+}
+
+bool attention_amx_supported(int head_dim) {
+    return isa_supported(Isa::Avx512) && amx_bf16_available() && head_dim % 32 == 0 &&
+           head_dim <= 256;
+}
+
+const AttentionChoice& attention_prefill_choice() {
+    static const AttentionChoice choice = [] {
+        AttentionChoice c;
+        if (const char* env = std::getenv("SYSLM_ATTENTION"); env && *env) {
+            const std::string want = env;
+            SYSLM_CHECK(want == "f32" || want == "amx", "SYSLM_ATTENTION='", want,
+                        "': expected f32 or amx");
+            SYSLM_CHECK(want == "f32" || attention_amx_supported(64),
+                        "SYSLM_ATTENTION=amx: this CPU has no AMX-BF16 tiles granted");
+            c.amx = want == "amx";
+            return c;
+        }
+        if (!attention_amx_supported(64)) return c;
+        // A 256-token prefill of 4 query heads on 2 KV heads (head size 64), one thread.
+        const AttentionShape sh{4, 2, 64, 128, 0, 0.125f, DType::F32, true};
+        constexpr int64_t T = 256;
+        std::vector<float> q(T * 256), k(T * 128), v(T * 128), out(T * 256);
+        uint64_t r = 3;
+        for (auto* x : {&q, &k, &v})
+            for (float& f : *x) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                f = static_cast<float>(static_cast<int64_t>(r >> 40) - (1 << 23)) / (1 << 23);
+            }
+        ThreadPool pool(1);
+        double best[2] = {1e30, 1e30};
+        for (int rep = 0; rep < 3; ++rep)
+            for (int mode : {0, 1}) {
+                forced_amx = mode;
+                const auto t0 = std::chrono::steady_clock::now();
+                attention_impl(sh, q.data(), k.data(), v.data(), nullptr, T, 0, out.data(), pool,
+                               Isa::Avx512, nullptr);
+                best[mode] = std::min(
+                    best[mode],
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            }
+        forced_amx = -1;
+        c.f32_ms = best[0] * 1e3;
+        c.amx_ms = best[1] * 1e3;
+        c.amx = best[1] < best[0];
+        return c;
+    }();
+    return choice;
+}
 
 const AttentionKernels& attention_kernels(Isa isa) {
     static const AttentionKernels tables[3] = {
@@ -177,7 +246,12 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
     // decode widens block by block inside its one job. Paged caches go the same way (F32 rows
     // copied instead of widened), so the block kernels always see contiguous rows.
     const bool gathered = f16 || paged;
-    const bool widen_up_front = gathered && n_tiles > 1;
+    // Prefill on the AMX tiles where they measured faster (use_amx_attention) and the caller
+    // allows bf16 products, over contiguous f32 rows (a F32 cache, or the span widened below)
+    // and one slice; training's forward (lse) stays f32, its backward rebuilds the probabilities.
+    const bool amx = s.bf16_products && lse == nullptr && n_slices == 1 &&
+                     n_tokens * G >= kAmxMinRows && isa == Isa::Avx512 && use_amx_attention(D);
+    const bool widen_up_front = gathered && (n_tiles > 1 || amx);
     const void* const* k_pages = paged ? paged->k : nullptr;
     const void* const* v_pages = paged ? paged->v : nullptr;
     const int page_size = paged ? paged->page_size : 0;
@@ -197,6 +271,9 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
                         0, row, vwide + b * s.kv_stride);
         });
     }
+    const float* k_rows = widen_up_front ? kwide : static_cast<const float*>(k_cache);
+    const float* v_rows = widen_up_front ? vwide : static_cast<const float*>(v_cache);
+    const int64_t rows_first = widen_up_front ? first_pos : 0;
 
     const int max_nq = static_cast<int>(kTileTokens) * G;
     const int max_nqp = (max_nq + kern.lanes - 1) / kern.lanes * kern.lanes;
@@ -218,6 +295,17 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
         float* o = sc + nqp_sz * (kAttentionBlock + 8);
         float* kw = o + static_cast<size_t>(max_nq) * D;  // widened F16 block rows
         float* vw = kw + kv_block;
+        // A job's (m, l, o) per row into the shared state, for the merge below.
+        const auto store_job = [&](int64_t slice, int64_t t0, int hk, int nq) {
+            for (int i = 0; i < nq; ++i) {
+                const int64_t t = t0 + i / G;
+                const size_t si =
+                    static_cast<size_t>((slice * n_tokens + t) * s.n_head + hk * G + i % G);
+                st[2 * si] = m[i];
+                st[2 * si + 1] = l[i];
+                std::copy_n(o + static_cast<int64_t>(i) * D, D, acc_all + si * D);
+            }
+        };
         for (int64_t job = b; job < e; ++job) {
             const int64_t slice = job % n_slices;
             const int hk = static_cast<int>((job / n_slices) % s.n_head_kv);
@@ -233,6 +321,13 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
             const int64_t kv_off = static_cast<int64_t>(hk) * D;
             const bool rows = nq * 4 <= kern.lanes;  // row mode: see block_rows
 
+            if (amx) {
+                x86::attention_job_amx({q, q_stride, k_rows + kv_off, v_rows + kv_off,
+                                        s.kv_stride, rows_first, t0, t1, pos0, hk, G, D, s.window,
+                                        s.scale, m, l, o});
+                store_job(slice, t0, hk, nq);
+                continue;
+            }
             // Columns i = (t - t0) * G + g; queries transposed with the scale folded in.
             for (int i = 0; i < nqp; ++i) {
                 m[i] = kNoMax;
@@ -282,14 +377,7 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
                 }
             }
 
-            for (int i = 0; i < nq; ++i) {
-                const int64_t t = t0 + i / G;
-                const size_t si =
-                    static_cast<size_t>((slice * n_tokens + t) * s.n_head + hk * G + i % G);
-                st[2 * si] = m[i];
-                st[2 * si + 1] = l[i];
-                std::copy_n(o + static_cast<int64_t>(i) * D, D, acc_all + si * D);
-            }
+            store_job(slice, t0, hk, nq);
         }
     });
 

@@ -20,6 +20,9 @@ struct AttentionShape {
     int window = 0;
     float scale;                 // usually 1/sqrt(head_dim)
     DType kv_type = DType::F32;  // of the caches' elements: F32 or F16
+    // May round Q, K, P and V to bf16 (prefill on the AMX tiles): set by a model whose weights
+    // already went through bf16 products (anything but F32 on AMX); F32 models stay exact.
+    bool bf16_products = false;
 };
 
 // q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa(). F16
@@ -111,12 +114,51 @@ struct AttentionKernels {
     void (*backward_job)(const AttentionBackwardJob& job);
 };
 
+// One prefill job on the AMX tiles (x86/attention_amx.cpp): the queries of tokens [t0, t1) and
+// of the G heads of KV head hk, over the visible positions of F32 K/V rows. Rows i =
+// (t - t0) * G + g, as the FP32 job's columns. Fills m, l ([nq]) and the unnormalised o
+// ([nq rounded up to 32][D]) as the FP32 job leaves them: Q, K, P and V are rounded to bf16,
+// scores and the softmax stay f32.
+struct AttentionAmxJob {
+    const float* q;
+    int64_t q_stride;      // floats between tokens' query rows
+    const float *k, *v;    // the rows of KV head hk at position kv_first
+    int64_t kv_stride;     // floats between positions
+    int64_t kv_first;
+    int64_t t0, t1, pos0;  // tokens [t0, t1) sit at positions pos0 + t
+    int hk, G, D, window;
+    float scale;
+    float *m, *l, *o;
+};
+bool attention_amx_supported(int head_dim);  // AMX-BF16 granted, head_dim a multiple of 32 <= 256
+// Whether prefill (64 query rows or more, no lse) runs on the AMX tiles: timed once per process
+// against the f32 kernel on a 256-token prefill (one thread); SYSLM_ATTENTION=f32|amx decides
+// instead.
+struct AttentionChoice {
+    bool amx = false;
+    double f32_ms = 0, amx_ms = 0;  // 0: not timed
+};
+const AttentionChoice& attention_prefill_choice();
+// For tests and benchmarks: while alive, this thread's prefill attention takes the AMX tiles
+// (where supported) or not, whatever was measured.
+class AttentionAmxOverride {
+public:
+    explicit AttentionAmxOverride(bool amx);
+    ~AttentionAmxOverride();
+    AttentionAmxOverride(const AttentionAmxOverride&) = delete;
+    AttentionAmxOverride& operator=(const AttentionAmxOverride&) = delete;
+
+private:
+    int saved_;
+};
+
 // The table for `isa` (throws Error if this CPU lacks it).
 const AttentionKernels& attention_kernels(Isa isa);
 
 namespace x86 {
 AttentionKernels attention_kernels_avx2();    // attention_avx2.cpp
 AttentionKernels attention_kernels_avx512();  // attention_avx512.cpp
+void attention_job_amx(const AttentionAmxJob& job);  // attention_amx.cpp
 }  // namespace x86
 
 }  // namespace syslm::kernels

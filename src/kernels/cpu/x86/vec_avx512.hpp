@@ -1,6 +1,6 @@
 // 16-lane float vector operations for the AVX-512 files (attention, element-wise), the "V" the
 // shared kernel bodies (attention_body.hpp, elementwise_body.hpp) are written against. Internal
-// linkage only (kernels/isa.hpp): include from *_avx512.cpp files only.
+// linkage only (kernels/isa.hpp): include from *_avx512.cpp and *_amx.cpp files only.
 #pragma once
 
 #include <cstdint>
