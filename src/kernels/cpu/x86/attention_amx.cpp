@@ -1,13 +1,13 @@
 // Prefill attention on the AMX tiles: one job of attention.cpp (a tile of query tokens x the GQA
-// group of one KV head) with the online softmax of the FP32 kernel, its two products on tiles:
-//   S = Q Kᵀ   queries as bf16 rows (16 x 32 depth per tile, scaled, packed once per job), each
-//              block of 32 keys in the pair layout [d/2][32 keys][2] (the GEMM's packer);
-//   O += P V   the block's probabilities as bf16 rows [query][32 keys], V in the pair layout
-//              [keys/2][32 d][2] per 32 columns of the head.
-// Scores come back from the tiles as f32 rows (one query per row): mask, row max, exp and sum
-// run on them in AVX-512, and O rows are rescaled in memory before each product adds into them.
-// Queries go in groups of 32 rows (2 x 2 accumulator tiles); a group skips the key blocks none
-// of its rows can see.
+// group of one KV head) with the FP32 kernel's online softmax, its two products on tiles, in
+// transposed form so that the softmax runs with queries along the vector lanes (as the FP32
+// kernel's columns: every max, exp, sum and rescale is a vector operation):
+//   Sᵀ = K Qᵀ    each block of 32 keys as bf16 rows [key][d]; the job's queries, scaled, in the
+//                pair layout [d/2][32 queries][2] per group of 32 (the GEMM's packer);
+//   Oᵀ += Vᵀ Pᵀ  the block's V transposed to bf16 rows [d][32 keys]; the probabilities in the
+//                pair layout [keys/2][32 queries][2].
+// Oᵀ ([D][queries] f32) is rescaled per block in memory, and transposed into o at the end.
+// A group of 32 queries skips the key blocks none of its rows can see.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +18,7 @@
 #include "kernels/cpu/scratch.hpp"
 #include "kernels/cpu/x86/amx_tiles.hpp"
 #include "kernels/cpu/x86/simd.hpp"
+#include "kernels/cpu/x86/transpose_avx512.hpp"
 #include "kernels/cpu/x86/vec_avx512.hpp"
 
 namespace syslm::kernels::x86 {
@@ -25,18 +26,8 @@ namespace {
 
 constexpr int kTile = 16;
 constexpr int kKeys = 32;     // keys per block: the depth of one P V tile product
-constexpr int kRows = 32;     // query rows per group: 2 accumulator tiles high
+constexpr int kRows = 32;     // queries per group: 2 accumulator tiles wide
 constexpr float kNoMax = -1e30f;  // as attention.cpp's: finite, so e^(m - m') is never NaN
-
-// The largest lane (shuffles: GCC 12's _mm512_reduce_* trip -Wuninitialized).
-float hmax(__m512 v) {
-    v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
-    v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
-    __m128 m = _mm512_castps512_ps128(v);
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
 
 // 16 floats to bf16 (nearest even) at dst.
 void store_bf16(uint16_t* dst, __m512 v) {
@@ -50,58 +41,64 @@ void attention_job_amx(const AttentionAmxJob& j) {
     const int nq = static_cast<int>(j.t1 - j.t0) * G;
     const int nqp = (nq + kRows - 1) / kRows * kRows;
     const GemmKernels& kn = gemm_kernels(Isa::Avx512);
-    thread_local Scratch q_scratch, k_scratch, v_scratch, vrows_scratch, bound_scratch;
-    uint16_t* qb = q_scratch.get<uint16_t>(static_cast<size_t>(nqp) * D);   // [row][D]
-    uint16_t* kb = k_scratch.get<uint16_t>(static_cast<size_t>(D) * kKeys);  // [D/2][32][2]
-    uint16_t* vb = v_scratch.get<uint16_t>(static_cast<size_t>(D) * kKeys);  // [D/32][16][32][2]
-    float* vrows = vrows_scratch.get<float>(static_cast<size_t>(kKeys) * D);  // a short block
+    thread_local Scratch q_scratch, qf_scratch, k_scratch, v_scratch, ot_scratch, bound_scratch;
+    uint16_t* qp = q_scratch.get<uint16_t>(static_cast<size_t>(nqp) * D);   // [group][D/2][32][2]
+    float* qf = qf_scratch.get<float>(static_cast<size_t>(nqp) * D);        // scaled rows
+    uint16_t* kb = k_scratch.get<uint16_t>(static_cast<size_t>(kKeys) * D);  // [32 keys][D]
+    uint16_t* vt = v_scratch.get<uint16_t>(static_cast<size_t>(D) * kKeys);  // [D][32 keys]
+    float* ot = ot_scratch.get<float>(static_cast<size_t>(D) * nqp);        // Oᵀ [D][nqp]
     int32_t* lo = bound_scratch.get<int32_t>(static_cast<size_t>(2 * nqp));
     int32_t* hi = lo + nqp;
-    alignas(64) float s[kRows * kKeys];
-    alignas(64) uint16_t p[kRows * kKeys];
+    alignas(64) float st[kKeys * kRows];    // Sᵀ of a block and group: [key][32 queries]
+    alignas(64) uint32_t pt[kKeys / 2 * kRows];  // Pᵀ pairs: [key/2][32 queries] (2 bf16)
 
-    // Queries as scaled bf16 rows; each row's visible positions [lo, hi] (padding: none).
-    const __m512 scale = _mm512_set1_ps(j.scale);
+    // Queries scaled, then packed per group; each row's visible positions [lo, hi] (padding:
+    // none); m, l, Oᵀ cleared.
     for (int i = 0; i < nqp; ++i) {
-        uint16_t* dst = qb + static_cast<int64_t>(i) * D;
+        float* dst = qf + static_cast<int64_t>(i) * D;
         j.m[i] = kNoMax;
         j.l[i] = 0.0f;
-        std::fill_n(j.o + static_cast<int64_t>(i) * D, D, 0.0f);
         if (i >= nq) {
-            std::memset(dst, 0, static_cast<size_t>(D) * 2);
+            std::fill_n(dst, D, 0.0f);
             lo[i] = 1;
             hi[i] = 0;
             continue;
         }
         const int64_t t = j.t0 + i / G, pos = j.pos0 + t;
         const float* src = j.q + t * j.q_stride + static_cast<int64_t>(j.hk * G + i % G) * D;
-        for (int d = 0; d < D; d += kTile)
-            store_bf16(dst + d, _mm512_mul_ps(_mm512_loadu_ps(src + d), scale));
+        for (int d = 0; d < D; ++d) dst[d] = src[d] * j.scale;
         hi[i] = static_cast<int32_t>(pos);
         lo[i] = static_cast<int32_t>(j.window > 0 ? std::max<int64_t>(0, pos - j.window + 1) : 0);
     }
+    kn.pack_bf16_from_f32(qf, D, nqp, D, qp);  // panels of 32 queries: [D/2][32][2] each
+    std::fill_n(ot, static_cast<size_t>(D) * nqp, 0.0f);
 
     const int64_t first = j.window > 0 ? std::max<int64_t>(0, j.pos0 + j.t0 - j.window + 1) : 0;
     const int64_t end = j.pos0 + j.t1;  // one past the last visible position
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     configure_tiles();
     for (int64_t pb = first; pb < end; pb += kKeys) {
         const int np = static_cast<int>(std::min<int64_t>(kKeys, end - pb));
         const float* krows = j.k + (pb - j.kv_first) * j.kv_stride;
-        const float* vsrc = j.v + (pb - j.kv_first) * j.kv_stride;
-        int64_t vld = j.kv_stride;
-        kn.pack_bf16_from_f32(krows, j.kv_stride, np, D, kb);  // rows past np: zero
-        if (np < kKeys) {  // zero keys past np, so V's pair rows are whole
-            for (int r = 0; r < kKeys; ++r) {
-                if (r < np)
-                    std::copy_n(vsrc + r * j.kv_stride, D, vrows + static_cast<int64_t>(r) * D);
-                else
-                    std::fill_n(vrows + static_cast<int64_t>(r) * D, D, 0.0f);
+        const float* vrows = j.v + (pb - j.kv_first) * j.kv_stride;
+        // K as bf16 rows, V transposed to bf16 rows [d][key]; keys past np zero.
+        for (int r = 0; r < kKeys; ++r) {
+            uint16_t* dst = kb + r * D;
+            if (r < np) {
+                for (int d = 0; d < D; d += kTile)
+                    store_bf16(dst + d, _mm512_loadu_ps(krows + r * j.kv_stride + d));
+            } else {
+                std::memset(dst, 0, static_cast<size_t>(D) * 2);
             }
-            vsrc = vrows;
-            vld = D;
         }
-        kn.pack_bf16_from_f32_t(vsrc, vld, D, kKeys, vb);  // panels of 32 columns of the head
+        for (int k0 = 0; k0 < kKeys; k0 += kTile)
+            for (int d0 = 0; d0 < D; d0 += kTile) {
+                __m512 r[kTile], t[kTile];
+                for (int i = 0; i < kTile; ++i)
+                    r[i] = k0 + i < np ? _mm512_loadu_ps(vrows + (k0 + i) * j.kv_stride + d0)
+                                       : _mm512_setzero_ps();
+                transpose16(r, t);  // t[c] = column d0 + c over keys k0 .. k0 + 15
+                for (int c = 0; c < kTile; ++c) store_bf16(vt + (d0 + c) * kKeys + k0, t[c]);
+            }
         memory_fence();
         for (int g0 = 0; g0 < nqp; g0 += kRows) {
             // Rows of a group are consecutive tokens: the first row sees least, the last most.
@@ -111,88 +108,97 @@ void attention_job_amx(const AttentionAmxJob& j) {
             _tile_zero(1);
             _tile_zero(2);
             _tile_zero(3);
-            const uint16_t* qa = qb + static_cast<int64_t>(g0) * D;
+            const uint16_t* qg = qp + static_cast<int64_t>(g0) * D;  // this group's panel
             for (int d = 0; d < D; d += 32) {
-                _tile_loadd(4, qa + d, D * 2);
-                _tile_loadd(5, qa + kTile * D + d, D * 2);
-                _tile_loadd(6, kb + d * kKeys, kKeys * 4);
-                _tile_loadd(7, kb + d * kKeys + 2 * kTile, kKeys * 4);
+                _tile_loadd(4, kb + d, D * 2);
+                _tile_loadd(5, kb + kTile * D + d, D * 2);
+                _tile_loadd(6, qg + d * kRows, kRows * 4);
+                _tile_loadd(7, qg + d * kRows + 2 * kTile, kRows * 4);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(1, 4, 7);
                 _tile_dpbf16ps(2, 5, 6);
                 _tile_dpbf16ps(3, 5, 7);
             }
-            _tile_stored(0, s, kKeys * 4);
-            _tile_stored(1, s + kTile, kKeys * 4);
-            _tile_stored(2, s + kTile * kKeys, kKeys * 4);
-            _tile_stored(3, s + kTile * kKeys + kTile, kKeys * 4);
+            _tile_stored(0, st, kRows * 4);
+            _tile_stored(1, st + kTile, kRows * 4);
+            _tile_stored(2, st + kTile * kRows, kRows * 4);
+            _tile_stored(3, st + kTile * kRows + kTile, kRows * 4);
             memory_fence();
 
-            // Online softmax per row: mask, max, rescale of l and O, probabilities as bf16.
-            for (int r = 0; r < kRows; ++r) {
-                const int i = g0 + r;
-                uint16_t* pr = p + r * kKeys;
-                const __m512i rel0 = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(pb)));
-                const __m512i rel1 = _mm512_add_epi32(rel0, _mm512_set1_epi32(kTile));
-                const __m512i vlo = _mm512_set1_epi32(lo[i]), vhi = _mm512_set1_epi32(hi[i]);
-                const __m512i lim = _mm512_set1_epi32(static_cast<int32_t>(pb + np));
-                const __mmask16 v0 = _mm512_cmpge_epi32_mask(rel0, vlo) &
-                                     _mm512_cmple_epi32_mask(rel0, vhi) &
-                                     _mm512_cmplt_epi32_mask(rel0, lim);
-                const __mmask16 v1 = _mm512_cmpge_epi32_mask(rel1, vlo) &
-                                     _mm512_cmple_epi32_mask(rel1, vhi) &
-                                     _mm512_cmplt_epi32_mask(rel1, lim);
-                if ((v0 | v1) == 0) {
-                    std::memset(pr, 0, kKeys * 2);
-                    continue;
+            // Online softmax, 16 queries per vector: mask, block max, rescale, probabilities.
+            for (int h = 0; h < kRows; h += kTile) {
+                const __m512i vlo = _mm512_loadu_si512(lo + g0 + h);
+                const __m512i vhi = _mm512_loadu_si512(hi + g0 + h);
+                __mmask16 vis[kKeys];
+                __m512 mx = _mm512_set1_ps(kNoMax);
+                for (int r = 0; r < np; ++r) {
+                    const __m512i p = _mm512_set1_epi32(static_cast<int32_t>(pb + r));
+                    vis[r] = _mm512_cmple_epi32_mask(vlo, p) & _mm512_cmpge_epi32_mask(vhi, p);
+                    mx = _mm512_mask_max_ps(mx, vis[r], mx, _mm512_load_ps(st + r * kRows + h));
                 }
-                const __m512 s0 = _mm512_load_ps(s + r * kKeys), s1 = _mm512_load_ps(s + r * kKeys + kTile);
-                const __m512 none = _mm512_set1_ps(kNoMax);
-                const float mx = hmax(_mm512_max_ps(_mm512_mask_blend_ps(v0, none, s0),
-                                                    _mm512_mask_blend_ps(v1, none, s1)));
-                const float m_new = std::max(j.m[i], mx);
-                const __m512 mv = _mm512_set1_ps(m_new);
-                const __m512 e0 = _mm512_maskz_mov_ps(v0, V512::exp(_mm512_sub_ps(s0, mv)));
-                const __m512 e1 = _mm512_maskz_mov_ps(v1, V512::exp(_mm512_sub_ps(s1, mv)));
-                const float c = std::exp(j.m[i] - m_new);  // 0 on the first visible block
-                j.l[i] = j.l[i] * c + V512::hsum(_mm512_add_ps(e0, e1));
-                j.m[i] = m_new;
-                store_bf16(pr, e0);
-                store_bf16(pr + kTile, e1);
-                if (c != 1.0f) {
-                    float* orow = j.o + static_cast<int64_t>(i) * D;
-                    const __m512 cv = _mm512_set1_ps(c);
-                    for (int d = 0; d < D; d += kTile)
-                        _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(orow + d), cv));
+                const __m512 m_old = _mm512_loadu_ps(j.m + g0 + h);
+                const __m512 m_new = _mm512_max_ps(m_old, mx);
+                const __m512 c = V512::exp(_mm512_sub_ps(m_old, m_new));
+                __m512 sum = _mm512_setzero_ps();
+                for (int r = 0; r < kKeys; r += 2) {
+                    __m512 e[2];
+                    for (int u = 0; u < 2; ++u) {
+                        const int rr = r + u;
+                        e[u] = rr < np ? _mm512_maskz_mov_ps(
+                                             vis[rr], V512::exp(_mm512_sub_ps(
+                                                          _mm512_load_ps(st + rr * kRows + h), m_new)))
+                                       : _mm512_setzero_ps();
+                        sum = _mm512_add_ps(sum, e[u]);
+                    }
+                    const __m512i lo16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(e[0]));
+                    const __m512i hi16 = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(e[1]));
+                    _mm512_store_si512(pt + r / 2 * kRows + h,
+                                       _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+                }
+                _mm512_storeu_ps(j.l + g0 + h, _mm512_fmadd_ps(_mm512_loadu_ps(j.l + g0 + h), c, sum));
+                _mm512_storeu_ps(j.m + g0 + h, m_new);
+                for (int d = 0; d < D; ++d) {
+                    float* row = ot + static_cast<int64_t>(d) * nqp + g0 + h;
+                    _mm512_storeu_ps(row, _mm512_mul_ps(_mm512_loadu_ps(row), c));
                 }
             }
             memory_fence();
 
-            // O[g0 .. g0 + 32) += P V, 32 columns of the head at a time.
-            float* og = j.o + static_cast<int64_t>(g0) * D;
+            // Oᵀ[:, g0 .. g0 + 32) += Vᵀ Pᵀ, 32 columns of the head at a time.
             for (int d0 = 0; d0 < D; d0 += 32) {
-                const uint16_t* vp = vb + static_cast<int64_t>(d0) * kKeys;  // panel d0 / 32
-                _tile_loadd(0, og + d0, D * 4);
-                _tile_loadd(1, og + d0 + kTile, D * 4);
-                _tile_loadd(2, og + kTile * D + d0, D * 4);
-                _tile_loadd(3, og + kTile * D + d0 + kTile, D * 4);
-                _tile_loadd(4, p, kKeys * 2);
-                _tile_loadd(5, p + kTile * kKeys, kKeys * 2);
-                _tile_loadd(6, vp, kKeys * 4);
-                _tile_loadd(7, vp + 2 * kTile, kKeys * 4);
+                float* og = ot + static_cast<int64_t>(d0) * nqp + g0;
+                _tile_loadd(0, og, nqp * 4);
+                _tile_loadd(1, og + kTile, nqp * 4);
+                _tile_loadd(2, og + kTile * nqp, nqp * 4);
+                _tile_loadd(3, og + kTile * nqp + kTile, nqp * 4);
+                _tile_loadd(4, vt + d0 * kKeys, kKeys * 2);
+                _tile_loadd(5, vt + (d0 + kTile) * kKeys, kKeys * 2);
+                _tile_loadd(6, pt, kRows * 4);
+                _tile_loadd(7, pt + kTile, kRows * 4);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(1, 4, 7);
                 _tile_dpbf16ps(2, 5, 6);
                 _tile_dpbf16ps(3, 5, 7);
-                _tile_stored(0, og + d0, D * 4);
-                _tile_stored(1, og + d0 + kTile, D * 4);
-                _tile_stored(2, og + kTile * D + d0, D * 4);
-                _tile_stored(3, og + kTile * D + d0 + kTile, D * 4);
+                _tile_stored(0, og, nqp * 4);
+                _tile_stored(1, og + kTile, nqp * 4);
+                _tile_stored(2, og + kTile * nqp, nqp * 4);
+                _tile_stored(3, og + kTile * nqp + kTile, nqp * 4);
             }
             memory_fence();
         }
     }
     _tile_release();
+
+    // o[i][d] = Oᵀ[d][i], 16 x 16 blocks at a time.
+    for (int i0 = 0; i0 < nqp; i0 += kTile)
+        for (int d0 = 0; d0 < D; d0 += kTile) {
+            __m512 r[kTile], t[kTile];
+            for (int d = 0; d < kTile; ++d)
+                r[d] = _mm512_loadu_ps(ot + static_cast<int64_t>(d0 + d) * nqp + i0);
+            transpose16(r, t);
+            for (int i = 0; i < kTile; ++i)
+                _mm512_storeu_ps(j.o + static_cast<int64_t>(i0 + i) * D + d0, t[i]);
+        }
 }
 
 }  // namespace syslm::kernels::x86
