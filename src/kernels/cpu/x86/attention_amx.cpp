@@ -104,25 +104,12 @@ void attention_job_amx(const AttentionAmxJob& j) {
             // Rows of a group are consecutive tokens: the first row sees least, the last most.
             const int last = std::min(nq, g0 + kRows) - 1;
             if (g0 > last || pb > hi[last] || pb + np - 1 < lo[g0]) continue;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
+            zero_acc_2x2();
             const uint16_t* qg = qp + static_cast<int64_t>(g0) * D;  // this group's panel
-            for (int d = 0; d < D; d += 32) {
-                _tile_loadd(4, kb + d, D * 2);
-                _tile_loadd(5, kb + kTile * D + d, D * 2);
-                _tile_loadd(6, qg + d * kRows, kRows * 4);
-                _tile_loadd(7, qg + d * kRows + 2 * kTile, kRows * 4);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
-            _tile_stored(0, st, kRows * 4);
-            _tile_stored(1, st + kTile, kRows * 4);
-            _tile_stored(2, st + kTile * kRows, kRows * 4);
-            _tile_stored(3, st + kTile * kRows + kTile, kRows * 4);
+            for (int d = 0; d < D; d += 32)
+                dp_bf16_2x2(kb + d, kb + kTile * D + d, D * 2, qg + d * kRows,
+                            qg + d * kRows + 2 * kTile, kRows * 4);
+            store_acc_2x2(st, kRows);
             memory_fence();
 
             // Online softmax, 16 queries per vector: mask, block max, rescale, probabilities.
@@ -167,22 +154,10 @@ void attention_job_amx(const AttentionAmxJob& j) {
             // Oᵀ[:, g0 .. g0 + 32) += Vᵀ Pᵀ, 32 columns of the head at a time.
             for (int d0 = 0; d0 < D; d0 += 32) {
                 float* og = ot + static_cast<int64_t>(d0) * nqp + g0;
-                _tile_loadd(0, og, nqp * 4);
-                _tile_loadd(1, og + kTile, nqp * 4);
-                _tile_loadd(2, og + kTile * nqp, nqp * 4);
-                _tile_loadd(3, og + kTile * nqp + kTile, nqp * 4);
-                _tile_loadd(4, vt + d0 * kKeys, kKeys * 2);
-                _tile_loadd(5, vt + (d0 + kTile) * kKeys, kKeys * 2);
-                _tile_loadd(6, pt, kRows * 4);
-                _tile_loadd(7, pt + kTile, kRows * 4);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-                _tile_stored(0, og, nqp * 4);
-                _tile_stored(1, og + kTile, nqp * 4);
-                _tile_stored(2, og + kTile * nqp, nqp * 4);
-                _tile_stored(3, og + kTile * nqp + kTile, nqp * 4);
+                load_acc_2x2(og, nqp);
+                dp_bf16_2x2(vt + d0 * kKeys, vt + (d0 + kTile) * kKeys, kKeys * 2, pt, pt + kTile,
+                            kRows * 4);
+                store_acc_2x2(og, nqp);
             }
             memory_fence();
         }

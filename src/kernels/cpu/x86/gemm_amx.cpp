@@ -146,35 +146,18 @@ void gemm_amx_bf16(const WeightView& w, const float* x, int64_t T, float* y, Thr
                 for (int64_t tb = 0; tb < token_blocks; ++tb) {
                     float* saved = blocked ? acc + ((p - pb) * token_blocks + tb) * kBlock * kBlock
                                            : nullptr;
-                    if (first) {
-                        _tile_zero(0);
-                        _tile_zero(1);
-                        _tile_zero(2);
-                        _tile_zero(3);
-                    } else {
-                        _tile_loadd(0, saved, kBlock * 4);
-                        _tile_loadd(1, saved + kTile, kBlock * 4);
-                        _tile_loadd(2, saved + kTile * kBlock, kBlock * 4);
-                        _tile_loadd(3, saved + kTile * kBlock + kTile, kBlock * 4);
-                    }
+                    if (first)
+                        zero_acc_2x2();
+                    else
+                        load_acc_2x2(saved, kBlock);
                     const uint16_t* xt = xb + tb * kBlock * Kp + kb * kBlock;
                     for (int64_t k = 0; k < kd; k += 32) {
                         const uint16_t* b = xt + k * kBlock;  // pair row k/2: 32 tokens x 2
-                        _tile_loadd(4, wb + k, wld * 2);
-                        _tile_loadd(5, wb + kTile * wld + k, wld * 2);
-                        _tile_loadd(6, b, kBlock * 4);
-                        _tile_loadd(7, b + 2 * kTile, kBlock * 4);
-                        _tile_dpbf16ps(0, 4, 6);
-                        _tile_dpbf16ps(1, 4, 7);
-                        _tile_dpbf16ps(2, 5, 6);
-                        _tile_dpbf16ps(3, 5, 7);
+                        dp_bf16_2x2(wb + k, wb + kTile * wld + k, wld * 2, b, b + 2 * kTile,
+                                    kBlock * 4);
                     }
                     // [r][t]: weight row r, token t.
-                    float* out = last ? c : saved;
-                    _tile_stored(0, out, kBlock * 4);
-                    _tile_stored(1, out + kTile, kBlock * 4);
-                    _tile_stored(2, out + kTile * kBlock, kBlock * 4);
-                    _tile_stored(3, out + kTile * kBlock + kTile, kBlock * 4);
+                    store_acc_2x2(last ? c : saved, kBlock);
                     memory_fence();
                     if (!last) continue;
                     const int64_t t0 = tb * kBlock;
@@ -229,11 +212,12 @@ void pack_token_rows(GemmOperand x, int64_t T, int64_t K, int64_t Kp, int64_t t0
     }
 }
 
-// Between y (rows of ldy floats) and a 16 x 16 tile buffer: the m x n corner that exists.
+// Between y (rows of ldy floats) and a 16 x 16 tile of the accumulator block c (rows of kBlock
+// floats): the m x n corner that exists.
 void tile_from_y(const float* y, int64_t ldy, int m, int n, float* c) {
     const __mmask16 cols = static_cast<__mmask16>((1u << n) - 1);
     for (int i = 0; i < kTile; ++i)
-        _mm512_store_ps(c + i * kTile,
+        _mm512_store_ps(c + i * kBlock,
                         i < m ? _mm512_maskz_loadu_ps(cols, y + i * ldy) : _mm512_setzero_ps());
 }
 
@@ -241,7 +225,12 @@ void tile_to_y(const float* c, int m, int n, const float* bias, float* y, int64_
     const __mmask16 cols = static_cast<__mmask16>((1u << n) - 1);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(cols, bias) : _mm512_setzero_ps();
     for (int i = 0; i < m; ++i)
-        _mm512_mask_storeu_ps(y + i * ldy, cols, _mm512_add_ps(_mm512_load_ps(c + i * kTile), b));
+        _mm512_mask_storeu_ps(y + i * ldy, cols, _mm512_add_ps(_mm512_load_ps(c + i * kBlock), b));
+}
+
+// Tile q of a 32 x 32 accumulator block: rows 16 (q / 2), columns 16 (q % 2).
+float* quarter(float* c, int q) {
+    return c + q / 2 * kTile * kBlock + q % 2 * kTile;
 }
 
 }  // namespace
@@ -285,7 +274,7 @@ void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, 
     const int64_t group = std::clamp<int64_t>(panels * chunks / (4 * pool.size()), 1, 8);
     const int64_t groups = (panels + group - 1) / group;
     pool.parallel_for(chunks * groups, [&](int64_t ib, int64_t ie, int) {
-        alignas(64) float c[4][kTile * kTile];
+        alignas(64) float c[kBlock * kBlock];
         configure_tiles();
         for (int64_t item = ib; item < ie; ++item) {
             const int64_t t_begin = item / groups * kChunk, t_end = std::min(T, t_begin + kChunk);
@@ -309,39 +298,24 @@ void gemm_amx_bf16_operands(GemmOperand x, GemmOperand w, int64_t T, int64_t N, 
                         if (load) {
                             for (int q = 0; q < 4; ++q)
                                 tile_from_y(y + (t0 + q / 2 * kTile) * N + o0 + q % 2 * kTile, N,
-                                            mq[q / 2], nq[q % 2], c[q]);
+                                            mq[q / 2], nq[q % 2], quarter(c, q));
                             memory_fence();
-                            _tile_loadd(0, c[0], 64);
-                            _tile_loadd(1, c[1], 64);
-                            _tile_loadd(2, c[2], 64);
-                            _tile_loadd(3, c[3], 64);
+                            load_acc_2x2(c, kBlock);
                         } else {
-                            _tile_zero(0);
-                            _tile_zero(1);
-                            _tile_zero(2);
-                            _tile_zero(3);
+                            zero_acc_2x2();
                         }
                         const uint16_t* at = a + t0 * lda + kb;
                         for (int64_t k = 0; k < kd; k += 32) {
                             const uint16_t* bt = bp + k * kBlock;  // pair row k/2: 32 outputs x 2
-                            _tile_loadd(4, at + k, lda * 2);
-                            _tile_loadd(5, at + kTile * lda + k, lda * 2);
-                            _tile_loadd(6, bt, kBlock * 4);
-                            _tile_loadd(7, bt + 2 * kTile, kBlock * 4);
-                            _tile_dpbf16ps(0, 4, 6);
-                            _tile_dpbf16ps(1, 4, 7);
-                            _tile_dpbf16ps(2, 5, 6);
-                            _tile_dpbf16ps(3, 5, 7);
+                            dp_bf16_2x2(at + k, at + kTile * lda + k, lda * 2, bt, bt + 2 * kTile,
+                                        kBlock * 4);
                         }
-                        _tile_stored(0, c[0], 64);
-                        _tile_stored(1, c[1], 64);
-                        _tile_stored(2, c[2], 64);
-                        _tile_stored(3, c[3], 64);
+                        store_acc_2x2(c, kBlock);
                         memory_fence();
                         for (int q = 0; q < 4; ++q) {
                             const int64_t oq = o0 + q % 2 * kTile;
                             if (mq[q / 2] > 0 && nq[q % 2] > 0)
-                                tile_to_y(c[q], mq[q / 2], nq[q % 2],
+                                tile_to_y(quarter(c, q), mq[q / 2], nq[q % 2],
                                           last && bias ? bias + oq : nullptr,
                                           y + (t0 + q / 2 * kTile) * N + oq, N);
                         }
