@@ -23,6 +23,7 @@
 #include "kernels/cpu/attention_backward_body.hpp"
 #include "kernels/cpu/attention_body.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/timing_inputs.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -149,11 +150,7 @@ const AttentionChoice& attention_prefill_choice() {
         constexpr int64_t T = 256;
         std::vector<float> q(T * 256), k(T * 128), v(T * 128), out(T * 256);
         uint64_t r = 3;
-        for (auto* x : {&q, &k, &v})
-            for (float& f : *x) {
-                r = r * 6364136223846793005ull + 1442695040888963407ull;
-                f = static_cast<float>(static_cast<int64_t>(r >> 40) - (1 << 23)) / (1 << 23);
-            }
+        for (auto* x : {&q, &k, &v}) fill_timing_values(*x, r);
         ThreadPool pool(1);
         double best[2] = {1e30, 1e30};
         for (int rep = 0; rep < 3; ++rep)

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/scratch.hpp"
+#include "kernels/cpu/timing_inputs.hpp"
 #include "kernels/type_traits.hpp"
 
 namespace syslm::kernels {
@@ -167,10 +168,7 @@ double time_panel(GemmPanel p, Isa isa) {
     static const std::vector<uint8_t> wq = [] {
         std::vector<float> wf(static_cast<size_t>(N * K));
         uint64_t s = 12345;
-        for (float& v : wf) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            v = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) * (0.02f / (1 << 23));
-        }
+        fill_timing_values(wf, s, 0.02f);
         std::vector<uint8_t> q(row_bytes(DType::Q8_0, K) * N);
         type_traits(DType::Q8_0, Isa::Scalar).from_float(wf.data(), q.data(), N * K);
         return q;

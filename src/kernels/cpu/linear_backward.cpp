@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/timing_inputs.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -96,11 +97,7 @@ double time_gemm(TrainGemm g) {
     constexpr int64_t T = 128, K = 512, N = 384;
     std::vector<float> x(T * K), w(N * K), dy(T * N), y(T * N), dx(T * K), dw(N * K);
     uint64_t s = 7;
-    for (auto* v : {&x, &w, &dy})
-        for (float& f : *v) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            f = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / (1 << 23);
-        }
+    for (auto* v : {&x, &w, &dy}) fill_timing_values(*v, s);
     ThreadPool pool(1);
     double best = 1e30;
     for (int rep = 0; rep < 2; ++rep) {

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/timing_inputs.hpp"
 #include "kernels/type_traits.hpp"
 
 namespace syslm::kernels {
@@ -151,12 +152,8 @@ GemmCrossover measure_crossover(DType type) {
     constexpr int64_t K = 2048, N = 256, kMaxTokens = 24;
     std::vector<float> wf(static_cast<size_t>(N * K)), x(static_cast<size_t>(kMaxTokens * K));
     uint64_t s = 0x9E3779B97F4A7C15ull;
-    auto next = [&] {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        return static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / (1 << 23);
-    };
-    for (float& v : wf) v = 0.02f * next();
-    for (float& v : x) v = next();
+    fill_timing_values(wf, s, 0.02f);
+    fill_timing_values(x, s);
     const size_t rb = row_bytes(type, K);
     std::vector<uint8_t> wq(rb * N);
     for (int64_t o = 0; o < N; ++o) tt.from_float(wf.data() + o * K, wq.data() + o * rb, K);

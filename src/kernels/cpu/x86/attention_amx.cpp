@@ -9,7 +9,6 @@
 // Oᵀ ([D][queries] f32) is rescaled per block in memory, and transposed into o at the end.
 // A group of 32 queries skips the key blocks none of its rows can see.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 

@@ -202,15 +202,10 @@ float dot_q4_0_g8_q8_0_g8(int64_t n, const void* vx, const void* vy) {
                            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                            load256(y[i].qs + 64 * p + 32));
         }
-        __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[0], pair[1]),
-                                         _mm256_hadd_epi32(pair[2], pair[3]));
-        sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(load256(y[i].s), 3));
-        const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(load128(x[i].d)),
-                                           _mm256_loadu_ps(y[i].d));
         if (i % 2 == 0)
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc0);
+            acc0 = g8_group_fma<3>(pair, y[i].s, x[i].d, y[i].d, acc0);
         else
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc1);
+            acc1 = g8_group_fma<3>(pair, y[i].s, x[i].d, y[i].d, acc1);
     }
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 }

@@ -56,5 +56,22 @@ __m128i q3_k_scales(const uint8_t* s) {
     return _mm_sub_epi8(u, _mm_set1_epi8(32));
 }
 
+// The end of one group of a G8 dot (Q4_0_G8 and Q8_0_G8W against Q8_0_G8, block_layouts.hpp):
+// four vectors of pair sums (lanes 0-3 one block, 4-7 the next) folded by three rounds of
+// vphaddd into the 8 block sums in slot order, less 2^Shift (the weights' level offset) times
+// each activation block's quant sum, scaled by both blocks' scales, added to acc.
+template <int Shift>
+__m256 g8_group_fma(const __m256i (&pair)[4], const int32_t* y_sums, const uint16_t* x_d,
+                    const float* y_d, __m256 acc) {
+    __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[0], pair[1]),
+                                     _mm256_hadd_epi32(pair[2], pair[3]));
+    sums = _mm256_sub_epi32(
+        sums, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y_sums)), Shift));
+    const __m256 scale =
+        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x_d))),
+                      _mm256_loadu_ps(y_d));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+}
+
 }  // namespace
 }  // namespace syslm::kernels::x86

@@ -278,17 +278,10 @@ float dot_q8_0_g8w(int64_t n, const void* vx, const void* vy) {
                                                   _mm512_loadu_si512(y[i].qs + 64 * p));
             pair[p] = _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
         }
-        __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[0], pair[1]),
-                                         _mm256_hadd_epi32(pair[2], pair[3]));
-        sums = _mm256_sub_epi32(
-            sums, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].s)), 7));
-        const __m256 scale = _mm256_mul_ps(
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].d))),
-            _mm256_loadu_ps(y[i].d));
         if (i % 2 == 0)
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc0);
+            acc0 = g8_group_fma<7>(pair, y[i].s, x[i].d, y[i].d, acc0);
         else
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc1);
+            acc1 = g8_group_fma<7>(pair, y[i].s, x[i].d, y[i].d, acc1);
     }
     return hsum256(_mm256_add_ps(acc0, acc1));
 }
