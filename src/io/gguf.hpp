@@ -102,7 +102,7 @@ public:
     uint32_t as_u32() const;
     int32_t as_i32() const;
     double as_f64() const;  // any numeric type
-    float as_f32() const { return static_cast<float>(as_f64()); }
+    float as_f32() const;   // an F32 value exactly (a signalling NaN keeps its bits)
     bool as_bool() const;
     std::string as_string() const;  // a copy of the string's bytes
     // The string's bytes, valid as long as the value's owner (see above).
@@ -143,7 +143,8 @@ private:
     union {
         uint64_t u_ = 0;  // unsigned ints and bool
         int64_t i_;       // signed ints
-        double f_;        // floats
+        double f_;        // F64
+        float g_;         // F32, kept as float: widening to double would quiet a signalling NaN
     };
     uint64_t count_ = 0;                 // array elements
     std::span<const uint8_t> bytes_;     // string: its bytes; array: its encoded elements

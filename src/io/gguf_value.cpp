@@ -334,7 +334,7 @@ GGUFValue GGUFValue::i64(int64_t v) {
 GGUFValue GGUFValue::f32(float v) {
     GGUFValue r;
     r.type_ = GGUFType::F32;
-    r.f_ = v;
+    r.g_ = v;
     return r;
 }
 GGUFValue GGUFValue::f64(double v) {
@@ -518,10 +518,15 @@ int32_t GGUFValue::as_i32() const {
 }
 
 double GGUFValue::as_f64() const {
-    if (is_float(type_)) return f_;
+    if (type_ == GGUFType::F32) return g_;
+    if (type_ == GGUFType::F64) return f_;
     if (is_unsigned(type_)) return static_cast<double>(u_);
     if (is_signed(type_)) return static_cast<double>(i_);
     fail("expected a number, found ", describe(*this));
+}
+
+float GGUFValue::as_f32() const {
+    return type_ == GGUFType::F32 ? g_ : static_cast<float>(as_f64());
 }
 
 bool GGUFValue::as_bool() const {
@@ -628,7 +633,7 @@ void GGUFValue::write_display(const std::function<void(std::string_view)>& out,
             out(std::to_string(i_));
             return;
         case GGUFType::F32:
-            out(format_double(f_, true));
+            out(format_double(g_, true));
             return;
         case GGUFType::F64:
             out(format_double(f_, false));

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,7 +69,9 @@ int main(int argc, char** argv) {
         values.set("bool", GGUFValue::boolean(true));
         values.set("str", GGUFValue::string("h\xc3\xa9llo \xff"));
         values.set("strs", GGUFValue::strings({"a", "", "bc"}));
-        values.set("f32s", GGUFValue::f32s(std::vector<float>{1.5f, -2.f, 1e-8f}));
+        // A signalling NaN: its bits must survive a rebuild (found by the fuzzer).
+        values.set("f32s", GGUFValue::f32s(std::vector<float>{
+                               1.5f, -2.f, 1e-8f, std::numeric_limits<float>::signaling_NaN()}));
         values.set("i32s", GGUFValue::i32s(std::vector<int32_t>{-1, 0, 7}));
         values.set("u32s", GGUFValue::u32s(std::vector<uint32_t>{3, 4000000000u}));
         values.set("bools", GGUFValue::array(GGUFType::BOOL, {GGUFValue::boolean(false),

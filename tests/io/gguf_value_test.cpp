@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/error.hpp"
@@ -73,6 +74,32 @@ TEST(GGUFValue, FloatsStringsBoolsAndArrays) {
     EXPECT_THROW(GGUFValue::array(static_cast<GGUFType>(13), {}), Error);
     const auto nested = GGUFValue::array(GGUFType::ARRAY, {strs, i32s});
     EXPECT_EQ(nested.item(1).item(2).as_i32(), 2147483647);
+}
+
+// An F32 element rebuilt from its items re-encodes to the file's bytes, NaN payloads included: a
+// signalling NaN widened to double and back would come out quiet (the fuzzer found this).
+TEST(GGUFValue, F32BitsSurviveARebuild) {
+    const uint32_t patterns[] = {0x7f800001u /* signalling NaN */, 0xffa5a5a5u, 0x7fc00000u,
+                                 0x80000000u /* -0 */, 0x00000001u /* denormal */};
+    std::vector<float> values;
+    for (uint32_t bits : patterns) {
+        float f;
+        std::memcpy(&f, &bits, 4);
+        values.push_back(f);
+    }
+    const GGUFValue file = GGUFValue::f32s(values);
+    std::vector<GGUFValue> items;
+    file.for_each_item([&](size_t, const GGUFValue& v) { items.push_back(v); });
+    const GGUFValue copy = GGUFValue::array(GGUFType::F32, items);
+    const auto a = file.array_bytes(), b = copy.array_bytes();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0);
+    for (size_t i = 0; i < items.size(); ++i) {
+        const float f = items[i].as_f32();
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        EXPECT_EQ(bits, patterns[i]) << i;
+    }
 }
 
 TEST(GGUFValue, DisplayIsShortAndOneLine) {
