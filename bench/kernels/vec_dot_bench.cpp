@@ -14,6 +14,7 @@
 // "batched" (vec_dot_tokens, each weight vector loaded once for several tokens). The figure is
 // GFLOP/s; the machine's FMA peak is in `syslm probe`.
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -34,8 +35,26 @@ namespace {
 constexpr int64_t kCols = 4096;        // row length: a 4096-wide model's projection
 constexpr int64_t kDistinctRows = 32;  // quantized once, then replicated to fill the matrix
 
+// 2 MiB-aligned with transparent huge pages asked for, as the engine's weights
+// (model/weights.cpp): with 4 KiB pages the stream would measure the TLB too.
+struct HugeBuffer {
+    uint8_t* p = nullptr;
+    size_t n = 0;
+    void resize(size_t bytes) {
+        constexpr size_t kHuge = size_t{2} << 20;
+        n = bytes;
+        const size_t padded = (bytes + kHuge - 1) / kHuge * kHuge;
+        p = static_cast<uint8_t*>(std::aligned_alloc(kHuge, padded));
+        if (!p) std::abort();
+        madvise(p, padded, MADV_HUGEPAGE);
+    }
+    uint8_t& operator[](size_t i) { return p[i]; }
+    const uint8_t& operator[](size_t i) const { return p[i]; }
+    ~HugeBuffer() { std::free(p); }
+};
+
 struct Matrix {
-    std::vector<uint8_t> weights;  // rows x row_bytes
+    HugeBuffer weights;  // rows x row_bytes
     std::vector<uint8_t> act;      // one row of the partner type
     int64_t rows = 0;
     size_t row_bytes = 0;
@@ -132,7 +151,9 @@ void BM_tokens(benchmark::State& state, DType t, Isa isa, bool batched) {
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                        // the load-time layouts decode runs on (model/weights.cpp repacks)
+                        DType::Q4_0_G8, DType::Q8_0_G8W};
 
 int register_all() {
     for (DType t : kTypes)

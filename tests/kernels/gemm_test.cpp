@@ -216,6 +216,34 @@ TEST(GemmCrossover, ExactSmallBatchesKeepEachTokensOwnResult) {
     }
 }
 
+// Decode reads each thread's slice as two interleaved streams of row runs (matmul.cpp): every row
+// must come out exactly once, with its bias, equal to that row's own vec_dot, whatever the row
+// count (one, a partial tile, odd splits) and the run length (short rows make runs of many rows).
+TEST(Matmul, DecodeStreamsGiveEveryRowItsOwnDot) {
+    ThreadPool pool(2);
+    for (DType type : {DType::Q8_0, DType::Q4_K, DType::F16})
+        for (int64_t K : {int64_t{256}, int64_t{2048}})
+            for (int64_t N : {1, 2, 15, 17, 45, 100, 333}) {
+                const std::vector<uint8_t> wq = quantized_weights(type, 50 + N, N, K);
+                const WeightView w{type, K, N, wq.data()};
+                const std::vector<float> x = testing::make_quant_input(51 + N, K);
+                const std::vector<float> bias = testing::make_quant_input(52 + N, N);
+                std::vector<float> got(static_cast<size_t>(N), NAN);
+                matmul(w, x.data(), 1, got.data(), pool, bias.data());
+                const TypeTraits& tt = type_traits(type);
+                std::vector<uint8_t> xq(row_bytes(tt.vec_dot_type, K));
+                type_traits(tt.vec_dot_type).from_float_fast(x.data(), xq.data(), K);
+                const size_t rb = row_bytes(type, K);
+                for (int64_t o = 0; o < N; ++o) {
+                    float want = 0;
+                    vec_dot_tokens(tt, K, 1, wq.data() + o * rb, rb, 1, xq.data(), xq.size(),
+                                   &want, 1);
+                    ASSERT_EQ(got[static_cast<size_t>(o)], want + bias[static_cast<size_t>(o)])
+                        << dtype_info(type).name << " K " << K << " N " << N << " row " << o;
+                }
+            }
+}
+
 // Packers alone against an index-by-index transpose, including partial panels.
 TEST(GemmPack, PanelsAreTheTransposedRows) {
     for (Isa isa : {Isa::Avx2, Isa::Avx512}) {

@@ -16,17 +16,44 @@ namespace syslm::kernels {
 
 namespace {
 
+// Decode (one token): each thread takes an even share of the rows (in whole tiles of kTileRows)
+// and reads its slice as two streams, rows from the slice's two halves in turn. With one stream
+// of these compute-heavy dots the hardware prefetchers kept too few lines in flight: on an Intel
+// Xeon (Emerald Rapids, 2 threads) a Q4_0_G8 dot loop read at ~80% of a plain SIMD read sum, with
+// two streams at ~100%, and L1B Q4_0 decode gained ~10% (bench/RESULTS.md). Runs of >= 1 KiB
+// keep each stream long enough for the L2 streamer.
+void vec_dot_decode(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
+                    float* y, ThreadPool& pool, const float* bias, int64_t tile_rows) {
+    constexpr int64_t kStreams = 2;
+    const size_t w_row = row_bytes(w.type, w.n_in);
+    const auto* w_bytes = static_cast<const uint8_t*>(w.data);
+    const int64_t run = std::max<int64_t>(1, 1024 / static_cast<int64_t>(w_row));
+    pool.parallel_for((w.n_out + tile_rows - 1) / tile_rows, [&](int64_t b, int64_t e, int) {
+        const int64_t r0 = b * tile_rows, r1 = std::min(w.n_out, e * tile_rows);
+        const int64_t part = (r1 - r0 + kStreams - 1) / kStreams;
+        for (int64_t k = 0; k < part; k += run)
+            for (int64_t s = 0; s < kStreams; ++s) {
+                const int64_t a = r0 + s * part + k;
+                const int64_t z = std::min({a + run, r0 + (s + 1) * part, r1});
+                if (a >= z) continue;
+                vec_dot_tokens(tt, w.n_in, static_cast<int>(z - a), w_bytes + a * w_row, w_row, 1,
+                               xb, x_row, y + a, static_cast<size_t>(w.n_out));
+                if (bias)
+                    for (int64_t o = a; o < z; ++o) y[o] += bias[o];
+            }
+    });
+}
+
 // Tiled vec_dot_tokens over activations already in the partner type (rows x_row bytes).
 void vec_dot_tiles(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
                    int64_t n_tokens, float* y, ThreadPool& pool, const float* bias) {
-    const size_t w_row = row_bytes(w.type, w.n_in);
-    const auto* w_bytes = static_cast<const uint8_t*>(w.data);
     // Output tiles of kTileRows weight rows x kTileTokens tokens: the tile's activation rows stay
     // in L2 while its weight rows stream through L1 once per token block. Tiles are ordered
-    // token-block-major so threads working at the same time share the activation block. Decode
-    // (one token) is one row of tiles: each thread reads a contiguous slice of the weights, the
-    // same number of tiles per thread (parallel_for splits evenly).
+    // token-block-major so threads working at the same time share the activation block.
     constexpr int64_t kTileRows = 16, kTileTokens = 64;
+    if (n_tokens == 1) return vec_dot_decode(w, tt, xb, x_row, y, pool, bias, kTileRows);
+    const size_t w_row = row_bytes(w.type, w.n_in);
+    const auto* w_bytes = static_cast<const uint8_t*>(w.data);
     const int64_t row_tiles = (w.n_out + kTileRows - 1) / kTileRows;
     const int64_t tok_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
     pool.parallel_for(row_tiles * tok_tiles, [&](int64_t b, int64_t e, int) {
