@@ -229,6 +229,15 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
                                        std::max<int64_t>(1, span / kMinSlice));
     const int64_t slice_len = (span + n_slices - 1) / n_slices;
 
+    // Prefill on the AMX tiles where they measured faster (use_amx_attention) and the caller
+    // allows bf16 products, over contiguous f32 rows (a F32 cache, or the span widened below)
+    // and one slice; training's forward (lse) stays f32, its backward rebuilds the probabilities.
+    // Decided before this call takes its thread_local buffers: the first decision measures both
+    // kernels through attention_impl on this thread, which resizes those same buffers (taken
+    // after it, a 64-token prefill of 12 heads wrote through freed memory).
+    const bool amx = s.bf16_products && lse == nullptr && n_slices == 1 &&
+                     n_tokens * G >= kAmxMinRows && isa == Isa::Avx512 && use_amx_attention(D);
+
     // Per (slice, token, head): partial state (m, l) and unnormalised output.
     const size_t n_state = static_cast<size_t>(n_slices * n_tokens * s.n_head);
     thread_local std::vector<float> state;
@@ -243,11 +252,6 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
     // decode widens block by block inside its one job. Paged caches go the same way (F32 rows
     // copied instead of widened), so the block kernels always see contiguous rows.
     const bool gathered = f16 || paged;
-    // Prefill on the AMX tiles where they measured faster (use_amx_attention) and the caller
-    // allows bf16 products, over contiguous f32 rows (a F32 cache, or the span widened below)
-    // and one slice; training's forward (lse) stays f32, its backward rebuilds the probabilities.
-    const bool amx = s.bf16_products && lse == nullptr && n_slices == 1 &&
-                     n_tokens * G >= kAmxMinRows && isa == Isa::Avx512 && use_amx_attention(D);
     const bool widen_up_front = gathered && (n_tiles > 1 || amx);
     const void* const* k_pages = paged ? paged->k : nullptr;
     const void* const* v_pages = paged ? paged->v : nullptr;
