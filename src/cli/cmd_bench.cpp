@@ -221,13 +221,19 @@ int run_bench_cmd(const BenchArgs& a) {
     if (a.json) {
         std::printf("%s\n", out.dump(2).c_str());
     } else {
+        char amx[96] = "";
+        if (probe.amx_bf16 > 0)
+            std::snprintf(amx, sizeof amx, ", AMX BF16 tiles %.0f GFLOP/s",
+                          probe.amx_bf16_for(a.threads));
         std::printf(
             "\nroofline: decode at %.1f GB/s read bandwidth / %.1f MB per token (weights touched "
-            "+ KV cache at mid-run); prefill at the %s peaks (FP32 FMA %.0f, BF16 %.0f GFLOP/s, "
-            "int8 %.0f GOP/s for %d threads), from `syslm probe` (%s).\n",
+            "+ KV cache at mid-run); prefill at the peak of the units each weight type's GEMM "
+            "was measured fastest on (%s: FP32 FMA %.0f, BF16 dot %.0f GFLOP/s%s; int8 %.0f GOP/s "
+            "where no GEMM runs; %d threads), attention at the FP32 FMA peak, from `syslm probe` "
+            "(%s).\n",
             probe.read_gbs_for(a.threads),
             (costs.decode_weight_bytes + costs.kv_bytes_per_position * a.n_gen / 2) / 1e6,
-            probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads),
+            probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads), amx,
             probe.int8_for(a.threads), a.threads, profile::probe_cache_path().c_str());
     }
     for (const profile::OpReport& rep : reports) {
@@ -255,8 +261,9 @@ std::function<int()> setup(CLI::App& app) {
         "untimed, then -r times; t/s is the mean ± sample standard deviation over the "
         "repetitions. 'of roof' is the figure as a fraction of its roofline: decode against the "
         "read bandwidth measured by `syslm probe` divided by the bytes a step reads (weights "
-        "touched + KV cache), prefill against the arithmetic peaks of the weight types (int8 dot "
-        "products for quantized types, FP32 FMA for F32/F16, BF16 dot products for BF16). The "
+        "touched + KV cache), prefill against the arithmetic peak of the units each weight type's "
+        "GEMM runs on, as measured at startup (AMX BF16 tiles, BF16 dot products or FP32 FMA; "
+        "int8 dot products where no GEMM runs), attention against the FP32 FMA peak. The "
         "probe result is cached; run `syslm probe --refresh` on a quiet machine for good "
         "rooflines. --json prints one object per test with llama-bench's field names "
         "(n_prompt, n_gen, avg_ts, stddev_ts, model_size, model_n_params, n_threads, ...).");
