@@ -28,6 +28,7 @@ struct TuneTrainArgs {
     std::vector<std::string> train_args;
     std::string config, data, out_dir, memory_limit, goal = "throughput";
     int steps = 4;
+    double max_loss_change = 0;  // > 0: precision is searched, with this per-step limit
 };
 
 // Options the trials set themselves, or that a single-process trial cannot honour.
@@ -36,7 +37,8 @@ const char* const kRefused[] = {"-o", "--out", "--checkpoint", "--resume", "--me
                                 "--zero", "--token-budget", "--memory-limit", "--micro-batches",
                                 "--checkpoint-every"};
 // The knobs: removed from the command before a trial sets them.
-const char* const kKnobs[] = {"-b", "--batch", "--accum", "--recompute", "-t", "--threads"};
+const char* const kKnobs[] = {"-b", "--batch",   "--accum", "--recompute",
+                               "--precision", "-t", "--threads"};
 
 bool is_option(const std::string& arg, const char* name) {
     return arg == name || arg.rfind(std::string(name) + "=", 0) == 0;
@@ -138,11 +140,18 @@ int run_tune_train(TuneTrainArgs& a) {
     o.memory_limit_mib = limit_mib;
     o.loss_rtol = tune::loss_order_bound(
         a.steps, std::max(s.at("n_vocab").get<double>(), s.at("tokens_per_step").get<double>()));
+    if (a.max_loss_change > 0) {
+        o.precisions = {"f32", "bf16"};
+        o.precision_rtol = a.max_loss_change;
+    }
     o.log = &std::cerr;
     std::cerr << "tune: train: the command's settings: micro-batch " << o.baseline.micro_batch
               << " x " << o.baseline.accum << ", recompute " << o.baseline.recompute << ", "
               << o.baseline.precision << ", " << o.baseline_threads << " threads; losses must "
-              << "agree within " << o.loss_rtol << " (relative) step by step\n";
+              << "agree within " << o.loss_rtol << " (relative) step by step";
+    if (a.max_loss_change > 0)
+        std::cerr << ", within " << a.max_loss_change << " in another precision";
+    std::cerr << "\n";
 
     const std::vector<std::string> base_command = without_knobs(command);
     nlohmann::json trials = nlohmann::json::array();
@@ -153,7 +162,8 @@ int run_tune_train(TuneTrainArgs& a) {
             const TrialOutput out = run_trial(
                 a, base_command,
                 {"--batch", std::to_string(t.micro_batch), "--accum", std::to_string(t.accum),
-                 "--recompute", t.recompute, "-t", std::to_string(threads)},
+                 "--recompute", t.recompute, "--precision", t.precision, "-t",
+                 std::to_string(threads)},
                 metrics_path());
             return out.m;
         },
@@ -176,6 +186,7 @@ int run_tune_train(TuneTrainArgs& a) {
         {"steps", a.steps},
         {"memory_limit_mib", std::isfinite(limit_mib) ? nlohmann::json(limit_mib) : nullptr},
         {"loss_rtol", o.loss_rtol},
+        {"max_loss_change", a.max_loss_change > 0 ? nlohmann::json(a.max_loss_change) : nullptr},
         {"trials", trials},
         {"default", {{"tokens_per_s", r.baseline.m.tokens_per_s}, {"peak_rss_mib", r.baseline.m.peak_rss_mib}}},
         {"tuned", {{"tokens_per_s", r.best.m.tokens_per_s}, {"peak_rss_mib", r.best.m.peak_rss_mib}}}};
@@ -214,14 +225,21 @@ std::function<int()> setup_tune_train(CLI::App& sub) {
                "--layers 4 --dim 256 --data data/ --batch 8 --seq 128\n"
                "Each trial is `syslm train` with the command's arguments for --steps steps; "
                "micro-batch x accumulation (the same global batch), --recompute and threads are "
-               "searched. A trial counts when its peak memory fits --memory-limit and its losses "
-               "equal the command's own step for step within the order-of-sums bound (the same "
-               "loss curve). Writes plan.json (for `syslm train --plan`) and trials.json.");
+               "searched, and --precision (f32, bf16) when --max-loss-change is given. A trial "
+               "counts when its peak memory fits --memory-limit and its losses equal the "
+               "command's own step for step within the order-of-sums bound (the same loss curve), "
+               "or, in another precision than the command's, within --max-loss-change. Writes "
+               "plan.json (for `syslm train --plan`) and trials.json.");
     sub.add_option("-o,--out", a->out_dir, "Directory for plan.json and trials.json");
     sub.add_option("--goal", a->goal, "throughput: training tokens/s")->capture_default_str();
     sub.add_option("--memory-limit", a->memory_limit,
                    "Largest peak memory a trial may reach (e.g. 4GiB); the command's own "
                    "settings must fit it");
+    sub.add_option("--max-loss-change", a->max_loss_change,
+                   "Also search --precision (f32, bf16): a trial in another precision than the "
+                   "command's counts when every step's loss is within this relative change of "
+                   "the command's own (e.g. 0.01); without it precision is not searched")
+        ->check(CLI::Range(1e-9, 1.0));
     sub.add_option("--steps", a->steps, "Steps per trial")
         ->capture_default_str()
         ->check(CLI::Range(2, 1000));

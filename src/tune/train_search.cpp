@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "tune/confirmation.hpp"
@@ -51,36 +53,49 @@ TrainSearchResult search_training(const TrainMeasureFn& measure, const TrainSear
     auto judge = [&](TrainTrial& t) {
         if (!t.error.empty()) return;
         t.fits = t.m.peak_rss_mib <= o.memory_limit_mib;
+        const double rtol = t.settings.precision == base.settings.precision
+                                ? o.loss_rtol
+                                : std::max(o.loss_rtol, o.precision_rtol);
         t.same_curve = t.m.losses.size() == base.m.losses.size();
         for (size_t i = 0; t.same_curve && i < t.m.losses.size(); ++i)
-            t.same_curve = std::abs(t.m.losses[i] - base.m.losses[i]) <=
-                           o.loss_rtol * std::abs(base.m.losses[i]);
+            t.same_curve =
+                std::abs(t.m.losses[i] - base.m.losses[i]) <= rtol * std::abs(base.m.losses[i]);
     };
     r.trials.push_back(base);
 
     std::vector<int> threads;
     for (int t = 1; t < o.max_threads; t *= 2) threads.push_back(t);
     threads.push_back(o.max_threads);
+    std::vector<std::string> precisions = o.precisions;
+    if (std::find(precisions.begin(), precisions.end(), o.baseline.precision) == precisions.end())
+        precisions.insert(precisions.begin(), o.baseline.precision);
+    // Every grid point: a divisor of the global batch as micro-batch, each recompute policy,
+    // thread count and precision.
+    std::vector<std::pair<TrainSettings, int>> grid;
+    for (const std::string& precision : precisions)
+        for (int mb = 1; mb <= global; ++mb) {
+            if (global % mb) continue;
+            for (const char* recompute : {"none", "selective", "full"})
+                for (int th : threads) {
+                    TrainSettings s = o.baseline;
+                    s.micro_batch = mb;
+                    s.accum = global / mb;
+                    s.recompute = recompute;
+                    s.precision = precision;
+                    if (!(s == o.baseline && th == o.baseline_threads)) grid.emplace_back(s, th);
+                }
+        }
     TrainTrial best = base;
-    for (int mb = 1; mb <= global; ++mb) {
-        if (global % mb) continue;
-        for (const char* recompute : {"none", "selective", "full"})
-            for (int th : threads) {
-                TrainSettings s = o.baseline;
-                s.micro_batch = mb;
-                s.accum = global / mb;
-                s.recompute = recompute;
-                if (s == o.baseline && th == o.baseline_threads) continue;
-                TrainTrial t = run(s, th);
-                judge(t);
-                say(cat(describe(s, th), ": ",
-                        !t.error.empty() ? t.error
-                                         : cat(t.m.tokens_per_s, " tok/s, peak ", t.m.peak_rss_mib,
-                                               " MiB", t.fits ? "" : " (over the limit)",
-                                               t.same_curve ? "" : " (another loss curve)")));
-                if (t.counts() && t.m.tokens_per_s > best.m.tokens_per_s) best = t;
-                r.trials.push_back(t);
-            }
+    for (const auto& [s, th] : grid) {
+        TrainTrial t = run(s, th);
+        judge(t);
+        say(cat(describe(s, th), ": ",
+                !t.error.empty() ? t.error
+                                 : cat(t.m.tokens_per_s, " tok/s, peak ", t.m.peak_rss_mib, " MiB",
+                                       t.fits ? "" : " (over the limit)",
+                                       t.same_curve ? "" : " (another loss curve)")));
+        if (t.counts() && t.m.tokens_per_s > best.m.tokens_per_s) best = t;
+        r.trials.push_back(t);
     }
 
     r.baseline = base;

@@ -2,8 +2,10 @@
 // same global batch, activation recompute, threads) searched over a grid of real training runs.
 // A trial counts only when its peak memory fits the limit and its losses equal the default's
 // step for step within the order-of-sums bound: the same global batch, seed and arithmetic,
-// summed in another order, so the same loss curve. Precision is not searched (bf16 changes the
-// arithmetic, not only the order). The default and the best are then timed alternately.
+// summed in another order, so the same loss curve. Precision changes the arithmetic, not only
+// the order: it is searched only when the user gives a limit for the loss change it may make
+// (precisions, precision_rtol), and a trial in another precision than the default's counts when
+// every step's loss is within that limit. The default and the best are then timed alternately.
 #pragma once
 
 #include <functional>
@@ -37,6 +39,10 @@ struct TrainSearchOptions {
     int max_threads = 1;
     double memory_limit_mib = std::numeric_limits<double>::infinity();
     double loss_rtol = 0;        // per-step |loss - default| / default allowed
+    // Precisions searched ("f32", "bf16"); empty: the baseline's only. A trial in another
+    // precision than the baseline's may change each step's loss by precision_rtol (relative).
+    std::vector<std::string> precisions;
+    double precision_rtol = 0;
     int confirm_reps = 3;
     std::ostream* log = nullptr;
 };

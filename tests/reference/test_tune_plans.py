@@ -172,3 +172,41 @@ def test_tune_train_keeps_the_loss_curve_and_its_plan_applies(syslm_bin, tmp_pat
     bad = subprocess.run([str(syslm_bin), "tune", "train", "-o", str(out), "--", *command,
                           "--steps", "9"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--steps" in bad.stderr
+
+
+def test_tune_train_searches_precision_under_the_loss_limit(syslm_bin, tmp_path):
+    """With --max-loss-change, `tune train` also runs the trials in the other precision: each
+    counted trial in another precision than the command's has every step's loss within that
+    limit, and the plan's precision is the chosen trial's (applied by `train --plan`)."""
+    command = ["--arch", "llama", "--vocab", "97", "--layers", "2", "--dim", "32", "--heads", "2",
+               "--ctx", "64", "--synthetic-data", "--seq", "16", "--batch", "2",
+               "--precision", "f32"]
+    out = tmp_path / "tp"
+    proc = subprocess.run([str(syslm_bin), "tune", "train", "-o", str(out), "--steps", "3",
+                           "--max-loss-change", "0.05", "--", *command],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "trials.json").read_text())
+    assert report["max_loss_change"] == 0.05
+    trials = report["trials"]
+    base = trials[0]
+    assert base["precision"] == "f32"
+    assert {t["precision"] for t in trials} == {"f32", "bf16"}
+    for t in trials:
+        if not t["same_curve"]:
+            continue
+        limit = report["loss_rtol"] if t["precision"] == "f32" else 0.05
+        for a, b in zip(t["losses"], base["losses"]):
+            assert abs(a - b) <= limit * abs(b)
+    assert any(t["precision"] == "bf16" and t["same_curve"] for t in trials), \
+        "bf16 moved a loss by more than 5% in 3 steps of a 2-layer model"
+    plan = json.loads((out / "plan.json").read_text())
+    cmd = command[:-4]  # without --batch 2 --precision f32: the plan sets them
+    ran = subprocess.run([str(syslm_bin), "train", *cmd, "--steps", "2", "--json", "--plan",
+                          str(out / "plan.json")], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    summary = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert summary["precision"] == plan["train"]["precision"]
+    no = subprocess.run([str(syslm_bin), "tune", "train", "-o", str(out), "--max-loss-change",
+                         "0", "--", *command], capture_output=True, text=True, timeout=60)
+    assert no.returncode != 0

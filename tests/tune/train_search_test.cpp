@@ -1,9 +1,12 @@
 // The training goal's search on a synthetic cost function whose optimum is known: the fastest
 // setting over the memory limit and a fast one with another loss curve are passed over, the
-// global batch is kept, and a baseline over the limit is refused.
+// global batch is kept, a faster precision counts only within the user's loss limit, and a
+// baseline over the limit is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "tune/train_search.hpp"
@@ -54,6 +57,40 @@ TEST(TrainSearch, FindsTheFastestThatFitsWithTheSameLossCurve) {
     EXPECT_TRUE(order_ok);
     // 6 divisors x 3 recompute policies x 2 thread counts, the baseline once.
     EXPECT_EQ(r.trials.size(), 36u);
+}
+
+// bf16 trials run 1.8x faster and move each step's loss by 2e-3 (relative): passed over without a
+// precision limit, or with one below that change; chosen with one above it.
+TEST(TrainSearch, SearchesPrecisionOnlyUnderTheUsersLossLimit) {
+    auto measure = [](const TrainSettings& s, int threads) {
+        TrainMeasurement m = synthetic(s, threads);
+        if (s.precision == "bf16") {
+            m.tokens_per_s *= 1.8;
+            for (double& l : m.losses) l *= 1 + 2e-3;
+        }
+        return m;
+    };
+    TrainSearchOptions o;
+    o.baseline = {12, 1, "full", "f32"};
+    o.baseline_threads = 2;
+    o.max_threads = 2;
+    o.memory_limit_mib = 300;
+    o.loss_rtol = loss_order_bound(3, 32000);
+    for (double limit : {0.0, 1e-3, 5e-3}) {
+        o.precisions = limit > 0 ? std::vector<std::string>{"f32", "bf16"}
+                                 : std::vector<std::string>{};
+        o.precision_rtol = limit;
+        const TrainSearchResult r = search_training(measure, o);
+        EXPECT_EQ(r.best.settings.micro_batch, 6) << limit;
+        EXPECT_EQ(r.best.settings.recompute, "selective") << limit;
+        EXPECT_EQ(r.best.settings.precision, limit > 2e-3 ? "bf16" : "f32") << limit;
+        EXPECT_NEAR(r.best.m.tokens_per_s, limit > 2e-3 ? 900 * 1.8 : 900, 1e-9) << limit;
+        EXPECT_EQ(r.trials.size(), limit > 0 ? 72u : 36u) << limit;
+        for (const TrainTrial& t : r.trials)
+            if (t.settings.precision == "bf16") {
+                EXPECT_EQ(t.same_curve, limit > 2e-3) << limit;
+            }
+    }
 }
 
 TEST(TrainSearch, RefusesABaselineOverTheLimit) {
