@@ -47,6 +47,16 @@ std::vector<float> dense_reference(const AttentionShape& s, const std::vector<fl
     return out;
 }
 
+// x as f16, and x rounded to those values in place (so that F32 and F16 caches hold the same).
+std::vector<uint16_t> to_f16_in_place(std::vector<float>& x) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        h[i] = f32_to_f16(x[i]);
+        x[i] = f16_to_f32(h[i]);
+    }
+    return h;
+}
+
 struct Case {
     int n_head, n_head_kv, head_dim, window;
     int64_t n_tokens, pos0;
@@ -77,13 +87,7 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
         for (auto& x : *vec) x = d(rng);
     // Exactly sized buffers: a read past the cache's last position would be caught by ASan.
     if (kv_type == DType::F16) {
-        std::vector<uint16_t> kh(k.size()), vh(v.size());
-        for (size_t i = 0; i < k.size(); ++i) {
-            kh[i] = f32_to_f16(k[i]);
-            vh[i] = f32_to_f16(v[i]);
-            k[i] = f16_to_f32(kh[i]);
-            v[i] = f16_to_f32(vh[i]);
-        }
+        const std::vector<uint16_t> kh = to_f16_in_place(k), vh = to_f16_in_place(v);
         attention(s, q.data(), kh.data(), vh.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
     } else {
         attention(s, q.data(), k.data(), v.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
@@ -221,13 +225,7 @@ TEST(Attention, FirstPrefillMeasuresTheChoiceSafely) {
     std::vector<float> q(T * 12 * 64), k(T * s.kv_stride), v(T * s.kv_stride), out(q.size());
     for (auto* vec : {&q, &k, &v})
         for (auto& x : *vec) x = nd(rng);
-    std::vector<uint16_t> kh(k.size()), vh(v.size());
-    for (size_t i = 0; i < k.size(); ++i) {
-        kh[i] = f32_to_f16(k[i]);
-        vh[i] = f32_to_f16(v[i]);
-        k[i] = f16_to_f32(kh[i]);
-        v[i] = f16_to_f32(vh[i]);
-    }
+    std::vector<uint16_t> kh = to_f16_in_place(k), vh = to_f16_in_place(v);
     ThreadPool pool(2);
     for (int rep = 0; rep < 3; ++rep) {
         attention(s, q.data(), kh.data(), vh.data(), T, 0, out.data(), pool);
@@ -263,13 +261,8 @@ TEST(Attention, AmxPrefillWithinTheBf16Bound) {
                 v(total * s.kv_stride), out(q.size()), f32(q.size());
             for (auto* vec : {&q, &k, &v})
                 for (auto& x : *vec) x = nd(rng);
-            std::vector<uint16_t> kh(k.size()), vh(v.size());
-            for (size_t i = 0; i < k.size(); ++i) {
-                kh[i] = f32_to_f16(k[i]);
-                vh[i] = f32_to_f16(v[i]);
-                k[i] = f16_to_f32(kh[i]);  // the values both caches hold
-                v[i] = f16_to_f32(vh[i]);
-            }
+            // The values both caches hold.
+            std::vector<uint16_t> kh = to_f16_in_place(k), vh = to_f16_in_place(v);
             const void* kc = kv_type == DType::F16 ? static_cast<const void*>(kh.data()) : k.data();
             const void* vc = kv_type == DType::F16 ? static_cast<const void*>(vh.data()) : v.data();
             ThreadPool pool(3);
