@@ -78,6 +78,18 @@ int run_probe_cmd(const ProbeArgs& a) {
                                                                : "");
     }
     std::printf("\n");
+    // Batches below that (serving's decode steps): the VNNI dots or the AMX int8 tiles.
+    std::printf("batched dots (timed now, 1 thread, 16 tokens x 256 x 2048):");
+    for (DType t : {DType::Q8_0_G8W, DType::Q4_0_G8}) {
+        const kernels::BatchDotChoice& b = kernels::batch_dot_choice(t);
+        if (b.vnni_ms > 0)
+            std::printf(" %s vnni %.2f ms, amx-int8 %.2f ms (%s);", dtype_name(t).data(),
+                        b.vnni_ms, b.amx_ms, b.amx ? "amx-int8" : "vnni");
+        else
+            std::printf(" %s %s (%s);", dtype_name(t).data(), b.amx ? "amx-int8" : "vnni",
+                        std::getenv("SYSLM_BATCH_DOT") ? "SYSLM_BATCH_DOT" : "no AMX int8 tiles");
+    }
+    std::printf("\n");
     // Prefill attention of quantized / F16 / BF16 models: f32 or the AMX tiles.
     const kernels::AttentionChoice& ac = kernels::attention_prefill_choice();
     if (ac.f32_ms > 0)

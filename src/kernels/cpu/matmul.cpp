@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/timing_inputs.hpp"
@@ -15,6 +17,8 @@
 namespace syslm::kernels {
 
 namespace {
+
+thread_local bool exact_small_batches = false;  // ExactSmallBatches
 
 // Decode (one token): each thread takes an even share of the rows (in whole tiles of kTileRows)
 // and reads its slice as two streams, rows from the slice's two halves in turn. With one stream
@@ -52,6 +56,7 @@ void vec_dot_tiles(const WeightView& w, const TypeTraits& tt, const uint8_t* xb,
     // token-block-major so threads working at the same time share the activation block.
     constexpr int64_t kTileRows = 16, kTileTokens = 64;
     if (n_tokens == 1) return vec_dot_decode(w, tt, xb, x_row, y, pool, bias, kTileRows);
+    const bool amx = !exact_small_batches && w.act_scale <= 0 && batch_dot_choice(w.type).amx;
     const size_t w_row = row_bytes(w.type, w.n_in);
     const auto* w_bytes = static_cast<const uint8_t*>(w.data);
     const int64_t row_tiles = (w.n_out + kTileRows - 1) / kTileRows;
@@ -62,9 +67,14 @@ void vec_dot_tiles(const WeightView& w, const TypeTraits& tt, const uint8_t* xb,
                           r1 = std::min(w.n_out, r0 + kTileRows);
             const int64_t t0 = (tile / row_tiles) * kTileTokens;
             const int64_t t1 = std::min(n_tokens, t0 + kTileTokens);
-            vec_dot_tokens(tt, w.n_in, static_cast<int>(r1 - r0), w_bytes + r0 * w_row, w_row,
-                           static_cast<int>(t1 - t0), xb + t0 * x_row, x_row,
-                           y + t0 * w.n_out + r0, static_cast<size_t>(w.n_out));
+            const int nr = static_cast<int>(r1 - r0), nt = static_cast<int>(t1 - t0);
+            float* out = y + t0 * w.n_out + r0;
+            if (amx)
+                x86::dot_tokens_amx_int8(w.type, w.n_in, nr, w_bytes + r0 * w_row, w_row, nt,
+                                         xb + t0 * x_row, x_row, out, static_cast<size_t>(w.n_out));
+            else
+                vec_dot_tokens(tt, w.n_in, nr, w_bytes + r0 * w_row, w_row, nt, xb + t0 * x_row,
+                               x_row, out, static_cast<size_t>(w.n_out));
             if (bias)
                 for (int64_t t = t0; t < t1; ++t)
                     for (int64_t o = r0; o < r1; ++o) y[t * w.n_out + o] += bias[o];
@@ -213,6 +223,75 @@ GemmCrossover measure_crossover(DType type) {
 
 }  // namespace
 
+bool amx_int8_available() {
+    return isa_supported(Isa::Avx512) && cpu_features().avx512bw && cpu_features().amx_int8 &&
+           amx_tiles_permitted();
+}
+
+namespace {
+
+// Times the VNNI dots and the AMX int8 tiles on 16 tokens x 256 rows x 2048 of `type`.
+BatchDotChoice measure_batch_dot(DType type) {
+    BatchDotChoice c;
+    constexpr int64_t K = 2048, N = 256, T = 16, kRows = 16;
+    const TypeTraits& tt = type_traits(type);
+    const TypeTraits& at = type_traits(tt.vec_dot_type);
+    std::vector<float> wf(static_cast<size_t>(N * K)), x(static_cast<size_t>(T * K));
+    uint64_t seed = 0x2545F4914F6CDD1Dull;
+    fill_timing_values(wf, seed, 0.02f);
+    fill_timing_values(x, seed);
+    const size_t rb = row_bytes(type, K), xr = row_bytes(tt.vec_dot_type, K);
+    std::vector<uint8_t> wq(rb * N), xq(xr * T);
+    for (int64_t o = 0; o < N; ++o) tt.from_float(wf.data() + o * K, wq.data() + o * rb, K);
+    for (int64_t t = 0; t < T; ++t) at.from_float(x.data() + t * K, xq.data() + t * xr, K);
+    std::vector<float> y(static_cast<size_t>(T * N));
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 3; ++rep)
+        for (int amx : {0, 1}) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int64_t r = 0; r < N; r += kRows) {
+                if (amx)
+                    x86::dot_tokens_amx_int8(type, K, kRows, wq.data() + r * rb, rb, T, xq.data(),
+                                             xr, y.data() + r, N);
+                else
+                    vec_dot_tokens(tt, K, kRows, wq.data() + r * rb, rb, T, xq.data(), xr,
+                                   y.data() + r, N);
+            }
+            best[amx] = std::min(best[amx], std::chrono::duration<double>(
+                                                std::chrono::steady_clock::now() - t0).count());
+        }
+    c.vnni_ms = best[0] * 1e3;
+    c.amx_ms = best[1] * 1e3;
+    c.amx = best[1] < best[0];
+    return c;
+}
+
+}  // namespace
+
+const BatchDotChoice& batch_dot_choice(DType type) {
+    static const BatchDotChoice none;
+    if (type != DType::Q4_0_G8 && type != DType::Q8_0_G8W) return none;
+    static const std::string env = [] {
+        const char* e = std::getenv("SYSLM_BATCH_DOT");
+        return std::string(e ? e : "");
+    }();
+    SYSLM_CHECK(env.empty() || env == "vnni" || env == "amx-int8", "SYSLM_BATCH_DOT='", env,
+                "': expected vnni or amx-int8");
+    SYSLM_CHECK(env != "amx-int8" || amx_int8_available(),
+                "SYSLM_BATCH_DOT=amx-int8: this CPU has no AMX int8 tiles granted");
+    static std::mutex mu;
+    static std::map<DType, BatchDotChoice> table;
+    const std::lock_guard<std::mutex> lock(mu);
+    auto it = table.find(type);
+    if (it == table.end()) {
+        BatchDotChoice c;
+        if (!env.empty()) c.amx = env == "amx-int8";
+        else if (amx_int8_available()) c = measure_batch_dot(type);
+        it = table.emplace(type, c).first;
+    }
+    return it->second;
+}
+
 int64_t gemm_min_tokens() {
     const int64_t env = env_min_tokens();
     return env > 0 ? env : kGemmMinTokens;
@@ -229,10 +308,6 @@ const GemmCrossover& gemm_crossover(DType type) {
                  .first;
     return it->second;
 }
-
-namespace {
-thread_local bool exact_small_batches = false;
-}  // namespace
 
 ExactSmallBatches::ExactSmallBatches() : previous_(exact_small_batches) {
     exact_small_batches = true;

@@ -99,6 +99,24 @@ struct GemmCrossover {
     std::vector<Timing> timings;  // empty where nothing was timed (override, float or no GEMM)
 };
 const GemmCrossover& gemm_crossover(DType type);
+
+// Batches on the vec_dot path (2 tokens or more) with Q4_0_G8 or Q8_0_G8W weights may run on the
+// AMX int8 tiles instead of the VNNI dots (x86/quant_tokens_amx.cpp), where the CPU has them and
+// they measured faster: 16 tokens x 256 rows x 2048 on one thread, best of three, once per
+// process and type. SYSLM_BATCH_DOT=vnni|amx-int8 overrides it. Never under ExactSmallBatches
+// (their sums run in another order than a token's alone).
+struct BatchDotChoice {
+    bool amx = false;
+    double vnni_ms = 0, amx_ms = 0;  // 0 where not timed
+};
+bool amx_int8_available();
+const BatchDotChoice& batch_dot_choice(DType type);
+namespace x86 {
+// s[t * bs + r] for r < nr <= 16 weight rows (bx bytes apart) and t < nt <= 64 tokens of Q8_0_G8
+// activations (by bytes apart), n a multiple of 256: as vec_dot_tokens, summed in another order.
+void dot_tokens_amx_int8(DType type, int64_t n, int nr, const void* x, size_t bx, int nt,
+                         const void* y, size_t by, float* s, size_t bs);
+}  // namespace x86
 // The panel format matmul() uses for `type` and `n_tokens` on the active ISA (None: vec_dot).
 GemmPanel matmul_gemm_panel(DType type, int64_t n_tokens);
 
