@@ -34,7 +34,8 @@ struct Legacy {
         if (type == DType::Q8_0_G8) {
             const auto* g = reinterpret_cast<const BlockQ8_0G8*>(bytes.data() + r * row) + b / 8;
             *d = g->d[kG8Slot[b % 8]];
-            return g->qs[g8_pair_offset(static_cast<int>(b % 8), static_cast<int>(e / 16)) + e % 16];
+            const int pair = g8_pair_offset(static_cast<int>(b % 8), static_cast<int>(e / 16));
+            return g->qs[pair + e % 16];
         }
         if (type == DType::Q4_0) {
             const auto* blk = reinterpret_cast<const BlockQ4_0*>(bytes.data() + r * row) + b;
@@ -78,8 +79,8 @@ TEST(BatchDot, AmxInt8MatchesTheExactBlockSums) {
                     Legacy w{legacy, std::vector<uint8_t>(row_bytes(legacy, K) * nr),
                              row_bytes(legacy, K)};
                     for (int r = 0; r < nr; ++r)
-                        type_traits(legacy).from_float(wf.data() + r * K, w.bytes.data() + r * w.row,
-                                                       K);
+                        type_traits(legacy).from_float(wf.data() + r * K,
+                                                       w.bytes.data() + r * w.row, K);
                     const size_t rb = row_bytes(g8, K);
                     std::vector<uint8_t> wg(rb * nr);
                     repack_rows(legacy, g8, w.bytes.data(), wg.data(), K, nr);

@@ -179,6 +179,18 @@ bool float_type(DType t) {
     return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
+// rows x K timing values (fill_timing_values, times scale) quantized row by row with tt: the
+// matrices the one-time kernel timings below run on.
+std::vector<uint8_t> timing_rows(const TypeTraits& tt, int64_t rows, int64_t K, uint64_t& state,
+                                 float scale = 1.0f) {
+    std::vector<float> f(static_cast<size_t>(rows * K));
+    fill_timing_values(f, state, scale);
+    const size_t rb = row_bytes(tt.type, K);
+    std::vector<uint8_t> q(rb * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) tt.from_float(f.data() + r * K, q.data() + r * rb, K);
+    return q;
+}
+
 // Times both paths on one thread for batches of 2..24 tokens (best of three each, about 20 ms
 // in all) and keeps the smallest batch from which the GEMM wins at every size tried.
 GemmCrossover measure_crossover(DType type) {
@@ -187,13 +199,10 @@ GemmCrossover measure_crossover(DType type) {
     if (float_type(type) || !tt.from_float || gemm_panel(type, active_isa()) == GemmPanel::None)
         return c;
     constexpr int64_t K = 2048, N = 256, kMaxTokens = 24;
-    std::vector<float> wf(static_cast<size_t>(N * K)), x(static_cast<size_t>(kMaxTokens * K));
     uint64_t s = 0x9E3779B97F4A7C15ull;
-    fill_timing_values(wf, s, 0.02f);
+    const std::vector<uint8_t> wq = timing_rows(tt, N, K, s, 0.02f);
+    std::vector<float> x(static_cast<size_t>(kMaxTokens * K));
     fill_timing_values(x, s);
-    const size_t rb = row_bytes(type, K);
-    std::vector<uint8_t> wq(rb * N);
-    for (int64_t o = 0; o < N; ++o) tt.from_float(wf.data() + o * K, wq.data() + o * rb, K);
     const WeightView w{type, K, N, wq.data()};
     std::vector<float> y(static_cast<size_t>(kMaxTokens * N));
     ThreadPool pool(1);
@@ -236,14 +245,10 @@ BatchDotChoice measure_batch_dot(DType type) {
     constexpr int64_t K = 2048, N = 256, T = 16, kRows = 16;
     const TypeTraits& tt = type_traits(type);
     const TypeTraits& at = type_traits(tt.vec_dot_type);
-    std::vector<float> wf(static_cast<size_t>(N * K)), x(static_cast<size_t>(T * K));
     uint64_t seed = 0x2545F4914F6CDD1Dull;
-    fill_timing_values(wf, seed, 0.02f);
-    fill_timing_values(x, seed);
+    const std::vector<uint8_t> wq = timing_rows(tt, N, K, seed, 0.02f);
+    const std::vector<uint8_t> xq = timing_rows(at, T, K, seed);
     const size_t rb = row_bytes(type, K), xr = row_bytes(tt.vec_dot_type, K);
-    std::vector<uint8_t> wq(rb * N), xq(xr * T);
-    for (int64_t o = 0; o < N; ++o) tt.from_float(wf.data() + o * K, wq.data() + o * rb, K);
-    for (int64_t t = 0; t < T; ++t) at.from_float(x.data() + t * K, xq.data() + t * xr, K);
     std::vector<float> y(static_cast<size_t>(T * N));
     double best[2] = {1e30, 1e30};
     for (int rep = 0; rep < 3; ++rep)

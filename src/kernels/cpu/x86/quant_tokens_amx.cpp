@@ -127,9 +127,9 @@ void dot_tokens(int64_t n, int nr, const void* vx, size_t bx, int nt, const void
                         const __m512i sums = _mm512_sub_epi32(
                             _mm512_load_si512(cs + t * kTile),
                             _mm512_set1_epi32(L::kOffset * yg->s[slot]));
+                        const __m512 scale = _mm512_mul_ps(dwv, _mm512_set1_ps(yg->d[slot]));
                         float* a = acc[c * kTile + t];
-                        _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums),
-                                                           _mm512_mul_ps(dwv, _mm512_set1_ps(yg->d[slot])),
+                        _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale,
                                                            _mm512_load_ps(a)));
                     }
                 }
