@@ -10,6 +10,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
+#include "kernels/cpu/decode_streams.hpp"
 #include "kernels/isa.hpp"
 #include "model/kv_cache.hpp"
 #include "profile/bench_runner.hpp"
@@ -235,6 +236,7 @@ int run_bench_cmd(const BenchArgs& a) {
             (costs.decode_weight_bytes + costs.kv_bytes_per_position * a.n_gen / 2) / 1e6,
             probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads), amx,
             probe.int8_for(a.threads), a.threads, profile::probe_cache_path().c_str());
+        std::printf("%s", kernels::describe_decode_streams().c_str());
     }
     for (const profile::OpReport& rep : reports) {
         std::FILE* f = a.json ? stderr : stdout;

@@ -5,6 +5,7 @@
 
 #include "cli/command.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/decode_streams.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -106,6 +107,12 @@ int run_probe_cmd(const ProbeArgs& a) {
     std::printf("; f32 on %s, bf16 on %s\n", kernels::train_gemm_name(tc.f32),
                 tc.bf16 == kernels::TrainGemm::None ? "f32 (rounded copies)"
                                                     : kernels::train_gemm_name(tc.bf16));
+    // Decode's weight streams are timed on the real weights, in each process (`bench` prints them).
+    if (std::getenv("SYSLM_DECODE_STREAMS"))
+        std::printf("%s", kernels::describe_decode_streams().c_str());
+    else
+        std::printf("decode weights read as one or two row streams per thread: timed on each "
+                    "process's first decode calls, per weight type (`syslm bench` prints them)\n");
     std::printf("%s %s (%s; delete the file or pass --refresh to measure again)\n",
                 measured ? "measured now, cached in" : "cached result from",
                 profile::probe_cache_path().c_str(), r.measured_at.c_str());

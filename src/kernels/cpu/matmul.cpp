@@ -10,6 +10,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/decode_streams.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/timing_inputs.hpp"
 #include "kernels/type_traits.hpp"
@@ -21,22 +22,21 @@ namespace {
 thread_local bool exact_small_batches = false;  // ExactSmallBatches
 
 // Decode (one token): each thread takes an even share of the rows (in whole tiles of kTileRows)
-// and reads its slice as two streams, rows from the slice's two halves in turn. With one stream
-// of these compute-heavy dots the hardware prefetchers kept too few lines in flight: on an Intel
-// Xeon (Emerald Rapids, 2 threads) a Q4_0_G8 dot loop read at ~80% of a plain SIMD read sum, with
-// two streams at ~100%, and L1B Q4_0 decode gained ~10% (bench/RESULTS.md). Runs of >= 1 KiB
-// keep each stream long enough for the L2 streamer.
+// and reads its slice as one stream, or as two with rows from the slice's two halves in turn,
+// whichever measured faster on this CPU (decode_streams.hpp). Runs of >= 1 KiB keep each stream
+// long enough for the L2 streamer.
 void vec_dot_decode(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
                     float* y, ThreadPool& pool, const float* bias, int64_t tile_rows) {
-    constexpr int64_t kStreams = 2;
     const size_t w_row = row_bytes(w.type, w.n_in);
     const auto* w_bytes = static_cast<const uint8_t*>(w.data);
+    const DecodeStreamsCall call(w.type, w.data, w_row * static_cast<size_t>(w.n_out));
+    const int64_t streams = call.streams();
     const int64_t run = std::max<int64_t>(1, 1024 / static_cast<int64_t>(w_row));
     pool.parallel_for((w.n_out + tile_rows - 1) / tile_rows, [&](int64_t b, int64_t e, int) {
         const int64_t r0 = b * tile_rows, r1 = std::min(w.n_out, e * tile_rows);
-        const int64_t part = (r1 - r0 + kStreams - 1) / kStreams;
+        const int64_t part = (r1 - r0 + streams - 1) / streams;
         for (int64_t k = 0; k < part; k += run)
-            for (int64_t s = 0; s < kStreams; ++s) {
+            for (int64_t s = 0; s < streams; ++s) {
                 const int64_t a = r0 + s * part + k;
                 const int64_t z = std::min({a + run, r0 + (s + 1) * part, r1});
                 if (a >= z) continue;
