@@ -210,6 +210,55 @@ float dot_q4_0_g8_q8_0_g8(int64_t n, const void* vx, const void* vy) {
     return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+// Q4_0_G8 against up to four tokens at once: each weight group's nibbles are loaded and split
+// once for all of them (a batch of serving's decode step, a verified draft). Per token it runs
+// dot_q4_0_g8_q8_0_g8's operations in the same order, so each result is bit for bit that dot's.
+template <int NT>
+void dot_q4_0_g8_nt(int64_t n, const BlockQ4_0G8* x, const uint8_t* yb, size_t by, float* s,
+                    size_t bs) {
+    const int64_t ng = n / (kG8Blocks * QK4_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc0[NT], acc1[NT];
+    for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < ng; ++i) {
+        prefetch_ahead(x + i);
+        __m256i lo[4], hi[4];
+        for (int p = 0; p < 4; ++p) {
+            const __m256i q = load256(x[i].qs + 32 * p);
+            lo[p] = _mm256_and_si256(q, m4);
+            hi[p] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0G8& y = reinterpret_cast<const BlockQ8_0G8*>(yb + t * by)[i];
+            __m256i pair[4];
+            for (int p = 0; p < 4; ++p)
+                pair[p] = dot8(lo[p], load256(y.qs + 64 * p), hi[p], load256(y.qs + 64 * p + 32));
+            if (i % 2 == 0)
+                acc0[t] = g8_group_fma<3>(pair, y.s, x[i].d, y.d, acc0[t]);
+            else
+                acc1[t] = g8_group_fma<3>(pair, y.s, x[i].d, y.d, acc1[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) s[t * bs] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
+}
+
+void dot_tokens_q4_0_g8(int64_t n, int nr, const void* vx, size_t bx, int nt, const void* vy,
+                        size_t by, float* s, size_t bs) {
+    const auto* xb = static_cast<const uint8_t*>(vx);
+    const auto* yb = static_cast<const uint8_t*>(vy);
+    for (int r = 0; r < nr; ++r) {
+        const auto* x = reinterpret_cast<const BlockQ4_0G8*>(xb + r * bx);
+        int t = 0;
+        for (; t + 4 <= nt; t += 4) dot_q4_0_g8_nt<4>(n, x, yb + t * by, by, s + t * bs + r, bs);
+        switch (nt - t) {
+            case 3: dot_q4_0_g8_nt<3>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
+            case 2: dot_q4_0_g8_nt<2>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
+            case 1: s[t * bs + r] = dot_q4_0_g8_q8_0_g8(n, x, yb + t * by); break;
+            default: break;
+        }
+    }
+}
+
 // Blocks with a minimum against Q8_1: d*dy*sum(q*y) + m*dy*sum(y). sum(y) is recomputed from the
 // quants (exact) rather than read from Q8_1's f16 `s`, as the reference does.
 __m256i levels_q4_1(const BlockQ4_1& b) {
@@ -467,6 +516,7 @@ void set_quant_dots(TypeTraits* rows, int n) {
     };
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
+    if (TypeTraits* r = find_row(rows, n, DType::Q4_0_G8)) r->vec_dot_tokens = dot_tokens_q4_0_g8;
 }
 
 }  // namespace

@@ -286,6 +286,52 @@ float dot_q8_0_g8w(int64_t n, const void* vx, const void* vy) {
     return hsum256(_mm256_add_ps(acc0, acc1));
 }
 
+// Q8_0_G8W against up to four tokens at once: each weight group is loaded once for all of them.
+// Per token the operations of dot_q8_0_g8w in the same order: each result is bit for bit its.
+template <int NT>
+void dot_q8_0_g8w_nt(int64_t n, const BlockQ8_0G8W* x, const uint8_t* yb, size_t by, float* s,
+                     size_t bs) {
+    __m256 acc0[NT], acc1[NT];
+    for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / (kG8Blocks * QK8_0); ++i) {
+        prefetch_ahead(x + i);
+        __m512i w[4];
+        for (int p = 0; p < 4; ++p) w[p] = _mm512_loadu_si512(x[i].qs + 64 * p);
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0G8& y = reinterpret_cast<const BlockQ8_0G8*>(yb + t * by)[i];
+            __m256i pair[4];
+            for (int p = 0; p < 4; ++p) {
+                const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[p],
+                                                      _mm512_loadu_si512(y.qs + 64 * p));
+                pair[p] =
+                    _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
+            }
+            if (i % 2 == 0)
+                acc0[t] = g8_group_fma<7>(pair, y.s, x[i].d, y.d, acc0[t]);
+            else
+                acc1[t] = g8_group_fma<7>(pair, y.s, x[i].d, y.d, acc1[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) s[t * bs] = hsum256(_mm256_add_ps(acc0[t], acc1[t]));
+}
+
+void dot_tokens_q8_0_g8w(int64_t n, int nr, const void* vx, size_t bx, int nt, const void* vy,
+                         size_t by, float* s, size_t bs) {
+    const auto* xb = static_cast<const uint8_t*>(vx);
+    const auto* yb = static_cast<const uint8_t*>(vy);
+    for (int r = 0; r < nr; ++r) {
+        const auto* x = reinterpret_cast<const BlockQ8_0G8W*>(xb + r * bx);
+        int t = 0;
+        for (; t + 4 <= nt; t += 4) dot_q8_0_g8w_nt<4>(n, x, yb + t * by, by, s + t * bs + r, bs);
+        switch (nt - t) {
+            case 3: dot_q8_0_g8w_nt<3>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
+            case 2: dot_q8_0_g8w_nt<2>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
+            case 1: s[t * bs + r] = dot_q8_0_g8w(n, x, yb + t * by); break;
+            default: break;
+        }
+    }
+}
+
 // ---- dequantization (to_float), bit-identical to the scalar references: the same float
 // operations in the same order (mul, then sub; no fused multiply-add) ----------------------------
 
@@ -423,6 +469,7 @@ void register_quant_zmm_avx512(TypeTraits* rows, int n) {
                 {DType::Q5_K, dot_q5_k}, {DType::Q6_K, dot_q6_k}, {DType::Q8_0_G8W, dot_q8_0_g8w}};
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
+    if (TypeTraits* r = find_row(rows, n, DType::Q8_0_G8W)) r->vec_dot_tokens = dot_tokens_q8_0_g8w;
     const struct {
         DType type;
         ToFloatFn fn;
