@@ -1,5 +1,5 @@
 // syslm plan: the best data x tensor x pipeline layout, ZeRO stage and recompute policy for a
-// model on a described cluster, from dist/planner's cost model; and `--calibrate`, which measures
+// model on a described cluster, from parallel/planner's cost model; and `--calibrate`, which measures
 // the rates that model needs on the user's own hardware (compute rate of a training step, overlap
 // of the data-parallel reduction, all-reduce bandwidth and latency under mpirun).
 #include <nlohmann/json.hpp>
@@ -16,8 +16,8 @@
 #include "cli/config_file.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
-#include "dist/communicator.hpp"
-#include "dist/planner.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/planner.hpp"
 #include "io/gguf.hpp"
 #include "model/hparams.hpp"
 #include "profile/machine_probe.hpp"
@@ -36,8 +36,8 @@ struct PlanArgs {
     bool json = false;
 };
 
-dist::ModelShape shape_of(const PlanArgs& a) {
-    dist::ModelShape m;
+parallel::ModelShape shape_of(const PlanArgs& a) {
+    parallel::ModelShape m;
     if (!a.model.empty() && a.model.size() > 5 && a.model.substr(a.model.size() - 5) == ".gguf") {
         const io::GGUFFile f(a.model);
         const model::HParams hp = model::load_hparams(f);
@@ -83,7 +83,7 @@ double mem_total_bytes() {
 }
 
 // Applies a calibration file: the device's rates and the reduction's overlap.
-void apply_calibration(dist::Cluster& c, const std::string& path) {
+void apply_calibration(parallel::Cluster& c, const std::string& path) {
     std::ifstream in(path);
     SYSLM_CHECK(in, path, ": cannot open the calibration");
     nlohmann::json j;
@@ -102,8 +102,8 @@ void apply_calibration(dist::Cluster& c, const std::string& path) {
     }
 }
 
-dist::Layout parse_layout(const std::string& text) {
-    dist::Layout l;
+parallel::Layout parse_layout(const std::string& text) {
+    parallel::Layout l;
     size_t at = 0;
     while (at < text.size()) {
         const size_t comma = std::min(text.find(',', at), text.size());
@@ -112,9 +112,9 @@ dist::Layout parse_layout(const std::string& text) {
         SYSLM_CHECK(eq != std::string::npos, "plan: layout item '", item, "' is not key=value");
         const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
         if (k == "recompute") {
-            l.recompute = v == "full"        ? dist::RecomputePolicy::Full
-                          : v == "selective" ? dist::RecomputePolicy::Selective
-                                             : dist::RecomputePolicy::None;
+            l.recompute = v == "full"        ? parallel::RecomputePolicy::Full
+                          : v == "selective" ? parallel::RecomputePolicy::Selective
+                                             : parallel::RecomputePolicy::None;
             SYSLM_CHECK(v == "full" || v == "selective" || v == "none", "plan: recompute '", v, "'");
         } else {
             int n = 0;
@@ -134,9 +134,9 @@ dist::Layout parse_layout(const std::string& text) {
     return l;
 }
 
-nlohmann::json to_json(const dist::Estimate& e) {
+nlohmann::json to_json(const parallel::Estimate& e) {
     return {{"dp", e.layout.dp}, {"tp", e.layout.tp}, {"pp", e.layout.pp}, {"zero", e.layout.zero},
-            {"recompute", dist::recompute_name(e.layout.recompute)},
+            {"recompute", parallel::recompute_name(e.layout.recompute)},
             {"micro_batches", e.micro_batches}, {"step_s", e.step_s}, {"compute_s", e.compute_s},
             {"bubble_s", e.bubble_s}, {"tp_s", e.tp_s}, {"pp_s", e.pp_s}, {"dp_s", e.dp_s},
             {"dp_bytes", e.dp_bytes}, {"tp_bytes", e.tp_bytes}, {"pp_bytes", e.pp_bytes},
@@ -148,11 +148,11 @@ nlohmann::json to_json(const dist::Estimate& e) {
 // parallel over the MPI world (overlap), then an all-reduce sweep (bandwidth, latency).
 int calibrate(const PlanArgs& a) {
     SYSLM_CHECK(!a.model.empty(), "plan --calibrate: give a proxy model to train (-m model.gguf)");
-    const std::unique_ptr<dist::Communicator> world = dist::world();
+    const std::unique_ptr<parallel::Communicator> world = parallel::world();
     const io::GGUFFile file(a.model);
     ThreadPool pool(a.threads);
     const int B = static_cast<int>(a.micro_batch), T = static_cast<int>(a.seq);
-    auto run = [&](dist::Communicator* dp) {
+    auto run = [&](parallel::Communicator* dp) {
         train::TrainModel m(file);
         train::SyntheticBatches data(7 + static_cast<uint64_t>(world->rank()), m.hparams().n_vocab, B, T);
         train::TrainOptions opt;
@@ -167,10 +167,10 @@ int calibrate(const PlanArgs& a) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                          static_cast<double>(a.steps - 1);
         const model::HParams& hp = m.hparams();
-        dist::ModelShape shape{hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff,
+        parallel::ModelShape shape{hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff,
                                hp.n_vocab, hp.n_expert, hp.n_expert_used, hp.n_ff_exp,
                                file.find_tensor("output.weight") == nullptr};
-        const double flops = dist::flops_per_token(shape, T, dist::RecomputePolicy::None) * B * T;
+        const double flops = parallel::flops_per_token(shape, T, parallel::RecomputePolicy::None) * B * T;
         return std::pair{flops / s, t.overlap()};
     };
     SYSLM_CHECK(a.steps >= 2, "plan --calibrate: --steps must be at least 2");
@@ -229,10 +229,10 @@ int run_plan(const PlanArgs& a) {
     if (!a.calibrate.empty()) return calibrate(a);
     SYSLM_CHECK(!a.cluster.empty(), "plan: describe the cluster (--cluster \"64 nodes x 8 H200, "
                                     "400 Gb/s\")");
-    const dist::ModelShape m = shape_of(a);
-    dist::Cluster c = dist::parse_cluster(a.cluster);
+    const parallel::ModelShape m = shape_of(a);
+    parallel::Cluster c = parallel::parse_cluster(a.cluster);
     if (!a.calibration.empty()) apply_calibration(c, a.calibration);
-    dist::Workload w;
+    parallel::Workload w;
     w.seq = a.seq;
     w.global_batch = a.batch;
     w.micro_batch = a.micro_batch;
@@ -241,13 +241,13 @@ int run_plan(const PlanArgs& a) {
         w.master_bytes = 0;
         w.activation_bytes = 4;
     }
-    std::vector<dist::Estimate> plans;
+    std::vector<parallel::Estimate> plans;
     if (!a.layout.empty()) {
-        dist::Estimate e = dist::estimate(m, c, w, parse_layout(a.layout));
+        parallel::Estimate e = parallel::estimate(m, c, w, parse_layout(a.layout));
         SYSLM_CHECK(e.why_not.empty(), "plan: layout ", a.layout, " cannot run: ", e.why_not);
         plans.push_back(e);
     } else {
-        plans = dist::search(m, c, w);
+        plans = parallel::search(m, c, w);
         SYSLM_CHECK(!plans.empty(), "plan: no layout of ", c.devices(), " devices can run this model");
     }
     const size_t shown = std::min<size_t>(plans.size(), static_cast<size_t>(a.top));
@@ -267,10 +267,10 @@ int run_plan(const PlanArgs& a) {
                 "pp", "zero", "recompute", "step s", "MFU", "mem GiB", "fits", "compute", "bubble",
                 "tp s", "dp s", "dp GB/dev");
     for (size_t i = 0; i < shown; ++i) {
-        const dist::Estimate& e = plans[i];
+        const parallel::Estimate& e = plans[i];
         std::printf("%-4d %-4d %-4d %-4d %-9s %9.3f %5.1f%% %9.1f %5s %9.3f %8.3f %8.3f %8.3f %10.2f\n",
                     e.layout.dp, e.layout.tp, e.layout.pp, e.layout.zero,
-                    dist::recompute_name(e.layout.recompute), e.step_s, 100 * e.mfu,
+                    parallel::recompute_name(e.layout.recompute), e.step_s, 100 * e.mfu,
                     e.memory() / (1 << 30), e.fits ? "yes" : "NO", e.compute_s, e.bubble_s, e.tp_s,
                     e.dp_s, e.dp_bytes / 1e9);
     }

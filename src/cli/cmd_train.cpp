@@ -36,8 +36,8 @@
 #include "profile/machine_probe.hpp"
 #include "train/batch_plan.hpp"
 #include "train/checkpoint_files.hpp"
-#include "dist/communicator.hpp"
-#include "dist/grad_compress.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/grad_compress.hpp"
 #include "train/teacher.hpp"
 #include "train/teacher_cache.hpp"
 #include "train/trainer.hpp"
@@ -174,8 +174,8 @@ int run_train(const TrainArgs& a) {
     // built yet: docs/design/distributed.md); rank 0 prints, logs and writes files.
     // Ranks: rank = (pp_index x dp + dp_index) x tp + tp_index (tensor parallel innermost,
     // pipeline stages outermost; docs/design/distributed.md).
-    const std::unique_ptr<dist::Communicator> world =
-        dist::world(a.dp > 1 || a.tp > 1 || a.pp > 1);
+    const std::unique_ptr<parallel::Communicator> world =
+        parallel::world(a.dp > 1 || a.tp > 1 || a.pp > 1);
     const int tp = std::max(1, a.tp), pp = std::max(1, a.pp);
     SYSLM_CHECK(world->size() % (tp * pp) == 0, "train: --tp ", tp, " x --pp ", pp,
                 " does not divide the ", world->size(), " ranks started");
@@ -186,14 +186,14 @@ int run_train(const TrainArgs& a) {
     SYSLM_CHECK(pp == 1 || a.eval_every == 0,
                 "train: --eval-every with pipeline parallelism is not implemented yet");
     const int wr = world->rank(), tp_i = wr % tp, dp_i = wr / tp % ranks, pp_i = wr / (tp * ranks);
-    std::unique_ptr<dist::Communicator> tp_group, dp_group, pp_group;
+    std::unique_ptr<parallel::Communicator> tp_group, dp_group, pp_group;
     if (tp > 1) tp_group = world->split(wr / tp, wr);
     if (tp > 1 || pp > 1) dp_group = world->split(pp_i * tp + tp_i, wr);
     if (pp > 1) pp_group = world->split(dp_i * tp + tp_i, wr);
-    dist::Communicator& replicas = dp_group ? *dp_group : *world;
+    parallel::Communicator& replicas = dp_group ? *dp_group : *world;
     const bool lead = world->rank() == 0;
     if (world->size() > 1)
-        for (dist::Communicator* c : {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
+        for (parallel::Communicator* c : {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
             if (c) c->set_timeout(a.dist_timeout);
     // Progress goes to stderr on rank 0 only; errors still reach stderr from any rank.
     FILE* const info = lead ? stderr : std::fopen("/dev/null", "w");
@@ -333,10 +333,10 @@ int run_train(const TrainArgs& a) {
     SYSLM_CHECK(a.zero == 0 || ranks > 1, "train: --zero ", a.zero,
                 " shards over data-parallel ranks: run under mpirun with more than one");
     opt.zero = a.zero;
-    opt.grad_compress = dist::compression_kind(a.grad_compress);
+    opt.grad_compress = parallel::compression_kind(a.grad_compress);
     opt.topk_ratio = a.topk_ratio;
     opt.compress_warmup = a.compress_warmup;
-    SYSLM_CHECK(opt.grad_compress == dist::Compression::None || ranks > 1, "train: --grad-compress ",
+    SYSLM_CHECK(opt.grad_compress == parallel::Compression::None || ranks > 1, "train: --grad-compress ",
                 a.grad_compress, " compresses the data-parallel reduction: run under mpirun with "
                 "more than one rank");
     opt.B = batch;
@@ -509,7 +509,7 @@ int run_train(const TrainArgs& a) {
         world->set_context("training step " + std::to_string(trainer.next_step() + 1));
         auto sent = [&] {
             uint64_t b = 0;
-            for (dist::Communicator* c :
+            for (parallel::Communicator* c :
                  {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
                 if (c) b += c->bytes_sent();
             return b;

@@ -69,7 +69,7 @@ ParamStore ParamStore::from_gguf(const io::GGUFFile& file, const Slicer& slicer)
     return s;
 }
 
-ParamStore ParamStore::gathered_stages(dist::Communicator& stages,
+ParamStore ParamStore::gathered_stages(parallel::Communicator& stages,
                                        const io::GGUFFile& file) const {
     // Who holds each tensor: every stage says which it has (1 + rank, summed over the group).
     std::vector<const io::GGUFTensor*> tensors;
@@ -153,7 +153,7 @@ std::vector<float> ParamStore::local_part(const std::vector<float>& whole, const
     return out;
 }
 
-ParamStore ParamStore::gathered(dist::Communicator& group) const {
+ParamStore ParamStore::gathered(parallel::Communicator& group) const {
     ParamStore full;
     full.ties_ = ties_;
     size_t total = 0;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 #include "io/gguf.hpp"
 
 namespace syslm::train {
@@ -43,10 +43,10 @@ public:
     static ParamStore from_gguf(const io::GGUFFile& file, const Slicer& slicer = {});
     // Tensor parallelism: the whole tensors, every sliced one gathered from the group's ranks
     // (equal slices in rank order); values only. Every rank of the group calls it.
-    ParamStore gathered(dist::Communicator& group) const;
+    ParamStore gathered(parallel::Communicator& group) const;
     // Pipeline parallelism: every tensor of `file` (but the constants), each from the stage that
     // holds it, on the group's rank 0 (the others get an empty store). Every stage calls it.
-    ParamStore gathered_stages(dist::Communicator& stages, const io::GGUFFile& file) const;
+    ParamStore gathered_stages(parallel::Communicator& stages, const io::GGUFFile& file) const;
     // The same layout with other values (an optimizer moment), to gather it like the weights.
     ParamStore with_values(const std::vector<float>& values) const;
     // This store's part (its tensors, its tensor-parallel slices as rank `tp_rank` of the cut)

@@ -20,7 +20,7 @@ PipelineSchedule pipeline_schedule(const std::string& name) {
     fail("unknown pipeline schedule '", name, "' (gpipe, 1f1b)");
 }
 
-Pipeline::Pipeline(TrainModel& model, dist::Communicator& stages, PipelineSchedule schedule)
+Pipeline::Pipeline(TrainModel& model, parallel::Communicator& stages, PipelineSchedule schedule)
     : model_(model), stages_(stages), schedule_(schedule) {
     SYSLM_CHECK(model.first_stage() == (stages.rank() == 0) &&
                     model.last_stage() == (stages.rank() == stages.size() - 1),

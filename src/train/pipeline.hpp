@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/thread_pool.hpp"
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 #include "train/train_model.hpp"
 
 namespace syslm::train {
@@ -24,7 +24,7 @@ PipelineSchedule pipeline_schedule(const std::string& name);  // "gpipe" | "1f1b
 
 class Pipeline {
 public:
-    Pipeline(TrainModel& model, dist::Communicator& stages, PipelineSchedule schedule);
+    Pipeline(TrainModel& model, parallel::Communicator& stages, PipelineSchedule schedule);
 
     // Forward and backward of every micro-batch (tokens and targets: B x T each, all the same on
     // every stage), gradients added into the model's. Returns the sum of the micro-batch losses
@@ -40,7 +40,7 @@ public:
 
 private:
     TrainModel& model_;
-    dist::Communicator& stages_;
+    parallel::Communicator& stages_;
     PipelineSchedule schedule_;
     std::vector<std::vector<float>> inputs_;  // each micro-batch's stage input, kept for backward
     std::vector<float> out_, grad_in_, grad_out_;

@@ -53,7 +53,7 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 
 // Megatron's cut of a dense llama / qwen2 block over p ranks (TrainModel's constructor).
-Slicer tensor_parallel_slicer(const model::HParams& hp, dist::Communicator* tp) {
+Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* tp) {
     if (!tp || tp->size() == 1) return {};
     const int64_t p = tp->size(), r = tp->rank();
     SYSLM_CHECK(hp.arch != model::Arch::Gpt2 && hp.n_expert == 0,
@@ -82,7 +82,7 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, dist::Communicator* tp) 
 
 // Pipeline stage [first, end): other stages' blocks, and the embeddings / head it does not run,
 // are not loaded; within the stage, the tensor-parallel cut.
-Slicer model_slicer(const model::HParams& hp, dist::Communicator* tp, int first, int end) {
+Slicer model_slicer(const model::HParams& hp, parallel::Communicator* tp, int first, int end) {
     const Slicer cut = tensor_parallel_slicer(hp, tp);
     if (first == 0 && end == hp.n_layer) return cut;
     SYSLM_CHECK(0 <= first && first < end && end <= hp.n_layer, "pipeline stage: blocks [", first,
@@ -109,7 +109,7 @@ int stage_end(const model::HParams& hp, TrainModel::Stage s) {
 }  // namespace
 
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
-                       dist::Communicator* tensor_parallel, Stage stage)
+                       parallel::Communicator* tensor_parallel, Stage stage)
     : hp_(model::load_hparams(file)),
       params_(ParamStore::from_gguf(file, model_slicer(hp_, tensor_parallel, stage.first,
                                                         stage_end(hp_, stage)))),

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/thread_pool.hpp"
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -70,9 +70,9 @@ public:
     // tensors are loaded.
     using Stage = PipelineStage;
     explicit TrainModel(const io::GGUFFile& file, Recompute recompute = Recompute::None,
-                        dist::Communicator* tensor_parallel = nullptr,
+                        parallel::Communicator* tensor_parallel = nullptr,
                         PipelineStage stage = PipelineStage{});
-    dist::Communicator* tensor_parallel() const { return tp_; }
+    parallel::Communicator* tensor_parallel() const { return tp_; }
     const Stage& stage() const { return stage_; }
     bool first_stage() const { return stage_.first == 0; }
     bool last_stage() const { return stage_.end == hp_.n_layer; }
@@ -261,7 +261,7 @@ private:
     std::vector<Tensor> hidden_proj_;
     std::vector<float> hidden_y_, d_hidden_;
     std::function<void(int)> grad_hook_;
-    dist::Communicator* tp_ = nullptr;  // tensor-parallel group (nullptr: whole model)
+    parallel::Communicator* tp_ = nullptr;  // tensor-parallel group (nullptr: whole model)
     Stage stage_;
     // Vocabulary parallel (tensor parallelism when the ranks divide the vocabulary): this rank's
     // tokens [vocab_begin_, vocab_begin_ + vocab_local_) of the embedding and the head.

@@ -234,7 +234,7 @@ void Trainer::make_buckets() {
     };
     const bool tp = model_.tensor_parallel() != nullptr;
     auto owner = [&](const Param& p) { return std::pair(block(p), tp && p.slice_dim >= 0); };
-    std::vector<dist::GradientReducer::Bucket> buckets;
+    std::vector<parallel::GradientReducer::Bucket> buckets;
     std::vector<std::pair<int, bool>> owners;  // block, sliced
     for (size_t i = 0; i < order.size(); ++i) {
         const auto o = owner(*order[i]);
@@ -259,22 +259,22 @@ void Trainer::make_buckets() {
         }
     }
     const int rank = opt_.data_parallel->rank(), ranks = opt_.data_parallel->size();
-    const bool compressed = opt_.grad_compress != dist::Compression::None;
+    const bool compressed = opt_.grad_compress != parallel::Compression::None;
     if (opt_.zero > 0 || compressed) {  // this rank's block of every bucket: its optimizer state
                                         // and updates
         for (const auto& k : buckets) {
-            const auto sh = dist::GradientReducer::shard_of(k, rank, ranks);
+            const auto sh = parallel::GradientReducer::shard_of(k, rank, ranks);
             if (sh.end > sh.begin) shards_.emplace_back(sh.begin, sh.end);
         }
         optimizer_.shard(shards_);
     }
-    using Mode = dist::GradientReducer::Mode;
+    using Mode = parallel::GradientReducer::Mode;
     const Mode mode = compressed        ? Mode::Compressed
                       : opt_.zero == 2 ? Mode::ReduceScatter
                                        : Mode::AllReduce;
-    reducer_ = std::make_unique<dist::GradientReducer>(
+    reducer_ = std::make_unique<parallel::GradientReducer>(
         *opt_.data_parallel, std::move(buckets), mode,
-        dist::Compressor(opt_.grad_compress, opt_.topk_ratio));
+        parallel::Compressor(opt_.grad_compress, opt_.topk_ratio));
 }
 
 void Trainer::fake_quantize() {
@@ -332,7 +332,7 @@ std::vector<float> Trainer::full_state(const std::vector<float>& state) {
 void Trainer::take_divisors() {
     std::vector<float> d = full_state(optimizer_.second_moment());
     for (float& x : d) x = std::sqrt(x);
-    for (const dist::GradientReducer::Bucket& k : reducer_->buckets()) {
+    for (const parallel::GradientReducer::Bucket& k : reducer_->buckets()) {
         double sum = 0;
         for (size_t i = k.begin; i < k.end; ++i) sum += d[i];
         const double mean = k.end > k.begin ? sum / static_cast<double>(k.end - k.begin) : 0.0;
@@ -352,9 +352,9 @@ void Trainer::keep_zeros() {
 }
 
 void Trainer::gather_shards(float* v) {
-    for (const dist::GradientReducer::Bucket& k : reducer_->buckets())
+    for (const parallel::GradientReducer::Bucket& k : reducer_->buckets())
         opt_.data_parallel->all_gather_in_place(
-            v + k.begin, dist::GradientReducer::shard_counts(k, opt_.data_parallel->size()));
+            v + k.begin, parallel::GradientReducer::shard_counts(k, opt_.data_parallel->size()));
 }
 
 void Trainer::swap_master(bool before_update, bool restore_shared) {
@@ -397,7 +397,7 @@ StepStats Trainer::step() {
     // Sign compression only: top-k selecting by |g| / sqrt(v) ended further from the exact run
     // (KJV, 400 steps: +0.72/+0.80/+0.78% on seeds 1-3, against +0.77/+0.70/+0.53% without), and
     // int8 was already within 0.05%.
-    if (compressing() && opt_.grad_compress == dist::Compression::Sign &&
+    if (compressing() && opt_.grad_compress == parallel::Compression::Sign &&
         next_step_ >= opt_.compress_warmup && reducer_->divisors().empty() &&
         !optimizer_.second_moment().empty() && optimizer_.steps() > 0)
         take_divisors();
@@ -413,7 +413,7 @@ StepStats Trainer::step() {
             data_.next(micro_tokens_[micro], micro_targets_[micro]);
         loss = pipeline_->run(micro_tokens_, micro_targets_, opt_.B, opt_.T, pool_, scale);
         if (reducer_) {
-            reducer_->start(model_.params().grads(), opt_.grad_compress != dist::Compression::None &&
+            reducer_->start(model_.params().grads(), opt_.grad_compress != parallel::Compression::None &&
                                                          next_step_ >= opt_.compress_warmup);
             for (size_t b = 0; b < reducer_->buckets().size(); ++b) reducer_->ready(b);
         }
@@ -421,7 +421,7 @@ StepStats Trainer::step() {
     for (int micro = 0; micro < (pipeline_ ? 0 : opt_.accum); ++micro) {
         data_.next(tokens_, targets_);
         if (reducer_ && micro == opt_.accum - 1) {  // the last backward makes gradients final
-            const bool compress = opt_.grad_compress != dist::Compression::None &&
+            const bool compress = opt_.grad_compress != parallel::Compression::None &&
                                   next_step_ >= opt_.compress_warmup;
             reducer_->start(model_.params().grads(), compress);
             model_.set_gradient_hook([this](int il) {
@@ -513,7 +513,7 @@ StepStats Trainer::step() {
     }
     double norm;
     float grad_scale = 1.0f;
-    dist::Communicator* tp = model_.tensor_parallel();
+    parallel::Communicator* tp = model_.tensor_parallel();
     if (tp || pipeline_) {
         // Sliced tensors: every tensor-parallel rank's share of the norm; whole ones: the same on
         // every such rank; pipeline stages: each its own tensors; ZeRO or compression: each
@@ -572,7 +572,7 @@ StepStats Trainer::step() {
              "step's (a lower --lr, a longer --warmup or --clip may help; check the data)");
     // Compressed updates: the optimizer steps this rank's exact weights of its blocks (master_),
     // which the weights every rank shares follow through compressed updates.
-    const bool compressed = reducer_ && opt_.grad_compress != dist::Compression::None;
+    const bool compressed = reducer_ && opt_.grad_compress != parallel::Compression::None;
     const bool compress_now = compressed && next_step_ >= opt_.compress_warmup;
     if (compressed) swap_master(true);
     optimizer_.step(lr, pool_, grad_scale);
@@ -682,7 +682,7 @@ void Trainer::save_checkpoint(const std::string& dir,
     if (model_.tensor_parallel() || pipeline_) return save_split_checkpoint(dir, metadata, constants);
     // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
     // rank its optimizer shard.
-    dist::Communicator* group =
+    parallel::Communicator* group =
         opt_.data_parallel && opt_.data_parallel->size() > 1 ? opt_.data_parallel : nullptr;
     const bool lead = !group || group->rank() == 0, sharded = !shards_.empty();
     const fs::path tmp(dir + ".tmp");
@@ -726,7 +726,7 @@ void Trainer::save_split_checkpoint(const std::string& dir,
     const ParamStore& ps = model_.params();
     SYSLM_CHECK(ps.auxiliary_size() == 0, "checkpoints of tensor- or pipeline-parallel runs with "
                                           "hidden-state distillation are not implemented");
-    dist::Communicator* tp = model_.tensor_parallel();
+    parallel::Communicator* tp = model_.tensor_parallel();
     auto whole = [&](const ParamStore& s) {
         std::optional<ParamStore> w;
         if (tp) w = s.gathered(*tp);
@@ -757,7 +757,7 @@ void Trainer::save_split_checkpoint(const std::string& dir,
 }
 
 bool Trainer::compressing() const {
-    return reducer_ && opt_.grad_compress != dist::Compression::None;
+    return reducer_ && opt_.grad_compress != parallel::Compression::None;
 }
 
 void Trainer::barrier_all() {
@@ -770,7 +770,7 @@ void Trainer::barrier_all() {
 
 // This rank's place in the run's layout: data-parallel rank of size, and so on.
 std::string Trainer::residual_file() const {
-    auto axis = [](const char* name, const dist::Communicator* c) {
+    auto axis = [](const char* name, const parallel::Communicator* c) {
         return c && c->size() > 1 ? std::string("-") + name + std::to_string(c->rank()) + "of" +
                                         std::to_string(c->size())
                                   : std::string();

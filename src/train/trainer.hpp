@@ -13,8 +13,8 @@
 
 #include "core/thread_pool.hpp"
 #include "data/loader.hpp"
-#include "dist/communicator.hpp"
-#include "dist/data_parallel.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/data_parallel.hpp"
 #include "train/optimizer.hpp"
 #include "train/pipeline.hpp"
 #include "train/train_model.hpp"
@@ -134,22 +134,22 @@ struct TrainOptions {
     float distill_hidden = 0.0f;
     // Data parallel: the group whose ranks each train on their slice of the global batch (B rows
     // each); gradients are summed over it, overlapped with the backward
-    // (dist::GradientReducer), and averaged. nullptr or a group of one: single process.
-    dist::Communicator* data_parallel = nullptr;
+    // (parallel::GradientReducer), and averaged. nullptr or a group of one: single process.
+    parallel::Communicator* data_parallel = nullptr;
     // ZeRO over the data-parallel group: 1 shards the optimizer state (each rank updates its
     // block of every gradient bucket, then the parameters are all-gathered); 2 also reduces the
     // gradients with reduce-scatter (each rank gets only its blocks' sums). 0: off.
     int zero = 0;
-    // Compressed data parallelism with error feedback (dist::GradientReducer::Mode::Compressed):
+    // Compressed data parallelism with error feedback (parallel::GradientReducer::Mode::Compressed):
     // gradients to each block's owner, the owner's updates back; shards the optimizer state
     // as ZeRO does, with or without `zero`. Not combined with tensor or pipeline parallelism.
-    dist::Compression grad_compress = dist::Compression::None;
+    parallel::Compression grad_compress = parallel::Compression::None;
     double topk_ratio = 0.15;
     // Steps reduced exactly before compression starts (1-bit Adam's warm-up).
     int64_t compress_warmup = 0;
     // Pipeline parallelism: the group of this replica's stages (the model holds this rank's
     // stage); each step's `accum` micro-batches run through train::Pipeline. nullptr: none.
-    dist::Communicator* pipeline = nullptr;
+    parallel::Communicator* pipeline = nullptr;
     PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
 };
 
@@ -220,7 +220,7 @@ private:
     std::vector<float> teacher_hidden_;  // hidden-state matching: its residuals
     // Data parallel: the reducer, and which of its buckets hold each block's parameters and the
     // rest (embeddings, head, norms, auxiliary).
-    std::unique_ptr<dist::GradientReducer> reducer_;
+    std::unique_ptr<parallel::GradientReducer> reducer_;
     std::vector<std::vector<size_t>> block_buckets_;
     std::vector<size_t> rest_buckets_;
     std::vector<Optimizer::Range> shards_;  // ZeRO: this rank's blocks of the arena

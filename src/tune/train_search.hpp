@@ -54,7 +54,7 @@ struct TrainSearchResult {
 
 // The relative loss difference two orders of summation may make after `steps` steps, for sums
 // of at most n terms in float: 2 * steps * sqrt(n) * 2^-24 (the derivation is in
-// tests/dist/drift.hpp), and never below 1e-6.
+// tests/parallel/drift.hpp), and never below 1e-6.
 double loss_order_bound(int steps, double n);
 
 using TrainMeasureFn = std::function<TrainMeasurement(const TrainSettings&, int threads)>;
