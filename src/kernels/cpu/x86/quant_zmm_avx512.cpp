@@ -192,6 +192,127 @@ float dot_q6_k(int64_t n, const void* vx, const void* vy) {
     return _mm512_reduce_add_ps(acc);
 }
 
+// ---- several tokens per weight block (batched decode steps, drafts): each block's levels and
+// scales are unpacked once for up to four tokens; per token the operations of the one-token dot
+// above in the same order, so each result is bit for bit that dot's ---------------------------
+
+// Q4_K / Q5_K against NT tokens (Q8_K rows `by` bytes apart); s[t * bs] = dot_k4 of token t.
+template <typename Block, bool HighBit, int NT>
+void dot_k4_nt(int64_t n, const Block* x, const uint8_t* yb, size_t by, float* s, size_t bs) {
+    const ScaleIndex<32> idx;
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    __m512 acc[NT];
+    __m256 acc_min[NT];
+    for (int t = 0; t < NT; ++t) {
+        acc[t] = _mm512_setzero_ps();
+        acc_min[t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        prefetch_ahead(x + i);
+        uint64_t sc8, mn8;
+        k4_scales_mins(x[i].scales, sc8, mn8);
+        const __m512i sc16 =
+            zext(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+        const __m256i m16 = _mm256_cvtepu8_epi16(
+            _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn8)), dup));
+        __m512i hb = _mm512_setzero_si512();
+        if constexpr (HighBit) hb = shift_upper<1>(bcast256(x[i].qh));
+        __m512i u[4], sc[4];
+        unroll<4>([&](auto K) {
+            constexpr int k = decltype(K)::value;
+            u[k] = k4_levels<k, HighBit>(x[i], hb);
+            sc[k] = _mm512_permutexvar_epi16(idx.v[k], sc16);
+        });
+        const float dx = f16(x[i].d), dmin = f16(x[i].dmin);
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(yb + t * by)[i];
+            const __m256i msum = _mm256_madd_epi16(
+                m16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)));
+            __m512i isum = _mm512_setzero_si512();
+            for (int k = 0; k < 4; ++k) isum = dot64(isum, u[k], y.qs + 64 * k, sc[k]);
+            const float dy = y.d;
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * dx), acc[t]);
+            acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dy * dmin),
+                                         acc_min[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) s[t * bs] = _mm512_reduce_add_ps(acc[t]) - hsum256(acc_min[t]);
+}
+
+// Q6_K against NT tokens; s[t * bs] = dot_q6_k of token t.
+template <int NT>
+void dot_q6_k_nt(int64_t n, const BlockQ6_K* x, const uint8_t* yb, size_t by, float* s,
+                 size_t bs) {
+    const ScaleIndex<16> idx;
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        prefetch_ahead(x + i);
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+        const __m512i sc = zext(sc16);
+        __m512i u[4], scp[4];
+        q6_levels<0>(x[i], u[0], u[1]);
+        q6_levels<1>(x[i], u[2], u[3]);
+        for (int k = 0; k < 4; ++k) scp[k] = _mm512_permutexvar_epi16(idx.v[k], sc);
+        const float dx = f16(x[i].d);
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(yb + t * by)[i];
+            __m512i isum = offset_start<5>(sc16, y.bsums);
+            for (int k = 0; k < 4; ++k) isum = dot64(isum, u[k], y.qs + 64 * k, scp[k]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(y.d * dx), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) s[t * bs] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// vec_dot_tokens over rows of Block: tokens four at a time through Kernel<NT>, one left through
+// the one-token dot.
+template <typename Block, template <int> class Kernel>
+void dot_tokens_by4(int64_t n, int nr, const void* vx, size_t bx, int nt, const void* vy,
+                    size_t by, float* s, size_t bs) {
+    const auto* xb = static_cast<const uint8_t*>(vx);
+    const auto* yb = static_cast<const uint8_t*>(vy);
+    for (int r = 0; r < nr; ++r) {
+        const auto* x = reinterpret_cast<const Block*>(xb + r * bx);
+        int t = 0;
+        for (; t + 4 <= nt; t += 4) Kernel<4>::run(n, x, yb + t * by, by, s + t * bs + r, bs);
+        switch (nt - t) {
+            case 3: Kernel<3>::run(n, x, yb + t * by, by, s + t * bs + r, bs); break;
+            case 2: Kernel<2>::run(n, x, yb + t * by, by, s + t * bs + r, bs); break;
+            case 1: Kernel<1>::run(n, x, yb + t * by, by, s + t * bs + r, bs); break;
+            default: break;
+        }
+    }
+}
+
+template <int NT>
+struct Q4KTokens {
+    static void run(int64_t n, const BlockQ4_K* x, const uint8_t* y, size_t by, float* s,
+                    size_t bs) {
+        if constexpr (NT == 1) *s = dot_k4<BlockQ4_K, false>(n, x, y);
+        else dot_k4_nt<BlockQ4_K, false, NT>(n, x, y, by, s, bs);
+    }
+};
+
+template <int NT>
+struct Q5KTokens {
+    static void run(int64_t n, const BlockQ5_K* x, const uint8_t* y, size_t by, float* s,
+                    size_t bs) {
+        if constexpr (NT == 1) *s = dot_k4<BlockQ5_K, true>(n, x, y);
+        else dot_k4_nt<BlockQ5_K, true, NT>(n, x, y, by, s, bs);
+    }
+};
+
+template <int NT>
+struct Q6KTokens {
+    static void run(int64_t n, const BlockQ6_K* x, const uint8_t* y, size_t by, float* s,
+                    size_t bs) {
+        if constexpr (NT == 1) *s = dot_q6_k(n, x, y);
+        else dot_q6_k_nt<NT>(n, x, y, by, s, bs);
+    }
+};
+
 // The 2-bit planes of Q2_K and Q3_K: element 128h + 32p + l is bits 2p..2p+1 of qs[32h + l].
 // Vector k = 2h + j holds planes 2j (lower half) and 2j + 1 (upper half).
 template <int K>
@@ -469,7 +590,15 @@ void register_quant_zmm_avx512(TypeTraits* rows, int n) {
                 {DType::Q5_K, dot_q5_k}, {DType::Q6_K, dot_q6_k}, {DType::Q8_0_G8W, dot_q8_0_g8w}};
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
-    if (TypeTraits* r = find_row(rows, n, DType::Q8_0_G8W)) r->vec_dot_tokens = dot_tokens_q8_0_g8w;
+    const struct {
+        DType type;
+        VecDotTokensFn fn;
+    } tokens[] = {{DType::Q4_K, dot_tokens_by4<BlockQ4_K, Q4KTokens>},
+                  {DType::Q5_K, dot_tokens_by4<BlockQ5_K, Q5KTokens>},
+                  {DType::Q6_K, dot_tokens_by4<BlockQ6_K, Q6KTokens>},
+                  {DType::Q8_0_G8W, dot_tokens_q8_0_g8w}};
+    for (const auto& d : tokens)
+        if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot_tokens = d.fn;
     const struct {
         DType type;
         ToFloatFn fn;
