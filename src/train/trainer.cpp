@@ -16,6 +16,7 @@
 #include "core/profiler.hpp"
 #include "data/prepare.hpp"
 #include "data/shards.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/type_traits.hpp"
 #include "train/checkpoint_files.hpp"
 #include "train/teacher.hpp"
@@ -599,8 +600,9 @@ namespace {
 constexpr char kStateMagic[4] = {'S', 'Y', 'S', 'T'};
 // 2 added the loss scale, 3 the auxiliary parameters (distillation's hidden projections), 4 the
 // count of optimizer-state shard files (ZeRO), 5 the size and hash of the model.gguf written with
-// it and a checksum of the whole file (checkpoint_files.hpp); older states still load, unchecked.
-constexpr uint32_t kStateVersion = 5;
+// it and a checksum of the whole file (checkpoint_files.hpp), 6 the training GEMM engines the run
+// used (a resume continues on them); older states still load, unchecked.
+constexpr uint32_t kStateVersion = 6;
 // Optimizer-state shards and error-feedback residuals: the first magic is followed by a checksum
 // at the end of the file, the second (written before checksums) is still read.
 constexpr char kShardMagic[4] = {'S', 'Y', 'Z', '2'}, kShardMagicV1[4] = {'S', 'Y', 'S', 'Z'};
@@ -668,12 +670,11 @@ void Trainer::write_state(const std::string& path, std::span<const float> m,
     const uint64_t model_bytes = fs::file_size(model), model_hash = file_word_hash(model);
     w.write(&model_bytes, sizeof model_bytes);
     w.write(&model_hash, sizeof model_hash);
+    const kernels::TrainGemmChoice& gemms = kernels::train_gemm_choice();
+    const uint8_t engines[2] = {static_cast<uint8_t>(gemms.f32), static_cast<uint8_t>(gemms.bf16)};
+    w.write(engines, sizeof engines);
     w.commit();
 }
-
-namespace {
-
-}  // namespace
 
 void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
@@ -887,6 +888,24 @@ void Trainer::load_state(const std::string& dir) {
                         file_word_hash(model) == model_hash,
                     model, ": not the model written with ", path,
                     " (its size or hash differs: the file is corrupt or was replaced)");
+    }
+    if (version >= 6) {
+        // Two engines can time alike and a new process pick the other one: the steps would then
+        // differ in the last bits from the run that wrote this state.
+        uint8_t engines[2] = {0, 0};
+        r.read(engines, sizeof engines, "training GEMM engines");
+        SYSLM_CHECK(engines[0] <= 4 && engines[1] <= 4, path, ": corrupt training GEMM engines ",
+                    int{engines[0]}, ", ", int{engines[1]});
+        const auto f32 = static_cast<kernels::TrainGemm>(engines[0]);
+        const auto bf16 = static_cast<kernels::TrainGemm>(engines[1]);
+        if (!kernels::pin_train_gemms(f32, bf16))
+            std::fprintf(stderr,
+                         "warning: %s was trained with the %s / %s training GEMMs, not all "
+                         "available on this CPU; continuing on %s / %s, so the steps may differ "
+                         "in the last bits from an uninterrupted run\n",
+                         path.c_str(), kernels::train_gemm_name(f32), kernels::train_gemm_name(bf16),
+                         kernels::train_gemm_name(kernels::train_gemm_choice().f32),
+                         kernels::train_gemm_name(kernels::train_gemm_choice().bf16));
     }
     r.expect_end();
     if (shards > 0) {  // ZeRO: the whole state assembled from every rank's file

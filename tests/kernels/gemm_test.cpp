@@ -141,9 +141,10 @@ INSTANTIATE_TEST_SUITE_P(Types, Gemm, ::testing::ValuesIn(cases()), case_name);
 
 TEST(GemmRouting, MatmulUsesTheGemmForPrefillOnly) {
     const Isa isa = active_isa();
-    const int64_t K = 512, N = 45, T = std::max<int64_t>(gemm_min_tokens(), 40);
+    const int64_t K = 512, N = 45;
     ThreadPool pool(2);
     for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K}) {
+        const int64_t T = std::max<int64_t>(gemm_min_tokens(type), 40);  // a prefill batch
         const GemmPanel panel = matmul_gemm_panel(type, T);
         EXPECT_EQ(matmul_gemm_panel(type, 1), GemmPanel::None) << "decode stays on vec_dot";
         if (isa == Isa::Scalar) {
@@ -175,7 +176,7 @@ TEST(GemmCrossover, StartsWhereTheGemmWinsAtEveryLargerBatchTried) {
         }
         ASSERT_FALSE(c.timings.empty()) << dtype_info(type).name;
         bool wins_from_here = true;  // walking down from the largest batch
-        int64_t want = kGemmMinTokens;
+        int64_t want = c.timings.back().tokens;  // the latest it starts
         for (auto it = c.timings.rbegin(); it != c.timings.rend(); ++it) {
             EXPECT_GT(it->vec_dot_s, 0);
             EXPECT_GT(it->gemm_s, 0);
@@ -337,23 +338,54 @@ TEST(TrainGemm, EveryEngineAndOrientationMatchesTheReference) {
     EXPECT_GE(tested, 1);
 }
 
-// The measured choice keeps the fastest engine of each precision it timed.
-TEST(TrainGemm, ChoiceKeepsTheFastestTimedEngine) {
+// The measured choice keeps each precision's first engine unless another is clearly faster.
+TEST(TrainGemm, ChoiceKeepsTheFirstEngineUnlessAnotherIsClearlyFaster) {
     const TrainGemmChoice& c = train_gemm_choice();
     EXPECT_TRUE(train_gemm_available(c.f32));
     if (c.bf16 != TrainGemm::None) {
         EXPECT_TRUE(train_gemm_available(c.bf16));
     }
-    for (const auto& t : c.timings) {
-        EXPECT_GT(t.gflops, 0);
-        const bool f32 = t.gemm == TrainGemm::Blas || t.gemm == TrainGemm::F32Panels;
-        const TrainGemm chosen = f32 ? c.f32 : c.bf16;
-        for (const auto& u : c.timings) {
-            if (u.gemm == chosen) {
-                EXPECT_GE(u.gflops, t.gflops) << train_gemm_name(t.gemm);
+    // Each list's first timed engine (blas; bf16 panels) unless a later one beat the one kept
+    // before it by the margin.
+    for (const bool f32 : {true, false}) {
+        TrainGemm want = TrainGemm::None;
+        double kept = 0;
+        for (const auto& t : c.timings) {
+            EXPECT_GT(t.gflops, 0);
+            if ((t.gemm == TrainGemm::Blas || t.gemm == TrainGemm::F32Panels) != f32) continue;
+            if (want == TrainGemm::None || t.gflops > kTrainGemmMargin * kept) {
+                want = t.gemm;
+                kept = t.gflops;
             }
         }
+        if (want != TrainGemm::None) {
+            EXPECT_EQ(f32 ? c.f32 : c.bf16, want) << (f32 ? "f32" : "bf16");
+        }
     }
+}
+
+// A resumed training run pins the engines its checkpoint names (train/trainer.cpp).
+TEST(TrainGemm, PinnedEnginesReplaceTheMeasuredOnes) {
+    const TrainGemmChoice before = train_gemm_choice();
+    for (const TrainGemm f32 : {TrainGemm::Blas, TrainGemm::F32Panels}) {
+        if (!train_gemm_available(f32)) continue;
+        ASSERT_TRUE(pin_train_gemms(f32, TrainGemm::None)) << train_gemm_name(f32);
+        EXPECT_EQ(train_gemm_choice().f32, f32);
+        EXPECT_EQ(train_gemm_choice().bf16, TrainGemm::None);
+    }
+    const TrainGemmChoice pinned = train_gemm_choice();
+    // Refused, changing nothing: a bf16 engine as the f32 one, an f32 engine as the bf16 one,
+    // and engines this CPU lacks.
+    EXPECT_FALSE(pin_train_gemms(TrainGemm::BF16Panels, TrainGemm::None));
+    EXPECT_FALSE(pin_train_gemms(TrainGemm::Blas, TrainGemm::Blas));
+    for (const TrainGemm g : {TrainGemm::BF16Panels, TrainGemm::AmxBF16}) {
+        if (!train_gemm_available(g)) {
+            EXPECT_FALSE(pin_train_gemms(TrainGemm::Blas, g));
+        }
+    }
+    EXPECT_EQ(train_gemm_choice().f32, pinned.f32);
+    EXPECT_EQ(train_gemm_choice().bf16, pinned.bf16);
+    ASSERT_TRUE(pin_train_gemms(before.f32, before.bf16));  // as the other tests expect it
 }
 
 }  // namespace

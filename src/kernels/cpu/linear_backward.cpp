@@ -91,23 +91,31 @@ void train_gemm(TrainGemm g, GemmOperand x, GemmOperand w, int64_t T, int64_t N,
 
 namespace {
 
-// GFLOP/s of engine g on one thread over a linear layer's three GEMMs (forward, input and
-// weight gradient) of awkward size, best of two runs: a few milliseconds per engine.
-double time_gemm(TrainGemm g) {
+// GFLOP/s of each engine on one thread over a linear layer's three GEMMs (forward, input and
+// weight gradient) of awkward size: five rounds, the engines in turn within a round, the best
+// round of each. The engines change the losses in their last bits, so the choice must not flip
+// between two runs of one command: interleaved rounds and the best of five keep a slowdown of
+// the machine (another process, this one's data thread starting) from landing on one engine.
+std::vector<double> time_gemms(const std::vector<TrainGemm>& engines) {
     constexpr int64_t T = 128, K = 512, N = 384;
     std::vector<float> x(T * K), w(N * K), dy(T * N), y(T * N), dx(T * K), dw(N * K);
     uint64_t s = 7;
     for (auto* v : {&x, &w, &dy}) fill_timing_values(*v, s);
     ThreadPool pool(1);
-    double best = 1e30;
-    for (int rep = 0; rep < 2; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        train_gemm(g, {x.data(), K, false}, {w.data(), K, false}, T, N, K, y.data(), false, pool);
-        train_gemm(g, {dy.data(), N, false}, {w.data(), K, true}, T, K, N, dx.data(), false, pool);
-        train_gemm(g, {dy.data(), N, true}, {x.data(), K, true}, N, K, T, dw.data(), true, pool);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return 3 * 2.0 * T * K * N / best * 1e-9;
+    std::vector<double> best(engines.size(), 1e30);
+    for (int round = 0; round < 5; ++round)
+        for (size_t i = 0; i < engines.size(); ++i) {
+            const TrainGemm g = engines[i];
+            const auto t0 = std::chrono::steady_clock::now();
+            train_gemm(g, {x.data(), K, false}, {w.data(), K, false}, T, N, K, y.data(), false, pool);
+            train_gemm(g, {dy.data(), N, false}, {w.data(), K, true}, T, K, N, dx.data(), false, pool);
+            train_gemm(g, {dy.data(), N, true}, {x.data(), K, true}, N, K, T, dw.data(), true, pool);
+            best[i] = std::min(best[i], std::chrono::duration<double>(
+                                            std::chrono::steady_clock::now() - t0).count());
+        }
+    std::vector<double> gflops;
+    for (double b : best) gflops.push_back(3 * 2.0 * T * K * N / b * 1e-9);
+    return gflops;
 }
 
 TrainGemm from_env(const char* var, std::initializer_list<TrainGemm> allowed) {
@@ -129,14 +137,14 @@ TrainGemm fastest(std::initializer_list<TrainGemm> candidates, TrainGemmChoice& 
     for (TrainGemm g : candidates)
         if (train_gemm_available(g)) have.push_back(g);
     if (have.size() < 2) return have.empty() ? TrainGemm::None : have[0];
+    const std::vector<double> gflops = time_gemms(have);
     TrainGemm best = have[0];
     double best_gflops = 0;
-    for (TrainGemm g : have) {
-        const double gflops = time_gemm(g);
-        c.timings.push_back({g, gflops});
-        if (gflops > best_gflops) {
-            best_gflops = gflops;
-            best = g;
+    for (size_t i = 0; i < have.size(); ++i) {
+        c.timings.push_back({have[i], gflops[i]});
+        if (i == 0 || gflops[i] > kTrainGemmMargin * best_gflops) {
+            best_gflops = gflops[i];
+            best = have[i];
         }
     }
     return best;
@@ -189,9 +197,27 @@ const char* train_gemm_name(TrainGemm g) {
     return "?";
 }
 
-const TrainGemmChoice& train_gemm_choice() {
-    static const TrainGemmChoice c = choose();
+namespace {
+TrainGemmChoice& current_choice() {
+    static TrainGemmChoice c = choose();
     return c;
+}
+}  // namespace
+
+const TrainGemmChoice& train_gemm_choice() {
+    return current_choice();
+}
+
+bool pin_train_gemms(TrainGemm f32, TrainGemm bf16) {
+    if (f32 != TrainGemm::Blas && f32 != TrainGemm::F32Panels) return false;
+    if (bf16 != TrainGemm::None && bf16 != TrainGemm::BF16Panels && bf16 != TrainGemm::AmxBF16)
+        return false;
+    if (!train_gemm_available(f32) || (bf16 != TrainGemm::None && !train_gemm_available(bf16)))
+        return false;
+    TrainGemmChoice& c = current_choice();
+    c.f32 = f32;
+    c.bf16 = bf16;
+    return true;
 }
 
 double train_gemm_gflops(TrainGemm g) {
@@ -203,7 +229,7 @@ double train_gemm_gflops(TrainGemm g) {
     for (const auto& t : extra)
         if (t.gemm == g) return t.gflops;
     if (!train_gemm_available(g)) fail("training GEMM ", train_gemm_name(g), ": not available");
-    extra.push_back({g, time_gemm(g)});
+    extra.push_back({g, time_gemms({g})[0]});
     return extra.back().gflops;
 }
 

@@ -33,10 +33,15 @@ void linear_backward_input(const float* dy, const float* w, int64_t T, int64_t K
 void linear_backward_weight(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
                             float* dw, float* db, ThreadPool& pool);
 
-// The GEMM engines of training. SYSLM_TRAIN_GEMM_F32=blas|f32 and SYSLM_TRAIN_GEMM_BF16=
-// bf16|amx-bf16 override the measured choice (an unavailable engine is an error).
-enum class TrainGemm { None, Blas, F32Panels, BF16Panels, AmxBF16 };
+// The GEMM engines of training, chosen by timing once per process: the first of each list (blas;
+// bf16 panels) unless another measures at least kTrainGemmMargin faster, so that engines that time
+// alike (Zen 4: blas and f32 panels both ~100 GFLOP/s) do not flip between two runs of one
+// command and change their losses in the last bits. SYSLM_TRAIN_GEMM_F32=blas|f32 and
+// SYSLM_TRAIN_GEMM_BF16=bf16|amx-bf16 override the choice (an unavailable engine is an error).
+// The values are stored in training checkpoints (train/trainer.cpp): do not renumber.
+enum class TrainGemm { None = 0, Blas = 1, F32Panels = 2, BF16Panels = 3, AmxBF16 = 4 };
 const char* train_gemm_name(TrainGemm g);
+inline constexpr double kTrainGemmMargin = 1.10;
 struct TrainGemmChoice {
     TrainGemm f32 = TrainGemm::Blas;
     TrainGemm bf16 = TrainGemm::None;  // None: no bf16 arithmetic, rounded copies on f32
@@ -47,6 +52,12 @@ struct TrainGemmChoice {
     std::vector<Timing> timings;  // of the candidates timed (none where only one exists)
 };
 const TrainGemmChoice& train_gemm_choice();
+// Fixes the engines train_gemm_choice() gives from now on: a resumed run continues on the ones its
+// checkpoint was written with, so it repeats the uninterrupted run bit for bit even where two
+// engines time alike and the measurement picks either (Zen 4: blas and f32 both ~100 GFLOP/s).
+// Returns false, changing nothing, where one of them is not available on this CPU. Call it
+// before the steps that use them, not while they run.
+bool pin_train_gemms(TrainGemm f32, TrainGemm bf16);
 bool train_gemm_available(TrainGemm g);
 // The GFLOP/s train_gemm_choice() measured for g, or measured now (once) where it was not timed.
 double train_gemm_gflops(TrainGemm g);

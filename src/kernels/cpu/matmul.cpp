@@ -191,14 +191,17 @@ std::vector<uint8_t> timing_rows(const TypeTraits& tt, int64_t rows, int64_t K, 
     return q;
 }
 
-// Times both paths on one thread for batches of 2..24 tokens (best of three each, about 20 ms
-// in all) and keeps the smallest batch from which the GEMM wins at every size tried.
+// Times both paths on one thread for batches of 2..48 tokens (best of three each, tens of ms in
+// all) and keeps the smallest batch from which the GEMM wins at every size tried, 48 at the
+// latest: the vec_dot's four-tokens-per-block K-quant dots beat the GEMM at 32 tokens on Zen 4
+// (L110M Q4_K_M pp32 +17%), but where this small timing still had the vec_dot ahead at 48 (Q6_K)
+// the model's larger matrices on two threads ran pp48 13% faster on the GEMM.
 GemmCrossover measure_crossover(DType type) {
     GemmCrossover c;
     const TypeTraits& tt = type_traits(type);
     if (float_type(type) || !tt.from_float || gemm_panel(type, active_isa()) == GemmPanel::None)
         return c;
-    constexpr int64_t K = 2048, N = 256, kMaxTokens = 24;
+    constexpr int64_t K = 2048, N = 256, kMaxTokens = 48;
     uint64_t s = 0x9E3779B97F4A7C15ull;
     const std::vector<uint8_t> wq = timing_rows(tt, N, K, s, 0.02f);
     std::vector<float> x(static_cast<size_t>(kMaxTokens * K));
@@ -217,14 +220,15 @@ GemmCrossover measure_crossover(DType type) {
         }
         return best;
     };
-    for (int64_t n : {2, 3, 4, 6, 8, 12, 16, 24}) {
+    for (int64_t n : {2, 3, 4, 6, 8, 12, 16, 24, 32, 48}) {
         const double v = best_of_3([&] { matmul_vec_dot(w, x.data(), n, y.data(), pool); });
         const double g = best_of_3(
             [&] { gemm(w, x.data(), n, y.data(), pool, nullptr, active_isa(), panel); });
         c.timings.push_back({n, v, g});
     }
-    // The smallest tried size from which the GEMM is faster at every larger one; the default when
-    // it loses at the largest (the crossover lies beyond what was tried).
+    // The smallest tried size from which the GEMM is faster at every larger one; the largest
+    // when it loses there too.
+    c.min_tokens = kMaxTokens;
     for (auto it = c.timings.rbegin(); it != c.timings.rend() && it->gemm_s < it->vec_dot_s; ++it)
         c.min_tokens = it->tokens;
     return c;
@@ -324,8 +328,10 @@ ExactSmallBatches::~ExactSmallBatches() {
 
 int64_t gemm_min_tokens(DType type) {
     if (const int64_t env = env_min_tokens(); env > 0) return env;
-    if (float_type(type) || exact_small_batches) return kGemmMinTokens;
-    return gemm_crossover(type).min_tokens;
+    if (float_type(type)) return kGemmMinTokens;
+    // ExactSmallBatches keeps every batch below kGemmMinTokens on the vec_dot path.
+    const int64_t measured = gemm_crossover(type).min_tokens;
+    return exact_small_batches ? std::max(kGemmMinTokens, measured) : measured;
 }
 
 GemmPanel matmul_gemm_panel(DType type, int64_t n_tokens) {
