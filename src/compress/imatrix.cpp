@@ -17,10 +17,6 @@ namespace {
 
 constexpr std::string_view kSums = ".in_sum2", kCounts = ".counts";
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 std::string read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     SYSLM_CHECK(in, path, ": cannot open file");
@@ -109,7 +105,7 @@ ImportanceMatrix load_gguf(const std::string& path) {
     m.chunk_count = f.get_u32("imatrix.chunk_count", 0);
     m.chunk_size = f.get_u32("imatrix.chunk_size", 0);
     for (const io::GGUFTensor& t : f.tensors()) {
-        if (!ends_with(t.name, kSums)) continue;
+        if (!t.name.ends_with(kSums)) continue;
         const std::string name = t.name.substr(0, t.name.size() - kSums.size());
         const io::GGUFTensor* c = f.find_tensor(name + std::string(kCounts));
         SYSLM_CHECK(c, path, ": tensor ", t.name, " has no ", name, kCounts);

@@ -19,10 +19,6 @@ bool is_float(DType t) {
     return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // The blocks' weight matrices pruning applies to.
 bool is_block_matrix(const io::GGUFTensor& t) {
     if (t.name.rfind("blk.", 0) != 0 || t.ne.size() < 2) return false;
@@ -31,7 +27,7 @@ bool is_block_matrix(const io::GGUFTensor& t) {
                           ".ffn_down.weight", ".ffn_gate_exps.weight", ".ffn_up_exps.weight",
                           ".ffn_down_exps.weight", ".ffn_gate_shexp.weight", ".ffn_up_shexp.weight",
                           ".ffn_down_shexp.weight"})
-        if (ends_with(t.name, k)) return true;
+        if (t.name.ends_with(k)) return true;
     return false;
 }
 

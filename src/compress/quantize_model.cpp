@@ -35,14 +35,10 @@ bool contains(std::string_view s, std::string_view part) {
     return s.find(part) != std::string_view::npos;
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 }  // namespace
 
 bool is_quantizable_weight(std::string_view name, std::span<const int64_t> ne) {
-    if (!ends_with(name, "weight") || effective_dims(ne) < 2) return false;
+    if (!name.ends_with("weight") || effective_dims(ne) < 2) return false;
     static constexpr std::string_view kKeep[] = {"_norm.weight",
                                                  "ffn_gate_inp.weight",
                                                  "ssm_conv1d.weight",
@@ -262,7 +258,7 @@ std::optional<QuantTarget> parse_quant_target(std::string_view name) {
     if (upper == "W8A8") return QuantTarget{DType::Q8_0, KMix::None, true};
     for (const auto& [suffix, mix] :
          {std::pair{"_M", KMix::M}, std::pair{"_S", KMix::S}, std::pair{"_L", KMix::L}}) {
-        if (ends_with(upper, suffix)) {
+        if (upper.ends_with(suffix)) {
             const auto base = dtype_from_name(upper.substr(0, upper.size() - 2));
             if (base == DType::Q3_K || ((base == DType::Q4_K || base == DType::Q5_K) &&
                                         mix != KMix::L))

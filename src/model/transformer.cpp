@@ -9,6 +9,7 @@
 #include "core/profiler.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/moe_routing.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "kernels/type_traits.hpp"
 
@@ -330,23 +331,12 @@ void Forward::moe_block(int il, int64_t T) {
     for (auto& r : routed) r.clear();  // keeps capacity
     auto& order = moe_order_;
     order.resize(static_cast<size_t>(X));
+    moe_ids_.resize(static_cast<size_t>(K));
+    moe_weights_.resize(static_cast<size_t>(K));
     for (int64_t t = 0; t < T; ++t) {
-        float* p = probs.data() + t * X;
-        const float mx = *std::max_element(p, p + X);
-        double sum = 0;
-        for (int64_t e = 0; e < X; ++e) sum += (p[e] = std::exp(p[e] - mx));
-        for (int64_t e = 0; e < X; ++e) p[e] = static_cast<float>(p[e] / sum);
-        std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int64_t a, int64_t b) {
-            return p[a] > p[b] || (p[a] == p[b] && a < b);
-        });
-        double top = 0;
-        for (int64_t j = 0; j < K; ++j) top += p[order[j]];
-        for (int64_t j = 0; j < K; ++j) {
-            const float wgt =
-                hp.expert_weights_norm ? static_cast<float>(p[order[j]] / top) : p[order[j]];
-            routed[order[j]].emplace_back(t, wgt);
-        }
+        kernels::moe_route_row(probs.data() + t * X, X, K, hp.expert_weights_norm, order.data(),
+                               moe_ids_.data(), moe_weights_.data());
+        for (int64_t j = 0; j < K; ++j) routed[moe_ids_[j]].emplace_back(t, moe_weights_[j]);
     }
 
     auto &in = moe_in_, &gate = moe_gate_, &up = moe_up_, &out = moe_out_;  // gathered rows

@@ -112,6 +112,8 @@ private:
     std::vector<float> moe_probs_, moe_in_, moe_gate_, moe_up_, moe_out_;
     std::vector<std::vector<std::pair<int64_t, float>>> moe_routed_;  // per expert: (token, weight)
     std::vector<int64_t> moe_order_;
+    std::vector<int32_t> moe_ids_;  // one token's chosen experts and their weights
+    std::vector<float> moe_weights_;
 };
 
 // The mutable state of one sequence: its KV cache, position, and a Forward.

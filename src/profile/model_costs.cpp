@@ -8,10 +8,6 @@
 namespace syslm::profile {
 namespace {
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 void add_matrix(ModelCosts& c, const char* op, const kernels::WeightView& w, double share = 1) {
     if (!w.data) return;
     c.matrices.push_back(
@@ -38,7 +34,7 @@ ModelCosts model_costs(const model::Model& m, DType kv_type) {
             c.decode_weight_bytes += static_cast<double>(t.nbytes) / static_cast<double>(t.rows());
             continue;
         }
-        const bool expert = ends_with(t.name, "_exps.weight");
+        const bool expert = t.name.ends_with("_exps.weight");
         c.decode_weight_bytes += static_cast<double>(t.nbytes) * (expert ? routed : 1.0);
     }
     // Tied embeddings: the output matrix is the embedding table, read whole for every token.

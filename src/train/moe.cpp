@@ -11,6 +11,7 @@
 
 #include "core/profiler.hpp"
 #include "kernels/cpu/backward.hpp"
+#include "kernels/cpu/moe_routing.hpp"
 #include "train/train_model.hpp"
 
 namespace syslm::train {
@@ -20,29 +21,13 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, Thread
     const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert, K = hp_.n_expert_used;
 
     linear(l.router, {}, b, R, E, X, S.router_p.data(), pool);
-    // Softmax and top-k per row, as the inference forward (model/transformer.cpp); the choices
-    // go to slot_w (weights) and route_slot (expert ids, turned into slots below).
+    // Softmax and top-k per row (the inference forward's routing, kernels/cpu/moe_routing); the
+    // choices go to slot_w (weights) and route_slot (expert ids, turned into slots below).
     pool.parallel_for(R, [&](int64_t r0, int64_t r1, int) {
         std::array<int64_t, kMaxTrainedExperts> order;  // no allocation inside the step
         for (int64_t r = r0; r < r1; ++r) {
-            float* p = S.router_p.data() + r * X;
-            const float mx = *std::max_element(p, p + X);
-            double sum = 0;
-            for (int64_t e = 0; e < X; ++e) sum += (p[e] = std::exp(p[e] - mx));
-            for (int64_t e = 0; e < X; ++e) p[e] = static_cast<float>(p[e] / sum);
-            std::iota(order.begin(), order.begin() + X, 0);
-            std::partial_sort(order.begin(), order.begin() + K, order.begin() + X,
-                              [&](int64_t x, int64_t y) {
-                                  return p[x] > p[y] || (p[x] == p[y] && x < y);
-                              });
-            double top = 0;
-            for (int64_t j = 0; j < K; ++j) top += p[order[j]];
-            for (int64_t j = 0; j < K; ++j) {
-                S.route_slot[r * K + j] = static_cast<int32_t>(order[j]);
-                S.slot_w[r * K + j] = hp_.expert_weights_norm
-                                          ? static_cast<float>(p[order[j]] / top)
-                                          : p[order[j]];
-            }
+            kernels::moe_route_row(S.router_p.data() + r * X, X, K, hp_.expert_weights_norm,
+                                   order.data(), &S.route_slot[r * K], &S.slot_w[r * K]);
         }
     });
     // Slots grouped by expert, rows in order within an expert (deterministic).

@@ -47,11 +47,6 @@ Precision precision_mode(const std::string& name) {
 
 namespace {
 
-bool ends_with(const std::string& s, const char* suffix) {
-    const size_t n = std::strlen(suffix);
-    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 // Megatron's cut of a dense llama / qwen2 block over p ranks (TrainModel's constructor).
 Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* tp) {
     if (!tp || tp->size() == 1) return {};
@@ -65,13 +60,13 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* 
     const int64_t QD = hp.q_dim(), KD = hp.kv_dim(), F = hp.n_ff;
     return [=](const std::string& name, const std::vector<int64_t>& ne) -> TensorSlice {
         auto cut = [&](int dim, int64_t n) { return TensorSlice{dim, r * n / p, (r + 1) * n / p}; };
-        if (ends_with(name, ".attn_q.weight")) return cut(1, QD);
-        if (ends_with(name, ".attn_k.weight") || ends_with(name, ".attn_v.weight")) return cut(1, KD);
-        if (ends_with(name, ".attn_q.bias")) return cut(0, QD);
-        if (ends_with(name, ".attn_k.bias") || ends_with(name, ".attn_v.bias")) return cut(0, KD);
-        if (ends_with(name, ".attn_output.weight")) return cut(0, QD);
-        if (ends_with(name, ".ffn_gate.weight") || ends_with(name, ".ffn_up.weight")) return cut(1, F);
-        if (ends_with(name, ".ffn_down.weight")) return cut(0, F);
+        if (name.ends_with(".attn_q.weight")) return cut(1, QD);
+        if (name.ends_with(".attn_k.weight") || name.ends_with(".attn_v.weight")) return cut(1, KD);
+        if (name.ends_with(".attn_q.bias")) return cut(0, QD);
+        if (name.ends_with(".attn_k.bias") || name.ends_with(".attn_v.bias")) return cut(0, KD);
+        if (name.ends_with(".attn_output.weight")) return cut(0, QD);
+        if (name.ends_with(".ffn_gate.weight") || name.ends_with(".ffn_up.weight")) return cut(1, F);
+        if (name.ends_with(".ffn_down.weight")) return cut(0, F);
         // Vocabulary parallel: the embedding's and the head's rows (tokens), when they divide.
         if ((name == "token_embd.weight" || name == "output.weight") && ne.size() == 2 &&
             ne[1] % p == 0)
