@@ -17,16 +17,23 @@
 namespace syslm::kernels {
 namespace {
 
+// N rows of K weight-like values in `type`.
+std::vector<uint8_t> quantized_rows(DType type, uint64_t seed, int64_t N, int64_t K) {
+    const std::vector<float> wf = testing::make_weight_like(seed, N, K);
+    const size_t rb = row_bytes(type, K);
+    std::vector<uint8_t> wq(rb * N);
+    for (int64_t o = 0; o < N; ++o) type_traits(type).from_float(wf.data() + o * K, &wq[o * rb], K);
+    return wq;
+}
+
 TEST(DecodeStreams, ChoosesOneWayFromTimedCallsWithoutChangingAResult) {
     if (std::getenv("SYSLM_DECODE_STREAMS")) GTEST_SKIP() << "SYSLM_DECODE_STREAMS fixes the choice";
     // 333 rows of 2048 Q8_0 (~710 KiB): large enough to be timed; an odd row count, so the two
     // streams of a thread's share differ in length.
     constexpr int64_t K = 2048, N = 333;
     const DType type = DType::Q8_0;
-    const std::vector<float> wf = testing::make_weight_like(71, N, K);
+    const std::vector<uint8_t> wq = quantized_rows(type, 71, N, K);
     const size_t rb = row_bytes(type, K);
-    std::vector<uint8_t> wq(rb * N);
-    for (int64_t o = 0; o < N; ++o) type_traits(type).from_float(wf.data() + o * K, &wq[o * rb], K);
     const WeightView w{type, K, N, wq.data()};
     const std::vector<float> x = testing::make_quant_input(72, K);
 
@@ -65,10 +72,7 @@ TEST(DecodeStreams, SmallCallsAreNotTimed) {
     if (std::getenv("SYSLM_DECODE_STREAMS")) GTEST_SKIP() << "SYSLM_DECODE_STREAMS fixes the choice";
     constexpr int64_t K = 256, N = 45;
     const DType type = DType::Q4_1;
-    const std::vector<float> wf = testing::make_weight_like(73, N, K);
-    const size_t rb = row_bytes(type, K);
-    std::vector<uint8_t> wq(rb * N);
-    for (int64_t o = 0; o < N; ++o) type_traits(type).from_float(wf.data() + o * K, &wq[o * rb], K);
+    const std::vector<uint8_t> wq = quantized_rows(type, 73, N, K);
     const std::vector<float> x = testing::make_quant_input(74, K);
     std::vector<float> y(N);
     ThreadPool pool(2);
