@@ -60,11 +60,20 @@ Forward::Forward(const Model& model, int n_batch, int n_threads)
     const size_t ff = static_cast<size_t>(std::max({hp.n_ff, hp.n_ff_exp, hp.n_ff_shexp}));
     x_.resize(T * hp.n_embd);
     h_.resize(T * hp.n_embd);
-    q_.resize(T * (hp.q_dim() + 2 * hp.kv_dim()));  // gpt2's fused QKV output lands here
+    // q goes straight into attn_ (RoPE in place there), k into k_, v into v_; a fused QKV matrix
+    // (gpt2) writes [q | k | v] rows into qkv_ instead, and v is read from there. The attention
+    // output lands in ff_a_, free until the FFN.
+    const auto& layers = model.weights().layers;
+    auto count_fused = [&](bool fused) {
+        return std::count_if(layers.begin(), layers.end(), [&](const LayerWeights& l) {
+            return (l.wqkv.data != nullptr) == fused;
+        });
+    };
+    if (count_fused(true) > 0) qkv_.resize(T * (hp.q_dim() + 2 * hp.kv_dim()));
     k_.resize(T * hp.kv_dim());
-    v_.resize(T * hp.kv_dim());
+    if (count_fused(false) > 0) v_.resize(T * hp.kv_dim());
     attn_.resize(T * hp.q_dim());
-    ff_a_.resize(T * ff);
+    ff_a_.resize(T * std::max<size_t>(ff, hp.q_dim()));
     ff_b_.resize(T * ff);
     ff_out_.resize(T * std::max<size_t>(hp.n_embd, hp.n_expert));
 }
@@ -210,25 +219,25 @@ void Forward::attention_block(int il, int64_t T) {
     if (l.wqkv.data) {            // fused: each row is [q | k | v]
         observe(il, "attn_qkv", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
-        matmul(l.wqkv, h_.data(), T, q_.data(), pool_, bias(l.bqkv));
+        matmul(l.wqkv, h_.data(), T, qkv_.data(), pool_, bias(l.bqkv));
         q_stride = kv_stride = QD + 2 * KD;
-        q = q_.data();
-        k = q_.data() + QD;
-        v = q_.data() + QD + KD;
+        q = qkv_.data();
+        k = qkv_.data() + QD;
+        v = qkv_.data() + QD + KD;
     } else {
         // q, k and v read the same normed input: it is quantized once for the three.
         kernels::SharedActivations& hq = shared_input_;
         hq.reset(h_.data(), T, E);
         for (const char* what : {"attn_q", "attn_k", "attn_v"}) observe(il, what, h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
-        matmul(l.wq, hq, q_.data(), pool_, bias(l.bq));
+        matmul(l.wq, hq, attn_.data(), pool_, bias(l.bq));
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
         matmul(l.wk, hq, k_.data(), pool_, bias(l.bk));
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
         matmul(l.wv, hq, v_.data(), pool_, bias(l.bv));
         q_stride = QD;
         kv_stride = KD;
-        q = q_.data();
+        q = attn_.data();
         k = k_.data();
         v = v_.data();
     }
@@ -238,13 +247,13 @@ void Forward::attention_block(int il, int64_t T) {
     for (int64_t t = 0; t < T; ++t) visible += static_cast<double>(rows.position(t) + 1);
     SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD),
                        T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
-    // RoPE on q and k (k in k_, in place), then k and v into the cache, converted to its type;
-    // q gathered contiguous into attn_ for reuse.
+    // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k
+    // and v into the cache, converted to its type.
     pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             float* qt = attn_.data() + t * QD;
             float* kt = k_.data() + t * KD;
-            std::copy_n(q + t * q_stride, QD, qt);
+            if (q + t * q_stride != qt) std::copy_n(q + t * q_stride, QD, qt);
             if (k + t * kv_stride != kt) std::memmove(kt, k + t * kv_stride, KD * sizeof(float));
             if (const kernels::Rope* rope = model_.rope()) {
                 const float* cs = rope_angles_.data() + t * rope->angle_floats();
@@ -264,10 +273,11 @@ void Forward::attention_block(int il, int64_t T) {
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
                                   rows.kv_type(),
                                   (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32};
-    rows.attend(il, shape, attn_.data(), q_.data(), pool_);
-    observe(il, "attn_output", q_.data(), T, QD);
+    float* out = ff_a_.data();
+    rows.attend(il, shape, attn_.data(), out, pool_);
+    observe(il, "attn_output", out, T, QD);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
-    matmul(l.wo, q_.data(), T, h_.data(), pool_, bias(l.bo));
+    matmul(l.wo, out, T, h_.data(), pool_, bias(l.bo));
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
     for (int64_t i = 0; i < T * E; ++i) x_[i] += h_[i];
 }

@@ -105,7 +105,7 @@ private:
     ActivationObserver* observer_ = nullptr;
     std::vector<bool> skip_;
     // activations, sized for n_batch tokens
-    std::vector<float> x_, h_, q_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
+    std::vector<float> x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     std::vector<float> rope_angles_;  // per token of the running call: Rope::angles, all layers
     kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
     // MoE routing state, kept so that routing allocates nothing once warm
