@@ -75,8 +75,9 @@ int run_probe_cmd(const ProbeArgs& a) {
         const kernels::GemmCrossover& c = kernels::gemm_crossover(t);
         std::printf(" %s %lld%s", dtype_name(t).data(), static_cast<long long>(c.min_tokens),
                     c.timings.empty() ? " (not timed)"
-                    : c.timings.back().gemm_s >= c.timings.back().vec_dot_s
-                        ? " (the vec_dot was still faster there)"
+                    : c.timings.back().gemm_s * kernels::kGemmCrossoverMargin >=
+                              c.timings.back().vec_dot_s
+                        ? " (the GEMM was not 10% faster there either)"
                         : "");
     }
     std::printf("\n");

@@ -180,7 +180,7 @@ TEST(GemmCrossover, StartsWhereTheGemmWinsAtEveryLargerBatchTried) {
         for (auto it = c.timings.rbegin(); it != c.timings.rend(); ++it) {
             EXPECT_GT(it->vec_dot_s, 0);
             EXPECT_GT(it->gemm_s, 0);
-            wins_from_here = wins_from_here && it->gemm_s < it->vec_dot_s;
+            wins_from_here = wins_from_here && it->gemm_s * kGemmCrossoverMargin < it->vec_dot_s;
             if (wins_from_here) want = it->tokens;
         }
         EXPECT_EQ(c.min_tokens, want) << dtype_info(type).name;

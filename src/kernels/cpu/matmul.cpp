@@ -226,10 +226,12 @@ GemmCrossover measure_crossover(DType type) {
             [&] { gemm(w, x.data(), n, y.data(), pool, nullptr, active_isa(), panel); });
         c.timings.push_back({n, v, g});
     }
-    // The smallest tried size from which the GEMM is faster at every larger one; the largest
-    // when it loses there too.
+    // The smallest tried size from which the GEMM is clearly faster (kGemmCrossoverMargin) at
+    // every larger one; the largest when it is not there either. A batch's logits differ in their
+    // last bits between the paths, so a near tie must not move the switch from run to run.
     c.min_tokens = kMaxTokens;
-    for (auto it = c.timings.rbegin(); it != c.timings.rend() && it->gemm_s < it->vec_dot_s; ++it)
+    for (auto it = c.timings.rbegin();
+         it != c.timings.rend() && it->gemm_s * kGemmCrossoverMargin < it->vec_dot_s; ++it)
         c.min_tokens = it->tokens;
     return c;
 }

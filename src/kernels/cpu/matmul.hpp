@@ -70,6 +70,7 @@ void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float
 // environment variable SYSLM_GEMM_MIN_TOKENS overrides both (tests route small models through
 // either path with it).
 inline constexpr int64_t kGemmMinTokens = 32;
+inline constexpr double kGemmCrossoverMargin = 1.10;  // how much faster the GEMM must time
 int64_t gemm_min_tokens();            // the override, else kGemmMinTokens
 int64_t gemm_min_tokens(DType type);  // what matmul() uses for weights of `type`
 
