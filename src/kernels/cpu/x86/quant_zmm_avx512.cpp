@@ -109,24 +109,30 @@ void q6_levels(const BlockQ6_K& b, __m512i& u0, __m512i& u1) {
     u1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(q, m2));
 }
 
+// A Q4_K / Q5_K block's 8 scales as int16 lanes 0-7, and its 8 mins as int16 lanes 2j and
+// 2j + 1 (each min covers two bsums of 16).
+inline void k4_scales_mins16(const uint8_t* scales, __m512i& sc16, __m256i& m16) {
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    uint64_t sc8, mn8;
+    k4_scales_mins(scales, sc8, mn8);
+    sc16 = zext(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+    m16 = _mm256_cvtepu8_epi16(
+        _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn8)), dup));
+}
+
 // Q4_K (HighBit = false) and Q5_K against Q8_K; the mins go through the bsums.
 template <typename Block, bool HighBit>
 float dot_k4(int64_t n, const void* vx, const void* vy) {
     const auto* x = static_cast<const Block*>(vx);
     const auto* y = static_cast<const BlockQ8_K*>(vy);
     const ScaleIndex<32> idx;
-    // Byte j of the mins -> int16 lanes 2j and 2j + 1 (each min covers two bsums of 16).
-    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     __m512 acc = _mm512_setzero_ps();
     __m256 acc_min = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i) {
         prefetch_ahead(x + i);
-        uint64_t sc8, mn8;
-        k4_scales_mins(x[i].scales, sc8, mn8);
-        const __m512i sc16 =
-            zext(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
-        const __m256i m16 = _mm256_cvtepu8_epi16(
-            _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn8)), dup));
+        __m512i sc16;
+        __m256i m16;
+        k4_scales_mins16(x[i].scales, sc16, m16);
         const __m256i msum = _mm256_madd_epi16(m16, _mm256_loadu_si256(
                                                         reinterpret_cast<const __m256i*>(y[i].bsums)));
         __m512i hb = _mm512_setzero_si512();
@@ -201,7 +207,6 @@ float dot_q6_k(int64_t n, const void* vx, const void* vy) {
 template <typename Block, bool HighBit, int NT>
 void dot_k4_nt(int64_t n, const Block* x, const uint8_t* yb, size_t by, float* s, size_t bs) {
     const ScaleIndex<32> idx;
-    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     __m512 acc[NT];
     __m256 acc_min[NT];
     for (int t = 0; t < NT; ++t) {
@@ -210,12 +215,9 @@ void dot_k4_nt(int64_t n, const Block* x, const uint8_t* yb, size_t by, float* s
     }
     for (int64_t i = 0; i < n / QK_K; ++i) {
         prefetch_ahead(x + i);
-        uint64_t sc8, mn8;
-        k4_scales_mins(x[i].scales, sc8, mn8);
-        const __m512i sc16 =
-            zext(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
-        const __m256i m16 = _mm256_cvtepu8_epi16(
-            _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(mn8)), dup));
+        __m512i sc16;
+        __m256i m16;
+        k4_scales_mins16(x[i].scales, sc16, m16);
         __m512i hb = _mm512_setzero_si512();
         if constexpr (HighBit) hb = shift_upper<1>(bcast256(x[i].qh));
         __m512i u[4], sc[4];
