@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "core/error.hpp"
 #include "core/profiler.hpp"
@@ -64,14 +63,11 @@ Forward::Forward(const Model& model, int n_batch, int n_threads)
     // (gpt2) writes [q | k | v] rows into qkv_ instead, and v is read from there. The attention
     // output lands in ff_a_, free until the FFN.
     const auto& layers = model.weights().layers;
-    auto count_fused = [&](bool fused) {
-        return std::count_if(layers.begin(), layers.end(), [&](const LayerWeights& l) {
-            return (l.wqkv.data != nullptr) == fused;
-        });
-    };
-    if (count_fused(true) > 0) qkv_.resize(T * (hp.q_dim() + 2 * hp.kv_dim()));
+    const auto fused = [](const LayerWeights& l) { return l.wqkv.data != nullptr; };
+    if (std::any_of(layers.begin(), layers.end(), fused))
+        qkv_.resize(T * (hp.q_dim() + 2 * hp.kv_dim()));
     k_.resize(T * hp.kv_dim());
-    if (count_fused(false) > 0) v_.resize(T * hp.kv_dim());
+    if (!std::all_of(layers.begin(), layers.end(), fused)) v_.resize(T * hp.kv_dim());
     attn_.resize(T * hp.q_dim());
     ff_a_.resize(T * std::max<size_t>(ff, hp.q_dim()));
     ff_b_.resize(T * ff);

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <numeric>
 
 #include "core/profiler.hpp"
 #include "kernels/cpu/backward.hpp"

@@ -242,22 +242,14 @@ void dot_q4_0_g8_nt(int64_t n, const BlockQ4_0G8* x, const uint8_t* yb, size_t b
     for (int t = 0; t < NT; ++t) s[t * bs] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
-void dot_tokens_q4_0_g8(int64_t n, int nr, const void* vx, size_t bx, int nt, const void* vy,
-                        size_t by, float* s, size_t bs) {
-    const auto* xb = static_cast<const uint8_t*>(vx);
-    const auto* yb = static_cast<const uint8_t*>(vy);
-    for (int r = 0; r < nr; ++r) {
-        const auto* x = reinterpret_cast<const BlockQ4_0G8*>(xb + r * bx);
-        int t = 0;
-        for (; t + 4 <= nt; t += 4) dot_q4_0_g8_nt<4>(n, x, yb + t * by, by, s + t * bs + r, bs);
-        switch (nt - t) {
-            case 3: dot_q4_0_g8_nt<3>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
-            case 2: dot_q4_0_g8_nt<2>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
-            case 1: s[t * bs + r] = dot_q4_0_g8_q8_0_g8(n, x, yb + t * by); break;
-            default: break;
-        }
+struct Q4_0G8Tokens {
+    template <int NT>
+    static void run(int64_t n, const BlockQ4_0G8* x, const uint8_t* y, size_t by, float* s,
+                    size_t bs) {
+        if constexpr (NT == 1) *s = dot_q4_0_g8_q8_0_g8(n, x, y);
+        else dot_q4_0_g8_nt<NT>(n, x, y, by, s, bs);
     }
-}
+};
 
 // Blocks with a minimum against Q8_1: d*dy*sum(q*y) + m*dy*sum(y). sum(y) is recomputed from the
 // quants (exact) rather than read from Q8_1's f16 `s`, as the reference does.
@@ -516,7 +508,7 @@ void set_quant_dots(TypeTraits* rows, int n) {
     };
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
-    if (TypeTraits* r = find_row(rows, n, DType::Q4_0_G8)) r->vec_dot_tokens = dot_tokens_q4_0_g8;
+    if (TypeTraits* r = find_row(rows, n, DType::Q4_0_G8)) r->vec_dot_tokens = dot_tokens_by4<BlockQ4_0G8, Q4_0G8Tokens>;
 }
 
 }  // namespace

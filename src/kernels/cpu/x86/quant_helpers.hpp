@@ -73,5 +73,29 @@ __m256 g8_group_fma(const __m256i (&pair)[4], const int32_t* y_sums, const uint1
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
 }
 
+// vec_dot_tokens over nr rows of Block with a kernel of up to four tokens per weight load:
+// Kernel::template run<NT>(n, row, y, by, s, bs) writes s[t * bs] for t < NT. Tokens go four at a
+// time, the rest in one call (NT = 1: the type's one-token dot).
+template <typename Block, typename Kernel>
+void dot_tokens_by4(int64_t n, int nr, const void* vx, size_t bx, int nt, const void* vy,
+                    size_t by, float* s, size_t bs) {
+    const auto* xb = static_cast<const uint8_t*>(vx);
+    const auto* yb = static_cast<const uint8_t*>(vy);
+    for (int r = 0; r < nr; ++r) {
+        const auto* x = reinterpret_cast<const Block*>(xb + r * bx);
+        int t = 0;
+        for (; t + 4 <= nt; t += 4)
+            Kernel::template run<4>(n, x, yb + t * by, by, s + t * bs + r, bs);
+        const uint8_t* y = yb + t * by;
+        float* st = s + t * bs + r;
+        switch (nt - t) {
+            case 3: Kernel::template run<3>(n, x, y, by, st, bs); break;
+            case 2: Kernel::template run<2>(n, x, y, by, st, bs); break;
+            case 1: Kernel::template run<1>(n, x, y, by, st, bs); break;
+            default: break;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace syslm::kernels::x86

@@ -270,38 +270,20 @@ void dot_q6_k_nt(int64_t n, const BlockQ6_K* x, const uint8_t* yb, size_t by, fl
 }
 
 // NT tokens against one row of Block (Q4_K, Q5_K or Q6_K); one token: the one-token dot itself.
-template <typename Block, int NT>
-void dot_k_nt(int64_t n, const Block* x, const uint8_t* y, size_t by, float* s, size_t bs) {
-    if constexpr (std::is_same_v<Block, BlockQ6_K>) {
-        if constexpr (NT == 1) *s = dot_q6_k(n, x, y);
-        else dot_q6_k_nt<NT>(n, x, y, by, s, bs);
-    } else {
-        constexpr bool high_bit = std::is_same_v<Block, BlockQ5_K>;
-        if constexpr (NT == 1) *s = dot_k4<Block, high_bit>(n, x, y);
-        else dot_k4_nt<Block, high_bit, NT>(n, x, y, by, s, bs);
-    }
-}
-
-// vec_dot_tokens over rows of Block: tokens four at a time, the rest in one call.
 template <typename Block>
-void dot_tokens_k(int64_t n, int nr, const void* vx, size_t bx, int nt, const void* vy, size_t by,
-                  float* s, size_t bs) {
-    const auto* xb = static_cast<const uint8_t*>(vx);
-    const auto* yb = static_cast<const uint8_t*>(vy);
-    for (int r = 0; r < nr; ++r) {
-        const auto* x = reinterpret_cast<const Block*>(xb + r * bx);
-        int t = 0;
-        for (; t + 4 <= nt; t += 4) dot_k_nt<Block, 4>(n, x, yb + t * by, by, s + t * bs + r, bs);
-        const uint8_t* y = yb + t * by;
-        float* st = s + t * bs + r;
-        switch (nt - t) {
-            case 3: dot_k_nt<Block, 3>(n, x, y, by, st, bs); break;
-            case 2: dot_k_nt<Block, 2>(n, x, y, by, st, bs); break;
-            case 1: dot_k_nt<Block, 1>(n, x, y, by, st, bs); break;
-            default: break;
+struct KQuantTokens {
+    template <int NT>
+    static void run(int64_t n, const Block* x, const uint8_t* y, size_t by, float* s, size_t bs) {
+        if constexpr (std::is_same_v<Block, BlockQ6_K>) {
+            if constexpr (NT == 1) *s = dot_q6_k(n, x, y);
+            else dot_q6_k_nt<NT>(n, x, y, by, s, bs);
+        } else {
+            constexpr bool high_bit = std::is_same_v<Block, BlockQ5_K>;
+            if constexpr (NT == 1) *s = dot_k4<Block, high_bit>(n, x, y);
+            else dot_k4_nt<Block, high_bit, NT>(n, x, y, by, s, bs);
         }
     }
-}
+};
 
 // The 2-bit planes of Q2_K and Q3_K: element 128h + 32p + l is bits 2p..2p+1 of qs[32h + l].
 // Vector k = 2h + j holds planes 2j (lower half) and 2j + 1 (upper half).
@@ -426,22 +408,14 @@ void dot_q8_0_g8w_nt(int64_t n, const BlockQ8_0G8W* x, const uint8_t* yb, size_t
     for (int t = 0; t < NT; ++t) s[t * bs] = hsum256(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
-void dot_tokens_q8_0_g8w(int64_t n, int nr, const void* vx, size_t bx, int nt, const void* vy,
-                         size_t by, float* s, size_t bs) {
-    const auto* xb = static_cast<const uint8_t*>(vx);
-    const auto* yb = static_cast<const uint8_t*>(vy);
-    for (int r = 0; r < nr; ++r) {
-        const auto* x = reinterpret_cast<const BlockQ8_0G8W*>(xb + r * bx);
-        int t = 0;
-        for (; t + 4 <= nt; t += 4) dot_q8_0_g8w_nt<4>(n, x, yb + t * by, by, s + t * bs + r, bs);
-        switch (nt - t) {
-            case 3: dot_q8_0_g8w_nt<3>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
-            case 2: dot_q8_0_g8w_nt<2>(n, x, yb + t * by, by, s + t * bs + r, bs); break;
-            case 1: s[t * bs + r] = dot_q8_0_g8w(n, x, yb + t * by); break;
-            default: break;
-        }
+struct Q8_0G8WTokens {
+    template <int NT>
+    static void run(int64_t n, const BlockQ8_0G8W* x, const uint8_t* y, size_t by, float* s,
+                    size_t bs) {
+        if constexpr (NT == 1) *s = dot_q8_0_g8w(n, x, y);
+        else dot_q8_0_g8w_nt<NT>(n, x, y, by, s, bs);
     }
-}
+};
 
 // ---- dequantization (to_float), bit-identical to the scalar references: the same float
 // operations in the same order (mul, then sub; no fused multiply-add) ----------------------------
@@ -583,10 +557,10 @@ void register_quant_zmm_avx512(TypeTraits* rows, int n) {
     const struct {
         DType type;
         VecDotTokensFn fn;
-    } tokens[] = {{DType::Q4_K, dot_tokens_k<BlockQ4_K>},
-                  {DType::Q5_K, dot_tokens_k<BlockQ5_K>},
-                  {DType::Q6_K, dot_tokens_k<BlockQ6_K>},
-                  {DType::Q8_0_G8W, dot_tokens_q8_0_g8w}};
+    } tokens[] = {{DType::Q4_K, dot_tokens_by4<BlockQ4_K, KQuantTokens<BlockQ4_K>>},
+                  {DType::Q5_K, dot_tokens_by4<BlockQ5_K, KQuantTokens<BlockQ5_K>>},
+                  {DType::Q6_K, dot_tokens_by4<BlockQ6_K, KQuantTokens<BlockQ6_K>>},
+                  {DType::Q8_0_G8W, dot_tokens_by4<BlockQ8_0G8W, Q8_0G8WTokens>}};
     for (const auto& d : tokens)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot_tokens = d.fn;
     const struct {
