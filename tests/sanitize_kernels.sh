@@ -17,6 +17,8 @@ mkdir -p "$build"
         >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" --target syslm_kernels_tests
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+# The timing code runs under the sanitizers too: no remembered kernel choices (ctest does the same).
+export SYSLM_KERNEL_CACHE=off
 "$build/tests/syslm_kernels_tests" --gtest_brief=1
 "$build/tests/syslm_kernels_tests" --gtest_brief=1 \
     --gtest_filter=Attention.FirstPrefillMeasuresTheChoiceSafely

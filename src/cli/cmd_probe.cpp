@@ -2,6 +2,7 @@
 // with the engine's own kernels and cached for `syslm bench`.
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "cli/command.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -9,6 +10,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/kernel_choices.hpp"
 #include "kernels/repack.hpp"
 #include "profile/machine_probe.hpp"
 
@@ -31,7 +33,54 @@ void print_peak(const char* what, double one, double all, int threads, const std
                 threads, insn.c_str());
 }
 
+// How a remembered kernel choice came about: timed by this process, or read from the store.
+std::string origin(const kernels::KernelChoice& k) {
+    if (k.value.empty()) return "";
+    return " [" + k.timings + (k.remembered ? "; remembered]" : "; timed now]");
+}
+
+// The kernels chosen by timing (kernels/kernel_choices.hpp): timed once per machine, remembered.
+void print_kernel_choices() {
+    const std::string dir = kernels::kernel_choices_dir();
+    std::printf("kernel choices (timed once per machine; %s)\n",
+                dir.empty() ? "SYSLM_KERNEL_CACHE=off: timed in every process"
+                            : ("remembered in " + dir).c_str());
+    const kernels::PanelChoice& pc = kernels::gemm_panel_choice(kernels::active_isa());
+    std::printf("  %-26s %s%s\n", "prefill GEMM panels", kernels::gemm_panel_name(pc.panel),
+                pc.record.value.empty() ? " (the only one, or SYSLM_GEMM_PANEL)"
+                                        : origin(pc.record).c_str());
+    for (DType file_type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+        const DType t = kernels::load_layout(file_type, 2048);  // what the weights run as
+        const kernels::GemmCrossover& c = kernels::gemm_crossover(t);
+        const std::string what = "GEMM from, " + std::string(dtype_name(t));
+        std::printf("  %-26s %lld tokens%s\n", what.c_str(), static_cast<long long>(c.min_tokens),
+                    c.record.value.empty() ? " (not timed)" : origin(c.record).c_str());
+    }
+    for (DType t : {DType::Q8_0_G8W, DType::Q4_0_G8}) {
+        const kernels::BatchDotChoice& b = kernels::batch_dot_choice(t);
+        const std::string what = "batched dots, " + std::string(dtype_name(t));
+        std::printf("  %-26s %s%s\n", what.c_str(), b.amx ? "amx-int8" : "vnni",
+                    !b.record.value.empty()          ? origin(b.record).c_str()
+                    : std::getenv("SYSLM_BATCH_DOT") ? " (SYSLM_BATCH_DOT)"
+                                                     : " (no AMX int8 tiles)");
+    }
+    const kernels::AttentionChoice& ac = kernels::attention_prefill_choice();
+    std::printf("  %-26s %s%s\n", "prefill attention", ac.amx ? "amx-bf16" : "f32",
+                !ac.record.value.empty()         ? origin(ac.record).c_str()
+                : std::getenv("SYSLM_ATTENTION") ? " (SYSLM_ATTENTION)"
+                                                 : " (no AMX tiles)");
+    const kernels::TrainGemmChoice& tc = kernels::train_gemm_choice();
+    std::string how;
+    for (const kernels::KernelChoice& k : tc.records) how += origin(k);
+    std::printf("  %-26s f32 on %s, bf16 on %s%s\n", "training GEMMs",
+                kernels::train_gemm_name(tc.f32),
+                tc.bf16 == kernels::TrainGemm::None ? "f32 (rounded copies)"
+                                                    : kernels::train_gemm_name(tc.bf16),
+                how.c_str());
+}
+
 int run_probe_cmd(const ProbeArgs& a) {
+    if (a.refresh) kernels::forget_kernel_choices();  // timed again as they are printed
     bool measured = false;
     if (!a.json) std::fprintf(stderr, "probe: %s\n", a.refresh ? "measuring..." : "loading...");
     const profile::ProbeResult r =
@@ -60,62 +109,14 @@ int run_probe_cmd(const ProbeArgs& a) {
     print_peak("int8 dot (u8 x s8)", r.int8_1, r.int8, r.threads, r.int8_insn, "GOP/s ");
     print_peak("AMX BF16 tiles", r.amx_bf16_1, r.amx_bf16, r.threads, "tdpbf16ps", "GFLOP/s");
     print_peak("AMX int8 tiles", r.amx_int8_1, r.amx_int8, r.threads, "tdpbssd", "GOP/s ");
-    // Measured in this process, not cached: which prefill panels quantized weights use.
-    const kernels::PanelChoice& pc = kernels::gemm_panel_choice(kernels::active_isa());
-    std::printf("prefill GEMM panels for quantized weights (timed now, 1 thread):");
-    if (pc.timings.empty()) std::printf(" %s (the only one, or SYSLM_GEMM_PANEL)", kernels::gemm_panel_name(pc.panel));
-    for (const auto& t : pc.timings)
-        std::printf(" %s %.0f GFLOP/s%s", kernels::gemm_panel_name(t.panel), t.gflops,
-                    t.panel == pc.panel ? " (chosen)" : "");
-    std::printf("\n");
-    // Also measured now: from how many tokens a batch of quantized rows goes through the GEMM.
-    std::printf("GEMM instead of vec_dot from (timed now, 1 thread, 2048 x 256 matrix):");
-    for (DType file_type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-        const DType t = kernels::load_layout(file_type, 2048);  // what the weights run as
-        const kernels::GemmCrossover& c = kernels::gemm_crossover(t);
-        std::printf(" %s %lld%s", dtype_name(t).data(), static_cast<long long>(c.min_tokens),
-                    c.timings.empty() ? " (not timed)"
-                    : c.timings.back().gemm_s * kernels::kGemmCrossoverMargin >=
-                              c.timings.back().vec_dot_s
-                        ? " (the GEMM was not 10% faster there either)"
-                        : "");
-    }
-    std::printf("\n");
-    // Batches below that (serving's decode steps): the VNNI dots or the AMX int8 tiles.
-    std::printf("batched dots (timed now, 1 thread, 16 tokens x 256 x 2048):");
-    for (DType t : {DType::Q8_0_G8W, DType::Q4_0_G8}) {
-        const kernels::BatchDotChoice& b = kernels::batch_dot_choice(t);
-        if (b.vnni_ms > 0)
-            std::printf(" %s vnni %.2f ms, amx-int8 %.2f ms (%s);", dtype_name(t).data(),
-                        b.vnni_ms, b.amx_ms, b.amx ? "amx-int8" : "vnni");
-        else
-            std::printf(" %s %s (%s);", dtype_name(t).data(), b.amx ? "amx-int8" : "vnni",
-                        std::getenv("SYSLM_BATCH_DOT") ? "SYSLM_BATCH_DOT" : "no AMX int8 tiles");
-    }
-    std::printf("\n");
-    // Prefill attention of quantized / F16 / BF16 models: f32 or the AMX tiles.
-    const kernels::AttentionChoice& ac = kernels::attention_prefill_choice();
-    if (ac.f32_ms > 0)
-        std::printf("prefill attention (timed now, 1 thread, 256 tokens): f32 %.2f ms, amx-bf16 "
-                    "%.2f ms; %s\n", ac.f32_ms, ac.amx_ms, ac.amx ? "amx-bf16" : "f32");
-    else
-        std::printf("prefill attention: %s (%s)\n", ac.amx ? "amx-bf16" : "f32",
-                    std::getenv("SYSLM_ATTENTION") ? "SYSLM_ATTENTION" : "no AMX tiles");
-    // And the GEMMs of training's linear layers, per precision.
-    const kernels::TrainGemmChoice& tc = kernels::train_gemm_choice();
-    std::printf("training GEMMs (timed now, 1 thread, 128 x 512 x 384 layer, 3 GEMMs):");
-    for (const auto& t : tc.timings)
-        std::printf(" %s %.0f GFLOP/s", kernels::train_gemm_name(t.gemm), t.gflops);
-    std::printf("; f32 on %s, bf16 on %s\n", kernels::train_gemm_name(tc.f32),
-                tc.bf16 == kernels::TrainGemm::None ? "f32 (rounded copies)"
-                                                    : kernels::train_gemm_name(tc.bf16));
+    print_kernel_choices();
     // Decode's weight streams are timed on the real weights, in each process (`bench` prints them).
     if (std::getenv("SYSLM_DECODE_STREAMS"))
         std::printf("%s", kernels::describe_decode_streams().c_str());
     else
         std::printf("decode weights read as one or two row streams per thread: timed on each "
                     "process's first decode calls, per weight type (`syslm bench` prints them)\n");
-    std::printf("%s %s (%s; delete the file or pass --refresh to measure again)\n",
+    std::printf("%s %s (%s; pass --refresh to measure it and the kernel choices again)\n",
                 measured ? "measured now, cached in" : "cached result from",
                 profile::probe_cache_path().c_str(), r.measured_at.c_str());
     return 0;
@@ -134,7 +135,8 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-t,--threads", a->threads, "Threads for the all-core figures (default: all)")
         ->check(CLI::NonNegativeNumber);
     app.add_flag("--json", a->json, "Print the result as one JSON object");
-    app.add_flag("--refresh", a->refresh, "Measure again even if a cached result exists");
+    app.add_flag("--refresh", a->refresh,
+                 "Measure again even if a cached result exists, and time the kernel choices again");
     return [a] { return run_probe_cmd(*a); };
 }
 

@@ -30,6 +30,13 @@ CpuFeatures detect() {
     f.vendor = vendor;
 
     __get_cpuid(1, &a, &b, &c, &d);
+    // Display family and model, as /proc/cpuinfo prints them (SDM Vol. 2A, CPUID leaf 1).
+    const uint32_t base_family = (a >> 8) & 0xF, base_model = (a >> 4) & 0xF;
+    f.family = static_cast<int>(base_family == 0xF ? base_family + ((a >> 20) & 0xFF) : base_family);
+    f.model = static_cast<int>(base_family == 0x6 || base_family == 0xF
+                                   ? base_model + (((a >> 16) & 0xF) << 4)
+                                   : base_model);
+    f.stepping = static_cast<int>(a & 0xF);
     f.sse42 = bit(c, 20);
     const bool osxsave = bit(c, 27);
     const uint64_t xcr0 = osxsave ? xgetbv0() : 0;

@@ -14,6 +14,7 @@ struct CpuFeatures {
     // must still ask for it (amx_tiles_permitted).
     bool amx_tile = false, amx_bf16 = false, amx_int8 = false, amx_fp16 = false;
     std::string vendor, brand;
+    int family = 0, model = 0, stepping = 0;  // CPUID leaf 1, as /proc/cpuinfo shows them
     std::string summary() const;  // e.g. "AVX2 FMA F16C AVX512F ... AVX512_BF16"
 };
 

@@ -6,12 +6,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/decode_streams.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/type_traits.hpp"
+#include "kernel_choices_store.hpp"
+#include "kernels/kernel_choices.hpp"
 #include "quant_test_inputs.hpp"
 
 namespace syslm::kernels {
@@ -45,6 +50,7 @@ TEST(DecodeStreams, ChoosesOneWayFromTimedCallsWithoutChangingAResult) {
     for (int64_t o = 0; o < N; ++o)
         vec_dot_tokens(tt, K, 1, &wq[o * rb], rb, 1, xq.data(), xq.size(), &want[o], 1);
 
+    const testing::StoreAt store;  // the choice made here is stored for the next processes
     ThreadPool pool(2);
     std::vector<float> got(N);
     int calls = 0;
@@ -56,6 +62,11 @@ TEST(DecodeStreams, ChoosesOneWayFromTimedCallsWithoutChangingAResult) {
     const DecodeStreamsChoice c = decode_streams_choice(type);
     ASSERT_TRUE(c.streams == 1 || c.streams == 2) << "no choice after " << calls << " calls";
     EXPECT_FALSE(c.from_env);
+    if (c.remembered) GTEST_SKIP() << "this process had the choice from its store already";
+    std::ifstream stored(std::filesystem::path(kernel_choices_dir()) / "decode-streams-Q8_0");
+    std::string value;
+    ASSERT_TRUE(std::getline(stored, value)) << "the choice was not stored";
+    EXPECT_EQ(value, std::to_string(c.streams));
     for (int v = 0; v < 2; ++v) {
         EXPECT_GE(c.samples[v], 96) << v + 1 << " streams";
         EXPECT_GT(c.gb_per_s[v], 0.0) << v + 1 << " streams";
@@ -82,6 +93,30 @@ TEST(DecodeStreams, SmallCallsAreNotTimed) {
     EXPECT_EQ(after.streams, before.streams);
     EXPECT_EQ(after.samples[0], before.samples[0]);
     EXPECT_EQ(after.samples[1], before.samples[1]);
+}
+
+// A choice stored by an earlier process is used from the first call, without timing (Q5_0: a
+// type no other test here decodes, since the choice is per process and type).
+TEST(DecodeStreams, AStoredChoiceIsUsedWithoutTiming) {
+    if (std::getenv("SYSLM_DECODE_STREAMS")) GTEST_SKIP() << "SYSLM_DECODE_STREAMS fixes the choice";
+    const testing::StoreAt store;
+    std::filesystem::create_directories(kernel_choices_dir());
+    std::ofstream(std::filesystem::path(kernel_choices_dir()) / "decode-streams-Q5_0")
+        << "1\none stream 9.9 GB/s, two streams 8.8 GB/s\n";
+    constexpr int64_t K = 2048, N = 301;  // ~680 KiB: large enough to be timed
+    const DType type = DType::Q5_0;
+    const std::vector<uint8_t> wq = quantized_rows(type, 75, N, K);
+    const std::vector<float> x = testing::make_quant_input(76, K);
+    std::vector<float> y(N);
+    ThreadPool pool(2);
+    for (int i = 0; i < 3; ++i) matmul(WeightView{type, K, N, wq.data()}, x.data(), 1, y.data(), pool);
+    const DecodeStreamsChoice c = decode_streams_choice(type);
+    EXPECT_EQ(c.streams, 1);
+    EXPECT_TRUE(c.remembered);
+    EXPECT_EQ(c.samples[0] + c.samples[1], 0) << "nothing timed";
+    EXPECT_NE(describe_decode_streams().find("Q5_0 weights: one stream (remembered: one stream 9.9"),
+              std::string::npos)
+        << describe_decode_streams();
 }
 
 }  // namespace

@@ -174,16 +174,19 @@ TEST(GemmCrossover, StartsWhereTheGemmWinsAtEveryLargerBatchTried) {
             EXPECT_TRUE(c.timings.empty()) << "no GEMM to time";
             continue;
         }
-        ASSERT_FALSE(c.timings.empty()) << dtype_info(type).name;
-        bool wins_from_here = true;  // walking down from the largest batch
-        int64_t want = c.timings.back().tokens;  // the latest it starts
-        for (auto it = c.timings.rbegin(); it != c.timings.rend(); ++it) {
-            EXPECT_GT(it->vec_dot_s, 0);
-            EXPECT_GT(it->gemm_s, 0);
-            wins_from_here = wins_from_here && it->gemm_s * kGemmCrossoverMargin < it->vec_dot_s;
-            if (wins_from_here) want = it->tokens;
+        if (!c.record.remembered) {  // else timed by another process (SYSLM_KERNEL_CACHE)
+            ASSERT_FALSE(c.timings.empty()) << dtype_info(type).name;
+            bool wins_from_here = true;  // walking down from the largest batch
+            int64_t want = c.timings.back().tokens;  // the latest it starts
+            for (auto it = c.timings.rbegin(); it != c.timings.rend(); ++it) {
+                EXPECT_GT(it->vec_dot_s, 0);
+                EXPECT_GT(it->gemm_s, 0);
+                wins_from_here =
+                    wins_from_here && it->gemm_s * kGemmCrossoverMargin < it->vec_dot_s;
+                if (wins_from_here) want = it->tokens;
+            }
+            EXPECT_EQ(c.min_tokens, want) << dtype_info(type).name;
         }
-        EXPECT_EQ(c.min_tokens, want) << dtype_info(type).name;
         EXPECT_EQ(matmul_gemm_panel(type, 1), GemmPanel::None) << "decode stays on vec_dot";
         EXPECT_NE(matmul_gemm_panel(type, c.min_tokens), GemmPanel::None);
         if (c.min_tokens > 2) {

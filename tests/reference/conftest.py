@@ -10,6 +10,14 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 VOCAB = REPO / "tests" / "fixtures" / "vocab"  # llama.cpp's vocabularies, see NOTICE.md
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kernel_choices(tmp_path_factory):
+    """One memory of kernel choices for the whole session (src/kernels/kernel_choices.hpp): every
+    syslm process runs the same kernels, as two runs on one machine do, so results that tests
+    compare across processes match bit for bit."""
+    os.environ.setdefault("SYSLM_KERNEL_CACHE", str(tmp_path_factory.mktemp("kernel-choices")))
+
+
 @pytest.fixture(scope="session")
 def syslm_bin() -> pathlib.Path:
     build = pathlib.Path(os.environ.get("SYSLM_BUILD_DIR", REPO / "build"))

@@ -132,6 +132,34 @@ bool attention_amx_supported(int head_dim) {
            head_dim <= 256;
 }
 
+namespace {
+// Times the f32 kernel and the AMX tiles on one prefill; sets c's times and choice.
+void time_prefill_attention(AttentionChoice& c) {
+    // A 256-token prefill of 4 query heads on 2 KV heads (head size 64), one thread.
+    const AttentionShape sh{4, 2, 64, 128, 0, 0.125f, DType::F32, true};
+    constexpr int64_t T = 256;
+    std::vector<float> q(T * 256), k(T * 128), v(T * 128), out(T * 256);
+    uint64_t r = 3;
+    for (auto* x : {&q, &k, &v}) fill_timing_values(*x, r);
+    ThreadPool pool(1);
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 3; ++rep)
+        for (int mode : {0, 1}) {
+            forced_amx = mode;
+            const auto t0 = std::chrono::steady_clock::now();
+            attention_impl(sh, q.data(), k.data(), v.data(), nullptr, T, 0, out.data(), pool,
+                           Isa::Avx512, nullptr);
+            best[mode] = std::min(
+                best[mode],
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    forced_amx = -1;
+    c.f32_ms = best[0] * 1e3;
+    c.amx_ms = best[1] * 1e3;
+    c.amx = best[1] < best[0];
+}
+}  // namespace
+
 const AttentionChoice& attention_prefill_choice() {
     static const AttentionChoice choice = [] {
         AttentionChoice c;
@@ -145,28 +173,20 @@ const AttentionChoice& attention_prefill_choice() {
             return c;
         }
         if (!attention_amx_supported(64)) return c;
-        // A 256-token prefill of 4 query heads on 2 KV heads (head size 64), one thread.
-        const AttentionShape sh{4, 2, 64, 128, 0, 0.125f, DType::F32, true};
-        constexpr int64_t T = 256;
-        std::vector<float> q(T * 256), k(T * 128), v(T * 128), out(T * 256);
-        uint64_t r = 3;
-        for (auto* x : {&q, &k, &v}) fill_timing_values(*x, r);
-        ThreadPool pool(1);
-        double best[2] = {1e30, 1e30};
-        for (int rep = 0; rep < 3; ++rep)
-            for (int mode : {0, 1}) {
-                forced_amx = mode;
-                const auto t0 = std::chrono::steady_clock::now();
-                attention_impl(sh, q.data(), k.data(), v.data(), nullptr, T, 0, out.data(), pool,
-                               Isa::Avx512, nullptr);
-                best[mode] = std::min(
-                    best[mode],
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-            }
-        forced_amx = -1;
-        c.f32_ms = best[0] * 1e3;
-        c.amx_ms = best[1] * 1e3;
-        c.amx = best[1] < best[0];
+        c.record = remembered_kernel_choice(
+            "attention-prefill",
+            [&] {
+                time_prefill_attention(c);
+                KernelChoice m;
+                m.value = c.amx ? "amx-bf16" : "f32";
+                char line[128];
+                std::snprintf(line, sizeof line, "f32 %.2f ms, amx-bf16 %.2f ms (1 thread, 256 tokens)",
+                              c.f32_ms, c.amx_ms);
+                m.timings = line;
+                return m;
+            },
+            [](const std::string& v) { return v == "f32" || v == "amx-bf16"; });
+        c.amx = c.record.value == "amx-bf16";
         return c;
     }();
     return choice;

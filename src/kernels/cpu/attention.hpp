@@ -9,6 +9,7 @@
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/isa.hpp"
+#include "kernels/kernel_choices.hpp"
 
 namespace syslm::kernels {
 
@@ -131,12 +132,13 @@ struct AttentionAmxJob {
     float *m, *l, *o;
 };
 bool attention_amx_supported(int head_dim);  // AMX-BF16 granted, head_dim a multiple of 32 <= 256
-// Whether prefill (64 query rows or more, no lse) runs on the AMX tiles: timed once per process
-// against the f32 kernel on a 256-token prefill (one thread); SYSLM_ATTENTION=f32|amx decides
-// instead.
+// Whether prefill (64 query rows or more, no lse) runs on the AMX tiles: timed once per machine
+// against the f32 kernel on a 256-token prefill (one thread) and remembered
+// (kernels/kernel_choices.hpp); SYSLM_ATTENTION=f32|amx decides instead.
 struct AttentionChoice {
     bool amx = false;
-    double f32_ms = 0, amx_ms = 0;  // 0: not timed
+    double f32_ms = 0, amx_ms = 0;  // 0: not timed by this process
+    KernelChoice record;            // empty without a choice to make
 };
 const AttentionChoice& attention_prefill_choice();
 // For tests and benchmarks: while alive, this thread's prefill attention takes the AMX tiles

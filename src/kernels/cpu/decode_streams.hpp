@@ -6,7 +6,8 @@
 // Q4_0_G8 and Q8_0_G8W. So each process measures it on its own weights: after a warm-up, decode
 // calls that read at least 1 MiB alternate the two ways, per weight type, and once both have
 // enough samples the faster (bytes per second over all their calls) is kept. The order of rows
-// never changes any result. SYSLM_DECODE_STREAMS=1|2 fixes the choice.
+// never changes any result. The choice is remembered for the machine (kernels/kernel_choices.hpp):
+// later processes start with it and time nothing. SYSLM_DECODE_STREAMS=1|2 fixes the choice.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,7 @@ namespace syslm::kernels {
 struct DecodeStreamsChoice {
     int streams = 0;           // 1 or 2 once chosen (or fixed by the environment); 0: not yet
     bool from_env = false;
+    bool remembered = false;      // read from the machine's kernel choices, not timed here
     double gb_per_s[2] = {0, 0};  // measured rate of one and of two streams (0: no sample)
     int64_t samples[2] = {0, 0};
 };
@@ -43,6 +45,7 @@ public:
 
 private:
     void* state_ = nullptr;  // the type's trial state while this call is a trial
+    DType type_;
     size_t bytes_ = 0;
     int streams_ = 2;
     int64_t t0_ns_ = 0;

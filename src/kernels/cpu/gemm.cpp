@@ -207,15 +207,31 @@ PanelChoice choose_panel(Isa isa) {
         if (!candidates.empty()) c.panel = candidates[0];
         return c;
     }
-    double best = 0;
-    for (GemmPanel p : candidates) {
-        const double gflops = 2.0 * 64 * 1024 * 512 / time_panel(p, isa) * 1e-9;
-        c.timings.push_back({p, gflops});
-        if (gflops > best) {
-            best = gflops;
-            c.panel = p;
-        }
-    }
+    auto by_name = [&](const std::string& name) {
+        for (GemmPanel p : candidates)
+            if (name == gemm_panel_name(p)) return p;
+        return GemmPanel::None;
+    };
+    c.record = remembered_kernel_choice(
+        std::string("gemm-panel-") + isa_name(isa),
+        [&] {
+            KernelChoice m;
+            double best = 0;
+            for (GemmPanel p : candidates) {
+                const double gflops = 2.0 * 64 * 1024 * 512 / time_panel(p, isa) * 1e-9;
+                c.timings.push_back({p, gflops});
+                m.timings += std::string(m.timings.empty() ? "" : ", ") + gemm_panel_name(p) +
+                             " " + std::to_string(static_cast<int>(gflops)) + " GFLOP/s";
+                if (gflops > best) {
+                    best = gflops;
+                    m.value = gemm_panel_name(p);
+                }
+            }
+            m.timings += " (1 thread)";
+            return m;
+        },
+        [&](const std::string& v) { return by_name(v) != GemmPanel::None; });
+    c.panel = by_name(c.record.value);
     return c;
 }
 

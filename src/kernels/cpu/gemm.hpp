@@ -29,6 +29,7 @@
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/isa.hpp"
+#include "kernels/kernel_choices.hpp"
 
 namespace syslm::kernels {
 
@@ -81,15 +82,16 @@ const GemmKernels& gemm_kernels(Isa isa);
 GemmPanel gemm_panel(DType type, Isa isa);
 
 // The measured choice for quantized and BF16 weights with `isa`: each available panel format
-// timed on a Q8_0 matrix (prefill shape) the first time it is asked, the fastest kept for the
-// process. SYSLM_GEMM_PANEL=f32|bf16|amx-bf16 overrides it (an unavailable format is an error).
+// timed on a Q8_0 matrix (prefill shape) the first time it is asked, the fastest kept and
+// remembered for the machine (kernels/kernel_choices.hpp). SYSLM_GEMM_PANEL=f32|bf16|amx-bf16 overrides it (an unavailable format is an error).
 struct PanelChoice {
     GemmPanel panel = GemmPanel::F32;
     struct Timing {
         GemmPanel panel;
         double gflops;
     };
-    std::vector<Timing> timings;  // empty when overridden or when only one format exists
+    std::vector<Timing> timings;  // of the formats this process timed
+    KernelChoice record;          // empty when overridden or when only one format exists
 };
 const PanelChoice& gemm_panel_choice(Isa isa);
 

@@ -132,31 +132,52 @@ TrainGemm from_env(const char* var, std::initializer_list<TrainGemm> allowed) {
     fail(var, "='", env, "': expected ", names);
 }
 
-TrainGemm fastest(std::initializer_list<TrainGemm> candidates, TrainGemmChoice& c) {
+// The first candidate unless another times kTrainGemmMargin faster; remembered per machine
+// (kernels/kernel_choices.hpp) under `key`.
+TrainGemm fastest(const char* key, std::initializer_list<TrainGemm> candidates,
+                  TrainGemmChoice& c) {
     std::vector<TrainGemm> have;
     for (TrainGemm g : candidates)
         if (train_gemm_available(g)) have.push_back(g);
     if (have.size() < 2) return have.empty() ? TrainGemm::None : have[0];
-    const std::vector<double> gflops = time_gemms(have);
-    TrainGemm best = have[0];
-    double best_gflops = 0;
-    for (size_t i = 0; i < have.size(); ++i) {
-        c.timings.push_back({have[i], gflops[i]});
-        if (i == 0 || gflops[i] > kTrainGemmMargin * best_gflops) {
-            best_gflops = gflops[i];
-            best = have[i];
-        }
-    }
-    return best;
+    auto by_name = [&](const std::string& name) {
+        for (TrainGemm g : have)
+            if (name == train_gemm_name(g)) return g;
+        return TrainGemm::None;
+    };
+    KernelChoice k = remembered_kernel_choice(
+        key,
+        [&] {
+            const std::vector<double> gflops = time_gemms(have);
+            TrainGemm best = have[0];
+            double best_gflops = 0;
+            KernelChoice m;
+            for (size_t i = 0; i < have.size(); ++i) {
+                c.timings.push_back({have[i], gflops[i]});
+                m.timings += std::string(i ? ", " : "") + train_gemm_name(have[i]) + " " +
+                             std::to_string(static_cast<int>(gflops[i])) + " GFLOP/s";
+                if (i == 0 || gflops[i] > kTrainGemmMargin * best_gflops) {
+                    best_gflops = gflops[i];
+                    best = have[i];
+                }
+            }
+            m.timings += " (1 thread, 128 x 512 x 384 layer, 3 GEMMs)";
+            m.value = train_gemm_name(best);
+            return m;
+        },
+        [&](const std::string& v) { return by_name(v) != TrainGemm::None; });
+    c.records.push_back(k);
+    return by_name(k.value);
 }
 
 TrainGemmChoice choose() {
     TrainGemmChoice c;
     c.f32 = from_env("SYSLM_TRAIN_GEMM_F32", {TrainGemm::Blas, TrainGemm::F32Panels});
-    if (c.f32 == TrainGemm::None) c.f32 = fastest({TrainGemm::Blas, TrainGemm::F32Panels}, c);
+    if (c.f32 == TrainGemm::None)
+        c.f32 = fastest("train-gemm-f32", {TrainGemm::Blas, TrainGemm::F32Panels}, c);
     c.bf16 = from_env("SYSLM_TRAIN_GEMM_BF16", {TrainGemm::BF16Panels, TrainGemm::AmxBF16});
     if (c.bf16 == TrainGemm::None)
-        c.bf16 = fastest({TrainGemm::BF16Panels, TrainGemm::AmxBF16}, c);
+        c.bf16 = fastest("train-gemm-bf16", {TrainGemm::BF16Panels, TrainGemm::AmxBF16}, c);
     return c;
 }
 

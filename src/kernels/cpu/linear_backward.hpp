@@ -23,6 +23,7 @@
 
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/kernel_choices.hpp"
 
 namespace syslm::kernels {
 
@@ -33,10 +34,11 @@ void linear_backward_input(const float* dy, const float* w, int64_t T, int64_t K
 void linear_backward_weight(const float* dy, const float* x, int64_t T, int64_t K, int64_t N,
                             float* dw, float* db, ThreadPool& pool);
 
-// The GEMM engines of training, chosen by timing once per process: the first of each list (blas;
-// bf16 panels) unless another measures at least kTrainGemmMargin faster, so that engines that time
-// alike (Zen 4: blas and f32 panels both ~100 GFLOP/s) do not flip between two runs of one
-// command and change their losses in the last bits. SYSLM_TRAIN_GEMM_F32=blas|f32 and
+// The GEMM engines of training, chosen by timing once per machine and remembered
+// (kernels/kernel_choices.hpp): the first of each list (blas; bf16 panels) unless another measures
+// at least kTrainGemmMargin faster. Engines that time alike (Zen 4: blas and f32 panels both ~100
+// GFLOP/s) round the losses differently, and the memory keeps two runs of one command on one
+// machine on the same engines. SYSLM_TRAIN_GEMM_F32=blas|f32 and
 // SYSLM_TRAIN_GEMM_BF16=bf16|amx-bf16 override the choice (an unavailable engine is an error).
 // The values are stored in training checkpoints (train/trainer.cpp): do not renumber.
 enum class TrainGemm { None = 0, Blas = 1, F32Panels = 2, BF16Panels = 3, AmxBF16 = 4 };
@@ -49,7 +51,8 @@ struct TrainGemmChoice {
         TrainGemm gemm;
         double gflops;  // one thread, the three orientations of a 128 x 512 x 384 layer
     };
-    std::vector<Timing> timings;  // of the candidates timed (none where only one exists)
+    std::vector<Timing> timings;  // of the candidates this process timed
+    std::vector<KernelChoice> records;  // f32 then bf16, where there was a choice to make
 };
 const TrainGemmChoice& train_gemm_choice();
 // Fixes the engines train_gemm_choice() gives from now on: a resumed run continues on the ones its

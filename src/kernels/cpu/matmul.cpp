@@ -196,12 +196,14 @@ std::vector<uint8_t> timing_rows(const TypeTraits& tt, int64_t rows, int64_t K, 
 // latest: the vec_dot's four-tokens-per-block K-quant dots beat the GEMM at 32 tokens on Zen 4
 // (L110M Q4_K_M pp32 +17%), but where this small timing still had the vec_dot ahead at 48 (Q6_K)
 // the model's larger matrices on two threads ran pp48 13% faster on the GEMM.
+constexpr int64_t kMaxCrossoverTokens = 48;
+
 GemmCrossover measure_crossover(DType type) {
     GemmCrossover c;
     const TypeTraits& tt = type_traits(type);
     if (float_type(type) || !tt.from_float || gemm_panel(type, active_isa()) == GemmPanel::None)
         return c;
-    constexpr int64_t K = 2048, N = 256, kMaxTokens = 48;
+    constexpr int64_t K = 2048, N = 256, kMaxTokens = kMaxCrossoverTokens;
     uint64_t s = 0x9E3779B97F4A7C15ull;
     const std::vector<uint8_t> wq = timing_rows(tt, N, K, s, 0.02f);
     std::vector<float> x(static_cast<size_t>(kMaxTokens * K));
@@ -233,6 +235,34 @@ GemmCrossover measure_crossover(DType type) {
     for (auto it = c.timings.rbegin();
          it != c.timings.rend() && it->gemm_s * kGemmCrossoverMargin < it->vec_dot_s; ++it)
         c.min_tokens = it->tokens;
+    c.record.value = std::to_string(c.min_tokens);
+    char line[96];
+    for (const auto& t : c.timings) {
+        std::snprintf(line, sizeof line, "%s%lld: %.0f/%.0f us", c.record.timings.empty() ? "" : ", ",
+                      static_cast<long long>(t.tokens), t.vec_dot_s * 1e6, t.gemm_s * 1e6);
+        c.record.timings += line;
+    }
+    c.record.timings += " (tokens: vec_dot/GEMM, 1 thread, 2048 x 256 matrix)";
+    return c;
+}
+
+// measure_crossover's result, remembered for the machine (kernels/kernel_choices.hpp).
+GemmCrossover remembered_crossover(DType type) {
+    if (float_type(type) || !type_traits(type).from_float ||
+        gemm_panel(type, active_isa()) == GemmPanel::None)
+        return {};
+    GemmCrossover c;
+    c.record = remembered_kernel_choice(
+        std::string("gemm-crossover-") + std::string(dtype_name(type)),
+        [&] {
+            c = measure_crossover(type);
+            return c.record;
+        },
+        [](const std::string& v) {
+            return v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 3 &&
+                   std::stoi(v) >= 2 && std::stoi(v) <= kMaxCrossoverTokens;
+        });
+    c.min_tokens = std::stoi(c.record.value);
     return c;
 }
 
@@ -296,8 +326,25 @@ const BatchDotChoice& batch_dot_choice(DType type) {
     auto it = table.find(type);
     if (it == table.end()) {
         BatchDotChoice c;
-        if (!env.empty()) c.amx = env == "amx-int8";
-        else if (amx_int8_available()) c = measure_batch_dot(type);
+        if (!env.empty()) {
+            c.amx = env == "amx-int8";
+        } else if (amx_int8_available()) {
+            c.record = remembered_kernel_choice(
+                std::string("batch-dot-") + std::string(dtype_name(type)),
+                [&] {
+                    c = measure_batch_dot(type);
+                    KernelChoice m;
+                    m.value = c.amx ? "amx-int8" : "vnni";
+                    char line[128];
+                    std::snprintf(line, sizeof line,
+                                  "vnni %.2f ms, amx-int8 %.2f ms (1 thread, 16 tokens x 256 x 2048)",
+                                  c.vnni_ms, c.amx_ms);
+                    m.timings = line;
+                    return m;
+                },
+                [](const std::string& v) { return v == "vnni" || v == "amx-int8"; });
+            c.amx = c.record.value == "amx-int8";
+        }
         it = table.emplace(type, c).first;
     }
     return it->second;
@@ -315,7 +362,7 @@ const GemmCrossover& gemm_crossover(DType type) {
     const std::lock_guard<std::mutex> lock(mu);
     auto it = table.find(type);
     if (it == table.end())
-        it = table.emplace(type, env_min_tokens() > 0 ? GemmCrossover{} : measure_crossover(type))
+        it = table.emplace(type, env_min_tokens() > 0 ? GemmCrossover{} : remembered_crossover(type))
                  .first;
     return it->second;
 }

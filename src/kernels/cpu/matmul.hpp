@@ -64,7 +64,8 @@ void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float
 
 // From this many tokens on, matmul() uses the GEMM. Float weights: kGemmMinTokens, the bench/gemm
 // crossover (and what keeps their small batches exact f32 dot products). Quantized weights: the
-// crossover measured once per process and type (gemm_crossover), since the GEMM dequantizes the
+// crossover measured once per machine and type (gemm_crossover, remembered as
+// kernels/kernel_choices.hpp says), since the GEMM dequantizes the
 // whole matrix per call and that cost against the vec_dot's per-token cost differs by CPU and
 // type by an order of magnitude (AMX tiles make the product itself almost free). The
 // environment variable SYSLM_GEMM_MIN_TOKENS overrides both (tests route small models through
@@ -97,18 +98,20 @@ struct GemmCrossover {
         int64_t tokens;
         double vec_dot_s, gemm_s;
     };
-    std::vector<Timing> timings;  // empty where nothing was timed (override, float or no GEMM)
+    std::vector<Timing> timings;  // empty where this process timed nothing
+    KernelChoice record;          // remembered for the machine; empty for an override, float or no GEMM
 };
 const GemmCrossover& gemm_crossover(DType type);
 
 // Batches on the vec_dot path (2 tokens or more) with Q4_0_G8 or Q8_0_G8W weights may run on the
 // AMX int8 tiles instead of the VNNI dots (x86/quant_tokens_amx.cpp), where the CPU has them and
 // they measured faster: 16 tokens x 256 rows x 2048 on one thread, best of three, once per
-// process and type. SYSLM_BATCH_DOT=vnni|amx-int8 overrides it. Never under ExactSmallBatches
+// machine and type (remembered). SYSLM_BATCH_DOT=vnni|amx-int8 overrides it. Never under ExactSmallBatches
 // (their sums run in another order than a token's alone).
 struct BatchDotChoice {
     bool amx = false;
-    double vnni_ms = 0, amx_ms = 0;  // 0 where not timed
+    double vnni_ms = 0, amx_ms = 0;  // 0 where this process did not time them
+    KernelChoice record;             // remembered for the machine; empty without a choice
 };
 bool amx_int8_available();
 const BatchDotChoice& batch_dot_choice(DType type);
