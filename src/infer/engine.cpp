@@ -75,10 +75,24 @@ Engine::~Engine() {
     if (thread_.joinable()) thread_.join();
 }
 
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::Stop:
+            return "stop";
+        case FinishReason::Length:
+            return "length";
+        case FinishReason::Cancelled:
+            return "cancelled";
+        case FinishReason::Error:
+            return "error";
+    }
+    return "?";
+}
+
 bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params, Callback cb,
-                    int64_t* id, std::string* error) {
-    auto refuse = [&](std::string why) {
-        if (error) *error = std::move(why);
+                    int64_t* id, Refusal* refused) {
+    auto refuse = [&](std::string why, Failure kind = Failure::InvalidRequest) {
+        if (refused) *refused = {kind, std::move(why)};
         return false;
     };
     if (prompt.empty()) return refuse("the prompt is empty");
@@ -102,9 +116,9 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
     a->t_submit = now_s();
     {
         std::lock_guard lk(mu_);
-        if (!accepting_) return refuse("the server is shutting down");
+        if (!accepting_) return refuse("the server is shutting down", Failure::ShuttingDown);
         if (static_cast<int>(incoming_.size()) + stats_.waiting >= cfg_.max_waiting)
-            return refuse("queue full");
+            return refuse("queue full", Failure::QueueFull);
         a->seq.id = next_id_++;
         if (id) *id = a->seq.id;
         ++stats_.requests;
@@ -149,17 +163,17 @@ bool Engine::emit(Active& a, const Event& e) {
     return a.cb(e);
 }
 
-void Engine::finish(Active& a, const std::string& reason, const std::string& error) {
+void Engine::finish(Active& a, FinishReason reason, Refusal error) {
     if (a.finished) return;
     a.finished = true;
     scheduler_.remove(&a.seq);
     Event e;
     e.done = true;
     e.finish_reason = reason;
-    e.error = error;
+    e.error = std::move(error);
     e.n_prompt = a.seq.n_prompt;
     e.n_generated = a.n_generated;
-    if (reason == "stop" || reason == "length") {
+    if (reason == FinishReason::Stop || reason == FinishReason::Length) {
         a.text += a.stream.flush();
         e.text = a.text.substr(a.emitted);
         a.emitted = a.text.size();
@@ -179,7 +193,7 @@ void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
     }
     a.t_last = t;
     ++a.n_generated;
-    if (!a.params.ignore_eos && tok_.is_eog(token)) return finish(a, "stop");
+    if (!a.params.ignore_eos && tok_.is_eog(token)) return finish(a, FinishReason::Stop);
     a.seq.tokens.push_back(token);
 
     Event e;
@@ -211,8 +225,8 @@ void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
         e.text = a.text.substr(a.emitted, cut - std::min(cut, a.emitted));
         a.text.resize(std::max(cut, a.emitted));
         a.emitted = a.text.size();
-        if (!emit(a, e)) return finish(a, "cancelled");
-        return finish(a, "stop");
+        if (!emit(a, e)) return finish(a, FinishReason::Cancelled);
+        return finish(a, FinishReason::Stop);
     }
     size_t safe = a.text.size() > hold ? a.text.size() - hold : 0;
     safe = std::max(safe, a.emitted);
@@ -221,19 +235,20 @@ void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
         --safe;  // never split a character
     e.text = a.text.substr(a.emitted, safe - a.emitted);
     a.emitted = safe;
-    if (!emit(a, e)) return finish(a, "cancelled");
+    if (!emit(a, e)) return finish(a, FinishReason::Cancelled);
     if (a.n_generated >= a.params.max_tokens ||
         static_cast<int64_t>(a.seq.tokens.size()) >= cfg_.n_ctx)
-        finish(a, "length");
+        finish(a, FinishReason::Length);
 }
 
 void Engine::step() {
     std::vector<ScheduledWork> work = scheduler_.schedule();
     for (Sequence* s : scheduler_.take_rejected())
-        finish(*active_.at(s->id), "error",
-               "the request needs more KV memory than the whole pool holds (" +
-                   std::to_string(pages_.config().n_pages) + " pages of " +
-                   std::to_string(pages_.config().page_size) + " positions)");
+        finish(*active_.at(s->id), FinishReason::Error,
+               {Failure::KvPoolTooSmall,
+                "the request needs more KV memory than the whole pool holds (" +
+                    std::to_string(pages_.config().n_pages) + " pages of " +
+                    std::to_string(pages_.config().page_size) + " positions)"});
     if (!work.empty()) {
         std::vector<int32_t> batch;
         std::vector<int64_t> logit_rows;
@@ -315,18 +330,20 @@ void Engine::loop() {
         for (auto& a : arrived) {
             Active* p = a.get();
             active_[p->seq.id] = std::move(a);
-            if (!scheduler_.submit(&p->seq)) finish(*p, "error", "queue full");
+            if (!scheduler_.submit(&p->seq))
+                finish(*p, FinishReason::Error, {Failure::QueueFull, "queue full"});
         }
         for (int64_t id : cancels)
-            if (auto it = active_.find(id); it != active_.end()) finish(*it->second, "cancelled");
+            if (auto it = active_.find(id); it != active_.end()) finish(*it->second, FinishReason::Cancelled);
         try {
             step();
         } catch (const std::exception& e) {  // a failed step ends its requests, not the server
-            for (auto& [id, a] : active_) finish(*a, "error", e.what());
+            for (auto& [id, a] : active_)
+                finish(*a, FinishReason::Error, {Failure::StepFailed, e.what()});
             active_.clear();
         }
     }
-    for (auto& [id, a] : active_) finish(*a, "cancelled");
+    for (auto& [id, a] : active_) finish(*a, FinishReason::Cancelled);
     active_.clear();
     std::vector<std::unique_ptr<Active>> left;
     {
@@ -336,7 +353,7 @@ void Engine::loop() {
     for (auto& a : left) {
         Event e;
         e.done = true;
-        e.finish_reason = "cancelled";
+        e.finish_reason = FinishReason::Cancelled;
         a->cb(e);
     }
     std::lock_guard lk(mu_);

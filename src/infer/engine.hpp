@@ -53,6 +53,25 @@ struct TokenLogprob {
     float logprob;
 };
 
+// How a request ended. The names are OpenAI's finish_reason values (finish_reason_name).
+enum class FinishReason { Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);
+
+// Why a request was refused at submit, or ended in an error: the server answers each with its own
+// HTTP status (serve/completions.cpp), so the kind is typed, the message is for people.
+enum class Failure {
+    None,
+    InvalidRequest,  // empty prompt, unknown token, bad sampling parameters, too long
+    QueueFull,       // the waiting queue is at max_waiting
+    ShuttingDown,    // drain() or the destructor has begun
+    KvPoolTooSmall,  // the request needs more KV memory than the whole pool holds
+    StepFailed,      // a forward step threw; every request in it ends
+};
+struct Refusal {
+    Failure kind = Failure::None;
+    std::string message;
+};
+
 struct Event {
     // A token (text may be empty while held back) or, with done, the end of the request.
     int32_t token = -1;
@@ -60,8 +79,8 @@ struct Event {
     float logprob = 0;
     std::vector<TokenLogprob> top;  // when logprobs >= 0
     bool done = false;
-    std::string finish_reason;  // "stop", "length", "cancelled", "error"
-    std::string error;
+    FinishReason finish_reason = FinishReason::Stop;  // with done
+    Refusal error;                                    // with FinishReason::Error
     int64_t n_prompt = 0, n_generated = 0;
 };
 
@@ -91,10 +110,10 @@ public:
     ~Engine();  // stops at once (in-flight requests end "cancelled")
 
     using Callback = std::function<bool(const Event&)>;
-    // Queues a request; false with `error` set when it is refused (queue full, too long, bad
-    // parameters, shutting down). The callback then is never called.
+    // Queues a request; false with `refused` set when it is refused (InvalidRequest, QueueFull,
+    // ShuttingDown). The callback then is never called.
     bool submit(std::vector<int32_t> prompt, const GenerationParams& params, Callback cb,
-                int64_t* id, std::string* error);
+                int64_t* id, Refusal* refused);
     void cancel(int64_t id);
     // Stops accepting, lets every queued and running request finish, then stops the thread.
     void drain();
@@ -110,7 +129,7 @@ private:
     void loop();
     void step();
     bool emit(Active& a, const Event& e);
-    void finish(Active& a, const std::string& reason, const std::string& error = "");
+    void finish(Active& a, FinishReason reason, Refusal error = {});
     void on_token(Active& a, int32_t token, std::span<const float> logits);
 
     std::shared_ptr<const model::Model> model_;

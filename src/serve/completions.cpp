@@ -30,7 +30,8 @@ std::string random_id(const char* prefix) {
 struct Choice {
     std::string text;
     std::vector<infer::Event> tokens;  // for logprobs
-    std::string finish, error;
+    infer::FinishReason finish = infer::FinishReason::Stop;
+    infer::Refusal error;
     int64_t n_prompt = 0, n_generated = 0;
     bool done = false;
 };
@@ -76,6 +77,24 @@ void cancel(Generation& g, infer::Engine& engine) {
     for (int64_t id : g.ids) engine.cancel(id);
 }
 
+// The answer to a request the engine refused or ended in an error: each kind its HTTP status.
+ApiError api_error(const infer::Refusal& r) {
+    switch (r.kind) {
+        case infer::Failure::QueueFull:
+            return {429, "rate_limit_exceeded",
+                    "The server is busy (request queue full); retry later", "", ""};
+        case infer::Failure::ShuttingDown:
+            return {503, "server_error", "The server is shutting down", "", ""};
+        case infer::Failure::InvalidRequest:
+        case infer::Failure::KvPoolTooSmall:
+            return {400, "invalid_request_error", r.message, "", ""};
+        case infer::Failure::None:
+        case infer::Failure::StepFailed:
+            break;
+    }
+    return {500, "server_error", r.message, "", ""};
+}
+
 // Every choice submitted, or none (an ApiError says why).
 std::shared_ptr<Generation> submit(infer::Engine& engine, const ParsedRequest& pr) {
     auto g = std::make_shared<Generation>();
@@ -86,16 +105,11 @@ std::shared_ptr<Generation> submit(infer::Engine& engine, const ParsedRequest& p
         infer::GenerationParams params = pr.params;
         params.sampling.seed += i;  // n choices: different draws
         int64_t id = 0;
-        std::string error;
+        infer::Refusal refused;
         if (!engine.submit(pr.prompts[i / static_cast<size_t>(pr.n)], params,
-                           callback(g, static_cast<int>(i)), &id, &error)) {
+                           callback(g, static_cast<int>(i)), &id, &refused)) {
             cancel(*g, engine);
-            if (error == "queue full")
-                throw ApiError{429, "rate_limit_exceeded",
-                               "The server is busy (request queue full); retry later", "", ""};
-            if (error == "the server is shutting down")
-                throw ApiError{503, "server_error", "The server is shutting down", "", ""};
-            throw ApiError{400, "invalid_request_error", error, "", ""};
+            throw api_error(refused);
         }
         g->ids.push_back(id);
     }
@@ -142,16 +156,17 @@ http::Response json_response(int status, const json& body) {
 }
 
 // The whole answer, once every choice is done (under g.mu). A choice that ended in an error
-// makes the answer that error: 400 when the KV pool could not hold the request, else 500.
+// makes the answer that error (api_error: 400 when the KV pool could not hold the request).
 std::pair<int, json> whole_answer(const Generation& g, const ParsedRequest& pr, const Envelope& env,
                                   const tokenizer::Tokenizer& tok) {
     const size_t n = static_cast<size_t>(pr.n);
     json choices = json::array();
     for (size_t i = 0; i < g.choices.size(); ++i) {
         const Choice& c = g.choices[i];
-        if (c.finish == "error")
-            return {c.error.find("KV memory") != std::string::npos ? 400 : 500,
-                    error_body({0, "server_error", c.error, "", ""})};
+        if (c.finish == infer::FinishReason::Error) {
+            const ApiError e = api_error(c.error);
+            return {e.status, error_body(e)};
+        }
         json lp = nullptr;
         if (pr.params.logprobs >= 0) {
             if (env.chat) {
@@ -165,12 +180,12 @@ std::pair<int, json> whole_answer(const Generation& g, const ParsedRequest& pr, 
             choices.push_back({{"index", i},
                                {"message", {{"role", "assistant"}, {"content", c.text}}},
                                {"logprobs", lp},
-                               {"finish_reason", c.finish}});
+                               {"finish_reason", finish_reason_name(c.finish)}});
         else
             choices.push_back({{"index", i},
                                {"text", (pr.echo ? pr.prompt_texts[i / n] : "") + c.text},
                                {"logprobs", lp},
-                               {"finish_reason", c.finish}});
+                               {"finish_reason", finish_reason_name(c.finish)}});
     }
     return {200,
             {{"id", env.id},
@@ -212,8 +227,8 @@ public:
                           {"logprobs", nullptr},
                           {"finish_reason", nullptr}});
         }
-        if (e.done && e.finish_reason == "error")
-            out += data(error_body({500, "server_error", e.error, "", ""}));
+        if (e.done && e.finish_reason == infer::FinishReason::Error)
+            out += data(error_body(api_error(e.error)));
         if (!e.text.empty() || (e.token >= 0 && logprobs_ >= 0)) {
             json lp = nullptr;
             if (logprobs_ >= 0 && e.token >= 0)
@@ -222,7 +237,8 @@ public:
                                       {"token_logprobs", {e.logprob}}};
             out += piece(index, e.text, lp, nullptr);
         }
-        if (e.done && e.finish_reason != "error") out += piece(index, "", nullptr, e.finish_reason);
+        if (e.done && e.finish_reason != infer::FinishReason::Error)
+            out += piece(index, "", nullptr, finish_reason_name(e.finish_reason));
         return out;
     }
 

@@ -74,7 +74,7 @@ ServeMeasurement measure_serving(std::shared_ptr<const model::Model> model,
         st.first = true;
         st.submitted = Clock::now();
         const std::vector<int32_t>& prompt = load.prompts[next_prompt++ % load.prompts.size()];
-        std::string error;
+        infer::Refusal refused;
         int64_t id = 0;
         const bool ok = engine.submit(
             prompt, params,
@@ -83,8 +83,10 @@ ServeMeasurement measure_serving(std::shared_ptr<const model::Model> model,
                 std::lock_guard<std::mutex> lock(mu);
                 Stream& me = streams[static_cast<size_t>(s)];
                 if (e.done) {
-                    if (e.finish_reason == "error" || e.finish_reason == "cancelled")
-                        failure = e.error.empty() ? e.finish_reason : e.error;
+                    if (e.finish_reason == infer::FinishReason::Error ||
+                        e.finish_reason == infer::FinishReason::Cancelled)
+                        failure = e.error.message.empty() ? finish_reason_name(e.finish_reason)
+                                                          : e.error.message;
                     generated += e.n_generated;
                     finished.push_back(s);
                     cv.notify_one();
@@ -95,8 +97,8 @@ ServeMeasurement measure_serving(std::shared_ptr<const model::Model> model,
                 me.last = now;
                 return true;
             },
-            &id, &error);
-        SYSLM_CHECK(ok, "serve load: the engine refused a request: ", error);
+            &id, &refused);
+        SYSLM_CHECK(ok, "serve load: the engine refused a request: ", refused.message);
         active++;
     };
 

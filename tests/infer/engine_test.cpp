@@ -25,7 +25,7 @@ struct Collector {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<int32_t> tokens;
-    std::string text, finish;
+    std::string text, finish;  // finish_reason_name
     bool done = false;
     int stop_after = -1;  // cancel after this many tokens
     Engine::Callback callback() {
@@ -35,7 +35,7 @@ struct Collector {
             text += e.text;
             if (e.done) {
                 done = true;
-                finish = e.finish_reason;
+                finish = finish_reason_name(e.finish_reason);
                 cv.notify_all();
             }
             return stop_after < 0 || static_cast<int>(tokens.size()) < stop_after;
@@ -94,8 +94,9 @@ TEST(Engine, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
     }
     std::vector<Collector> got(16);
     for (int r = 0; r < 16; ++r) {
-        std::string err;
-        ASSERT_TRUE(engine.submit(prompts[r], greedy(12), got[r].callback(), nullptr, &err)) << err;
+        Refusal err;
+        ASSERT_TRUE(engine.submit(prompts[r], greedy(12), got[r].callback(), nullptr, &err))
+            << err.message;
     }
     for (auto& c : got) c.wait();
     const EngineStats st = engine.stats();
@@ -144,17 +145,65 @@ TEST(Engine, StopsCancelsAndRefuses) {
     EXPECT_EQ(cancelled.finish, "cancelled");
     EXPECT_EQ(cancelled.tokens.size(), 3u);
 
-    std::string err;
-    EXPECT_FALSE(engine.submit({}, greedy(4), plain.callback(), nullptr, &err));
-    EXPECT_NE(err.find("empty"), std::string::npos);
-    EXPECT_FALSE(engine.submit({1, 999999}, greedy(4), plain.callback(), nullptr, &err));
-    EXPECT_NE(err.find("vocabulary"), std::string::npos);
-    EXPECT_FALSE(engine.submit(std::vector<int32_t>(100, 5), greedy(4), plain.callback(), nullptr,
-                               &err));
-    EXPECT_NE(err.find("context"), std::string::npos);
+    // Refusals are typed (the server answers each with its own status) and say what is wrong.
+    auto refused = [&](std::vector<int32_t> p, Failure kind, const char* says) {
+        Refusal err;
+        EXPECT_FALSE(engine.submit(std::move(p), greedy(4), plain.callback(), nullptr, &err));
+        EXPECT_EQ(err.kind, kind) << err.message;
+        EXPECT_NE(err.message.find(says), std::string::npos) << err.message;
+    };
+    refused({}, Failure::InvalidRequest, "empty");
+    refused({1, 999999}, Failure::InvalidRequest, "vocabulary");
+    refused(std::vector<int32_t>(100, 5), Failure::InvalidRequest, "context");
     engine.drain();
-    EXPECT_FALSE(engine.submit(prompt, greedy(4), plain.callback(), nullptr, &err));
-    EXPECT_NE(err.find("shutting down"), std::string::npos);
+    refused(prompt, Failure::ShuttingDown, "shutting down");
+}
+
+// A request the whole KV pool cannot hold ends typed as such (the server answers it 400, not 500),
+// and the engine goes on serving the requests that fit.
+TEST(Engine, ARequestLargerThanTheKvPoolEndsWithItsOwnFailureKind) {
+    const auto m = make_model();
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    EngineConfig cfg;
+    cfg.threads = 2;
+    cfg.page_size = 4;
+    cfg.n_pages = 5;  // 20 positions in all
+    cfg.parallel = 2;
+    cfg.n_ctx = 128;
+    Engine engine(m, tok, cfg);
+    std::vector<int32_t> big(37);
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int32_t>(3 + (i * 7) % 50);
+    struct Ended {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        FinishReason reason = FinishReason::Stop;
+        Refusal error;
+    } ended;
+    ASSERT_TRUE(engine.submit(big, greedy(4),
+                              [&](const Event& e) {
+                                  if (!e.done) return true;
+                                  std::lock_guard lk(ended.mu);
+                                  ended.done = true;
+                                  ended.reason = e.finish_reason;
+                                  ended.error = e.error;
+                                  ended.cv.notify_all();
+                                  return true;
+                              },
+                              nullptr, nullptr));
+    {
+        std::unique_lock lk(ended.mu);
+        ended.cv.wait(lk, [&] { return ended.done; });
+    }
+    EXPECT_EQ(ended.reason, FinishReason::Error);
+    EXPECT_EQ(ended.error.kind, Failure::KvPoolTooSmall);
+    EXPECT_NE(ended.error.message.find("KV memory"), std::string::npos) << ended.error.message;
+    EXPECT_STREQ(finish_reason_name(ended.reason), "error");
+
+    Collector small;
+    ASSERT_TRUE(engine.submit({5, 6, 7}, greedy(3), small.callback(), nullptr, nullptr));
+    small.wait();
+    EXPECT_EQ(small.finish, "length");
 }
 
 }  // namespace
