@@ -157,7 +157,60 @@ std::string eta(double seconds) {
     return buf;
 }
 
-int run_train(const TrainArgs& a) {
+// The ranks of one run and their communicators. Under mpirun every rank is one coordinate of
+// dp x tp x pp: rank = (pp_index x dp + dp_index) x tp + tp_index (tensor parallel innermost,
+// pipeline stages outermost; docs/design/distributed.md). Rank 0 prints, logs and writes files.
+struct RankLayout {
+    std::unique_ptr<parallel::Communicator> world, tp_group, dp_group, pp_group;
+    int tp = 1, pp = 1, ranks = 1;  // ranks: data-parallel replicas
+    int tp_i = 0, dp_i = 0, pp_i = 0;
+    bool lead = true;
+    FILE* info = stderr;  // progress: stderr on rank 0, /dev/null elsewhere (errors still print)
+
+    parallel::Communicator& replicas() const { return dp_group ? *dp_group : *world; }
+    std::vector<parallel::Communicator*> all() const {
+        std::vector<parallel::Communicator*> out;
+        for (parallel::Communicator* c : {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
+            if (c) out.push_back(c);
+        return out;
+    }
+    uint64_t bytes_sent() const {
+        uint64_t b = 0;
+        for (parallel::Communicator* c : all()) b += c->bytes_sent();
+        return b;
+    }
+};
+
+RankLayout make_rank_layout(const TrainArgs& a) {
+    RankLayout r;
+    r.world = parallel::world(a.dp > 1 || a.tp > 1 || a.pp > 1);
+    r.tp = std::max(1, a.tp);
+    r.pp = std::max(1, a.pp);
+    const int size = r.world->size();
+    SYSLM_CHECK(size % (r.tp * r.pp) == 0, "train: --tp ", r.tp, " x --pp ", r.pp,
+                " does not divide the ", size, " ranks started");
+    r.ranks = size / (r.tp * r.pp);
+    SYSLM_CHECK(a.dp == 0 || a.dp == r.ranks, "train: --dp ", a.dp, " x --tp ", r.tp, " x --pp ",
+                r.pp, " but ", size, " ranks were started (run `mpirun -np ",
+                (a.dp > 0 ? a.dp : 1) * r.tp * r.pp, " syslm train ...`)");
+    SYSLM_CHECK(r.pp == 1 || a.eval_every == 0,
+                "train: --eval-every with pipeline parallelism is not implemented yet");
+    const int wr = r.world->rank();
+    r.tp_i = wr % r.tp;
+    r.dp_i = wr / r.tp % r.ranks;
+    r.pp_i = wr / (r.tp * r.ranks);
+    if (r.tp > 1) r.tp_group = r.world->split(wr / r.tp, wr);
+    if (r.tp > 1 || r.pp > 1) r.dp_group = r.world->split(r.pp_i * r.tp + r.tp_i, wr);
+    if (r.pp > 1) r.pp_group = r.world->split(r.dp_i * r.tp + r.tp_i, wr);
+    r.lead = wr == 0;
+    if (size > 1)
+        for (parallel::Communicator* c : r.all()) c->set_timeout(a.dist_timeout);
+    r.info = r.lead ? stderr : std::fopen("/dev/null", "w");
+    SYSLM_CHECK(r.info, "train: cannot open /dev/null");
+    return r;
+}
+
+void check_train_args(const TrainArgs& a) {
     const int sources = !a.init.empty() + !a.arch.empty() + !a.resume.empty();
     usage_check(sources == 1,
                 "train: give one of --init model.gguf (fine-tune), --arch (from "
@@ -170,141 +223,104 @@ int run_train(const TrainArgs& a) {
     usage_check(a.checkpoint_every == 0 || !a.checkpoint.empty(),
                 "train: --checkpoint-every needs --checkpoint DIR");
     usage_check(a.min_lr <= a.lr, "train: --min-lr ", a.min_lr, " is above --lr ", a.lr);
-    // Under mpirun every rank is a data-parallel replica (tensor and pipeline parallelism are not
-    // built yet: docs/design/distributed.md); rank 0 prints, logs and writes files.
-    // Ranks: rank = (pp_index x dp + dp_index) x tp + tp_index (tensor parallel innermost,
-    // pipeline stages outermost; docs/design/distributed.md).
-    const std::unique_ptr<parallel::Communicator> world =
-        parallel::world(a.dp > 1 || a.tp > 1 || a.pp > 1);
-    const int tp = std::max(1, a.tp), pp = std::max(1, a.pp);
-    SYSLM_CHECK(world->size() % (tp * pp) == 0, "train: --tp ", tp, " x --pp ", pp,
-                " does not divide the ", world->size(), " ranks started");
-    const int ranks = world->size() / (tp * pp);  // data-parallel replicas
-    SYSLM_CHECK(a.dp == 0 || a.dp == ranks, "train: --dp ", a.dp, " x --tp ", tp, " x --pp ", pp,
-                " but ", world->size(), " ranks were started (run `mpirun -np ",
-                (a.dp > 0 ? a.dp : 1) * tp * pp, " syslm train ...`)");
-    SYSLM_CHECK(pp == 1 || a.eval_every == 0,
-                "train: --eval-every with pipeline parallelism is not implemented yet");
-    const int wr = world->rank(), tp_i = wr % tp, dp_i = wr / tp % ranks, pp_i = wr / (tp * ranks);
-    std::unique_ptr<parallel::Communicator> tp_group, dp_group, pp_group;
-    if (tp > 1) tp_group = world->split(wr / tp, wr);
-    if (tp > 1 || pp > 1) dp_group = world->split(pp_i * tp + tp_i, wr);
-    if (pp > 1) pp_group = world->split(dp_i * tp + tp_i, wr);
-    parallel::Communicator& replicas = dp_group ? *dp_group : *world;
-    const bool lead = world->rank() == 0;
-    if (world->size() > 1)
-        for (parallel::Communicator* c : {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
-            if (c) c->set_timeout(a.dist_timeout);
-    // Progress goes to stderr on rank 0 only; errors still reach stderr from any rank.
-    FILE* const info = lead ? stderr : std::fopen("/dev/null", "w");
-    SYSLM_CHECK(info, "train: cannot open /dev/null");
+    SYSLM_CHECK(a.offline_topk == 0 || (!a.teacher.empty() && !a.data.empty()),
+                "train: --offline-topk needs --teacher and --data");
+}
+
+// The weights a run starts from: --resume's checkpoint (recovered first where a kill interrupted
+// its write), --init's file, or, for --arch, a random-initialised file (deleted once mapped).
+io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
     if (!a.resume.empty()) {
         // A run killed between the renames of a checkpoint write left <dir>.tmp and <dir>.old:
         // the newest complete one becomes <dir> again (train/checkpoint_files.hpp).
         bool found = true;
-        if (lead) found = train::recover_checkpoint(a.resume);
-        if (world->size() > 1) {
+        if (r.lead) found = train::recover_checkpoint(a.resume);
+        if (r.world->size() > 1) {
             double ok = found ? 1 : 0;
-            world->broadcast(&ok, sizeof ok, 0);
+            r.world->broadcast(&ok, sizeof ok, 0);
             found = ok > 0;
         }
         SYSLM_CHECK(found, "train: --resume ", a.resume, ": no checkpoint there (nor ", a.resume,
                     ".tmp or ", a.resume, ".old from an interrupted write)");
+        return io::GGUFFile((std::filesystem::path(a.resume) / "model.gguf").string());
     }
-    std::string path =
-        !a.resume.empty() ? (std::filesystem::path(a.resume) / "model.gguf").string() : a.init;
-    std::string temp, temp_vocab;
-    if (!a.arch.empty()) {
-        usage_check(!a.tokenizer.empty() || (a.vocab > 0 && a.data.empty()),
-                    "train: --arch needs --tokenizer (a GGUF with a vocabulary), or with "
-                    "--synthetic-data or --ids, --vocab N (a byte-fallback vocabulary of N tokens)");
-        model::InitConfig c;
-        c.arch = a.arch;
-        c.n_layer = a.layers;
-        c.n_head = a.heads;
-        c.n_head_kv = a.kv_heads;
-        c.n_embd = a.dim;
-        c.n_ff = a.ffn;
-        c.n_expert = a.experts;
-        c.n_expert_used = a.experts > 0 ? a.experts_used : 0;
-        c.n_ctx = a.ctx;
-        c.seed = a.seed;
-        temp = (std::filesystem::temp_directory_path() /
-                ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
-                   .string();
-        std::string vocab = a.tokenizer;
-        if (vocab.empty())
-            vocab = temp_vocab = write_byte_fallback_vocab(a.vocab, temp + ".vocab.gguf");
-        model::write_random_model(c, vocab, temp);
-        if (!temp_vocab.empty()) std::filesystem::remove(temp_vocab);
-        path = temp;
-    }
-    const io::GGUFFile file(path);
-    if (!temp.empty()) std::filesystem::remove(temp);  // the mapping stays valid
-    // Pipeline stage pp_i: blocks [pp_i L / pp, (pp_i + 1) L / pp).
-    const int n_layer = model::load_hparams(file).n_layer;
-    train::PipelineStage stage{};
-    if (pp > 1) {
-        SYSLM_CHECK(n_layer >= pp, "train: --pp ", pp, " stages for ", n_layer, " blocks");
-        stage = {pp_i * n_layer / pp, (pp_i + 1) * n_layer / pp};
-    }
-    train::TrainModel model(file, train::recompute_policy(a.recompute), tp_group.get(), stage);
-    model.set_router_aux_coef(a.moe_aux_coef);
-    std::string precision = a.precision;
-    if (precision == "auto") {
-        // bf16 where this CPU's bf16 training GEMM measured clearly faster than its f32 one
-        // (the rest of a step stays f32, and bf16 rounding costs a little quality).
-        const kernels::TrainGemmChoice& c = kernels::train_gemm_choice();
-        const double f32 = kernels::train_gemm_gflops(c.f32);
-        const double bf16 = c.bf16 == kernels::TrainGemm::None ? 0 : kernels::train_gemm_gflops(c.bf16);
-        int use_bf16 = bf16 > 1.25 * f32;
-        world->broadcast(&use_bf16, sizeof use_bf16, 0);  // every rank as rank 0 measured
-        precision = use_bf16 ? "bf16" : "f32";
-        const std::string bf16_text =
-            c.bf16 == kernels::TrainGemm::None
-                ? std::string("not available")
-                : std::string("on ") + kernels::train_gemm_name(c.bf16) + " " +
-                      std::to_string(static_cast<int>(bf16)) + " GFLOP/s";
-        std::fprintf(info, "precision auto: %s (training GEMMs measured: f32 on %s %.0f GFLOP/s, "
-                     "bf16 %s)\n", precision.c_str(), kernels::train_gemm_name(c.f32), f32,
-                     bf16_text.c_str());
-    }
-    model.set_precision(train::precision_mode(precision));
-    const int n_vocab = model.hparams().n_vocab;
-    if (a.vocab > 0)
-        usage_check(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
-                    " tokens");
-    usage_check(a.seq <= model.hparams().n_ctx_train, "train: --seq ", a.seq,
-                " is longer than the model's context of ", model.hparams().n_ctx_train, " positions (",
-                a.arch.empty() ? "its context_length" : "--ctx", ")");
+    if (a.arch.empty()) return io::GGUFFile(a.init);
+    usage_check(!a.tokenizer.empty() || (a.vocab > 0 && a.data.empty()),
+                "train: --arch needs --tokenizer (a GGUF with a vocabulary), or with "
+                "--synthetic-data or --ids, --vocab N (a byte-fallback vocabulary of N tokens)");
+    model::InitConfig c;
+    c.arch = a.arch;
+    c.n_layer = a.layers;
+    c.n_head = a.heads;
+    c.n_head_kv = a.kv_heads;
+    c.n_embd = a.dim;
+    c.n_ff = a.ffn;
+    c.n_expert = a.experts;
+    c.n_expert_used = a.experts > 0 ? a.experts_used : 0;
+    c.n_ctx = a.ctx;
+    c.seed = a.seed;
+    const std::string temp = (std::filesystem::temp_directory_path() /
+                              ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
+                                 .string();
+    std::string vocab = a.tokenizer, temp_vocab;
+    if (vocab.empty()) vocab = temp_vocab = write_byte_fallback_vocab(a.vocab, temp + ".vocab.gguf");
+    model::write_random_model(c, vocab, temp);
+    if (!temp_vocab.empty()) std::filesystem::remove(temp_vocab);
+    io::GGUFFile file(temp);
+    std::filesystem::remove(temp);  // the mapping stays valid
+    return file;
+}
 
-    // Token budget / memory limit: the step's sequences split into the largest micro-batch
-    // that fits, the rest accumulated.
+// --precision auto: bf16 where this CPU's bf16 training GEMM measured clearly faster than its f32
+// one (the rest of a step stays f32, and bf16 rounding costs a little quality).
+std::string choose_precision(const TrainArgs& a, const RankLayout& r) {
+    if (a.precision != "auto") return a.precision;
+    const kernels::TrainGemmChoice& c = kernels::train_gemm_choice();
+    const double f32 = kernels::train_gemm_gflops(c.f32);
+    const double bf16 = c.bf16 == kernels::TrainGemm::None ? 0 : kernels::train_gemm_gflops(c.bf16);
+    int use_bf16 = bf16 > 1.25 * f32;
+    r.world->broadcast(&use_bf16, sizeof use_bf16, 0);  // every rank as rank 0 measured
+    const std::string precision = use_bf16 ? "bf16" : "f32";
+    const std::string bf16_text = c.bf16 == kernels::TrainGemm::None
+                                      ? std::string("not available")
+                                      : std::string("on ") + kernels::train_gemm_name(c.bf16) +
+                                            " " + std::to_string(static_cast<int>(bf16)) +
+                                            " GFLOP/s";
+    std::fprintf(r.info,
+                 "precision auto: %s (training GEMMs measured: f32 on %s %.0f GFLOP/s, bf16 %s)\n",
+                 precision.c_str(), kernels::train_gemm_name(c.f32), f32, bf16_text.c_str());
+    return precision;
+}
+
+// Sequences per micro-batch and micro-batches per step: as given, or, under --token-budget /
+// --memory-limit, the step's sequences split into the largest micro-batch that fits.
+std::pair<int, int> plan_step(const TrainArgs& a, train::TrainModel& model, FILE* info) {
     int batch = a.batch, accum = a.accum;
     if (a.micro_batches > 0) {
         SYSLM_CHECK(a.accum == 1 || a.accum == a.micro_batches, "train: --micro-batches ",
                     a.micro_batches, " and --accum ", a.accum, " disagree");
         accum = a.micro_batches;
     }
-    if (a.token_budget > 0 || !a.memory_limit.empty()) {
-        const int sequences = a.token_budget > 0
-                                  ? std::max<int>(1, static_cast<int>(a.token_budget / a.seq))
-                                  : a.batch * a.accum;
-        const size_t limit = a.memory_limit.empty() ? 0 : train::parse_memory_size(a.memory_limit);
-        const train::BatchPlan bp = train::plan_batches(
-            model, train::optimizer_kind(a.optimizer), a.seq, sequences, limit);
-        batch = bp.micro_batch;
-        accum = bp.accum;
-        std::fprintf(info,
-                     "batch: %d sequences of %d tokens per step = %d micro-batches of %d "
-                     "(estimated %zu MiB%s)\n",
-                     sequences, a.seq, accum, batch, bp.bytes >> 20,
-                     limit ? (" of " + std::to_string(limit >> 20) + " MiB").c_str() : "");
-    }
+    if (a.token_budget == 0 && a.memory_limit.empty()) return {batch, accum};
+    const int sequences = a.token_budget > 0
+                              ? std::max<int>(1, static_cast<int>(a.token_budget / a.seq))
+                              : a.batch * a.accum;
+    const size_t limit = a.memory_limit.empty() ? 0 : train::parse_memory_size(a.memory_limit);
+    const train::BatchPlan bp =
+        train::plan_batches(model, train::optimizer_kind(a.optimizer), a.seq, sequences, limit);
+    std::fprintf(info,
+                 "batch: %d sequences of %d tokens per step = %d micro-batches of %d "
+                 "(estimated %zu MiB%s)\n",
+                 sequences, a.seq, bp.accum, bp.micro_batch, bp.bytes >> 20,
+                 limit ? (" of " + std::to_string(limit >> 20) + " MiB").c_str() : "");
+    return {bp.micro_batch, bp.accum};
+}
 
-    // With data parallelism the source makes the global batch (ranks x --batch sequences) and
-    // each rank trains on its slice of it.
-    const int global = batch * ranks;
+// With data parallelism the source makes the global batch (ranks x batch sequences) and each
+// rank trains on its slice of it.
+std::unique_ptr<train::BatchSource> open_batches(const TrainArgs& a, const RankLayout& r,
+                                                 int n_vocab, int batch) {
+    const int global = batch * r.ranks;
     std::unique_ptr<train::BatchSource> data;
     if (!a.data.empty())
         data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, global, a.seq);
@@ -312,61 +328,34 @@ int run_train(const TrainArgs& a) {
         data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, global, a.seq);
     else
         data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), global, a.seq);
-    if (ranks > 1) {
-        data = std::make_unique<train::RankSlice>(std::move(data), replicas.rank(), ranks, batch,
-                                                  a.seq);
-        std::fprintf(info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", ranks,
-                     world->transport().c_str(), batch);
-    }
-    if (pp > 1)
-        std::fprintf(info, "pipeline parallel: %d stages, %d micro-batches per step, schedule %s\n",
-                     pp, accum,
-                     std::find(a.schedule.begin(), a.schedule.end(), "gpipe") != a.schedule.end()
-                         ? "gpipe" : "1f1b");
-    if (tp > 1)
-        std::fprintf(info, "tensor parallel: %d ranks per replica, each with %d of %d heads and "
-                     "%d of %d FFN channels\n", tp, model.hparams().n_head,
-                     model.hparams().n_head * tp, model.hparams().n_ff, model.hparams().n_ff * tp);
+    if (r.ranks == 1) return data;
+    std::fprintf(r.info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", r.ranks,
+                 r.world->transport().c_str(), batch);
+    return std::make_unique<train::RankSlice>(std::move(data), r.replicas().rank(), r.ranks, batch,
+                                              a.seq);
+}
 
+// The optimizer, schedules, clipping and the data-parallel reduction's settings.
+train::TrainOptions step_options(const TrainArgs& a, const RankLayout& r, int batch, int accum,
+                                 train::Precision precision) {
     train::TrainOptions opt;
-    opt.data_parallel = ranks > 1 ? &replicas : nullptr;
-    SYSLM_CHECK(a.zero == 0 || ranks > 1, "train: --zero ", a.zero,
+    opt.data_parallel = r.ranks > 1 ? &r.replicas() : nullptr;
+    SYSLM_CHECK(a.zero == 0 || r.ranks > 1, "train: --zero ", a.zero,
                 " shards over data-parallel ranks: run under mpirun with more than one");
     opt.zero = a.zero;
     opt.grad_compress = parallel::compression_kind(a.grad_compress);
     opt.topk_ratio = a.topk_ratio;
     opt.compress_warmup = a.compress_warmup;
-    SYSLM_CHECK(opt.grad_compress == parallel::Compression::None || ranks > 1, "train: --grad-compress ",
-                a.grad_compress, " compresses the data-parallel reduction: run under mpirun with "
-                "more than one rank");
+    SYSLM_CHECK(opt.grad_compress == parallel::Compression::None || r.ranks > 1,
+                "train: --grad-compress ", a.grad_compress,
+                " compresses the data-parallel reduction: run under mpirun with more than one rank");
     opt.B = batch;
     opt.T = a.seq;
     opt.steps = a.steps;
     opt.accum = accum;
     opt.clip = a.clip;
     opt.keep_zeros = a.keep_zeros;
-    std::optional<compress::QuantTarget> qat;
-    if (!a.qat.empty()) {
-        qat = compress::parse_quant_target(a.qat);
-        SYSLM_CHECK(qat && dtype_info(qat->type).quantized, "train: --qat ", a.qat,
-                    " is not a quantized type (e.g. Q4_0, Q8_0, Q4_K_M)");
-        // Fake-quantize exactly what `syslm quantize` will quantize, to the type it will choose.
-        compress::ModelFacts facts;
-        facts.architecture = file.get_string("general.architecture", "");
-        facts.has_output = file.find_tensor("output.weight") != nullptr;
-        facts.n_layer = static_cast<uint32_t>(model.hparams().n_layer);
-        facts.n_head = static_cast<uint32_t>(model.hparams().n_head);
-        facts.n_head_kv = static_cast<uint32_t>(model.hparams().n_head_kv);
-        facts.expert_count = static_cast<uint32_t>(model.hparams().n_expert);
-        for (const train::Param& p : model.params().params()) {
-            const compress::TypeChoice c =
-                compress::choose_tensor_type(p.name, DType::F32, p.ne, *qat, facts);
-            if (c.quantize && dtype_info(c.type).quantized) opt.fake_quant.emplace_back(p.name, c.type);
-        }
-        std::fprintf(info, "qat: %zu matrices fake-quantized for %s\n", opt.fake_quant.size(),
-                     compress::quant_target_name(*qat).c_str());
-    }
-    if (model.precision() == train::Precision::F16) {  // fp16's range needs loss scaling
+    if (precision == train::Precision::F16) {  // fp16's range needs loss scaling
         opt.loss_scale = a.loss_scale;
         opt.scale_window = a.loss_scale_window;
     }
@@ -379,7 +368,7 @@ int run_train(const TrainArgs& a) {
             lr_schedule = v;
     }
     opt.schedule = {train::schedule_kind(lr_schedule), a.lr, a.min_lr, a.warmup, a.steps};
-    opt.pipeline = pp > 1 ? pp_group.get() : nullptr;
+    opt.pipeline = r.pp > 1 ? r.pp_group.get() : nullptr;
     opt.pipeline_schedule = pipeline_schedule;
     opt.optimizer.kind = train::optimizer_kind(a.optimizer);
     opt.optimizer.beta1 = a.beta1;
@@ -389,252 +378,373 @@ int run_train(const TrainArgs& a) {
     opt.optimizer.momentum = a.momentum;
     opt.optimizer.nesterov = a.nesterov;
     opt.optimizer.decay_embeddings = a.decay_embeddings;
+    if (r.pp > 1)
+        std::fprintf(r.info,
+                     "pipeline parallel: %d stages, %d micro-batches per step, schedule %s\n", r.pp,
+                     accum, pipeline_schedule == train::PipelineSchedule::GPipe ? "gpipe" : "1f1b");
+    return opt;
+}
 
-    ThreadPool pool(a.threads);
+// --qat: fake-quantize exactly the matrices `syslm quantize` will quantize, to the type it will
+// choose for each.
+std::optional<compress::QuantTarget> set_up_qat(const TrainArgs& a, const io::GGUFFile& file,
+                                                train::TrainModel& model, train::TrainOptions& opt,
+                                                FILE* info) {
+    if (a.qat.empty()) return std::nullopt;
+    std::optional<compress::QuantTarget> qat = compress::parse_quant_target(a.qat);
+    SYSLM_CHECK(qat && dtype_info(qat->type).quantized, "train: --qat ", a.qat,
+                " is not a quantized type (e.g. Q4_0, Q8_0, Q4_K_M)");
+    compress::ModelFacts facts;
+    facts.architecture = file.get_string("general.architecture", "");
+    facts.has_output = file.find_tensor("output.weight") != nullptr;
+    facts.n_layer = static_cast<uint32_t>(model.hparams().n_layer);
+    facts.n_head = static_cast<uint32_t>(model.hparams().n_head);
+    facts.n_head_kv = static_cast<uint32_t>(model.hparams().n_head_kv);
+    facts.expert_count = static_cast<uint32_t>(model.hparams().n_expert);
+    for (const train::Param& p : model.params().params()) {
+        const compress::TypeChoice c =
+            compress::choose_tensor_type(p.name, DType::F32, p.ne, *qat, facts);
+        if (c.quantize && dtype_info(c.type).quantized) opt.fake_quant.emplace_back(p.name, c.type);
+    }
+    std::fprintf(info, "qat: %zu matrices fake-quantized for %s\n", opt.fake_quant.size(),
+                 compress::quant_target_name(*qat).c_str());
+    return qat;
+}
+
+// --teacher: the teacher online, or its top-k logits cached once over the data (--offline-topk);
+// --distill-hidden adds the hidden-state loss and the student's projections.
+struct Distillation {
     std::unique_ptr<train::Teacher> teacher;
     std::unique_ptr<train::TeacherCache> cache;
-    SYSLM_CHECK(a.offline_topk == 0 || (!a.teacher.empty() && !a.data.empty()),
-                "train: --offline-topk needs --teacher and --data");
-    if (!a.teacher.empty()) {
-        teacher = std::make_unique<train::Teacher>(a.teacher, a.seq, a.threads);
-        opt.distill_alpha = a.distill_alpha;
-        opt.distill_temperature = a.distill_temperature;
-        if (a.offline_topk > 0) {  // the teacher runs once over the data; its top-k are reused
-            const std::string path =
-                !a.teacher_cache.empty()
-                    ? a.teacher_cache
-                    : (std::filesystem::path(a.data) /
-                       ("teacher-top" + std::to_string(a.offline_topk) + "-seq" +
-                        std::to_string(a.seq) + ".cache"))
-                          .string();
-            if (!std::filesystem::exists(path) && lead)  // one writer; the others wait for it
-                train::build_teacher_cache(path, a.data, a.teacher, *teacher, a.seq,
-                                           a.offline_topk, &std::cerr);
-            world->barrier();
-            cache = std::make_unique<train::TeacherCache>(path, a.data, a.teacher, a.seq,
-                                                          a.offline_topk, n_vocab);
-            opt.teacher_cache = cache.get();
-            teacher.reset();
-        } else {
-            opt.teacher = teacher.get();
-        }
-        std::fprintf(info, "distill: teacher %s (%s), alpha %.2f, temperature %.2f\n",
-                     a.teacher.c_str(),
-                     a.offline_topk > 0 ? ("offline top-" + std::to_string(a.offline_topk)).c_str()
-                                        : "online",
-                     a.distill_alpha, a.distill_temperature);
+};
+
+Distillation set_up_distillation(const TrainArgs& a, const RankLayout& r, train::TrainModel& model,
+                                 train::TrainOptions& opt) {
+    Distillation d;
+    constexpr const char* kHiddenNeedsTeacher =
+        "train: --distill-hidden needs an online --teacher (the offline cache of --offline-topk "
+        "keeps logits only)";
+    if (a.teacher.empty()) {
+        SYSLM_CHECK(a.distill_hidden == 0, kHiddenNeedsTeacher);
+        return d;
     }
+    d.teacher = std::make_unique<train::Teacher>(a.teacher, a.seq, a.threads);
+    opt.distill_alpha = a.distill_alpha;
+    opt.distill_temperature = a.distill_temperature;
+    if (a.offline_topk > 0) {  // the teacher runs once over the data; its top-k are reused
+        const std::string path =
+            !a.teacher_cache.empty()
+                ? a.teacher_cache
+                : (std::filesystem::path(a.data) /
+                   ("teacher-top" + std::to_string(a.offline_topk) + "-seq" +
+                    std::to_string(a.seq) + ".cache"))
+                      .string();
+        if (!std::filesystem::exists(path) && r.lead)  // one writer; the others wait for it
+            train::build_teacher_cache(path, a.data, a.teacher, *d.teacher, a.seq, a.offline_topk,
+                                       &std::cerr);
+        r.world->barrier();
+        d.cache = std::make_unique<train::TeacherCache>(path, a.data, a.teacher, a.seq,
+                                                        a.offline_topk, model.hparams().n_vocab);
+        opt.teacher_cache = d.cache.get();
+        d.teacher.reset();
+    } else {
+        opt.teacher = d.teacher.get();
+    }
+    std::fprintf(r.info, "distill: teacher %s (%s), alpha %.2f, temperature %.2f\n",
+                 a.teacher.c_str(),
+                 a.offline_topk > 0 ? ("offline top-" + std::to_string(a.offline_topk)).c_str()
+                                    : "online",
+                 a.distill_alpha, a.distill_temperature);
     if (a.distill_hidden > 0) {
-        SYSLM_CHECK(opt.teacher, "train: --distill-hidden needs an online --teacher (the offline "
-                                 "cache of --offline-topk keeps logits only)");
+        SYSLM_CHECK(opt.teacher, kHiddenNeedsTeacher);
         std::vector<int> student, teach;
         std::string pairs;
-        for (const auto& [s, t] : train::hidden_layer_map(model.hparams().n_layer,
-                                                          teacher->n_layer(),
-                                                          a.distill_hidden_layers)) {
+        for (const auto& [s, t] : train::hidden_layer_map(
+                 model.hparams().n_layer, d.teacher->n_layer(), a.distill_hidden_layers)) {
             student.push_back(s);
             teach.push_back(t);
             pairs += " " + std::to_string(s) + "->" + std::to_string(t);
         }
-        model.match_hidden(student, teacher->n_embd(), a.seed ^ 0x68696464656eULL);
+        model.match_hidden(student, d.teacher->n_embd(), a.seed ^ 0x68696464656eULL);
         opt.teacher_layers = teach;
         opt.distill_hidden = a.distill_hidden;
-        std::fprintf(info,
+        std::fprintf(r.info,
                      "distill: hidden states of blocks (student->teacher)%s, projected %d -> %d, "
                      "weight %.3g\n",
-                     pairs.c_str(), model.hparams().n_embd, teacher->n_embd(), a.distill_hidden);
+                     pairs.c_str(), model.hparams().n_embd, d.teacher->n_embd(), a.distill_hidden);
     }
+    return d;
+}
+
+// MFU's denominator: the peak of the arithmetic the matmuls run on, bf16 on the engine the
+// training GEMMs chose (AMX tiles or vdpbf16ps); f32 and the emulated path have the f32 peak.
+double matmul_peak_flops(train::Precision precision, int threads) {
+    const profile::ProbeResult probe = profile::cached_or_measured_probe(0, false);
+    const kernels::TrainGemm bf16_gemm = kernels::train_gemm_choice().bf16;
+    const bool bf16 = precision == train::Precision::BF16;
+    if (bf16 && bf16_gemm == kernels::TrainGemm::AmxBF16 && probe.amx_bf16 > 0)
+        return probe.amx_bf16_for(threads) * 1e9;
+    if (bf16 && bf16_gemm == kernels::TrainGemm::BF16Panels && probe.bf16 > 0)
+        return probe.bf16_for(threads) * 1e9;
+    return probe.fma_f32_for(threads) * 1e9;
+}
+
+// What the step loop measured and how it ended.
+struct LoopOutcome {
+    double timed = 0, first_loss = NAN, final_loss = 0, best_val = INFINITY;
+    int64_t timed_steps = 0;
+    bool interrupted = false;
+    uint64_t last_step_bytes = 0;  // sent by this rank (compression's warm-up steps are exact)
+    double seconds_per_step() const { return timed / std::max<int64_t>(1, timed_steps); }
+};
+
+// Everything the step loop works with.
+struct TrainLoop {
+    const TrainArgs& a;
+    const RankLayout& r;
+    train::TrainModel& model;
+    train::Trainer& trainer;
+    train::BatchSource& data;
+    ThreadPool& pool;
+    int batch;
+    double step_flops, peak, tokens_per_step;
+    std::function<void(const nlohmann::json&)> log;
+    std::function<void()> save;  // every rank calls it (rank 0 writes; ZeRO: each its shard)
+};
+
+// One step's progress: a live line on a terminal (rewritten each step, kept every --log-every
+// steps); in a log file only the kept lines; every step in the metrics file.
+void report_step(const TrainLoop& L, const train::StepStats& s, const LoopOutcome& o, bool live,
+                 bool keep) {
+    const double sps = o.timed_steps ? o.timed / o.timed_steps : s.seconds;
+    const double tps = L.tokens_per_step / sps, mfu = L.step_flops / sps / L.peak;
+    if (live || keep) {
+        std::fprintf(L.r.info,
+                     "%sstep %lld/%lld | loss %.4f | grad norm %.3f | lr %.2e | %.0f tok/s | "
+                     "MFU %.1f%% | ETA %s   %s",
+                     live ? "\r" : "", static_cast<long long>(s.step + 1),
+                     static_cast<long long>(L.a.steps), s.loss, s.grad_norm, s.lr, tps, 100 * mfu,
+                     eta(sps * static_cast<double>(L.a.steps - s.step - 1)).c_str(),
+                     keep ? "\n" : "");
+        std::fflush(L.r.info);
+    }
+    if (s.skipped)
+        std::fprintf(L.r.info,
+                     "%sstep %lld: gradients overflowed at loss scale %g: skipped, scale halved\n",
+                     live ? "\n" : "", static_cast<long long>(s.step + 1),
+                     static_cast<double>(s.loss_scale));
+    L.log({{"step", s.step + 1},
+           {"loss", s.loss},
+           {"loss_scale", s.loss_scale},
+           {"skipped", s.skipped},
+           {"lr", s.lr},
+           {"grad_norm", s.grad_norm},
+           {"tokens_per_s", tps},
+           {"mfu", mfu},
+           {"waited_ms", 1e3 * L.data.waited_s()}});
+}
+
+// The val loss after step s where --eval-every asks; true when --patience says stop.
+bool evaluate_step(const TrainLoop& L, const train::StepStats& s, LoopOutcome& o,
+                   int& evals_without_gain, bool newline) {
+    if (L.a.eval_every == 0 || ((s.step + 1) % L.a.eval_every != 0 && !L.trainer.done()))
+        return false;
+    L.trainer.publish_master();
+    const double val = train::evaluate(L.model, L.a.data, L.batch, L.a.seq, L.a.eval_batches, L.pool);
+    std::fprintf(L.r.info, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
+                 newline ? "\n" : "", static_cast<long long>(s.step + 1), val,
+                 1e3 * L.data.waited_s());
+    L.log({{"step", s.step + 1}, {"val_loss", val}});
+    if (val < o.best_val) {
+        o.best_val = val;
+        evals_without_gain = 0;
+        return false;
+    }
+    if (L.a.patience == 0 || ++evals_without_gain < L.a.patience) return false;
+    std::fprintf(L.r.info, "early stop: no val improvement in %d evaluations\n", L.a.patience);
+    return true;
+}
+
+// The profile of the steps after the first (warm-up), as the speed figures count them.
+void profile_report(const TrainLoop& L, const LoopOutcome& o) {
+    if (!L.a.profile) return;
+    const auto ops = profiler::collect();
+    double total = 0;
+    for (const auto& op : ops) total += op.seconds;
+    std::fprintf(L.r.info, "\nprofile of %lld steps (%.1f s in profiled ops of %.1f s)\n",
+                 static_cast<long long>(o.timed_steps), total, o.timed);
+    std::fprintf(L.r.info, "%-18s %8s %10s %7s %10s\n", "op", "calls", "time s", "time %",
+                 "GFLOP/s");
+    for (const auto& op : ops)
+        std::fprintf(L.r.info, "%-18s %8llu %10.3f %6.1f%% %10.1f\n", op.name.c_str(),
+                     static_cast<unsigned long long>(op.calls), op.seconds,
+                     100 * op.seconds / std::max(o.timed, 1e-9), op.flops / op.seconds / 1e9);
+}
+
+// Steps until --steps, an early stop or Ctrl-C (every rank stops at the same step); checkpoints
+// every --checkpoint-every steps and when interrupted.
+LoopOutcome run_steps(const TrainLoop& L) {
+    LoopOutcome o;
+    int evals_without_gain = 0;
+    bool stopped_early = false;
+    const int64_t first = L.trainer.next_step();
+    const bool live = L.r.lead && isatty(fileno(stderr)) != 0;
+    std::signal(SIGINT, on_sigint);
+    while (!L.trainer.done()) {
+        if (L.a.profile && L.trainer.next_step() == first + 1) profiler::set_enabled(true);
+        L.r.world->set_context("training step " + std::to_string(L.trainer.next_step() + 1));
+        const uint64_t sent_before = L.r.bytes_sent();
+        const train::StepStats s = L.trainer.step();
+        o.last_step_bytes = L.r.bytes_sent() - sent_before;
+        o.final_loss = s.loss;
+        if (std::isnan(o.first_loss)) o.first_loss = s.loss;
+        if (s.step > first || L.a.steps - first == 1) {  // the first step includes warm-up
+            o.timed += s.seconds;
+            ++o.timed_steps;
+        }
+        const bool keep = (s.step + 1) % L.a.log_every == 0 || s.step + 1 == L.a.steps;
+        report_step(L, s, o, live, keep);
+        stopped_early = evaluate_step(L, s, o, evals_without_gain, live && !keep);
+        if (g_interrupted) o.interrupted = true;
+        if (L.r.ranks > 1) {
+            double any = o.interrupted ? 1 : 0;
+            L.r.world->all_reduce_sum(&any, 1);
+            o.interrupted = any > 0;
+        }
+        const bool periodic = L.a.checkpoint_every > 0 && (s.step + 1) % L.a.checkpoint_every == 0;
+        if (!L.a.checkpoint.empty() && (periodic || o.interrupted)) L.save();
+        if (o.interrupted || stopped_early) break;
+    }
+    std::signal(SIGINT, SIG_DFL);
+    profile_report(L, o);
+    if (o.interrupted)
+        std::fprintf(L.r.info, "\ninterrupted at step %lld%s\n",
+                     static_cast<long long>(L.trainer.next_step()),
+                     L.a.checkpoint.empty() ? "" : ": resume with --resume <checkpoint>");
+    // A final checkpoint unless the last step just wrote one.
+    if (!L.a.checkpoint.empty() && !o.interrupted && L.a.checkpoint_every > 0 &&
+        L.trainer.next_step() % L.a.checkpoint_every != 0)
+        L.save();
+    return o;
+}
+
+void report_parallelism(const TrainArgs& a, const RankLayout& r, const train::Trainer& trainer,
+                        const LoopOutcome& o, int accum) {
+    if (r.ranks > 1) {
+        std::string how;
+        if (a.zero > 0) how += " (ZeRO-" + std::to_string(a.zero) + ")";
+        else if (a.grad_compress != "none") how += " (sharded: compressed updates)";
+        if (a.grad_compress != "none") how += ", gradients compressed: " + a.grad_compress;
+        std::fprintf(r.info,
+                     "data parallel: %.2f s reducing gradients (%.3f MiB sent per rank in the last "
+                     "step), %.0f%% of it hidden behind the backward; optimizer state %.1f MiB per "
+                     "rank%s\n",
+                     trainer.comm_seconds(), static_cast<double>(o.last_step_bytes) / (1 << 20),
+                     100 * trainer.overlap(),
+                     static_cast<double>(trainer.optimizer_state_bytes()) / (1 << 20), how.c_str());
+    }
+    if (r.pp > 1)
+        std::fprintf(r.info, "pipeline: %.1f%% of stage 0's schedule time waiting for its "
+                     "neighbours (theoretical bubble (p - 1) / (m + p - 1) = %.1f%%)\n",
+                     100 * trainer.bubble(), 100.0 * (r.pp - 1) / (accum + r.pp - 1));
+}
+
+// The trained weights at --out (rank 0), gathered first from tensor / pipeline ranks; with --qat
+// the float master beside it and the quantized export at --out.
+void write_weights(const TrainArgs& a, const RankLayout& r, train::TrainModel& model,
+                   const io::GGUFFile& file, const std::optional<compress::QuantTarget>& qat) {
+    if (a.out.empty()) return;
+    std::optional<train::ParamStore> whole;
+    if (r.tp > 1) whole = model.params().gathered(*r.tp_group);
+    if (r.pp > 1)  // each stage's whole tensors, then every stage's on stage 0
+        whole = (whole ? *whole : model.params()).gathered_stages(*r.pp_group, file);
+    if (!r.lead) return;
+    const train::ParamStore& params = whole ? *whole : model.params();
+    if (!qat) {
+        params.write_gguf(a.out, file.metadata(), false, &file);
+        std::fprintf(r.info, "wrote %s\n", a.out.c_str());
+        return;
+    }
+    std::string master = a.out;
+    if (master.ends_with(".gguf")) master.resize(master.size() - 5);
+    master += "-f32.gguf";
+    params.write_gguf(master, file.metadata(), false, &file);
+    compress::QuantizeOptions qo;
+    qo.target = *qat;
+    qo.threads = a.threads;
+    compress::quantize_model(master, a.out, qo);
+    std::fprintf(r.info, "wrote %s (float master weights) and %s (%s)\n", master.c_str(),
+                 a.out.c_str(), compress::quant_target_name(*qat).c_str());
+}
+
+int run_train(const TrainArgs& a) {
+    check_train_args(a);
+    const RankLayout r = make_rank_layout(a);
+    const io::GGUFFile file = open_start_weights(a, r);
+    // Pipeline stage pp_i: blocks [pp_i L / pp, (pp_i + 1) L / pp).
+    const int n_layer = model::load_hparams(file).n_layer;
+    train::PipelineStage stage{};
+    if (r.pp > 1) {
+        SYSLM_CHECK(n_layer >= r.pp, "train: --pp ", r.pp, " stages for ", n_layer, " blocks");
+        stage = {r.pp_i * n_layer / r.pp, (r.pp_i + 1) * n_layer / r.pp};
+    }
+    train::TrainModel model(file, train::recompute_policy(a.recompute), r.tp_group.get(), stage);
+    model.set_router_aux_coef(a.moe_aux_coef);
+    const std::string precision = choose_precision(a, r);
+    model.set_precision(train::precision_mode(precision));
+    const int n_vocab = model.hparams().n_vocab;
+    if (a.vocab > 0)
+        usage_check(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
+                    " tokens");
+    usage_check(a.seq <= model.hparams().n_ctx_train, "train: --seq ", a.seq,
+                " is longer than the model's context of ", model.hparams().n_ctx_train,
+                " positions (", a.arch.empty() ? "its context_length" : "--ctx", ")");
+    const auto [batch, accum] = plan_step(a, model, r.info);
+    const std::unique_ptr<train::BatchSource> data = open_batches(a, r, n_vocab, batch);
+    if (r.tp > 1)
+        std::fprintf(r.info, "tensor parallel: %d ranks per replica, each with %d of %d heads and "
+                     "%d of %d FFN channels\n", r.tp, model.hparams().n_head,
+                     model.hparams().n_head * r.tp, model.hparams().n_ff, model.hparams().n_ff * r.tp);
+    train::TrainOptions opt = step_options(a, r, batch, accum, model.precision());
+    const std::optional<compress::QuantTarget> qat = set_up_qat(a, file, model, opt, r.info);
+    ThreadPool pool(a.threads);
+    const Distillation distill = set_up_distillation(a, r, model, opt);
     train::Trainer trainer(model, *data, opt, pool);
     if (!a.resume.empty()) {
         trainer.load_state(a.resume);
-        std::fprintf(info, "resumed %s at step %lld\n", a.resume.c_str(),
+        std::fprintf(r.info, "resumed %s at step %lld\n", a.resume.c_str(),
                      static_cast<long long>(trainer.next_step()));
     }
     std::ofstream metrics;
-    if (!a.metrics.empty() && lead) {
+    if (!a.metrics.empty() && r.lead) {
         metrics.open(a.metrics, std::ios::app);
         SYSLM_CHECK(metrics, a.metrics, ": cannot open the metrics file");
     }
     auto log = [&](const nlohmann::json& j) {
         if (metrics.is_open()) metrics << j.dump() << "\n" << std::flush;
     };
-    auto save = [&] {  // every rank calls it (rank 0 writes; with ZeRO each rank its shard)
-        world->set_timeout(0);  // writing may take longer than a collective may wait
+    auto save = [&] {
+        r.world->set_timeout(0);  // writing may take longer than a collective may wait
         trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
-        std::fprintf(info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
+        std::fprintf(r.info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
                      static_cast<long long>(trainer.next_step()));
-        if (ranks > 1) world->set_timeout(a.dist_timeout);
+        if (r.ranks > 1) r.world->set_timeout(a.dist_timeout);
     };
-    std::signal(SIGINT, on_sigint);
-
-    // MFU against the peak of the arithmetic the matmuls run on: bf16 on the engine the
-    // training GEMMs chose (AMX tiles or vdpbf16ps); f32 and the emulated path have the f32 peak.
-    const profile::ProbeResult probe = profile::cached_or_measured_probe(0, false);
-    const kernels::TrainGemm bf16_gemm = kernels::train_gemm_choice().bf16;
-    const bool bf16 = model.precision() == train::Precision::BF16;
-    const double peak =
-        (bf16 && bf16_gemm == kernels::TrainGemm::AmxBF16 && probe.amx_bf16 > 0
-             ? probe.amx_bf16_for(pool.size())
-         : bf16 && bf16_gemm == kernels::TrainGemm::BF16Panels && probe.bf16 > 0
-             ? probe.bf16_for(pool.size())
-             : probe.fma_f32_for(pool.size())) *
-        1e9;
-    const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
     // Throughput of the whole group; MFU against the peak of every rank's threads.
-    const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * ranks;
-    double timed = 0, first_loss = NAN, final_loss = 0, best_val = INFINITY;
-    int64_t timed_steps = 0;
-    int evals_without_gain = 0;
-    bool interrupted = false, stopped_early = false;
-    const int64_t first = trainer.next_step();
-    const bool live = lead && isatty(fileno(stderr)) != 0;
-    // Profiling covers the steps after the first (warm-up), as the speed figures do.
-    auto profile_report = [&] {
-        if (!a.profile) return;
-        const auto ops = profiler::collect();
-        double total = 0;
-        for (const auto& op : ops) total += op.seconds;
-        std::fprintf(info, "\nprofile of %lld steps (%.1f s in profiled ops of %.1f s)\n",
-                     static_cast<long long>(timed_steps), total, timed);
-        std::fprintf(info, "%-18s %8s %10s %7s %10s\n", "op", "calls", "time s", "time %",
-                     "GFLOP/s");
-        for (const auto& op : ops)
-            std::fprintf(info, "%-18s %8llu %10.3f %6.1f%% %10.1f\n", op.name.c_str(),
-                         static_cast<unsigned long long>(op.calls), op.seconds,
-                         100 * op.seconds / std::max(timed, 1e-9), op.flops / op.seconds / 1e9);
-    };
-    uint64_t last_step_bytes = 0;  // sent by this rank (compression's warm-up steps are exact)
-    while (!trainer.done()) {
-        if (a.profile && trainer.next_step() == first + 1) profiler::set_enabled(true);
-        world->set_context("training step " + std::to_string(trainer.next_step() + 1));
-        auto sent = [&] {
-            uint64_t b = 0;
-            for (parallel::Communicator* c :
-                 {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
-                if (c) b += c->bytes_sent();
-            return b;
-        };
-        const uint64_t sent_before = sent();
-        const train::StepStats s = trainer.step();
-        last_step_bytes = sent() - sent_before;
-        final_loss = s.loss;
-        if (std::isnan(first_loss)) first_loss = s.loss;
-        if (s.step > first || a.steps - first == 1) {  // the first step includes warm-up
-            timed += s.seconds;
-            ++timed_steps;
-        }
-        const double sps = timed_steps ? timed / timed_steps : s.seconds;
-        const double tps = tokens_per_step / sps;
-        const double mfu = step_flops / sps / peak;
-        // A live line on a terminal (rewritten each step, kept every --log-every steps); in a
-        // log file only the kept lines.
-        const bool keep = (s.step + 1) % a.log_every == 0 || s.step + 1 == a.steps;
-        if (live || keep) {
-            std::fprintf(info,
-                         "%sstep %lld/%lld | loss %.4f | grad norm %.3f | lr %.2e | %.0f tok/s | "
-                         "MFU %.1f%% | ETA %s   %s",
-                         live ? "\r" : "", static_cast<long long>(s.step + 1),
-                         static_cast<long long>(a.steps), s.loss, s.grad_norm, s.lr, tps, 100 * mfu,
-                         eta(sps * static_cast<double>(a.steps - s.step - 1)).c_str(),
-                         keep ? "\n" : "");
-            std::fflush(info);
-        }
-        if (s.skipped)
-            std::fprintf(info, "%sstep %lld: gradients overflowed at loss scale %g: skipped, "
-                         "scale halved\n", live ? "\n" : "", static_cast<long long>(s.step + 1),
-                         static_cast<double>(s.loss_scale));
-        log({{"step", s.step + 1},
-             {"loss", s.loss},
-             {"loss_scale", s.loss_scale},
-             {"skipped", s.skipped},
-             {"lr", s.lr},
-             {"grad_norm", s.grad_norm},
-             {"tokens_per_s", tps},
-             {"mfu", mfu},
-             {"waited_ms", 1e3 * data->waited_s()}});
-        if (a.eval_every > 0 && ((s.step + 1) % a.eval_every == 0 || trainer.done())) {
-            trainer.publish_master();
-            const double val = train::evaluate(model, a.data, batch, a.seq, a.eval_batches, pool);
-            std::fprintf(info, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
-                         live && !keep ? "\n" : "", static_cast<long long>(s.step + 1), val,
-                         1e3 * data->waited_s());
-            log({{"step", s.step + 1}, {"val_loss", val}});
-            if (val < best_val) {
-                best_val = val;
-                evals_without_gain = 0;
-            } else if (a.patience > 0 && ++evals_without_gain >= a.patience) {
-                std::fprintf(info, "early stop: no val improvement in %d evaluations\n",
-                             a.patience);
-                stopped_early = true;
-            }
-        }
-        if (g_interrupted) interrupted = true;
-        if (ranks > 1) {  // every rank stops at the same step
-            double any = interrupted ? 1 : 0;
-            world->all_reduce_sum(&any, 1);
-            interrupted = any > 0;
-        }
-        const bool periodic = a.checkpoint_every > 0 && (s.step + 1) % a.checkpoint_every == 0;
-        if (!a.checkpoint.empty() && (periodic || interrupted)) save();
-        if (interrupted || stopped_early) break;
-    }
-    std::signal(SIGINT, SIG_DFL);
-    profile_report();
-    if (interrupted) {
-        std::fprintf(info, "\ninterrupted at step %lld%s\n",
-                     static_cast<long long>(trainer.next_step()),
-                     a.checkpoint.empty() ? "" : ": resume with --resume <checkpoint>");
-    }
-    // A final checkpoint unless the last step just wrote one.
-    if (!a.checkpoint.empty() && !interrupted && a.checkpoint_every > 0 &&
-        trainer.next_step() % a.checkpoint_every != 0)
-        save();
-    const double sps = timed / std::max<int64_t>(1, timed_steps);
-    if (ranks > 1) {
-        std::string how;
-        if (a.zero > 0) how += " (ZeRO-" + std::to_string(a.zero) + ")";
-        else if (a.grad_compress != "none") how += " (sharded: compressed updates)";
-        if (a.grad_compress != "none") how += ", gradients compressed: " + a.grad_compress;
-        std::fprintf(info,
-                     "data parallel: %.2f s reducing gradients (%.3f MiB sent per rank in the last "
-                     "step), %.0f%% of it hidden behind the backward; optimizer state %.1f MiB per "
-                     "rank%s\n",
-                     trainer.comm_seconds(), static_cast<double>(last_step_bytes) / (1 << 20),
-                     100 * trainer.overlap(),
-                     static_cast<double>(trainer.optimizer_state_bytes()) / (1 << 20), how.c_str());
-    }
+    const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
+    const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * r.ranks;
+    const double peak = matmul_peak_flops(model.precision(), pool.size());
+    const LoopOutcome o = run_steps(
+        {a, r, model, trainer, *data, pool, batch, step_flops, peak, tokens_per_step, log, save});
+    report_parallelism(a, r, trainer, o, accum);
     trainer.publish_master();
-    // Tensor / pipeline parallel: the whole tensors, gathered from the replica's ranks.
-    std::optional<train::ParamStore> whole;
-    if (tp > 1 && !a.out.empty()) whole = model.params().gathered(*tp_group);
-    if (pp > 1 && !a.out.empty())  // each stage's whole tensors, then every stage's on stage 0
-        whole = (whole ? *whole : model.params()).gathered_stages(*pp_group, file);
-    if (pp > 1)
-        std::fprintf(info, "pipeline: %.1f%% of stage 0's schedule time waiting for its "
-                     "neighbours (theoretical bubble (p - 1) / (m + p - 1) = %.1f%%)\n",
-                     100 * trainer.bubble(), 100.0 * (pp - 1) / (accum + pp - 1));
-    const train::ParamStore& out_params = whole ? *whole : model.params();
-    if (!lead) return interrupted ? 130 : 0;  // rank 0 writes the files
-    if (!a.out.empty() && qat) {  // the float master beside, the quantized export at --out
-        std::string master = a.out;
-        if (master.size() > 5 && master.substr(master.size() - 5) == ".gguf")
-            master.resize(master.size() - 5);
-        master += "-f32.gguf";
-        out_params.write_gguf(master, file.metadata(), false, &file);
-        compress::QuantizeOptions qo;
-        qo.target = *qat;
-        qo.threads = a.threads;
-        compress::quantize_model(master, a.out, qo);
-        std::fprintf(info, "wrote %s (float master weights) and %s (%s)\n", master.c_str(),
-                     a.out.c_str(), compress::quant_target_name(*qat).c_str());
-    } else if (!a.out.empty()) {
-        out_params.write_gguf(a.out, file.metadata(), false, &file);
-        std::fprintf(info, "wrote %s\n", a.out.c_str());
-    }
+    write_weights(a, r, model, file, qat);
+    if (!r.lead) return o.interrupted ? 130 : 0;  // rank 0 reports
+    const double sps = o.seconds_per_step();
     const nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
                                  {"mfu", step_flops / sps / peak},
-                                 {"first_loss", first_loss},
-                                 {"final_loss", final_loss},
+                                 {"first_loss", o.first_loss},
+                                 {"final_loss", o.final_loss},
                                  {"peak_rss_mib", peak_rss_mib()},
                                  {"micro_batch", batch},
                                  {"accum", accum},
@@ -644,9 +754,9 @@ int run_train(const TrainArgs& a) {
                                  {"n_vocab", n_vocab},
                                  {"tokens_per_step", tokens_per_step}};
     log(summary);
-    if (std::isfinite(best_val)) std::fprintf(info, "best val loss %.4f\n", best_val);
+    if (std::isfinite(o.best_val)) std::fprintf(r.info, "best val loss %.4f\n", o.best_val);
     if (a.json) std::printf("%s\n", summary.dump().c_str());
-    return interrupted ? 130 : 0;
+    return o.interrupted ? 130 : 0;
 }
 
 std::function<int()> setup_command(CLI::App& app, bool distill) {

@@ -2,6 +2,7 @@
 // loader serves, a cache of other data / k is refused, and with k = the whole vocabulary a
 // training step from the cache equals the step with the teacher run online.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -29,7 +30,8 @@ struct Fixture {
 const Fixture& setup() {
     static const Fixture s = [] {
         Fixture x;
-        x.dir = std::string(SYSLM_TEST_TMP) + "/offline_distill";
+        // One directory per process: ctest runs this file's tests as processes side by side.
+        x.dir = std::string(SYSLM_TEST_TMP) + "/offline_distill_" + std::to_string(::getpid());
         std::filesystem::remove_all(x.dir);
         std::filesystem::create_directories(x.dir);
         x.teacher_path = testing::write_test_model("od_teacher", testing::small_model_config("llama", 64, 51));
