@@ -137,20 +137,6 @@ void Optimizer::step(float lr, ThreadPool& pool, float grad_scale) {
     }
 }
 
-double grad_norm(ParamStore& params, ThreadPool& pool) {
-    const int64_t n = static_cast<int64_t>(params.size());
-    std::vector<double> partial(static_cast<size_t>(pool.size()), 0.0);
-    const float* g = params.grads();
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int thread) {
-        double s = 0;
-        for (int64_t i = b; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
-        partial[static_cast<size_t>(thread)] = s;
-    });
-    double total = 0;
-    for (double s : partial) total += s;
-    return std::sqrt(total);
-}
-
 float clip_coefficient(double norm, double max_norm) {
     return max_norm > 0 ? static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6))) : 1.0f;
 }

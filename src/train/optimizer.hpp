@@ -77,10 +77,9 @@ private:
     std::vector<Range> owned_;
 };
 
-// The gradients' global L2 norm (in double), and the factor that clips it to max_norm as
-// torch.nn.utils.clip_grad_norm_ does: max_norm / (norm + 1e-6), never above 1; 1 where
-// max_norm <= 0.
-double grad_norm(ParamStore& params, ThreadPool& pool);
+// The factor that clips a gradient of global L2 norm `norm` (Trainer::global_grad_norm) to
+// max_norm as torch.nn.utils.clip_grad_norm_ does: max_norm / (norm + 1e-6), never above 1; 1
+// where max_norm <= 0.
 float clip_coefficient(double norm, double max_norm);
 
 enum class ScheduleKind { Cosine, Linear, Constant };

@@ -1,6 +1,7 @@
 #include "train/trainer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <optional>
 #include <cmath>
@@ -393,19 +394,56 @@ void Trainer::publish_master() {
     gather_shards(v);
 }
 
-StepStats Trainer::step() {
-    const auto t0 = std::chrono::steady_clock::now();
-    // Sign compression only: top-k selecting by |g| / sqrt(v) ended further from the exact run
-    // (KJV, 400 steps: +0.72/+0.80/+0.78% on seeds 1-3, against +0.77/+0.70/+0.53% without), and
-    // int8 was already within 0.05%.
-    if (compressing() && opt_.grad_compress == parallel::Compression::Sign &&
-        next_step_ >= opt_.compress_warmup && reducer_->divisors().empty() &&
-        !optimizer_.second_moment().empty() && optimizer_.steps() > 0)
-        take_divisors();
-    model_.params().zero_grads();
-    if (!opt_.fake_quant.empty()) fake_quantize();
-    const bool scaling = scale_ > 0;
-    const float scale = scaling ? scale_ : 1.0f;
+namespace {
+
+// f(begin, end, thread) over the floats of `ranges`, in parallel.
+template <class F>
+void for_each_range(ThreadPool& pool, const std::vector<Optimizer::Range>& ranges, F&& f) {
+    for (const auto& [b0, e0] : ranges)
+        pool.parallel_for(static_cast<int64_t>(e0 - b0), [&](int64_t b, int64_t e, int w) {
+            f(b0 + static_cast<size_t>(b), b0 + static_cast<size_t>(e), w);
+        });
+}
+
+}  // namespace
+
+double Trainer::micro_batch(float scale) {
+    data_.next(tokens_, targets_);
+    if (opt_.teacher_cache) {
+        const TeacherCache& c = *opt_.teacher_cache;
+        const std::span<const uint64_t> win = data_.windows();
+        SYSLM_CHECK(static_cast<int>(win.size()) == opt_.B && c.seq() == opt_.T,
+                    "offline distillation needs batches of the data directory's windows of ",
+                    c.seq(), " tokens");
+        const size_t per = static_cast<size_t>(opt_.T) * c.k();
+        teacher_ids_.resize(per * opt_.B);
+        teacher_logits_.resize(per * opt_.B);
+        for (int b = 0; b < opt_.B; ++b) {
+            std::copy_n(c.ids(win[b]), per, teacher_ids_.data() + b * per);
+            std::copy_n(c.logits(win[b]), per, teacher_logits_.data() + b * per);
+        }
+        const TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
+                                    opt_.distill_temperature, teacher_ids_.data(), c.k()};
+        return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
+    }
+    if (!opt_.teacher)
+        return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
+    const size_t rows = static_cast<size_t>(opt_.B) * opt_.T;
+    teacher_logits_.resize(rows * opt_.teacher->n_vocab());
+    teacher_hidden_.resize(rows * opt_.teacher->n_embd() * opt_.teacher_layers.size());
+    opt_.teacher->logits(tokens_, opt_.B, opt_.T, teacher_logits_.data(), opt_.teacher_layers,
+                         teacher_hidden_.data());
+    TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha, opt_.distill_temperature};
+    if (!opt_.teacher_layers.empty()) {
+        d.teacher_hidden = teacher_hidden_.data();
+        d.hidden_weight = opt_.distill_hidden;
+    }
+    return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
+}
+
+double Trainer::accumulate_gradients(float scale) {
+    const bool compress =
+        opt_.grad_compress != parallel::Compression::None && next_step_ >= opt_.compress_warmup;
     double loss = 0;
     if (pipeline_) {  // every micro-batch through the stages, then the data-parallel reduction
         micro_tokens_.resize(static_cast<size_t>(opt_.accum));
@@ -414,163 +452,83 @@ StepStats Trainer::step() {
             data_.next(micro_tokens_[micro], micro_targets_[micro]);
         loss = pipeline_->run(micro_tokens_, micro_targets_, opt_.B, opt_.T, pool_, scale);
         if (reducer_) {
-            reducer_->start(model_.params().grads(), opt_.grad_compress != parallel::Compression::None &&
-                                                         next_step_ >= opt_.compress_warmup);
+            reducer_->start(model_.params().grads(), compress);
             for (size_t b = 0; b < reducer_->buckets().size(); ++b) reducer_->ready(b);
         }
-    }
-    for (int micro = 0; micro < (pipeline_ ? 0 : opt_.accum); ++micro) {
-        data_.next(tokens_, targets_);
-        if (reducer_ && micro == opt_.accum - 1) {  // the last backward makes gradients final
-            const bool compress = opt_.grad_compress != parallel::Compression::None &&
-                                  next_step_ >= opt_.compress_warmup;
-            reducer_->start(model_.params().grads(), compress);
-            model_.set_gradient_hook([this](int il) {
-                for (size_t b : il < 0 ? rest_buckets_ : block_buckets_[static_cast<size_t>(il)])
-                    reducer_->ready(b);
-            });
-        }
-        if (opt_.teacher_cache) {
-            const TeacherCache& c = *opt_.teacher_cache;
-            const std::span<const uint64_t> win = data_.windows();
-            SYSLM_CHECK(static_cast<int>(win.size()) == opt_.B && c.seq() == opt_.T,
-                        "offline distillation needs batches of the data directory's windows of ",
-                        c.seq(), " tokens");
-            const size_t per = static_cast<size_t>(opt_.T) * c.k();
-            teacher_ids_.resize(per * opt_.B);
-            teacher_logits_.resize(per * opt_.B);
-            for (int b = 0; b < opt_.B; ++b) {
-                std::copy_n(c.ids(win[b]), per, teacher_ids_.data() + b * per);
-                std::copy_n(c.logits(win[b]), per, teacher_logits_.data() + b * per);
+    } else {
+        for (int micro = 0; micro < opt_.accum; ++micro) {
+            if (reducer_ && micro == opt_.accum - 1) {  // the last backward makes gradients final
+                reducer_->start(model_.params().grads(), compress);
+                model_.set_gradient_hook([this](int il) {
+                    for (size_t b : il < 0 ? rest_buckets_ : block_buckets_[static_cast<size_t>(il)])
+                        reducer_->ready(b);
+                });
             }
-            const TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
-                                        opt_.distill_temperature, teacher_ids_.data(), c.k()};
-            loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
-        } else if (opt_.teacher) {
-            const size_t rows = static_cast<size_t>(opt_.B) * opt_.T;
-            teacher_logits_.resize(rows * opt_.teacher->n_vocab());
-            teacher_hidden_.resize(rows * opt_.teacher->n_embd() * opt_.teacher_layers.size());
-            opt_.teacher->logits(tokens_, opt_.B, opt_.T, teacher_logits_.data(),
-                                 opt_.teacher_layers, teacher_hidden_.data());
-            TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
-                                  opt_.distill_temperature};
-            if (!opt_.teacher_layers.empty()) {
-                d.teacher_hidden = teacher_hidden_.data();
-                d.hidden_weight = opt_.distill_hidden;
-            }
-            loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
-        } else {
-            loss += model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
+            loss += micro_batch(scale);
         }
     }
-    int ranks = 1;
-    if (reducer_) {
-        model_.set_gradient_hook({});
-        reducer_->finish();  // gradients summed over the data-parallel group
-        ranks = opt_.data_parallel->size();
-        opt_.data_parallel->all_reduce_sum(&loss, 1);
-        loss /= ranks;
-    }
-    if (!opt_.fake_quant.empty()) restore_master();  // gradients at Q(W) update W
-    const double n = static_cast<double>(model_.params().size());
-    SYSLM_PROFILE_SCOPE("optimizer", 12 * n, 20 * n);
-    float* g = model_.params().grads();
-    const size_t size = model_.params().size();
-    // The mean over micro-batches and ranks (as one batch accum x ranks times larger), unscaled.
-    // With ZeRO only this rank's shards are summed over the group, and only they are used.
-    const float inv = 1.0f / (static_cast<float>(opt_.accum) * static_cast<float>(ranks) * scale);
-    const bool sharded = !shards_.empty();
-    const std::vector<Optimizer::Range> whole{{0, size}};
-    const std::vector<Optimizer::Range>& mine = sharded ? shards_ : whole;
-    auto each = [&](auto&& f) {  // f(begin, end, thread) over this rank's floats, in parallel
-        for (const auto& [b0, e0] : mine)
-            pool_.parallel_for(static_cast<int64_t>(e0 - b0), [&](int64_t b, int64_t e, int w) {
-                f(b0 + static_cast<size_t>(b), b0 + static_cast<size_t>(e), w);
-            });
+    if (!reducer_) return loss;
+    model_.set_gradient_hook({});
+    reducer_->finish();  // gradients summed over the data-parallel group
+    opt_.data_parallel->all_reduce_sum(&loss, 1);
+    return loss / opt_.data_parallel->size();
+}
+
+bool Trainer::gradients_overflowed(const std::vector<Optimizer::Range>& mine) {
+    const float* g = model_.params().grads();
+    std::vector<char> finite(static_cast<size_t>(pool_.size()), 1);
+    for_each_range(pool_, mine, [&](size_t b, size_t e, int w) {
+        bool ok = true;
+        for (size_t i = b; i < e; ++i) ok &= std::isfinite(g[i]);
+        if (!ok) finite[static_cast<size_t>(w)] = 0;
+    });
+    double bad = std::find(finite.begin(), finite.end(), 0) != finite.end() ? 1 : 0;
+    // Every rank skips together.
+    if (!shards_.empty()) opt_.data_parallel->all_reduce_sum(&bad, 1);
+    if (model_.tensor_parallel()) model_.tensor_parallel()->all_reduce_sum(&bad, 1);
+    if (pipeline_) opt_.pipeline->all_reduce_sum(&bad, 1);
+    return bad > 0;
+}
+
+// The norm of the whole model's gradient, from the floats each rank holds: with ZeRO or
+// compression each data-parallel rank sums its shards; a tensor-parallel rank holds a slice of
+// the sliced tensors and the same whole ones as its peers (counted once); each pipeline stage its
+// own tensors. In pieces of at most 64 Ki floats, each within one tensor, summed in parallel.
+double Trainer::global_grad_norm(const std::vector<Optimizer::Range>& mine) {
+    constexpr size_t kPiece = 1 << 16;
+    struct Piece {
+        size_t b, e;
+        int sliced;
     };
-    if (inv != 1.0f)
-        each([&](size_t b, size_t e, int) {
-            for (size_t i = b; i < e; ++i) g[i] *= inv;
-        });
-    const float lr = opt_.schedule.at(next_step_);
-    if (scaling) {
-        std::vector<char> finite(static_cast<size_t>(pool_.size()), 1);
-        each([&](size_t b, size_t e, int w) {
-            bool ok = true;
-            for (size_t i = b; i < e; ++i) ok &= std::isfinite(g[i]);
-            if (!ok) finite[static_cast<size_t>(w)] = 0;
-        });
-        double bad = std::find(finite.begin(), finite.end(), 0) != finite.end() ? 1 : 0;
-        if (sharded) opt_.data_parallel->all_reduce_sum(&bad, 1);  // every rank skips together
-        if (model_.tensor_parallel()) model_.tensor_parallel()->all_reduce_sum(&bad, 1);
-        if (pipeline_) opt_.pipeline->all_reduce_sum(&bad, 1);
-        if (bad > 0) {
-            scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
-            clean_steps_ = 0;
-            const double seconds =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            return {next_step_++, loss / opt_.accum, INFINITY, lr, seconds, true, scale};
+    std::vector<Piece> pieces;
+    for (const Param& p : model_.params().params())
+        for (const auto& [b0, e0] : mine) {
+            const size_t b = std::max(b0, p.offset), e = std::min(e0, p.offset + p.numel);
+            for (size_t x = b; x < e; x += kPiece)
+                pieces.push_back({x, std::min(e, x + kPiece), p.slice_dim >= 0 ? 1 : 0});
         }
+    const float* g = model_.params().grads();
+    std::vector<std::array<double, 2>> partial(static_cast<size_t>(pool_.size()), {0.0, 0.0});
+    pool_.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t b, int64_t e, int w) {
+        for (int64_t k = b; k < e; ++k) {
+            double s = 0;
+            for (size_t i = pieces[k].b; i < pieces[k].e; ++i) s += static_cast<double>(g[i]) * g[i];
+            partial[static_cast<size_t>(w)][pieces[k].sliced] += s;
+        }
+    });
+    double sq[2] = {0, 0};  // sliced, whole
+    for (const auto& p : partial) {
+        sq[0] += p[1];
+        sq[1] += p[0];
     }
-    double norm;
-    float grad_scale = 1.0f;
-    parallel::Communicator* tp = model_.tensor_parallel();
-    if (tp || pipeline_) {
-        // Sliced tensors: every tensor-parallel rank's share of the norm; whole ones: the same on
-        // every such rank; pipeline stages: each its own tensors; ZeRO or compression: each
-        // data-parallel rank its shards.
-        double sq[2] = {0, 0};  // sliced, whole
-        for (const Param& p : model_.params().params())
-            for (const auto& [b0, e0] : mine) {
-                const size_t b = std::max(b0, p.offset), e = std::min(e0, p.offset + p.numel);
-                double x = 0;
-                for (size_t i = b; i < e; ++i) x += static_cast<double>(g[i]) * g[i];
-                sq[p.slice_dim >= 0 ? 0 : 1] += x;
-            }
-        if (sharded) opt_.data_parallel->all_reduce_sum(sq, 2);
-        if (tp) tp->all_reduce_sum(sq, 1);
-        double total = sq[0] + sq[1];
-        if (pipeline_) opt_.pipeline->all_reduce_sum(&total, 1);
-        norm = std::sqrt(total);
-        if (opt_.clip > 0) {
-            const float coef = static_cast<float>(std::min(1.0, opt_.clip / (norm + 1e-6)));
-            if (coef < 1.0f)
-                pool_.parallel_for(static_cast<int64_t>(size), [&](int64_t b, int64_t e, int) {
-                    for (int64_t i = b; i < e; ++i) g[i] *= coef;
-                });
-        }
-    } else if (!sharded) {
-        norm = grad_norm(model_.params(), pool_);
-        grad_scale = clip_coefficient(norm, opt_.clip);  // applied by the optimizer's pass
-    } else {  // the global norm from every rank's shards
-        std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
-        each([&](size_t b, size_t e, int w) {
-            double sq = 0;
-            for (size_t i = b; i < e; ++i) sq += static_cast<double>(g[i]) * g[i];
-            partial[static_cast<size_t>(w)] += sq;
-        });
-        double total = 0;
-        for (double x : partial) total += x;
-        opt_.data_parallel->all_reduce_sum(&total, 1);
-        norm = std::sqrt(total);
-        if (opt_.clip > 0) {
-            const float coef = static_cast<float>(std::min(1.0, opt_.clip / (norm + 1e-6)));
-            if (coef < 1.0f)
-                each([&](size_t b, size_t e, int) {
-                    for (size_t i = b; i < e; ++i) g[i] *= coef;
-                });
-        }
-    }
-    // A loss or gradient that is NaN or infinite (divergence, a corrupt batch) must not reach the
-    // weights: the step ends here, before the update, so the weights, the optimizer state and the
-    // caller's last checkpoint stay good. Loss scaling's overflow skips (above) are the expected
-    // exception. Every rank has the same loss and norm (both reduced over the group), so every
-    // rank stops at the same step.
-    if (!std::isfinite(loss) || !std::isfinite(norm))
-        fail("training step ", next_step_ + 1, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
-             " is ", std::isfinite(loss) ? norm : loss / opt_.accum,
-             ": stopped before the update, so the weights and the last checkpoint are the previous "
-             "step's (a lower --lr, a longer --warmup or --clip may help; check the data)");
+    if (!shards_.empty()) opt_.data_parallel->all_reduce_sum(sq, 2);
+    if (parallel::Communicator* tp = model_.tensor_parallel()) tp->all_reduce_sum(sq, 1);
+    double total = sq[0] + sq[1];
+    if (pipeline_) opt_.pipeline->all_reduce_sum(&total, 1);
+    return std::sqrt(total);
+}
+
+void Trainer::apply_update(float lr, float grad_scale) {
     // Compressed updates: the optimizer steps this rank's exact weights of its blocks (master_),
     // which the weights every rank shares follow through compressed updates.
     const bool compressed = reducer_ && opt_.grad_compress != parallel::Compression::None;
@@ -583,16 +541,65 @@ StepStats Trainer::step() {
     }
     if (compress_now)
         reducer_->all_gather_updates(model_.params().values(), master_.data());
-    else if (sharded)  // every rank's updated shards to every rank (warm-up: the exact weights)
+    else if (!shards_.empty())  // every rank's updated shards to every rank (warm-up: exact)
         gather_shards(model_.params().values());
     keep_zeros();  // after compressed updates, whose decoding may have touched the zeros
+}
+
+StepStats Trainer::step() {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto seconds = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    // Sign compression only: top-k selecting by |g| / sqrt(v) ended further from the exact run
+    // (KJV, 400 steps: +0.72/+0.80/+0.78% on seeds 1-3, against +0.77/+0.70/+0.53% without), and
+    // int8 was already within 0.05%.
+    if (compressing() && opt_.grad_compress == parallel::Compression::Sign &&
+        next_step_ >= opt_.compress_warmup && reducer_->divisors().empty() &&
+        !optimizer_.second_moment().empty() && optimizer_.steps() > 0)
+        take_divisors();
+    model_.params().zero_grads();
+    if (!opt_.fake_quant.empty()) fake_quantize();
+    const bool scaling = scale_ > 0;
+    const float scale = scaling ? scale_ : 1.0f;
+    const double loss = accumulate_gradients(scale);
+    if (!opt_.fake_quant.empty()) restore_master();  // gradients at Q(W) update W
+    const double n = static_cast<double>(model_.params().size());
+    SYSLM_PROFILE_SCOPE("optimizer", 12 * n, 20 * n);
+    // The mean over micro-batches and ranks (as one batch accum x ranks times larger), unscaled.
+    // With ZeRO only this rank's shards are summed over the group, and only they are used.
+    const int ranks = reducer_ ? opt_.data_parallel->size() : 1;
+    const float inv = 1.0f / (static_cast<float>(opt_.accum) * static_cast<float>(ranks) * scale);
+    const std::vector<Optimizer::Range> whole{{0, model_.params().size()}};
+    const std::vector<Optimizer::Range>& mine = shards_.empty() ? whole : shards_;
+    float* g = model_.params().grads();
+    if (inv != 1.0f)
+        for_each_range(pool_, mine, [&](size_t b, size_t e, int) {
+            for (size_t i = b; i < e; ++i) g[i] *= inv;
+        });
+    const float lr = opt_.schedule.at(next_step_);
+    if (scaling && gradients_overflowed(mine)) {
+        scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
+        clean_steps_ = 0;
+        return {next_step_++, loss / opt_.accum, INFINITY, lr, seconds(), true, scale};
+    }
+    const double norm = global_grad_norm(mine);
+    // A loss or gradient that is NaN or infinite (divergence, a corrupt batch) must not reach the
+    // weights: the step ends here, before the update, so the weights, the optimizer state and the
+    // caller's last checkpoint stay good. Loss scaling's overflow skips (above) are the expected
+    // exception. Every rank has the same loss and norm (both reduced over the group), so every
+    // rank stops at the same step.
+    if (!std::isfinite(loss) || !std::isfinite(norm))
+        fail("training step ", next_step_ + 1, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
+             " is ", std::isfinite(loss) ? norm : loss / opt_.accum,
+             ": stopped before the update, so the weights and the last checkpoint are the previous "
+             "step's (a lower --lr, a longer --warmup or --clip may help; check the data)");
+    apply_update(lr, clip_coefficient(norm, opt_.clip));  // clipping fused into the update
     if (scaling && ++clean_steps_ >= opt_.scale_window) {
         scale_ *= 2.0f;
         clean_steps_ = 0;
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return {next_step_++, loss / opt_.accum, norm, lr, seconds, false, scaling ? scale : 0.0f};
+    return {next_step_++, loss / opt_.accum, norm, lr, seconds(), false, scaling ? scale : 0.0f};
 }
 
 namespace {
