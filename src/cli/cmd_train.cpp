@@ -38,6 +38,7 @@
 #include "train/checkpoint_files.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/grad_compress.hpp"
+#include "parallel/mesh.hpp"
 #include "train/teacher.hpp"
 #include "train/teacher_cache.hpp"
 #include "train/trainer.hpp"
@@ -157,20 +158,21 @@ std::string eta(double seconds) {
     return buf;
 }
 
-// The ranks of one run and their communicators. Under mpirun every rank is one coordinate of
-// dp x tp x pp: rank = (pp_index x dp + dp_index) x tp + tp_index (tensor parallel innermost,
-// pipeline stages outermost; docs/design/distributed.md). Rank 0 prints, logs and writes files.
+// The ranks of one run (parallel/mesh.hpp) and their communicators. Rank 0 prints, logs and
+// writes files.
 struct RankLayout {
-    std::unique_ptr<parallel::Communicator> world, tp_group, dp_group, pp_group;
-    int tp = 1, pp = 1, ranks = 1;  // ranks: data-parallel replicas
-    int tp_i = 0, dp_i = 0, pp_i = 0;
+    std::unique_ptr<parallel::Communicator> world;
+    parallel::Mesh mesh;
+    parallel::Mesh::Coord at;  // this rank's place
+    parallel::MeshGroups groups;
     bool lead = true;
     FILE* info = stderr;  // progress: stderr on rank 0, /dev/null elsewhere (errors still print)
 
-    parallel::Communicator& replicas() const { return dp_group ? *dp_group : *world; }
+    parallel::Communicator& replicas() const { return groups.dp ? *groups.dp : *world; }
     std::vector<parallel::Communicator*> all() const {
         std::vector<parallel::Communicator*> out;
-        for (parallel::Communicator* c : {world.get(), tp_group.get(), dp_group.get(), pp_group.get()})
+        for (parallel::Communicator* c :
+             {world.get(), groups.tp.get(), groups.dp.get(), groups.pp.get()})
             if (c) out.push_back(c);
         return out;
     }
@@ -184,25 +186,16 @@ struct RankLayout {
 RankLayout make_rank_layout(const TrainArgs& a) {
     RankLayout r;
     r.world = parallel::world(a.dp > 1 || a.tp > 1 || a.pp > 1);
-    r.tp = std::max(1, a.tp);
-    r.pp = std::max(1, a.pp);
     const int size = r.world->size();
-    SYSLM_CHECK(size % (r.tp * r.pp) == 0, "train: --tp ", r.tp, " x --pp ", r.pp,
-                " does not divide the ", size, " ranks started");
-    r.ranks = size / (r.tp * r.pp);
-    SYSLM_CHECK(a.dp == 0 || a.dp == r.ranks, "train: --dp ", a.dp, " x --tp ", r.tp, " x --pp ",
-                r.pp, " but ", size, " ranks were started (run `mpirun -np ",
-                (a.dp > 0 ? a.dp : 1) * r.tp * r.pp, " syslm train ...`)");
-    SYSLM_CHECK(r.pp == 1 || a.eval_every == 0,
+    r.mesh = parallel::Mesh::of_world(size, std::max(1, a.tp), std::max(1, a.pp));
+    SYSLM_CHECK(a.dp == 0 || a.dp == r.mesh.dp, "train: --dp ", a.dp, " x --tp ", r.mesh.tp,
+                " x --pp ", r.mesh.pp, " but ", size, " ranks were started (run `mpirun -np ",
+                (a.dp > 0 ? a.dp : 1) * r.mesh.tp * r.mesh.pp, " syslm train ...`)");
+    SYSLM_CHECK(r.mesh.pp == 1 || a.eval_every == 0,
                 "train: --eval-every with pipeline parallelism is not implemented yet");
-    const int wr = r.world->rank();
-    r.tp_i = wr % r.tp;
-    r.dp_i = wr / r.tp % r.ranks;
-    r.pp_i = wr / (r.tp * r.ranks);
-    if (r.tp > 1) r.tp_group = r.world->split(wr / r.tp, wr);
-    if (r.tp > 1 || r.pp > 1) r.dp_group = r.world->split(r.pp_i * r.tp + r.tp_i, wr);
-    if (r.pp > 1) r.pp_group = r.world->split(r.dp_i * r.tp + r.tp_i, wr);
-    r.lead = wr == 0;
+    r.at = r.mesh.coord(r.world->rank());
+    r.groups = parallel::split_mesh(*r.world, r.mesh);
+    r.lead = r.world->rank() == 0;
     if (size > 1)
         for (parallel::Communicator* c : r.all()) c->set_timeout(a.dist_timeout);
     r.info = r.lead ? stderr : std::fopen("/dev/null", "w");
@@ -320,7 +313,7 @@ std::pair<int, int> plan_step(const TrainArgs& a, train::TrainModel& model, FILE
 // rank trains on its slice of it.
 std::unique_ptr<train::BatchSource> open_batches(const TrainArgs& a, const RankLayout& r,
                                                  int n_vocab, int batch) {
-    const int global = batch * r.ranks;
+    const int global = batch * r.mesh.dp;
     std::unique_ptr<train::BatchSource> data;
     if (!a.data.empty())
         data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, global, a.seq);
@@ -328,10 +321,10 @@ std::unique_ptr<train::BatchSource> open_batches(const TrainArgs& a, const RankL
         data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, global, a.seq);
     else
         data = std::make_unique<train::FixedBatch>(parse_token_ids(a.ids, "--ids"), global, a.seq);
-    if (r.ranks == 1) return data;
-    std::fprintf(r.info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", r.ranks,
+    if (r.mesh.dp == 1) return data;
+    std::fprintf(r.info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", r.mesh.dp,
                  r.world->transport().c_str(), batch);
-    return std::make_unique<train::RankSlice>(std::move(data), r.replicas().rank(), r.ranks, batch,
+    return std::make_unique<train::RankSlice>(std::move(data), r.replicas().rank(), r.mesh.dp, batch,
                                               a.seq);
 }
 
@@ -339,14 +332,14 @@ std::unique_ptr<train::BatchSource> open_batches(const TrainArgs& a, const RankL
 train::TrainOptions step_options(const TrainArgs& a, const RankLayout& r, int batch, int accum,
                                  train::Precision precision) {
     train::TrainOptions opt;
-    opt.data_parallel = r.ranks > 1 ? &r.replicas() : nullptr;
-    SYSLM_CHECK(a.zero == 0 || r.ranks > 1, "train: --zero ", a.zero,
+    opt.data_parallel = r.mesh.dp > 1 ? &r.replicas() : nullptr;
+    SYSLM_CHECK(a.zero == 0 || r.mesh.dp > 1, "train: --zero ", a.zero,
                 " shards over data-parallel ranks: run under mpirun with more than one");
     opt.zero = a.zero;
     opt.grad_compress = parallel::compression_kind(a.grad_compress);
     opt.topk_ratio = a.topk_ratio;
     opt.compress_warmup = a.compress_warmup;
-    SYSLM_CHECK(opt.grad_compress == parallel::Compression::None || r.ranks > 1,
+    SYSLM_CHECK(opt.grad_compress == parallel::Compression::None || r.mesh.dp > 1,
                 "train: --grad-compress ", a.grad_compress,
                 " compresses the data-parallel reduction: run under mpirun with more than one rank");
     opt.B = batch;
@@ -368,7 +361,7 @@ train::TrainOptions step_options(const TrainArgs& a, const RankLayout& r, int ba
             lr_schedule = v;
     }
     opt.schedule = {train::schedule_kind(lr_schedule), a.lr, a.min_lr, a.warmup, a.steps};
-    opt.pipeline = r.pp > 1 ? r.pp_group.get() : nullptr;
+    opt.pipeline = r.mesh.pp > 1 ? r.groups.pp.get() : nullptr;
     opt.pipeline_schedule = pipeline_schedule;
     opt.optimizer.kind = train::optimizer_kind(a.optimizer);
     opt.optimizer.beta1 = a.beta1;
@@ -378,9 +371,9 @@ train::TrainOptions step_options(const TrainArgs& a, const RankLayout& r, int ba
     opt.optimizer.momentum = a.momentum;
     opt.optimizer.nesterov = a.nesterov;
     opt.optimizer.decay_embeddings = a.decay_embeddings;
-    if (r.pp > 1)
+    if (r.mesh.pp > 1)
         std::fprintf(r.info,
-                     "pipeline parallel: %d stages, %d micro-batches per step, schedule %s\n", r.pp,
+                     "pipeline parallel: %d stages, %d micro-batches per step, schedule %s\n", r.mesh.pp,
                      accum, pipeline_schedule == train::PipelineSchedule::GPipe ? "gpipe" : "1f1b");
     return opt;
 }
@@ -606,7 +599,7 @@ LoopOutcome run_steps(const TrainLoop& L) {
         report_step(L, s, o, live, keep);
         stopped_early = evaluate_step(L, s, o, evals_without_gain, live && !keep);
         if (g_interrupted) o.interrupted = true;
-        if (L.r.ranks > 1) {
+        if (L.r.mesh.dp > 1) {
             double any = o.interrupted ? 1 : 0;
             L.r.world->all_reduce_sum(&any, 1);
             o.interrupted = any > 0;
@@ -630,7 +623,7 @@ LoopOutcome run_steps(const TrainLoop& L) {
 
 void report_parallelism(const TrainArgs& a, const RankLayout& r, const train::Trainer& trainer,
                         const LoopOutcome& o, int accum) {
-    if (r.ranks > 1) {
+    if (r.mesh.dp > 1) {
         std::string how;
         if (a.zero > 0) how += " (ZeRO-" + std::to_string(a.zero) + ")";
         else if (a.grad_compress != "none") how += " (sharded: compressed updates)";
@@ -643,10 +636,10 @@ void report_parallelism(const TrainArgs& a, const RankLayout& r, const train::Tr
                      100 * trainer.overlap(),
                      static_cast<double>(trainer.optimizer_state_bytes()) / (1 << 20), how.c_str());
     }
-    if (r.pp > 1)
+    if (r.mesh.pp > 1)
         std::fprintf(r.info, "pipeline: %.1f%% of stage 0's schedule time waiting for its "
                      "neighbours (theoretical bubble (p - 1) / (m + p - 1) = %.1f%%)\n",
-                     100 * trainer.bubble(), 100.0 * (r.pp - 1) / (accum + r.pp - 1));
+                     100 * trainer.bubble(), 100.0 * (r.mesh.pp - 1) / (accum + r.mesh.pp - 1));
 }
 
 // The trained weights at --out (rank 0), gathered first from tensor / pipeline ranks; with --qat
@@ -655,9 +648,9 @@ void write_weights(const TrainArgs& a, const RankLayout& r, train::TrainModel& m
                    const io::GGUFFile& file, const std::optional<compress::QuantTarget>& qat) {
     if (a.out.empty()) return;
     std::optional<train::ParamStore> whole;
-    if (r.tp > 1) whole = model.params().gathered(*r.tp_group);
-    if (r.pp > 1)  // each stage's whole tensors, then every stage's on stage 0
-        whole = (whole ? *whole : model.params()).gathered_stages(*r.pp_group, file);
+    if (r.mesh.tp > 1) whole = model.params().gathered(*r.groups.tp);
+    if (r.mesh.pp > 1)  // each stage's whole tensors, then every stage's on stage 0
+        whole = (whole ? *whole : model.params()).gathered_stages(*r.groups.pp, file);
     if (!r.lead) return;
     const train::ParamStore& params = whole ? *whole : model.params();
     if (!qat) {
@@ -684,11 +677,11 @@ int run_train(const TrainArgs& a) {
     // Pipeline stage pp_i: blocks [pp_i L / pp, (pp_i + 1) L / pp).
     const int n_layer = model::load_hparams(file).n_layer;
     train::PipelineStage stage{};
-    if (r.pp > 1) {
-        SYSLM_CHECK(n_layer >= r.pp, "train: --pp ", r.pp, " stages for ", n_layer, " blocks");
-        stage = {r.pp_i * n_layer / r.pp, (r.pp_i + 1) * n_layer / r.pp};
+    if (r.mesh.pp > 1) {
+        SYSLM_CHECK(n_layer >= r.mesh.pp, "train: --pp ", r.mesh.pp, " stages for ", n_layer, " blocks");
+        stage = {r.at.pp * n_layer / r.mesh.pp, (r.at.pp + 1) * n_layer / r.mesh.pp};
     }
-    train::TrainModel model(file, train::recompute_policy(a.recompute), r.tp_group.get(), stage);
+    train::TrainModel model(file, train::recompute_policy(a.recompute), r.groups.tp.get(), stage);
     model.set_router_aux_coef(a.moe_aux_coef);
     const std::string precision = choose_precision(a, r);
     model.set_precision(train::precision_mode(precision));
@@ -701,10 +694,10 @@ int run_train(const TrainArgs& a) {
                 " positions (", a.arch.empty() ? "its context_length" : "--ctx", ")");
     const auto [batch, accum] = plan_step(a, model, r.info);
     const std::unique_ptr<train::BatchSource> data = open_batches(a, r, n_vocab, batch);
-    if (r.tp > 1)
+    if (r.mesh.tp > 1)
         std::fprintf(r.info, "tensor parallel: %d ranks per replica, each with %d of %d heads and "
-                     "%d of %d FFN channels\n", r.tp, model.hparams().n_head,
-                     model.hparams().n_head * r.tp, model.hparams().n_ff, model.hparams().n_ff * r.tp);
+                     "%d of %d FFN channels\n", r.mesh.tp, model.hparams().n_head,
+                     model.hparams().n_head * r.mesh.tp, model.hparams().n_ff, model.hparams().n_ff * r.mesh.tp);
     train::TrainOptions opt = step_options(a, r, batch, accum, model.precision());
     const std::optional<compress::QuantTarget> qat = set_up_qat(a, file, model, opt, r.info);
     ThreadPool pool(a.threads);
@@ -728,11 +721,11 @@ int run_train(const TrainArgs& a) {
         trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
         std::fprintf(r.info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
                      static_cast<long long>(trainer.next_step()));
-        if (r.ranks > 1) r.world->set_timeout(a.dist_timeout);
+        if (r.mesh.dp > 1) r.world->set_timeout(a.dist_timeout);
     };
     // Throughput of the whole group; MFU against the peak of every rank's threads.
     const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
-    const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * r.ranks;
+    const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * r.mesh.dp;
     const double peak = matmul_peak_flops(model.precision(), pool.size());
     const LoopOutcome o = run_steps(
         {a, r, model, trainer, *data, pool, batch, step_flops, peak, tokens_per_step, log, save});

@@ -1,5 +1,7 @@
 #include "parallel/planner.hpp"
 
+#include "parallel/mesh.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <regex>
@@ -99,8 +101,10 @@ Estimate estimate(const ModelShape& m, const Cluster& c, const Workload& w, cons
         e.why_not = std::move(why);
         return e;
     };
-    if (l.dp * l.tp * l.pp != c.devices()) return refuse("dp x tp x pp != devices");
-    if (l.tp > c.per_node) return refuse("tensor parallelism beyond a node");
+    // The trainer's rank layout (parallel/mesh.hpp): tp innermost, then dp, then pp.
+    const Mesh mesh{l.dp, l.tp, l.pp};
+    if (mesh.size() != c.devices()) return refuse("dp x tp x pp != devices");
+    if (mesh.tp_span() > c.per_node) return refuse("tensor parallelism beyond a node");
     if (m.heads % l.tp || m.kv_heads % l.tp || (m.experts == 0 && m.ffn % l.tp))
         return refuse("heads, KV heads or FFN width not divisible by tp");
     if (m.layers % l.pp) return refuse("layers not divisible by pp");
@@ -118,8 +122,7 @@ Estimate estimate(const ModelShape& m, const Cluster& c, const Workload& w, cons
 
     const double act = static_cast<double>(w.micro_batch) * w.seq * m.dim;  // elements
     const double layers_here = static_cast<double>(m.layers) / l.pp;
-    // Ranks are placed tp innermost, then dp, then pp (docs/design/distributed.md).
-    const bool dp_crosses = l.tp * l.dp > c.per_node, pp_crosses = l.tp * l.dp * l.pp > c.per_node;
+    const bool dp_crosses = mesh.dp_span() > c.per_node, pp_crosses = mesh.pp_span() > c.per_node;
     auto bw = [&](bool crosses) { return crosses ? c.inter_bw : d.intra_bw; };
     auto lat = [&](bool crosses) { return crosses ? c.inter_latency : d.intra_latency; };
     if (l.tp > 1) {  // Megatron: 2 all-reduces forward, 2 backward per block (+2 recomputed)
