@@ -828,6 +828,86 @@ void Trainer::load_residual(const std::string& dir) {
     reducer_->divisors() = std::move(d);
 }
 
+namespace {
+
+// The version of a state file, from its header (before its checksum can be verified).
+uint32_t state_version(const std::string& path) {
+    CheckpointReader probe(path, false);
+    char magic[4];
+    probe.read(magic, 4, "magic");
+    SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
+    uint32_t version = 0;
+    probe.read(&version, sizeof version, "version");
+    SYSLM_CHECK(version >= 1 && version <= kStateVersion, path, ": state version ", version,
+                " (expected 1 to ", kStateVersion, ")");
+    return version;
+}
+
+// State version 6 on: the training GEMM engines the state was written with, pinned for this run.
+void pin_checkpoint_engines(CheckpointReader& r) {
+    const std::string& path = r.path();
+    // Two engines can time alike and a new process pick the other one: the steps would then
+    // differ in the last bits from the run that wrote this state.
+    uint8_t engines[2] = {0, 0};
+    r.read(engines, sizeof engines, "training GEMM engines");
+    SYSLM_CHECK(engines[0] <= 4 && engines[1] <= 4, path, ": corrupt training GEMM engines ",
+                int{engines[0]}, ", ", int{engines[1]});
+    const auto f32 = static_cast<kernels::TrainGemm>(engines[0]);
+    const auto bf16 = static_cast<kernels::TrainGemm>(engines[1]);
+    if (!kernels::pin_train_gemms(f32, bf16))
+        std::fprintf(stderr,
+                     "warning: %s was trained with the %s / %s training GEMMs, not all "
+                     "available on this CPU; continuing on %s / %s, so the steps may differ "
+                     "in the last bits from an uninterrupted run\n",
+                     path.c_str(), kernels::train_gemm_name(f32), kernels::train_gemm_name(bf16),
+                     kernels::train_gemm_name(kernels::train_gemm_choice().f32),
+                     kernels::train_gemm_name(kernels::train_gemm_choice().bf16));
+}
+
+// ZeRO: the whole optimizer state (m, and v where the optimizer has one) assembled from every
+// rank's shard file, each range checked against the model and every parameter covered.
+void assemble_shards(const std::string& dir, uint32_t shards, const ParamStore& ps,
+                     std::vector<float>& m, std::vector<float>& v) {
+    m.assign(ps.size(), 0.0f);
+    std::vector<float> v_full;
+    std::vector<char> covered(ps.size(), 0);
+    for (uint32_t s = 0; s < shards; ++s) {
+        CheckpointReader f = open_tagged(
+            (fs::path(dir) / shard_file(static_cast<int>(s), static_cast<int>(shards))).string(),
+            kShardMagic, kShardMagicV1, "an optimizer shard");
+        uint64_t n = 0;
+        f.read(&n, sizeof n, "range count");
+        SYSLM_CHECK(n <= ps.size(), f.path(), ": corrupt range count ", n);
+        std::vector<uint64_t> be(2 * n);
+        f.read(be.data(), be.size() * sizeof(uint64_t), "ranges");
+        const std::vector<float> fm = f.floats("first moment", ps.size());
+        const std::vector<float> fv = f.floats("second moment", ps.size());
+        f.expect_end();
+        if (!fv.empty() && v_full.empty()) v_full.assign(ps.size(), 0.0f);
+        size_t at = 0;
+        for (uint64_t i = 0; i < n; ++i) {
+            const uint64_t b = be[2 * i], e = be[2 * i + 1];
+            SYSLM_CHECK(b <= e && e <= ps.size() && at + (e - b) <= fm.size() &&
+                            (fv.empty() || at + (e - b) <= fv.size()),
+                        f.path(), ": range [", b, ", ", e, ") does not fit the model");
+            std::copy_n(fm.begin() + static_cast<std::ptrdiff_t>(at), e - b, m.begin() + static_cast<std::ptrdiff_t>(b));
+            if (!fv.empty())
+                std::copy_n(fv.begin() + static_cast<std::ptrdiff_t>(at), e - b, v_full.begin() + static_cast<std::ptrdiff_t>(b));
+            std::fill(covered.begin() + static_cast<std::ptrdiff_t>(b), covered.begin() + static_cast<std::ptrdiff_t>(e), 1);
+            at += e - b;
+        }
+    }
+    // Every parameter's state must be present (alignment padding between tensors is not).
+    for (const Param& p : ps.params())
+        SYSLM_CHECK(std::all_of(covered.begin() + static_cast<std::ptrdiff_t>(p.offset),
+                                covered.begin() + static_cast<std::ptrdiff_t>(p.offset + p.numel),
+                                [](char c) { return c != 0; }),
+                    dir, ": the optimizer shards miss part of ", p.name);
+    v = std::move(v_full);
+}
+
+}  // namespace
+
 void Trainer::load_state(const std::string& dir) {
     // A tensor- or pipeline-parallel run holds part of the model: the state's whole-model
     // moments are cut to it (their layout: the checkpoint's model.gguf).
@@ -835,17 +915,9 @@ void Trainer::load_state(const std::string& dir) {
     std::optional<io::GGUFFile> whole_file;
     if (split) whole_file.emplace((fs::path(dir) / "model.gguf").string());
     const std::string path = (fs::path(dir) / "state.bin").string();
-    char magic[4];
-    uint32_t version = 0;
-    {
-        CheckpointReader probe(path, false);
-        probe.read(magic, 4, "magic");
-        SYSLM_CHECK(std::memcmp(magic, kStateMagic, 4) == 0, path, ": not a syslm checkpoint state");
-        probe.read(&version, sizeof version, "version");
-        SYSLM_CHECK(version >= 1 && version <= kStateVersion, path, ": state version ", version,
-                    " (expected 1 to ", kStateVersion, ")");
-    }
+    uint32_t version = state_version(path);
     CheckpointReader r(path, version >= 5);  // verifies the checksum
+    char magic[4];
     r.read(magic, 4, "magic");
     r.read(&version, sizeof version, "version");
     int64_t step = 0, t = 0;
@@ -896,63 +968,9 @@ void Trainer::load_state(const std::string& dir) {
                     model, ": not the model written with ", path,
                     " (its size or hash differs: the file is corrupt or was replaced)");
     }
-    if (version >= 6) {
-        // Two engines can time alike and a new process pick the other one: the steps would then
-        // differ in the last bits from the run that wrote this state.
-        uint8_t engines[2] = {0, 0};
-        r.read(engines, sizeof engines, "training GEMM engines");
-        SYSLM_CHECK(engines[0] <= 4 && engines[1] <= 4, path, ": corrupt training GEMM engines ",
-                    int{engines[0]}, ", ", int{engines[1]});
-        const auto f32 = static_cast<kernels::TrainGemm>(engines[0]);
-        const auto bf16 = static_cast<kernels::TrainGemm>(engines[1]);
-        if (!kernels::pin_train_gemms(f32, bf16))
-            std::fprintf(stderr,
-                         "warning: %s was trained with the %s / %s training GEMMs, not all "
-                         "available on this CPU; continuing on %s / %s, so the steps may differ "
-                         "in the last bits from an uninterrupted run\n",
-                         path.c_str(), kernels::train_gemm_name(f32), kernels::train_gemm_name(bf16),
-                         kernels::train_gemm_name(kernels::train_gemm_choice().f32),
-                         kernels::train_gemm_name(kernels::train_gemm_choice().bf16));
-    }
+    if (version >= 6) pin_checkpoint_engines(r);
     r.expect_end();
-    if (shards > 0) {  // ZeRO: the whole state assembled from every rank's file
-        m.assign(ps.size(), 0.0f);
-        std::vector<float> v_full;
-        std::vector<char> covered(ps.size(), 0);
-        for (uint32_t s = 0; s < shards; ++s) {
-            CheckpointReader f = open_tagged(
-                (fs::path(dir) / shard_file(static_cast<int>(s), static_cast<int>(shards))).string(),
-                kShardMagic, kShardMagicV1, "an optimizer shard");
-            uint64_t n = 0;
-            f.read(&n, sizeof n, "range count");
-            SYSLM_CHECK(n <= ps.size(), f.path(), ": corrupt range count ", n);
-            std::vector<uint64_t> be(2 * n);
-            f.read(be.data(), be.size() * sizeof(uint64_t), "ranges");
-            const std::vector<float> fm = f.floats("first moment", ps.size());
-            const std::vector<float> fv = f.floats("second moment", ps.size());
-            f.expect_end();
-            if (!fv.empty() && v_full.empty()) v_full.assign(ps.size(), 0.0f);
-            size_t at = 0;
-            for (uint64_t i = 0; i < n; ++i) {
-                const uint64_t b = be[2 * i], e = be[2 * i + 1];
-                SYSLM_CHECK(b <= e && e <= ps.size() && at + (e - b) <= fm.size() &&
-                                (fv.empty() || at + (e - b) <= fv.size()),
-                            f.path(), ": range [", b, ", ", e, ") does not fit the model");
-                std::copy_n(fm.begin() + static_cast<std::ptrdiff_t>(at), e - b, m.begin() + static_cast<std::ptrdiff_t>(b));
-                if (!fv.empty())
-                    std::copy_n(fv.begin() + static_cast<std::ptrdiff_t>(at), e - b, v_full.begin() + static_cast<std::ptrdiff_t>(b));
-                std::fill(covered.begin() + static_cast<std::ptrdiff_t>(b), covered.begin() + static_cast<std::ptrdiff_t>(e), 1);
-                at += e - b;
-            }
-        }
-        // Every parameter's state must be present (alignment padding between tensors is not).
-        for (const Param& p : ps.params())
-            SYSLM_CHECK(std::all_of(covered.begin() + static_cast<std::ptrdiff_t>(p.offset),
-                                    covered.begin() + static_cast<std::ptrdiff_t>(p.offset + p.numel),
-                                    [](char c) { return c != 0; }),
-                        dir, ": the optimizer shards miss part of ", p.name);
-        v = std::move(v_full);
-    }
+    if (shards > 0) assemble_shards(dir, shards, ps, m, v);  // ZeRO: every rank's file
     if (split) {
         SYSLM_CHECK(shards == 0, dir, ": a ZeRO checkpoint cannot resume a tensor- or pipeline-"
                                       "parallel run");
