@@ -474,26 +474,12 @@ double Trainer::accumulate_gradients(float scale) {
     return loss / opt_.data_parallel->size();
 }
 
-bool Trainer::gradients_overflowed(const std::vector<Optimizer::Range>& mine) {
-    const float* g = model_.params().grads();
-    std::vector<char> finite(static_cast<size_t>(pool_.size()), 1);
-    for_each_range(pool_, mine, [&](size_t b, size_t e, int w) {
-        bool ok = true;
-        for (size_t i = b; i < e; ++i) ok &= std::isfinite(g[i]);
-        if (!ok) finite[static_cast<size_t>(w)] = 0;
-    });
-    double bad = std::find(finite.begin(), finite.end(), 0) != finite.end() ? 1 : 0;
-    // Every rank skips together.
-    if (!shards_.empty()) opt_.data_parallel->all_reduce_sum(&bad, 1);
-    if (model_.tensor_parallel()) model_.tensor_parallel()->all_reduce_sum(&bad, 1);
-    if (pipeline_) opt_.pipeline->all_reduce_sum(&bad, 1);
-    return bad > 0;
-}
-
 // The norm of the whole model's gradient, from the floats each rank holds: with ZeRO or
 // compression each data-parallel rank sums its shards; a tensor-parallel rank holds a slice of
 // the sliced tensors and the same whole ones as its peers (counted once); each pipeline stage its
 // own tensors. In pieces of at most 64 Ki floats, each within one tensor, summed in parallel.
+// It is also the step's all-finite check: squares of finite floats summed in double stay finite,
+// so the norm is finite exactly when every rank's gradients are.
 double Trainer::global_grad_norm(const std::vector<Optimizer::Range>& mine) {
     constexpr size_t kPiece = 1 << 16;
     struct Piece {
@@ -578,12 +564,12 @@ StepStats Trainer::step() {
             for (size_t i = b; i < e; ++i) g[i] *= inv;
         });
     const float lr = opt_.schedule.at(next_step_);
-    if (scaling && gradients_overflowed(mine)) {
+    const double norm = global_grad_norm(mine);
+    if (scaling && !std::isfinite(norm)) {
         scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
         clean_steps_ = 0;
         return {next_step_++, loss / opt_.accum, INFINITY, lr, seconds(), true, scale};
     }
-    const double norm = global_grad_norm(mine);
     // A loss or gradient that is NaN or infinite (divergence, a corrupt batch) must not reach the
     // weights: the step ends here, before the update, so the weights, the optimizer state and the
     // caller's last checkpoint stay good. Loss scaling's overflow skips (above) are the expected

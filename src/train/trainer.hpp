@@ -257,11 +257,10 @@ private:
     void restore_master();
     // The parts of a step: one micro-batch's forward and backward (with the teacher's targets
     // where distilling); the step's gradients summed over its micro-batches and the group,
-    // returning the summed loss; whether any rank's gradients overflowed (loss scaling); the
-    // global gradient norm; the optimizer update with the clipping coefficient.
+    // returning the summed loss; the global gradient norm (non-finite where any rank's gradients
+    // are: loss scaling's overflow check); the optimizer update with the clipping coefficient.
     double micro_batch(float scale);
     double accumulate_gradients(float scale);
-    bool gradients_overflowed(const std::vector<Optimizer::Range>& mine);
     double global_grad_norm(const std::vector<Optimizer::Range>& mine);
     void apply_update(float lr, float grad_scale);
 };
