@@ -55,10 +55,47 @@ constexpr int64_t kMaxCount = int64_t{1} << 16;  // layers, heads, experts
 
 }  // namespace
 
+const ArchSpec& arch_spec(Arch arch) {
+    static const ArchSpec llama = [] {
+        ArchSpec s;
+        s.renorm_experts = true;
+        return s;
+    }();
+    static const ArchSpec qwen2 = [] {
+        ArchSpec s;
+        s.rope_mode = kernels::RopeMode::Neox;
+        s.qkv_bias = true;
+        return s;
+    }();
+    static const ArchSpec gpt2 = [] {
+        ArchSpec s;
+        s.norm = NormKind::Layer;
+        s.position = PositionKind::Learned;
+        s.ffn = kernels::FfnActivation::GeluTanh;
+        s.fused_qkv = true;
+        s.linear_biases = true;
+        s.norm_eps_key = "attention.layer_norm_epsilon";
+        s.dense_unsplit_training = true;
+        s.stores_tied_head_twice = true;
+        return s;
+    }();
+    switch (arch) {
+        case Arch::Llama:
+            return llama;
+        case Arch::Qwen2:
+        case Arch::Qwen2Moe:
+            return qwen2;
+        case Arch::Gpt2:
+            return gpt2;
+    }
+    return llama;
+}
+
 HParams load_hparams(const io::GGUFFile& f) {
     HParams hp;
     hp.arch_name = f.get_string("general.architecture");
     hp.arch = parse_arch(hp.arch_name, f.path());
+    hp.spec = arch_spec(hp.arch);
     const std::string a = hp.arch_name + ".";
     const Reader r(f, a);
     hp.n_ctx_train = r.count("context_length", std::nullopt, 1, kMaxContext);
@@ -74,8 +111,7 @@ HParams load_hparams(const io::GGUFFile& f) {
     SYSLM_CHECK(r.count("attention.value_length", static_cast<uint32_t>(hp.head_dim), 1,
                         kMaxWidth) == hp.head_dim,
                 f.path(), ": attention key and value lengths must be equal");
-    hp.norm_eps = hp.arch == Arch::Gpt2 ? r.real("attention.layer_norm_epsilon", std::nullopt, 0, 1)
-                                        : r.real("attention.layer_norm_rms_epsilon", std::nullopt, 0, 1);
+    hp.norm_eps = r.real(hp.spec.norm_eps_key, std::nullopt, 0, 1);
     hp.sliding_window = r.count("attention.sliding_window", 0u, 0, kMaxContext);
 
     hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);
@@ -85,7 +121,7 @@ HParams load_hparams(const io::GGUFFile& f) {
                               kMaxWidth * 64);
         hp.n_ff_shexp = r.count("expert_shared_feed_forward_length", 0u, 0, kMaxWidth * 64);
         // Mixtral renormalises the top-k weights; Qwen2-MoE (norm_topk_prob=false) does not.
-        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.arch == Arch::Llama);
+        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.spec.renorm_experts);
     } else {
         hp.n_expert_used = r.count("expert_used_count", 0u, 0, kMaxCount);
         SYSLM_CHECK(hp.n_ff > 0, f.path(), ": ", a, "feed_forward_length must be positive");
@@ -93,7 +129,7 @@ HParams load_hparams(const io::GGUFFile& f) {
 
     if (hp.has_rope()) {
         auto& rope = hp.rope;
-        rope.mode = hp.arch == Arch::Llama ? kernels::RopeMode::Norm : kernels::RopeMode::Neox;
+        rope.mode = hp.spec.rope_mode;
         rope.n_rot = r.count("rope.dimension_count", static_cast<uint32_t>(hp.head_dim), 2,
                              hp.head_dim);
         SYSLM_CHECK(rope.n_rot % 2 == 0, f.path(), ": ", a, "rope.dimension_count ", rope.n_rot,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "io/gguf.hpp"
+#include "kernels/cpu/ffn_activation.hpp"
 #include "kernels/cpu/rope.hpp"
 
 namespace syslm::model {
@@ -17,8 +18,33 @@ enum class Arch {
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
 };
 
+// What an architecture's blocks are made of: the one description that loading, the inference
+// forward and the training model all follow (no other code branches on Arch). A new layer kind
+// is a new value of one of these kinds, its kernels (forward and backward), and the entries of
+// the architectures that use it.
+enum class NormKind { Rms, Layer };         // RMSNorm (weight) | LayerNorm (weight + bias)
+enum class PositionKind { Rope, Learned };  // rotary | a learned position_embd table
+struct ArchSpec {
+    NormKind norm = NormKind::Rms;
+    PositionKind position = PositionKind::Rope;
+    kernels::RopeMode rope_mode = kernels::RopeMode::Norm;
+    kernels::FfnActivation ffn = kernels::FfnActivation::SwiGLU;  // the dense FFN's
+    bool fused_qkv = false;      // one attn_qkv matrix whose rows are [q | k | v]
+    bool qkv_bias = false;       // biases on q, k and v (qwen2)
+    bool linear_biases = false;  // biases on every linear layer and norm (gpt2)
+    bool renorm_experts = false;  // default of expert_weights_norm (Mixtral renormalises top-k)
+    const char* norm_eps_key = "attention.layer_norm_rms_epsilon";
+    // Training: models it trains only as dense blocks without tensor or pipeline parallelism
+    // (gpt2's fused QKV and learned positions are not cut), and the GGUF's second copy of a
+    // head tied to the embedding (gpt2: llama.cpp requires output.weight).
+    bool dense_unsplit_training = false;
+    bool stores_tied_head_twice = false;
+};
+const ArchSpec& arch_spec(Arch arch);
+
 struct HParams {
     Arch arch;
+    ArchSpec spec;  // arch_spec(arch)
     std::string arch_name;  // general.architecture
     int n_vocab = 0;
     int n_ctx_train = 0;
@@ -38,7 +64,7 @@ struct HParams {
     int n_ff_shexp = 0;                // width of the shared expert (qwen2moe)
     bool expert_weights_norm = false;  // renormalise the top-k routing weights to sum to 1
 
-    bool has_rope() const { return arch != Arch::Gpt2; }
+    bool has_rope() const { return spec.position == PositionKind::Rope; }
     kernels::RopeConfig rope;  // n_rot, base, scaling (freq_factors are loaded with the weights)
 
     int q_dim() const { return n_head * head_dim; }

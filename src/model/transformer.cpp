@@ -124,9 +124,9 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
     for (int32_t t : tokens)
         SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
                     hp.n_vocab, " tokens)");
-    if (hp.arch == Arch::Gpt2)
+    if (hp.spec.position == PositionKind::Learned)
         for (int64_t t = 0; t < T; ++t)
-            SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, "gpt2 has learned positions for ",
+            SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, hp.arch_name, " has learned positions for ",
                         hp.n_ctx_train, " tokens; position ", rows.position(t),
                         " is beyond them");
     rows_ = &rows;
@@ -184,16 +184,21 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
         x = ff_out_.data();
     }
     SYSLM_PROFILE_STEP(prof, "output_norm", 4 * n_out * E, 8 * n_out * E);
-    if (hp.arch == Arch::Gpt2)
-        kernels::layer_norm(x, h_.data(), n_out, E, w.output_norm.data(), w.output_norm_b.data(),
-                            hp.norm_eps, pool_);
-    else
-        kernels::rms_norm(x, h_.data(), n_out, E, w.output_norm.data(), hp.norm_eps, pool_);
+    norm(x, h_.data(), n_out, w.output_norm, w.output_norm_b);
     if (observer_)
         observer_->observe(w.output.data == w.token_embd.data ? "token_embd.weight" : "output.weight",
                            -1, h_.data(), n_out, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, n_out);
     matmul(w.output, h_.data(), n_out, logits, pool_);
+}
+
+// The architecture's norm (ArchSpec::norm) of `rows` rows of the residual stream.
+void Forward::norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b) {
+    const HParams& hp = model_.hparams();
+    if (hp.spec.norm == NormKind::Layer)
+        kernels::layer_norm(x, out, rows, hp.n_embd, w.data(), b.data(), hp.norm_eps, pool_);
+    else
+        kernels::rms_norm(x, out, rows, hp.n_embd, w.data(), hp.norm_eps, pool_);
 }
 
 void Forward::attention_block(int il, int64_t T) {
@@ -204,11 +209,7 @@ void Forward::attention_block(int il, int64_t T) {
 
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "attn_norm", 4 * T * E, 8 * T * E);
-    if (hp.arch == Arch::Gpt2)
-        kernels::layer_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), l.attn_norm_b.data(),
-                            hp.norm_eps, pool_);
-    else
-        kernels::rms_norm(x_.data(), h_.data(), T, E, l.attn_norm.data(), hp.norm_eps, pool_);
+    norm(x_.data(), h_.data(), T, l.attn_norm, l.attn_norm_b);
 
     const float *q, *k, *v;
     int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
@@ -285,18 +286,11 @@ void Forward::ffn_block(int il, int64_t T) {
     auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
 
     SYSLM_PROFILE_STEPS(prof);
-    if (hp.arch == Arch::Gpt2) {
-        SYSLM_PROFILE_STEP(prof, "ffn_norm", 8 * T * E, 8 * T * E);
-        kernels::layer_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), l.ffn_norm_b.data(),
-                            hp.norm_eps, pool_);
-        observe(il, "ffn_up", h_.data(), T, E);
-        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
-        matmul(l.ffn_up, h_.data(), T, ff_a_.data(), pool_, bias(l.ffn_up_b));
-        SYSLM_PROFILE_STEP(prof, "gelu", 10 * T * F, 8 * T * F);
-        kernels::gelu_tanh(ff_a_.data(), T * F, pool_);
-    } else {
-        SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
-        kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
+    const bool layer_norm = hp.spec.norm == NormKind::Layer;
+    SYSLM_PROFILE_STEP(prof, "ffn_norm", (layer_norm ? 8 : 4) * T * E, 8 * T * E);
+    norm(x_.data(), h_.data(), T, l.ffn_norm, l.ffn_norm_b);
+    const kernels::FfnActivation act = hp.spec.ffn;
+    if (kernels::ffn_gated(act)) {
         kernels::SharedActivations& hq = shared_input_;  // gate and up share it
         hq.reset(h_.data(), T, E);
         observe(il, "ffn_gate", h_.data(), T, E);
@@ -305,9 +299,15 @@ void Forward::ffn_block(int il, int64_t T) {
         matmul(l.ffn_gate, hq, ff_a_.data(), pool_);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         matmul(l.ffn_up, hq, ff_b_.data(), pool_);
-        SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * F, 12 * T * F);
-        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * F, pool_);
+    } else {
+        observe(il, "ffn_up", h_.data(), T, E);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
+        matmul(l.ffn_up, h_.data(), T, ff_a_.data(), pool_, bias(l.ffn_up_b));
     }
+    SYSLM_PROFILE_STEP(prof, kernels::ffn_activation_name(act),
+                       kernels::ffn_activation_flops(act) * T * F,
+                       kernels::ffn_activation_bytes(act) * T * F);
+    kernels::ffn_activation(act, ff_a_.data(), ff_b_.data(), T * F, pool_);
     observe(il, "ffn_down", ff_a_.data(), T, F);
     SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
     matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), pool_, bias(l.ffn_down_b));
@@ -324,7 +324,7 @@ void Forward::moe_block(int il, int64_t T) {
 
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
-    kernels::rms_norm(x_.data(), h_.data(), T, E, l.ffn_norm.data(), hp.norm_eps, pool_);
+    norm(x_.data(), h_.data(), T, l.ffn_norm, l.ffn_norm_b);
     observe(il, "ffn_gate_inp", h_.data(), T, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "moe_routing", l.ffn_gate_inp, T);
     std::vector<float>& probs = moe_probs_;

@@ -91,6 +91,7 @@ public:
     const Model& model() const { return model_; }
 
 private:
+    void norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b);
     void attention_block(int il, int64_t T);
     void ffn_block(int il, int64_t T);
     void moe_block(int il, int64_t T);

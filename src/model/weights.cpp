@@ -217,57 +217,58 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
     w.output_norm = b.vector("output_norm.weight", E);
     w.output = b.matrix("output.weight", E, V, /*required=*/false);
     if (!w.output.data) w.output = w.token_embd;  // tied embeddings
-    if (hp.arch == Arch::Gpt2) {
-        w.output_norm_b = b.vector("output_norm.bias", E);
+    if (hp.spec.norm == NormKind::Layer) w.output_norm_b = b.vector("output_norm.bias", E);
+    if (hp.spec.position == PositionKind::Learned)
         w.position_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
-    }
     if (hp.has_rope()) {
         w.rope_freqs = b.vector("rope_freqs.weight", hp.rope.n_rot / 2, /*required=*/false);
         hp.rope.freq_factors = w.rope_freqs;
     }
 
-    const bool gpt2 = hp.arch == Arch::Gpt2;
-    const bool qkv_bias = hp.arch == Arch::Qwen2 || hp.arch == Arch::Qwen2Moe;
+    const ArchSpec& spec = hp.spec;
     for (int il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights l;
         l.attn_norm = b.vector(p + "attn_norm.weight", E);
         l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
-        l.wo = b.matrix(p + "attn_output.weight", hp.q_dim(), E);
-        if (gpt2) {
+        if (spec.norm == NormKind::Layer) {
             l.attn_norm_b = b.vector(p + "attn_norm.bias", E);
             l.ffn_norm_b = b.vector(p + "ffn_norm.bias", E);
+        }
+        l.wo = b.matrix(p + "attn_output.weight", hp.q_dim(), E);
+        if (spec.linear_biases) l.bo = b.vector(p + "attn_output.bias", E);
+        if (spec.fused_qkv) {
             l.wqkv = b.matrix(p + "attn_qkv.weight", E, hp.q_dim() + 2 * hp.kv_dim());
-            l.bqkv = b.vector(p + "attn_qkv.bias", hp.q_dim() + 2 * hp.kv_dim());
-            l.bo = b.vector(p + "attn_output.bias", E);
-            l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
-            l.ffn_up_b = b.vector(p + "ffn_up.bias", hp.n_ff);
-            l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
-            l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
+            if (spec.linear_biases) l.bqkv = b.vector(p + "attn_qkv.bias", hp.q_dim() + 2 * hp.kv_dim());
         } else {
             l.wq = b.matrix(p + "attn_q.weight", E, hp.q_dim());
             l.wk = b.matrix(p + "attn_k.weight", E, hp.kv_dim());
             l.wv = b.matrix(p + "attn_v.weight", E, hp.kv_dim());
-            l.bq = b.vector(p + "attn_q.bias", hp.q_dim(), qkv_bias);
-            l.bk = b.vector(p + "attn_k.bias", hp.kv_dim(), qkv_bias);
-            l.bv = b.vector(p + "attn_v.bias", hp.kv_dim(), qkv_bias);
-            if (hp.n_expert == 0) {
+            l.bq = b.vector(p + "attn_q.bias", hp.q_dim(), spec.qkv_bias);
+            l.bk = b.vector(p + "attn_k.bias", hp.kv_dim(), spec.qkv_bias);
+            l.bv = b.vector(p + "attn_v.bias", hp.kv_dim(), spec.qkv_bias);
+        }
+        if (hp.n_expert == 0) {
+            if (kernels::ffn_gated(spec.ffn))
                 l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, hp.n_ff);
-                l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
-                l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
-            } else {
-                const int64_t F = hp.n_ff_exp, X = hp.n_expert;
-                l.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", E, X);
-                l.gate_exps = b.experts(p + "ffn_gate_exps.weight", E, F, X);
-                l.up_exps = b.experts(p + "ffn_up_exps.weight", E, F, X);
-                l.down_exps = b.experts(p + "ffn_down_exps.weight", F, E, X);
-                if (hp.n_ff_shexp > 0) {
-                    const int64_t S = hp.n_ff_shexp;
-                    l.ffn_gate_inp_shexp = b.vector(p + "ffn_gate_inp_shexp.weight", E);
-                    l.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", E, S);
-                    l.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", E, S);
-                    l.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", S, E);
-                }
+            l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
+            l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
+            if (spec.linear_biases) {
+                l.ffn_up_b = b.vector(p + "ffn_up.bias", hp.n_ff);
+                l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
+            }
+        } else {
+            const int64_t F = hp.n_ff_exp, X = hp.n_expert;
+            l.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", E, X);
+            l.gate_exps = b.experts(p + "ffn_gate_exps.weight", E, F, X);
+            l.up_exps = b.experts(p + "ffn_up_exps.weight", E, F, X);
+            l.down_exps = b.experts(p + "ffn_down_exps.weight", F, E, X);
+            if (hp.n_ff_shexp > 0) {
+                const int64_t S = hp.n_ff_shexp;
+                l.ffn_gate_inp_shexp = b.vector(p + "ffn_gate_inp_shexp.weight", E);
+                l.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", E, S);
+                l.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", E, S);
+                l.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", S, E);
             }
         }
         w.layers.push_back(std::move(l));

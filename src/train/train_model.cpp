@@ -10,6 +10,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/backward.hpp"
+#include "kernels/cpu/ffn_activation.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
@@ -51,7 +52,7 @@ namespace {
 Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* tp) {
     if (!tp || tp->size() == 1) return {};
     const int64_t p = tp->size(), r = tp->rank();
-    SYSLM_CHECK(hp.arch != model::Arch::Gpt2 && hp.n_expert == 0,
+    SYSLM_CHECK(!hp.spec.dense_unsplit_training && hp.n_expert == 0,
                 "tensor parallelism: implemented for dense llama / mistral / qwen2 models, not ",
                 hp.arch_name, hp.n_expert > 0 ? " with experts" : "");
     SYSLM_CHECK(hp.n_head % p == 0 && hp.n_head_kv % p == 0 && hp.n_ff % p == 0,
@@ -114,7 +115,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
         SYSLM_CHECK(file.find_tensor("output.weight"), file.path(),
                     ": pipeline stages of a model whose head is tied to its embedding are not "
                     "implemented");
-        SYSLM_CHECK(hp_.n_expert == 0 && hp_.arch != model::Arch::Gpt2,
+        SYSLM_CHECK(hp_.n_expert == 0 && !hp_.spec.dense_unsplit_training,
                     "pipeline parallelism: implemented for dense llama / mistral / qwen2 models");
     }
     if (tensor_parallel && tensor_parallel->size() > 1) {  // this rank's heads and channels
@@ -123,7 +124,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
         hp_.n_head_kv /= tp_->size();
         hp_.n_ff /= tp_->size();
     }
-    SYSLM_CHECK(hp_.n_ff_shexp == 0 && hp_.arch != model::Arch::Qwen2Moe, file.path(),
+    SYSLM_CHECK(hp_.n_ff_shexp == 0, file.path(),
                 ": training models with shared experts (qwen2moe) is not implemented; routed "
                 "experts (mixtral-style llama) are");
     SYSLM_CHECK(hp_.n_expert <= kMaxTrainedExperts, file.path(), ": ", hp_.n_expert,
@@ -141,13 +142,13 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
             vocab_begin_ = static_cast<int64_t>(tp_->rank()) * vocab_local_;
         }
     }
-    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
     ffn_width_ = moe() ? hp_.n_expert_used * hp_.n_ff_exp : hp_.n_ff;
 
     // GPT-2 ties its output matrix to the embedding, but its GGUF stores it twice (llama.cpp's
     // gpt2 requires output.weight): two bit-identical copies are trained as the one tensor HF
     // trains, and written back twice.
-    if (gpt2 && params_.find("output.weight") && params_.find("token_embd.weight")) {
+    if (hp_.spec.stores_tied_head_twice && params_.find("output.weight") &&
+        params_.find("token_embd.weight")) {
         const Param* o = params_.find("output.weight");
         const Param* t = params_.find("token_embd.weight");
         if (o->ne == t->ne && std::equal(params_.value(o->name), params_.value(o->name) + o->numel,
@@ -169,8 +170,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
 void TrainModel::bind_all() {
     const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim(),
                   F = hp_.n_ff;
-    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
-    const bool qkv_bias = hp_.arch == model::Arch::Qwen2;
+    const model::ArchSpec& spec = hp_.spec;
     const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
     layers_.clear();
     const int64_t VL = vocab_parallel_ ? vocab_local_ : V;  // this rank's tokens
@@ -180,10 +180,9 @@ void TrainModel::bind_all() {
         output_ = bind("output.weight", {E, VL}, false);
         if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
     }
-    if (gpt2) {
-        output_norm_b_ = bind("output_norm.bias", {E});
+    if (spec.norm == model::NormKind::Layer) output_norm_b_ = bind("output_norm.bias", {E});
+    if (spec.position == model::PositionKind::Learned)
         position_embd_ = bind("position_embd.weight", {E, hp_.n_ctx_train});
-    }
     for (int il = 0; il < hp_.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         Layer l;
@@ -193,32 +192,36 @@ void TrainModel::bind_all() {
         }
         l.attn_norm = bind(p + "attn_norm.weight", {E});
         l.ffn_norm = bind(p + "ffn_norm.weight", {E});
+        if (spec.norm == model::NormKind::Layer) {
+            l.attn_norm_b = bind(p + "attn_norm.bias", {E});
+            l.ffn_norm_b = bind(p + "ffn_norm.bias", {E});
+        }
         l.wo = bind(p + "attn_output.weight", {QD, E});
+        if (spec.linear_biases) l.bo = bind(p + "attn_output.bias", {E});
+        if (spec.fused_qkv) {
+            l.wqkv = bind(p + "attn_qkv.weight", {E, QD + 2 * KD});
+            if (spec.linear_biases) l.bqkv = bind(p + "attn_qkv.bias", {QD + 2 * KD});
+        } else {
+            l.wq = bind(p + "attn_q.weight", {E, QD});
+            l.wk = bind(p + "attn_k.weight", {E, KD});
+            l.wv = bind(p + "attn_v.weight", {E, KD});
+            l.bq = bind(p + "attn_q.bias", {QD}, spec.qkv_bias);
+            l.bk = bind(p + "attn_k.bias", {KD}, spec.qkv_bias);
+            l.bv = bind(p + "attn_v.bias", {KD}, spec.qkv_bias);
+        }
         if (moe()) {
             l.router = bind(p + "ffn_gate_inp.weight", {E, X});
             l.gate_exps = bind(p + "ffn_gate_exps.weight", {E, FX, X});
             l.up_exps = bind(p + "ffn_up_exps.weight", {E, FX, X});
             l.down_exps = bind(p + "ffn_down_exps.weight", {FX, E, X});
         } else {
+            if (kernels::ffn_gated(spec.ffn)) l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
             l.ffn_up = bind(p + "ffn_up.weight", {E, F});
             l.ffn_down = bind(p + "ffn_down.weight", {F, E});
-        }
-        if (gpt2) {
-            l.attn_norm_b = bind(p + "attn_norm.bias", {E});
-            l.ffn_norm_b = bind(p + "ffn_norm.bias", {E});
-            l.wqkv = bind(p + "attn_qkv.weight", {E, QD + 2 * KD});
-            l.bqkv = bind(p + "attn_qkv.bias", {QD + 2 * KD});
-            l.bo = bind(p + "attn_output.bias", {E});
-            l.ffn_up_b = bind(p + "ffn_up.bias", {F});
-            l.ffn_down_b = bind(p + "ffn_down.bias", {E});
-        } else {
-            l.wq = bind(p + "attn_q.weight", {E, QD});
-            l.wk = bind(p + "attn_k.weight", {E, KD});
-            l.wv = bind(p + "attn_v.weight", {E, KD});
-            l.bq = bind(p + "attn_q.bias", {QD}, qkv_bias);
-            l.bk = bind(p + "attn_k.bias", {KD}, qkv_bias);
-            l.bv = bind(p + "attn_v.bias", {KD}, qkv_bias);
-            if (!moe()) l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
+            if (spec.linear_biases) {
+                l.ffn_up_b = bind(p + "ffn_up.bias", {F});
+                l.ffn_down_b = bind(p + "ffn_down.bias", {E});
+            }
         }
         layers_.push_back(l);
     }
@@ -293,7 +296,7 @@ double TrainModel::hidden_loss(size_t m, const float* teacher, float weight, int
 
 void TrainModel::plan(int B, int T) {
     SYSLM_CHECK(B > 0 && T > 0, "training: batch ", B, " x ", T, " is empty");
-    if (hp_.arch == model::Arch::Gpt2)
+    if (hp_.spec.position == model::PositionKind::Learned)
         SYSLM_CHECK(T <= hp_.n_ctx_train, "training: sequence length ", T,
                     " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
     if (B == planned_B_ && T == planned_T_) return;
@@ -391,7 +394,7 @@ kernels::AttentionShape TrainModel::attention_shape() const {
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
                               int64_t rows, ThreadPool& pool) const {
     SYSLM_PROFILE_SCOPE("norm", 8.0 * rows * hp_.n_embd, 8.0 * rows * hp_.n_embd);
-    if (hp_.arch == model::Arch::Gpt2)
+    if (hp_.spec.norm == model::NormKind::Layer)
         kernels::layer_norm(x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps, pool);
     else
         kernels::rms_norm(x, out, rows, hp_.n_embd, w.w, hp_.norm_eps, pool);
@@ -400,7 +403,7 @@ void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const
 void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy,
                                float* dx, int64_t rows, ThreadPool& pool) const {
     SYSLM_PROFILE_SCOPE("norm_bwd", 16.0 * rows * hp_.n_embd, 12.0 * rows * hp_.n_embd);
-    if (hp_.arch == model::Arch::Gpt2)
+    if (hp_.spec.norm == model::NormKind::Layer)
         kernels::layer_norm_backward(x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps,
                                      pool);
     else
@@ -440,13 +443,9 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
 
 void TrainModel::activation(Saved& S, int64_t n, ThreadPool& pool) {
     float* s = act_out(S);
-    if (hp_.arch == model::Arch::Gpt2) {
-        std::copy_n(S.u.data(), n, s);
-        kernels::gelu_tanh(s, n, pool);
-    } else {
-        std::copy_n(S.g.data(), n, s);
-        kernels::swiglu(s, S.u.data(), n, pool);
-    }
+    const bool gated = kernels::ffn_gated(hp_.spec.ffn);
+    std::copy_n((gated ? S.g : S.u).data(), n, s);
+    kernels::ffn_activation(hp_.spec.ffn, s, S.u.data(), n, pool);
 }
 
 void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
@@ -454,13 +453,12 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     Saved& S = saved(il);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
                   KD = hp_.kv_dim(), F = ffn_width_;
-    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
 
     std::copy_n(x_.data(), R * E, S.x_in.data());
     if (recompute_ == Recompute::Full) std::copy_n(x_.data(), R * E, inputs_[il].data());
     float* a = norm1_out(S);
     norm_forward(S.x_in.data(), a, l.attn_norm, l.attn_norm_b, R, pool);
-    if (gpt2) {
+    if (hp_.spec.fused_qkv) {
         const int64_t W = QD + 2 * KD;
         linear(l.wqkv, l.bqkv, a, R, E, W, tmp_.data(), pool);
         for (int64_t r = 0; r < R; ++r) {
@@ -502,12 +500,8 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     if (moe()) {
         moe_forward(il, S, b, R, pool);
     } else {
-        if (gpt2) {
-            linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), pool);
-        } else {
-            linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
-            linear(l.ffn_up, {}, b, R, E, F, S.u.data(), pool);
-        }
+        if (kernels::ffn_gated(hp_.spec.ffn)) linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
+        linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), pool);
         activation(S, R * F, pool);
         linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), pool);
         tp_sum(tmp_.data(), R * E);
@@ -532,7 +526,6 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     }
     const float* a = norm1_out(S);
     const float* b = norm2_out(S);
-    const bool gpt2 = hp_.arch == model::Arch::Gpt2;
 
     // FFN: out = x_mid + down(s).
     if (moe()) {
@@ -540,16 +533,12 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     } else {
         linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), dx_.data(), R, F, E, d_s_.data(),
                         false, pool);
-        if (gpt2) {
-            kernels::gelu_tanh_backward(S.u.data(), d_s_.data(), d_u_.data(), R * F, pool);
-            linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), false,
-                            pool);
-        } else {
-            kernels::swiglu_backward(S.g.data(), S.u.data(), d_s_.data(), d_g_.data(),
-                                     d_u_.data(), R * F, pool);
-            linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
-            linear_backward(l.ffn_up, {}, b, d_u_.data(), R, E, F, d_b_.data(), true, pool);
-        }
+        const bool gated = kernels::ffn_gated(hp_.spec.ffn);
+        kernels::ffn_activation_backward(hp_.spec.ffn, (gated ? S.g : S.u).data(), S.u.data(),
+                                         d_s_.data(), (gated ? d_g_ : d_u_).data(), d_u_.data(),
+                                         R * F, pool);
+        if (gated) linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
+        linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), gated, pool);
         tp_sum(d_b_.data(), R * E);  // column parallel: every rank's channels' share
     }
     norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, pool);
@@ -577,7 +566,7 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
                                              hp_.head_dim);
             }
         });
-    if (gpt2) {
+    if (hp_.spec.fused_qkv) {
         const int64_t W = QD + 2 * KD;
         const Buf<float>& dqkv = d_s_;  // free again, planned for R x W too
         for (int64_t r = 0; r < R; ++r) {

@@ -1,0 +1,43 @@
+#include "kernels/cpu/ffn_activation.hpp"
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/backward.hpp"
+
+namespace syslm::kernels {
+
+bool ffn_gated(FfnActivation k) {
+    return k == FfnActivation::SwiGLU;
+}
+
+const char* ffn_activation_name(FfnActivation k) {
+    return k == FfnActivation::SwiGLU ? "swiglu" : "gelu";
+}
+
+double ffn_activation_flops(FfnActivation k) {
+    return k == FfnActivation::SwiGLU ? 5 : 10;
+}
+
+double ffn_activation_bytes(FfnActivation k) {
+    return k == FfnActivation::SwiGLU ? 12 : 8;
+}
+
+void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, ThreadPool& pool) {
+    switch (k) {
+        case FfnActivation::SwiGLU:
+            return swiglu(a, b, n, pool);
+        case FfnActivation::GeluTanh:
+            return gelu_tanh(a, n, pool);
+    }
+}
+
+void ffn_activation_backward(FfnActivation k, const float* a, const float* b, const float* dout,
+                             float* da, float* db, int64_t n, ThreadPool& pool) {
+    switch (k) {
+        case FfnActivation::SwiGLU:
+            return swiglu_backward(a, b, dout, da, db, n, pool);
+        case FfnActivation::GeluTanh:
+            return gelu_tanh_backward(a, dout, da, n, pool);
+    }
+}
+
+}  // namespace syslm::kernels

@@ -1,0 +1,33 @@
+// The dense FFN's activation, one kind per architecture (model::ArchSpec::ffn). The inference
+// forward and the training forward and backward call these, so a new kind is one enum value, its
+// pair of kernels here (checked against PyTorch autograd and finite differences), and the
+// architectures that use it (docs/design/training.md, "Adding a layer kind").
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.hpp"
+
+namespace syslm::kernels {
+
+enum class FfnActivation {
+    SwiGLU,    // silu(gate) * up (llama family)
+    GeluTanh,  // gelu(up), tanh approximation (GPT-2's "gelu_new")
+};
+
+// Gated kinds combine two projections of the input (ffn_gate and ffn_up), the others one
+// (ffn_up).
+bool ffn_gated(FfnActivation k);
+// Profile label and cost per element (FLOPs, bytes) of the forward.
+const char* ffn_activation_name(FfnActivation k);
+double ffn_activation_flops(FfnActivation k);
+double ffn_activation_bytes(FfnActivation k);
+
+// a = act(a, b) in place: SwiGLU silu(a) * b; GeluTanh gelu_tanh(a) (b unused, may be null).
+void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, ThreadPool& pool);
+// From the forward's inputs a (and b) and the gradient of its output: da, and db for gated
+// kinds (both overwritten; db unused otherwise).
+void ffn_activation_backward(FfnActivation k, const float* a, const float* b, const float* dout,
+                             float* da, float* db, int64_t n, ThreadPool& pool);
+
+}  // namespace syslm::kernels

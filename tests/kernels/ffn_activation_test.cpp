@@ -1,0 +1,56 @@
+// The FFN activation by kind (kernels/cpu/ffn_activation.hpp) is exactly the kind's kernels,
+// forward and backward, on awkward lengths (the kernels themselves are checked against PyTorch
+// autograd and finite differences in tests/reference and backward_test.cpp).
+#include "kernels/cpu/ffn_activation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/backward.hpp"
+
+namespace syslm::kernels {
+namespace {
+
+std::vector<float> randoms(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 2.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+TEST(FfnActivation, EachKindIsItsKernelsForwardAndBackward) {
+    ThreadPool pool(2);
+    EXPECT_TRUE(ffn_gated(FfnActivation::SwiGLU));
+    EXPECT_FALSE(ffn_gated(FfnActivation::GeluTanh));
+    for (const int64_t n : {1, 37, 1031}) {
+        const std::vector<float> a = randoms(n, 1), b = randoms(n, 2), dout = randoms(n, 3);
+        // SwiGLU: silu(a) * b.
+        std::vector<float> got = a, want = a;
+        ffn_activation(FfnActivation::SwiGLU, got.data(), b.data(), n, pool);
+        swiglu(want.data(), b.data(), n, pool);
+        EXPECT_EQ(got, want) << n;
+        std::vector<float> da(n), db(n), wa(n), wb(n);
+        ffn_activation_backward(FfnActivation::SwiGLU, a.data(), b.data(), dout.data(), da.data(),
+                                db.data(), n, pool);
+        swiglu_backward(a.data(), b.data(), dout.data(), wa.data(), wb.data(), n, pool);
+        EXPECT_EQ(da, wa) << n;
+        EXPECT_EQ(db, wb) << n;
+        // GELU (tanh): b unused.
+        got = a;
+        want = a;
+        ffn_activation(FfnActivation::GeluTanh, got.data(), nullptr, n, pool);
+        gelu_tanh(want.data(), n, pool);
+        EXPECT_EQ(got, want) << n;
+        ffn_activation_backward(FfnActivation::GeluTanh, a.data(), nullptr, dout.data(), da.data(),
+                                nullptr, n, pool);
+        gelu_tanh_backward(a.data(), dout.data(), wa.data(), n, pool);
+        EXPECT_EQ(da, wa) << n;
+    }
+}
+
+}  // namespace
+}  // namespace syslm::kernels
