@@ -105,6 +105,95 @@ std::string utc_now() {
     return buf;
 }
 
+// One test's result with llama-bench's JSON fields (and the roofline's).
+nlohmann::json bench_json(const BenchArgs& a, const profile::ProbeResult& probe,
+                          const profile::ModelCosts& costs, const std::string& model_type,
+                          const profile::BenchTest& test, const profile::BenchResult& r,
+                          const std::string& test_time, double roof_ts, const char* basis) {
+    return {
+        {"build_commit", "syslm"},
+        {"cpu_info", probe.cpu},
+        {"gpu_info", ""},
+        {"backends", "CPU"},
+        {"isa", kernels::isa_name(kernels::active_isa())},
+        {"model_filename", a.model},
+        {"model_type", model_type},
+        {"model_size", static_cast<uint64_t>(costs.model_bytes)},
+        {"model_n_params", static_cast<uint64_t>(costs.n_params)},
+        {"n_batch", a.n_batch},
+        {"n_ubatch", std::min(a.n_batch, std::max(test.n_prompt, 1))},
+        {"n_threads", a.threads},
+        {"type_k", a.cache_type},
+        {"type_v", a.cache_type},
+        {"n_gpu_layers", 0},
+        {"flash_attn", false},
+        {"use_mmap", true},
+        {"embeddings", false},
+        {"n_prompt", test.n_prompt},
+        {"n_gen", test.n_gen},
+        {"n_depth", 0},
+        {"test_time", test_time},
+        {"avg_ns", static_cast<uint64_t>(r.avg_ns)},
+        {"stddev_ns", static_cast<uint64_t>(r.stddev_ns)},
+        {"avg_ts", r.avg_ts},
+        {"stddev_ts", r.stddev_ts},
+        {"samples_ns", r.samples_ns},
+        {"samples_ts", r.samples_ts},
+        {"roofline_ts", roof_ts},
+        {"roofline_fraction", r.avg_ts / roof_ts},
+        {"roofline_basis", basis},
+    };
+}
+
+// llama-bench's markdown table header, plus the roofline column.
+void print_table_header() {
+    std::printf("| %-28s | %10s | %7s | %7s | %7s | %8s | %16s | %7s |\n", "model", "size",
+                "params", "backend", "threads", "test", "t/s", "of roof");
+    std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", std::string(28, '-').c_str(),
+                std::string(10, '-').c_str(), std::string(7, '-').c_str(),
+                std::string(7, '-').c_str(), std::string(7, '-').c_str(),
+                std::string(8, '-').c_str(), std::string(16, '-').c_str(),
+                std::string(7, '-').c_str());
+    std::fflush(stdout);
+}
+
+// What the "of roof" column is measured against, and where the figures come from.
+void print_roofline_note(const BenchArgs& a, const profile::ProbeResult& probe,
+                         const profile::ModelCosts& costs) {
+    char amx[96] = "";
+    if (probe.amx_bf16 > 0)
+        std::snprintf(amx, sizeof amx, ", AMX BF16 tiles %.0f GFLOP/s",
+                      probe.amx_bf16_for(a.threads));
+    std::printf(
+        "\nroofline: decode at %.1f GB/s read bandwidth / %.1f MB per token (weights touched "
+        "+ KV cache at mid-run); prefill at the peak of the units each weight type's GEMM "
+        "was measured fastest on (%s: FP32 FMA %.0f, BF16 dot %.0f GFLOP/s%s; int8 %.0f GOP/s "
+        "where no GEMM runs; %d threads), attention at the FP32 FMA peak, from `syslm probe` "
+        "(%s).\n",
+        probe.read_gbs_for(a.threads),
+        (costs.decode_weight_bytes + costs.kv_bytes_per_position * a.n_gen / 2) / 1e6,
+        probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads), amx,
+        probe.int8_for(a.threads), a.threads, profile::probe_cache_path().c_str());
+}
+
+// The per-op tables (--profile) and the Chrome trace (--trace), to stderr under --json.
+void print_profiles(const BenchArgs& a, const std::vector<profile::OpReport>& reports) {
+    for (const profile::OpReport& rep : reports) {
+        std::FILE* f = a.json ? stderr : stdout;
+        std::fprintf(f, "\nprofile of %s (%d repetitions, %.1f ms of wall time)\n",
+                     rep.phase.c_str(), a.reps, rep.wall_seconds * 1e3);
+        std::fprintf(f, "%s", profile::format_op_report(rep).c_str());
+        std::fprintf(f, "%s\n", rep.bottleneck.c_str());
+    }
+    if (!a.trace.empty()) {
+        profiler::write_chrome_trace(a.trace);
+        std::fprintf(a.json ? stderr : stdout,
+                     "\ntrace: %zu events written to %s (open in https://ui.perfetto.dev or "
+                     "chrome://tracing)\n",
+                     profiler::trace_event_count(), a.trace.c_str());
+    }
+}
+
 int run_bench_cmd(const BenchArgs& a) {
     SYSLM_CHECK(a.n_prompt > 0 || a.n_gen > 0, "bench: nothing to measure (-p 0 and -n 0)");
     bool measured = false;
@@ -127,16 +216,7 @@ int run_bench_cmd(const BenchArgs& a) {
     const bool profiling = a.profile || !a.trace.empty();
     nlohmann::json out = nlohmann::json::array();
     std::vector<profile::OpReport> reports;
-    if (!a.json) {
-        std::printf("| %-28s | %10s | %7s | %7s | %7s | %8s | %16s | %7s |\n", "model", "size",
-                    "params", "backend", "threads", "test", "t/s", "of roof");
-        std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", std::string(28, '-').c_str(),
-                    std::string(10, '-').c_str(), std::string(7, '-').c_str(),
-                    std::string(7, '-').c_str(), std::string(7, '-').c_str(),
-                    std::string(8, '-').c_str(), std::string(16, '-').c_str(),
-                    std::string(7, '-').c_str());
-        std::fflush(stdout);
-    }
+    if (!a.json) print_table_header();
     for (const profile::BenchTest& test : tests) {
         profile::BenchOptions opt;
         opt.threads = a.threads;
@@ -173,40 +253,7 @@ int run_bench_cmd(const BenchArgs& a) {
                                         profiler::collect(), wall, costs, probe, a.threads));
         }
 
-        nlohmann::json j = {
-            {"build_commit", "syslm"},
-            {"cpu_info", probe.cpu},
-            {"gpu_info", ""},
-            {"backends", "CPU"},
-            {"isa", kernels::isa_name(kernels::active_isa())},
-            {"model_filename", a.model},
-            {"model_type", model_type},
-            {"model_size", static_cast<uint64_t>(costs.model_bytes)},
-            {"model_n_params", static_cast<uint64_t>(costs.n_params)},
-            {"n_batch", a.n_batch},
-            {"n_ubatch", std::min(a.n_batch, std::max(test.n_prompt, 1))},
-            {"n_threads", a.threads},
-            {"type_k", a.cache_type},
-            {"type_v", a.cache_type},
-            {"n_gpu_layers", 0},
-            {"flash_attn", false},
-            {"use_mmap", true},
-            {"embeddings", false},
-            {"n_prompt", test.n_prompt},
-            {"n_gen", test.n_gen},
-            {"n_depth", 0},
-            {"test_time", test_time},
-            {"avg_ns", static_cast<uint64_t>(r.avg_ns)},
-            {"stddev_ns", static_cast<uint64_t>(r.stddev_ns)},
-            {"avg_ts", r.avg_ts},
-            {"stddev_ts", r.stddev_ts},
-            {"samples_ns", r.samples_ns},
-            {"samples_ts", r.samples_ts},
-            {"roofline_ts", roof_ts},
-            {"roofline_fraction", r.avg_ts / roof_ts},
-            {"roofline_basis", basis},
-        };
-        out.push_back(j);
+        out.push_back(bench_json(a, probe, costs, model_type, test, r, test_time, roof_ts, basis));
         if (!a.json) {
             char ts[64];
             std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts, r.stddev_ts);
@@ -222,36 +269,10 @@ int run_bench_cmd(const BenchArgs& a) {
     if (a.json) {
         std::printf("%s\n", out.dump(2).c_str());
     } else {
-        char amx[96] = "";
-        if (probe.amx_bf16 > 0)
-            std::snprintf(amx, sizeof amx, ", AMX BF16 tiles %.0f GFLOP/s",
-                          probe.amx_bf16_for(a.threads));
-        std::printf(
-            "\nroofline: decode at %.1f GB/s read bandwidth / %.1f MB per token (weights touched "
-            "+ KV cache at mid-run); prefill at the peak of the units each weight type's GEMM "
-            "was measured fastest on (%s: FP32 FMA %.0f, BF16 dot %.0f GFLOP/s%s; int8 %.0f GOP/s "
-            "where no GEMM runs; %d threads), attention at the FP32 FMA peak, from `syslm probe` "
-            "(%s).\n",
-            probe.read_gbs_for(a.threads),
-            (costs.decode_weight_bytes + costs.kv_bytes_per_position * a.n_gen / 2) / 1e6,
-            probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads), amx,
-            probe.int8_for(a.threads), a.threads, profile::probe_cache_path().c_str());
+        print_roofline_note(a, probe, costs);
         std::printf("%s", kernels::describe_decode_streams().c_str());
     }
-    for (const profile::OpReport& rep : reports) {
-        std::FILE* f = a.json ? stderr : stdout;
-        std::fprintf(f, "\nprofile of %s (%d repetitions, %.1f ms of wall time)\n",
-                     rep.phase.c_str(), a.reps, rep.wall_seconds * 1e3);
-        std::fprintf(f, "%s", profile::format_op_report(rep).c_str());
-        std::fprintf(f, "%s\n", rep.bottleneck.c_str());
-    }
-    if (!a.trace.empty()) {
-        profiler::write_chrome_trace(a.trace);
-        std::fprintf(a.json ? stderr : stdout,
-                     "\ntrace: %zu events written to %s (open in https://ui.perfetto.dev or "
-                     "chrome://tracing)\n",
-                     profiler::trace_event_count(), a.trace.c_str());
-    }
+    print_profiles(a, reports);
     return 0;
 }
 

@@ -215,6 +215,7 @@ public:
 
 private:
     void parse();
+    void place_tensor_data(size_t infos_end);
 
     std::string path_;
     std::shared_ptr<const MappedFile> map_;  // shared with the metadata values that view it

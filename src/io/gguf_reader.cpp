@@ -214,45 +214,119 @@ GGUFFile::GGUFFile(std::span<const uint8_t> bytes, std::string name)
     parse();
 }
 
-void GGUFFile::parse() {
-    Cursor c(bytes_, path_);
+namespace {
 
-    // Header.
-    if (bytes_.size() < 4)
-        c.error_at(0, "truncated file: ", bytes_.size(), " bytes is too short for a GGUF header");
-    if (std::memcmp(bytes_.data(), "GGUF", 4) != 0) {
+// The header: magic and version checked; returns the tensor and key counts, each checked
+// against the bytes left (a key/value takes at least 13 bytes: key length, type, one-byte value;
+// a tensor info at least 32: name length, n_dims, one dim, type, offset).
+struct HeaderCounts {
+    uint32_t version;
+    uint64_t n_tensors, n_kv;
+};
+HeaderCounts read_header(Cursor& c, std::span<const uint8_t> bytes) {
+    if (bytes.size() < 4)
+        c.error_at(0, "truncated file: ", bytes.size(), " bytes is too short for a GGUF header");
+    if (std::memcmp(bytes.data(), "GGUF", 4) != 0) {
         std::string shown;
         for (size_t i = 0; i < 4; ++i) {
-            const char ch = static_cast<char>(bytes_[i]);
-            shown += (bytes_[i] >= 0x20 && bytes_[i] < 0x7f) ? std::string(1, ch)
-                                                             : cat("\\x", std::hex, int(bytes_[i]));
+            const char ch = static_cast<char>(bytes[i]);
+            shown += (bytes[i] >= 0x20 && bytes[i] < 0x7f) ? std::string(1, ch)
+                                                           : cat("\\x", std::hex, int(bytes[i]));
         }
         c.error_at(0, "not a GGUF file: bad magic '", shown, "' (expected 'GGUF')");
     }
     c.read<uint32_t>("magic");
+    HeaderCounts h{};
     const size_t version_at = c.pos();
-    version_ = c.read<uint32_t>("version");
-    if (version_ == 1)
+    h.version = c.read<uint32_t>("version");
+    if (h.version == 1)
         c.error_at(version_at, "GGUF version 1 is not supported (syslm reads versions 2 and 3)");
-    if (version_ != 2 && version_ != 3) {
-        const uint32_t swapped = __builtin_bswap32(version_);
+    if (h.version != 2 && h.version != 3) {
+        const uint32_t swapped = __builtin_bswap32(h.version);
         if (swapped == 2 || swapped == 3)
             c.error_at(version_at, "big-endian GGUF files are not supported");
-        c.error_at(version_at, "unsupported GGUF version ", version_,
+        c.error_at(version_at, "unsupported GGUF version ", h.version,
                    " (syslm reads versions 2 and 3)");
     }
     const size_t n_tensors_at = c.pos();
-    const uint64_t n_tensors = c.read<uint64_t>("tensor count");
+    h.n_tensors = c.read<uint64_t>("tensor count");
     const size_t n_kv_at = c.pos();
-    const uint64_t n_kv = c.read<uint64_t>("metadata key count");
-    // A key/value takes at least 13 bytes (key length, type, one-byte value), a tensor info at
-    // least 32 (name length, n_dims, one dim, type, offset).
-    if (n_kv > c.remaining() / 13)
-        c.error_at(n_kv_at, "truncated file or absurd metadata key count ", n_kv,
+    h.n_kv = c.read<uint64_t>("metadata key count");
+    if (h.n_kv > c.remaining() / 13)
+        c.error_at(n_kv_at, "truncated file or absurd metadata key count ", h.n_kv,
                    ": the remaining ", c.remaining(), " bytes hold at most ", c.remaining() / 13);
-    if (n_tensors > c.remaining() / 32)
-        c.error_at(n_tensors_at, "truncated file or absurd tensor count ", n_tensors,
+    if (h.n_tensors > c.remaining() / 32)
+        c.error_at(n_tensors_at, "truncated file or absurd tensor count ", h.n_tensors,
                    ": the remaining ", c.remaining(), " bytes hold at most ", c.remaining() / 32);
+    return h;
+}
+
+// Tensor info #i: name, dimensions, type and data offset, each checked where it is read.
+GGUFTensor read_tensor_info(Cursor& c, uint64_t i, size_t alignment, size_t file_size,
+                            std::unordered_set<std::string>& names) {
+    const size_t name_at = c.pos();
+    c.set_context(cat("tensor #", i));
+    GGUFTensor t;
+    t.name = c.read_string("tensor name");
+    if (!names.insert(t.name).second)
+        c.error_at(name_at, "duplicate tensor name '", t.name, "'");
+    c.set_context(cat("tensor '", t.name, "'"));
+
+    const size_t dims_at = c.pos();
+    const uint32_t n_dims = c.read<uint32_t>("n_dims");
+    if (n_dims == 0 || n_dims > kGGUFMaxDims)
+        c.error_at(dims_at, "n_dims is ", n_dims, " (must be 1..", kGGUFMaxDims, ")");
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+        const size_t at = c.pos();
+        const uint64_t v = c.read<uint64_t>("dimension");
+        if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+            c.error_at(at, "dimension ", d, " is ", static_cast<int64_t>(v),
+                       " (must be positive)");
+        if (numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / v)
+            c.error_at(at, "element count overflows: dimension ", d, " is ", v);
+        numel *= v;
+        t.ne.push_back(static_cast<int64_t>(v));
+    }
+
+    const size_t type_at = c.pos();
+    const uint32_t type_id = c.read<uint32_t>("tensor type");
+    const DTypeInfo* info = dtype_info(type_id);
+    if (!info || info->runtime_only) {
+        const char* known = unsupported_ggml_type_name(type_id);
+        if (known)
+            c.error_at(type_at, "tensor type id ", type_id, " (", known,
+                       ") is not supported by syslm");
+        c.error_at(type_at, "unknown tensor type id ", type_id);
+    }
+    t.type = static_cast<DType>(type_id);
+    if (t.ne[0] % info->block_size != 0)
+        c.error_at(type_at, "row length ", t.ne[0], " is not a multiple of the ", info->name,
+                   " block size ", info->block_size);
+    const uint64_t blocks = numel / static_cast<uint64_t>(info->block_size);
+    uint64_t nbytes = 0;
+    if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(info->type_size), &nbytes) ||
+        nbytes > file_size)
+        c.error_at(type_at, "tensor of ", numel, " ", info->name, " elements (",
+                   static_cast<double>(blocks) * static_cast<double>(info->type_size),
+                   " bytes) is larger than the whole file (", file_size, " bytes)");
+    t.nbytes = static_cast<size_t>(nbytes);
+
+    const size_t offset_at = c.pos();
+    t.offset = c.read<uint64_t>("tensor data offset");
+    if (t.offset % alignment != 0)
+        c.error_at(offset_at, "data offset ", t.offset, " is not a multiple of the alignment ",
+                   alignment);
+    return t;
+}
+
+}  // namespace
+
+void GGUFFile::parse() {
+    Cursor c(bytes_, path_);
+    const HeaderCounts h = read_header(c, bytes_);
+    version_ = h.version;
+    const uint64_t n_kv = h.n_kv, n_tensors = h.n_tensors;
 
     // Metadata.
     kv_.reserve(static_cast<size_t>(n_kv));
@@ -287,66 +361,16 @@ void GGUFFile::parse() {
     // Tensor infos.
     tensors_.reserve(static_cast<size_t>(n_tensors));
     std::unordered_set<std::string> names;
-    for (uint64_t i = 0; i < n_tensors; ++i) {
-        const size_t name_at = c.pos();
-        c.set_context(cat("tensor #", i));
-        GGUFTensor t;
-        t.name = c.read_string("tensor name");
-        if (!names.insert(t.name).second)
-            c.error_at(name_at, "duplicate tensor name '", t.name, "'");
-        c.set_context(cat("tensor '", t.name, "'"));
-
-        const size_t dims_at = c.pos();
-        const uint32_t n_dims = c.read<uint32_t>("n_dims");
-        if (n_dims == 0 || n_dims > kGGUFMaxDims)
-            c.error_at(dims_at, "n_dims is ", n_dims, " (must be 1..", kGGUFMaxDims, ")");
-        uint64_t numel = 1;
-        for (uint32_t d = 0; d < n_dims; ++d) {
-            const size_t at = c.pos();
-            const uint64_t v = c.read<uint64_t>("dimension");
-            if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-                c.error_at(at, "dimension ", d, " is ", static_cast<int64_t>(v),
-                           " (must be positive)");
-            if (numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / v)
-                c.error_at(at, "element count overflows: dimension ", d, " is ", v);
-            numel *= v;
-            t.ne.push_back(static_cast<int64_t>(v));
-        }
-
-        const size_t type_at = c.pos();
-        const uint32_t type_id = c.read<uint32_t>("tensor type");
-        const DTypeInfo* info = dtype_info(type_id);
-        if (!info || info->runtime_only) {
-            const char* known = unsupported_ggml_type_name(type_id);
-            if (known)
-                c.error_at(type_at, "tensor type id ", type_id, " (", known,
-                           ") is not supported by syslm");
-            c.error_at(type_at, "unknown tensor type id ", type_id);
-        }
-        t.type = static_cast<DType>(type_id);
-        if (t.ne[0] % info->block_size != 0)
-            c.error_at(type_at, "row length ", t.ne[0], " is not a multiple of the ", info->name,
-                       " block size ", info->block_size);
-        const uint64_t blocks = numel / static_cast<uint64_t>(info->block_size);
-        uint64_t nbytes = 0;
-        if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(info->type_size), &nbytes) ||
-            nbytes > bytes_.size())
-            c.error_at(type_at, "tensor of ", numel, " ", info->name, " elements (",
-                       static_cast<double>(blocks) * static_cast<double>(info->type_size),
-                       " bytes) is larger than the whole file (", bytes_.size(), " bytes)");
-        t.nbytes = static_cast<size_t>(nbytes);
-
-        const size_t offset_at = c.pos();
-        t.offset = c.read<uint64_t>("tensor data offset");
-        if (t.offset % alignment_ != 0)
-            c.error_at(offset_at, "data offset ", t.offset, " is not a multiple of the alignment ",
-                       alignment_);
-        tensors_.push_back(std::move(t));
-    }
+    for (uint64_t i = 0; i < n_tensors; ++i)
+        tensors_.push_back(read_tensor_info(c, i, alignment_, bytes_.size(), names));
     c.set_context("");
+    place_tensor_data(c.pos());
+}
 
-    // Tensor data: aligned after the infos. A file without tensors may end without the padding.
-    data_offset_ = align_up(c.pos(), alignment_);
+// Tensor data: aligned after the infos (a file without tensors may end without the padding);
+// every tensor inside the file, none overlapping another.
+void GGUFFile::place_tensor_data(size_t infos_end) {
+    data_offset_ = align_up(infos_end, alignment_);
     if (tensors_.empty()) return;
     if (data_offset_ > bytes_.size())
         fail(path_, ": truncated file: the tensor data section starts at byte ", data_offset_,
