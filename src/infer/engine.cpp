@@ -59,7 +59,7 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
       scheduler_({cfg.token_budget, cfg.parallel, cfg.max_waiting}, pages_),
       forward_(*model_, static_cast<int>(cfg.token_budget), cfg.threads),
       rows_(pages_) {
-    if (model_->hparams().spec.position == model::PositionKind::Learned)
+    if (model_->hparams().spec().position == model::PositionKind::Learned)
         cfg_.n_ctx = std::min(cfg_.n_ctx, model_->hparams().n_ctx_train);
     logits_.resize(static_cast<size_t>(cfg.parallel) * model_->hparams().n_vocab);
     stats_.kv_pages_total = pages_.config().n_pages;

@@ -95,7 +95,6 @@ HParams load_hparams(const io::GGUFFile& f) {
     HParams hp;
     hp.arch_name = f.get_string("general.architecture");
     hp.arch = parse_arch(hp.arch_name, f.path());
-    hp.spec = arch_spec(hp.arch);
     const std::string a = hp.arch_name + ".";
     const Reader r(f, a);
     hp.n_ctx_train = r.count("context_length", std::nullopt, 1, kMaxContext);
@@ -111,7 +110,7 @@ HParams load_hparams(const io::GGUFFile& f) {
     SYSLM_CHECK(r.count("attention.value_length", static_cast<uint32_t>(hp.head_dim), 1,
                         kMaxWidth) == hp.head_dim,
                 f.path(), ": attention key and value lengths must be equal");
-    hp.norm_eps = r.real(hp.spec.norm_eps_key, std::nullopt, 0, 1);
+    hp.norm_eps = r.real(hp.spec().norm_eps_key, std::nullopt, 0, 1);
     hp.sliding_window = r.count("attention.sliding_window", 0u, 0, kMaxContext);
 
     hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);
@@ -121,7 +120,7 @@ HParams load_hparams(const io::GGUFFile& f) {
                               kMaxWidth * 64);
         hp.n_ff_shexp = r.count("expert_shared_feed_forward_length", 0u, 0, kMaxWidth * 64);
         // Mixtral renormalises the top-k weights; Qwen2-MoE (norm_topk_prob=false) does not.
-        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.spec.renorm_experts);
+        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.spec().renorm_experts);
     } else {
         hp.n_expert_used = r.count("expert_used_count", 0u, 0, kMaxCount);
         SYSLM_CHECK(hp.n_ff > 0, f.path(), ": ", a, "feed_forward_length must be positive");
@@ -129,7 +128,7 @@ HParams load_hparams(const io::GGUFFile& f) {
 
     if (hp.has_rope()) {
         auto& rope = hp.rope;
-        rope.mode = hp.spec.rope_mode;
+        rope.mode = hp.spec().rope_mode;
         rope.n_rot = r.count("rope.dimension_count", static_cast<uint32_t>(hp.head_dim), 2,
                              hp.head_dim);
         SYSLM_CHECK(rope.n_rot % 2 == 0, f.path(), ": ", a, "rope.dimension_count ", rope.n_rot,

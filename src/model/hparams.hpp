@@ -44,7 +44,7 @@ const ArchSpec& arch_spec(Arch arch);
 
 struct HParams {
     Arch arch;
-    ArchSpec spec;  // arch_spec(arch)
+    const ArchSpec& spec() const { return arch_spec(arch); }
     std::string arch_name;  // general.architecture
     int n_vocab = 0;
     int n_ctx_train = 0;
@@ -64,7 +64,7 @@ struct HParams {
     int n_ff_shexp = 0;                // width of the shared expert (qwen2moe)
     bool expert_weights_norm = false;  // renormalise the top-k routing weights to sum to 1
 
-    bool has_rope() const { return spec.position == PositionKind::Rope; }
+    bool has_rope() const { return spec().position == PositionKind::Rope; }
     kernels::RopeConfig rope;  // n_rot, base, scaling (freq_factors are loaded with the weights)
 
     int q_dim() const { return n_head * head_dim; }

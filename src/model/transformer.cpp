@@ -124,7 +124,7 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
     for (int32_t t : tokens)
         SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
                     hp.n_vocab, " tokens)");
-    if (hp.spec.position == PositionKind::Learned)
+    if (hp.spec().position == PositionKind::Learned)
         for (int64_t t = 0; t < T; ++t)
             SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, hp.arch_name, " has learned positions for ",
                         hp.n_ctx_train, " tokens; position ", rows.position(t),
@@ -195,7 +195,7 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
 // The architecture's norm (ArchSpec::norm) of `rows` rows of the residual stream.
 void Forward::norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b) {
     const HParams& hp = model_.hparams();
-    if (hp.spec.norm == NormKind::Layer)
+    if (hp.spec().norm == NormKind::Layer)
         kernels::layer_norm(x, out, rows, hp.n_embd, w.data(), b.data(), hp.norm_eps, pool_);
     else
         kernels::rms_norm(x, out, rows, hp.n_embd, w.data(), hp.norm_eps, pool_);
@@ -286,10 +286,10 @@ void Forward::ffn_block(int il, int64_t T) {
     auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
 
     SYSLM_PROFILE_STEPS(prof);
-    const bool layer_norm = hp.spec.norm == NormKind::Layer;
+    const bool layer_norm = hp.spec().norm == NormKind::Layer;
     SYSLM_PROFILE_STEP(prof, "ffn_norm", (layer_norm ? 8 : 4) * T * E, 8 * T * E);
     norm(x_.data(), h_.data(), T, l.ffn_norm, l.ffn_norm_b);
-    const kernels::FfnActivation act = hp.spec.ffn;
+    const kernels::FfnActivation act = hp.spec().ffn;
     if (kernels::ffn_gated(act)) {
         kernels::SharedActivations& hq = shared_input_;  // gate and up share it
         hq.reset(h_.data(), T, E);

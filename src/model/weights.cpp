@@ -217,15 +217,15 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
     w.output_norm = b.vector("output_norm.weight", E);
     w.output = b.matrix("output.weight", E, V, /*required=*/false);
     if (!w.output.data) w.output = w.token_embd;  // tied embeddings
-    if (hp.spec.norm == NormKind::Layer) w.output_norm_b = b.vector("output_norm.bias", E);
-    if (hp.spec.position == PositionKind::Learned)
+    if (hp.spec().norm == NormKind::Layer) w.output_norm_b = b.vector("output_norm.bias", E);
+    if (hp.spec().position == PositionKind::Learned)
         w.position_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
     if (hp.has_rope()) {
         w.rope_freqs = b.vector("rope_freqs.weight", hp.rope.n_rot / 2, /*required=*/false);
         hp.rope.freq_factors = w.rope_freqs;
     }
 
-    const ArchSpec& spec = hp.spec;
+    const ArchSpec& spec = hp.spec();
     for (int il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights l;

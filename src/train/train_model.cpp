@@ -52,7 +52,7 @@ namespace {
 Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* tp) {
     if (!tp || tp->size() == 1) return {};
     const int64_t p = tp->size(), r = tp->rank();
-    SYSLM_CHECK(!hp.spec.dense_unsplit_training && hp.n_expert == 0,
+    SYSLM_CHECK(!hp.spec().dense_unsplit_training && hp.n_expert == 0,
                 "tensor parallelism: implemented for dense llama / mistral / qwen2 models, not ",
                 hp.arch_name, hp.n_expert > 0 ? " with experts" : "");
     SYSLM_CHECK(hp.n_head % p == 0 && hp.n_head_kv % p == 0 && hp.n_ff % p == 0,
@@ -115,7 +115,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
         SYSLM_CHECK(file.find_tensor("output.weight"), file.path(),
                     ": pipeline stages of a model whose head is tied to its embedding are not "
                     "implemented");
-        SYSLM_CHECK(hp_.n_expert == 0 && !hp_.spec.dense_unsplit_training,
+        SYSLM_CHECK(hp_.n_expert == 0 && !hp_.spec().dense_unsplit_training,
                     "pipeline parallelism: implemented for dense llama / mistral / qwen2 models");
     }
     if (tensor_parallel && tensor_parallel->size() > 1) {  // this rank's heads and channels
@@ -147,7 +147,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
     // GPT-2 ties its output matrix to the embedding, but its GGUF stores it twice (llama.cpp's
     // gpt2 requires output.weight): two bit-identical copies are trained as the one tensor HF
     // trains, and written back twice.
-    if (hp_.spec.stores_tied_head_twice && params_.find("output.weight") &&
+    if (hp_.spec().stores_tied_head_twice && params_.find("output.weight") &&
         params_.find("token_embd.weight")) {
         const Param* o = params_.find("output.weight");
         const Param* t = params_.find("token_embd.weight");
@@ -170,7 +170,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
 void TrainModel::bind_all() {
     const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim(),
                   F = hp_.n_ff;
-    const model::ArchSpec& spec = hp_.spec;
+    const model::ArchSpec& spec = hp_.spec();
     const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
     layers_.clear();
     const int64_t VL = vocab_parallel_ ? vocab_local_ : V;  // this rank's tokens
@@ -296,7 +296,7 @@ double TrainModel::hidden_loss(size_t m, const float* teacher, float weight, int
 
 void TrainModel::plan(int B, int T) {
     SYSLM_CHECK(B > 0 && T > 0, "training: batch ", B, " x ", T, " is empty");
-    if (hp_.spec.position == model::PositionKind::Learned)
+    if (hp_.spec().position == model::PositionKind::Learned)
         SYSLM_CHECK(T <= hp_.n_ctx_train, "training: sequence length ", T,
                     " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
     if (B == planned_B_ && T == planned_T_) return;
@@ -394,7 +394,7 @@ kernels::AttentionShape TrainModel::attention_shape() const {
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
                               int64_t rows, ThreadPool& pool) const {
     SYSLM_PROFILE_SCOPE("norm", 8.0 * rows * hp_.n_embd, 8.0 * rows * hp_.n_embd);
-    if (hp_.spec.norm == model::NormKind::Layer)
+    if (hp_.spec().norm == model::NormKind::Layer)
         kernels::layer_norm(x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps, pool);
     else
         kernels::rms_norm(x, out, rows, hp_.n_embd, w.w, hp_.norm_eps, pool);
@@ -403,7 +403,7 @@ void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const
 void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy,
                                float* dx, int64_t rows, ThreadPool& pool) const {
     SYSLM_PROFILE_SCOPE("norm_bwd", 16.0 * rows * hp_.n_embd, 12.0 * rows * hp_.n_embd);
-    if (hp_.spec.norm == model::NormKind::Layer)
+    if (hp_.spec().norm == model::NormKind::Layer)
         kernels::layer_norm_backward(x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps,
                                      pool);
     else
@@ -443,9 +443,9 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
 
 void TrainModel::activation(Saved& S, int64_t n, ThreadPool& pool) {
     float* s = act_out(S);
-    const bool gated = kernels::ffn_gated(hp_.spec.ffn);
+    const bool gated = kernels::ffn_gated(hp_.spec().ffn);
     std::copy_n((gated ? S.g : S.u).data(), n, s);
-    kernels::ffn_activation(hp_.spec.ffn, s, S.u.data(), n, pool);
+    kernels::ffn_activation(hp_.spec().ffn, s, S.u.data(), n, pool);
 }
 
 void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
@@ -458,7 +458,7 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     if (recompute_ == Recompute::Full) std::copy_n(x_.data(), R * E, inputs_[il].data());
     float* a = norm1_out(S);
     norm_forward(S.x_in.data(), a, l.attn_norm, l.attn_norm_b, R, pool);
-    if (hp_.spec.fused_qkv) {
+    if (hp_.spec().fused_qkv) {
         const int64_t W = QD + 2 * KD;
         linear(l.wqkv, l.bqkv, a, R, E, W, tmp_.data(), pool);
         for (int64_t r = 0; r < R; ++r) {
@@ -500,7 +500,7 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     if (moe()) {
         moe_forward(il, S, b, R, pool);
     } else {
-        if (kernels::ffn_gated(hp_.spec.ffn)) linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
+        if (kernels::ffn_gated(hp_.spec().ffn)) linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
         linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), pool);
         activation(S, R * F, pool);
         linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), pool);
@@ -533,8 +533,8 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     } else {
         linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), dx_.data(), R, F, E, d_s_.data(),
                         false, pool);
-        const bool gated = kernels::ffn_gated(hp_.spec.ffn);
-        kernels::ffn_activation_backward(hp_.spec.ffn, (gated ? S.g : S.u).data(), S.u.data(),
+        const bool gated = kernels::ffn_gated(hp_.spec().ffn);
+        kernels::ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(),
                                          d_s_.data(), (gated ? d_g_ : d_u_).data(), d_u_.data(),
                                          R * F, pool);
         if (gated) linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
@@ -566,7 +566,7 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
                                              hp_.head_dim);
             }
         });
-    if (hp_.spec.fused_qkv) {
+    if (hp_.spec().fused_qkv) {
         const int64_t W = QD + 2 * KD;
         const Buf<float>& dqkv = d_s_;  // free again, planned for R x W too
         for (int64_t r = 0; r < R; ++r) {

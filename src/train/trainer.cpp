@@ -482,17 +482,14 @@ double Trainer::accumulate_gradients(float scale) {
 // so the norm is finite exactly when every rank's gradients are.
 double Trainer::global_grad_norm(const std::vector<Optimizer::Range>& mine) {
     constexpr size_t kPiece = 1 << 16;
-    struct Piece {
-        size_t b, e;
-        int sliced;
-    };
-    std::vector<Piece> pieces;
-    for (const Param& p : model_.params().params())
-        for (const auto& [b0, e0] : mine) {
-            const size_t b = std::max(b0, p.offset), e = std::min(e0, p.offset + p.numel);
-            for (size_t x = b; x < e; x += kPiece)
-                pieces.push_back({x, std::min(e, x + kPiece), p.slice_dim >= 0 ? 1 : 0});
-        }
+    std::vector<NormPiece>& pieces = norm_pieces_;  // the same every step: made once
+    if (pieces.empty())
+        for (const Param& p : model_.params().params())
+            for (const auto& [b0, e0] : mine) {
+                const size_t b = std::max(b0, p.offset), e = std::min(e0, p.offset + p.numel);
+                for (size_t x = b; x < e; x += kPiece)
+                    pieces.push_back({x, std::min(e, x + kPiece), p.slice_dim >= 0 ? 1 : 0});
+            }
     const float* g = model_.params().grads();
     std::vector<std::array<double, 2>> partial(static_cast<size_t>(pool_.size()), {0.0, 0.0});
     pool_.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t b, int64_t e, int w) {

@@ -262,6 +262,11 @@ private:
     double micro_batch(float scale);
     double accumulate_gradients(float scale);
     double global_grad_norm(const std::vector<Optimizer::Range>& mine);
+    struct NormPiece {  // a stretch of one tensor's gradient this rank sums
+        size_t b, e;
+        int sliced;  // tensor-parallel slice (1) or whole tensor (0)
+    };
+    std::vector<NormPiece> norm_pieces_;
     void apply_update(float lr, float grad_scale);
 };
 
