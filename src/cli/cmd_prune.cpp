@@ -24,43 +24,13 @@ struct PruneArgs {
     int ctx = 512, chunks = -1, threads = 0;
 };
 
-double fraction(const std::string& s, const std::string& what) {
-    try {
-        size_t used = 0;
-        const double v = std::stod(s, &used);
-        if (used == s.size() && v >= 0 && v < 1) return v;
-    } catch (const std::exception&) {
-    }
-    fail("--structured: ", what, "=", s, " is not a fraction in [0, 1)");
-}
-
 int run_prune(const PruneArgs& a) {
     compress::PruneOptions o;
     o.threads = a.threads;
     o.log = &std::cout;
     o.mask_only = a.mask_only;
     if (!a.structured.empty()) {
-        size_t pos = 0;
-        while (pos <= a.structured.size()) {
-            const size_t end = std::min(a.structured.find(',', pos), a.structured.size());
-            const std::string item = a.structured.substr(pos, end - pos);
-            const size_t eq = item.find('=');
-            SYSLM_CHECK(eq != std::string::npos, "--structured: '", item,
-                        "' is not KEY=VALUE (keys: layers, heads, ffn)");
-            const std::string key = item.substr(0, eq);
-            if (key == "layers") {
-                const std::string v = item.substr(eq + 1);
-                SYSLM_CHECK(!v.empty() && v.find_first_not_of("0123456789") == std::string::npos,
-                            "--structured: layers=", v, " is not a count of layers");
-                o.layers = std::stoi(v);
-            } else if (key == "heads")
-                o.heads = fraction(item.substr(eq + 1), key);
-            else if (key == "ffn")
-                o.ffn = fraction(item.substr(eq + 1), key);
-            else
-                fail("--structured: unknown key '", key, "' (keys: layers, heads, ffn)");
-            pos = end + 1;
-        }
+        compress::parse_structured_spec(a.structured, o);
     } else {
         SYSLM_CHECK(a.method == "wanda" || a.method == "magnitude", "--method must be wanda or "
                     "magnitude, not '", a.method, "'");

@@ -13,6 +13,7 @@
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
+#include "model/hparams.hpp"
 #include "tune/plan.hpp"
 
 namespace syslm::cli {
@@ -42,10 +43,22 @@ int run_quantize(const QuantizeArgs& a) {
         // plan used one (`syslm tune` leaves it beside the plan as imatrix.gguf).
         plan = tune::load_plan(a.plan);
         usage_check(!plan->imatrix || !a.imatrix.empty(), a.plan, " quantizes with an importance ",
-                    "matrix: give --imatrix (the imatrix.gguf beside the plan)");
+                    "matrix: give --imatrix (the ", plan->prune ? "base-imatrix" : "imatrix",
+                    ".gguf beside the plan)");
         usage_check(plan->imatrix || a.imatrix.empty(), a.plan, " quantizes without an ",
                     "importance matrix: --imatrix contradicts it");
-        opt = tune::quantize_options(*plan, tune::matrices_type(io::GGUFFile(a.input)));
+        const io::GGUFFile input(a.input);
+        if (const auto& pr = plan->prune) {
+            // A pruned plan's file is quantized from its recovered base, not from the input.
+            const model::HParams hp = model::load_hparams(input);
+            usage_check(hp.n_layer == pr->n_layer && hp.n_head == pr->n_head && hp.n_ff == pr->n_ff,
+                        a.plan, " prunes the model to ", pr->n_layer, " layers, ", pr->n_head,
+                        " heads and FFN ", pr->n_ff, " and recovers it by distillation: quantize "
+                        "its base (base.gguf beside the plan, --imatrix base-imatrix.gguf), not ",
+                        a.input, " (", hp.n_layer, " layers, ", hp.n_head, " heads, FFN ", hp.n_ff,
+                        ")");
+        }
+        opt = tune::quantize_options(*plan, tune::matrices_type(input));
     } else {
         const auto target = compress::parse_quant_target(a.type);
         if (!target) fail("unknown target type '", a.type, "': choose one of ", target_list());
@@ -132,7 +145,8 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--tensor-type", a->tensor_types,
                    "PATTERN=TYPE (repeatable): the weight matrices whose names the regex matches "
                    "get TYPE instead of the recipe's choice, first match first, as "
-                   "llama-quantize's --tensor-type (e.g. attn_v=q8_0, 'blk\\.0\\.'=q6_k)");
+                   "llama-quantize's --tensor-type (e.g. attn_v=q8_0, 'blk\\.0\\.'=q6_k)")
+        ->allow_extra_args(false);  // one rule per occurrence: the positionals may follow
     app.add_option("--smooth", a->smooth,
                    "W8A8: SmoothQuant migration strength alpha (0: none)")
         ->capture_default_str()

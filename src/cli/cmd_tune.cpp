@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "tune/report.hpp"
+#include "tune/structure.hpp"
 #include "tune/tuner.hpp"
 
 namespace syslm::cli {
@@ -61,6 +62,17 @@ int run_tune(TuneArgs& a) {
     if (!a.p99_itl.empty()) a.o.max_itl_p99 = parse_duration(a.p99_itl);
     usage_check(a.o.goal == tune::Goal::Serve || (a.p99_ttft.empty() && a.p99_itl.empty()),
                 "--p99-ttft and --p99-itl are limits of the serve goal (--goal serve)");
+    const bool keyword = a.o.prune.size() == 1 && (a.o.prune[0] == "auto" || a.o.prune[0] == "off");
+    if (!keyword)
+        for (const std::string& spec : a.o.prune) {
+            usage_check(spec != "auto" && spec != "off", "--prune ", spec, " stands alone, not "
+                        "beside levels");
+            try {
+                tune::parse_prune_level(spec, a.o.recover_steps);
+            } catch (const Error& e) {
+                throw UsageError(e.what());
+            }
+        }
     a.o.log = &std::cerr;
     const tune::TuneResult r = tune::run_tune(a.o);
     const tune::ReportContext c{a.o.goal, a.o.max_kl, std::filesystem::path(a.o.model).filename().string()};
@@ -141,6 +153,17 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 100));
     app.add_flag("!--no-stock", o.stock, "Do not measure llama-quantize's stock recipes");
+    app.add_option("--prune", o.prune,
+                   "Structure: auto (FFN channels at one or two widths the model allows), off, "
+                   "or a level 'ffn=F,heads=F,layers=N' (repeatable). Each pruned model is "
+                   "recovered by distillation from the input on --calib and quantized with the "
+                   "fastest plans within the limit; a level runs only if it fits the budget")
+        ->capture_default_str()
+        ->allow_extra_args(false);
+    app.add_option("--recover-steps", o.recover_steps,
+                   "Structure: distillation steps (8 sequences each) after pruning (0: none)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1000000));
     CLI::App* train = app.add_subcommand(
         "train", "The training goal: micro-batch, accumulation, recompute and threads of a "
                  "`syslm train` command, measured by real runs");

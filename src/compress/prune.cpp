@@ -437,4 +437,37 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
     return r;
 }
 
+void parse_structured_spec(const std::string& spec, PruneOptions& o, const std::string& what) {
+    auto fraction = [&](const std::string& key, const std::string& v) {
+        try {
+            size_t used = 0;
+            const double f = std::stod(v, &used);
+            if (used == v.size() && f >= 0 && f < 1) return f;
+        } catch (const std::exception&) {
+        }
+        fail(what, ": ", key, "=", v, " is not a fraction in [0, 1)");
+    };
+    size_t pos = 0;
+    while (pos <= spec.size()) {
+        const size_t end = std::min(spec.find(',', pos), spec.size());
+        const std::string item = spec.substr(pos, end - pos);
+        const size_t eq = item.find('=');
+        SYSLM_CHECK(eq != std::string::npos, what, ": '", item,
+                    "' is not KEY=VALUE (keys: layers, heads, ffn)");
+        const std::string key = item.substr(0, eq), v = item.substr(eq + 1);
+        if (key == "layers") {
+            SYSLM_CHECK(!v.empty() && v.size() < 6 &&
+                            v.find_first_not_of("0123456789") == std::string::npos,
+                        what, ": layers=", v, " is not a count of layers");
+            o.layers = std::stoi(v);
+        } else if (key == "heads")
+            o.heads = fraction(key, v);
+        else if (key == "ffn")
+            o.ffn = fraction(key, v);
+        else
+            fail(what, ": unknown key '", key, "' (keys: layers, heads, ffn)");
+        pos = end + 1;
+    }
+}
+
 }  // namespace syslm::compress

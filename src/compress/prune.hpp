@@ -59,6 +59,11 @@ struct PruneResult {
     }
 };
 
+// "layers=N,heads=F,ffn=F" (any subset; fractions in [0, 1)) into o's structured fields. Throws
+// Error naming the item (`what` names the option in the message).
+void parse_structured_spec(const std::string& spec, PruneOptions& o,
+                           const std::string& what = "--structured");
+
 // Reads a GGUF model with float weight matrices (F32/F16/BF16; quantize after pruning), writes
 // the pruned model atomically. Throws an Error naming the file and tensor on any problem.
 PruneResult prune_unstructured(const std::string& in_path, const std::string& out_path,

@@ -57,6 +57,15 @@ nlohmann::json Plan::to_json() const {
     nlohmann::json j = {{"syslm_plan", kVersion},
                         {"model", {{"recipe", recipe}, {"imatrix", imatrix}, {"tensor_types", types}}},
                         {"runtime", {{"threads", threads}, {"batch", batch}}}};
+    if (prune)
+        j["model"]["prune"] = {{"ffn", prune->ffn},
+                               {"heads", prune->heads},
+                               {"layers", prune->layers},
+                               {"recover_steps", prune->recover_steps},
+                               {"recover_lr", prune->recover_lr},
+                               {"n_layer", prune->n_layer},
+                               {"n_head", prune->n_head},
+                               {"n_ff", prune->n_ff}};
     if (serve)
         j["serve"] = {{"parallel", serve->parallel},   {"token_budget", serve->token_budget},
                       {"page_size", serve->page_size}, {"kv_pages", serve->kv_pages},
@@ -87,7 +96,22 @@ Plan Plan::from_json(const nlohmann::json& j) {
             p.tensor_types[name] = t->type;
         }
         check_keys(j, "the plan", {"syslm_plan", "model", "runtime", "serve", "train"});
-        check_keys(m, "model", {"recipe", "imatrix", "tensor_types"});
+        check_keys(m, "model", {"recipe", "imatrix", "tensor_types", "prune"});
+        if (m.contains("prune")) {
+            const nlohmann::json& q = m["prune"];
+            check_keys(q, "model.prune", {"ffn", "heads", "layers", "recover_steps", "recover_lr",
+                                          "n_layer", "n_head", "n_ff"});
+            PruneSettings d;
+            d.ffn = in_range(q, "model.prune", "ffn", 0.0, 0.0, 0.99);
+            d.heads = in_range(q, "model.prune", "heads", 0.0, 0.0, 0.99);
+            d.layers = in_range(q, "model.prune", "layers", 0, 0, 1 << 16);
+            d.recover_steps = in_range(q, "model.prune", "recover_steps", 0, 0, 1 << 24);
+            d.recover_lr = in_range(q, "model.prune", "recover_lr", d.recover_lr, 0.0, 1.0);
+            d.n_layer = in_range(q, "model.prune", "n_layer", 0, 1, 1 << 16);
+            d.n_head = in_range(q, "model.prune", "n_head", 0, 1, 1 << 16);
+            d.n_ff = in_range(q, "model.prune", "n_ff", 0, 1, 1 << 24);
+            p.prune = d;
+        }
         const nlohmann::json r = j.value("runtime", nlohmann::json::object());
         check_keys(r, "runtime", {"threads", "batch"});
         p.threads = in_range(r, "runtime", "threads", 0, 0, 4096);

@@ -36,6 +36,20 @@ struct TrainSettings {
     bool operator==(const TrainSettings&) const = default;
 };
 
+// The structure half of a plan: whole FFN channels / attention heads / layers removed
+// (compress::prune_structured, scored on the calibration text), then a recovery distillation
+// from the input model on that text. The file is quantized from the recovered float model,
+// `syslm tune` leaves it beside the plan as base.gguf. The shape after pruning is recorded so
+// that `quantize --plan` can tell the base from the input.
+struct PruneSettings {
+    double ffn = 0, heads = 0;  // fractions removed
+    int layers = 0;             // whole layers removed
+    int recover_steps = 0;      // distillation steps of 8 sequences (0: none)
+    double recover_lr = 3e-4;
+    int n_layer = 0, n_head = 0, n_ff = 0;  // the pruned model's shape
+    bool operator==(const PruneSettings&) const = default;
+};
+
 struct Plan {
     // The weight matrices' types; those absent keep the recipe's choice (`recipe`, a
     // quantize target name such as "Q4_K_M"; empty: every listed matrix as given, the rest as in
@@ -43,6 +57,7 @@ struct Plan {
     std::string recipe;
     bool imatrix = false;  // weighted quantizers with the calibration text's importance matrix
     std::map<std::string, DType> tensor_types;
+    std::optional<PruneSettings> prune;  // the structure: quantized from a pruned, recovered base
     // Runtime: threads (0: all cores) and prompt tokens per forward call.
     int threads = 0;
     int batch = 512;

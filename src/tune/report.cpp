@@ -164,9 +164,11 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
     std::vector<Point> pts = r.points;
     std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) { return a.kl < b.kl; });
     std::ostringstream s;
-    char line[256];
+    char line[512];
     const bool serve = c.goal == Goal::Serve;
-    std::snprintf(line, sizeof line, "%-22s %9s %10s %10s %8s %7s %10s %10s %10s%s  %s\n", "point",
+    int w = 22;  // the label column, as wide as the longest label
+    for (const Point& p : pts) w = std::max(w, std::min(120, static_cast<int>(p.label.size())));
+    std::snprintf(line, sizeof line, "%-*s %9s %10s %10s %8s %7s %10s %10s %10s%s  %s\n", w, "point",
                   "MB", "KL", "predicted", "PPL", "top-1", "decode t/s", "predicted", "prefill",
                   serve ? "  serve t/s  TTFT p99" : "", "front");
     s << line;
@@ -174,8 +176,8 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
         const std::string served =
             !serve ? "" : p.streams ? fmt(" %10.1f", p.serve_ts) + fmt(" %8.3fs", p.ttft_p99)
                                     : cat(" ", std::string(10, ' '), "-", std::string(8, ' '), "-");
-        std::snprintf(line, sizeof line, "%-22s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10s %10.1f%s  %s%s\n",
-                      p.label.c_str(), p.file_bytes / 1e6, p.kl,
+        std::snprintf(line, sizeof line, "%-*s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10s %10.1f%s  %s%s\n",
+                      w, p.label.c_str(), p.file_bytes / 1e6, p.kl,
                       p.predicted_kl >= 0 ? fmt("%.5f", p.predicted_kl).c_str() : "-", p.ppl,
                       100 * p.top1, p.decode_ts,
                       p.predicted_decode_ts > 0 ? fmt("%.1f", p.predicted_decode_ts).c_str() : "-",

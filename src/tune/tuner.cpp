@@ -27,6 +27,7 @@
 #include "tune/sensitivity.hpp"
 #include "tune/serve_load.hpp"
 #include "tune/serve_search.hpp"
+#include "tune/structure.hpp"
 
 namespace syslm::tune {
 namespace fs = std::filesystem;
@@ -111,6 +112,7 @@ public:
             say("analysis: " + r.analysis);
             const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
             calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
+            calib_bos_ = tok.add_bos() ? tok.bos() : -1;
         }
         compress::ImatrixOptions io;
         io.n_ctx = o_.n_ctx;
@@ -199,6 +201,7 @@ public:
             refit_cost();
         }
 
+        structure_phase();
         if (o_.goal != Goal::Size) confirm_speed();
         if (o_.goal == Goal::Serve) serve_phase(r);
         r.points = cache_.points();
@@ -218,6 +221,13 @@ public:
             save_plan(r.chosen->plan, (fs::path(o_.out_dir) / "plan.json").string());
             fs::copy_file(file_of(r.chosen->plan), fs::path(o_.out_dir) / "model.gguf",
                           fs::copy_options::overwrite_existing);
+            // A pruned plan is quantized from its recovered base: `quantize --plan` takes it.
+            if (r.chosen->plan.prune) {
+                const Base& b = base_of(*r.chosen->plan.prune);
+                fs::copy_file(b.path, fs::path(o_.out_dir) / "base.gguf",
+                              fs::copy_options::overwrite_existing);
+                b.imatrix.save((fs::path(o_.out_dir) / "base-imatrix.gguf").string());
+            }
         }
         r.seconds = elapsed();
         return r;
@@ -444,12 +454,150 @@ private:
     std::string file_of(const Plan& plan) const {
         const fs::path path = candidate_path(plan);
         if (!fs::exists(path)) {
-            compress::QuantizeOptions q = quantize_options(plan, in_type_);
-            q.imatrix = plan.imatrix ? &imatrix_ : nullptr;
+            const Base* base = plan.prune ? &base_of(*plan.prune) : nullptr;
+            compress::QuantizeOptions q = quantize_options(plan, base ? DType::F32 : in_type_);
+            q.imatrix = !plan.imatrix ? nullptr : base ? &base->imatrix : &imatrix_;
             q.threads = o_.threads;
-            compress::quantize_model(o_.model, path.string(), q);
+            compress::quantize_model(base ? base->path : o_.model, path.string(), q);
         }
         return path.string();
+    }
+
+    // A pruned, recovered base (tune/structure.hpp) with its own importance matrix (the FFN's
+    // input width changed), built once and kept in the candidates directory.
+    struct Base {
+        PrunedBase pruned;
+        std::string path;
+        compress::ImportanceMatrix imatrix;
+    };
+
+    StructureOptions structure_options() const {
+        StructureOptions so;
+        so.model = o_.model;
+        so.calib = o_.calib;
+        so.work_dir = (fs::path(o_.out_dir) / "candidates").string();
+        so.imatrix = &imatrix_;
+        so.calib_tokens = calib_tokens_;
+        so.calib_bos = calib_bos_;
+        so.n_ctx = o_.n_ctx;
+        so.threads = o_.threads;
+        so.log = o_.log;
+        return so;
+    }
+
+    const Base& base_of(const PruneSettings& level) const {
+        PruneSettings key = level;
+        key.n_layer = key.n_head = key.n_ff = 0;
+        const std::string k = key_of(key);
+        auto it = bases_.find(k);
+        if (it != bases_.end()) return it->second;
+        Base b;
+        b.pruned = pruned_base(key, structure_options());
+        b.path = b.pruned.path;
+        const std::string im = fs::path(b.path).replace_extension(".imatrix.gguf").string();
+        compress::ImatrixOptions io;
+        io.n_ctx = o_.n_ctx;
+        io.threads = o_.threads;
+        b.imatrix = compress::load_or_collect_imatrix(b.path, fs::exists(im) ? im : o_.calib, io);
+        if (!fs::exists(im)) b.imatrix.save(im);
+        return bases_.emplace(k, std::move(b)).first->second;
+    }
+
+    static std::string key_of(const PruneSettings& s) {
+        Plan p;
+        p.prune = s;
+        return p.model_key();
+    }
+
+    // The structure knob: pruned bases (FFN channels by default), each recovered by distillation
+    // and quantized with the model halves of the fastest plans within the limit so far. A level
+    // starts only if its predicted recovery and measurement fit the budget.
+    void structure_phase() {
+        if (o_.prune.empty() || (o_.prune.size() == 1 && o_.prune[0] == "off")) return;
+        if (dtype_info(in_type_).quantized) {
+            say("structure: pruning needs float weight matrices (the input's are " +
+                std::string(dtype_name(in_type_)) + "): skipped");
+            return;
+        }
+        const model::Model input(o_.model);
+        const model::HParams& hp = input.hparams();
+        std::vector<PruneSettings> levels;
+        if (o_.prune.size() == 1 && o_.prune[0] == "auto")
+            levels = default_prune_levels(hp, o_.recover_steps);
+        else
+            for (const std::string& spec : o_.prune)
+                levels.push_back(parse_prune_level(spec, o_.recover_steps));
+        if (levels.empty()) {
+            say("structure: no pruning level for this model (dense FFNs of 128 channels or more)");
+            return;
+        }
+        // The plans to quantize each base with: the two fastest (smallest, for the size goal)
+        // within the limit, as measured so far.
+        const Goal g = o_.goal == Goal::Size ? Goal::Size : speed_goal();
+        std::vector<const Point*> best;
+        for (const Point& p : cache_.points())
+            if (p.kl <= o_.max_kl && p.streams == 0 && !p.plan.prune && p.plan.threads == o_.threads)
+                best.push_back(&p);
+        std::sort(best.begin(), best.end(), [&](const Point* a, const Point* b) {
+            return goal_value(*a, g) > goal_value(*b, g);
+        });
+        std::vector<const Point*> plans;
+        std::set<std::string> seen;
+        for (const Point* p : best)
+            if (plans.size() < 2 && seen.insert(p->plan.model_key()).second) plans.push_back(p);
+        if (plans.empty()) {
+            say(cat("structure: no point is within KL ", o_.max_kl, " to quantize bases with"));
+            return;
+        }
+        double flops = 0;
+        for (const profile::MatrixCost& mc : profile::model_costs(input, DType::F32).matrices)
+            flops += mc.flops_per_token;
+        const double gflops = profile::cached_or_measured_probe(ThreadPool::resolve(o_.threads), false)
+                                  .fma_f32_for(ThreadPool::resolve(o_.threads));
+        for (const PruneSettings& level : levels) {
+            const double need = predicted_recovery_s(hp, flops, level, o_.n_ctx, gflops) +
+                                seconds_per_file_ * static_cast<double>(plans.size());
+            const std::string what = cat("ffn ", level.ffn, ", heads ", level.heads, ", layers ",
+                                         level.layers, ", ", level.recover_steps,
+                                         " recovery steps");
+            if (elapsed() + need > o_.budget_s) {
+                say(cat("structure: ", what, " would take ~", static_cast<int>(need),
+                        " s: past the budget, skipped"));
+                continue;
+            }
+            const Base* base = nullptr;
+            try {
+                base = &base_of(level);
+            } catch (const Error& e) {
+                say(cat("structure: ", what, ": ", e.what()));
+                continue;
+            }
+            const PruneSettings& shape = base->pruned.level;
+            say(cat("structure: ", what, ": ", hp.n_layer, " -> ", shape.n_layer, " layers, ",
+                    hp.n_head, " -> ", shape.n_head, " heads, FFN ", hp.n_ff, " -> ", shape.n_ff,
+                    base->pruned.seconds > 0 ? cat(", built in ", static_cast<int>(base->pruned.seconds), " s")
+                                             : std::string(", read back")));
+            const io::GGUFFile base_file(base->path);
+            std::vector<Point> points;
+            for (const Point* from : plans) {
+                Point p;
+                p.plan = from->plan;
+                p.plan.prune = shape;
+                // Types whose blocks no longer fit a pruned row go back to the recipe's choice.
+                for (auto it = p.plan.tensor_types.begin(); it != p.plan.tensor_types.end();) {
+                    const io::GGUFTensor* t = base_file.find_tensor(it->first);
+                    const bool fits =
+                        t && t->ne[0] % dtype_info(it->second).block_size == 0;
+                    it = fits ? std::next(it) : p.plan.tensor_types.erase(it);
+                }
+                p.label = cat("pruned FFN ", shape.n_ff, shape.n_head != hp.n_head
+                                                           ? cat(" heads ", shape.n_head) : "",
+                              shape.n_layer != hp.n_layer ? cat(" layers ", shape.n_layer) : "",
+                              " + ", from->label);
+                points.push_back(std::move(p));
+            }
+            measure(points);
+        }
     }
 
     fs::path candidate_path(const Plan& plan) const {
@@ -619,7 +767,9 @@ private:
     bool fit_cost_model() {
         std::vector<DecodeTimeSample> samples;
         for (const Point& p : cache_.points()) {
-            if (p.streams > 0 || p.decode_ts <= 0 || p.plan.threads != o_.threads) continue;
+            // Pruned files have other fixed costs (fewer heads, layers): not this model's samples.
+            if (p.streams > 0 || p.decode_ts <= 0 || p.plan.threads != o_.threads || p.plan.prune)
+                continue;
             samples.push_back({decode_bytes(io::GGUFFile(file_of(p.plan))), 1 / p.decode_ts});
         }
         if (samples.size() < 2) return false;
@@ -642,7 +792,9 @@ private:
     MeasurementCache cache_;
     DType in_type_ = DType::F32;
     std::vector<int32_t> calib_tokens_;
+    int32_t calib_bos_ = -1;
     compress::ImportanceMatrix imatrix_;
+    mutable std::map<std::string, Base> bases_;  // by the level's key (base_of)
 };
 
 }  // namespace

@@ -33,6 +33,11 @@ struct TuneOptions {
     std::vector<DType> types;  // candidate types; empty: the defaults (see the .cpp)
     bool stock = true;         // measure the stock recipes too
     int max_rounds = 4;
+    // Structure (tune/structure.hpp): "auto" tries default_prune_levels, "off" none, otherwise
+    // each entry is a level ("ffn=0.25,heads=0.125,layers=1"); each base is recovered by
+    // distillation for recover_steps steps and quantized with the fastest plans within the limit.
+    std::vector<std::string> prune = {"auto"};
+    int recover_steps = 200;
     // Serve goal: the load (tune/serve_load.hpp) and the latency limits it must meet.
     int streams = 16;
     int serve_requests = 4;       // per stream, per trial

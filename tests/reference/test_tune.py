@@ -98,6 +98,14 @@ def test_quantize_tensor_type_rules_from_the_command_line(syslm_bin, tune_dir, t
     types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
     assert types["blk.0.attn_v.weight"] == "Q8_0" and types["blk.1.attn_v.weight"] == "Q8_0"
     assert types["blk.1.ffn_up.weight"] == "Q5_0" and types["blk.0.ffn_up.weight"] == "Q4_0"
+    # Each rule takes one value, so rules may come before the positionals, as llama-quantize's.
+    before = tmp_path / "rules-first.gguf"
+    proc = subprocess.run([str(syslm_bin), "quantize", "--tensor-type", "attn_v=q8_0",
+                           str(tune_dir / "model.gguf"), str(before), "Q4_0"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(before)).tensors}
+    assert types["blk.0.attn_v.weight"] == "Q8_0" and types["blk.0.attn_q.weight"] == "Q4_0"
     bad = subprocess.run([str(syslm_bin), "quantize", str(tune_dir / "model.gguf"), str(out),
                           "Q4_0", "--tensor-type", "attn_v=q4_k_m"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--tensor-type" in bad.stderr
@@ -148,3 +156,55 @@ def test_killed_tune_resumes_without_measuring_again(syslm_bin, tune_dir):
     bad = subprocess.run(args + ["--resume", str(tune_dir / "nowhere")], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "measurements.jsonl" in bad.stderr
+
+
+def test_structure_knob_prunes_recovers_and_quantize_takes_the_base(syslm_bin, tune_dir, tmp_path):
+    """--prune: the FFN is pruned, distilled back from the input on the calibration text, and
+    quantized with the fastest plans within the limit; the point's file has the pruned width and
+    its KL is measured against the input. `quantize --plan` of a pruned plan refuses the input
+    and rebuilds the tuner's file, type for type, from the recovered base."""
+    out = tune_dir / "tuned-structure"
+    args = [str(syslm_bin), "tune", "-m", tune_dir / "model.gguf", "--calib",
+            tune_dir / "calib.txt", "--eval", tune_dir / "heldout.txt", "--goal", "decode",
+            "--max-kl", "1.0", "-o", out, "--budget", "5m", "-c", "64", "--eval-chunks", "2",
+            "--sensitivity-chunks", "1", "-t", "2", "--no-stock", "--rounds", "1",
+            "--prune", "ffn=0.5", "--recover-steps", "20"]
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    n_ff = next(f.parts[-1] for f in gguf.GGUFReader(str(tune_dir / "model.gguf")).fields.values()
+                if f.name == "llama.feed_forward_length")
+    report = json.loads((out / "pareto.json").read_text())
+    pruned = [p for p in report["points"] if "prune" in p["plan"]["model"]]
+    assert pruned, proc.stderr[-3000:]
+    p = pruned[0]
+    shape = p["plan"]["model"]["prune"]
+    assert shape["n_ff"] == int(n_ff[0]) // 2 and shape["recover_steps"] == 20
+    assert p["kl"] > 0 and p["decode_ts"] > 0 and p["label"].startswith("pruned FFN")
+    assert "structure: ffn 0.5" in proc.stderr
+    bases = sorted((out / "candidates").glob("base-*[0-9a-f].gguf"))
+    assert len(bases) == 1
+    base_ff = next(f.parts[-1] for f in gguf.GGUFReader(str(bases[0])).fields.values()
+                   if f.name == "llama.feed_forward_length")
+    assert int(base_ff[0]) == shape["n_ff"]
+    # The recovery lowered the KL of the bare pruned model (its loss is that KL).
+    log = next((out / "candidates").glob("base-*-recovery.log")).read_text()
+    assert "step 20/20" in log
+    plan = tmp_path / "pruned-plan.json"
+    plan.write_text(json.dumps(p["plan"]))
+    im = [] if not p["plan"]["model"]["imatrix"] else \
+        ["--imatrix", str(bases[0]).replace(".gguf", ".imatrix.gguf")]
+    bad = subprocess.run([str(syslm_bin), "quantize", "--plan", str(plan), *im,
+                          str(tune_dir / "model.gguf"), str(tmp_path / "x.gguf")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "base.gguf" in bad.stderr
+    good = subprocess.run([str(syslm_bin), "quantize", "--plan", str(plan), *im, str(bases[0]),
+                           str(tmp_path / "rebuilt.gguf")], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    rebuilt = {t.name: (t.tensor_type.name, list(t.shape)) for t in
+               gguf.GGUFReader(str(tmp_path / "rebuilt.gguf")).tensors}
+    tuned_files = sorted((out / "candidates").glob("[0-9a-f]*.gguf"))
+    assert any({t.name: (t.tensor_type.name, list(t.shape))
+                for t in gguf.GGUFReader(str(f)).tensors} == rebuilt for f in tuned_files)
+    badspec = subprocess.run(list(map(str, args[:-4] + ["--prune", "ffn=2"])),
+                             capture_output=True, text=True)
+    assert badspec.returncode == 2 and "--prune" in badspec.stderr

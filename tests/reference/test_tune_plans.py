@@ -94,11 +94,18 @@ def test_quantize_plan_rebuilds_the_tuned_file(syslm_bin, served, tmp_path):
     d, _ = served
     out = tmp_path / "rebuilt.gguf"
     plan = json.loads((d / "tuned" / "plan.json").read_text())
-    args = [syslm_bin, "quantize", "--plan", d / "tuned" / "plan.json", d / "model.gguf", out]
+    # A pruned plan (the structure knob) is quantized from its recovered base, left beside it.
+    pruned = "prune" in plan["model"]
+    source = d / "tuned" / "base.gguf" if pruned else d / "model.gguf"
+    args = [syslm_bin, "quantize", "--plan", d / "tuned" / "plan.json", source, out]
     if plan["model"]["imatrix"]:
         no = subprocess.run(list(map(str, args)), capture_output=True, text=True)
         assert no.returncode == 2 and "--imatrix" in no.stderr
-        args += ["--imatrix", d / "tuned" / "imatrix.gguf"]
+        args += ["--imatrix", d / "tuned" / ("base-imatrix.gguf" if pruned else "imatrix.gguf")]
+    if pruned:
+        wrong = [a if a != source else d / "model.gguf" for a in args]
+        refused = subprocess.run(list(map(str, wrong)), capture_output=True, text=True)
+        assert refused.returncode == 2 and "base.gguf" in refused.stderr
     proc = subprocess.run(list(map(str, args)), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     tuned = {t.name: (t.tensor_type.name, bytes(t.data.tobytes()))

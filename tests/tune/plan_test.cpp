@@ -79,6 +79,36 @@ TEST(Plan, CarriesServeAndTrainSettingsAndRefusesMisspeltOnes) {
     }
 }
 
+TEST(Plan, CarriesTheStructureInTheModelHalf) {
+    Plan p;
+    p.recipe = "Q8_0";
+    PruneSettings s;
+    s.ffn = 0.25;
+    s.heads = 0.125;
+    s.layers = 1;
+    s.recover_steps = 150;
+    s.recover_lr = 2e-4;
+    s.n_layer = 3;
+    s.n_head = 7;
+    s.n_ff = 48;
+    p.prune = s;
+    const Plan q = Plan::from_json(nlohmann::json::parse(p.to_json().dump()));
+    ASSERT_TRUE(q.prune);
+    EXPECT_EQ(*q.prune, s);
+    Plan unpruned;
+    unpruned.recipe = "Q8_0";
+    EXPECT_NE(q.model_key(), unpruned.model_key());  // a different file
+    EXPECT_FALSE(Plan::from_json(unpruned.to_json()).prune);
+    for (const char* edit : {R"({"model": {"prune": {"fnn": 0.2}}})",
+                             R"({"model": {"prune": {"ffn": 1.5}}})",
+                             R"({"model": {"prune": {"recover_steps": -1}}})",
+                             R"({"model": {"prune": {"n_ff": 0}}})"}) {
+        nlohmann::json bad = p.to_json();
+        bad.merge_patch(nlohmann::json::parse(edit));
+        EXPECT_THROW(Plan::from_json(bad), Error) << edit;
+    }
+}
+
 TEST(Plan, BuildsExactlyTheListedTypes) {
     model::InitConfig c = testing::small_model_config("llama", 32, 81);
     c.n_layer = 12;
