@@ -17,6 +17,7 @@
 #include "core/thread_pool.hpp"
 #include "train/batch_plan.hpp"
 #include "tune/plan.hpp"
+#include "tune/train_report.hpp"
 #include "tune/train_search.hpp"
 
 namespace syslm::cli {
@@ -194,6 +195,10 @@ int run_tune_train(TuneTrainArgs& a) {
     AtomicFileWriter w((fs::path(a.out_dir) / "trials.json").string());
     w.write(text.data(), text.size());
     w.commit();
+    const std::string html = tune::train_report_html(r, o, command);
+    AtomicFileWriter page((fs::path(a.out_dir) / "report.html").string());
+    page.write(html.data(), html.size());
+    page.commit();
     tune::Plan plan;
     plan.threads = r.best.threads;
     plan.train = r.best.settings;
@@ -210,7 +215,7 @@ int run_tune_train(TuneTrainArgs& a) {
                     : !t.same_curve  ? "another loss curve"
                                      : "");
     std::printf("training: the command's settings %.1f tok/s (peak %.0f MiB), tuned %.1f tok/s "
-                "(peak %.0f MiB): %.2fx; wrote %s/{plan.json,trials.json}\n",
+                "(peak %.0f MiB): %.2fx; wrote %s/{plan.json,trials.json,report.html}\n",
                 r.baseline.m.tokens_per_s, r.baseline.m.peak_rss_mib, r.best.m.tokens_per_s,
                 r.best.m.peak_rss_mib, r.best.m.tokens_per_s / r.baseline.m.tokens_per_s,
                 a.out_dir.c_str());

@@ -359,8 +359,9 @@ private:
 
     // The sensitivity table, read back when a previous run of the same inputs wrote it.
     std::vector<TensorSensitivity> sensitivity() {
-        std::vector<DType> types(o_.types.begin(), o_.types.end());
-        if (types.empty()) types.assign(std::begin(kDefaultTypes), std::end(kDefaultTypes));
+        std::vector<DType> types =
+            o_.types.empty() ? std::vector<DType>(std::begin(kDefaultTypes), std::end(kDefaultTypes))
+                             : o_.types;
         types.push_back(in_type_);  // the unquantized choice: KL 0
         std::sort(types.begin(), types.end());
         types.erase(std::unique(types.begin(), types.end()), types.end());
@@ -541,10 +542,10 @@ private:
         std::sort(best.begin(), best.end(), [&](const Point* a, const Point* b) {
             return goal_value(*a, g) > goal_value(*b, g);
         });
-        std::vector<const Point*> plans;
+        std::vector<Point> plans;  // copies: measure() adds to the cache's vector
         std::set<std::string> seen;
         for (const Point* p : best)
-            if (plans.size() < 2 && seen.insert(p->plan.model_key()).second) plans.push_back(p);
+            if (plans.size() < 2 && seen.insert(p->plan.model_key()).second) plans.push_back(*p);
         if (plans.empty()) {
             say(cat("structure: no point is within KL ", o_.max_kl, " to quantize bases with"));
             return;
@@ -579,9 +580,9 @@ private:
                                              : std::string(", read back")));
             const io::GGUFFile base_file(base->path);
             std::vector<Point> points;
-            for (const Point* from : plans) {
+            for (const Point& from : plans) {
                 Point p;
-                p.plan = from->plan;
+                p.plan = from.plan;
                 p.plan.prune = shape;
                 // Types whose blocks no longer fit a pruned row go back to the recipe's choice.
                 for (auto it = p.plan.tensor_types.begin(); it != p.plan.tensor_types.end();) {
@@ -593,7 +594,7 @@ private:
                 p.label = cat("pruned FFN ", shape.n_ff, shape.n_head != hp.n_head
                                                            ? cat(" heads ", shape.n_head) : "",
                               shape.n_layer != hp.n_layer ? cat(" layers ", shape.n_layer) : "",
-                              " + ", from->label);
+                              " + ", from.label);
                 points.push_back(std::move(p));
             }
             measure(points);

@@ -167,6 +167,13 @@ def test_tune_train_keeps_the_loss_curve_and_its_plan_applies(syslm_bin, tmp_pat
                 assert abs(a - b) <= report["loss_rtol"] * abs(b)
     plan = json.loads((out / "plan.json").read_text())
     assert plan["train"]["micro_batch"] * plan["train"]["accum"] == 4
+    # report.html: one table row and one mark (hover: its settings) per trial, the limit drawn.
+    page = (out / "report.html").read_text()
+    assert page.count("<tr><td>") == len(trials)
+    assert page.count("<title>micro-batch") == sum(1 for t in trials if not t["error"])
+    assert "memory limit" in page and page.count("<svg") == 1
+    for t in trials:
+        assert f"<td>{t['micro_batch']}</td><td>{t['accum']}</td><td>{t['recompute']}</td>" in page
     assert re.search(r"training: the command's settings [\d.]+ tok/s", proc.stdout)
     cmd = [c for c in command if c not in ("--batch", "4")]
     ran = subprocess.run([str(syslm_bin), "train", *cmd, "--steps", "2", "--json", "--plan",
