@@ -223,20 +223,6 @@ ParsedRequest parse_chat(const json& body, const std::string& model_name,
     return r;
 }
 
-json chat_logprob(const infer::Event& e, const tokenizer::Tokenizer& tok) {
-    auto entry = [&](int32_t id, float lp) {
-        const std::string& piece = tok.token_to_piece(id);
-        json bytes = json::array();
-        for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
-        return json{{"token", piece}, {"logprob", lp}, {"bytes", bytes}};
-    };
-    json j = entry(e.token, e.logprob);
-    json top = json::array();
-    for (const auto& t : e.top) top.push_back(entry(t.token, t.logprob));
-    j["top_logprobs"] = top;
-    return j;
-}
-
 std::string dump(const json& j) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -1,8 +1,7 @@
-// The OpenAI API's request and response JSON: parsing /v1/completions and /v1/chat/completions
-// bodies into engine requests (with every field checked: wrong types, out-of-range values and
-// unknown models are ApiErrors with the HTTP status and OpenAI error type to answer with), and
-// building the response objects and streaming chunks (`chat.completion.chunk` /
-// `text_completion`, then `data: [DONE]`).
+// The OpenAI API's requests: parsing /v1/completions and /v1/chat/completions bodies into engine
+// requests (with every field checked: wrong types, out-of-range values and unknown models are
+// ApiErrors with the HTTP status and OpenAI error type to answer with). The response objects and
+// streaming chunks are built in openai_response.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -54,8 +53,5 @@ ParsedRequest parse_chat(const nlohmann::json& body, const std::string& model_na
 // The "messages" of a chat request (roles system / developer / user / assistant, string or
 // text-part content); throws ApiError.
 std::vector<tokenizer::ChatMessage> parse_messages(const nlohmann::json& body);
-
-// Logprobs of one token in each API's shape.
-nlohmann::json chat_logprob(const infer::Event& e, const tokenizer::Tokenizer& tok);
 
 }  // namespace syslm::serve
