@@ -106,6 +106,66 @@ TrialOutput run_trial(const TuneTrainArgs& a, const std::vector<std::string>& co
     return t;
 }
 
+// trials.json (every trial, the default and tuned figures), report.html and plan.json.
+void write_outputs(const TuneTrainArgs& a, const std::vector<std::string>& command,
+                   double limit_mib, const tune::TrainSearchOptions& o,
+                   const tune::TrainSearchResult& r) {
+    nlohmann::json trials = nlohmann::json::array();
+    for (const tune::TrainTrial& t : r.trials)
+        trials.push_back({{"micro_batch", t.settings.micro_batch},
+                          {"accum", t.settings.accum},
+                          {"recompute", t.settings.recompute},
+                          {"precision", t.settings.precision},
+                          {"threads", t.threads},
+                          {"tokens_per_s", t.m.tokens_per_s},
+                          {"peak_rss_mib", t.m.peak_rss_mib},
+                          {"losses", t.m.losses},
+                          {"fits", t.fits},
+                          {"same_curve", t.same_curve},
+                          {"error", t.error}});
+    const nlohmann::json report = {
+        {"command", command},
+        {"steps", a.steps},
+        {"memory_limit_mib", std::isfinite(limit_mib) ? nlohmann::json(limit_mib) : nullptr},
+        {"loss_rtol", o.loss_rtol},
+        {"max_loss_change", a.max_loss_change > 0 ? nlohmann::json(a.max_loss_change) : nullptr},
+        {"trials", trials},
+        {"default",
+         {{"tokens_per_s", r.baseline.m.tokens_per_s}, {"peak_rss_mib", r.baseline.m.peak_rss_mib}}},
+        {"tuned", {{"tokens_per_s", r.best.m.tokens_per_s}, {"peak_rss_mib", r.best.m.peak_rss_mib}}}};
+    const std::string text = report.dump(2) + "\n";
+    AtomicFileWriter w((fs::path(a.out_dir) / "trials.json").string());
+    w.write(text.data(), text.size());
+    w.commit();
+    const std::string html = tune::train_report_html(r, o, command);
+    AtomicFileWriter page((fs::path(a.out_dir) / "report.html").string());
+    page.write(html.data(), html.size());
+    page.commit();
+    tune::Plan plan;
+    plan.threads = r.best.threads;
+    plan.train = r.best.settings;
+    tune::save_plan(plan, (fs::path(a.out_dir) / "plan.json").string());
+}
+
+// The trial table and the verdict on stdout.
+void print_trials(const tune::TrainSearchResult& r, const std::string& out_dir) {
+    std::printf("%-12s %6s %-10s %-5s %8s %12s %10s  %s\n", "micro-batch", "accum", "recompute",
+                "prec", "threads", "tokens/s", "peak MiB", "");
+    for (const tune::TrainTrial& t : r.trials)
+        std::printf("%-12d %6d %-10s %-5s %8d %12.1f %10.0f  %s\n", t.settings.micro_batch,
+                    t.settings.accum, t.settings.recompute.c_str(), t.settings.precision.c_str(),
+                    t.threads, t.m.tokens_per_s, t.m.peak_rss_mib,
+                    !t.error.empty() ? "failed"
+                    : !t.fits        ? "over the memory limit"
+                    : !t.same_curve  ? "another loss curve"
+                                     : "");
+    std::printf("training: the command's settings %.1f tok/s (peak %.0f MiB), tuned %.1f tok/s "
+                "(peak %.0f MiB): %.2fx; wrote %s/{plan.json,trials.json,report.html}\n",
+                r.baseline.m.tokens_per_s, r.baseline.m.peak_rss_mib, r.best.m.tokens_per_s,
+                r.best.m.peak_rss_mib, r.best.m.tokens_per_s / r.baseline.m.tokens_per_s,
+                out_dir.c_str());
+}
+
 int run_tune_train(TuneTrainArgs& a) {
     usage_check(a.goal == "throughput", "--goal ", a.goal, ": tune train maximises throughput");
     usage_check(!a.out_dir.empty(), "tune train: give -o DIR");
@@ -155,7 +215,6 @@ int run_tune_train(TuneTrainArgs& a) {
     std::cerr << "\n";
 
     const std::vector<std::string> base_command = without_knobs(command);
-    nlohmann::json trials = nlohmann::json::array();
     // The first run above read the command's settings (and warmed the page cache); the search
     // times the command again like every other trial.
     const tune::TrainSearchResult r = tune::search_training(
@@ -170,55 +229,8 @@ int run_tune_train(TuneTrainArgs& a) {
         },
         o);
 
-    for (const tune::TrainTrial& t : r.trials)
-        trials.push_back({{"micro_batch", t.settings.micro_batch},
-                          {"accum", t.settings.accum},
-                          {"recompute", t.settings.recompute},
-                          {"precision", t.settings.precision},
-                          {"threads", t.threads},
-                          {"tokens_per_s", t.m.tokens_per_s},
-                          {"peak_rss_mib", t.m.peak_rss_mib},
-                          {"losses", t.m.losses},
-                          {"fits", t.fits},
-                          {"same_curve", t.same_curve},
-                          {"error", t.error}});
-    const nlohmann::json report = {
-        {"command", command},
-        {"steps", a.steps},
-        {"memory_limit_mib", std::isfinite(limit_mib) ? nlohmann::json(limit_mib) : nullptr},
-        {"loss_rtol", o.loss_rtol},
-        {"max_loss_change", a.max_loss_change > 0 ? nlohmann::json(a.max_loss_change) : nullptr},
-        {"trials", trials},
-        {"default", {{"tokens_per_s", r.baseline.m.tokens_per_s}, {"peak_rss_mib", r.baseline.m.peak_rss_mib}}},
-        {"tuned", {{"tokens_per_s", r.best.m.tokens_per_s}, {"peak_rss_mib", r.best.m.peak_rss_mib}}}};
-    const std::string text = report.dump(2) + "\n";
-    AtomicFileWriter w((fs::path(a.out_dir) / "trials.json").string());
-    w.write(text.data(), text.size());
-    w.commit();
-    const std::string html = tune::train_report_html(r, o, command);
-    AtomicFileWriter page((fs::path(a.out_dir) / "report.html").string());
-    page.write(html.data(), html.size());
-    page.commit();
-    tune::Plan plan;
-    plan.threads = r.best.threads;
-    plan.train = r.best.settings;
-    tune::save_plan(plan, (fs::path(a.out_dir) / "plan.json").string());
-
-    std::printf("%-12s %6s %-10s %-5s %8s %12s %10s  %s\n", "micro-batch", "accum", "recompute",
-                "prec", "threads", "tokens/s", "peak MiB", "");
-    for (const tune::TrainTrial& t : r.trials)
-        std::printf("%-12d %6d %-10s %-5s %8d %12.1f %10.0f  %s\n", t.settings.micro_batch,
-                    t.settings.accum, t.settings.recompute.c_str(), t.settings.precision.c_str(),
-                    t.threads, t.m.tokens_per_s, t.m.peak_rss_mib,
-                    !t.error.empty() ? "failed"
-                    : !t.fits        ? "over the memory limit"
-                    : !t.same_curve  ? "another loss curve"
-                                     : "");
-    std::printf("training: the command's settings %.1f tok/s (peak %.0f MiB), tuned %.1f tok/s "
-                "(peak %.0f MiB): %.2fx; wrote %s/{plan.json,trials.json,report.html}\n",
-                r.baseline.m.tokens_per_s, r.baseline.m.peak_rss_mib, r.best.m.tokens_per_s,
-                r.best.m.peak_rss_mib, r.best.m.tokens_per_s / r.baseline.m.tokens_per_s,
-                a.out_dir.c_str());
+    write_outputs(a, command, limit_mib, o, r);
+    print_trials(r, a.out_dir);
     return 0;
 }
 

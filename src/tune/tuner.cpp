@@ -532,20 +532,7 @@ private:
             say("structure: no pruning level for this model (dense FFNs of 128 channels or more)");
             return;
         }
-        // The plans to quantize each base with: the two fastest (smallest, for the size goal)
-        // within the limit, as measured so far.
-        const Goal g = o_.goal == Goal::Size ? Goal::Size : speed_goal();
-        std::vector<const Point*> best;
-        for (const Point& p : cache_.points())
-            if (p.kl <= o_.max_kl && p.streams == 0 && !p.plan.prune && p.plan.threads == o_.threads)
-                best.push_back(&p);
-        std::sort(best.begin(), best.end(), [&](const Point* a, const Point* b) {
-            return goal_value(*a, g) > goal_value(*b, g);
-        });
-        std::vector<Point> plans;  // copies: measure() adds to the cache's vector
-        std::set<std::string> seen;
-        for (const Point* p : best)
-            if (plans.size() < 2 && seen.insert(p->plan.model_key()).second) plans.push_back(*p);
+        const std::vector<Point> plans = best_plans_within_limit(2);
         if (plans.empty()) {
             say(cat("structure: no point is within KL ", o_.max_kl, " to quantize bases with"));
             return;
@@ -553,8 +540,9 @@ private:
         double flops = 0;
         for (const profile::MatrixCost& mc : profile::model_costs(input, DType::F32).matrices)
             flops += mc.flops_per_token;
-        const double gflops = profile::cached_or_measured_probe(ThreadPool::resolve(o_.threads), false)
-                                  .fma_f32_for(ThreadPool::resolve(o_.threads));
+        const int threads = ThreadPool::resolve(o_.threads);
+        const double gflops =
+            profile::cached_or_measured_probe(threads, false).fma_f32_for(threads);
         for (const PruneSettings& level : levels) {
             const double need = predicted_recovery_s(hp, flops, level, o_.n_ctx, gflops) +
                                 seconds_per_file_ * static_cast<double>(plans.size());
@@ -576,29 +564,54 @@ private:
             const PruneSettings& shape = base->pruned.level;
             say(cat("structure: ", what, ": ", hp.n_layer, " -> ", shape.n_layer, " layers, ",
                     hp.n_head, " -> ", shape.n_head, " heads, FFN ", hp.n_ff, " -> ", shape.n_ff,
-                    base->pruned.seconds > 0 ? cat(", built in ", static_cast<int>(base->pruned.seconds), " s")
-                                             : std::string(", read back")));
-            const io::GGUFFile base_file(base->path);
-            std::vector<Point> points;
-            for (const Point& from : plans) {
-                Point p;
-                p.plan = from.plan;
-                p.plan.prune = shape;
-                // Types whose blocks no longer fit a pruned row go back to the recipe's choice.
-                for (auto it = p.plan.tensor_types.begin(); it != p.plan.tensor_types.end();) {
-                    const io::GGUFTensor* t = base_file.find_tensor(it->first);
-                    const bool fits =
-                        t && t->ne[0] % dtype_info(it->second).block_size == 0;
-                    it = fits ? std::next(it) : p.plan.tensor_types.erase(it);
-                }
-                p.label = cat("pruned FFN ", shape.n_ff, shape.n_head != hp.n_head
-                                                           ? cat(" heads ", shape.n_head) : "",
-                              shape.n_layer != hp.n_layer ? cat(" layers ", shape.n_layer) : "",
-                              " + ", from.label);
-                points.push_back(std::move(p));
-            }
-            measure(points);
+                    base->pruned.seconds > 0
+                        ? cat(", built in ", static_cast<int>(base->pruned.seconds), " s")
+                        : std::string(", read back")));
+            measure(pruned_points(*base, plans, hp));
         }
+    }
+
+    // Copies of the model halves of the n best points within the limit so far (goal value; the
+    // fastest, or the smallest for the size goal), unpruned, at the tune's threads.
+    std::vector<Point> best_plans_within_limit(size_t n) const {
+        const Goal g = o_.goal == Goal::Size ? Goal::Size : speed_goal();
+        std::vector<const Point*> best;
+        for (const Point& p : cache_.points())
+            if (p.kl <= o_.max_kl && p.streams == 0 && !p.plan.prune && p.plan.threads == o_.threads)
+                best.push_back(&p);
+        std::sort(best.begin(), best.end(), [&](const Point* a, const Point* b) {
+            return goal_value(*a, g) > goal_value(*b, g);
+        });
+        std::vector<Point> plans;  // copies: measure() adds to the cache's vector
+        std::set<std::string> seen;
+        for (const Point* p : best)
+            if (plans.size() < n && seen.insert(p->plan.model_key()).second) plans.push_back(*p);
+        return plans;
+    }
+
+    // The points of a base quantized with each plan; a type whose block no longer fits a pruned
+    // row goes back to the recipe's choice.
+    std::vector<Point> pruned_points(const Base& base, const std::vector<Point>& plans,
+                                     const model::HParams& hp) const {
+        const PruneSettings& shape = base.pruned.level;
+        const io::GGUFFile base_file(base.path);
+        std::vector<Point> points;
+        for (const Point& from : plans) {
+            Point p;
+            p.plan = from.plan;
+            p.plan.prune = shape;
+            for (auto it = p.plan.tensor_types.begin(); it != p.plan.tensor_types.end();) {
+                const io::GGUFTensor* t = base_file.find_tensor(it->first);
+                const bool fits = t && t->ne[0] % dtype_info(it->second).block_size == 0;
+                it = fits ? std::next(it) : p.plan.tensor_types.erase(it);
+            }
+            p.label = cat("pruned FFN ", shape.n_ff,
+                          shape.n_head != hp.n_head ? cat(" heads ", shape.n_head) : "",
+                          shape.n_layer != hp.n_layer ? cat(" layers ", shape.n_layer) : "",
+                          " + ", from.label);
+            points.push_back(std::move(p));
+        }
+        return points;
     }
 
     fs::path candidate_path(const Plan& plan) const {
