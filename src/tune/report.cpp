@@ -10,13 +10,13 @@
 #include "core/html.hpp"
 
 namespace syslm::tune {
-namespace {
-
 std::string fmt(const char* f, double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, f, v);
     return buf;
 }
+
+namespace {
 
 std::string goal_label(Goal g) {
     switch (g) {

@@ -20,6 +20,9 @@ std::string report_svg(const TuneResult& r, const ReportContext& c);
 std::string report_html(const TuneResult& r, const ReportContext& c);
 std::string report_table(const TuneResult& r, const ReportContext& c);
 
+// One number printed with a printf format ("%.4g"), for the reports' text.
+std::string fmt(const char* format, double v);
+
 // The share of each type in a plan's listed matrices, e.g. "Q4_K 21, Q6_K 7, Q8_0 2".
 std::string plan_summary(const Plan& p);
 

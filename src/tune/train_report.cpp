@@ -7,15 +7,10 @@
 
 #include "core/error.hpp"
 #include "core/html.hpp"
+#include "tune/report.hpp"
 
 namespace syslm::tune {
 namespace {
-
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
 
 std::string settings(const TrainTrial& t) {
     return cat("micro-batch ", t.settings.micro_batch, " x ", t.settings.accum, ", recompute ",
