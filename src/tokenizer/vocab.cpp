@@ -49,7 +49,17 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
                 ": tokenizer.ggml.token_type has ", spec.token_types.size(), " entries for ", n,
                 " tokens");
 
-    // Defaults per tokenizer type, as llama.cpp's llama_vocab::load.
+    set_type_defaults(spec);
+    take_tokens(spec);
+    set_special_ids(spec);
+    detect_special_ids();
+    index_special_tokens();
+    set_strip_flags(spec);
+    index_byte_tokens();
+}
+
+// Defaults per tokenizer type, as llama.cpp's llama_vocab::load, then the file's flags.
+void Vocab::set_type_defaults(const VocabSpec& spec) {
     if (type == VocabType::SPM) {
         pre = "default";
         bos = 1, eos = 2, unk = 0;
@@ -72,7 +82,11 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
     if (spec.add_space_prefix) add_space_prefix = *spec.add_space_prefix;
     if (spec.add_bos) add_bos = *spec.add_bos;
     if (spec.add_eos) add_eos = *spec.add_eos;
+}
 
+// Texts, scores and types; every text a distinct key.
+void Vocab::take_tokens(VocabSpec& spec) {
+    const size_t n = spec.tokens.size();
     text = std::move(spec.tokens);
     score = spec.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(spec.scores);
     token_type.assign(n, TokenType::NORMAL);
@@ -88,7 +102,11 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
         SYSLM_CHECK(inserted, source, ": tokenizer.ggml.tokens has the text '", text[i],
                     "' twice (ids ", it->second, " and ", i, ")");
     }
+}
 
+// The ids the file names (checked to be in range), and what follows for BOS / EOS.
+void Vocab::set_special_ids(const VocabSpec& spec) {
+    const size_t n = text.size();
     auto set_id = [&](const std::optional<uint32_t>& v, int32_t& id, const char* key) {
         if (!v) return;
         SYSLM_CHECK(*v < n, source, ": tokenizer.ggml.", key, " = ", *v,
@@ -123,9 +141,11 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
                 ": tokenizer.ggml.add_eos_token is set but the vocabulary has no EOS token");
     if (bos < 0) add_bos = false;
     if (eos < 0) add_eos = false;
+}
 
-    // Auto-detect ids by text; a token found this way is treated as a control token, as llama.cpp
-    // does, so that it is never merged into ordinary text.
+// Auto-detect ids by text; a token found this way is treated as a control token, as llama.cpp
+// does, so that it is never merged into ordinary text.
+void Vocab::detect_special_ids() {
     auto detect = [&](int32_t& id, const std::vector<std::string_view>& texts) {
         if (id >= 0) return;
         for (auto t : texts) {
@@ -157,7 +177,10 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
     }
     std::sort(eog.begin(), eog.end());
     eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
+}
 
+// The special tokens, longest first and by first byte, for splitting text around them.
+void Vocab::index_special_tokens() {
     for (int32_t id = 0; id < n_tokens(); ++id)
         if (is_special(id)) special_tokens.push_back(id);
     // Longest first, so that "<|im_end|>" is split out before a shorter token inside it.
@@ -165,8 +188,11 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
                      [&](int32_t a, int32_t b) { return text[a].size() > text[b].size(); });
     for (int32_t id : special_tokens)
         special_by_first_byte[static_cast<uint8_t>(text[id][0])].push_back(id);
+}
 
-    // llama.cpp's per-model strip flags (the GGUF has no per-token attributes for them).
+// llama.cpp's per-model strip flags (the GGUF has no per-token attributes for them).
+void Vocab::set_strip_flags(const VocabSpec& spec) {
+    const size_t n = text.size();
     lstrip.assign(n, 0);
     rstrip.assign(n, 0);
     std::string name = spec.model_name;
@@ -180,7 +206,10 @@ Vocab::Vocab(VocabSpec spec) : type(spec.type), source(std::move(spec.source)) {
         for (auto t : {"<unk>", "<s>", "<|endoftext|>"})
             if (int32_t id = find(t); id >= 0) rstrip[id] = 0;
     }
+}
 
+// SPM: the byte-fallback tokens (<0xXX>) and the character pairs inside tokens.
+void Vocab::index_byte_tokens() {
     byte_token.fill(-1);
     if (type == VocabType::SPM) {
         spm_pairs = spm_adjacent_pairs(*this);

@@ -91,6 +91,16 @@ struct Vocab {
         const TokenType t = token_type[id];
         return t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN;
     }
+
+private:
+    // The constructor's steps, in order.
+    void set_type_defaults(const VocabSpec& spec);
+    void take_tokens(VocabSpec& spec);
+    void set_special_ids(const VocabSpec& spec);
+    void detect_special_ids();
+    void index_special_tokens();
+    void set_strip_flags(const VocabSpec& spec);
+    void index_byte_tokens();
 };
 
 // A SentencePiece-style vocabulary of n_tokens (at least 3) that needs no text to build: <unk>,
