@@ -161,8 +161,8 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->allow_extra_args(false);
     app.add_option("--recover-steps", o.recover_steps,
-                   "Structure: distillation steps (8 sequences each) after pruning (0: none)")
-        ->capture_default_str()
+                   "Structure: distillation steps (8 sequences each) after pruning (default: "
+                   "400, at most 4 passes over --calib; 0: none)")
         ->check(CLI::Range(0, 1000000));
     CLI::App* train = app.add_subcommand(
         "train", "The training goal: micro-batch, accumulation, recompute and threads of a "

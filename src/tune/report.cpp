@@ -144,10 +144,15 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
                                     "; ",
                                     plan_summary(p.plan));
         s << "<g><title>" << escape_html(tip) << "</title>";
+        // Stock points carry their recipe's name, once: the same recipe timed at fewer threads
+        // shows it on hover only.
+        const bool fewer_threads = p.plan.threads != 0 && p.label.rfind(" t") != std::string::npos &&
+                                   p.label.substr(p.label.rfind(" t") + 2) == std::to_string(p.plan.threads);
         if (p.stock)
             s << "<rect x='" << x - 4 << "' y='" << y - 4 << "' width='8' height='8' fill='#e80'/>"
-              << "<text x='" << x + 6 << "' y='" << y - 5 << "' fill='#a50'>"
-              << escape_html(p.label) << "</text>";
+              << (fewer_threads ? std::string()
+                                : cat("<text x='", x + 6, "' y='", y - 5, "' fill='#a50'>",
+                                      escape_html(p.label), "</text>"));
         else
             s << "<circle cx='" << x << "' cy='" << y << "' r='" << (chosen ? 6 : 4) << "' fill='"
               << (on_front(p, r) ? "#36c" : "#9bd") << "'" << (chosen ? " stroke='black'" : "")

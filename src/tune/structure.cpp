@@ -82,6 +82,11 @@ int recovery_seq(const model::HParams& hp, int n_ctx) {
     return std::max(8, std::min({128, n_ctx, hp.n_ctx_train > 0 ? hp.n_ctx_train : 128}));
 }
 
+int default_recover_steps(const model::HParams& hp, int n_ctx, size_t calib_tokens) {
+    const double per_step = static_cast<double>(kRecoverBatch) * (recovery_seq(hp, n_ctx) + 1);
+    return std::clamp(static_cast<int>(4.0 * static_cast<double>(calib_tokens) / per_step), 50, 400);
+}
+
 double predicted_recovery_s(const model::HParams& hp, double forward_flops_per_token,
                             const PruneSettings& level, int n_ctx, double fp32_gflops) {
     const double tokens =

@@ -39,6 +39,11 @@ std::vector<PruneSettings> default_prune_levels(const model::HParams& hp, int re
 // A level given as "ffn=F,heads=F,layers=N" (compress::parse_structured_spec).
 PruneSettings parse_prune_level(const std::string& spec, int recover_steps);
 
+// The recovery steps when the user gives none: 400 (README model: KL 0.008 after 200 steps,
+// lower after 400), at most four passes over the calibration text (calib_tokens) so that a short
+// text is not learnt by heart, and at least 50.
+int default_recover_steps(const model::HParams& hp, int n_ctx, size_t calib_tokens);
+
 // Tokens of the recovery run: steps x 8 sequences of recovery_seq(n_ctx) + 1.
 int recovery_seq(const model::HParams& hp, int n_ctx);
 

@@ -37,7 +37,7 @@ struct TuneOptions {
     // each entry is a level ("ffn=0.25,heads=0.125,layers=1"); each base is recovered by
     // distillation for recover_steps steps and quantized with the fastest plans within the limit.
     std::vector<std::string> prune = {"auto"};
-    int recover_steps = 200;
+    int recover_steps = -1;  // -1: default_recover_steps (tune/structure.hpp); 0: no recovery
     // Serve goal: the load (tune/serve_load.hpp) and the latency limits it must meet.
     int streams = 16;
     int serve_requests = 4;       // per stream, per trial

@@ -53,6 +53,14 @@ TEST(PruneLevels, ParsesAGivenLevelAndRefusesNonsense) {
         EXPECT_THROW(parse_prune_level(bad, 50), Error) << bad;
 }
 
+TEST(PruneLevels, DefaultRecoveryIs400StepsAtMostFourPassesOverTheText) {
+    const model::HParams hp = dense(704);  // sequences of 128 (+1) tokens, 8 a step
+    EXPECT_EQ(default_recover_steps(hp, 256, 1000000), 400);
+    EXPECT_EQ(default_recover_steps(hp, 256, 76049), 4 * 76049 / (8 * 129));  // 294
+    EXPECT_EQ(default_recover_steps(hp, 256, 3000), 50);
+    EXPECT_EQ(default_recover_steps(hp, 64, 76049), 400);  // shorter sequences: more steps
+}
+
 TEST(PruneLevels, RecoveryTimeGrowsWithStepsAndShrinksWithThePeak) {
     const model::HParams hp = dense(704);
     PruneSettings s;
