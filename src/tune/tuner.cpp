@@ -532,7 +532,8 @@ private:
             for (const std::string& spec : o_.prune)
                 levels.push_back(parse_prune_level(spec, steps));
         if (levels.empty()) {
-            say("structure: no pruning level for this model (dense FFNs of 128 channels or more)");
+            say("structure: no default level for this model (--prune auto narrows dense FFNs of "
+                "128 channels or more; give a level with --prune ffn=F,heads=F,layers=N)");
             return;
         }
         const std::vector<Point> plans = best_plans_within_limit(2);
