@@ -125,6 +125,11 @@ PrunedBase pruned_base(const PruneSettings& level, const StructureOptions& o) {
             // Distillation from the input on the calibration text: the loss is the KL to it
             // alone (alpha 1), what the tuner's quality limit measures.
             const std::string log = (fs::path(o.work_dir) / (name + "-recovery.log")).string();
+            if (o.log)
+                *o.log << "tune: structure: pruned to FFN " << hp.n_ff << ", " << hp.n_head
+                       << " heads, " << hp.n_layer << " layers; recovering for "
+                       << level.recover_steps << " steps (progress in " << log << ")"
+                       << std::endl;
             std::vector<std::string> argv{
                 self_executable(), "train", "--init", pruned.string(), "--teacher", o.model,
                 "--distill-alpha", "1", "--data", calibration_data(o), "--batch",
