@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -46,6 +47,14 @@ uint64_t WordHash::value() const {
     uint64_t h = h_;
     for (size_t i = 0; i < n_pending_; ++i) h = (h ^ pending_[i]) * kPrime;
     return h;
+}
+
+std::string word_hash_name(std::string_view text) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx",
+                  static_cast<unsigned long long>(
+                      word_hash({reinterpret_cast<const uint8_t*>(text.data()), text.size()})));
+    return buf;
 }
 
 uint64_t file_word_hash(const std::string& path) {

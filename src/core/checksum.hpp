@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace syslm {
 
@@ -31,6 +32,9 @@ inline uint64_t word_hash(std::span<const uint8_t> bytes) {
     h.update(bytes);
     return h.value();
 }
+
+// word_hash of a text as 16 hex digits: a file name for what the text describes.
+std::string word_hash_name(std::string_view text);
 
 // The hash of a whole file, read in blocks; throws naming the file when it cannot be read.
 uint64_t file_word_hash(const std::string& path);

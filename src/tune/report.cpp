@@ -146,8 +146,7 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
         s << "<g><title>" << escape_html(tip) << "</title>";
         // Stock points carry their recipe's name, once: the same recipe timed at fewer threads
         // shows it on hover only.
-        const bool fewer_threads = p.plan.threads != 0 && p.label.rfind(" t") != std::string::npos &&
-                                   p.label.substr(p.label.rfind(" t") + 2) == std::to_string(p.plan.threads);
+        const bool fewer_threads = p.label.ends_with(cat(" t", p.plan.threads));
         if (p.stock)
             s << "<rect x='" << x - 4 << "' y='" << y - 4 << "' width='8' height='8' fill='#e80'/>"
               << (fewer_threads ? std::string()

@@ -21,12 +21,6 @@ namespace {
 
 constexpr int kRecoverBatch = 8;  // sequences per recovery step
 
-std::string hex(uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
 std::string number(double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -101,8 +95,7 @@ PrunedBase pruned_base(const PruneSettings& level, const StructureOptions& o) {
     const std::string key = number(level.ffn) + "," + number(level.heads) + "," +
                             std::to_string(level.layers) + "," +
                             std::to_string(level.recover_steps) + "," + number(level.recover_lr);
-    const std::string name =
-        "base-" + hex(word_hash({reinterpret_cast<const uint8_t*>(key.data()), key.size()}));
+    const std::string name = "base-" + word_hash_name(key);
     const fs::path path = fs::path(o.work_dir) / (name + ".gguf");
     if (!fs::exists(path)) {
         const auto t0 = std::chrono::steady_clock::now();

@@ -52,12 +52,6 @@ std::string read_text(const std::string& path) {
     return ss.str();
 }
 
-std::string hex(uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
 // The decode bottleneck of the input model, in a sentence, from the probe and the model's bytes
 // (before anything is timed; the measured split follows once the stock recipes are).
 std::string analyse(const model::Model& m, int threads) {
@@ -224,9 +218,10 @@ public:
             // A pruned plan is quantized from its recovered base: `quantize --plan` takes it.
             if (r.chosen->plan.prune) {
                 const Base& b = base_of(*r.chosen->plan.prune);
-                fs::copy_file(b.path, fs::path(o_.out_dir) / "base.gguf",
+                fs::copy_file(b.pruned.path, fs::path(o_.out_dir) / "base.gguf",
                               fs::copy_options::overwrite_existing);
-                b.imatrix.save((fs::path(o_.out_dir) / "base-imatrix.gguf").string());
+                fs::copy_file(b.imatrix_path(), fs::path(o_.out_dir) / "base-imatrix.gguf",
+                              fs::copy_options::overwrite_existing);
             }
         }
         r.seconds = elapsed();
@@ -459,7 +454,7 @@ private:
             compress::QuantizeOptions q = quantize_options(plan, base ? DType::F32 : in_type_);
             q.imatrix = !plan.imatrix ? nullptr : base ? &base->imatrix : &imatrix_;
             q.threads = o_.threads;
-            compress::quantize_model(base ? base->path : o_.model, path.string(), q);
+            compress::quantize_model(base ? base->pruned.path : o_.model, path.string(), q);
         }
         return path.string();
     }
@@ -468,8 +463,10 @@ private:
     // input width changed), built once and kept in the candidates directory.
     struct Base {
         PrunedBase pruned;
-        std::string path;
         compress::ImportanceMatrix imatrix;
+        std::string imatrix_path() const {
+            return fs::path(pruned.path).replace_extension(".imatrix.gguf").string();
+        }
     };
 
     StructureOptions structure_options() const {
@@ -494,12 +491,12 @@ private:
         if (it != bases_.end()) return it->second;
         Base b;
         b.pruned = pruned_base(key, structure_options());
-        b.path = b.pruned.path;
-        const std::string im = fs::path(b.path).replace_extension(".imatrix.gguf").string();
+        const std::string im = b.imatrix_path();
         compress::ImatrixOptions io;
         io.n_ctx = o_.n_ctx;
         io.threads = o_.threads;
-        b.imatrix = compress::load_or_collect_imatrix(b.path, fs::exists(im) ? im : o_.calib, io);
+        b.imatrix =
+            compress::load_or_collect_imatrix(b.pruned.path, fs::exists(im) ? im : o_.calib, io);
         if (!fs::exists(im)) b.imatrix.save(im);
         return bases_.emplace(k, std::move(b)).first->second;
     }
@@ -598,7 +595,7 @@ private:
     std::vector<Point> pruned_points(const Base& base, const std::vector<Point>& plans,
                                      const model::HParams& hp) const {
         const PruneSettings& shape = base.pruned.level;
-        const io::GGUFFile base_file(base.path);
+        const io::GGUFFile base_file(base.pruned.path);
         std::vector<Point> points;
         for (const Point& from : plans) {
             Point p;
@@ -619,9 +616,7 @@ private:
     }
 
     fs::path candidate_path(const Plan& plan) const {
-        const std::string key = plan.model_key();
-        const uint64_t h = word_hash({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
-        return fs::path(o_.out_dir) / "candidates" / (hex(h) + ".gguf");
+        return fs::path(o_.out_dir) / "candidates" / (word_hash_name(plan.model_key()) + ".gguf");
     }
 
     // Builds the points' files (kept across runs) and measures them with the input as the
