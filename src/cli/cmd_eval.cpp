@@ -19,22 +19,16 @@ struct EvalArgs {
     compress::EvalOptions o;
 };
 
-void write_file(const std::string& path, const std::string& text) {
-    AtomicFileWriter w(path);
-    w.write(text.data(), text.size());
-    w.commit();
-}
-
 int run_eval(EvalArgs& a) {
     a.o.log = &std::cerr;
     const compress::EvalReport r = compress::evaluate(a.models, a.texts, a.o);
     std::cout << compress::eval_markdown(r);
     if (!a.report.empty()) {
-        write_file(a.report, compress::eval_html(r));
+        write_file_atomically(a.report, compress::eval_html(r));
         std::cout << "wrote " << a.report << '\n';
     }
     if (!a.json.empty()) {
-        write_file(a.json, compress::eval_json(r) + "\n");
+        write_file_atomically(a.json, compress::eval_json(r) + "\n");
         std::cout << "wrote " << a.json << '\n';
     }
     return 0;

@@ -133,14 +133,9 @@ void write_outputs(const TuneTrainArgs& a, const std::vector<std::string>& comma
         {"default",
          {{"tokens_per_s", r.baseline.m.tokens_per_s}, {"peak_rss_mib", r.baseline.m.peak_rss_mib}}},
         {"tuned", {{"tokens_per_s", r.best.m.tokens_per_s}, {"peak_rss_mib", r.best.m.peak_rss_mib}}}};
-    const std::string text = report.dump(2) + "\n";
-    AtomicFileWriter w((fs::path(a.out_dir) / "trials.json").string());
-    w.write(text.data(), text.size());
-    w.commit();
-    const std::string html = tune::train_report_html(r, o, command);
-    AtomicFileWriter page((fs::path(a.out_dir) / "report.html").string());
-    page.write(html.data(), html.size());
-    page.commit();
+    write_file_atomically((fs::path(a.out_dir) / "trials.json").string(), report.dump(2) + "\n");
+    write_file_atomically((fs::path(a.out_dir) / "report.html").string(),
+                          tune::train_report_html(r, o, command));
     tune::Plan plan;
     plan.threads = r.best.threads;
     plan.train = r.best.settings;

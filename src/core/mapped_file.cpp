@@ -87,4 +87,10 @@ void AtomicFileWriter::commit() {
     committed_ = true;
 }
 
+void write_file_atomically(const std::string& path, std::string_view text) {
+    AtomicFileWriter w(path);
+    w.write(text.data(), text.size());
+    w.commit();
+}
+
 }  // namespace syslm

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace syslm {
 
@@ -51,5 +52,8 @@ private:
     uint64_t offset_ = 0;
     bool committed_ = false;
 };
+
+// The whole of `text` as the content of `path`, through an AtomicFileWriter.
+void write_file_atomically(const std::string& path, std::string_view text);
 
 }  // namespace syslm

@@ -190,10 +190,7 @@ void write_meta(const std::string& dir, const DataMeta& m) {
     j["val_tokens"] = m.val_tokens;
     j["train_shards"] = m.train_shards;
     j["val_shards"] = m.val_shards;
-    const std::string text = j.dump(2) + "\n";
-    AtomicFileWriter w(meta_path(dir));
-    w.write(text.data(), text.size());
-    w.commit();
+    write_file_atomically(meta_path(dir), j.dump(2) + "\n");
 }
 
 DataMeta read_meta(const std::string& dir) {

@@ -219,10 +219,7 @@ void save_cached_probe(const ProbeResult& r) {
                 ": cannot create the cache directory: ", ec.message());
     nlohmann::json j = read_cache_file();
     j[probe_cache_key(r.threads)] = to_json(r);
-    const std::string text = j.dump(2) + "\n";
-    AtomicFileWriter w(path);
-    w.write(text.data(), text.size());
-    w.commit();
+    write_file_atomically(path, j.dump(2) + "\n");
 }
 
 ProbeResult cached_or_measured_probe(int threads, bool refresh, bool* measured) {

@@ -160,10 +160,7 @@ Plan load_plan(const std::string& path) {
 }
 
 void save_plan(const Plan& plan, const std::string& path) {
-    const std::string text = plan.to_json().dump(2) + "\n";
-    AtomicFileWriter w(path);
-    w.write(text.data(), text.size());
-    w.commit();
+    write_file_atomically(path, plan.to_json().dump(2) + "\n");
 }
 
 DType matrices_type(const io::GGUFFile& file) {
