@@ -109,6 +109,21 @@ std::span<const float> Context::forward(std::span<const int32_t> tokens, bool al
     return logits_;
 }
 
+std::span<const float> Context::forward_from(int first_layer, std::span<const float> residual) {
+    const int64_t E = model_.hparams().n_embd;
+    const int64_t T = static_cast<int64_t>(residual.size()) / E;
+    SYSLM_CHECK(T > 0 && n_past_ + T <= n_ctx(), "context is full: ", n_past_, " + ", T,
+                " rows exceed the context size ", n_ctx());
+    const size_t V = static_cast<size_t>(model_.hparams().n_vocab);
+    logits_.resize(static_cast<size_t>(T) * V);
+    logit_rows_.clear();
+    for (int64_t r = 0; r < T; ++r) logit_rows_.push_back(r);
+    ContiguousRows rows(cache_, n_past_, T);
+    forward_.run_from(first_layer, residual, rows, logit_rows_, logits_.data());
+    n_past_ += static_cast<int>(T);
+    return logits_;
+}
+
 void Forward::observe(int il, const char* what, const float* x, int64_t rows, int64_t n_in,
                       int expert) {
     if (!observer_) return;
@@ -124,12 +139,7 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
     for (int32_t t : tokens)
         SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
                     hp.n_vocab, " tokens)");
-    if (hp.spec().position == PositionKind::Learned)
-        for (int64_t t = 0; t < T; ++t)
-            SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, hp.arch_name, " has learned positions for ",
-                        hp.n_ctx_train, " tokens; position ", rows.position(t),
-                        " is beyond them");
-    rows_ = &rows;
+    prepare_rows(rows, T);
 
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "embedding", 0, T * (row_bytes(w.token_embd.type, E) + 4 * E));
@@ -150,8 +160,35 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
         }
     }
 
-    // Every layer rotates q and k at the same positions: their cos/sin once per call (the
-    // trigonometry per layer was ~5% of a prefill).
+    prof.end();  // the blocks profile themselves
+    layers_and_output(0, T, logit_rows, logits);
+}
+
+void Forward::run_from(int first_layer, std::span<const float> residual, KvRows& rows,
+                       std::span<const int64_t> logit_rows, float* logits) {
+    const int64_t E = model_.hparams().n_embd;
+    const int64_t T = static_cast<int64_t>(residual.size()) / E;
+    SYSLM_CHECK(first_layer >= 0 && first_layer <= model_.hparams().n_layer, "forward: layer ",
+                first_layer, " of a model of ", model_.hparams().n_layer);
+    SYSLM_CHECK(T > 0 && T <= n_batch_ && residual.size() == static_cast<size_t>(T * E),
+                "forward: ", residual.size(), " residual floats for rows of ", E, " in a batch of ",
+                n_batch_);
+    prepare_rows(rows, T);
+    std::copy(residual.begin(), residual.end(), x_.begin());
+    layers_and_output(first_layer, T, logit_rows, logits);
+}
+
+// The checks and per-call state that depend on the rows' positions: learned positions within
+// the trained range, and every layer's RoPE angles (computed once per call: the trigonometry per
+// layer was ~5% of a prefill).
+void Forward::prepare_rows(KvRows& rows, int64_t T) {
+    const HParams& hp = model_.hparams();
+    if (hp.spec().position == PositionKind::Learned)
+        for (int64_t t = 0; t < T; ++t)
+            SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, hp.arch_name, " has learned positions for ",
+                        hp.n_ctx_train, " tokens; position ", rows.position(t),
+                        " is beyond them");
+    rows_ = &rows;
     if (const kernels::Rope* rope = model_.rope()) {
         const int na = rope->angle_floats();
         rope_angles_.resize(static_cast<size_t>(T * na));
@@ -160,9 +197,16 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
                 rope->angles(rows.position(t), rope_angles_.data() + t * na);
         });
     }
+}
 
-    prof.end();  // the blocks profile themselves
-    for (int il = 0; il < hp.n_layer; ++il) {
+// The layers from first_layer on over the T rows in x_, then the final norm and the output
+// matrix for the rows in logit_rows.
+void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int64_t> logit_rows,
+                                float* logits) {
+    const HParams& hp = model_.hparams();
+    const Weights& w = model_.weights();
+    const int64_t E = hp.n_embd;
+    for (int il = first_layer; il < hp.n_layer; ++il) {
         if (!skip_.empty() && skip_[static_cast<size_t>(il)]) continue;
         attention_block(il, T);
         if (hp.n_expert > 0)
@@ -174,6 +218,7 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
     rows_ = nullptr;
     const int64_t n_out = static_cast<int64_t>(logit_rows.size());
     if (n_out == 0) return;
+    SYSLM_PROFILE_STEPS(prof);
 
     // Only the rows whose logits are wanted go through the final norm and the output matrix:
     // in place when they are the batch's last rows, else gathered.

@@ -82,6 +82,12 @@ public:
     // listed in logit_rows (ascending), one row of n_vocab each, to `logits`.
     void run(std::span<const int32_t> tokens, KvRows& rows, std::span<const int64_t> logit_rows,
              float* logits);
+    // As run, from layer `first_layer` on: `residual` (rows x n_embd) is the residual stream
+    // entering that layer (what observe_residual(first_layer - 1) saw; n_layer: only the output).
+    // A model differing from another only in layers >= first_layer computes the same logits
+    // from the other's residual, without running the layers they share.
+    void run_from(int first_layer, std::span<const float> residual, KvRows& rows,
+                  std::span<const int64_t> logit_rows, float* logits);
     int n_batch() const { return n_batch_; }
     ThreadPool& pool() { return pool_; }
     void set_observer(ActivationObserver* observer) { observer_ = observer; }
@@ -91,6 +97,9 @@ public:
     const Model& model() const { return model_; }
 
 private:
+    void prepare_rows(KvRows& rows, int64_t T);
+    void layers_and_output(int first_layer, int64_t T, std::span<const int64_t> logit_rows,
+                           float* logits);
     void norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b);
     void attention_block(int il, int64_t T);
     void ffn_block(int il, int64_t T);
@@ -127,6 +136,9 @@ public:
     // Appends tokens at positions n_past()..; returns logits, row-major: one row of n_vocab per
     // token when all_logits, otherwise only the last token's row.
     std::span<const float> forward(std::span<const int32_t> tokens, bool all_logits = false);
+    // Forward::run_from for one batch of rows (at most n_batch) at positions n_past()..; the
+    // logits of every row.
+    std::span<const float> forward_from(int first_layer, std::span<const float> residual);
 
     int n_past() const { return n_past_; }
     int n_ctx() const { return cache_.n_ctx(); }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -113,6 +114,55 @@ TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     b[8] = (b[8] + 1) % m.hparams().n_vocab;  // inside the window: must change the result
     Context cc(m, 16, 1);
     EXPECT_GT(max_rel_diff(cc.forward(b), la_copy), 1e-4f);
+}
+
+// The residual stream entering each layer, as observe_residual reports it.
+struct Residuals : ActivationObserver {
+    std::vector<std::vector<float>> after;  // after[il]: the stream after block il
+    void observe(const std::string&, int, const float*, int64_t, int64_t) override {}
+    void observe_residual(int il, const float* x, int64_t rows, int64_t n_embd) override {
+        after.resize(std::max<size_t>(after.size(), static_cast<size_t>(il) + 1));
+        after[static_cast<size_t>(il)].assign(x, x + rows * n_embd);
+    }
+};
+
+// The sensitivity measurement's shortcut: a model changed only from layer l on, run from the
+// unchanged model's residual entering layer l, gives the whole forward's logits bit for bit.
+TEST(Forward, RunFromALayerGivesTheWholeForwardsLogits) {
+    InitConfig cfg = small("llama");
+    cfg.n_layer = 3;
+    auto file = std::make_shared<const io::GGUFFile>(make_model("run_from", cfg));
+    const Model base(file);
+    const auto tokens = random_tokens(21, base.hparams().n_vocab, 5);
+    Residuals seen;
+    Context ref(base, 32, 2);
+    ref.set_observer(&seen);
+    const std::vector<float> base_logits = [&] {
+        auto l = ref.forward(tokens, true);
+        return std::vector<float>(l.begin(), l.end());
+    }();
+    ASSERT_EQ(seen.after.size(), 3u);
+    for (int layer = 1; layer <= cfg.n_layer; ++layer) {
+        // The layer's FFN input matrix (the output matrix past the last layer), scaled by 1.1.
+        const std::string name =
+            layer < cfg.n_layer ? cat("blk.", layer, ".ffn_up.weight") : "output.weight";
+        const io::GGUFTensor& t = file->tensor(name);
+        ASSERT_EQ(t.type, DType::F32);
+        auto bytes = std::make_shared<std::vector<uint8_t>>(t.data, t.data + t.nbytes);
+        float* w = reinterpret_cast<float*>(bytes->data());
+        for (int64_t i = 0; i < t.numel(); ++i) w[i] *= 1.1f;
+        const Model changed(file, {{name, DType::F32, bytes}});
+        Context whole(changed, 32, 2), part(changed, 32, 2);
+        const auto a = whole.forward(tokens, true);
+        const auto b = part.forward_from(layer, seen.after[static_cast<size_t>(layer - 1)]);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << name;
+        EXPECT_GT(max_rel_diff(a, base_logits), 1e-3f) << name << " changed nothing";
+        EXPECT_EQ(part.n_past(), 21);
+    }
+    Context c(base, 32, 2);
+    EXPECT_THROW(c.forward_from(4, seen.after[0]), Error);  // past the last layer
+    EXPECT_THROW(c.forward_from(1, std::span<const float>(seen.after[0]).first(47)), Error);
 }
 
 TEST(Forward, BadInputsGiveClearErrors) {
