@@ -86,6 +86,23 @@ struct Accumulator {
 
 }  // namespace
 
+TextEval merge(const TextEval& a, const TextEval& b) {
+    if (a.n_scored == 0) return b;
+    if (b.n_scored == 0) return a;
+    const double na = a.n_scored, nb = b.n_scored, n = na + nb;
+    auto mean = [&](double x, double y) { return (na * x + nb * y) / n; };
+    auto stderr_of = [&](double x, double y) { return std::sqrt(na * na * x * x + nb * nb * y * y) / n; };
+    TextEval m;
+    m.n_scored = a.n_scored + b.n_scored;
+    m.ppl = std::exp(mean(std::log(a.ppl), std::log(b.ppl)));
+    // ppl_stderr is the standard error of the mean NLL times the perplexity.
+    m.ppl_stderr = stderr_of(a.ppl_stderr / a.ppl, b.ppl_stderr / b.ppl) * m.ppl;
+    m.kl = mean(a.kl, b.kl);
+    m.kl_stderr = stderr_of(a.kl_stderr, b.kl_stderr);
+    m.top1 = mean(a.top1, b.top1);
+    return m;
+}
+
 EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std::string>& texts,
                     const EvalOptions& o) {
     SYSLM_CHECK(!paths.empty(), "eval: no models");
@@ -117,7 +134,10 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
         ctxs.push_back(std::make_unique<model::Context>(*m, o.n_ctx, o.threads,
                                                         std::min(o.n_ctx, 512), DType::F16));
     const int first = o.n_ctx / 2;
-    std::vector<std::vector<double>> ref_lp(static_cast<size_t>(o.n_ctx));
+    // The reference's log-probabilities of the chunk's scored rows, and their exponentials
+    // (taken once, not once per model).
+    std::vector<std::vector<double>> ref_lp(static_cast<size_t>(o.n_ctx)),
+        ref_p(static_cast<size_t>(o.n_ctx));
     std::vector<double> lp;
     for (const std::string& text_path : texts) {
         const std::vector<int32_t> tokens = tok.encode(read_text(text_path), true, false);
@@ -126,9 +146,11 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
         SYSLM_CHECK(n_chunks > 0, "eval: ", text_path, " has ", tokens.size(),
                     " tokens, fewer than one chunk of ", o.n_ctx);
         if (o.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.max_chunks);
+        SYSLM_CHECK(o.first_chunk >= 0 && o.first_chunk < n_chunks, "eval: ", text_path,
+                    ": chunk ", o.first_chunk, " is not among its ", n_chunks, " chunks");
         std::vector<Accumulator> acc(models.size());
         std::vector<int32_t> chunk(static_cast<size_t>(o.n_ctx));
-        for (int64_t c = 0; c < n_chunks; ++c) {
+        for (int64_t c = o.first_chunk; c < n_chunks; ++c) {
             const size_t start = static_cast<size_t>(c * o.n_ctx);
             std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(start), o.n_ctx,
                         chunk.begin());
@@ -145,9 +167,14 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
                     a.nll2 += nll * nll;
                     ++a.n;
                     const std::vector<double>& rl = ref_lp[static_cast<size_t>(j)];
+                    std::vector<double>& rp = ref_p[static_cast<size_t>(j)];
                     double kl = 0;
-                    if (m != 0)
-                        for (int v = 0; v < V; ++v) kl += std::exp(rl[v]) * (rl[v] - cur[v]);
+                    if (m == 0) {
+                        rp.resize(rl.size());
+                        for (int v = 0; v < V; ++v) rp[v] = std::exp(rl[v]);
+                    } else {
+                        for (int v = 0; v < V; ++v) kl += rp[v] * (rl[v] - cur[v]);
+                    }
                     a.kl += kl;
                     a.kl2 += kl * kl;
                     a.agree += argmax(cur) == argmax(rl);

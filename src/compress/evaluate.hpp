@@ -17,7 +17,8 @@ namespace syslm::compress {
 
 struct EvalOptions {
     int n_ctx = 512;         // tokens per chunk
-    int max_chunks = -1;     // per text; < 0: all
+    int max_chunks = -1;     // per text, counted from its start; < 0: all
+    int first_chunk = 0;     // the first of them scored (successive halving's later rungs)
     int threads = 0;         // <= 0: all cores
     int speed_prompt = 128;  // pp test tokens; 0: no speed test
     int speed_gen = 32;      // tg test tokens; 0: no decode test
@@ -52,6 +53,10 @@ struct EvalReport {
     int threads = 0;
     std::vector<ModelEval> models;  // models[0] is the reference
 };
+
+// The figures of two disjoint sets of scored tokens of one text, as if measured together
+// (weighted by their scored tokens; the standard errors combined as independent).
+TextEval merge(const TextEval& a, const TextEval& b);
 
 // Throws an Error naming the file if a model cannot be read, the vocabularies differ, or a text
 // is shorter than one chunk.

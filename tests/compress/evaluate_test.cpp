@@ -104,6 +104,41 @@ TEST(Evaluate, MatchesDirectComputation) {
     EXPECT_NE(eval_json(r).find("\"kl\""), std::string::npos);
 }
 
+// Successive halving measures a file on the first chunks, then on the rest: the merged figures
+// equal one measurement over all of them.
+TEST(Evaluate, ChunksMeasuredInTwoPartsMergeToTheWhole) {
+    const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
+    const std::string f32 = testing::write_test_model("eval_parts", testing::small_model_config("llama", 64, 8));
+    QuantizeOptions q;
+    q.target = {DType::Q8_0, KMix::None};
+    quantize_model(f32, dir + "eval_parts_q.gguf", q);
+    std::string text;
+    for (int i = 0; i < 6; ++i) text += kText;
+    const std::string text_path = dir + "eval_parts.txt";
+    std::ofstream(text_path) << text;
+    EvalOptions o;
+    o.n_ctx = 32;
+    o.threads = 2;
+    o.speed_prompt = o.speed_gen = 0;
+    o.max_chunks = 5;
+    const TextEval whole = evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
+    o.max_chunks = 2;
+    const TextEval head = evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
+    o.first_chunk = 2;
+    o.max_chunks = 5;
+    const TextEval tail = evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
+    ASSERT_GT(head.kl, 0.0);
+    const TextEval m = merge(head, tail);
+    EXPECT_EQ(m.n_scored, whole.n_scored);
+    EXPECT_EQ(head.n_scored * 3, tail.n_scored * 2);
+    EXPECT_NEAR(m.kl, whole.kl, 1e-12 * whole.kl);  // sums in another order
+    EXPECT_NEAR(m.top1, whole.top1, 1e-12);
+    EXPECT_NEAR(m.ppl, whole.ppl, 1e-12 * whole.ppl);
+    EXPECT_GT(m.kl_stderr, 0.0);
+    o.first_chunk = 5;
+    EXPECT_THROW(evaluate({f32}, {text_path}, o), Error);
+}
+
 TEST(Evaluate, RefusesMismatchedVocabularyAndShortText) {
     const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
     const std::string m = testing::write_test_model("eval_llama2", testing::small_model_config("llama", 64, 9));
