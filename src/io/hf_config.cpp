@@ -246,6 +246,99 @@ void check_no_sliding_window_layers(const Config& c) {
     }
 }
 
+// Llama, Mistral and Mixtral (Llama's keys; Mixtral adds experts, Mistral a sliding window).
+void parse_llama_family(const Config& c, HFModelSpec& s) {
+    const std::string& a = s.hf_arch;
+    s.arch = "llama";
+    s.family = a == "MixtralForCausalLM" ? HFFamily::Mixtral : HFFamily::Llama;
+    s.permute_qk = true;
+    read_llama_like(c, s);
+    s.qkv_bias = s.o_bias = c.boolean_or("attention_bias", false);
+    s.mlp_bias = c.boolean_or("mlp_bias", false);
+    SYSLM_CHECK(!(s.mlp_bias && s.family == HFFamily::Mixtral), c.name(),
+                ": mlp_bias with experts is not supported");
+    const RopeParams rope = read_rope(c);
+    KVOut out{"llama.", s.kv};
+    add_common_keys(c, s, rope, out);
+    if (s.family == HFFamily::Mixtral) {
+        s.n_expert = c.pos_int({"num_local_experts"});
+        s.n_expert_used = c.pos_int({"num_experts_per_tok"});
+        s.n_ff_exp = s.n_ff;
+        out.u32("expert_count", s.n_expert);
+        out.u32("expert_used_count", s.n_expert_used);
+    }
+    out.u32("vocab_size", s.n_vocab);
+    out.u32("rope.dimension_count", s.head_dim);
+    add_rope_scaling(c, rope, s, out);
+    // Llama itself has no sliding window; Mistral/Mixtral store null when it is off.
+    if ((a == "MistralForCausalLM" || a == "MixtralForCausalLM") && c.has("sliding_window"))
+        out.u32("attention.sliding_window", c.pos_int({"sliding_window"}));
+}
+
+// Qwen2 and Qwen2-MoE (biased QKV; the MoE with shared experts).
+void parse_qwen2_family(const Config& c, HFModelSpec& s) {
+    const std::string& a = s.hf_arch;
+    const bool moe = a == "Qwen2MoeForCausalLM";
+    s.arch = moe ? "qwen2moe" : "qwen2";
+    s.family = moe ? HFFamily::Qwen2Moe : HFFamily::Qwen2;
+    read_llama_like(c, s);
+    check_no_sliding_window_layers(c);
+    s.qkv_bias = c.boolean_or("qkv_bias", true);  // Qwen2 always has them; Qwen2-MoE says so
+    const RopeParams rope = read_rope(c);
+    KVOut out{s.arch + ".", s.kv};
+    add_common_keys(c, s, rope, out);
+    if (moe) {
+        s.n_expert = c.pos_int({"num_experts"});
+        s.n_expert_used = c.pos_int({"num_experts_per_tok"});
+        s.n_ff_exp = c.pos_int({"moe_intermediate_size"});
+        s.n_ff_shexp = c.pos_int_or({"shared_expert_intermediate_size"}, 0);
+        SYSLM_CHECK(s.n_expert_used <= s.n_expert, c.name(), ": num_experts_per_tok ",
+                    s.n_expert_used, " exceeds num_experts ", s.n_expert);
+        SYSLM_CHECK(c.pos_int_or({"decoder_sparse_step"}, 1) == 1, c.name(),
+                    ": decoder_sparse_step != 1 (dense layers between MoE layers) is not "
+                    "supported");
+        SYSLM_CHECK(!c.has("mlp_only_layers") || c.raw("mlp_only_layers").empty(), c.name(),
+                    ": mlp_only_layers (dense layers in a MoE model) is not supported");
+        SYSLM_CHECK(s.n_ff_shexp > 0, c.name(),
+                    ": shared_expert_intermediate_size must be set for Qwen2-MoE");
+        out.u32("expert_count", s.n_expert);
+        out.u32("expert_used_count", s.n_expert_used);
+        out.u32("expert_feed_forward_length", s.n_ff_exp);
+        out.u32("expert_shared_feed_forward_length", s.n_ff_shexp);
+        if (c.boolean_or("norm_topk_prob", false)) out.boolean("expert_weights_norm", true);
+    }
+    out.u32("rope.dimension_count", s.head_dim);
+    add_rope_scaling(c, rope, s, out);
+}
+
+void parse_gpt2(const Config& c, HFModelSpec& s) {
+    s.arch = "gpt2";
+    s.family = HFFamily::Gpt2;
+    s.n_vocab = c.pos_int({"vocab_size"});
+    s.n_embd = c.pos_int({"n_embd", "hidden_size"});
+    s.n_layer = c.pos_int({"n_layer", "num_hidden_layers"});
+    s.n_head = c.pos_int({"n_head", "num_attention_heads"});
+    s.n_head_kv = s.n_head;
+    SYSLM_CHECK(s.n_embd % s.n_head == 0, c.name(), ": n_embd ", s.n_embd,
+                " is not a multiple of n_head ", s.n_head);
+    s.head_dim = s.n_embd / s.n_head;
+    s.n_ff = c.pos_int_or({"n_inner"}, 4 * s.n_embd);
+    s.n_ctx = c.pos_int({"n_positions", "n_ctx", "max_position_embeddings"});
+    s.tied_embeddings = c.boolean_or("tie_word_embeddings", true);
+    check_activation(c, "activation_function", {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"});
+    SYSLM_CHECK(!c.boolean_or("scale_attn_by_inverse_layer_idx", false), c.name(),
+                ": scale_attn_by_inverse_layer_idx is not supported");
+    SYSLM_CHECK(c.boolean_or("scale_attn_weights", true), c.name(),
+                ": scale_attn_weights=false is not supported");
+    KVOut out{"gpt2.", s.kv};
+    out.u32("block_count", s.n_layer);
+    out.u32("context_length", s.n_ctx);
+    out.u32("embedding_length", s.n_embd);
+    out.u32("feed_forward_length", s.n_ff);
+    out.u32("attention.head_count", s.n_head);
+    out.f32("attention.layer_norm_epsilon", c.number_or({"layer_norm_epsilon"}, 1e-5));
+}
+
 HFModelSpec parse_config(const Config& c) {
     HFModelSpec s;
     SYSLM_CHECK(c.has("architectures") && c.raw("architectures").is_array() &&
@@ -253,97 +346,17 @@ HFModelSpec parse_config(const Config& c) {
                 c.name(), ": missing \"architectures\" (e.g. [\"LlamaForCausalLM\"])");
     s.hf_arch = c.raw("architectures")[0].get<std::string>();
     const std::string& a = s.hf_arch;
-    std::vector<std::pair<std::string, GGUFValue>> kv;
-
     if (a == "LlamaForCausalLM" || a == "LLaMAForCausalLM" || a == "MistralForCausalLM" ||
-        a == "MixtralForCausalLM") {
-        s.arch = "llama";
-        s.family = a == "MixtralForCausalLM" ? HFFamily::Mixtral : HFFamily::Llama;
-        s.permute_qk = true;
-        read_llama_like(c, s);
-        s.qkv_bias = s.o_bias = c.boolean_or("attention_bias", false);
-        s.mlp_bias = c.boolean_or("mlp_bias", false);
-        SYSLM_CHECK(!(s.mlp_bias && s.family == HFFamily::Mixtral), c.name(),
-                    ": mlp_bias with experts is not supported");
-        const RopeParams rope = read_rope(c);
-        KVOut out{"llama.", s.kv};
-        add_common_keys(c, s, rope, out);
-        if (s.family == HFFamily::Mixtral) {
-            s.n_expert = c.pos_int({"num_local_experts"});
-            s.n_expert_used = c.pos_int({"num_experts_per_tok"});
-            s.n_ff_exp = s.n_ff;
-            out.u32("expert_count", s.n_expert);
-            out.u32("expert_used_count", s.n_expert_used);
-        }
-        out.u32("vocab_size", s.n_vocab);
-        out.u32("rope.dimension_count", s.head_dim);
-        add_rope_scaling(c, rope, s, out);
-        // Llama itself has no sliding window; Mistral/Mixtral store null when it is off.
-        if ((a == "MistralForCausalLM" || a == "MixtralForCausalLM") && c.has("sliding_window"))
-            out.u32("attention.sliding_window", c.pos_int({"sliding_window"}));
-    } else if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM") {
-        const bool moe = a == "Qwen2MoeForCausalLM";
-        s.arch = moe ? "qwen2moe" : "qwen2";
-        s.family = moe ? HFFamily::Qwen2Moe : HFFamily::Qwen2;
-        read_llama_like(c, s);
-        check_no_sliding_window_layers(c);
-        s.qkv_bias = c.boolean_or("qkv_bias", true);  // Qwen2 always has them; Qwen2-MoE says so
-        const RopeParams rope = read_rope(c);
-        KVOut out{s.arch + ".", s.kv};
-        add_common_keys(c, s, rope, out);
-        if (moe) {
-            s.n_expert = c.pos_int({"num_experts"});
-            s.n_expert_used = c.pos_int({"num_experts_per_tok"});
-            s.n_ff_exp = c.pos_int({"moe_intermediate_size"});
-            s.n_ff_shexp = c.pos_int_or({"shared_expert_intermediate_size"}, 0);
-            SYSLM_CHECK(s.n_expert_used <= s.n_expert, c.name(), ": num_experts_per_tok ",
-                        s.n_expert_used, " exceeds num_experts ", s.n_expert);
-            SYSLM_CHECK(c.pos_int_or({"decoder_sparse_step"}, 1) == 1, c.name(),
-                        ": decoder_sparse_step != 1 (dense layers between MoE layers) is not "
-                        "supported");
-            SYSLM_CHECK(!c.has("mlp_only_layers") || c.raw("mlp_only_layers").empty(), c.name(),
-                        ": mlp_only_layers (dense layers in a MoE model) is not supported");
-            SYSLM_CHECK(s.n_ff_shexp > 0, c.name(),
-                        ": shared_expert_intermediate_size must be set for Qwen2-MoE");
-            out.u32("expert_count", s.n_expert);
-            out.u32("expert_used_count", s.n_expert_used);
-            out.u32("expert_feed_forward_length", s.n_ff_exp);
-            out.u32("expert_shared_feed_forward_length", s.n_ff_shexp);
-            if (c.boolean_or("norm_topk_prob", false)) out.boolean("expert_weights_norm", true);
-        }
-        out.u32("rope.dimension_count", s.head_dim);
-        add_rope_scaling(c, rope, s, out);
-    } else if (a == "GPT2LMHeadModel") {
-        s.arch = "gpt2";
-        s.family = HFFamily::Gpt2;
-        s.n_vocab = c.pos_int({"vocab_size"});
-        s.n_embd = c.pos_int({"n_embd", "hidden_size"});
-        s.n_layer = c.pos_int({"n_layer", "num_hidden_layers"});
-        s.n_head = c.pos_int({"n_head", "num_attention_heads"});
-        s.n_head_kv = s.n_head;
-        SYSLM_CHECK(s.n_embd % s.n_head == 0, c.name(), ": n_embd ", s.n_embd,
-                    " is not a multiple of n_head ", s.n_head);
-        s.head_dim = s.n_embd / s.n_head;
-        s.n_ff = c.pos_int_or({"n_inner"}, 4 * s.n_embd);
-        s.n_ctx = c.pos_int({"n_positions", "n_ctx", "max_position_embeddings"});
-        s.tied_embeddings = c.boolean_or("tie_word_embeddings", true);
-        check_activation(c, "activation_function", {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"});
-        SYSLM_CHECK(!c.boolean_or("scale_attn_by_inverse_layer_idx", false), c.name(),
-                    ": scale_attn_by_inverse_layer_idx is not supported");
-        SYSLM_CHECK(c.boolean_or("scale_attn_weights", true), c.name(),
-                    ": scale_attn_weights=false is not supported");
-        KVOut out{"gpt2.", s.kv};
-        out.u32("block_count", s.n_layer);
-        out.u32("context_length", s.n_ctx);
-        out.u32("embedding_length", s.n_embd);
-        out.u32("feed_forward_length", s.n_ff);
-        out.u32("attention.head_count", s.n_head);
-        out.f32("attention.layer_norm_epsilon", c.number_or({"layer_norm_epsilon"}, 1e-5));
-    } else {
+        a == "MixtralForCausalLM")
+        parse_llama_family(c, s);
+    else if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM")
+        parse_qwen2_family(c, s);
+    else if (a == "GPT2LMHeadModel")
+        parse_gpt2(c, s);
+    else
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
              "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, GPT2LMHeadModel)");
-    }
     return s;
 }
 

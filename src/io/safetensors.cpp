@@ -103,20 +103,11 @@ const STTensor* SafetensorsFile::find(std::string_view name) const {
     return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-void SafetensorsFile::parse() {
-    const std::string& f = path_;
-    SYSLM_CHECK(bytes_.size() >= 8, f, ": not a safetensors file: ", bytes_.size(),
-                " bytes, shorter than the 8-byte header length");
-    const uint64_t n = read_u64_le(bytes_.data());
-    SYSLM_CHECK(n <= bytes_.size() - 8, f, ": header length ", n,
-                " runs past the end of the file (", bytes_.size(), " bytes)");
-    SYSLM_CHECK(n <= kMaxHeader, f, ": header length ", n, " exceeds the 100 MB limit");
-    SYSLM_CHECK(n >= 2, f, ": header length ", n, " is too short for a JSON object");
-    const char* hdr = reinterpret_cast<const char*>(bytes_.data() + 8);
-    const uint64_t data_size = bytes_.size() - 8 - n;
-    const uint8_t* data = bytes_.data() + 8 + n;
+namespace {
 
-    // nlohmann keeps the last of duplicate keys silently; the callback sees every key first.
+// The header's JSON object; nlohmann keeps the last of duplicate keys silently, so a callback
+// sees every key first and a duplicate tensor name is an error.
+json parse_header(const std::string& f, const char* hdr, uint64_t n) {
     std::set<std::string> seen;
     std::string duplicate;
     auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
@@ -135,7 +126,79 @@ void SafetensorsFile::parse() {
     SYSLM_CHECK(header.is_object(), f, ": header must be a JSON object, found ",
                 header.type_name());
     SYSLM_CHECK(duplicate.empty(), f, ": duplicate tensor name '", duplicate, "' in the header");
+    return header;
+}
 
+// One tensor's header entry, checked against the data section (data, data_size bytes).
+STTensor parse_entry(const std::string& name, const json& entry, const std::string& where,
+                     const uint8_t* data, uint64_t data_size) {
+    SYSLM_CHECK(entry.is_object(), where, ": entry must be an object");
+    SYSLM_CHECK(entry.contains("dtype") && entry["dtype"].is_string(), where,
+                ": missing or non-string \"dtype\"");
+    const std::string dt = entry["dtype"].get<std::string>();
+    const DTypeRow* row = find_dtype(dt);
+    SYSLM_CHECK(row, where, ": unknown dtype '", dt, "'");
+    SYSLM_CHECK(entry.contains("shape") && entry["shape"].is_array(), where,
+                ": missing or non-array \"shape\"");
+    SYSLM_CHECK(entry.contains("data_offsets") && entry["data_offsets"].is_array() &&
+                    entry["data_offsets"].size() == 2,
+                where, ": \"data_offsets\" must be an array [begin, end]");
+    STTensor t;
+    t.name = name;
+    t.dtype = row->type;
+    uint64_t numel = 1;
+    for (const auto& d : entry["shape"]) {
+        const uint64_t dim = json_uint(d, where, "shape entry");
+        SYSLM_CHECK(!__builtin_mul_overflow(numel, dim, &numel) && numel < (uint64_t{1} << 62),
+                    where, ": shape ", entry["shape"].dump(), " overflows");
+        t.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const uint64_t begin = json_uint(entry["data_offsets"][0], where, "data_offsets[0]");
+    const uint64_t end = json_uint(entry["data_offsets"][1], where, "data_offsets[1]");
+    SYSLM_CHECK(begin <= end, where, ": data_offsets [", begin, ", ", end, "] are reversed");
+    SYSLM_CHECK(end <= data_size, where, ": data_offsets [", begin, ", ", end,
+                "] lie beyond the data section of ", data_size, " bytes");
+    uint64_t nbytes = 0;
+    SYSLM_CHECK(!__builtin_mul_overflow(numel, uint64_t{row->size}, &nbytes), where,
+                ": byte size overflows");
+    SYSLM_CHECK(end - begin == nbytes, where, ": data_offsets [", begin, ", ", end, "] hold ",
+                end - begin, " bytes but ", dt, " ", t.shape_str(), " needs ", nbytes);
+    t.data = {data + begin, static_cast<size_t>(nbytes)};
+    return t;
+}
+
+// Tensors may not share bytes (the spec also forbids holes; they are tolerated). Sorts them by
+// where their bytes start.
+void check_no_overlap(std::vector<STTensor>& tensors, const uint8_t* data, const std::string& f) {
+    std::sort(tensors.begin(), tensors.end(), [&](const STTensor& a, const STTensor& b) {
+        return a.data.data() != b.data.data() ? a.data.data() < b.data.data()
+                                              : a.data.size() < b.data.size();
+    });
+    for (size_t i = 1; i < tensors.size(); ++i) {
+        const STTensor& a = tensors[i - 1];
+        const STTensor& b = tensors[i];
+        SYSLM_CHECK(
+            a.data.data() + a.data.size() <= b.data.data() || a.data.empty() || b.data.empty(), f,
+            ": tensors '", a.name, "' and '", b.name, "' overlap (bytes [", a.data.data() - data,
+            ", ", a.data.data() - data + a.data.size(), ") and [", b.data.data() - data, ", ",
+            b.data.data() - data + b.data.size(), "))");
+    }
+}
+
+}  // namespace
+
+void SafetensorsFile::parse() {
+    const std::string& f = path_;
+    SYSLM_CHECK(bytes_.size() >= 8, f, ": not a safetensors file: ", bytes_.size(),
+                " bytes, shorter than the 8-byte header length");
+    const uint64_t n = read_u64_le(bytes_.data());
+    SYSLM_CHECK(n <= bytes_.size() - 8, f, ": header length ", n,
+                " runs past the end of the file (", bytes_.size(), " bytes)");
+    SYSLM_CHECK(n <= kMaxHeader, f, ": header length ", n, " exceeds the 100 MB limit");
+    SYSLM_CHECK(n >= 2, f, ": header length ", n, " is too short for a JSON object");
+    const uint64_t data_size = bytes_.size() - 8 - n;
+    const uint8_t* data = bytes_.data() + 8 + n;
+    const json header = parse_header(f, reinterpret_cast<const char*>(bytes_.data() + 8), n);
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") {
             SYSLM_CHECK(entry.is_object() || entry.is_null(), f,
@@ -148,58 +211,10 @@ void SafetensorsFile::parse() {
                 }
             continue;
         }
-        const std::string where = f + ": tensor '" + name + "'";
-        SYSLM_CHECK(entry.is_object(), where, ": entry must be an object");
-        SYSLM_CHECK(entry.contains("dtype") && entry["dtype"].is_string(), where,
-                    ": missing or non-string \"dtype\"");
-        const std::string dt = entry["dtype"].get<std::string>();
-        const DTypeRow* row = find_dtype(dt);
-        SYSLM_CHECK(row, where, ": unknown dtype '", dt, "'");
-        SYSLM_CHECK(entry.contains("shape") && entry["shape"].is_array(), where,
-                    ": missing or non-array \"shape\"");
-        SYSLM_CHECK(entry.contains("data_offsets") && entry["data_offsets"].is_array() &&
-                        entry["data_offsets"].size() == 2,
-                    where, ": \"data_offsets\" must be an array [begin, end]");
-
-        STTensor t;
-        t.name = name;
-        t.dtype = row->type;
-        uint64_t numel = 1;
-        for (const auto& d : entry["shape"]) {
-            const uint64_t dim = json_uint(d, where, "shape entry");
-            SYSLM_CHECK(!__builtin_mul_overflow(numel, dim, &numel) && numel < (uint64_t{1} << 62),
-                        where, ": shape ", entry["shape"].dump(), " overflows");
-            t.shape.push_back(static_cast<int64_t>(dim));
-        }
-        const uint64_t begin = json_uint(entry["data_offsets"][0], where, "data_offsets[0]");
-        const uint64_t end = json_uint(entry["data_offsets"][1], where, "data_offsets[1]");
-        SYSLM_CHECK(begin <= end, where, ": data_offsets [", begin, ", ", end, "] are reversed");
-        SYSLM_CHECK(end <= data_size, where, ": data_offsets [", begin, ", ", end,
-                    "] lie beyond the data section of ", data_size, " bytes");
-        uint64_t nbytes = 0;
-        SYSLM_CHECK(!__builtin_mul_overflow(numel, uint64_t{row->size}, &nbytes), where,
-                    ": byte size overflows");
-        SYSLM_CHECK(end - begin == nbytes, where, ": data_offsets [", begin, ", ", end, "] hold ",
-                    end - begin, " bytes but ", dt, " ", t.shape_str(), " needs ", nbytes);
-        t.data = {data + begin, static_cast<size_t>(nbytes)};
-        t.file = &path_;
-        tensors_.push_back(std::move(t));
+        tensors_.push_back(parse_entry(name, entry, f + ": tensor '" + name + "'", data, data_size));
+        tensors_.back().file = &path_;
     }
-
-    // Tensors may not share bytes (the spec also forbids holes; we tolerate them).
-    std::sort(tensors_.begin(), tensors_.end(), [&](const STTensor& a, const STTensor& b) {
-        return a.data.data() != b.data.data() ? a.data.data() < b.data.data()
-                                              : a.data.size() < b.data.size();
-    });
-    for (size_t i = 1; i < tensors_.size(); ++i) {
-        const STTensor& a = tensors_[i - 1];
-        const STTensor& b = tensors_[i];
-        SYSLM_CHECK(
-            a.data.data() + a.data.size() <= b.data.data() || a.data.empty() || b.data.empty(), f,
-            ": tensors '", a.name, "' and '", b.name, "' overlap (bytes [", a.data.data() - data,
-            ", ", a.data.data() - data + a.data.size(), ") and [", b.data.data() - data, ", ",
-            b.data.data() - data + b.data.size(), "))");
-    }
+    check_no_overlap(tensors_, data, f);
     for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
 }
 
