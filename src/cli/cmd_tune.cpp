@@ -40,12 +40,6 @@ double parse_duration(const std::string& s) {
     return v * scale;
 }
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-    AtomicFileWriter w(path.string());
-    w.write(text.data(), text.size());
-    w.commit();
-}
-
 int run_tune(TuneArgs& a) {
     usage_check(!a.o.model.empty() && !a.o.calib.empty() && !a.o.eval.empty(),
                 "tune: give the model (-m), --calib and --eval (or `syslm tune train`)");
@@ -77,9 +71,9 @@ int run_tune(TuneArgs& a) {
     const tune::TuneResult r = tune::run_tune(a.o);
     const tune::ReportContext c{a.o.goal, a.o.max_kl, std::filesystem::path(a.o.model).filename().string()};
     const std::filesystem::path dir(a.o.out_dir);
-    write_file(dir / "pareto.json", tune::report_json(r, c));
-    write_file(dir / "front.svg", tune::report_svg(r, c));
-    write_file(dir / "report.html", tune::report_html(r, c));
+    write_file_atomically((dir / "pareto.json").string(), tune::report_json(r, c));
+    write_file_atomically((dir / "front.svg").string(), tune::report_svg(r, c));
+    write_file_atomically((dir / "report.html").string(), tune::report_html(r, c));
     std::printf("%s", tune::report_table(r, c).c_str());
     if (r.serve_default && r.serve_tuned)
         std::printf("serving at %d streams (medians of alternating runs): default settings %.1f "
@@ -137,7 +131,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-c,--ctx-size", o.n_ctx, "Tokens per chunk of the texts")
         ->capture_default_str()
         ->check(CLI::Range(16, 1 << 16));
-    app.add_option("--eval-chunks", o.eval_chunks, "Held-out chunks measured (-1: all)")
+    app.add_option("--eval-chunks", o.eval_chunks, "Held-out chunks a file is measured on (-1: all); one whose KL on the first quarter of them is clearly outside --max-kl stops there")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1 << 20));
     app.add_option("--sensitivity-chunks", o.sensitivity_chunks,

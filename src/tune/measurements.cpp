@@ -12,7 +12,8 @@ nlohmann::json Point::to_json() const {
     return {{"label", label},           {"plan", plan.to_json()},   {"stock", stock},
             {"file_bytes", file_bytes}, {"additive_kl", additive_kl}, {"predicted_kl", predicted_kl},
             {"predicted_decode_ts", predicted_decode_ts}, {"kl", kl},
-            {"ppl", ppl},               {"top1", top1},             {"decode_ts", decode_ts},
+            {"ppl", ppl},               {"top1", top1},             {"eval_tokens", eval_tokens},
+            {"decode_ts", decode_ts},
             {"prefill_ts", prefill_ts}, {"streams", streams}, {"serve_ts", serve_ts},
             {"ttft_p99", ttft_p99},     {"itl_p99", itl_p99}};
 }
@@ -29,6 +30,7 @@ Point Point::from_json(const nlohmann::json& j) {
     p.kl = j.at("kl").get<double>();
     p.ppl = j.at("ppl").get<double>();
     p.top1 = j.at("top1").get<double>();
+    p.eval_tokens = j.value("eval_tokens", 0);
     p.decode_ts = j.at("decode_ts").get<double>();
     p.prefill_ts = j.at("prefill_ts").get<double>();
     p.streams = j.value("streams", 0);

@@ -23,6 +23,9 @@ struct Point {
     double predicted_kl = -1;     // that sum corrected by the fit when it was chosen
     double predicted_decode_ts = -1;  // the decode cost model's figure when it was chosen
     double kl = 0, ppl = 0, top1 = 0;
+    // Held-out tokens the quality figures are from: successive halving stops a file whose KL is
+    // clearly outside the limit after the first quarter of the text (0: not recorded).
+    int eval_tokens = 0;
     double decode_ts = 0, prefill_ts = 0;
     // Serve goal: generated tokens/s of the load at `streams` streams, and its latency tails.
     int streams = 0;  // 0: not measured serving

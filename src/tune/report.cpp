@@ -70,49 +70,59 @@ std::string report_json(const TuneResult& r, const ReportContext& c) {
     return j.dump(2) + "\n";
 }
 
-std::string report_svg(const TuneResult& r, const ReportContext& c) {
-    const double W = 760, H = 440, L = 70, R = 20, T = 30, B = 50;
+namespace {
+
+// The plot's area and scales: KL on a log axis (points below 1e-6 drawn at 1e-6), the goal's
+// figure on a linear one, both spanning every point and the limit.
+struct Frame {
+    static constexpr double W = 760, H = 440, L = 70, R = 20, T = 30, B = 50;
     double kl_lo = 1e30, kl_hi = 0, y_lo = 1e30, y_hi = -1e30;
+    double x(double kl) const {
+        return L + (std::log10(std::max(kl, 1e-6)) - std::log10(kl_lo)) /
+                       (std::log10(kl_hi) - std::log10(kl_lo)) * (W - L - R);
+    }
+    double y(double v) const { return H - B - (v - y_lo) / (y_hi - y_lo) * (H - T - B); }
+};
+
+Frame frame_of(const TuneResult& r, const ReportContext& c) {
+    Frame f;
     for (const Point& p : r.points) {
         if (!measures_goal(p, c.goal)) continue;
         const double kl = std::max(p.kl, 1e-6);
-        kl_lo = std::min(kl_lo, kl);
-        kl_hi = std::max(kl_hi, kl);
-        y_lo = std::min(y_lo, shown(p, c.goal));
-        y_hi = std::max(y_hi, shown(p, c.goal));
+        f.kl_lo = std::min(f.kl_lo, kl);
+        f.kl_hi = std::max(f.kl_hi, kl);
+        f.y_lo = std::min(f.y_lo, shown(p, c.goal));
+        f.y_hi = std::max(f.y_hi, shown(p, c.goal));
     }
-    if (r.points.empty()) kl_lo = 1e-4, kl_hi = 1, y_lo = 0, y_hi = 1;
-    kl_lo = std::min(kl_lo, c.max_kl) / 1.5;
-    kl_hi = std::max(kl_hi, c.max_kl) * 1.5;
-    const double pad = (y_hi - y_lo) * 0.08 + 1e-9;
-    y_lo -= pad;
-    y_hi += pad;
-    auto x_of = [&](double kl) {
-        return L + (std::log10(std::max(kl, 1e-6)) - std::log10(kl_lo)) /
-                       (std::log10(kl_hi) - std::log10(kl_lo)) * (W - L - R);
-    };
-    auto y_of = [&](double v) { return H - B - (v - y_lo) / (y_hi - y_lo) * (H - T - B); };
-    std::ostringstream s;
-    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
-      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' "
-         "fill='white'/>\n";
+    if (f.kl_hi == 0) f.kl_lo = 1e-4, f.kl_hi = 1, f.y_lo = 0, f.y_hi = 1;
+    f.kl_lo = std::min(f.kl_lo, c.max_kl) / 1.5;
+    f.kl_hi = std::max(f.kl_hi, c.max_kl) * 1.5;
+    const double pad = (f.y_hi - f.y_lo) * 0.08 + 1e-9;
+    f.y_lo -= pad;
+    f.y_hi += pad;
+    return f;
+}
+
+// The title, the axes with decades of KL and five ticks of the goal, and the limit.
+void draw_axes(std::ostream& s, const Frame& f, const ReportContext& c) {
+    const double W = Frame::W, H = Frame::H, L = Frame::L, R = Frame::R, T = Frame::T,
+                 B = Frame::B;
     s << "<text x='" << L << "' y='18' font-size='13'>" << escape_html(c.model) << ": "
       << goal_label(c.goal) << " against KL on held-out text</text>\n";
-    // Axes, decades of KL, and the limit.
     s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B
       << "' stroke='black'/><line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='"
       << H - B << "' stroke='black'/>\n";
-    for (int e = static_cast<int>(std::floor(std::log10(kl_lo)));
-         e <= static_cast<int>(std::ceil(std::log10(kl_hi))); ++e) {
-        if (e < -6) continue;  // points below 1e-6 are drawn at 1e-6
-        const double x = x_of(std::pow(10.0, e));
+    for (int e = static_cast<int>(std::floor(std::log10(f.kl_lo)));
+         e <= static_cast<int>(std::ceil(std::log10(f.kl_hi))); ++e) {
+        if (e < -6) continue;
+        const double x = f.x(std::pow(10.0, e));
         if (x < L || x > W - R) continue;
         s << "<line x1='" << x << "' y1='" << H - B << "' x2='" << x << "' y2='" << H - B + 4
           << "' stroke='black'/><text x='" << x << "' y='" << H - B + 16
           << "' text-anchor='middle'>1e" << e << "</text>\n";
     }
     for (int k = 0; k <= 4; ++k) {
-        const double v = y_lo + (y_hi - y_lo) * k / 4, y = y_of(v);
+        const double v = f.y_lo + (f.y_hi - f.y_lo) * k / 4, y = f.y(v);
         s << "<text x='" << L - 6 << "' y='" << y + 4 << "' text-anchor='end'>"
           << fmt("%.4g", v) << "</text>\n";
     }
@@ -120,45 +130,59 @@ std::string report_svg(const TuneResult& r, const ReportContext& c) {
       << "' text-anchor='middle'>mean KL(input || file), nats per token (log scale)</text>\n";
     s << "<text x='14' y='" << (T + H - B) / 2 << "' transform='rotate(-90 14 " << (T + H - B) / 2
       << ")' text-anchor='middle'>" << goal_label(c.goal) << "</text>\n";
-    const double xl = x_of(c.max_kl);
+    const double xl = f.x(c.max_kl);
     s << "<line x1='" << xl << "' y1='" << T << "' x2='" << xl << "' y2='" << H - B
       << "' stroke='#c00' stroke-dasharray='4 3'/><text x='" << xl + 3 << "' y='" << T + 10
       << "' fill='#c00'>limit " << fmt("%g", c.max_kl) << "</text>\n";
-    // The front as a line, then every point (hover: its plan).
-    std::string path;
+}
+
+// One point: a square for a stock recipe (named once: the same recipe at fewer threads shows
+// its name on hover only), a circle for the tuner's (dark on the front, ringed when chosen);
+// hovering shows its figures and plan.
+void draw_point(std::ostream& s, const Point& p, const Frame& f, const TuneResult& r,
+                const ReportContext& c) {
+    const double x = f.x(p.kl), y = f.y(shown(p, c.goal));
+    const bool chosen = r.chosen && r.chosen->plan.key() == p.plan.key();
+    const std::string tip =
+        cat(p.label, ": KL ", fmt("%.4g", p.kl),
+            p.eval_tokens > 0 ? cat(" (", p.eval_tokens, " held-out tokens)") : "", ", PPL ",
+            fmt("%.4g", p.ppl), ", ", fmt("%.1f", p.file_bytes / 1e6), " MB, decode ",
+            fmt("%.1f", p.decode_ts), " tok/s",
+            p.streams ? cat(", serving ", fmt("%.1f", p.serve_ts), " tok/s at ", p.streams,
+                            " streams, TTFT p99 ", fmt("%.3f", p.ttft_p99), " s")
+                      : "",
+            "; ", plan_summary(p.plan));
+    s << "<g><title>" << escape_html(tip) << "</title>";
+    const bool fewer_threads = p.label.ends_with(cat(" t", p.plan.threads));
+    if (p.stock)
+        s << "<rect x='" << x - 4 << "' y='" << y - 4 << "' width='8' height='8' fill='#e80'/>"
+          << (fewer_threads ? std::string()
+                            : cat("<text x='", x + 6, "' y='", y - 5, "' fill='#a50'>",
+                                  escape_html(p.label), "</text>"));
+    else
+        s << "<circle cx='" << x << "' cy='" << y << "' r='" << (chosen ? 6 : 4) << "' fill='"
+          << (on_front(p, r) ? "#36c" : "#9bd") << "'" << (chosen ? " stroke='black'" : "")
+          << "/>";
+    s << "</g>\n";
+}
+
+}  // namespace
+
+std::string report_svg(const TuneResult& r, const ReportContext& c) {
+    const Frame f = frame_of(r, c);
+    std::ostringstream s;
+    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << Frame::W << "' height='" << Frame::H
+      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' "
+         "fill='white'/>\n";
+    draw_axes(s, f, c);
+    std::string path;  // the front as a line
     for (const Point& p : r.front)
-        path += cat(path.empty() ? "M" : " L", x_of(p.kl), " ", y_of(shown(p, c.goal)));
+        path += cat(path.empty() ? "M" : " L", f.x(p.kl), " ", f.y(shown(p, c.goal)));
     if (!path.empty())
         s << "<path d='" << path << "' fill='none' stroke='#36c' stroke-width='1.5'/>\n";
-    for (const Point& p : r.points) {
-        if (!measures_goal(p, c.goal)) continue;
-        const double x = x_of(p.kl), y = y_of(shown(p, c.goal));
-        const bool chosen = r.chosen && r.chosen->plan.key() == p.plan.key();
-        const std::string tip = cat(p.label, ": KL ", fmt("%.4g", p.kl), ", PPL ",
-                                    fmt("%.4g", p.ppl), ", ", fmt("%.1f", p.file_bytes / 1e6),
-                                    " MB, decode ", fmt("%.1f", p.decode_ts), " tok/s",
-                                    p.streams ? cat(", serving ", fmt("%.1f", p.serve_ts),
-                                                    " tok/s at ", p.streams, " streams, TTFT p99 ",
-                                                    fmt("%.3f", p.ttft_p99), " s")
-                                              : "",
-                                    "; ",
-                                    plan_summary(p.plan));
-        s << "<g><title>" << escape_html(tip) << "</title>";
-        // Stock points carry their recipe's name, once: the same recipe timed at fewer threads
-        // shows it on hover only.
-        const bool fewer_threads = p.label.ends_with(cat(" t", p.plan.threads));
-        if (p.stock)
-            s << "<rect x='" << x - 4 << "' y='" << y - 4 << "' width='8' height='8' fill='#e80'/>"
-              << (fewer_threads ? std::string()
-                                : cat("<text x='", x + 6, "' y='", y - 5, "' fill='#a50'>",
-                                      escape_html(p.label), "</text>"));
-        else
-            s << "<circle cx='" << x << "' cy='" << y << "' r='" << (chosen ? 6 : 4) << "' fill='"
-              << (on_front(p, r) ? "#36c" : "#9bd") << "'" << (chosen ? " stroke='black'" : "")
-              << "/>";
-        s << "</g>\n";
-    }
-    s << "<text x='" << W - R - 250 << "' y='" << H - B - 8
+    for (const Point& p : r.points)
+        if (measures_goal(p, c.goal)) draw_point(s, p, f, r, c);
+    s << "<text x='" << Frame::W - Frame::R - 250 << "' y='" << Frame::H - Frame::B - 8
       << "'><tspan fill='#36c'>&#9679; tuned (front dark)</tspan>  <tspan fill='#e80'>&#9632; "
          "llama-quantize recipes</tspan></text>\n</svg>\n";
     return s.str();
@@ -172,18 +196,21 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
     const bool serve = c.goal == Goal::Serve;
     int w = 22;  // the label column, as wide as the longest label
     for (const Point& p : pts) w = std::max(w, std::min(120, static_cast<int>(p.label.size())));
-    std::snprintf(line, sizeof line, "%-*s %9s %10s %10s %8s %7s %10s %10s %10s%s  %s\n", w, "point",
-                  "MB", "KL", "predicted", "PPL", "top-1", "decode t/s", "predicted", "prefill",
+    std::snprintf(line, sizeof line, "%-*s %9s %10s %10s %8s %7s %7s %10s %10s %10s%s  %s\n", w,
+                  "point", "MB", "KL", "predicted", "PPL", "top-1", "tokens", "decode t/s",
+                  "predicted", "prefill",
                   serve ? "  serve t/s  TTFT p99" : "", "front");
     s << line;
     for (const Point& p : pts) {
         const std::string served =
             !serve ? "" : p.streams ? fmt(" %10.1f", p.serve_ts) + fmt(" %8.3fs", p.ttft_p99)
                                     : cat(" ", std::string(10, ' '), "-", std::string(8, ' '), "-");
-        std::snprintf(line, sizeof line, "%-*s %9.2f %10.5f %10s %8.3f %6.1f%% %10.1f %10s %10.1f%s  %s%s\n",
-                      w, p.label.c_str(), p.file_bytes / 1e6, p.kl,
+        std::snprintf(line, sizeof line,
+                      "%-*s %9.2f %10.5f %10s %8.3f %6.1f%% %7s %10.1f %10s %10.1f%s  %s%s\n", w,
+                      p.label.c_str(), p.file_bytes / 1e6, p.kl,
                       p.predicted_kl >= 0 ? fmt("%.5f", p.predicted_kl).c_str() : "-", p.ppl,
-                      100 * p.top1, p.decode_ts,
+                      100 * p.top1, p.eval_tokens > 0 ? cat(p.eval_tokens).c_str() : "-",
+                      p.decode_ts,
                       p.predicted_decode_ts > 0 ? fmt("%.1f", p.predicted_decode_ts).c_str() : "-",
                       p.prefill_ts, served.c_str(),
                       on_front(p, r) ? "*" : "",
@@ -208,7 +235,9 @@ std::string report_html(const TuneResult& r, const ReportContext& c) {
     s << "<h1>syslm tune</h1><p>" << escape_html(r.analysis) << "</p>\n" << report_svg(r, c);
     s << "<p>Every point is measured on the held-out text and timed on this machine; hover a "
          "point for its plan. Limit: KL &le; "
-      << c.max_kl << ".</p>\n<pre>" << escape_html(report_table(r, c)) << "</pre></body></html>\n";
+      << c.max_kl << ". Quality is measured by successive halving: a file whose KL on the "
+         "first quarter of the held-out text is more than two standard errors above the limit is "
+         "not measured on the rest (the <i>tokens</i> column: held-out tokens scored).</p>\n<pre>" << escape_html(report_table(r, c)) << "</pre></body></html>\n";
     return s.str();
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "compress/imatrix.hpp"
@@ -43,6 +45,46 @@ double kl_rows(std::span<const double> ref_logp, std::span<const float> logits, 
         total += std::max(kl, 0.0);  // rounding can make a tiny KL negative
     }
     return rows ? total / rows : 0;
+}
+
+// The residual stream after every block of each chunk the reference runs.
+struct ResidualStreams : model::ActivationObserver {
+    size_t chunk = 0;
+    std::vector<std::vector<std::vector<float>>> after;  // [chunk][block]: rows x n_embd
+    void observe(const std::string&, int, const float*, int64_t, int64_t) override {}
+    void observe_residual(int il, const float* x, int64_t rows, int64_t n_embd) override {
+        after.resize(std::max(after.size(), chunk + 1));
+        auto& blocks = after[chunk];
+        blocks.resize(std::max(blocks.size(), static_cast<size_t>(il) + 1));
+        blocks[static_cast<size_t>(il)].assign(x, x + rows * n_embd);
+    }
+};
+
+// The first layer whose computation reads the tensor: N for "blk.N.*", n_layer for the output
+// matrix (only the final norm and the logits), 0 for anything else (the token embedding).
+int first_layer_using(const std::string& name, int n_layer) {
+    if (name == "output.weight") return n_layer;
+    int layer = 0;
+    if (std::sscanf(name.c_str(), "blk.%d.", &layer) == 1 && layer >= 0 && layer < n_layer)
+        return layer;
+    return 0;
+}
+
+// Rows between the ones whose quantization error the proxy mode measures.
+constexpr int64_t kRowStride = 4;
+
+// A view of every n-th row of a 2-D tensor (rows 0, n, 2n, ...), its bytes copied into `bytes`.
+io::GGUFTensor every_nth_row(const io::GGUFTensor& t, int64_t n, std::vector<uint8_t>& bytes) {
+    const size_t rb = row_bytes(t.type, t.ne[0]);
+    const int64_t rows = (t.rows() + n - 1) / n;
+    bytes.resize(rb * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(bytes.data() + rb * static_cast<size_t>(r), t.data + rb * static_cast<size_t>(r * n), rb);
+    io::GGUFTensor s = t;
+    s.ne = {t.ne[0], rows};
+    s.nbytes = bytes.size();
+    s.data = bytes.data();
+    return s;
 }
 
 // The tensor as float rows (dequantized when it is stored quantized or as half floats).
@@ -103,19 +145,25 @@ std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path
     if (options.max_chunks > 0) chunks = std::min(chunks, options.max_chunks);
     const int threads = ThreadPool::resolve(options.threads);
 
-    // Each model runs the chunks from an empty cache; the reference's log-probabilities once.
-    auto run = [&](const model::Model& m, auto&& per_chunk) {
-        model::Context ctx(m, n_ctx, threads, n_ctx, DType::F32);
-        for (int c = 0; c < chunks; ++c) {
-            ctx.reset();
-            per_chunk(c, ctx.forward(calibration.subspan(static_cast<size_t>(c) * n_ctx, n_ctx),
-                                     /*all_logits=*/true));
-        }
+    // The reference runs each chunk once, from an empty cache: its log-probabilities and the
+    // residual stream after every block are kept. A model with one tensor of layer l changed
+    // runs from the stream entering l (Forward::run_from), skipping the layers it shares with
+    // the reference: half of them on average, with the same logits as a whole forward.
+    auto chunk_tokens = [&](int c) {
+        return calibration.subspan(static_cast<size_t>(c) * n_ctx, static_cast<size_t>(n_ctx));
     };
     std::vector<std::vector<double>> ref_logp(static_cast<size_t>(chunks));
-    run(reference, [&](int c, std::span<const float> logits) {
-        ref_logp[static_cast<size_t>(c)] = log_softmax(logits, n_vocab);
-    });
+    ResidualStreams streams;
+    {
+        model::Context ctx(reference, n_ctx, threads, n_ctx, DType::F32);
+        ctx.set_observer(&streams);
+        for (int c = 0; c < chunks; ++c) {
+            ctx.reset();
+            streams.chunk = static_cast<size_t>(c);
+            ref_logp[static_cast<size_t>(c)] = log_softmax(ctx.forward(chunk_tokens(c), true), n_vocab);
+        }
+    }
+    const int n_layer = reference.hparams().n_layer;
 
     std::vector<TensorSensitivity> out;
     for (const io::GGUFTensor& t : file->tensors()) {
@@ -131,10 +179,17 @@ std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path
     auto measure_kl = [&](const io::GGUFTensor& t, DType type, std::vector<uint8_t> converted) {
         auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(converted));
         const model::Model m(file, {{t.name, type, bytes}});
+        const int layer = first_layer_using(t.name, n_layer);
+        model::Context ctx(m, n_ctx, threads, n_ctx, DType::F32);
         double sum = 0;
-        run(m, [&](int c, std::span<const float> logits) {
+        for (int c = 0; c < chunks; ++c) {
+            ctx.reset();
+            const std::span<const float> logits =
+                layer == 0 ? ctx.forward(chunk_tokens(c), true)
+                           : ctx.forward_from(layer, streams.after[static_cast<size_t>(c)]
+                                                                  [static_cast<size_t>(layer - 1)]);
             sum += kl_rows(ref_logp[static_cast<size_t>(c)], logits, n_vocab);
-        });
+        }
         return sum / chunks;
     };
     if (options.proxy) total = out.size();
@@ -150,8 +205,15 @@ std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path
             }
             continue;
         }
-        // Proxy: every option's weighted error, then one option run.
-        const std::vector<float> w = to_floats(t);
+        // Proxy: every option's weighted error, then one option run. The errors are estimated
+        // on every kRowStride-th row of a 2-D matrix (rows are quantized independently, so the
+        // sum over them, scaled by the stride, is an unbiased estimate); only the option run is
+        // quantized whole. Quantizing every type whole was most of the phase's time on L1B.
+        const bool sampled = t.ne.size() == 2 && t.rows() >= 16 * kRowStride;
+        std::vector<uint8_t> sample_bytes;
+        const io::GGUFTensor sample = sampled ? every_nth_row(t, kRowStride, sample_bytes) : t;
+        const double scale = static_cast<double>(t.rows()) / static_cast<double>(sample.rows());
+        const std::vector<float> w = to_floats(sample);
         const std::vector<float> imp =
             options.imatrix && t.ne.size() == 2 ? options.imatrix->importance(t.name, 0, t.ne[0])
                                                 : std::vector<float>{};
@@ -161,8 +223,8 @@ std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path
             TypeCost& o = s.options[i];
             o.measured = o.type == t.type;  // the file's own type: KL 0, exactly
             if (o.type == t.type) continue;
-            converted[i] = compress::convert_tensor(t, o.type, options.imatrix, threads, what);
-            o.weighted_error = weighted_error(w, converted[i], o.type, t.ne[0], imp);
+            converted[i] = compress::convert_tensor(sample, o.type, options.imatrix, threads, what);
+            o.weighted_error = scale * weighted_error(w, converted[i], o.type, t.ne[0], imp);
             order.push_back(i);
         }
         if (!order.empty()) {
@@ -171,7 +233,9 @@ std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path
             });
             const size_t ref = order[order.size() / 2];
             TypeCost& r = s.options[ref];
-            r.kl = measure_kl(t, r.type, std::move(converted[ref]));
+            r.kl = measure_kl(t, r.type,
+                              sampled ? compress::convert_tensor(t, r.type, options.imatrix, threads, what)
+                                      : std::move(converted[ref]));
             r.measured = true;
             for (size_t i : order)
                 if (i != ref)

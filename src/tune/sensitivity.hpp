@@ -51,7 +51,7 @@ struct SensitivityOptions {
     // Proxy mode for large models: per tensor, only the type whose weighted error is the median
     // of its options is run; the other types' KLs are that KL scaled by their weighted error over
     // its (KL is quadratic in small perturbations, so about linear in the error energy). About
-    // 1/#types of the forward passes.
+    // 1/#types of the forward passes; the weighted errors are estimated on a quarter of the rows.
     bool proxy = false;
 };
 

@@ -1,6 +1,7 @@
 #include "tune/serve_search.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <tuple>
@@ -56,17 +57,57 @@ std::string describe(const Candidate& c) {
                c.s.token_budget, ", page ", c.s.page_size, ", KV ", c.s.cache_type);
 }
 
+bool meets_limits(const ServeMeasurement& m, const ServeSearchOptions& o) {
+    return m.ttft_p99 <= o.max_ttft_p99 && m.itl_p99 <= o.max_itl_p99;
+}
+
+// The default and the best timed alternately: their medians (and the worst run's latency
+// tails) replace the search's single timings, and the best stays only if it still wins.
+void confirm(ServeSearchResult& r, const Candidate& base, const Candidate& best,
+             const ServeMeasureFn& measure, const ServeSearchOptions& o,
+             const std::function<void(const std::string&)>& say) {
+    std::vector<ServeTrial> runs[2];
+    for (int rep = 0; rep < o.confirm_reps; ++rep)
+        for (int i = 0; i < 2; ++i) {
+            const Candidate& c = i == 0 ? base : best;
+            ServeTrial t;
+            t.settings = c.s;
+            t.threads = c.threads;
+            try {
+                t.m = measure(c.s, c.threads, true);
+            } catch (const Error& e) {
+                t.error = e.what();
+            }
+            runs[i].push_back(t);
+        }
+    for (int i = 0; i < 2; ++i) {
+        std::vector<double> ts, ttft, itl;
+        for (const ServeTrial& t : runs[i]) {
+            if (!t.error.empty()) continue;
+            ts.push_back(t.m.tokens_per_s);
+            ttft.push_back(t.m.ttft_p99);
+            itl.push_back(t.m.itl_p99);
+        }
+        if (ts.empty()) continue;
+        ServeTrial& out = i == 0 ? r.baseline : r.best;
+        out.m.tokens_per_s = median(ts);
+        out.m.ttft_p99 = *std::max_element(ttft.begin(), ttft.end());
+        out.m.itl_p99 = *std::max_element(itl.begin(), itl.end());
+        out.meets_limits = meets_limits(out.m, o);
+    }
+    if (!tuned_wins(r.baseline.m.tokens_per_s, r.best.m.tokens_per_s, r.best.meets_limits,
+                    o.confirm_reps, say))
+        r.best = r.baseline;
+}
+
 }  // namespace
 
 ServeSearchResult search_serving(const ServeMeasureFn& measure, const ServeSearchOptions& o) {
     SYSLM_CHECK(o.streams >= 1 && o.max_threads >= 1, "serve search: streams and threads >= 1");
     ServeSearchResult r;
     std::map<Candidate, ServeTrial> seen;
-    auto say = [&](const std::string& line) {
+    const std::function<void(const std::string&)> say = [&](const std::string& line) {
         if (o.log) *o.log << "tune: serve: " << line << std::endl;
-    };
-    auto meets = [&](const ServeMeasurement& m) {
-        return m.ttft_p99 <= o.max_ttft_p99 && m.itl_p99 <= o.max_itl_p99;
     };
     auto trial = [&](const Candidate& c) -> const ServeTrial& {
         if (auto it = seen.find(c); it != seen.end()) return it->second;
@@ -75,7 +116,7 @@ ServeSearchResult search_serving(const ServeMeasureFn& measure, const ServeSearc
         t.threads = c.threads;
         try {
             t.m = measure(c.s, c.threads, false);
-            t.meets_limits = meets(t.m);
+            t.meets_limits = meets_limits(t.m, o);
             say(cat(describe(c), ": ", t.m.tokens_per_s, " tok/s, TTFT p99 ", t.m.ttft_p99,
                     " s, ITL p99 ", t.m.itl_p99, " s", t.meets_limits ? "" : " (over a limit)"));
         } catch (const Error& e) {
@@ -112,39 +153,7 @@ ServeSearchResult search_serving(const ServeMeasureFn& measure, const ServeSearc
     // The default and the best timed alternately; their medians are the reported figures.
     r.baseline = seen.at(base);
     r.best = seen.at(best);
-    if (!(best < base) && !(base < best)) return r;
-    std::vector<ServeTrial> runs[2];
-    for (int rep = 0; rep < o.confirm_reps; ++rep)
-        for (int i = 0; i < 2; ++i) {
-            const Candidate& c = i == 0 ? base : best;
-            ServeTrial t;
-            t.settings = c.s;
-            t.threads = c.threads;
-            try {
-                t.m = measure(c.s, c.threads, true);
-            } catch (const Error& e) {
-                t.error = e.what();
-            }
-            runs[i].push_back(t);
-        }
-    for (int i = 0; i < 2; ++i) {
-        std::vector<double> ts, ttft, itl;
-        for (const ServeTrial& t : runs[i]) {
-            if (!t.error.empty()) continue;
-            ts.push_back(t.m.tokens_per_s);
-            ttft.push_back(t.m.ttft_p99);
-            itl.push_back(t.m.itl_p99);
-        }
-        if (ts.empty()) continue;
-        ServeTrial& out = i == 0 ? r.baseline : r.best;
-        out.m.tokens_per_s = median(ts);
-        out.m.ttft_p99 = *std::max_element(ttft.begin(), ttft.end());  // the worst run's tail
-        out.m.itl_p99 = *std::max_element(itl.begin(), itl.end());
-        out.meets_limits = meets(out.m);
-    }
-    if (!tuned_wins(r.baseline.m.tokens_per_s, r.best.m.tokens_per_s, r.best.meets_limits, o.confirm_reps,
-                    say))
-        r.best = r.baseline;
+    if (best < base || base < best) confirm(r, base, best, measure, o, say);
     return r;
 }
 

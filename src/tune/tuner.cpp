@@ -95,48 +95,67 @@ public:
 
     TuneResult run() {
         TuneResult r;
+        read_inputs(r);
+        load_or_collect_imatrix();
+        const std::vector<TensorSensitivity> table = sensitivity();
+        SYSLM_CHECK(!table.empty(), o_.model, ": no weight matrix to quantize");
+        if (o_.stock) measure_stock();
+        search_rounds(table, r);
+        structure_phase();
+        if (o_.goal != Goal::Size) confirm_speed();
+        if (o_.goal == Goal::Serve) serve_phase(r);
+        r.points = cache_.points();
+        r.front = pareto_front(r.points, o_.goal);
+        choose_and_write(r);
+        r.seconds = elapsed();
+        return r;
+    }
+
+private:
+    // The input's facts (its matrices' type and weights, whether it has its own output matrix),
+    // the analysis, and the tokens of the two texts.
+    void read_inputs(TuneResult& r) {
         auto file = std::make_shared<const io::GGUFFile>(o_.model);
         in_type_ = matrices_type(*file);
         own_output_ = file->find_tensor("output.weight") != nullptr;
         for (const io::GGUFTensor& t : file->tensors())
             if (compress::is_quantizable_weight(t.name, t.ne)) matrix_weights_ += t.numel();
-        {
-            const model::Model m(file);
-            r.analysis = analyse(m, ThreadPool::resolve(o_.threads));
-            say("analysis: " + r.analysis);
-            const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
-            calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
-            calib_bos_ = tok.add_bos() ? tok.bos() : -1;
-        }
-        compress::ImatrixOptions io;
-        io.n_ctx = o_.n_ctx;
-        io.threads = o_.threads;
-        io.log = o_.log;
-        imatrix_ = compress::load_or_collect_imatrix(o_.model, o_.calib, io);
-        // Beside the plan, so `quantize --plan` can rebuild the chosen file.
-        imatrix_.save((fs::path(o_.out_dir) / "imatrix.gguf").string());
-        const std::vector<TensorSensitivity> table = sensitivity();
-        SYSLM_CHECK(!table.empty(), o_.model, ": no weight matrix to quantize");
+        const model::Model m(file);
+        r.analysis = analyse(m, ThreadPool::resolve(o_.threads));
+        say("analysis: " + r.analysis);
+        const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
+        calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
+        calib_bos_ = tok.add_bos() ? tok.bos() : -1;
+        const size_t held_out = tok.encode(read_text(o_.eval), true, false).size();
+        eval_chunks_ = static_cast<int>(held_out / static_cast<size_t>(o_.n_ctx));
+        SYSLM_CHECK(eval_chunks_ > 0, o_.eval, ": ", held_out, " tokens, fewer than one chunk of ",
+                    o_.n_ctx);
+        if (o_.eval_chunks > 0) eval_chunks_ = std::min(eval_chunks_, o_.eval_chunks);
+    }
+
+    // llama-quantize's recipes, with and without the importance matrix, measured like the rest.
+    void measure_stock() {
+        std::vector<Point> stock;
+        for (const char* recipe : kStockRecipes)
+            for (bool im : {false, true}) {
+                Point p;
+                p.label = std::string(recipe) + (im ? " imatrix" : "");
+                p.stock = true;
+                p.plan.recipe = recipe;
+                p.plan.imatrix = im;
+                p.plan.threads = o_.threads;
+                stock.push_back(p);
+            }
+        measure(stock);
+    }
+
+    // Rounds of candidates along the allocation hull, the KL model's correction and (decode
+    // goal) the cost model refitted after each, until the budget or the proposals run out.
+    void search_rounds(const std::vector<TensorSensitivity>& table, TuneResult& r) {
         std::vector<TensorSensitivity> costed = table;
         std::vector<Allocation> hull = allocation_hull(costed);
         say(cat("allocation: ", hull.size(), " points from ", hull.front().bytes / 1e6, " to ",
                 hull.back().bytes / 1e6, " MB of matrices"));
-
-        if (o_.stock) {
-            std::vector<Point> stock;
-            for (const char* recipe : kStockRecipes)
-                for (bool im : {false, true}) {
-                    Point p;
-                    p.label = std::string(recipe) + (im ? " imatrix" : "");
-                    p.stock = true;
-                    p.plan.recipe = recipe;
-                    p.plan.imatrix = im;
-                    p.plan.threads = o_.threads;
-                    stock.push_back(p);
-                }
-            measure(stock);
-        }
-
         // Decode goal: the allocation minimises the time the cost model fitted to the files timed
         // so far predicts, refitted every round.
         auto refit_cost = [&] {
@@ -153,32 +172,8 @@ public:
             say("measured: " + measured_analysis());
         }
         double factor = 1;  // measured KL / the allocation's sum, fitted round by round
-        const std::vector<double> first = {0.1, 0.35, 0.6, 0.85, 1.0, 1.3, 2.0, 4.0};
-        const std::vector<double> later = {0.8, 0.9, 1.0, 1.1, 1.25};
         for (int round = 0; round < o_.max_rounds && !over_budget(); ++round) {
-            std::vector<Point> pending;
-            std::set<std::string> keys;
-            for (double m : round == 0 ? first : later) {
-                const Allocation* best = nullptr;  // fewest bytes with corrected KL <= target
-                for (const Allocation& a : hull)
-                    if (a.predicted_kl * factor <= m * o_.max_kl) best = &a;
-                if (!best) continue;
-                Point p = tuned_point(table, *best, factor);
-                if (keys.insert(p.plan.key()).second && !cache_.find(p.plan.key()))
-                    pending.push_back(std::move(p));
-            }
-            // The first round also spreads points over the hull's costs, so the front has a shape
-            // even when every allocation is within the limit.
-            for (double share : round == 0 ? std::vector<double>{0.25, 0.5, 0.75}
-                                           : std::vector<double>{}) {
-                const double target = hull.back().cost + share * (hull.front().cost - hull.back().cost);
-                const Allocation* best = &hull.front();
-                for (const Allocation& a : hull)
-                    if (a.cost >= target) best = &a;
-                Point p = tuned_point(table, *best, factor);
-                if (keys.insert(p.plan.key()).second && !cache_.find(p.plan.key()))
-                    pending.push_back(std::move(p));
-            }
+            const std::vector<Point> pending = round_candidates(table, hull, factor, round);
             if (pending.empty()) break;
             // A round starts only if it fits the budget at the pace of the files measured so
             // far (building and measuring a candidate costs about what a stock file did).
@@ -194,13 +189,44 @@ public:
             factor = refit(factor);
             refit_cost();
         }
+    }
 
-        structure_phase();
-        if (o_.goal != Goal::Size) confirm_speed();
-        if (o_.goal == Goal::Serve) serve_phase(r);
-        r.points = cache_.points();
-        r.front = pareto_front(r.points, o_.goal);
-        // The best point within the limits, a stock recipe too when it wins (its plan is a plan).
+    // A round's new candidates: for each target (a multiple of the limit), the hull's fewest
+    // bytes whose corrected KL is within it; the first round also spreads points over the
+    // hull's costs, so the front has a shape even when every allocation is within the limit.
+    std::vector<Point> round_candidates(const std::vector<TensorSensitivity>& table,
+                                        const std::vector<Allocation>& hull, double factor,
+                                        int round) const {
+        const std::vector<double> first = {0.1, 0.35, 0.6, 0.85, 1.0, 1.3, 2.0, 4.0};
+        const std::vector<double> later = {0.8, 0.9, 1.0, 1.1, 1.25};
+        std::vector<Point> pending;
+        std::set<std::string> keys;
+        auto add = [&](const Allocation& a) {
+            Point p = tuned_point(table, a, factor);
+            if (keys.insert(p.plan.key()).second && !cache_.find(p.plan.key()))
+                pending.push_back(std::move(p));
+        };
+        for (double m : round == 0 ? first : later) {
+            const Allocation* best = nullptr;
+            for (const Allocation& a : hull)
+                if (a.predicted_kl * factor <= m * o_.max_kl) best = &a;
+            if (best) add(*best);
+        }
+        if (round == 0)
+            for (double share : {0.25, 0.5, 0.75}) {
+                const double target =
+                    hull.back().cost + share * (hull.front().cost - hull.back().cost);
+                const Allocation* best = &hull.front();
+                for (const Allocation& a : hull)
+                    if (a.cost >= target) best = &a;
+                add(*best);
+            }
+        return pending;
+    }
+
+    // The best point within the limits (a stock recipe too when it wins: its plan is a plan),
+    // written as plan.json and model.gguf, with the base a pruned plan is quantized from.
+    void choose_and_write(TuneResult& r) const {
         // Serving: the search's confirmed result (its other trials are single timings).
         if (o_.goal == Goal::Serve)
             r.chosen = r.serve_tuned;
@@ -211,24 +237,20 @@ public:
                 if (within_limits(p) && (confirmed_.empty() || confirmed_.count(p.label)) &&
                     (!r.chosen || goal_value(p, o_.goal) > goal_value(*r.chosen, o_.goal)))
                     r.chosen = p;
-        if (r.chosen) {
-            save_plan(r.chosen->plan, (fs::path(o_.out_dir) / "plan.json").string());
-            fs::copy_file(file_of(r.chosen->plan), fs::path(o_.out_dir) / "model.gguf",
+        if (!r.chosen) return;
+        const fs::path dir(o_.out_dir);
+        save_plan(r.chosen->plan, (dir / "plan.json").string());
+        fs::copy_file(file_of(r.chosen->plan), dir / "model.gguf",
+                      fs::copy_options::overwrite_existing);
+        // A pruned plan is quantized from its recovered base: `quantize --plan` takes it.
+        if (r.chosen->plan.prune) {
+            const Base& b = base_of(*r.chosen->plan.prune);
+            fs::copy_file(b.pruned.path, dir / "base.gguf", fs::copy_options::overwrite_existing);
+            fs::copy_file(b.imatrix_path(), dir / "base-imatrix.gguf",
                           fs::copy_options::overwrite_existing);
-            // A pruned plan is quantized from its recovered base: `quantize --plan` takes it.
-            if (r.chosen->plan.prune) {
-                const Base& b = base_of(*r.chosen->plan.prune);
-                fs::copy_file(b.pruned.path, fs::path(o_.out_dir) / "base.gguf",
-                              fs::copy_options::overwrite_existing);
-                fs::copy_file(b.imatrix_path(), fs::path(o_.out_dir) / "base-imatrix.gguf",
-                              fs::copy_options::overwrite_existing);
-            }
         }
-        r.seconds = elapsed();
-        return r;
     }
 
-private:
     bool proxy_sensitivity() const {
         if (o_.sensitivity_mode == "measured") return false;
         if (o_.sensitivity_mode == "proxy") return true;
@@ -353,6 +375,43 @@ private:
     }
 
     // The sensitivity table, read back when a previous run of the same inputs wrote it.
+    // What the importance matrix and the sensitivities are computed from: a file left by an
+    // earlier run with another key is measured again.
+    nlohmann::json input_key() const {
+        return {{"model", fs::absolute(o_.model).string()},
+                {"model_bytes", fs::file_size(o_.model)},
+                {"calib", fs::absolute(o_.calib).string()},
+                {"calib_bytes", fs::file_size(o_.calib)},
+                {"n_ctx", o_.n_ctx}};
+    }
+
+    // The importance matrix of the input on the calibration text, kept in the tune's directory
+    // (beside the plan, so `quantize --plan` can rebuild the chosen file) and read back by a
+    // resumed tune: on L1B it is minutes of forward passes.
+    void load_or_collect_imatrix() {
+        const fs::path path = fs::path(o_.out_dir) / "imatrix.gguf";
+        const fs::path key_path = fs::path(o_.out_dir) / "imatrix.key.json";
+        const nlohmann::json key = input_key();
+        if (fs::exists(path) && fs::exists(key_path)) {
+            try {
+                if (nlohmann::json::parse(read_text(key_path.string())) == key) {
+                    imatrix_ = compress::ImportanceMatrix::load(path.string());
+                    say("imatrix: read back from " + path.string());
+                    return;
+                }
+            } catch (const std::exception& e) {
+                say(cat("imatrix: ", path.string(), " unusable (", e.what(), "): collecting"));
+            }
+        }
+        compress::ImatrixOptions io;
+        io.n_ctx = o_.n_ctx;
+        io.threads = o_.threads;
+        io.log = o_.log;
+        imatrix_ = compress::load_or_collect_imatrix(o_.model, o_.calib, io);
+        imatrix_.save(path.string());
+        write_file_atomically(key_path.string(), key.dump(1));
+    }
+
     std::vector<TensorSensitivity> sensitivity() {
         std::vector<DType> types =
             o_.types.empty() ? std::vector<DType>(std::begin(kDefaultTypes), std::end(kDefaultTypes))
@@ -360,13 +419,9 @@ private:
         types.push_back(in_type_);  // the unquantized choice: KL 0
         std::sort(types.begin(), types.end());
         types.erase(std::unique(types.begin(), types.end()), types.end());
-        nlohmann::json key = {{"model", fs::absolute(o_.model).string()},
-                              {"model_bytes", fs::file_size(o_.model)},
-                              {"calib", fs::absolute(o_.calib).string()},
-                              {"calib_bytes", fs::file_size(o_.calib)},
-                              {"n_ctx", o_.n_ctx},
-                              {"chunks", o_.sensitivity_chunks},
-                              {"proxy", proxy_sensitivity()}};
+        nlohmann::json key = input_key();
+        key["chunks"] = o_.sensitivity_chunks;
+        key["proxy"] = proxy_sensitivity();
         for (DType t : types) key["types"].push_back(dtype_name(t));
         const fs::path path = fs::path(o_.out_dir) / "sensitivity.json";
         if (fs::exists(path)) {
@@ -426,10 +481,7 @@ private:
                                         {"measured", o.measured}});
             j["tensors"].push_back(std::move(t));
         }
-        const std::string text = j.dump(1);
-        AtomicFileWriter w(path.string());
-        w.write(text.data(), text.size());
-        w.commit();
+        write_file_atomically(path.string(), j.dump(1));
         return table;
     }
 
@@ -629,22 +681,16 @@ private:
         const double t0 = elapsed();
         std::vector<std::string> paths{o_.model};
         for (const Point& p : points) paths.push_back(file_of(p.plan));
-        compress::EvalOptions eo;
-        eo.n_ctx = o_.n_ctx;
-        eo.max_chunks = o_.eval_chunks;
-        eo.threads = o_.threads;
-        eo.speed_prompt = o_.prefill_tokens;
-        eo.speed_gen = o_.decode_tokens;
-        eo.speed_reps = o_.speed_reps;
-        eo.log = o_.log;
-        const compress::EvalReport rep = compress::evaluate(paths, {o_.eval}, eo);
+        const compress::EvalReport rep = evaluate_by_halving(paths);
         for (size_t i = 0; i < points.size(); ++i) {
             Point p = points[i];
             const compress::ModelEval& m = rep.models[i + 1];
+            const compress::TextEval& q = m.texts.at(0);
             p.file_bytes = m.file_bytes;
-            p.kl = m.texts.at(0).kl;
-            p.ppl = m.texts.at(0).ppl;
-            p.top1 = m.texts.at(0).top1;
+            p.kl = q.kl;
+            p.ppl = q.ppl;
+            p.top1 = q.top1;
+            p.eval_tokens = q.n_scored;
             // Medians of the round-robin repetitions: one slow stretch of a shared machine moves
             // a mean, not a median.
             p.decode_ts = median(m.decode_samples);
@@ -656,6 +702,47 @@ private:
         }
         seconds_per_file_ = (elapsed() - t0) / static_cast<double>(points.size());
         progress();
+    }
+
+    // Quality and speed of the files paths[1..] against the input paths[0], by successive
+    // halving on the held-out text: every file is measured (and timed) on the first quarter of
+    // the chunks; only those whose KL may be within the limit (mean minus two standard errors
+    // at most the limit) are measured on the rest, and their figures merged. A file clearly
+    // outside keeps its first figures, marked by the tokens they are from.
+    compress::EvalReport evaluate_by_halving(const std::vector<std::string>& paths) const {
+        compress::EvalOptions eo;
+        eo.n_ctx = o_.n_ctx;
+        eo.threads = o_.threads;
+        eo.speed_prompt = o_.prefill_tokens;
+        eo.speed_gen = o_.decode_tokens;
+        eo.speed_reps = o_.speed_reps;
+        eo.log = o_.log;
+        const int rung = eval_chunks_ >= 4 ? eval_chunks_ / 4 : eval_chunks_;
+        eo.max_chunks = rung;
+        compress::EvalReport rep = compress::evaluate(paths, {o_.eval}, eo);
+        if (rung == eval_chunks_) return rep;
+        std::vector<size_t> on;
+        std::vector<std::string> rest_paths{o_.model};
+        for (size_t i = 1; i < paths.size(); ++i) {
+            const compress::TextEval& q = rep.models[i].texts.at(0);
+            if (q.kl - 2 * q.kl_stderr <= o_.max_kl) {
+                on.push_back(i);
+                rest_paths.push_back(paths[i]);
+            }
+        }
+        say(cat("successive halving: ", on.size(), " of ", paths.size() - 1,
+                " files may be within the limit on ", rung, " of ", eval_chunks_,
+                " held-out chunks; they are measured on the rest"));
+        if (on.empty()) return rep;
+        eo.first_chunk = rung;
+        eo.max_chunks = eval_chunks_;
+        eo.speed_prompt = eo.speed_gen = 0;
+        const compress::EvalReport rest = compress::evaluate(rest_paths, {o_.eval}, eo);
+        for (size_t k = 0; k < on.size(); ++k) {
+            compress::TextEval& q = rep.models[on[k]].texts.at(0);
+            q = compress::merge(q, rest.models[k + 1].texts.at(0));
+        }
+        return rep;
     }
 
     // The progress line: points measured, the best within the limit so far, time spent.
@@ -819,6 +906,7 @@ private:
     double matrix_weights_ = 0;
     MeasurementCache cache_;
     DType in_type_ = DType::F32;
+    int eval_chunks_ = 0;  // held-out chunks a file within the limit is measured on
     std::vector<int32_t> calib_tokens_;
     int32_t calib_bos_ = -1;
     compress::ImportanceMatrix imatrix_;

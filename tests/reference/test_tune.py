@@ -125,6 +125,32 @@ def test_decode_goal_times_the_best_points_again(syslm_bin, tune_dir):
     assert not any(p["stock"] for p in report["points"])
 
 
+def test_successive_halving_stops_only_files_clearly_outside_the_limit(syslm_bin, tune_dir):
+    """Every file is measured on the first quarter of the held-out chunks (2 of 8); only those
+    whose KL may be within the limit are measured on the rest. A random model's outputs are near
+    uniform, so its KLs are small: Q8_0 stays near 1e-6 while Q4_0 and below pass 1e-4, so
+    with the limit at 1e-5 some file stops early; none within the limit does."""
+    out = tune_dir / "tuned-halving"
+    args = [str(syslm_bin), "tune", "-m", tune_dir / "model.gguf", "--calib",
+            tune_dir / "calib.txt", "--eval", tune_dir / "heldout.txt", "--goal", "size",
+            "--max-kl", "1e-5", "-o", out, "--budget", "5m", "-c", "64", "--eval-chunks", "8",
+            "--sensitivity-chunks", "1", "-t", "2", "--rounds", "1", "--prune", "off"]
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "successive halving" in proc.stderr
+    points = json.loads((out / "pareto.json").read_text())["points"]
+    scored = 64 // 2 - 1  # per chunk: its second half, but for the last token
+    assert max(p["eval_tokens"] for p in points) == 8 * scored
+    cut = [p for p in points if p["eval_tokens"] < 8 * scored]
+    assert cut, [(p["label"], p["kl"]) for p in points]
+    for p in cut:
+        assert p["eval_tokens"] == 2 * scored and p["kl"] > 1e-5, p
+    for p in points:
+        if p["kl"] <= 1e-5:
+            assert p["eval_tokens"] == 8 * scored, p
+    assert "tokens" in proc.stdout  # the table's column
+
+
 def test_killed_tune_resumes_without_measuring_again(syslm_bin, tune_dir):
     """SIGKILL once some points are in measurements.jsonl; --resume finishes the tune, and no
     plan measured before the kill is measured again (each appears once among the lines before
