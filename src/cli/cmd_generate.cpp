@@ -1,23 +1,26 @@
 // syslm generate: stream a continuation of a prompt.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "cli/plan_settings.hpp"
 #include "core/error.hpp"
 #include "infer/generate.hpp"
 #include "infer/speculative.hpp"
 #include "model/kv_cache.hpp"
 #include "model/transformer.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tune/plan.hpp"
 
 namespace syslm::cli {
 namespace {
 
 struct GenerateArgs {
-    std::string model, prompt, prompt_file, draft;
+    std::string model, prompt, prompt_file, draft, plan;
     infer::SpeculativeOptions spec;
     bool draft_fixed = false;
     int n_predict = 128;
@@ -29,9 +32,42 @@ struct GenerateArgs {
     bool no_bos = false;
     int64_t seed = -1;
     infer::SamplingParams sampling;
+    // The options a plan sets (to tell a contradicting command line).
+    CLI::Option *threads_opt = nullptr, *batch_opt = nullptr,
+                *draft_opt = nullptr, *k_opt = nullptr, *k_min_opt = nullptr, *k_max_opt = nullptr,
+                *fixed_opt = nullptr;
 };
 
+// `--plan` (from `syslm tune --goal decode`): the model beside it unless -m names one, its
+// threads and batch, and its draft (beside it too) with the draft length it was tuned with.
+void apply_plan(GenerateArgs& a) {
+    const tune::Plan plan = tune::load_plan(a.plan);
+    const std::filesystem::path dir = std::filesystem::path(a.plan).parent_path();
+    if (a.model.empty()) {
+        a.model = (dir / "model.gguf").string();
+        SYSLM_CHECK(std::filesystem::exists(a.model), a.plan, ": no model.gguf beside the plan ",
+                    "(give it with -m)");
+    }
+    take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
+    take_from_plan(a.batch_opt, a.batch, plan.batch, "runtime.batch");
+    if (!plan.draft) {
+        usage_check(a.draft.empty(), "--draft: the plan decodes without a draft (its tune timed "
+                    "none faster than plain decoding, or had none)");
+        return;
+    }
+    const tune::DraftSettings& d = *plan.draft;
+    take_from_plan(a.draft_opt, a.draft, (dir / d.file).string(), "draft.file");
+    SYSLM_CHECK(std::filesystem::exists(a.draft), a.plan, ": its draft ", a.draft,
+                " is missing");
+    take_from_plan(a.k_opt, a.spec.k, d.k, "draft.k");
+    take_from_plan(a.k_min_opt, a.spec.k_min, d.k_min, "draft.k_min");
+    take_from_plan(a.k_max_opt, a.spec.k_max, d.k_max, "draft.k_max");
+    take_from_plan(a.fixed_opt, a.draft_fixed, !d.adaptive, "draft.adaptive (negated)");
+}
+
 int run_generate(GenerateArgs& a) {
+    if (!a.plan.empty()) apply_plan(a);
+    usage_check(!a.model.empty(), "give the model (-m) or a tuned plan (--plan)");
     if (!a.prompt_file.empty()) {
         std::ifstream in(a.prompt_file, std::ios::binary);
         SYSLM_CHECK(in, a.prompt_file, ": cannot open prompt file");
@@ -89,18 +125,23 @@ int run_generate(GenerateArgs& a) {
 
 std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<GenerateArgs>();
-    app.add_option("-m,--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+    app.add_option("-m,--model", a->model, "GGUF model file (with --plan: the plan's model.gguf)")
+        ->check(CLI::ExistingFile);
+    app.add_option("--plan", a->plan,
+                   "A plan from `syslm tune --goal decode` (its plan.json): its model, threads, "
+                   "batch and draft settings, exactly")
+        ->check(CLI::ExistingFile);
     auto* p = app.add_option("-p,--prompt", a->prompt, "Prompt text");
     app.add_option("-f,--file", a->prompt_file, "Read the prompt from a file")->excludes(p);
     app.add_option("-n,--n-predict", a->n_predict, "Tokens to generate")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
-    app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+    a->threads_opt = app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--cache-type", a->cache_type,
                    "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")
         ->check(CLI::IsMember({"f16", "f32"}));
-    app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
+    a->batch_opt = app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--temp", a->sampling.temperature, "Temperature; 0 = greedy")
@@ -131,17 +172,17 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-s,--seed", a->seed, "Random seed (default: random, printed at the end)");
     app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
     app.add_flag("--no-bos", a->no_bos, "Do not add the BOS token to the prompt");
-    app.add_option("--draft", a->draft,
+    a->draft_opt = app.add_option("--draft", a->draft,
                    "Speculative decoding with this draft model (same vocabulary): it proposes "
                    "tokens the model verifies in one call; the output is distributed exactly as "
                    "without it (greedy: the same tokens)")
         ->check(CLI::ExistingFile);
-    app.add_option("--draft-k", a->spec.k, "Initial draft length")->capture_default_str();
-    app.add_option("--draft-min", a->spec.k_min, "Smallest adaptive draft length")
+    a->k_opt = app.add_option("--draft-k", a->spec.k, "Initial draft length")->capture_default_str();
+    a->k_min_opt = app.add_option("--draft-min", a->spec.k_min, "Smallest adaptive draft length")
         ->capture_default_str();
-    app.add_option("--draft-max", a->spec.k_max, "Largest adaptive draft length")
+    a->k_max_opt = app.add_option("--draft-max", a->spec.k_max, "Largest adaptive draft length")
         ->capture_default_str();
-    app.add_flag("--draft-fixed", a->draft_fixed,
+    a->fixed_opt = app.add_flag("--draft-fixed", a->draft_fixed,
                  "Keep the draft length at --draft-k (default: adapt it to the measured "
                  "acceptance rate and draft/target cost)");
     return [a] { return run_generate(*a); };

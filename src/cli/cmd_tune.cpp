@@ -56,6 +56,8 @@ int run_tune(TuneArgs& a) {
     if (!a.p99_itl.empty()) a.o.max_itl_p99 = parse_duration(a.p99_itl);
     usage_check(a.o.goal == tune::Goal::Serve || (a.p99_ttft.empty() && a.p99_itl.empty()),
                 "--p99-ttft and --p99-itl are limits of the serve goal (--goal serve)");
+    usage_check(a.o.goal == tune::Goal::Decode || a.o.draft.empty(),
+                "--draft is a knob of the decode goal (--goal decode)");
     const bool keyword = a.o.prune.size() == 1 && (a.o.prune[0] == "auto" || a.o.prune[0] == "off");
     if (!keyword)
         for (const std::string& spec : a.o.prune) {
@@ -154,6 +156,11 @@ std::function<int()> setup(CLI::App& app) {
                    "fastest plans within the limit; a level runs only if it fits the budget")
         ->capture_default_str()
         ->allow_extra_args(false);
+    app.add_option("--draft", o.draft,
+                   "Decode goal: a draft model (same vocabulary) for speculative decoding, timed "
+                   "on the chosen file against plain decoding (adaptive length, and 2, 4, 8); "
+                   "the fastest enters the plan, with the draft beside it, only if it wins")
+        ->check(CLI::ExistingFile);
     app.add_option("--recover-steps", o.recover_steps,
                    "Structure: distillation steps (8 sequences each) after pruning (default: "
                    "400, at most 4 passes over --calib; 0: none)")

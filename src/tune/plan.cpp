@@ -73,6 +73,9 @@ nlohmann::json Plan::to_json() const {
     if (train)
         j["train"] = {{"micro_batch", train->micro_batch}, {"accum", train->accum},
                       {"recompute", train->recompute},     {"precision", train->precision}};
+    if (draft)
+        j["draft"] = {{"file", draft->file},   {"k", draft->k},         {"adaptive", draft->adaptive},
+                      {"k_min", draft->k_min}, {"k_max", draft->k_max}};
     return j;
 }
 
@@ -95,7 +98,7 @@ Plan Plan::from_json(const nlohmann::json& j) {
                         name, ": '", type.get<std::string>(), "' is not a tensor type");
             p.tensor_types[name] = t->type;
         }
-        check_keys(j, "the plan", {"syslm_plan", "model", "runtime", "serve", "train"});
+        check_keys(j, "the plan", {"syslm_plan", "model", "runtime", "serve", "train", "draft"});
         check_keys(m, "model", {"recipe", "imatrix", "tensor_types", "prune"});
         if (m.contains("prune")) {
             const nlohmann::json& q = m["prune"];
@@ -139,10 +142,26 @@ Plan Plan::from_json(const nlohmann::json& j) {
             d.precision = one_of(t, "train", "precision", d.precision, {"f32", "bf16", "f16"});
             p.train = d;
         }
+        if (j.contains("draft")) {
+            const nlohmann::json& t = j["draft"];
+            check_keys(t, "draft", {"file", "k", "adaptive", "k_min", "k_max"});
+            DraftSettings d;
+            d.file = t.value("file", d.file);
+            SYSLM_CHECK(!d.file.empty(), "draft.file is empty");
+            d.adaptive = t.value("adaptive", d.adaptive);
+            d.k_min = in_range(t, "draft", "k_min", d.k_min, 1, 256);
+            d.k_max = in_range(t, "draft", "k_max", d.k_max, d.k_min, 256);
+            d.k = in_range(t, "draft", "k", d.k, 1, 256);
+            p.draft = d;
+        }
         return p;
     } catch (const nlohmann::json::exception& e) {
         fail("plan: ", e.what());
     }
+}
+
+std::string DraftSettings::label() const {
+    return adaptive ? cat("adaptive k (from ", k, ", ", k_min, "-", k_max, ")") : cat("k = ", k);
 }
 
 Plan load_plan(const std::string& path) {

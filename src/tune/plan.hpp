@@ -50,6 +50,17 @@ struct PruneSettings {
     bool operator==(const PruneSettings&) const = default;
 };
 
+// `generate --plan`: speculative decoding with a draft model (infer::SpeculativeOptions). The
+// file is the draft's path relative to the plan's directory (`syslm tune` copies it there).
+struct DraftSettings {
+    std::string file = "draft.gguf";
+    int k = 4;              // the draft length (the initial one when adaptive)
+    bool adaptive = true;   // k adapts to the measured acceptance, within [k_min, k_max]
+    int k_min = 1, k_max = 16;
+    std::string label() const;  // "adaptive k (from 4, 1-16)", "k = 2"
+    bool operator==(const DraftSettings&) const = default;
+};
+
 struct Plan {
     // The weight matrices' types; those absent keep the recipe's choice (`recipe`, a
     // quantize target name such as "Q4_K_M"; empty: every listed matrix as given, the rest as in
@@ -64,6 +75,7 @@ struct Plan {
     // Present only in plans tuned for that goal.
     std::optional<ServeSettings> serve;
     std::optional<TrainSettings> train;
+    std::optional<DraftSettings> draft;
 
     nlohmann::json to_json() const;
     static Plan from_json(const nlohmann::json& j);  // throws Error naming what is wrong

@@ -39,6 +39,28 @@ bool on_front(const Point& p, const TuneResult& r) {
     return false;
 }
 
+// The draft's timings on the chosen file, one line per setting.
+std::string draft_summary(const DraftResult& d) {
+    std::string s = cat("draft ", d.draft_path, " on the chosen file (generated tok/s, medians of ",
+                        d.rounds, " rounds of ", d.prompts, " held-out prompts x ", d.tokens,
+                        " tokens): plain ", fmt("%.1f", d.plain_ts), "\n");
+    for (const DraftTrial& t : d.trials)
+        s += cat("  speculative, ", t.settings.label(), ": ", fmt("%.1f", t.ts), " (",
+                 fmt("%.2f", t.ts / std::max(1e-9, d.plain_ts)), "x), ",
+                 fmt("%.1f", 100 * t.acceptance), "% of drafted tokens kept\n");
+    s += d.best ? cat("  the plan decodes with the draft, ", d.best->settings.label(), "\n")
+                : std::string("  the plan decodes without it (no setting beat plain decoding)\n");
+    return s;
+}
+
+// The chosen plan is a measured point's, plus the draft when one won (timed apart).
+bool is_chosen(const Point& p, const TuneResult& r) {
+    if (!r.chosen) return false;
+    Plan plan = r.chosen->plan;
+    plan.draft.reset();
+    return plan.key() == p.plan.key();
+}
+
 }  // namespace
 
 std::string plan_summary(const Plan& p) {
@@ -52,6 +74,7 @@ std::string plan_summary(const Plan& p) {
     if (p.serve)
         s += cat("; threads ", p.threads, ", parallel ", p.serve->parallel, ", token budget ",
                  p.serve->token_budget, ", page ", p.serve->page_size, ", KV ", p.serve->cache_type);
+    if (p.draft) s += cat("; draft ", p.draft->label());
     return s;
 }
 
@@ -67,6 +90,19 @@ std::string report_json(const TuneResult& r, const ReportContext& c) {
     for (const Point& p : r.points) j["points"].push_back(p.to_json());
     for (const Point& p : r.front) j["front"].push_back(p.label);
     if (r.chosen) j["chosen"] = r.chosen->to_json();
+    if (r.draft) {
+        nlohmann::json trials = nlohmann::json::array();
+        for (const DraftTrial& t : r.draft->trials)
+            trials.push_back({{"setting", t.settings.label()}, {"tokens_per_s", t.ts},
+                              {"acceptance", t.acceptance}});
+        j["draft"] = {{"file", r.draft->draft_path},
+                      {"plain_tokens_per_s", r.draft->plain_ts},
+                      {"trials", trials},
+                      {"rounds", r.draft->rounds},
+                      {"prompts", r.draft->prompts},
+                      {"tokens", r.draft->tokens},
+                      {"chosen", r.draft->best ? r.draft->best->settings.label() : "none"}};
+    }
     return j.dump(2) + "\n";
 }
 
@@ -142,7 +178,7 @@ void draw_axes(std::ostream& s, const Frame& f, const ReportContext& c) {
 void draw_point(std::ostream& s, const Point& p, const Frame& f, const TuneResult& r,
                 const ReportContext& c) {
     const double x = f.x(p.kl), y = f.y(shown(p, c.goal));
-    const bool chosen = r.chosen && r.chosen->plan.key() == p.plan.key();
+    const bool chosen = is_chosen(p, r);
     const std::string tip =
         cat(p.label, ": KL ", fmt("%.4g", p.kl),
             p.eval_tokens > 0 ? cat(" (", p.eval_tokens, " held-out tokens)") : "", ", PPL ",
@@ -214,7 +250,7 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
                       p.predicted_decode_ts > 0 ? fmt("%.1f", p.predicted_decode_ts).c_str() : "-",
                       p.prefill_ts, served.c_str(),
                       on_front(p, r) ? "*" : "",
-                      r.chosen && r.chosen->plan.key() == p.plan.key() ? " chosen" : "");
+                      is_chosen(p, r) ? " chosen" : "");
         s << line;
     }
     if (r.chosen)
@@ -223,6 +259,7 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
           << fmt("%.4g", r.chosen->kl) << " <= " << c.max_kl << "\n";
     else
         s << "no tuned point is within KL " << c.max_kl << "\n";
+    if (r.draft) s << draft_summary(*r.draft);
     return s.str();
 }
 

@@ -123,10 +123,17 @@ private:
         const model::Model m(file);
         r.analysis = analyse(m, ThreadPool::resolve(o_.threads));
         say("analysis: " + r.analysis);
+        if (!o_.draft.empty()) {  // a draft that cannot serve fails now, not after the search
+            const model::Model dm(o_.draft);
+            SYSLM_CHECK(dm.hparams().n_vocab == m.hparams().n_vocab, o_.draft,
+                        ": the draft's vocabulary (", dm.hparams().n_vocab,
+                        " tokens) differs from the model's (", m.hparams().n_vocab, ")");
+        }
         const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
         calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
         calib_bos_ = tok.add_bos() ? tok.bos() : -1;
-        const size_t held_out = tok.encode(read_text(o_.eval), true, false).size();
+        eval_tokens_ = tok.encode(read_text(o_.eval), true, false);
+        const size_t held_out = eval_tokens_.size();
         eval_chunks_ = static_cast<int>(held_out / static_cast<size_t>(o_.n_ctx));
         SYSLM_CHECK(eval_chunks_ > 0, o_.eval, ": ", held_out, " tokens, fewer than one chunk of ",
                     o_.n_ctx);
@@ -226,7 +233,7 @@ private:
 
     // The best point within the limits (a stock recipe too when it wins: its plan is a plan),
     // written as plan.json and model.gguf, with the base a pruned plan is quantized from.
-    void choose_and_write(TuneResult& r) const {
+    void choose_and_write(TuneResult& r) {
         // Serving: the search's confirmed result (its other trials are single timings).
         if (o_.goal == Goal::Serve)
             r.chosen = r.serve_tuned;
@@ -239,6 +246,7 @@ private:
                     r.chosen = p;
         if (!r.chosen) return;
         const fs::path dir(o_.out_dir);
+        if (!o_.draft.empty()) draft_phase(r);
         save_plan(r.chosen->plan, (dir / "plan.json").string());
         fs::copy_file(file_of(r.chosen->plan), dir / "model.gguf",
                       fs::copy_options::overwrite_existing);
@@ -249,6 +257,35 @@ private:
             fs::copy_file(b.imatrix_path(), dir / "base-imatrix.gguf",
                           fs::copy_options::overwrite_existing);
         }
+    }
+
+    // The draft knob, on the chosen file: plain decoding against speculative decoding at each
+    // draft setting, from the held-out text's chunk starts; the fastest enters the plan (with the
+    // draft copied beside it) only when it beats plain decoding.
+    void draft_phase(TuneResult& r) {
+        DraftSearchOptions d;
+        d.target = file_of(r.chosen->plan);
+        d.draft = o_.draft;
+        d.threads = r.chosen->plan.threads;
+        d.n_predict = o_.decode_tokens;
+        const ptrdiff_t n = std::min(32, o_.n_ctx);
+        for (int c = 0; c < o_.draft_prompts && c < eval_chunks_; ++c) {
+            const auto at = eval_tokens_.begin() + static_cast<std::ptrdiff_t>(c) * o_.n_ctx;
+            std::vector<int32_t> prompt;
+            if (c > 0 && calib_bos_ >= 0) prompt.push_back(calib_bos_);
+            prompt.insert(prompt.end(), at, at + n);
+            d.prompts.push_back(std::move(prompt));
+        }
+        const double runs = d.rounds * (1.0 + static_cast<double>(default_draft_settings().size()));
+        say(cat("timing the draft ", o_.draft, " on ", r.chosen->label, ": about ",
+                static_cast<int>(runs * static_cast<double>(d.prompts.size()) * d.n_predict /
+                                 std::max(r.chosen->decode_ts, 1e-3)),
+                " s"));
+        r.draft = search_draft(d, [&](const std::string& line) { say(line); });
+        if (!r.draft->best) return;
+        r.chosen->plan.draft = r.draft->best->settings;
+        fs::copy_file(o_.draft, fs::path(o_.out_dir) / r.chosen->plan.draft->file,
+                      fs::copy_options::overwrite_existing);
     }
 
     bool proxy_sensitivity() const {
@@ -907,6 +944,7 @@ private:
     MeasurementCache cache_;
     DType in_type_ = DType::F32;
     int eval_chunks_ = 0;  // held-out chunks a file within the limit is measured on
+    std::vector<int32_t> eval_tokens_;  // the held-out text's (the draft's prompts)
     std::vector<int32_t> calib_tokens_;
     int32_t calib_bos_ = -1;
     compress::ImportanceMatrix imatrix_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "tune/draft_search.hpp"
 #include "tune/measurements.hpp"
 
 namespace syslm::tune {
@@ -46,6 +47,10 @@ struct TuneOptions {
     double max_ttft_p99 = std::numeric_limits<double>::infinity();  // seconds
     double max_itl_p99 = std::numeric_limits<double>::infinity();
     int serve_files = 3;          // files within the limit tried at the default settings
+    // Decode goal: a draft model for speculative decoding (tune/draft_search.hpp), timed on the
+    // chosen file with `draft_prompts` held-out prompts of 32 tokens; empty: no draft.
+    std::string draft;
+    int draft_prompts = 4;
     std::ostream* log = nullptr;
 };
 
@@ -57,11 +62,13 @@ struct TuneResult {
     // Serve goal: the chosen file at `syslm serve`'s defaults and with the tuned runtime (their
     // confirmed figures; also among `points`).
     std::optional<Point> serve_default, serve_tuned;
+    std::optional<DraftResult> draft;  // decode goal with a draft: its timings on the chosen file
     double seconds = 0;
 };
 
 // Writes into out_dir: measurements.jsonl (the cache: a rerun continues), sensitivity.json,
-// candidates/*.gguf, and for the chosen point plan.json and model.gguf. Throws Error naming
+// candidates/*.gguf, and for the chosen point plan.json and model.gguf (and draft.gguf when the
+// draft beat plain decoding on it). Throws Error naming
 // what is wrong (unreadable files, texts shorter than a chunk, nothing within the limit is not
 // an error: `chosen` is empty then).
 TuneResult run_tune(const TuneOptions& options);

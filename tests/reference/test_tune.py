@@ -237,3 +237,65 @@ def test_structure_knob_prunes_recovers_and_quantize_takes_the_base(syslm_bin, t
     badspec = subprocess.run(list(map(str, args[:-6] + ["--prune", "ffn=2"])),
                              capture_output=True, text=True)
     assert badspec.returncode == 2 and "--prune" in badspec.stderr
+
+
+def generate(syslm_bin, *args):
+    """The random model's tokens are bytes that need not form UTF-8: stdout stays bytes."""
+    proc = subprocess.run([str(syslm_bin), "generate", "-p", "And the LORD", "-n", "24", "--temp",
+                           "0", "--ignore-eos", *map(str, args)], capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, proc.stderr.decode(errors="replace")
+
+
+def test_draft_knob_times_speculative_decoding_and_generate_takes_the_plan(syslm_bin, tune_dir,
+                                                                           tmp_path):
+    """The input model drafts for its own quantized file (the same greedy tokens but where the
+    types flip an argmax): every draft setting is timed against plain decoding on held-out
+    prompts, the draft enters the plan only with a median above plain decoding's, and
+    `generate --plan` takes the plan's model, threads and draft settings exactly."""
+    out = tune_dir / "tuned-draft"
+    args = [str(syslm_bin), "tune", "-m", tune_dir / "model.gguf", "--calib",
+            tune_dir / "calib.txt", "--eval", tune_dir / "heldout.txt", "--goal", "decode",
+            "--max-kl", "0.05", "-o", out, "--budget", "5m", "-c", "64", "--eval-chunks", "4",
+            "--sensitivity-chunks", "1", "-t", "2", "--rounds", "1", "--prune", "off",
+            "--no-stock", "--draft", tune_dir / "model.gguf"]
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads((out / "pareto.json").read_text())
+    d = report["draft"]
+    assert d["plain_tokens_per_s"] > 0 and d["prompts"] == 4 and d["rounds"] == 3
+    assert [t["setting"] for t in d["trials"]] == \
+        ["adaptive k (from 4, 1-16)", "k = 2", "k = 4", "k = 8"]
+    for t in d["trials"]:
+        assert t["tokens_per_s"] > 0 and 0 < t["acceptance"] <= 1, t
+    # The file agrees with its input on ~90% of greedy tokens; a draft token after the first
+    # rejected one counts as not kept, so longer drafts keep fewer, and two keep most.
+    assert d["trials"][1]["acceptance"] > 0.5
+    best = max(d["trials"], key=lambda t: t["tokens_per_s"])
+    plan = json.loads((out / "plan.json").read_text())
+    if best["tokens_per_s"] > d["plain_tokens_per_s"]:
+        assert d["chosen"] == best["setting"] and (out / "draft.gguf").exists()
+        assert plan["draft"]["file"] == "draft.gguf"
+    else:
+        assert d["chosen"] == "none" and "draft" not in plan
+    assert "draft " in proc.stdout and "plain" in proc.stdout
+    # A plan with a fixed-length draft, taken exactly by generate.
+    plan["draft"] = {"file": "draft.gguf", "k": 3, "adaptive": False, "k_min": 1, "k_max": 16}
+    plan["runtime"]["threads"] = 1
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    (tmp_path / "model.gguf").write_bytes((out / "model.gguf").read_bytes())
+    (tmp_path / "draft.gguf").write_bytes((tune_dir / "model.gguf").read_bytes())
+    spec, spec_log = generate(syslm_bin, "--plan", tmp_path / "plan.json")
+    assert "speculative:" in spec_log
+    # The same as the settings given by hand (near-uniform logits of a random model can flip an
+    # argmax between one-token and batched verification, so plain decoding is no reference here).
+    hand, hand_log = generate(syslm_bin, "-m", out / "model.gguf", "-t", "1", "--draft",
+                              tune_dir / "model.gguf", "--draft-k", "3", "--draft-fixed")
+    assert spec == hand and spec_log.split("speculative:")[1].split(";")[0] == \
+        hand_log.split("speculative:")[1].split(";")[0]  # the same rounds, drafts and acceptances
+    clash = subprocess.run([str(syslm_bin), "generate", "--plan", tmp_path / "plan.json", "-p",
+                            "x", "--draft-k", "5"], capture_output=True, text=True)
+    assert clash.returncode == 2 and "draft.k" in clash.stderr
+    size_goal = [("size" if a == "decode" else a) for a in map(str, args)]
+    wrong = subprocess.run(size_goal, capture_output=True, text=True)
+    assert wrong.returncode == 2 and "--draft" in wrong.stderr

@@ -79,6 +79,37 @@ TEST(Plan, CarriesServeAndTrainSettingsAndRefusesMisspeltOnes) {
     }
 }
 
+TEST(Plan, CarriesTheDraftOutsideTheModelHalf) {
+    Plan p;
+    p.recipe = "Q4_0";
+    DraftSettings d;
+    d.file = "small draft.gguf";
+    d.k = 3;
+    d.adaptive = false;
+    d.k_min = 2;
+    d.k_max = 9;
+    p.draft = d;
+    const Plan q = Plan::from_json(nlohmann::json::parse(p.to_json().dump()));
+    ASSERT_TRUE(q.draft);
+    EXPECT_EQ(*q.draft, d);
+    EXPECT_EQ(q.key(), p.key());
+    Plan recipe_only;
+    recipe_only.recipe = "Q4_0";
+    EXPECT_EQ(q.model_key(), recipe_only.model_key());  // the file does not change
+    EXPECT_NE(q.key(), recipe_only.key());
+    EXPECT_FALSE(Plan::from_json(recipe_only.to_json()).draft);
+    EXPECT_EQ(d.label(), "k = 3");
+    d.adaptive = true;
+    EXPECT_EQ(d.label(), "adaptive k (from 3, 2-9)");
+    for (const char* edit : {R"({"draft": {"k": 0}})", R"({"draft": {"k_max": 1}})",
+                             R"({"draft": {"file": ""}})", R"({"draft": {"length": 4}})",
+                             R"({"draft": {"adaptive": "yes"}})"}) {
+        nlohmann::json bad = p.to_json();
+        bad.merge_patch(nlohmann::json::parse(edit));
+        EXPECT_THROW(Plan::from_json(bad), Error) << edit;
+    }
+}
+
 TEST(Plan, CarriesTheStructureInTheModelHalf) {
     Plan p;
     p.recipe = "Q8_0";
