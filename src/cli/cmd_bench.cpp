@@ -194,6 +194,35 @@ void print_profiles(const BenchArgs& a, const std::vector<profile::OpReport>& re
     }
 }
 
+// One test's options; when profiling, the profiler runs during the timed repetitions only, and
+// the trace keeps the first (enough to see, small to load).
+profile::BenchOptions bench_options(const BenchArgs& a, DType kv_type, bool profiling) {
+    profile::BenchOptions opt;
+    opt.threads = a.threads;
+    opt.reps = a.reps;
+    opt.n_batch = a.n_batch;
+    opt.kv_type = kv_type;
+    if (profiling) {
+        opt.before_rep = [trace = !a.trace.empty()](int rep) {
+            profiler::set_trace(trace && rep == 0);
+            profiler::set_enabled(true);
+        };
+        opt.after_rep = [](int) { profiler::set_enabled(false); };
+    }
+    return opt;
+}
+
+// A row of llama-bench's table, with the share of the roofline.
+void print_row(const BenchArgs& a, const profile::ModelCosts& costs, const std::string& model_type,
+               const profile::BenchTest& test, const profile::BenchResult& r, double roof_ts) {
+    char ts[64];
+    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts, r.stddev_ts);
+    std::printf("| %-28s | %10s | %7s | %7s | %7d | %8s | %17s | %6.0f%% |\n", model_type.c_str(),
+                size_label(costs.model_bytes).c_str(), params_label(costs.n_params).c_str(), "CPU",
+                a.threads, test.name().c_str(), ts, 100 * r.avg_ts / roof_ts);
+    std::fflush(stdout);
+}
+
 int run_bench_cmd(const BenchArgs& a) {
     SYSLM_CHECK(a.n_prompt > 0 || a.n_gen > 0, "bench: nothing to measure (-p 0 and -n 0)");
     bool measured = false;
@@ -218,20 +247,8 @@ int run_bench_cmd(const BenchArgs& a) {
     std::vector<profile::OpReport> reports;
     if (!a.json) print_table_header();
     for (const profile::BenchTest& test : tests) {
-        profile::BenchOptions opt;
-        opt.threads = a.threads;
-        opt.reps = a.reps;
-        opt.n_batch = a.n_batch;
-        opt.kv_type = kv_type;
-        if (profiling) {
-            profiler::reset();
-            // The trace keeps the first timed repetition only: enough to see, small to load.
-            opt.before_rep = [&](int rep) {
-                profiler::set_trace(!a.trace.empty() && rep == 0);
-                profiler::set_enabled(true);
-            };
-            opt.after_rep = [](int) { profiler::set_enabled(false); };
-        }
+        if (profiling) profiler::reset();
+        const profile::BenchOptions opt = bench_options(a, kv_type, profiling);
         const std::string test_time = utc_now();
         const profile::BenchResult r = profile::run_bench(m, test, opt);
         const bool decode = test.n_gen > 0;
@@ -254,15 +271,7 @@ int run_bench_cmd(const BenchArgs& a) {
         }
 
         out.push_back(bench_json(a, probe, costs, model_type, test, r, test_time, roof_ts, basis));
-        if (!a.json) {
-            char ts[64];
-            std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts, r.stddev_ts);
-            std::printf("| %-28s | %10s | %7s | %7s | %7d | %8s | %17s | %6.0f%% |\n",
-                        model_type.c_str(), size_label(costs.model_bytes).c_str(),
-                        params_label(costs.n_params).c_str(), "CPU", a.threads, test.name().c_str(),
-                        ts, 100 * r.avg_ts / roof_ts);
-            std::fflush(stdout);
-        }
+        if (!a.json) print_row(a, costs, model_type, test, r, roof_ts);
     }
     profiler::set_trace(false);
 

@@ -670,28 +670,34 @@ void write_weights(const TrainArgs& a, const RankLayout& r, train::TrainModel& m
                  a.out.c_str(), compress::quant_target_name(*qat).c_str());
 }
 
+// Pipeline stage pp_i holds blocks [pp_i L / pp, (pp_i + 1) L / pp).
+train::PipelineStage pipeline_stage(const RankLayout& r, int n_layer) {
+    if (r.mesh.pp <= 1) return {};
+    SYSLM_CHECK(n_layer >= r.mesh.pp, "train: --pp ", r.mesh.pp, " stages for ", n_layer, " blocks");
+    return {r.at.pp * n_layer / r.mesh.pp, (r.at.pp + 1) * n_layer / r.mesh.pp};
+}
+
+// The command line's vocabulary and sequence length against the model's.
+void check_fits_model(const TrainArgs& a, const model::HParams& hp) {
+    if (a.vocab > 0)
+        usage_check(hp.n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ",
+                    hp.n_vocab, " tokens");
+    usage_check(a.seq <= hp.n_ctx_train, "train: --seq ", a.seq,
+                " is longer than the model's context of ", hp.n_ctx_train, " positions (",
+                a.arch.empty() ? "its context_length" : "--ctx", ")");
+}
+
 int run_train(const TrainArgs& a) {
     check_train_args(a);
     const RankLayout r = make_rank_layout(a);
     const io::GGUFFile file = open_start_weights(a, r);
-    // Pipeline stage pp_i: blocks [pp_i L / pp, (pp_i + 1) L / pp).
-    const int n_layer = model::load_hparams(file).n_layer;
-    train::PipelineStage stage{};
-    if (r.mesh.pp > 1) {
-        SYSLM_CHECK(n_layer >= r.mesh.pp, "train: --pp ", r.mesh.pp, " stages for ", n_layer, " blocks");
-        stage = {r.at.pp * n_layer / r.mesh.pp, (r.at.pp + 1) * n_layer / r.mesh.pp};
-    }
-    train::TrainModel model(file, train::recompute_policy(a.recompute), r.groups.tp.get(), stage);
+    train::TrainModel model(file, train::recompute_policy(a.recompute), r.groups.tp.get(),
+                            pipeline_stage(r, model::load_hparams(file).n_layer));
     model.set_router_aux_coef(a.moe_aux_coef);
     const std::string precision = choose_precision(a, r);
     model.set_precision(train::precision_mode(precision));
     const int n_vocab = model.hparams().n_vocab;
-    if (a.vocab > 0)
-        usage_check(n_vocab == a.vocab, "train: --vocab ", a.vocab, " but the model has ", n_vocab,
-                    " tokens");
-    usage_check(a.seq <= model.hparams().n_ctx_train, "train: --seq ", a.seq,
-                " is longer than the model's context of ", model.hparams().n_ctx_train,
-                " positions (", a.arch.empty() ? "its context_length" : "--ctx", ")");
+    check_fits_model(a, model.hparams());
     const auto [batch, accum] = plan_step(a, model, r.info);
     const std::unique_ptr<train::BatchSource> data = open_batches(a, r, n_vocab, batch);
     if (r.mesh.tp > 1)

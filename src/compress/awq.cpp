@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <ostream>
 
 #include "compress/imatrix.hpp"
@@ -85,6 +86,159 @@ std::vector<float> scales_for(const std::vector<float>& imp, double alpha) {
     return s;
 }
 
+// AWQ's search over the groups of one file: for each group of matrices reading one input, the
+// column scales (importance^alpha over a grid of alphas) that minimise the importance-weighted
+// quantization error, recorded in the plan with where their inverse is folded.
+class AwqPlanner {
+public:
+    AwqPlanner(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeOfTensor& type_of,
+               int threads, std::ostream* log, int search_rows, std::vector<double> alphas,
+               AwqPlan& plan)
+        : in_(in), im_(im), type_of_(type_of), pool_(threads), log_(log),
+          search_rows_(search_rows), alphas_(std::move(alphas)), plan_(plan) {}
+
+    // Norm-fed groups: the norm must be a plain (bias-free) RMSNorm weight.
+    void norm_group(const std::string& norm, const std::vector<std::string>& names) {
+        const io::GGUFTensor* nt = find(norm);
+        if (!nt || find(norm.substr(0, norm.size() - 6) + "bias")) return;
+        std::vector<const io::GGUFTensor*> mats;
+        for (const std::string& n : names) {
+            const io::GGUFTensor* t = find(n);
+            if (!t) return;
+            mats.push_back(t);
+        }
+        const std::vector<float> imp = im_.importance(names[0], 0, mats[0]->ne[0]);
+        if (imp.empty() || nt->numel() != mats[0]->ne[0]) return;
+        AwqGroup g;
+        g.input = names[0];
+        g.mats = names;
+        g.folded_into = norm;
+        search(g, mats, imp, [&](double a) { return scales_for(imp, a); },
+               [&](const std::vector<float>& s) {
+                   for (const std::string& n : names) plan_.column_scale[n] = s;
+                   scale_vector(norm, s);
+               });
+    }
+
+    // ffn_down <- rows of ffn_up (layer prefix p, "blk.N.").
+    void down_group(const std::string& p) {
+        const io::GGUFTensor *down = find(p + "ffn_down.weight"), *up = find(p + "ffn_up.weight");
+        if (!down || !up || up->rows() != down->ne[0]) return;
+        const std::vector<float> imp = im_.importance(down->name, 0, down->ne[0]);
+        if (imp.empty()) return;
+        AwqGroup g{down->name, {down->name}, up->name};
+        search(g, {down}, imp, [&](double a) { return scales_for(imp, a); },
+               [&](const std::vector<float>& s) {
+                   plan_.column_scale[down->name] = s;
+                   scale_rows(up->name, p + "ffn_up.bias", s);
+               });
+    }
+
+    // attn_output <- rows of attn_v; query heads sharing a KV head share its scales.
+    void output_group(const std::string& p, uint32_t n_head_kv) {
+        const io::GGUFTensor *wo = find(p + "attn_output.weight"), *wv = find(p + "attn_v.weight");
+        if (!wo || !wv || n_head_kv == 0 || wv->rows() % n_head_kv != 0 ||
+            wo->ne[0] % wv->rows() != 0)
+            return;
+        const std::vector<float> imp = im_.importance(wo->name, 0, wo->ne[0]);
+        if (imp.empty()) return;
+        const int64_t kv = wv->rows(), hd = kv / n_head_kv, G = wo->ne[0] / kv;
+        auto kv_channel = [&](int64_t col) {  // column of wo -> row of wv
+            const int64_t h = col / hd, d = col % hd;
+            return (h / G) * hd + d;
+        };
+        std::vector<float> imp_kv(static_cast<size_t>(kv), 0.0f);
+        for (int64_t c = 0; c < wo->ne[0]; ++c)
+            imp_kv[static_cast<size_t>(kv_channel(c))] += imp[c] / static_cast<float>(G);
+        auto expand = [&](const std::vector<float>& s_kv) {
+            std::vector<float> s(static_cast<size_t>(wo->ne[0]));
+            for (int64_t c = 0; c < wo->ne[0]; ++c) s[c] = s_kv[kv_channel(c)];
+            return s;
+        };
+        AwqGroup g{wo->name, {wo->name}, wv->name};
+        search(g, {wo}, imp, [&](double a) { return expand(scales_for(imp_kv, a)); },
+               [&](const std::vector<float>& s) {
+                   plan_.column_scale[wo->name] = s;
+                   std::vector<float> s_kv(static_cast<size_t>(kv));
+                   for (int64_t c = 0; c < wo->ne[0]; ++c) s_kv[kv_channel(c)] = s[c];
+                   scale_rows(wv->name, p + "attn_v.bias", s_kv);
+               });
+    }
+
+    const io::GGUFTensor* find(const std::string& n) const { return in_.find_tensor(n); }
+
+private:
+    // One group: `mats` read input `input`; `col_imp` the per-column importance used for the
+    // error, `s_of(alpha)` the column scales; `apply(s)` records the folding.
+    void search(AwqGroup g, const std::vector<const io::GGUFTensor*>& mats,
+                const std::vector<float>& col_imp,
+                const std::function<std::vector<float>(double)>& s_of,
+                const std::function<void(const std::vector<float>&)>& apply) {
+        std::vector<Sample> samples;
+        for (const io::GGUFTensor* t : mats) {
+            const DType type = type_of_(*t);
+            // A float type has nothing to protect; only a grid without 0 (forced) scales it.
+            if (!dtype_info(type).quantized &&
+                std::find(alphas_.begin(), alphas_.end(), 0.0) != alphas_.end())
+                return;
+            samples.push_back(read_sample(*t, type, search_rows_));
+        }
+        double best = -1, best_alpha = 0, base = 0;
+        std::vector<float> best_s;
+        const std::vector<float> ones(col_imp.size(), 1.0f);
+        for (const Sample& m : samples) base += weighted_error(m, col_imp, ones, pool_);
+        for (double a : alphas_) {
+            const std::vector<float> s = s_of(a);
+            double err = 0;
+            if (a == 0)
+                err = base;
+            else
+                for (const Sample& m : samples) err += weighted_error(m, col_imp, s, pool_);
+            if (best < 0 || err < best) {
+                best = err;
+                best_alpha = a;
+                best_s = s;
+            }
+        }
+        g.alpha = best_alpha;
+        g.error_before = base;
+        g.error_after = best;
+        if (best_alpha > 0) apply(best_s);  // the grid's best (a grid without 0 forces scaling)
+        if (log_) {
+            char buf[256];
+            std::snprintf(buf, sizeof buf,
+                          "awq: %-28s alpha %.1f  weighted error %.4g -> %.4g (%+.1f%%)\n",
+                          g.input.c_str(), g.alpha, base, best,
+                          base > 0 ? 100.0 * (best - base) / base : 0.0);
+            *log_ << buf << std::flush;
+        }
+        plan_.groups.push_back(std::move(g));
+    }
+
+    void scale_vector(const std::string& name, const std::vector<float>& s) {
+        std::vector<float> inv(s.size());
+        for (size_t j = 0; j < s.size(); ++j) inv[j] = 1.0f / s[j];
+        plan_.vector_scale[name] = inv;
+    }
+
+    void scale_rows(const std::string& matrix, const std::string& bias,
+                    const std::vector<float>& s_rows) {
+        std::vector<float> inv(s_rows.size());
+        for (size_t j = 0; j < s_rows.size(); ++j) inv[j] = 1.0f / s_rows[j];
+        plan_.row_scale[matrix] = inv;
+        if (find(bias)) plan_.vector_scale[bias] = inv;
+    }
+
+    const io::GGUFFile& in_;
+    const ImportanceMatrix& im_;
+    const TypeOfTensor& type_of_;
+    ThreadPool pool_;
+    std::ostream* log_;
+    int search_rows_;
+    std::vector<double> alphas_;
+    AwqPlan& plan_;
+};
+
 }  // namespace
 
 AwqPlan plan_awq(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeOfTensor& type_of,
@@ -100,143 +254,17 @@ AwqPlan plan_awq(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeO
         plan.skipped = cat(arch, ": LayerNorm with bias / fused QKV or MoE experts: not scaled");
         return plan;
     }
-    ThreadPool pool(threads);
-    auto find = [&](const std::string& n) { return in.find_tensor(n); };
-
-    // One group: `mats` read input `input`; `col_imp` the per-column importance used for the
-    // error, `s_of(alpha)` the column scales; `apply(s)` records the folding.
-    auto search = [&](AwqGroup g, const std::vector<const io::GGUFTensor*>& mats,
-                      const std::vector<float>& col_imp,
-                      const std::function<std::vector<float>(double)>& s_of,
-                      const std::function<void(const std::vector<float>&)>& apply) {
-        std::vector<Sample> samples;
-        for (const io::GGUFTensor* t : mats) {
-            const DType type = type_of(*t);
-            // A float type has nothing to protect; only a grid without 0 (forced) scales it.
-            if (!dtype_info(type).quantized &&
-                std::find(alphas.begin(), alphas.end(), 0.0) != alphas.end())
-                return;
-            samples.push_back(read_sample(*t, type, search_rows));
-        }
-        double best = -1, best_alpha = 0, base = 0;
-        std::vector<float> best_s;
-        const std::vector<float> ones(col_imp.size(), 1.0f);
-        for (const Sample& m : samples) base += weighted_error(m, col_imp, ones, pool);
-        for (double a : alphas) {
-            const std::vector<float> s = s_of(a);
-            double err = 0;
-            if (a == 0)
-                err = base;
-            else
-                for (const Sample& m : samples) err += weighted_error(m, col_imp, s, pool);
-            if (best < 0 || err < best) {
-                best = err;
-                best_alpha = a;
-                best_s = s;
-            }
-        }
-        g.alpha = best_alpha;
-        g.error_before = base;
-        g.error_after = best;
-        if (best_alpha > 0) apply(best_s);  // the grid's best (a grid without 0 forces scaling)
-        if (log) {
-            char buf[256];
-            std::snprintf(buf, sizeof buf, "awq: %-28s alpha %.1f  weighted error %.4g -> %.4g (%+.1f%%)\n",
-                          g.input.c_str(), g.alpha, base, best,
-                          base > 0 ? 100.0 * (best - base) / base : 0.0);
-            *log << buf << std::flush;
-        }
-        plan.groups.push_back(std::move(g));
-    };
-
-    auto scale_vector = [&](const std::string& name, const std::vector<float>& s) {
-        std::vector<float> inv(s.size());
-        for (size_t j = 0; j < s.size(); ++j) inv[j] = 1.0f / s[j];
-        plan.vector_scale[name] = inv;
-    };
-    auto scale_rows = [&](const std::string& matrix, const std::string& bias,
-                          const std::vector<float>& s_rows) {
-        std::vector<float> inv(s_rows.size());
-        for (size_t j = 0; j < s_rows.size(); ++j) inv[j] = 1.0f / s_rows[j];
-        plan.row_scale[matrix] = inv;
-        if (find(bias)) plan.vector_scale[bias] = inv;
-    };
-
-    // Norm-fed groups: the norm must be a plain (bias-free) RMSNorm weight.
-    auto norm_group = [&](const std::string& norm, const std::vector<std::string>& names) {
-        const io::GGUFTensor* nt = find(norm);
-        if (!nt || find(norm.substr(0, norm.size() - 6) + "bias")) return;
-        std::vector<const io::GGUFTensor*> mats;
-        for (const std::string& n : names) {
-            const io::GGUFTensor* t = find(n);
-            if (!t) return;
-            mats.push_back(t);
-        }
-        const std::vector<float> imp = im.importance(names[0], 0, mats[0]->ne[0]);
-        if (imp.empty() || nt->numel() != mats[0]->ne[0]) return;
-        AwqGroup g;
-        g.input = names[0];
-        g.mats = names;
-        g.folded_into = norm;
-        search(g, mats, imp, [&](double a) { return scales_for(imp, a); },
-               [&](const std::vector<float>& s) {
-                   for (const std::string& n : names) plan.column_scale[n] = s;
-                   scale_vector(norm, s);
-               });
-    };
-
+    AwqPlanner planner(in, im, type_of, threads, log, search_rows, std::move(alphas), plan);
     for (uint32_t il = 0; il < n_layer; ++il) {
         const std::string p = cat("blk.", il, ".");
-        if (!find(p + "attn_qkv.weight"))
-            norm_group(p + "attn_norm.weight",
-                       {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
-        norm_group(p + "ffn_norm.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"});
-
-        // ffn_down <- rows of ffn_up.
-        if (const io::GGUFTensor *down = find(p + "ffn_down.weight"), *up = find(p + "ffn_up.weight");
-            down && up && up->rows() == down->ne[0]) {
-            const std::vector<float> imp = im.importance(down->name, 0, down->ne[0]);
-            if (!imp.empty()) {
-                AwqGroup g{down->name, {down->name}, up->name};
-                search(g, {down}, imp, [&](double a) { return scales_for(imp, a); },
-                       [&](const std::vector<float>& s) {
-                           plan.column_scale[down->name] = s;
-                           scale_rows(up->name, p + "ffn_up.bias", s);
-                       });
-            }
-        }
-
-        // attn_output <- rows of attn_v; query heads sharing a KV head share its scales.
-        const io::GGUFTensor *wo = find(p + "attn_output.weight"), *wv = find(p + "attn_v.weight");
-        if (wo && wv && n_head_kv > 0 && wv->rows() % n_head_kv == 0 &&
-            wo->ne[0] % wv->rows() == 0) {
-            const std::vector<float> imp = im.importance(wo->name, 0, wo->ne[0]);
-            if (!imp.empty()) {
-                const int64_t kv = wv->rows(), hd = kv / n_head_kv, G = wo->ne[0] / kv;
-                auto kv_channel = [&](int64_t col) {  // column of wo -> row of wv
-                    const int64_t h = col / hd, d = col % hd;
-                    return (h / G) * hd + d;
-                };
-                std::vector<float> imp_kv(static_cast<size_t>(kv), 0.0f);
-                for (int64_t c = 0; c < wo->ne[0]; ++c)
-                    imp_kv[static_cast<size_t>(kv_channel(c))] += imp[c] / static_cast<float>(G);
-                auto expand = [&](const std::vector<float>& s_kv) {
-                    std::vector<float> s(static_cast<size_t>(wo->ne[0]));
-                    for (int64_t c = 0; c < wo->ne[0]; ++c) s[c] = s_kv[kv_channel(c)];
-                    return s;
-                };
-                AwqGroup g{wo->name, {wo->name}, wv->name};
-                search(g, {wo}, imp, [&](double a) { return expand(scales_for(imp_kv, a)); },
-                       [&](const std::vector<float>& s) {
-                           plan.column_scale[wo->name] = s;
-                           std::vector<float> s_kv(static_cast<size_t>(kv));
-                           for (int64_t c = 0; c < wo->ne[0]; ++c) s_kv[kv_channel(c)] = s[c];
-                           scale_rows(wv->name, p + "attn_v.bias", s_kv);
-                       });
-            }
-        }
+        if (!planner.find(p + "attn_qkv.weight"))
+            planner.norm_group(p + "attn_norm.weight",
+                               {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
+        planner.norm_group(p + "ffn_norm.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"});
+        planner.down_group(p);
+        planner.output_group(p, n_head_kv);
     }
-    if (find("output.weight")) norm_group("output_norm.weight", {"output.weight"});
+    if (planner.find("output.weight")) planner.norm_group("output_norm.weight", {"output.weight"});
     return plan;
 }
 

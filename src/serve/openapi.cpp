@@ -4,6 +4,58 @@ namespace syslm::serve {
 
 using nlohmann::json;
 
+namespace {
+
+// The sampling fields completions and chat completions share, with the server's limits.
+json sampling_properties(const ApiLimits& limits) {
+    return {
+        {"max_tokens", {{"type", "integer"}, {"minimum", 1}, {"maximum", limits.max_tokens}}},
+        {"temperature", {{"type", "number"}, {"minimum", 0}, {"maximum", 2}}},
+        {"top_p", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
+        {"top_k", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}},
+        {"min_p", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
+        {"presence_penalty", {{"type", "number"}, {"minimum", -2}, {"maximum", 2}}},
+        {"frequency_penalty", {{"type", "number"}, {"minimum", -2}, {"maximum", 2}}},
+        {"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", limits.max_n}}},
+        {"stream", {{"type", "boolean"}}},
+        {"seed", {{"type", "integer"}}},
+        {"ignore_eos", {{"type", "boolean"}}},
+        {"stop",
+         {{"oneOf",
+           {{{"type", "string"}},
+            {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 4}}}}}},
+        {"model", {{"type", "string"}}},
+    };
+}
+
+json completion_schema(const json& sampling, const json& token) {
+    json completion = {{"type", "object"}, {"required", {"prompt"}}, {"properties", sampling}};
+    completion["properties"]["prompt"] = {
+        {"oneOf",
+         {{{"type", "string"}},
+          {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}},
+          {{"type", "array"}, {"items", token}, {"minItems", 1}}}}};
+    completion["properties"]["logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 5}};
+    completion["properties"]["echo"] = {{"type", "boolean"}};
+    return completion;
+}
+
+json chat_schema(const json& sampling) {
+    const json message = {
+        {"type", "object"},
+        {"required", {"role", "content"}},
+        {"properties",
+         {{"role", {{"type", "string"}, {"enum", {"system", "user", "assistant", "developer"}}}},
+          {"content", {{"type", "string"}}}}}};
+    json chat = {{"type", "object"}, {"required", {"messages"}}, {"properties", sampling}};
+    chat["properties"]["messages"] = {{"type", "array"}, {"items", message}, {"minItems", 1}};
+    chat["properties"]["logprobs"] = {{"type", "boolean"}};
+    chat["properties"]["top_logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}};
+    return chat;
+}
+
+}  // namespace
+
 nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab) {
     json error_schema = {{"type", "object"},
                          {"required", {"error"}},
@@ -25,42 +77,9 @@ nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab) {
         return json{{"get", {{"summary", summary}, {"responses", {{"200", ok}, {"503", ok}}}}}};
     };
     const json token = {{"type", "integer"}, {"minimum", 0}, {"maximum", n_vocab - 1}};
-    const json sampling = {
-        {"max_tokens", {{"type", "integer"}, {"minimum", 1}, {"maximum", limits.max_tokens}}},
-        {"temperature", {{"type", "number"}, {"minimum", 0}, {"maximum", 2}}},
-        {"top_p", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
-        {"top_k", {{"type", "integer"}, {"minimum", 0}, {"maximum", 1000}}},
-        {"min_p", {{"type", "number"}, {"minimum", 0}, {"maximum", 1}}},
-        {"presence_penalty", {{"type", "number"}, {"minimum", -2}, {"maximum", 2}}},
-        {"frequency_penalty", {{"type", "number"}, {"minimum", -2}, {"maximum", 2}}},
-        {"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", limits.max_n}}},
-        {"stream", {{"type", "boolean"}}},
-        {"seed", {{"type", "integer"}}},
-        {"ignore_eos", {{"type", "boolean"}}},
-        {"stop",
-         {{"oneOf",
-           {{{"type", "string"}},
-            {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 4}}}}}},
-        {"model", {{"type", "string"}}},
-    };
-    json completion = {{"type", "object"}, {"required", {"prompt"}}, {"properties", sampling}};
-    completion["properties"]["prompt"] = {
-        {"oneOf",
-         {{{"type", "string"}},
-          {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}},
-          {{"type", "array"}, {"items", token}, {"minItems", 1}}}}};
-    completion["properties"]["logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 5}};
-    completion["properties"]["echo"] = {{"type", "boolean"}};
-    const json message = {
-        {"type", "object"},
-        {"required", {"role", "content"}},
-        {"properties",
-         {{"role", {{"type", "string"}, {"enum", {"system", "user", "assistant", "developer"}}}},
-          {"content", {{"type", "string"}}}}}};
-    json chat = {{"type", "object"}, {"required", {"messages"}}, {"properties", sampling}};
-    chat["properties"]["messages"] = {{"type", "array"}, {"items", message}, {"minItems", 1}};
-    chat["properties"]["logprobs"] = {{"type", "boolean"}};
-    chat["properties"]["top_logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}};
+    const json sampling = sampling_properties(limits);
+    const json completion = completion_schema(sampling, token);
+    const json chat = chat_schema(sampling);
     return {
         {"openapi", "3.0.3"},
         {"info", {{"title", "syslm serve"}, {"version", "1"}}},

@@ -1,6 +1,8 @@
 #include "train/pipeline.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "core/error.hpp"
 
@@ -12,6 +14,59 @@ double since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 constexpr int kForwardTag = 11, kBackwardTag = 12;
+
+// One stage's moves in a step, as the schedules call them: a micro-batch's activation in from
+// the previous stage / out to the next, its gradient in from the next / out to the previous,
+// the stage's forward and backward, and the two exchanges 1F1B's steady state pairs up.
+struct StageMoves {
+    bool first = false, last = false;
+    std::function<void(int)> recv_forward, forward, backward;
+    std::function<void()> send_forward, recv_backward, send_backward;
+    std::function<void()> send_output_recv_gradient;  // to and from the next stage
+    std::function<void(int)> send_gradient_recv_input;  // to and from the previous stage
+};
+
+void gpipe(const StageMoves& st, int m) {
+    for (int k = 0; k < m; ++k) {
+        st.recv_forward(k);
+        st.forward(k);
+        st.send_forward();
+    }
+    for (int k = 0; k < m; ++k) {
+        st.recv_backward();
+        st.backward(k);
+        st.send_backward();
+    }
+}
+
+// Stage s of p warms up with p - s - 1 forwards, then alternates one forward with one backward,
+// then drains the backwards: at most p - s micro-batches' inputs are live at once.
+void one_f_one_b(const StageMoves& st, int m, int s, int p) {
+    const int warm = std::min(p - s - 1, m), steady = m - warm;
+    for (int k = 0; k < warm; ++k) {
+        st.recv_forward(k);
+        st.forward(k);
+        st.send_forward();
+    }
+    if (steady > 0) st.recv_forward(warm);
+    for (int i = 0; i < steady; ++i) {
+        const int k = warm + i;
+        st.forward(k);
+        if (!st.last) st.send_output_recv_gradient();  // output k forward, gradient i back
+        st.backward(i);
+        if (st.first) continue;
+        if (i == steady - 1)
+            st.send_backward();
+        else
+            st.send_gradient_recv_input(k + 1);  // gradient i back, input k + 1 in
+    }
+    for (int i = steady; i < m; ++i) {
+        st.recv_backward();
+        st.backward(i);
+        st.send_backward();
+    }
+}
+
 }  // namespace
 
 PipelineSchedule pipeline_schedule(const std::string& name) {
@@ -50,28 +105,43 @@ double Pipeline::run(const std::vector<std::vector<int32_t>>& tokens,
         f();
         wait_s_ += since(t);
     };
-    auto recv_forward = [&](int k) {
+    StageMoves st;
+    st.first = first;
+    st.last = last;
+    st.recv_forward = [&](int k) {
         if (!first) comm([&] { stages_.recv(inputs_[k].data(), bytes, s - 1, kForwardTag); });
     };
-    auto send_forward = [&] {
+    st.send_forward = [&] {
         if (!last) comm([&] { stages_.send(out_.data(), bytes, s + 1, kForwardTag); });
     };
-    auto recv_backward = [&] {
+    st.recv_backward = [&] {
         if (!last) comm([&] { stages_.recv(grad_in_.data(), bytes, s + 1, kBackwardTag); });
     };
-    auto send_backward = [&] {
+    st.send_backward = [&] {
         if (!first) comm([&] { stages_.send(grad_out_.data(), bytes, s - 1, kBackwardTag); });
+    };
+    st.send_output_recv_gradient = [&] {
+        comm([&] {
+            stages_.send_recv(out_.data(), bytes, s + 1, grad_in_.data(), bytes, s + 1,
+                              kForwardTag);
+        });
+    };
+    st.send_gradient_recv_input = [&](int k) {
+        comm([&] {
+            stages_.send_recv(grad_out_.data(), bytes, s - 1, inputs_[k].data(), bytes, s - 1,
+                              kForwardTag);
+        });
     };
     // The last stage's forward happens in its backward (one pass computes the loss and its
     // gradient); the others run theirs to hand the output on.
-    auto forward = [&](int k) {
+    st.forward = [&](int k) {
         if (last) return;
         TrainModel::StageIO io;
         io.x_in = first ? nullptr : inputs_[k].data();
         io.x_out = out_.data();
         model_.stage_step(tokens[k], targets[k], B, T, pool, loss_scale, io);
     };
-    auto backward = [&](int k) {  // recomputes the stage's forward from its kept input
+    st.backward = [&](int k) {  // recomputes the stage's forward from its kept input
         TrainModel::StageIO io;
         io.x_in = first ? nullptr : inputs_[k].data();
         io.x_out = last ? nullptr : out_.data();
@@ -80,50 +150,10 @@ double Pipeline::run(const std::vector<std::vector<int32_t>>& tokens,
         io.dx = first ? nullptr : grad_out_.data();
         loss += model_.stage_step(tokens[k], targets[k], B, T, pool, loss_scale, io);
     };
-
-    if (schedule_ == PipelineSchedule::GPipe) {
-        for (int k = 0; k < m; ++k) {
-            recv_forward(k);
-            forward(k);
-            send_forward();
-        }
-        for (int k = 0; k < m; ++k) {
-            recv_backward();
-            backward(k);
-            send_backward();
-        }
-    } else {
-        const int warm = std::min(p - s - 1, m), steady = m - warm;
-        for (int k = 0; k < warm; ++k) {
-            recv_forward(k);
-            forward(k);
-            send_forward();
-        }
-        if (steady > 0) recv_forward(warm);
-        for (int i = 0; i < steady; ++i) {
-            const int k = warm + i;
-            forward(k);
-            if (!last)  // output k forward, the gradient of micro-batch i back
-                comm([&] {
-                    stages_.send_recv(out_.data(), bytes, s + 1, grad_in_.data(), bytes, s + 1,
-                                      kForwardTag);
-                });
-            backward(i);
-            if (first) continue;
-            if (i == steady - 1)
-                send_backward();
-            else  // gradient i back, input k + 1 in
-                comm([&] {
-                    stages_.send_recv(grad_out_.data(), bytes, s - 1, inputs_[k + 1].data(), bytes,
-                                      s - 1, kForwardTag);
-                });
-        }
-        for (int i = steady; i < m; ++i) {
-            recv_backward();
-            backward(i);
-            send_backward();
-        }
-    }
+    if (schedule_ == PipelineSchedule::GPipe)
+        gpipe(st, m);
+    else
+        one_f_one_b(st, m, s, p);
     total_s_ += since(t0);
     // Every stage reports the step's loss.
     stages_.all_reduce_sum(&loss, 1);

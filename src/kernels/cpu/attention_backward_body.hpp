@@ -132,6 +132,9 @@ void accumulate_rows(float* dst, const float* const* src, const float* coef, int
     }
 }
 
+// Over 80 lines on purpose: one (query block, head) job's recomputed scores, dP, dS and the three
+// gradient accumulations share the block's registers and scratch rows; split into calls, each
+// would re-read them from memory (the PyTorch gradient tests hold it to the reference).
 template <class V>
 void attention_backward_job(const AttentionBackwardJob& j) {
     const AttentionShape& s = *j.shape;
