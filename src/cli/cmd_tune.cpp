@@ -1,4 +1,4 @@
-// syslm tune: search weight types (and, later, structure and runtime settings) against a measured
+// syslm tune: search weight types, structure, a draft and runtime settings against a measured
 // quality limit on the user's own text, and return a measured Pareto front and the chosen plan
 // (tune/tuner.hpp; design in docs/design/tune.md).
 #include <cmath>
@@ -88,26 +88,8 @@ int run_tune(TuneArgs& a) {
     return 0;
 }
 
-std::function<int()> setup(CLI::App& app) {
-    auto a = std::make_shared<TuneArgs>();
+void add_serve_options(CLI::App& app, TuneArgs* a) {
     auto& o = a->o;
-    app.add_option("-m,--model", o.model, "The model to tune (GGUF, usually F32/F16/BF16)")
-        ->check(CLI::ExistingFile);
-    app.add_option("--calib", o.calib, "Calibration text: sensitivities and importance matrix")
-        ->check(CLI::ExistingFile);
-    app.add_option("--eval", o.eval, "Held-out text (disjoint from --calib): quality is measured here")
-        ->check(CLI::ExistingFile);
-    app.add_option("-o,--out", o.out_dir,
-                   "Directory for the report, the plan and the chosen model; a rerun continues "
-                   "from its measurements");
-    app.add_option("--resume", a->resume,
-                   "Continue the tune in this directory (as -o, but it must hold measurements): "
-                   "what was measured before a kill is read back, not measured again");
-    app.add_option("--goal", a->goal,
-                   "What to maximise: decode | prefill tokens/s, size, or serve (generated "
-                   "tokens/s at --streams concurrent streams: the file and the engine's settings)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"decode", "prefill", "size", "serve"}));
     app.add_option("--streams", o.streams, "Serve goal: concurrent streams of requests")
         ->capture_default_str()
         ->check(CLI::Range(1, 4096));
@@ -123,17 +105,16 @@ std::function<int()> setup(CLI::App& app) {
                    "Serve goal: tokens generated per request")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
-    app.add_option("--max-kl", o.max_kl,
-                   "Quality limit: mean KL(input || tuned) on --eval, nats per token")
-        ->capture_default_str()
-        ->check(finite_in(0, 10, true));
-    app.add_option("--budget", a->budget, "Time for the search (90s, 30m, 1h)")->capture_default_str();
-    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
-        ->check(CLI::Range(0, 4096));
+}
+
+// How the model half is searched and measured: texts, sensitivity, rounds, structure, draft.
+void add_search_options(CLI::App& app, tune::TuneOptions& o) {
     app.add_option("-c,--ctx-size", o.n_ctx, "Tokens per chunk of the texts")
         ->capture_default_str()
         ->check(CLI::Range(16, 1 << 16));
-    app.add_option("--eval-chunks", o.eval_chunks, "Held-out chunks a file is measured on (-1: all); one whose KL on the first quarter of them is clearly outside --max-kl stops there")
+    app.add_option("--eval-chunks", o.eval_chunks,
+                   "Held-out chunks a file is measured on (-1: all); one whose KL on the first "
+                   "quarter of them is clearly outside --max-kl stops there")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1 << 20));
     app.add_option("--sensitivity-chunks", o.sensitivity_chunks,
@@ -165,6 +146,37 @@ std::function<int()> setup(CLI::App& app) {
                    "Structure: distillation steps (8 sequences each) after pruning (default: "
                    "400, at most 4 passes over --calib; 0: none)")
         ->check(CLI::Range(0, 1000000));
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto a = std::make_shared<TuneArgs>();
+    auto& o = a->o;
+    app.add_option("-m,--model", o.model, "The model to tune (GGUF, usually F32/F16/BF16)")
+        ->check(CLI::ExistingFile);
+    app.add_option("--calib", o.calib, "Calibration text: sensitivities and importance matrix")
+        ->check(CLI::ExistingFile);
+    app.add_option("--eval", o.eval, "Held-out text (disjoint from --calib): quality is measured here")
+        ->check(CLI::ExistingFile);
+    app.add_option("-o,--out", o.out_dir,
+                   "Directory for the report, the plan and the chosen model; a rerun continues "
+                   "from its measurements");
+    app.add_option("--resume", a->resume,
+                   "Continue the tune in this directory (as -o, but it must hold measurements): "
+                   "what was measured before a kill is read back, not measured again");
+    app.add_option("--goal", a->goal,
+                   "What to maximise: decode | prefill tokens/s, size, or serve (generated "
+                   "tokens/s at --streams concurrent streams: the file and the engine's settings)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"decode", "prefill", "size", "serve"}));
+    app.add_option("--max-kl", o.max_kl,
+                   "Quality limit: mean KL(input || tuned) on --eval, nats per token")
+        ->capture_default_str()
+        ->check(finite_in(0, 10, true));
+    app.add_option("--budget", a->budget, "Time for the search (90s, 30m, 1h)")->capture_default_str();
+    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
+        ->check(CLI::Range(0, 4096));
+    add_search_options(app, o);
+    add_serve_options(app, a.get());
     CLI::App* train = app.add_subcommand(
         "train", "The training goal: micro-batch, accumulation, recompute and threads of a "
                  "`syslm train` command, measured by real runs");
