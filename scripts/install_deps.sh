@@ -24,6 +24,16 @@ fi
 [ "${1:-}" = "--no-python" ] && exit 0
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis" 2>/dev/null; then
   echo "install_deps: creating .venv with the Python references (torch, transformers, gguf, ...)"
+  # PyPI's torch brings its CUDA libraries: ~6 GB installed, more while pip unpacks. Say so
+  # before pip fails half-way with "No space left on device".
+  need_gib=9
+  avail_gib=$(df --output=avail -BG . | tail -1 | tr -dc 0-9)
+  if [ "$avail_gib" -lt "$need_gib" ]; then
+    echo "install_deps: $PWD has ${avail_gib} GiB free; the Python references need about" \
+         "${need_gib} GiB (PyPI's torch with its CUDA libraries). Free space, or run" \
+         "scripts/install_deps.sh --no-python to skip them." >&2
+    exit 1
+  fi
   python3 -m venv .venv
   # No wheel cache: torch with its CUDA libraries is ~6 GB installed; a cache would double it.
   .venv/bin/pip install -q --no-cache-dir --upgrade pip

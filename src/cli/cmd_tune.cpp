@@ -130,6 +130,9 @@ void add_search_options(CLI::App& app, tune::TuneOptions& o) {
         ->capture_default_str()
         ->check(CLI::Range(1, 100));
     app.add_flag("!--no-stock", o.stock, "Do not measure llama-quantize's stock recipes");
+    app.add_flag("--keep-candidates", o.keep_candidates,
+                 "Keep every measured file in DIR/candidates (by default they are deleted once "
+                 "no later phase needs them: each is a quantized copy of the model)");
     app.add_option("--prune", o.prune,
                    "Structure: auto (FFN channels at one or two widths the model allows), off, "
                    "or a level 'ffn=F,heads=F,layers=N' (repeatable). Each pruned model is "

@@ -9,13 +9,15 @@
 namespace syslm::tune {
 
 nlohmann::json Point::to_json() const {
-    return {{"label", label},           {"plan", plan.to_json()},   {"stock", stock},
+    nlohmann::json j = {{"label", label},           {"plan", plan.to_json()},   {"stock", stock},
             {"file_bytes", file_bytes}, {"additive_kl", additive_kl}, {"predicted_kl", predicted_kl},
             {"predicted_decode_ts", predicted_decode_ts}, {"kl", kl},
             {"ppl", ppl},               {"top1", top1},             {"eval_tokens", eval_tokens},
             {"decode_ts", decode_ts},
             {"prefill_ts", prefill_ts}, {"streams", streams}, {"serve_ts", serve_ts},
             {"ttft_p99", ttft_p99},     {"itl_p99", itl_p99}};
+    for (const auto& [type, bytes] : decode_bytes) j["decode_bytes"][dtype_name(type)] = bytes;
+    return j;
 }
 
 Point Point::from_json(const nlohmann::json& j) {
@@ -37,6 +39,12 @@ Point Point::from_json(const nlohmann::json& j) {
     p.serve_ts = j.value("serve_ts", 0.0);
     p.ttft_p99 = j.value("ttft_p99", 0.0);
     p.itl_p99 = j.value("itl_p99", 0.0);
+    if (j.contains("decode_bytes"))
+        for (const auto& [name, bytes] : j.at("decode_bytes").items()) {
+            const auto type = dtype_from_name(name);
+            SYSLM_CHECK(type, "unknown type ", name, " in decode_bytes");
+            p.decode_bytes[*type] = bytes.get<double>();
+        }
     return p;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tune/decode_cost.hpp"
 #include "tune/plan.hpp"
 
 namespace syslm::tune {
@@ -27,6 +28,10 @@ struct Point {
     // clearly outside the limit after the first quarter of the text (0: not recorded).
     int eval_tokens = 0;
     double decode_ts = 0, prefill_ts = 0;
+    // The bytes decode reads per token by type, read from the file when it was measured: the
+    // cost model is refitted from these after the file itself is deleted (empty in caches
+    // written before they were recorded: then the file is rebuilt to read them).
+    BytesByType decode_bytes;
     // Serve goal: generated tokens/s of the load at `streams` streams, and its latency tails.
     int streams = 0;  // 0: not measured serving
     double serve_ts = 0, ttft_p99 = 0, itl_p99 = 0;

@@ -107,6 +107,7 @@ public:
         r.points = cache_.points();
         r.front = pareto_front(r.points, o_.goal);
         choose_and_write(r);
+        drop_candidate_files(true);
         r.seconds = elapsed();
         return r;
     }
@@ -747,6 +748,7 @@ private:
             // a mean, not a median.
             p.decode_ts = median(m.decode_samples);
             p.prefill_ts = median(m.prefill_samples);
+            p.decode_bytes = decode_bytes(io::GGUFFile(paths[i + 1]));
             cache_.add(p);
             say(cat(p.label, ": ", p.file_bytes / 1e6, " MB, KL ", p.kl,
                     p.predicted_kl >= 0 ? cat(" (predicted ", p.predicted_kl, ")") : "", ", PPL ",
@@ -754,6 +756,48 @@ private:
         }
         seconds_per_file_ = (elapsed() - t0) / static_cast<double>(points.size());
         progress();
+        drop_candidate_files(false);
+    }
+
+    // Candidate files are quantized copies of the model, so only those a later phase may time
+    // again stay: the fastest (smallest, size goal) within the limit of each kind, as many as
+    // confirm_speed and the serve phase take. At the end none does (the chosen one is
+    // model.gguf); the pruned bases stay, being minutes of distillation each. A deleted file
+    // is rebuilt from its plan if it is needed after all.
+    void drop_candidate_files(bool at_end) const {
+        if (o_.keep_candidates) return;
+        std::set<std::string> keep;
+        if (!at_end) {
+            const Goal g = o_.goal == Goal::Size ? Goal::Size : speed_goal();
+            std::vector<const Point*> within;
+            for (const Point& p : cache_.points())
+                if (p.kl <= o_.max_kl && p.streams == 0) within.push_back(&p);
+            std::sort(within.begin(), within.end(), [&](const Point* a, const Point* b) {
+                return goal_value(*a, g) > goal_value(*b, g);
+            });
+            int n_tuned = 0, n_stock = 0, n_pruned = 0;
+            for (const Point* p : within)
+                if (p->stock ? n_stock++ < 2
+                             : p->plan.prune ? n_pruned++ < 2
+                                             : n_tuned++ < std::max(3, o_.serve_files))
+                    keep.insert(candidate_path(p->plan).filename().string());
+        }
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(fs::path(o_.out_dir) / "candidates", ec)) {
+            const std::string name = e.path().filename().string();
+            if (e.is_regular_file() && e.path().extension() == ".gguf" &&
+                name.rfind("base-", 0) != 0 && !keep.count(name))
+                fs::remove(e.path(), ec);
+        }
+    }
+
+    // The bytes decode reads by type, as recorded when the point was measured, or read from its
+    // file for a point of an older cache; none when that file is gone too.
+    std::optional<BytesByType> bytes_of(const Point& p) const {
+        if (!p.decode_bytes.empty()) return p.decode_bytes;
+        const fs::path path = candidate_path(p.plan);
+        if (!fs::exists(path)) return std::nullopt;
+        return decode_bytes(io::GGUFFile(path.string()));
     }
 
     // Quality and speed of the files paths[1..] against the input paths[0], by successive
@@ -912,7 +956,9 @@ private:
                  ((p.kl <= o_.max_kl) == (best->kl <= o_.max_kl) && p.decode_ts > best->decode_ts)))
                 best = &p;
         if (!best) return "";
-        const double total = cost_->predict(decode_bytes(io::GGUFFile(file_of(best->plan))));
+        const std::optional<BytesByType> bytes = bytes_of(*best);
+        if (!bytes) return "";
+        const double total = cost_->predict(*bytes);
         const double weights = total - cost_->fixed_s;
         const double share = weights / total;
         std::ostringstream s;
@@ -937,7 +983,7 @@ private:
             // Pruned files have other fixed costs (fewer heads, layers): not this model's samples.
             if (p.streams > 0 || p.decode_ts <= 0 || p.plan.threads != o_.threads || p.plan.prune)
                 continue;
-            samples.push_back({decode_bytes(io::GGUFFile(file_of(p.plan))), 1 / p.decode_ts});
+            if (const std::optional<BytesByType> b = bytes_of(p)) samples.push_back({*b, 1 / p.decode_ts});
         }
         if (samples.size() < 2) return false;
         cost_ = fit_decode_cost(samples);

@@ -51,6 +51,10 @@ struct TuneOptions {
     // chosen file with `draft_prompts` held-out prompts of 32 tokens; empty: no draft.
     std::string draft;
     int draft_prompts = 4;
+    // Keep every candidate file in candidates/ (each is a quantized copy of the model: L1B's 66
+    // filled 54 GB). By default a file is deleted once no later phase may time it again, and
+    // all of them when the tune ends; pareto.json holds every point's plan to rebuild it from.
+    bool keep_candidates = false;
     std::ostream* log = nullptr;
 };
 
@@ -67,7 +71,7 @@ struct TuneResult {
 };
 
 // Writes into out_dir: measurements.jsonl (the cache: a rerun continues), sensitivity.json,
-// candidates/*.gguf, and for the chosen point plan.json and model.gguf (and draft.gguf when the
+// candidates/ (the pruned bases, and while the tune runs or with keep_candidates the files), and for the chosen point plan.json and model.gguf (and draft.gguf when the
 // draft beat plain decoding on it). Throws Error naming
 // what is wrong (unreadable files, texts shorter than a chunk, nothing within the limit is not
 // an error: `chosen` is empty then).

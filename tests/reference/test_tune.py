@@ -78,6 +78,11 @@ def test_tune_measures_chooses_within_the_limit_and_resumes(syslm_bin, tune_dir)
     for name, t in plan["model"]["tensor_types"].items():
         assert types[name] == t, name
     assert plan["model"]["tensor_types"] or plan["model"]["recipe"]
+    # Every candidate file but the pruned bases was deleted at the end (each is a copy of the
+    # model); the points' decode bytes by type were recorded for the cost model instead.
+    assert all(f.name.startswith("base-") for f in (out / "candidates").glob("*.gguf"))
+    for p in points:
+        assert sum(p["decode_bytes"].values()) > 0, p["label"]
     assert (out / "front.svg").read_text().startswith("<svg")
     assert "<svg" in (out / "report.html").read_text()
     assert "chosen" in proc.stdout
@@ -194,7 +199,8 @@ def test_structure_knob_prunes_recovers_and_quantize_takes_the_base(syslm_bin, t
             tune_dir / "calib.txt", "--eval", tune_dir / "heldout.txt", "--goal", "decode",
             "--max-kl", "1.0", "-o", out, "--budget", "5m", "-c", "64", "--eval-chunks", "2",
             "--sensitivity-chunks", "1", "-t", "2", "--no-stock", "--rounds", "1",
-            "--prune", "ffn=0.5", "--prune", "ffn=0.3333", "--recover-steps", "20"]
+            "--keep-candidates", "--prune", "ffn=0.5", "--prune", "ffn=0.3333",
+            "--recover-steps", "20"]
     proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     n_ff = next(f.parts[-1] for f in gguf.GGUFReader(str(tune_dir / "model.gguf")).fields.values()
