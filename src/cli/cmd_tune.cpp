@@ -141,10 +141,12 @@ void add_search_options(CLI::App& app, tune::TuneOptions& o) {
         ->capture_default_str()
         ->allow_extra_args(false);
     app.add_option("--draft", o.draft,
-                   "Decode goal: a draft model (same vocabulary) for speculative decoding, timed "
-                   "on the chosen file against plain decoding (adaptive length, and 2, 4, 8); "
-                   "the fastest enters the plan, with the draft beside it, only if it wins")
-        ->check(CLI::ExistingFile);
+                   "Decode goal: a draft model (same vocabulary) for speculative decoding, or "
+                   "'auto' to distil one on the spot (the input cut to a quarter of its layers, "
+                   "distilled back on --calib within the budget); timed on the chosen file "
+                   "against plain decoding (adaptive length, and 2, 4, 8), it enters the plan, "
+                   "with the draft beside it, only if it wins")
+        ->check(CLI::ExistingFile | CLI::IsMember({"auto"}));
     app.add_option("--recover-steps", o.recover_steps,
                    "Structure: distillation steps (8 sequences each) after pruning (default: "
                    "400, at most 4 passes over --calib; 0: none)")

@@ -100,6 +100,7 @@ public:
         const std::vector<TensorSensitivity> table = sensitivity();
         SYSLM_CHECK(!table.empty(), o_.model, ": no weight matrix to quantize");
         if (o_.stock) measure_stock();
+        if (o_.draft == "auto") draft_ = distilled_draft();  // charged to the budget first
         search_rounds(table, r);
         structure_phase();
         if (o_.goal != Goal::Size) confirm_speed();
@@ -124,7 +125,9 @@ private:
         const model::Model m(file);
         r.analysis = analyse(m, ThreadPool::resolve(o_.threads));
         say("analysis: " + r.analysis);
-        if (!o_.draft.empty()) {  // a draft that cannot serve fails now, not after the search
+        if (!o_.draft.empty() && o_.draft != "auto") {
+            // A draft that cannot serve fails now, not after the search.
+            draft_ = o_.draft;
             const model::Model dm(o_.draft);
             SYSLM_CHECK(dm.hparams().n_vocab == m.hparams().n_vocab, o_.draft,
                         ": the draft's vocabulary (", dm.hparams().n_vocab,
@@ -247,7 +250,7 @@ private:
                     r.chosen = p;
         if (!r.chosen) return;
         const fs::path dir(o_.out_dir);
-        if (!o_.draft.empty()) draft_phase(r);
+        if (!draft_.empty()) draft_phase(r);
         save_plan(r.chosen->plan, (dir / "plan.json").string());
         fs::copy_file(file_of(r.chosen->plan), dir / "model.gguf",
                       fs::copy_options::overwrite_existing);
@@ -266,7 +269,7 @@ private:
     void draft_phase(TuneResult& r) {
         DraftSearchOptions d;
         d.target = file_of(r.chosen->plan);
-        d.draft = o_.draft;
+        d.draft = draft_;
         d.threads = r.chosen->plan.threads;
         d.n_predict = o_.decode_tokens;
         const ptrdiff_t n = std::min(32, o_.n_ctx);
@@ -278,15 +281,66 @@ private:
             d.prompts.push_back(std::move(prompt));
         }
         const double runs = d.rounds * (1.0 + static_cast<double>(default_draft_settings().size()));
-        say(cat("timing the draft ", o_.draft, " on ", r.chosen->label, ": about ",
+        say(cat("timing the draft ", draft_, " on ", r.chosen->label, ": about ",
                 static_cast<int>(runs * static_cast<double>(d.prompts.size()) * d.n_predict /
                                  std::max(r.chosen->decode_ts, 1e-3)),
                 " s"));
         r.draft = search_draft(d, [&](const std::string& line) { say(line); });
         if (!r.draft->best) return;
         r.chosen->plan.draft = r.draft->best->settings;
-        fs::copy_file(o_.draft, fs::path(o_.out_dir) / r.chosen->plan.draft->file,
+        fs::copy_file(draft_, fs::path(o_.out_dir) / r.chosen->plan.draft->file,
                       fs::copy_options::overwrite_existing);
+    }
+
+    // A draft distilled on the spot (--draft auto): the input with all but a quarter of its
+    // layers removed (at least one kept; the layers whose removal costs least on the calibration
+    // text go), distilled back towards the input on that text like a pruned base, and quantized
+    // to Q8_0 (a draft's mistakes cost more than its bytes). Charged to the budget before the
+    // search rounds; empty when it does not fit or the model has one layer.
+    std::string distilled_draft() {
+        const model::Model input(o_.model);
+        const model::HParams& hp = input.hparams();
+        const int keep = std::max(1, hp.n_layer / 4);
+        if (keep >= hp.n_layer || dtype_info(in_type_).quantized) {
+            say(keep >= hp.n_layer ? "draft: one layer, no smaller draft to distil"
+                                   : "draft: distilling needs float weight matrices: skipped");
+            return "";
+        }
+        PruneSettings level;
+        level.layers = hp.n_layer - keep;
+        level.recover_steps = o_.recover_steps >= 0
+                                  ? o_.recover_steps
+                                  : default_recover_steps(hp, o_.n_ctx, calib_tokens_.size());
+        const double need = predicted_recovery(input, level);
+        if (elapsed() + need > o_.budget_s) {
+            say(cat("draft: distilling a ", keep, "-layer draft would take ~",
+                    static_cast<int>(need), " s: past the budget, skipped"));
+            return "";
+        }
+        say(cat("draft: ", hp.n_layer, " -> ", keep, " layers, distilled for ",
+                level.recover_steps, " steps (~", static_cast<int>(need), " s predicted)"));
+        const PrunedBase base = pruned_base(level, structure_options());
+        Plan plan;
+        plan.recipe = "Q8_0";
+        const fs::path path = fs::path(o_.out_dir) / "candidates" /
+                              ("draft-" + word_hash_name(key_of(level)) + ".gguf");
+        if (!fs::exists(path)) {
+            compress::QuantizeOptions q = quantize_options(plan, DType::F32);
+            q.threads = o_.threads;
+            compress::quantize_model(base.path, path.string(), q);
+        }
+        return path.string();
+    }
+
+    // Seconds a pruned level's recovery distillation is predicted to take on this machine.
+    double predicted_recovery(const model::Model& input, const PruneSettings& level) const {
+        double flops = 0;
+        for (const profile::MatrixCost& mc : profile::model_costs(input, DType::F32).matrices)
+            flops += mc.flops_per_token;
+        const int threads = ThreadPool::resolve(o_.threads);
+        const double gflops =
+            profile::cached_or_measured_probe(threads, false).fma_f32_for(threads);
+        return predicted_recovery_s(input.hparams(), flops, level, o_.n_ctx, gflops);
     }
 
     bool proxy_sensitivity() const {
@@ -643,14 +697,8 @@ private:
             say(cat("structure: no point is within KL ", o_.max_kl, " to quantize bases with"));
             return;
         }
-        double flops = 0;
-        for (const profile::MatrixCost& mc : profile::model_costs(input, DType::F32).matrices)
-            flops += mc.flops_per_token;
-        const int threads = ThreadPool::resolve(o_.threads);
-        const double gflops =
-            profile::cached_or_measured_probe(threads, false).fma_f32_for(threads);
         for (const PruneSettings& level : levels) {
-            const double need = predicted_recovery_s(hp, flops, level, o_.n_ctx, gflops) +
+            const double need = predicted_recovery(input, level) +
                                 seconds_per_file_ * static_cast<double>(plans.size());
             const std::string what = cat("ffn ", level.ffn, ", heads ", level.heads, ", layers ",
                                          level.layers, ", ", level.recover_steps,
@@ -762,8 +810,8 @@ private:
     // Candidate files are quantized copies of the model, so only those a later phase may time
     // again stay: the fastest (smallest, size goal) within the limit of each kind, as many as
     // confirm_speed and the serve phase take. At the end none does (the chosen one is
-    // model.gguf); the pruned bases stay, being minutes of distillation each. A deleted file
-    // is rebuilt from its plan if it is needed after all.
+    // model.gguf); the pruned bases and drafts stay, being minutes of distillation each. A
+    // deleted file is rebuilt from its plan if it is needed after all.
     void drop_candidate_files(bool at_end) const {
         if (o_.keep_candidates) return;
         std::set<std::string> keep;
@@ -786,7 +834,7 @@ private:
         for (const auto& e : fs::directory_iterator(fs::path(o_.out_dir) / "candidates", ec)) {
             const std::string name = e.path().filename().string();
             if (e.is_regular_file() && e.path().extension() == ".gguf" &&
-                name.rfind("base-", 0) != 0 && !keep.count(name))
+                name.rfind("base-", 0) != 0 && name.rfind("draft-", 0) != 0 && !keep.count(name))
                 fs::remove(e.path(), ec);
         }
     }
@@ -1010,6 +1058,7 @@ private:
     int32_t calib_bos_ = -1;
     compress::ImportanceMatrix imatrix_;
     mutable std::map<std::string, Base> bases_;  // by the level's key (base_of)
+    std::string draft_;  // the draft timed on the chosen file: given, distilled, or none
 };
 
 }  // namespace

@@ -48,7 +48,8 @@ struct TuneOptions {
     double max_itl_p99 = std::numeric_limits<double>::infinity();
     int serve_files = 3;          // files within the limit tried at the default settings
     // Decode goal: a draft model for speculative decoding (tune/draft_search.hpp), timed on the
-    // chosen file with `draft_prompts` held-out prompts of 32 tokens; empty: no draft.
+    // chosen file with `draft_prompts` held-out prompts of 32 tokens; empty: no draft; "auto":
+    // one distilled on the spot from the input (a quarter of its layers), within the budget.
     std::string draft;
     int draft_prompts = 4;
     // Keep every candidate file in candidates/ (each is a quantized copy of the model: L1B's 66

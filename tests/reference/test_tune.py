@@ -7,6 +7,7 @@ from the measurements without measuring again.
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import gguf
 import pytest
@@ -305,3 +306,49 @@ def test_draft_knob_times_speculative_decoding_and_generate_takes_the_plan(syslm
     size_goal = [("size" if a == "decode" else a) for a in map(str, args)]
     wrong = subprocess.run(size_goal, capture_output=True, text=True)
     assert wrong.returncode == 2 and "--draft" in wrong.stderr
+
+
+def test_draft_auto_distils_a_quarter_of_the_layers_and_times_it(syslm_bin, tmp_path):
+    """--draft auto: the input cut to a quarter of its layers (here 4 -> 1) is distilled back on
+    the calibration text, quantized to Q8_0, kept beside the bases, and timed on the chosen file
+    like a given draft. A one-layer model has no smaller draft: the tune says so and goes on."""
+    d = tmp_path
+    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "4", "--dim", "64",
+                    "--heads", "4", "--ctx", "128", "--seed", "7", "-o", str(d / "model.gguf")],
+                   check=True, capture_output=True)
+    (d / "calib.txt").write_text(text(11, 900))
+    (d / "heldout.txt").write_text(text(12, 900))
+    args = [str(syslm_bin), "tune", "-m", d / "model.gguf", "--calib", d / "calib.txt", "--eval",
+            d / "heldout.txt", "--goal", "decode", "--max-kl", "0.05", "-o", d / "tuned",
+            "--budget", "5m", "-c", "64", "--eval-chunks", "2", "--sensitivity-chunks", "1",
+            "-t", "2", "--rounds", "1", "--prune", "off", "--no-stock", "--recover-steps", "20",
+            "--draft", "auto"]
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "draft: 4 -> 1 layers, distilled for 20 steps" in proc.stderr, proc.stderr[-3000:]
+    report = json.loads((d / "tuned" / "pareto.json").read_text())
+    drafted = Path(report["draft"]["file"])
+    assert drafted.parent == d / "tuned" / "candidates" and drafted.name.startswith("draft-")
+    reader = gguf.GGUFReader(str(drafted))
+    layers = next(f.parts[-1][0] for f in reader.fields.values() if f.name == "llama.block_count")
+    assert layers == 1
+    assert {t.tensor_type.name for t in reader.tensors if t.name.endswith("attn_q.weight")} == \
+        {"Q8_0"}
+    # The distillation ran its steps (its log is kept beside the draft's base).
+    logs = list((d / "tuned" / "candidates").glob("base-*-recovery.log"))
+    assert len(logs) == 1 and "step 20/20" in logs[0].read_text()
+    assert len(report["draft"]["trials"]) == 4
+    for t in report["draft"]["trials"]:
+        assert t["tokens_per_s"] > 0 and 0 <= t["acceptance"] <= 1, t
+    plan = json.loads((d / "tuned" / "plan.json").read_text())
+    assert ("draft" in plan) == (report["draft"]["chosen"] != "none")
+    # A one-layer model: no smaller draft, the tune still completes.
+    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "1", "--dim", "64",
+                    "--heads", "4", "--ctx", "128", "--seed", "7", "-o", str(d / "one.gguf")],
+                   check=True, capture_output=True)
+    args[args.index(d / "model.gguf")] = d / "one.gguf"
+    args[args.index(d / "tuned")] = d / "tuned-one"
+    proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "draft: one layer, no smaller draft to distil" in proc.stderr
+    assert "draft" not in json.loads((d / "tuned-one" / "pareto.json").read_text())
