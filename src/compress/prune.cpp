@@ -170,6 +170,223 @@ PruneResult prune_unstructured(const std::string& in_path, const std::string& ou
     return r;
 }
 
+namespace {
+
+// The attention and FFN shape structured pruning reads and rewrites.
+struct DenseShape {
+    uint32_t n_layer, n_head, n_head_kv, n_embd, head_dim, n_ff, G;  // G: query heads per KV head
+};
+
+DenseShape read_dense_shape(const io::GGUFFile& in, const std::string& path) {
+    const std::string arch = in.get_string("general.architecture");
+    const std::string a = arch + ".";
+    SYSLM_CHECK(arch != "gpt2" && in.get_u32(a + "expert_count", 0) == 0, path,
+                ": structured pruning supports dense models with separate Q/K/V (llama, qwen2); ",
+                arch, " is not one");
+    DenseShape s{};
+    s.n_layer = in.get_u32(a + "block_count");
+    s.n_head = in.get_u32(a + "attention.head_count");
+    s.n_head_kv = in.get_u32(a + "attention.head_count_kv", s.n_head);
+    s.n_embd = in.get_u32(a + "embedding_length");
+    s.head_dim = in.get_u32(a + "attention.key_length", s.n_embd / s.n_head);
+    s.n_ff = in.get_u32(a + "feed_forward_length");
+    s.G = s.n_head / s.n_head_kv;
+    return s;
+}
+
+// Mean next-token loss of the model on the calibration chunks with `skip` layers bypassed.
+class CalibrationLoss {
+public:
+    CalibrationLoss(const std::string& path, const PruneOptions& o)
+        : o_(o), m_(path), ctx_(m_, o.calib_ctx, o.threads, std::min(o.calib_ctx, 512), DType::F32) {
+        chunks_ = std::min<int64_t>(o.calib_chunks,
+                                    static_cast<int64_t>(o.calib_tokens.size()) / o.calib_ctx);
+        SYSLM_CHECK(chunks_ > 0, "prune: choosing layers needs calibration text of at least ",
+                    o.calib_ctx, " tokens (", o.calib_tokens.size(), " given)");
+    }
+
+    double operator()(const std::vector<bool>& skip) {
+        const int C = o_.calib_ctx, V = m_.hparams().n_vocab;
+        ctx_.set_skipped_layers(skip);
+        double nll = 0;
+        int64_t n = 0;
+        std::vector<int32_t> chunk(static_cast<size_t>(C));
+        for (int64_t c = 0; c < chunks_; ++c) {
+            std::copy_n(o_.calib_tokens.begin() + c * C, C, chunk.begin());
+            if (o_.calib_bos >= 0) chunk[0] = o_.calib_bos;
+            ctx_.reset();
+            const std::span<const float> l = ctx_.forward(chunk, true);
+            for (int j = 0; j + 1 < C; ++j) {
+                const float* row = l.data() + static_cast<size_t>(j) * V;
+                const float mx = *std::max_element(row, row + V);
+                double sum = 0;
+                for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
+                nll += std::log(sum) - (row[chunk[j + 1]] - mx);
+                ++n;
+            }
+        }
+        return nll / static_cast<double>(n);
+    }
+
+private:
+    const PruneOptions& o_;
+    model::Model m_;
+    model::Context ctx_;
+    int64_t chunks_ = 0;
+};
+
+// Layers to remove: greedily the one whose bypass raises the calibration loss least.
+std::vector<bool> choose_layers(const std::string& path, uint32_t n_layer, const PruneOptions& o,
+                                PruneResult& r) {
+    std::vector<bool> removed(n_layer, false);
+    if (o.layers == 0) return removed;
+    CalibrationLoss loss_with(path, o);
+    const double base = loss_with(removed);
+    for (int k = 0; k < o.layers; ++k) {
+        int best = -1;
+        double best_loss = 0;
+        for (uint32_t il = 0; il < n_layer; ++il) {
+            if (removed[il]) continue;
+            std::vector<bool> trial = removed;
+            trial[il] = true;
+            const double l = loss_with(trial);
+            if (best < 0 || l < best_loss) {
+                best = static_cast<int>(il);
+                best_loss = l;
+            }
+        }
+        removed[static_cast<size_t>(best)] = true;
+        r.removed_layers.push_back(best);
+        if (o.log)
+            *o.log << "prune: layer " << best << " removed: calibration loss " << base << " -> "
+                   << best_loss << '\n';
+    }
+    return removed;
+}
+
+// The `keep` highest of (score, index) pairs, as ascending indices.
+std::vector<uint32_t> top_indices(std::vector<std::pair<double, uint32_t>> scored, uint32_t keep) {
+    std::sort(scored.rbegin(), scored.rend());
+    std::vector<uint32_t> out;
+    for (uint32_t i = 0; i < keep; ++i) out.push_back(scored[i].second);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// KV groups of a layer to keep: each scored by the importance-weighted energy of its query
+// heads' columns of the output projection.
+std::vector<uint32_t> kept_kv_groups(const io::GGUFTensor& wo, const ImportanceMatrix& im,
+                                     const DenseShape& s, uint32_t keep, const std::string& path) {
+    const std::vector<float> wov = to_floats(wo);
+    const std::vector<float> imp = column_importance(im, wo, 1, path);
+    std::vector<double> col_energy(wo.ne[0], 0.0);
+    for (int64_t rr = 0; rr < wo.rows(); ++rr)
+        for (int64_t c = 0; c < wo.ne[0]; ++c) {
+            const double x = wov[rr * wo.ne[0] + c];
+            col_energy[c] += x * x;
+        }
+    std::vector<std::pair<double, uint32_t>> group(s.n_head_kv);
+    for (uint32_t g = 0; g < s.n_head_kv; ++g) {
+        double e = 0;
+        for (uint32_t h = g * s.G; h < (g + 1) * s.G; ++h)
+            for (uint32_t d = 0; d < s.head_dim; ++d)
+                e += imp[h * s.head_dim + d] * col_energy[h * s.head_dim + d];
+        group[g] = {e, g};
+    }
+    return top_indices(std::move(group), keep);
+}
+
+// FFN channels of a layer to keep: each scored by its down-projection column's energy times its
+// importance.
+std::vector<uint32_t> kept_ffn_channels(const io::GGUFTensor& down, const ImportanceMatrix& im,
+                                        uint32_t n_ff, uint32_t keep, const std::string& path) {
+    const std::vector<float> dv = to_floats(down);
+    const std::vector<float> imp = column_importance(im, down, 1, path);
+    std::vector<std::pair<double, uint32_t>> ch(n_ff);
+    for (uint32_t j = 0; j < n_ff; ++j) ch[j] = {0.0, j};
+    for (int64_t rr = 0; rr < down.rows(); ++rr)
+        for (uint32_t j = 0; j < n_ff; ++j) {
+            const double x = dv[rr * n_ff + j];
+            ch[j].first += x * x;
+        }
+    for (uint32_t j = 0; j < n_ff; ++j) ch[j].first *= imp[j];
+    return top_indices(std::move(ch), keep);
+}
+
+// What a layer keeps: KV groups and FFN channels, ascending.
+struct LayerKeep {
+    std::vector<uint32_t> kv, ff;
+};
+
+// Rows (out) or columns (in) of a block tensor that pruning keeps; both empty: unchanged.
+struct Selection {
+    std::vector<int64_t> rows, cols;
+};
+
+Selection select(const std::string& role, const LayerKeep& keep, const DenseShape& s,
+                 const std::string& path) {
+    auto expand = [](const std::vector<uint32_t>& units, uint32_t unit) {
+        std::vector<int64_t> out;
+        for (uint32_t u : units)
+            for (uint32_t i = 0; i < unit; ++i) out.push_back(static_cast<int64_t>(u) * unit + i);
+        return out;
+    };
+    std::vector<uint32_t> q_heads;
+    for (uint32_t g : keep.kv)
+        for (uint32_t h = g * s.G; h < (g + 1) * s.G; ++h) q_heads.push_back(h);
+    Selection sel;
+    if (role == "attn_q.weight" || role == "attn_q.bias")
+        sel.rows = expand(q_heads, s.head_dim);
+    else if (role == "attn_k.weight" || role == "attn_k.bias" || role == "attn_v.weight" ||
+             role == "attn_v.bias")
+        sel.rows = expand(keep.kv, s.head_dim);
+    else if (role == "attn_output.weight")
+        sel.cols = expand(q_heads, s.head_dim);
+    else if (role == "ffn_gate.weight" || role == "ffn_up.weight" || role == "ffn_up.bias" ||
+             role == "ffn_gate.bias")
+        sel.rows = expand(keep.ff, 1);
+    else if (role == "ffn_down.weight")
+        sel.cols = expand(keep.ff, 1);
+    else if (role == "attn_qkv.weight")
+        fail(path, ": fused QKV is not supported by structured pruning");
+    return sel;
+}
+
+// The tensor's values with the selection applied: cut out, or (mask_only) zeroed in place.
+std::vector<float> apply_selection(const io::GGUFTensor& t, const Selection& sel, bool mask_only,
+                                   std::vector<int64_t>& ne) {
+    const bool is_vector = t.ne.size() == 1 || t.rows() == 1;
+    const int64_t n = is_vector ? t.numel() : t.ne[0], rows = is_vector ? 1 : t.rows();
+    const std::vector<float> v = to_floats(t);
+    ne = t.ne;
+    if (mask_only) {
+        std::vector<float> out = v;
+        const std::vector<int64_t>& kept = sel.rows.empty() ? sel.cols : sel.rows;
+        std::vector<bool> keep(static_cast<size_t>(is_vector ? n : sel.rows.empty() ? n : rows),
+                               false);
+        for (int64_t i : kept) keep[i] = true;
+        for (int64_t rr = 0; rr < rows; ++rr)
+            for (int64_t c = 0; c < n; ++c)
+                if (!keep[is_vector || sel.rows.empty() ? c : rr]) out[rr * n + c] = 0;
+        return out;
+    }
+    std::vector<float> out;
+    if (is_vector) {
+        for (int64_t i : sel.rows) out.push_back(v[i]);
+        ne = {static_cast<int64_t>(out.size())};
+    } else if (!sel.rows.empty()) {
+        for (int64_t rr : sel.rows) out.insert(out.end(), v.begin() + rr * n, v.begin() + (rr + 1) * n);
+        ne = {n, static_cast<int64_t>(sel.rows.size())};
+    } else {
+        for (int64_t rr = 0; rr < rows; ++rr)
+            for (int64_t c : sel.cols) out.push_back(v[rr * n + c]);
+        ne = {static_cast<int64_t>(sel.cols.size()), rows};
+    }
+    return out;
+}
+
+}  // namespace
+
 PruneResult prune_structured(const std::string& in_path, const std::string& out_path,
                              const PruneOptions& o) {
     SYSLM_CHECK(o.heads >= 0 && o.heads < 1 && o.ffn >= 0 && o.ffn < 1 && o.layers >= 0 &&
@@ -178,262 +395,101 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
     SYSLM_CHECK(o.imatrix || o.heads + o.ffn == 0,
                 "prune: head and channel scores need an importance matrix");
     const io::GGUFFile in(in_path);
-    const std::string arch = in.get_string("general.architecture");
-    const std::string a = arch + ".";
-    SYSLM_CHECK(arch != "gpt2" && in.get_u32(a + "expert_count", 0) == 0, in_path,
-                ": structured pruning supports dense models with separate Q/K/V (llama, qwen2); ",
-                arch, " is not one");
-    const uint32_t n_layer = in.get_u32(a + "block_count");
-    const uint32_t n_head = in.get_u32(a + "attention.head_count");
-    const uint32_t n_head_kv = in.get_u32(a + "attention.head_count_kv", n_head);
-    const uint32_t n_embd = in.get_u32(a + "embedding_length");
-    const uint32_t head_dim = in.get_u32(a + "attention.key_length", n_embd / n_head);
-    const uint32_t n_ff = in.get_u32(a + "feed_forward_length");
-    const uint32_t G = n_head / n_head_kv;
-    SYSLM_CHECK(o.layers < static_cast<int>(n_layer), "prune: cannot remove ", o.layers,
-                " of ", n_layer, " layers");
+    const DenseShape s = read_dense_shape(in, in_path);
+    SYSLM_CHECK(o.layers < static_cast<int>(s.n_layer), "prune: cannot remove ", o.layers, " of ",
+                s.n_layer, " layers");
 
     PruneResult r;
-    r.heads_before = static_cast<int>(n_head);
-    r.kv_heads_before = static_cast<int>(n_head_kv);
-    r.ffn_before = static_cast<int>(n_ff);
+    r.heads_before = static_cast<int>(s.n_head);
+    r.kv_heads_before = static_cast<int>(s.n_head_kv);
+    r.ffn_before = static_cast<int>(s.n_ff);
     // KV groups to remove per layer (each takes its G query heads); FFN channels to keep,
     // rounded to a multiple of 32 when the width is one (so quantized block types still fit).
-    const uint32_t drop_kv =
-        std::min<uint32_t>(n_head_kv - 1, static_cast<uint32_t>(std::llround(o.heads * n_head_kv)));
-    uint32_t keep_ff = n_ff - static_cast<uint32_t>(std::llround(o.ffn * n_ff));
-    if (n_ff % 32 == 0) keep_ff = std::max<uint32_t>(32, (keep_ff + 16) / 32 * 32);
-    keep_ff = std::min(keep_ff, n_ff);
-    r.kv_heads_after = static_cast<int>(n_head_kv - drop_kv);
-    r.heads_after = static_cast<int>((n_head_kv - drop_kv) * G);
+    const uint32_t drop_kv = std::min<uint32_t>(
+        s.n_head_kv - 1, static_cast<uint32_t>(std::llround(o.heads * s.n_head_kv)));
+    uint32_t keep_ff = s.n_ff - static_cast<uint32_t>(std::llround(o.ffn * s.n_ff));
+    if (s.n_ff % 32 == 0) keep_ff = std::max<uint32_t>(32, (keep_ff + 16) / 32 * 32);
+    keep_ff = std::min(keep_ff, s.n_ff);
+    r.kv_heads_after = static_cast<int>(s.n_head_kv - drop_kv);
+    r.heads_after = static_cast<int>((s.n_head_kv - drop_kv) * s.G);
     r.ffn_after = static_cast<int>(keep_ff);
 
-    auto tensor = [&](const std::string& name) -> const io::GGUFTensor& {
-        return in.tensor(name);
-    };
-    // Layers: greedily the one whose bypass raises the calibration loss least.
-    std::vector<bool> removed(n_layer, false);
-    if (o.layers > 0) {
-        const int C = o.calib_ctx;
-        const int64_t chunks =
-            std::min<int64_t>(o.calib_chunks, static_cast<int64_t>(o.calib_tokens.size()) / C);
-        SYSLM_CHECK(chunks > 0, "prune: choosing layers needs calibration text of at least ", C,
-                    " tokens (", o.calib_tokens.size(), " given)");
-        const model::Model m(in_path);
-        model::Context ctx(m, C, o.threads, std::min(C, 512), DType::F32);
-        const int V = m.hparams().n_vocab;
-        auto loss_with = [&](const std::vector<bool>& skip) {
-            ctx.set_skipped_layers(skip);
-            double nll = 0;
-            int64_t n = 0;
-            std::vector<int32_t> chunk(static_cast<size_t>(C));
-            for (int64_t c = 0; c < chunks; ++c) {
-                std::copy_n(o.calib_tokens.begin() + c * C, C, chunk.begin());
-                if (o.calib_bos >= 0) chunk[0] = o.calib_bos;
-                ctx.reset();
-                const std::span<const float> l = ctx.forward(chunk, true);
-                for (int j = 0; j + 1 < C; ++j) {
-                    const float* row = l.data() + static_cast<size_t>(j) * V;
-                    const float mx = *std::max_element(row, row + V);
-                    double sum = 0;
-                    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
-                    nll += std::log(sum) - (row[chunk[j + 1]] - mx);
-                    ++n;
-                }
-            }
-            return nll / static_cast<double>(n);
-        };
-        const double base = loss_with(removed);
-        for (int k = 0; k < o.layers; ++k) {
-            int best = -1;
-            double best_loss = 0;
-            for (uint32_t il = 0; il < n_layer; ++il) {
-                if (removed[il]) continue;
-                std::vector<bool> trial = removed;
-                trial[il] = true;
-                const double l = loss_with(trial);
-                if (best < 0 || l < best_loss) {
-                    best = static_cast<int>(il);
-                    best_loss = l;
-                }
-            }
-            removed[static_cast<size_t>(best)] = true;
-            r.removed_layers.push_back(best);
-            if (o.log)
-                *o.log << "prune: layer " << best << " removed: calibration loss " << base
-                       << " -> " << best_loss << '\n';
-        }
-    }
-    std::vector<int> new_index(n_layer, -1);
-    for (uint32_t il = 0, j = 0; il < n_layer; ++il)
+    const std::vector<bool> removed = choose_layers(in_path, s.n_layer, o, r);
+    std::vector<int> new_index(s.n_layer, -1);
+    for (uint32_t il = 0, j = 0; il < s.n_layer; ++il)
         if (!removed[il]) new_index[il] = static_cast<int>(j++);
-
-    // Per layer: kept KV heads and kept FFN channels, ascending.
-    std::vector<std::vector<uint32_t>> kept_kv(n_layer), kept_ff(n_layer);
-    for (uint32_t il = 0; il < n_layer; ++il) {
+    std::vector<LayerKeep> keep(s.n_layer);
+    for (uint32_t il = 0; il < s.n_layer; ++il) {
         if (removed[il] || o.heads + o.ffn == 0) {  // all kept (or the layer goes entirely)
-            for (uint32_t g = 0; g < n_head_kv; ++g) kept_kv[il].push_back(g);
-            for (uint32_t j = 0; j < n_ff; ++j) kept_ff[il].push_back(j);
+            for (uint32_t g = 0; g < s.n_head_kv; ++g) keep[il].kv.push_back(g);
+            for (uint32_t j = 0; j < s.n_ff; ++j) keep[il].ff.push_back(j);
             continue;
         }
         const std::string p = cat("blk.", il, ".");
-        const io::GGUFTensor& wo = tensor(p + "attn_output.weight");
-        const std::vector<float> wov = to_floats(wo);
-        const std::vector<float> imp_o = column_importance(*o.imatrix, wo, 1, in_path);
-        std::vector<double> col_energy(wo.ne[0], 0.0);
-        for (int64_t rr = 0; rr < wo.rows(); ++rr)
-            for (int64_t c = 0; c < wo.ne[0]; ++c) {
-                const double x = wov[rr * wo.ne[0] + c];
-                col_energy[c] += x * x;
-            }
-        std::vector<std::pair<double, uint32_t>> group(n_head_kv);
-        for (uint32_t g = 0; g < n_head_kv; ++g) {
-            double s = 0;
-            for (uint32_t h = g * G; h < (g + 1) * G; ++h)
-                for (uint32_t d = 0; d < head_dim; ++d)
-                    s += imp_o[h * head_dim + d] * col_energy[h * head_dim + d];
-            group[g] = {s, g};
-        }
-        std::sort(group.rbegin(), group.rend());
-        for (uint32_t i = 0; i < n_head_kv - drop_kv; ++i) kept_kv[il].push_back(group[i].second);
-        std::sort(kept_kv[il].begin(), kept_kv[il].end());
-
-        const io::GGUFTensor& down = tensor(p + "ffn_down.weight");
-        const std::vector<float> dv = to_floats(down);
-        const std::vector<float> imp_d = column_importance(*o.imatrix, down, 1, in_path);
-        std::vector<std::pair<double, uint32_t>> ch(n_ff);
-        for (uint32_t j = 0; j < n_ff; ++j) ch[j] = {0.0, j};
-        for (int64_t rr = 0; rr < down.rows(); ++rr)
-            for (uint32_t j = 0; j < n_ff; ++j) {
-                const double x = dv[rr * n_ff + j];
-                ch[j].first += x * x;
-            }
-        for (uint32_t j = 0; j < n_ff; ++j) ch[j].first *= imp_d[j];
-        std::sort(ch.rbegin(), ch.rend());
-        for (uint32_t i = 0; i < keep_ff; ++i) kept_ff[il].push_back(ch[i].second);
-        std::sort(kept_ff[il].begin(), kept_ff[il].end());
+        keep[il].kv = kept_kv_groups(in.tensor(p + "attn_output.weight"), *o.imatrix, s,
+                                     s.n_head_kv - drop_kv, in_path);
+        keep[il].ff =
+            kept_ffn_channels(in.tensor(p + "ffn_down.weight"), *o.imatrix, s.n_ff, keep_ff, in_path);
     }
-
-    // Row or column selections: index lists in units of `unit` rows / columns.
-    auto expand = [](const std::vector<uint32_t>& units, uint32_t unit) {
-        std::vector<int64_t> out;
-        for (uint32_t u : units)
-            for (uint32_t i = 0; i < unit; ++i) out.push_back(static_cast<int64_t>(u) * unit + i);
-        return out;
-    };
-    auto q_heads = [&](const std::vector<uint32_t>& kv) {
-        std::vector<uint32_t> q;
-        for (uint32_t g : kv)
-            for (uint32_t h = g * G; h < (g + 1) * G; ++h) q.push_back(h);
-        return q;
-    };
 
     io::GGUFWriter w;
     copy_metadata(in, w);
     if (!o.mask_only) {
-        w.set(a + "block_count", io::GGUFValue::u32(n_layer - static_cast<uint32_t>(o.layers)));
+        const std::string a = in.get_string("general.architecture") + ".";
+        w.set(a + "block_count", io::GGUFValue::u32(s.n_layer - static_cast<uint32_t>(o.layers)));
         w.set(a + "attention.head_count", io::GGUFValue::u32(static_cast<uint32_t>(r.heads_after)));
         w.set(a + "attention.head_count_kv",
               io::GGUFValue::u32(static_cast<uint32_t>(r.kv_heads_after)));
-        w.set(a + "attention.key_length", io::GGUFValue::u32(head_dim));
-        w.set(a + "attention.value_length", io::GGUFValue::u32(head_dim));
+        w.set(a + "attention.key_length", io::GGUFValue::u32(s.head_dim));
+        w.set(a + "attention.value_length", io::GGUFValue::u32(s.head_dim));
         w.set(a + "feed_forward_length", io::GGUFValue::u32(keep_ff));
     }
     for (const io::GGUFTensor& t : in.tensors()) {
         r.params_before += t.numel();
-        int il = -1;
-        std::string role, name = t.name;
-        if (t.name.rfind("blk.", 0) == 0) {
-            il = std::stoi(t.name.substr(4));
-            role = t.name.substr(t.name.find('.', 4) + 1);
-            if (removed[static_cast<size_t>(il)]) {
-                if (!o.mask_only) continue;  // the layer goes
-                if (role == "attn_output.weight" || role == "attn_output.bias" ||
-                    role == "ffn_down.weight" || role == "ffn_down.bias") {
-                    std::vector<uint8_t> zeros(t.nbytes, 0);  // 0 in every float type
-                    SYSLM_CHECK(is_float(t.type), in_path, ": tensor ", t.name, " is ",
-                                dtype_name(t.type), ": prune a float model, then quantize it");
-                    w.add_tensor(t.name, t.type, t.ne, std::move(zeros));
-                } else {
-                    w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-                }
-                r.params_after += t.numel();
-                continue;
-            }
-            if (!o.mask_only) name = cat("blk.", new_index[static_cast<size_t>(il)], ".", role);
+        if (t.name.rfind("blk.", 0) != 0) {  // embeddings, output, norms outside the blocks
+            w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+            r.params_after += t.numel();
+            continue;
         }
-        // What to keep: rows (out) or columns (in) of this tensor; empty: unchanged.
-        std::vector<int64_t> rows_kept, cols_kept;
-        if (il >= 0) {
-            const auto& kv = kept_kv[static_cast<size_t>(il)];
-            if (role == "attn_q.weight" || role == "attn_q.bias")
-                rows_kept = expand(q_heads(kv), head_dim);
-            else if (role == "attn_k.weight" || role == "attn_k.bias" || role == "attn_v.weight" ||
-                     role == "attn_v.bias")
-                rows_kept = expand(kv, head_dim);
-            else if (role == "attn_output.weight")
-                cols_kept = expand(q_heads(kv), head_dim);
-            else if (role == "ffn_gate.weight" || role == "ffn_up.weight" ||
-                     role == "ffn_up.bias" || role == "ffn_gate.bias")
-                rows_kept = expand(kept_ff[static_cast<size_t>(il)], 1);
-            else if (role == "ffn_down.weight")
-                cols_kept = expand(kept_ff[static_cast<size_t>(il)], 1);
-            else if (role == "attn_qkv.weight")
-                fail(in_path, ": fused QKV is not supported by structured pruning");
+        const int il = std::stoi(t.name.substr(4));
+        const std::string role = t.name.substr(t.name.find('.', 4) + 1);
+        if (removed[static_cast<size_t>(il)]) {
+            if (!o.mask_only) continue;  // the layer goes
+            // Masked: the layer's outputs (attention and FFN out) are zeroed, so it adds nothing.
+            const bool output = role == "attn_output.weight" || role == "attn_output.bias" ||
+                                role == "ffn_down.weight" || role == "ffn_down.bias";
+            SYSLM_CHECK(!output || is_float(t.type), in_path, ": tensor ", t.name, " is ",
+                        dtype_name(t.type), ": prune a float model, then quantize it");
+            if (output)
+                w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.nbytes, 0));
+            else
+                w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+            r.params_after += t.numel();
+            continue;
         }
-        if (rows_kept.empty() && cols_kept.empty()) {
+        const std::string name =
+            o.mask_only ? t.name : cat("blk.", new_index[static_cast<size_t>(il)], ".", role);
+        const Selection sel = select(role, keep[static_cast<size_t>(il)], s, in_path);
+        if (sel.rows.empty() && sel.cols.empty()) {
             w.add_tensor(name, t.type, t.ne, t.data, t.nbytes);
             r.params_after += t.numel();
             continue;
         }
         SYSLM_CHECK(is_float(t.type), in_path, ": tensor ", t.name, " is ", dtype_name(t.type),
                     ": prune a float (F32/F16/BF16) model, then quantize it");
-        const bool is_vector = t.ne.size() == 1 || t.rows() == 1;
-        const int64_t n = is_vector ? t.numel() : t.ne[0], rows = is_vector ? 1 : t.rows();
-        const std::vector<float> v = to_floats(t);
-        std::vector<float> out;
-        std::vector<int64_t> ne = t.ne;
-        if (o.mask_only) {  // same shape, the removed parts zeroed
-            out = v;
-            if (is_vector) {
-                std::vector<bool> keep(static_cast<size_t>(n), false);
-                for (int64_t i : rows_kept) keep[i] = true;
-                for (int64_t i = 0; i < n; ++i)
-                    if (!keep[i]) out[i] = 0;
-            } else if (!rows_kept.empty()) {
-                std::vector<bool> keep(static_cast<size_t>(rows), false);
-                for (int64_t i : rows_kept) keep[i] = true;
-                for (int64_t rr = 0; rr < rows; ++rr)
-                    if (!keep[rr]) std::fill_n(out.begin() + rr * n, n, 0.0f);
-            } else {
-                std::vector<bool> keep(static_cast<size_t>(n), false);
-                for (int64_t i : cols_kept) keep[i] = true;
-                for (int64_t rr = 0; rr < rows; ++rr)
-                    for (int64_t c = 0; c < n; ++c)
-                        if (!keep[c]) out[rr * n + c] = 0;
-            }
-        } else if (is_vector) {
-            for (int64_t i : rows_kept) out.push_back(v[i]);
-            ne = {static_cast<int64_t>(out.size())};
-        } else if (!rows_kept.empty()) {
-            for (int64_t rr : rows_kept) out.insert(out.end(), v.begin() + rr * n, v.begin() + (rr + 1) * n);
-            ne = {n, static_cast<int64_t>(rows_kept.size())};
-        } else {
-            for (int64_t rr = 0; rr < rows; ++rr)
-                for (int64_t c : cols_kept) out.push_back(v[rr * n + c]);
-            ne = {static_cast<int64_t>(cols_kept.size()), rows};
-        }
+        std::vector<int64_t> ne;
+        const std::vector<float> out = apply_selection(t, sel, o.mask_only, ne);
         r.params_after += static_cast<int64_t>(out.size());
         w.add_tensor(name, t.type, ne, from_floats(t.type, out, ne[0]));
     }
     w.write(out_path);
     if (o.log)
-        *o.log << "structured pruning: layers " << n_layer << " -> " << n_layer - o.layers
-               << ", heads " << r.heads_before << " -> " << r.heads_after
-               << " (KV heads " << r.kv_heads_before << " -> " << r.kv_heads_after
-               << "), FFN " << r.ffn_before << " -> " << r.ffn_after << " per layer; parameters "
-               << r.params_before << " -> " << r.params_after
-               << (o.mask_only ? " (masked, same shapes)" : "") << "\nwrote " << out_path << '\n';
+        *o.log << "structured pruning: layers " << s.n_layer << " -> " << s.n_layer - o.layers
+               << ", heads " << r.heads_before << " -> " << r.heads_after << " (KV heads "
+               << r.kv_heads_before << " -> " << r.kv_heads_after << "), FFN " << r.ffn_before
+               << " -> " << r.ffn_after << " per layer; parameters " << r.params_before << " -> "
+               << r.params_after << (o.mask_only ? " (masked, same shapes)" : "") << "\nwrote "
+               << out_path << '\n';
     return r;
 }
 
