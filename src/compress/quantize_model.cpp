@@ -505,35 +505,37 @@ private:
 
 }  // namespace
 
-QuantizeResult quantize_model(const std::string& in_path, const std::string& out_path,
-                              const QuantizeOptions& options) {
-    const QuantTarget& target = options.target;
-    SYSLM_CHECK(is_quantize_target(target.type), "cannot quantize to ", dtype_name(target.type),
-                ": it is not a storage type for weights");
-    const io::GGUFFile in(in_path);  // validated; unchanged tensors are written from its map
+namespace {
 
+ModelFacts read_facts(const io::GGUFFile& in, bool has_imatrix) {
     ModelFacts facts;
     facts.architecture = in.get_string("general.architecture", "");
     facts.has_output = in.find_tensor("output.weight") != nullptr;
-    if (!facts.architecture.empty())
-        facts.expert_count = in.get_u32(facts.architecture + ".expert_count", 0);
     if (!facts.architecture.empty()) {
+        facts.expert_count = in.get_u32(facts.architecture + ".expert_count", 0);
         facts.n_layer = in.get_u32(facts.architecture + ".block_count", 0);
         facts.n_head = in.get_u32(facts.architecture + ".attention.head_count", 0);
         facts.n_head_kv = in.get_u32(facts.architecture + ".attention.head_count_kv", facts.n_head);
     }
-    facts.has_imatrix = options.imatrix != nullptr;
-    const TypeRules rules(options.tensor_types);
+    facts.has_imatrix = has_imatrix;
+    return facts;
+}
 
-    io::GGUFWriter writer;
+// The input's metadata with the new file type; split and W8A8 keys dropped (a W8A8 input's
+// scales do not describe the new file).
+void copy_header(const io::GGUFFile& in, const QuantTarget& target, io::GGUFWriter& writer) {
     for (const auto& [key, value] : in.metadata()) writer.set(key, value);
     writer.set("general.quantization_version", io::GGUFValue::u32(2));  // GGML_QNT_VERSION
     writer.set("general.file_type", io::GGUFValue::u32(llama_ftype_of(target)));
     for (const char* key : {"split.no", "split.count", "split.tensors.count",
                             "syslm.w8a8.tensors", "syslm.w8a8.act_scales"})
-        writer.remove(key);  // a W8A8 input's scales do not describe the new file
+        writer.remove(key);
+}
 
-    AwqPlan awq;
+// SmoothQuant's (W8A8) or AWQ's per-channel scales, when asked for; empty otherwise.
+AwqPlan plan_scales(const io::GGUFFile& in, const QuantizeOptions& options, const TypeRules& rules,
+                    const ModelFacts& facts) {
+    const QuantTarget& target = options.target;
     if (target.w8a8) {
         SYSLM_CHECK(options.imatrix, "W8A8 needs calibration text (--calib) for its activation "
                                      "scales");
@@ -541,100 +543,150 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
         for (const auto& [name, e] : options.imatrix->entries()) maxima |= !e.max_abs.empty();
         SYSLM_CHECK(maxima, "W8A8 needs calibration text (--calib): an imatrix file holds no "
                             "activation maxima");
-        if (options.smooth_alpha > 0) awq = plan_smoothquant(in, *options.imatrix, options.smooth_alpha);
-    } else if (options.awq) {
-        SYSLM_CHECK(options.imatrix, "AWQ scaling needs an importance matrix (--imatrix)");
-        awq = plan_awq(
-            in, *options.imatrix,
-            [&](const io::GGUFTensor& t) { return rules.choose(t, target, facts).type; },
-            options.threads, options.log, 256, options.awq_alphas);
-        if (options.log && !awq.skipped.empty()) *options.log << "awq: " << awq.skipped << '\n';
+        return options.smooth_alpha > 0 ? plan_smoothquant(in, *options.imatrix, options.smooth_alpha)
+                                        : AwqPlan{};
     }
+    if (!options.awq) return {};
+    SYSLM_CHECK(options.imatrix, "AWQ scaling needs an importance matrix (--imatrix)");
+    AwqPlan awq = plan_awq(
+        in, *options.imatrix,
+        [&](const io::GGUFTensor& t) { return rules.choose(t, target, facts).type; },
+        options.threads, options.log, 256, options.awq_alphas);
+    if (options.log && !awq.skipped.empty()) *options.log << "awq: " << awq.skipped << '\n';
+    return awq;
+}
+
+std::span<const float> scale_of(const std::map<std::string, std::vector<float>>& m,
+                                const std::string& name) {
+    const auto it = m.find(name);
+    return it == m.end() ? std::span<const float>() : std::span<const float>(it->second);
+}
+
+// A norm or bias absorbing AWQ's 1/s: written as F32.
+void add_divided_vector(const io::GGUFTensor& t, std::span<const float> vec_scale,
+                        io::GGUFWriter& writer, TensorResult& tr) {
+    SYSLM_CHECK(static_cast<int64_t>(vec_scale.size()) == t.numel(), t.name,
+                ": AWQ scales do not match the tensor");
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    kernels::type_traits(t.type).to_float(t.data, v.data(), t.numel());
+    for (size_t j = 0; j < v.size(); ++j) v[j] *= vec_scale[j];
+    std::vector<uint8_t> bytes(v.size() * sizeof(float));
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    writer.add_tensor(t.name, DType::F32, t.ne, std::move(bytes));
+    tr.to = DType::F32;
+    tr.bytes_after = v.size() * sizeof(float);
+    tr.note = "AWQ: divided by the scales";
+}
+
+// The W8A8 matrices and their activation scales, written as metadata at the end.
+struct W8a8Scales {
+    std::vector<std::string> names;
+    std::vector<float> scales;
+};
+
+// A tensor converted to its chosen type while the file is written (one tensor in memory at a
+// time): weighted by the importance matrix where the type's quantizer takes it, AWQ-scaled, or
+// per-channel Q8_0 with a calibrated activation scale (W8A8).
+void add_converted(const io::GGUFTensor& t, const TypeChoice& choice,
+                   std::span<const float> col_scale, std::span<const float> row_scale,
+                   const QuantizeOptions& options, const std::string& what,
+                   io::GGUFWriter& writer, TensorResult& tr, W8a8Scales& w8a8) {
+    SYSLM_CHECK(kernels::has_type_traits(t.type), what, " has type ", dtype_name(t.type),
+                ", which syslm cannot convert to ", dtype_name(choice.type));
+    const int64_t n_per_row = t.ne[0];
+    const int64_t rows = t.rows();
+    const int64_t n_mat = t.ne.size() >= 3 ? rows / t.ne[1] : 1;  // experts
+    std::vector<float> importance;
+    if (options.imatrix && kernels::imatrix_quantizer(choice.type)) {
+        importance = importance_of(*options.imatrix, t.name, n_per_row, n_mat, what);
+        tr.note += tr.note.empty() ? "" : ", ";
+        tr.note += importance.empty() ? "no imatrix entry" : "imatrix";
+        // Scaled columns carry activations x_j / s_j: their importance is imp_j / s_j^2.
+        if (!importance.empty() && !col_scale.empty())
+            for (size_t k = 0; k < importance.size(); ++k)
+                importance[k] /= col_scale[k % static_cast<size_t>(n_per_row)] *
+                                 col_scale[k % static_cast<size_t>(n_per_row)];
+    }
+    if (!col_scale.empty() || !row_scale.empty())
+        tr.note += tr.note.empty() ? "AWQ-scaled" : ", AWQ-scaled";
+    // W8A8: a matrix the forward multiplies, with calibrated input maxima.
+    const ImportanceMatrix::Entry* cal = nullptr;
+    if (options.target.w8a8 && choice.type == DType::Q8_0 && options.imatrix && n_mat == 1)
+        if (const auto it = options.imatrix->entries().find(t.name);
+            it != options.imatrix->entries().end() && it->second.n_in == n_per_row &&
+            !it->second.max_abs.empty())
+            cal = &it->second;
+    const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
+    if (cal) {  // choice.type is Q8_0
+        float x_max = 0;  // after smoothing, input j carries x_j / s_j
+        for (int64_t j = 0; j < n_per_row; ++j)
+            x_max = std::max(x_max, cal->max_abs[j] / (col_scale.empty() ? 1.0f : col_scale[j]));
+        SYSLM_CHECK(x_max > 0, what, ": no calibration activation reached it");
+        w8a8.names.push_back(t.name);
+        w8a8.scales.push_back(x_max / 127.0f);
+        tr.note = col_scale.empty() && row_scale.empty() ? "W8A8" : "W8A8, smoothed";
+        writer.add_tensor(t.name, DType::Q8_0, t.ne, nbytes,
+                          [&t, n_per_row, rows, col_scale, row_scale, what](uint8_t* dst) {
+                              convert_rows_per_channel_q8(t.type, t.data, dst, n_per_row, rows,
+                                                          col_scale, row_scale, what);
+                          });
+    } else {
+        writer.add_tensor(t.name, choice.type, t.ne, nbytes,
+                          [&t, to = choice.type, n_per_row, rows, what, n_mat,
+                           importance = std::move(importance), col_scale, row_scale,
+                           threads = options.threads](uint8_t* dst) {
+                              convert_rows(t.type, t.data, to, dst, n_per_row, rows, threads,
+                                           what, importance, rows / n_mat, col_scale, row_scale);
+                          });
+    }
+    tr.bytes_after = nbytes;
+    tr.converted = true;
+}
+
+void log_summary(std::ostream& log, const QuantizeResult& result, size_t n_tensors,
+                 const QuantTarget& target, const std::string& out_path) {
+    const double before = static_cast<double>(result.bytes_before);
+    log << "quantized " << result.n_converted << " of " << n_tensors << " tensors to "
+        << quant_target_name(target);
+    if (result.n_fallback) log << " (" << result.n_fallback << " by fallback)";
+    char line[128];
+    std::snprintf(line, sizeof line, "; tensor data %s -> %s (%.1f%%)\n",
+                  mib(result.bytes_before).c_str(), mib(result.bytes_after).c_str(),
+                  before > 0 ? 100.0 * static_cast<double>(result.bytes_after) / before : 100.0);
+    log << line << "wrote " << out_path << '\n';
+}
+
+}  // namespace
+
+QuantizeResult quantize_model(const std::string& in_path, const std::string& out_path,
+                              const QuantizeOptions& options) {
+    const QuantTarget& target = options.target;
+    SYSLM_CHECK(is_quantize_target(target.type), "cannot quantize to ", dtype_name(target.type),
+                ": it is not a storage type for weights");
+    const io::GGUFFile in(in_path);  // validated; unchanged tensors are written from its map
+    const ModelFacts facts = read_facts(in, options.imatrix != nullptr);
+    const TypeRules rules(options.tensor_types);
+    io::GGUFWriter writer;
+    copy_header(in, target, writer);
+    const AwqPlan awq = plan_scales(in, options, rules, facts);
 
     QuantizeResult result;
     const size_t n_tensors = in.tensors().size();
-    std::vector<std::string> w8a8_names;
-    std::vector<float> w8a8_scales;
+    W8a8Scales w8a8;
     for (size_t i = 0; i < n_tensors; ++i) {
         const io::GGUFTensor& t = in.tensors()[i];
-        TypeChoice choice = rules.choose(t, target, facts);
+        const TypeChoice choice = rules.choose(t, target, facts);
         TensorResult tr{t.name, t.type, choice.type, t.ne, t.nbytes, t.nbytes, false, choice.note};
-        const auto find_scale = [](const std::map<std::string, std::vector<float>>& m,
-                                   const std::string& name) -> std::span<const float> {
-            const auto it = m.find(name);
-            return it == m.end() ? std::span<const float>() : std::span<const float>(it->second);
-        };
-        const std::span<const float> col_scale = find_scale(awq.column_scale, t.name);
-        const std::span<const float> row_scale = find_scale(awq.row_scale, t.name);
-        const std::span<const float> vec_scale = find_scale(awq.vector_scale, t.name);
-        if (!vec_scale.empty()) {  // a norm or bias absorbing AWQ's 1/s: written as F32
-            SYSLM_CHECK(static_cast<int64_t>(vec_scale.size()) == t.numel(), t.name,
-                        ": AWQ scales do not match the tensor");
-            std::vector<float> v(static_cast<size_t>(t.numel()));
-            kernels::type_traits(t.type).to_float(t.data, v.data(), t.numel());
-            for (size_t j = 0; j < v.size(); ++j) v[j] *= vec_scale[j];
-            std::vector<uint8_t> bytes(v.size() * sizeof(float));
-            std::memcpy(bytes.data(), v.data(), bytes.size());
-            writer.add_tensor(t.name, DType::F32, t.ne, std::move(bytes));
-            tr.to = DType::F32;
-            tr.bytes_after = v.size() * sizeof(float);
-            tr.note = "AWQ: divided by the scales";
+        const std::span<const float> col_scale = scale_of(awq.column_scale, t.name);
+        const std::span<const float> row_scale = scale_of(awq.row_scale, t.name);
+        const std::span<const float> vec_scale = scale_of(awq.vector_scale, t.name);
+        if (!vec_scale.empty()) {
+            add_divided_vector(t, vec_scale, writer, tr);
         } else if (!choice.quantize && col_scale.empty() && row_scale.empty()) {
             writer.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
         } else {
-            const std::string what = cat(in_path, ": tensor ", t.name);
-            SYSLM_CHECK(kernels::has_type_traits(t.type), what, " has type ", dtype_name(t.type),
-                        ", which syslm cannot convert to ", dtype_name(choice.type));
-            const int64_t n_per_row = t.ne[0];
-            const int64_t rows = t.rows();
-            const int64_t n_mat = t.ne.size() >= 3 ? rows / t.ne[1] : 1;  // experts
-            std::vector<float> importance;
-            if (options.imatrix && kernels::imatrix_quantizer(choice.type)) {
-                importance = importance_of(*options.imatrix, t.name, n_per_row, n_mat, what);
-                tr.note += tr.note.empty() ? "" : ", ";
-                tr.note += importance.empty() ? "no imatrix entry" : "imatrix";
-                // Scaled columns carry activations x_j / s_j: their importance is imp_j / s_j^2.
-                if (!importance.empty() && !col_scale.empty())
-                    for (size_t k = 0; k < importance.size(); ++k)
-                        importance[k] /= col_scale[k % static_cast<size_t>(n_per_row)] *
-                                         col_scale[k % static_cast<size_t>(n_per_row)];
-            }
-            if (!col_scale.empty() || !row_scale.empty())
-                tr.note += tr.note.empty() ? "AWQ-scaled" : ", AWQ-scaled";
-            // W8A8: a matrix the forward multiplies, with calibrated input maxima.
-            const ImportanceMatrix::Entry* cal = nullptr;
-            if (target.w8a8 && choice.type == DType::Q8_0 && options.imatrix && n_mat == 1)
-                if (const auto it = options.imatrix->entries().find(t.name);
-                    it != options.imatrix->entries().end() && it->second.n_in == n_per_row &&
-                    !it->second.max_abs.empty())
-                    cal = &it->second;
-            const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
-            if (cal) {  // choice.type is Q8_0
-                float x_max = 0;  // after smoothing, input j carries x_j / s_j
-                for (int64_t j = 0; j < n_per_row; ++j)
-                    x_max = std::max(x_max, cal->max_abs[j] / (col_scale.empty() ? 1.0f : col_scale[j]));
-                SYSLM_CHECK(x_max > 0, what, ": no calibration activation reached it");
-                w8a8_names.push_back(t.name);
-                w8a8_scales.push_back(x_max / 127.0f);
-                tr.note = col_scale.empty() && row_scale.empty() ? "W8A8" : "W8A8, smoothed";
-                writer.add_tensor(t.name, DType::Q8_0, t.ne, nbytes,
-                                  [&t, n_per_row, rows, col_scale, row_scale, what](uint8_t* dst) {
-                                      convert_rows_per_channel_q8(t.type, t.data, dst, n_per_row,
-                                                                  rows, col_scale, row_scale, what);
-                                  });
-            } else {
-                // Converted while the file is written: one tensor in memory at a time.
-                writer.add_tensor(t.name, choice.type, t.ne, nbytes,
-                                  [&t, to = choice.type, n_per_row, rows, what, n_mat,
-                                   importance = std::move(importance), col_scale, row_scale,
-                                   threads = options.threads](uint8_t* dst) {
-                                      convert_rows(t.type, t.data, to, dst, n_per_row, rows,
-                                                   threads, what, importance, rows / n_mat,
-                                                   col_scale, row_scale);
-                                  });
-            }
-            tr.bytes_after = nbytes;
-            tr.converted = true;
+            add_converted(t, choice, col_scale, row_scale, options,
+                          cat(in_path, ": tensor ", t.name), writer, tr, w8a8);
             ++result.n_converted;
             if (choice.fallback) ++result.n_fallback;
         }
@@ -644,23 +696,11 @@ QuantizeResult quantize_model(const std::string& in_path, const std::string& out
         result.tensors.push_back(std::move(tr));
     }
     if (target.w8a8) {
-        writer.set("syslm.w8a8.tensors", io::GGUFValue::strings(w8a8_names));
-        writer.set("syslm.w8a8.act_scales", io::GGUFValue::f32s(w8a8_scales));
+        writer.set("syslm.w8a8.tensors", io::GGUFValue::strings(w8a8.names));
+        writer.set("syslm.w8a8.act_scales", io::GGUFValue::f32s(w8a8.scales));
     }
     writer.write(out_path);
-
-    if (options.log) {
-        const double before = static_cast<double>(result.bytes_before);
-        *options.log << "quantized " << result.n_converted << " of " << n_tensors << " tensors to "
-                     << quant_target_name(target);
-        if (result.n_fallback) *options.log << " (" << result.n_fallback << " by fallback)";
-        char line[128];
-        std::snprintf(
-            line, sizeof line, "; tensor data %s -> %s (%.1f%%)\n",
-            mib(result.bytes_before).c_str(), mib(result.bytes_after).c_str(),
-            before > 0 ? 100.0 * static_cast<double>(result.bytes_after) / before : 100.0);
-        *options.log << line << "wrote " << out_path << '\n';
-    }
+    if (options.log) log_summary(*options.log, result, n_tensors, target, out_path);
     return result;
 }
 
