@@ -106,12 +106,11 @@ int32_t speculative_verify(std::span<const TokenProb> p, std::span<const TokenPr
     return last;
 }
 
-GenerateStats speculative_generate(model::Context& target, model::Context& draft,
-                                   const tokenizer::Tokenizer& tok,
-                                   std::span<const int32_t> prompt, int n_predict,
-                                   Sampler& sampler, bool ignore_eos,
-                                   const std::function<void(std::string_view)>& on_text,
-                                   const SpeculativeOptions& o, SpeculativeStats* stats) {
+namespace {
+
+void check_speculative_inputs(const model::Context& target, const model::Context& draft,
+                              std::span<const int32_t> prompt, const Sampler& sampler,
+                              const SpeculativeOptions& o) {
     SYSLM_CHECK(!prompt.empty(), "the prompt is empty (no tokens to start from)");
     SYSLM_CHECK(target.n_past() == 0 && draft.n_past() == 0,
                 "speculative decoding starts from empty contexts");
@@ -122,133 +121,195 @@ GenerateStats speculative_generate(model::Context& target, model::Context& draft
                 "repetition / presence / frequency penalties are not supported with a draft "
                 "model (they depend on the history at every drafted position)");
     SYSLM_CHECK(o.k_min >= 1 && o.k_max >= o.k_min && o.k >= 1, "draft lengths must be >= 1");
-    SpeculativeStats local;
-    SpeculativeStats& st = stats ? *stats : local;
-    GenerateStats gs;
-    gs.n_prompt = static_cast<int>(prompt.size());
-    SamplingParams dp = sampler.params();
-    dp.seed = sampler.params().seed ^ 0x9e3779b97f4a7c15ull;
-    Sampler draft_sampler(dp);
+}
 
-    std::vector<int32_t> tokens(prompt.begin(), prompt.end());
-    auto t0 = Clock::now();
-    if (prompt.size() > 1) {  // all but the last: it is fed with the first round's drafts
-        target.forward(prompt.first(prompt.size() - 1));
-        draft.forward(prompt.first(prompt.size() - 1));
-    }
-    gs.prompt_seconds = seconds(t0);
+// One generation: rounds of drafting k tokens, verifying them in one target call, emitting
+// what was kept, and (adaptive) choosing the next k from the measured acceptance and costs.
+class SpeculativeDecoder {
+public:
+    SpeculativeDecoder(model::Context& target, model::Context& draft,
+                       const tokenizer::Tokenizer& tok, Sampler& sampler, bool ignore_eos,
+                       const std::function<void(std::string_view)>& on_text,
+                       const SpeculativeOptions& o, SpeculativeStats& st, GenerateStats& gs)
+        : target_(target), draft_(draft), tok_(tok), sampler_(sampler),
+          draft_sampler_(draft_params(sampler)), ignore_eos_(ignore_eos), on_text_(on_text),
+          o_(o), st_(st), gs_(gs), k_(std::clamp(o.k, o.k_min, o.k_max)) {}
 
-    tokenizer::Utf8StreamBuffer stream;
-    int k = std::clamp(o.k, o.k_min, o.k_max);
-    double acc_sum = 1, trials = 2;  // acceptance prior 0.5
-    double draft_step = 0;           // running seconds per draft token
-    VerifyCost verify;
-    int64_t round = 0;
-    std::vector<std::vector<TokenProb>> q;
-    std::vector<int32_t> drafts, batch;
-    bool done = false;
-    t0 = Clock::now();
-    while (!done) {
-        const int n_ctx = target.n_ctx();
-        const int remaining = n_predict - gs.n_generated;
-        // Adaptive: every 16th round tries the other regime (drafting when it is off, plain
-        // decoding when on), so both the acceptance and the cost of small calls stay measured.
-        int planned = k;
-        if (o.adaptive && ++round % 16 == 0) planned = k == 0 ? o.k_min : 0;
-        // Room: the target takes pending + k drafts; the draft the catch-up + k - 1.
-        int kk = std::min({planned, remaining - 1, n_ctx - target.n_past() - 1,
-                           draft.n_ctx() - static_cast<int>(tokens.size())});
-        kk = std::max(kk, 0);
-        if (target.n_past() + 1 > n_ctx) break;
-
-        // Draft kk tokens.
-        q.clear();
-        drafts.clear();
-        const auto td = Clock::now();
-        if (kk > 0) {
-            std::span<const int32_t> feed(tokens.data() + draft.n_past(),
-                                          tokens.size() - static_cast<size_t>(draft.n_past()));
-            for (int i = 0; i < kk; ++i) {
-                const std::span<const float> logits = draft.forward(feed);
-                const std::span<const TokenProb> dist = draft_sampler.distribution(logits);
-                q.emplace_back(dist.begin(), dist.end());
-                drafts.push_back(draft_sampler.draw(q.back()));
-                feed = std::span<const int32_t>(&drafts.back(), 1);
-                if (i + 1 == kk) break;  // the last draft is not fed (the target checks it)
-            }
+    // Both contexts take the prompt but its last token (fed with the first round's drafts).
+    void prefill(std::span<const int32_t> prompt) {
+        tokens_.assign(prompt.begin(), prompt.end());
+        const auto t0 = Clock::now();
+        if (prompt.size() > 1) {
+            target_.forward(prompt.first(prompt.size() - 1));
+            draft_.forward(prompt.first(prompt.size() - 1));
         }
-        const double t_draft = seconds(td);
+        gs_.prompt_seconds = seconds(t0);
+    }
 
-        // Verify: pending + drafts in one call.
-        const auto tv = Clock::now();
-        const int base = target.n_past();
-        batch.assign(1, tokens.back());
-        batch.insert(batch.end(), drafts.begin(), drafts.end());
+    void generate(int n_predict) {
+        const auto t0 = Clock::now();
+        for (bool done = false; !done;) {
+            if (target_.n_past() + 1 > target_.n_ctx()) break;
+            const int kk = planned_length(n_predict);
+            const auto td = Clock::now();
+            draft_tokens(kk);
+            const double t_draft = seconds(td);
+            const auto tv = Clock::now();
+            const int base = target_.n_past();
+            bool rejected = false;
+            const int a = verify(kk, rejected);
+            const double t_verify = seconds(tv);
+            ++st_.rounds;
+            st_.drafted += kk;
+            st_.accepted += a;
+            st_.draft_seconds += t_draft;
+            st_.target_seconds += t_verify;
+            target_.truncate(base + 1 + a);  // pending + kept drafts
+            draft_.truncate(std::min(draft_.n_past(), base + 1 + a));
+            done = emit(n_predict);
+            if (o_.adaptive) adapt(kk, a, rejected, t_draft, t_verify);
+        }
+        if (std::string rest = stream_.flush(); !rest.empty()) on_text_(rest);
+        gs_.generate_seconds = seconds(t0);
+    }
+
+private:
+    static SamplingParams draft_params(const Sampler& sampler) {
+        SamplingParams dp = sampler.params();
+        dp.seed = sampler.params().seed ^ 0x9e3779b97f4a7c15ull;
+        return dp;
+    }
+
+    // This round's draft length. Adaptive: every 16th round tries the other regime (drafting
+    // when it is off, plain decoding when on), so both the acceptance and the cost of small
+    // calls stay measured. Room: the target takes pending + k drafts; the draft the catch-up
+    // + k - 1.
+    int planned_length(int n_predict) {
+        int planned = k_;
+        if (o_.adaptive && ++round_ % 16 == 0) planned = k_ == 0 ? o_.k_min : 0;
+        const int kk = std::min({planned, n_predict - gs_.n_generated - 1,
+                                 target_.n_ctx() - target_.n_past() - 1,
+                                 draft_.n_ctx() - static_cast<int>(tokens_.size())});
+        return std::max(kk, 0);
+    }
+
+    // kk tokens from the draft, with the distributions they were drawn from.
+    void draft_tokens(int kk) {
+        q_.clear();
+        drafts_.clear();
+        if (kk == 0) return;
+        std::span<const int32_t> feed(tokens_.data() + draft_.n_past(),
+                                      tokens_.size() - static_cast<size_t>(draft_.n_past()));
+        for (int i = 0; i < kk; ++i) {
+            const std::span<const float> logits = draft_.forward(feed);
+            const std::span<const TokenProb> dist = draft_sampler_.distribution(logits);
+            q_.emplace_back(dist.begin(), dist.end());
+            drafts_.push_back(draft_sampler_.draw(q_.back()));
+            feed = std::span<const int32_t>(&drafts_.back(), 1);
+            if (i + 1 == kk) break;  // the last draft is not fed (the target checks it)
+        }
+    }
+
+    // The pending token and the drafts in one target call; the tokens to emit (the kept drafts,
+    // then the target's correction or, all kept, one more of its own) go to emitted_. Returns
+    // the drafts kept.
+    int verify(int kk, bool& rejected) {
+        batch_.assign(1, tokens_.back());
+        batch_.insert(batch_.end(), drafts_.begin(), drafts_.end());
         const std::span<const float> rows = [&] {
             // Each position's logits exactly as plain decoding computes them.
             const kernels::ExactSmallBatches exact;
-            return target.forward(batch, /*all_logits=*/true);
+            return target_.forward(batch_, /*all_logits=*/true);
         }();
-        const int V = target.model().hparams().n_vocab;
+        const int V = target_.model().hparams().n_vocab;
         int a = 0;
-        bool rejected = false;
-        std::vector<int32_t> emitted;
+        emitted_.clear();
         for (int i = 0; i <= kk; ++i) {
             const std::span<const TokenProb> p =
-                sampler.distribution(rows.subspan(static_cast<size_t>(i) * V, V));
+                sampler_.distribution(rows.subspan(static_cast<size_t>(i) * V, V));
             int32_t next;
             if (i < kk) {
-                const double u1 = sampler.uniform(), u2 = sampler.uniform();
+                const double u1 = sampler_.uniform(), u2 = sampler_.uniform();
                 bool kept = false;
-                next = speculative_verify(p, q[i], drafts[i], u1, u2, &kept);
+                next = speculative_verify(p, q_[i], drafts_[i], u1, u2, &kept);
                 if (kept) ++a;
                 rejected = !kept;
             } else {
-                next = sampler.draw(p);  // every draft kept: one more from the target
+                next = sampler_.draw(p);  // every draft kept: one more from the target
             }
-            emitted.push_back(next);
+            emitted_.push_back(next);
             if (rejected) break;
         }
-        const double t_verify = seconds(tv);
-
-        ++st.rounds;
-        st.drafted += kk;
-        st.accepted += a;
-        st.draft_seconds += t_draft;
-        st.target_seconds += t_verify;
-        target.truncate(base + 1 + a);  // pending + kept drafts
-        draft.truncate(std::min(draft.n_past(), base + 1 + a));
-
-        for (int32_t t : emitted) {
-            tokens.push_back(t);
-            ++gs.n_generated;
-            if (!ignore_eos && tok.is_eog(t)) {
-                gs.stopped_at_eog = true;
-                done = true;
-                break;
-            }
-            if (std::string text = stream.push(tok.token_to_piece(t)); !text.empty())
-                on_text(text);
-            if (gs.n_generated >= n_predict) {
-                done = true;
-                break;
-            }
-        }
-
-        if (o.adaptive) {
-            verify.add(kk + 1, t_verify);
-            if (kk > 0) {
-                acc_sum = 0.9 * acc_sum + a;
-                trials = 0.9 * trials + a + (rejected ? 1 : 0);
-                const double per_draft = t_draft / kk;
-                draft_step = draft_step > 0 ? 0.8 * draft_step + 0.2 * per_draft : per_draft;
-            }
-            if (draft_step > 0)
-                k = best_k(acc_sum / trials, draft_step, verify, o.k_min, o.k_max);
-        }
+        return a;
     }
-    if (std::string rest = stream.flush(); !rest.empty()) on_text(rest);
-    gs.generate_seconds = seconds(t0);
+
+    // The round's tokens to the caller; true when generation ends (end of generation or
+    // n_predict tokens).
+    bool emit(int n_predict) {
+        for (int32_t t : emitted_) {
+            tokens_.push_back(t);
+            ++gs_.n_generated;
+            if (!ignore_eos_ && tok_.is_eog(t)) {
+                gs_.stopped_at_eog = true;
+                return true;
+            }
+            if (std::string text = stream_.push(tok_.token_to_piece(t)); !text.empty())
+                on_text_(text);
+            if (gs_.n_generated >= n_predict) return true;
+        }
+        return false;
+    }
+
+    // The acceptance (decayed), the draft's seconds per token and the verify cost by length,
+    // then the k they predict fastest.
+    void adapt(int kk, int a, bool rejected, double t_draft, double t_verify) {
+        verify_cost_.add(kk + 1, t_verify);
+        if (kk > 0) {
+            acc_sum_ = 0.9 * acc_sum_ + a;
+            trials_ = 0.9 * trials_ + a + (rejected ? 1 : 0);
+            const double per_draft = t_draft / kk;
+            draft_step_ = draft_step_ > 0 ? 0.8 * draft_step_ + 0.2 * per_draft : per_draft;
+        }
+        if (draft_step_ > 0)
+            k_ = best_k(acc_sum_ / trials_, draft_step_, verify_cost_, o_.k_min, o_.k_max);
+    }
+
+    model::Context& target_;
+    model::Context& draft_;
+    const tokenizer::Tokenizer& tok_;
+    Sampler& sampler_;
+    Sampler draft_sampler_;
+    const bool ignore_eos_;
+    const std::function<void(std::string_view)>& on_text_;
+    const SpeculativeOptions& o_;
+    SpeculativeStats& st_;
+    GenerateStats& gs_;
+    int k_;
+    double acc_sum_ = 1, trials_ = 2;  // acceptance prior 0.5
+    double draft_step_ = 0;            // running seconds per draft token
+    VerifyCost verify_cost_;
+    int64_t round_ = 0;
+    tokenizer::Utf8StreamBuffer stream_;
+    std::vector<int32_t> tokens_, drafts_, batch_, emitted_;
+    std::vector<std::vector<TokenProb>> q_;
+};
+
+}  // namespace
+
+GenerateStats speculative_generate(model::Context& target, model::Context& draft,
+                                   const tokenizer::Tokenizer& tok,
+                                   std::span<const int32_t> prompt, int n_predict,
+                                   Sampler& sampler, bool ignore_eos,
+                                   const std::function<void(std::string_view)>& on_text,
+                                   const SpeculativeOptions& o, SpeculativeStats* stats) {
+    check_speculative_inputs(target, draft, prompt, sampler, o);
+    SpeculativeStats local;
+    GenerateStats gs;
+    gs.n_prompt = static_cast<int>(prompt.size());
+    SpeculativeDecoder d(target, draft, tok, sampler, ignore_eos, on_text, o,
+                         stats ? *stats : local, gs);
+    d.prefill(prompt);
+    d.generate(n_predict);
     return gs;
 }
 
