@@ -103,16 +103,13 @@ TextEval merge(const TextEval& a, const TextEval& b) {
     return m;
 }
 
-EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std::string>& texts,
-                    const EvalOptions& o) {
-    SYSLM_CHECK(!paths.empty(), "eval: no models");
-    SYSLM_CHECK(!texts.empty(), "eval: no texts");
-    SYSLM_CHECK(o.n_ctx >= 8, "eval: context size ", o.n_ctx, " is too small (minimum 8)");
-    EvalReport r;
-    r.n_ctx = o.n_ctx;
-    r.threads = o.threads;
-    r.texts = texts;
-    std::vector<std::unique_ptr<model::Model>> models;
+namespace {
+
+using Models = std::vector<std::unique_ptr<model::Model>>;
+
+// The models, described in the report; every one must share the reference's vocabulary.
+Models load_models(const std::vector<std::string>& paths, EvalReport& r) {
+    Models models;
     for (const std::string& p : paths) {
         models.push_back(std::make_unique<model::Model>(p));
         ModelEval e;
@@ -120,75 +117,75 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
         describe_file(*models.back(), e);
         r.models.push_back(std::move(e));
     }
-    const model::Model& ref = *models[0];
-    const int V = ref.hparams().n_vocab;
+    const int V = models[0]->hparams().n_vocab;
     for (size_t i = 1; i < models.size(); ++i)
         SYSLM_CHECK(models[i]->hparams().n_vocab == V, paths[i], ": vocabulary of ",
                     models[i]->hparams().n_vocab, " tokens, the reference ", paths[0], " has ", V,
                     " (KL divergence needs the same vocabulary)");
-    const auto tok = tokenizer::Tokenizer::from_gguf(ref.file());
-    const int32_t bos = tok.add_bos() ? tok.bos() : -1;
+    return models;
+}
 
-    std::vector<std::unique_ptr<model::Context>> ctxs;
-    for (const auto& m : models)
-        ctxs.push_back(std::make_unique<model::Context>(*m, o.n_ctx, o.threads,
-                                                        std::min(o.n_ctx, 512), DType::F16));
-    const int first = o.n_ctx / 2;
-    // The reference's log-probabilities of the chunk's scored rows, and their exponentials
-    // (taken once, not once per model).
-    std::vector<std::vector<double>> ref_lp(static_cast<size_t>(o.n_ctx)),
-        ref_p(static_cast<size_t>(o.n_ctx));
-    std::vector<double> lp;
-    for (const std::string& text_path : texts) {
-        const std::vector<int32_t> tokens = tok.encode(read_text(text_path), true, false);
-        r.text_tokens.push_back(static_cast<int64_t>(tokens.size()));
-        int64_t n_chunks = static_cast<int64_t>(tokens.size()) / o.n_ctx;
-        SYSLM_CHECK(n_chunks > 0, "eval: ", text_path, " has ", tokens.size(),
-                    " tokens, fewer than one chunk of ", o.n_ctx);
-        if (o.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.max_chunks);
-        SYSLM_CHECK(o.first_chunk >= 0 && o.first_chunk < n_chunks, "eval: ", text_path,
-                    ": chunk ", o.first_chunk, " is not among its ", n_chunks, " chunks");
-        std::vector<Accumulator> acc(models.size());
-        std::vector<int32_t> chunk(static_cast<size_t>(o.n_ctx));
-        for (int64_t c = o.first_chunk; c < n_chunks; ++c) {
-            const size_t start = static_cast<size_t>(c * o.n_ctx);
-            std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(start), o.n_ctx,
-                        chunk.begin());
-            if (bos >= 0) chunk[0] = bos;
-            for (size_t m = 0; m < models.size(); ++m) {
-                ctxs[m]->reset();
-                const std::span<const float> logits = ctxs[m]->forward(chunk, true);
-                for (int j = first; j < o.n_ctx - 1; ++j) {
-                    std::vector<double>& cur = m == 0 ? ref_lp[static_cast<size_t>(j)] : lp;
-                    log_softmax(logits.subspan(static_cast<size_t>(j) * V, V), cur);
-                    const double nll = -cur[static_cast<size_t>(tokens[start + j + 1])];
-                    Accumulator& a = acc[m];
-                    a.nll += nll;
-                    a.nll2 += nll * nll;
-                    ++a.n;
-                    const std::vector<double>& rl = ref_lp[static_cast<size_t>(j)];
-                    std::vector<double>& rp = ref_p[static_cast<size_t>(j)];
-                    double kl = 0;
-                    if (m == 0) {
-                        rp.resize(rl.size());
-                        for (int v = 0; v < V; ++v) rp[v] = std::exp(rl[v]);
-                    } else {
-                        for (int v = 0; v < V; ++v) kl += rp[v] * (rl[v] - cur[v]);
-                    }
-                    a.kl += kl;
-                    a.kl2 += kl * kl;
-                    a.agree += argmax(cur) == argmax(rl);
-                }
-            }
-            if (o.log)
-                *o.log << "eval: " << text_path << ": chunk " << c + 1 << "/" << n_chunks << '\n'
-                       << std::flush;
-        }
-        for (size_t m = 0; m < models.size(); ++m)
-            r.models[m].texts.push_back(acc[m].result());
+// Scores chunks of a text with every model: NLL of the next token, KL from the reference
+// (models[0]) and top-1 agreement with it, over the second half of each chunk's positions.
+class ChunkScorer {
+public:
+    ChunkScorer(const Models& models, const EvalOptions& o)
+        : n_ctx_(o.n_ctx), V_(models[0]->hparams().n_vocab), ref_lp_(static_cast<size_t>(o.n_ctx)),
+          ref_p_(static_cast<size_t>(o.n_ctx)) {
+        for (const auto& m : models)
+            ctxs_.push_back(std::make_unique<model::Context>(*m, o.n_ctx, o.threads,
+                                                             std::min(o.n_ctx, 512), DType::F16));
     }
-    ctxs.clear();
 
+    // The chunk starting at tokens[start] (its first token replaced by bos when >= 0).
+    void score(const std::vector<int32_t>& tokens, size_t start, int32_t bos,
+               std::vector<Accumulator>& acc) {
+        chunk_.assign(tokens.begin() + static_cast<std::ptrdiff_t>(start),
+                      tokens.begin() + static_cast<std::ptrdiff_t>(start) + n_ctx_);
+        if (bos >= 0) chunk_[0] = bos;
+        for (size_t m = 0; m < ctxs_.size(); ++m) {
+            ctxs_[m]->reset();
+            const std::span<const float> logits = ctxs_[m]->forward(chunk_, true);
+            for (int j = n_ctx_ / 2; j < n_ctx_ - 1; ++j)
+                score_row(m, j, logits.subspan(static_cast<size_t>(j) * V_, V_),
+                          tokens[start + j + 1], acc[m]);
+        }
+    }
+
+private:
+    // The reference's log-probabilities of a row are kept, with their exponentials (taken once,
+    // not once per model), for the models after it.
+    void score_row(size_t m, int j, std::span<const float> logits, int32_t next, Accumulator& a) {
+        std::vector<double>& cur = m == 0 ? ref_lp_[static_cast<size_t>(j)] : lp_;
+        log_softmax(logits, cur);
+        const double nll = -cur[static_cast<size_t>(next)];
+        a.nll += nll;
+        a.nll2 += nll * nll;
+        ++a.n;
+        const std::vector<double>& rl = ref_lp_[static_cast<size_t>(j)];
+        std::vector<double>& rp = ref_p_[static_cast<size_t>(j)];
+        double kl = 0;
+        if (m == 0) {
+            rp.resize(rl.size());
+            for (int v = 0; v < V_; ++v) rp[v] = std::exp(rl[v]);
+        } else {
+            for (int v = 0; v < V_; ++v) kl += rp[v] * (rl[v] - cur[v]);
+        }
+        a.kl += kl;
+        a.kl2 += kl * kl;
+        a.agree += argmax(cur) == argmax(rl);
+    }
+
+    int n_ctx_, V_;
+    std::vector<std::unique_ptr<model::Context>> ctxs_;
+    std::vector<std::vector<double>> ref_lp_, ref_p_;
+    std::vector<double> lp_;
+    std::vector<int32_t> chunk_;
+};
+
+// llama-bench's figures, every model once per repetition (round-robin), with mean and sd.
+void measure_speed(const Models& models, const std::vector<std::string>& paths,
+                   const EvalOptions& o, EvalReport& r) {
     profile::BenchOptions b;
     b.threads = o.threads > 0 ? o.threads : 0;
     b.reps = 1;
@@ -214,6 +211,45 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
         if (!e.prefill_samples.empty()) stats(e.prefill_samples, e.prefill_ts, e.prefill_ts_stddev);
         if (!e.decode_samples.empty()) stats(e.decode_samples, e.decode_ts, e.decode_ts_stddev);
     }
+}
+
+}  // namespace
+
+EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std::string>& texts,
+                    const EvalOptions& o) {
+    SYSLM_CHECK(!paths.empty(), "eval: no models");
+    SYSLM_CHECK(!texts.empty(), "eval: no texts");
+    SYSLM_CHECK(o.n_ctx >= 8, "eval: context size ", o.n_ctx, " is too small (minimum 8)");
+    EvalReport r;
+    r.n_ctx = o.n_ctx;
+    r.threads = o.threads;
+    r.texts = texts;
+    const Models models = load_models(paths, r);
+    const auto tok = tokenizer::Tokenizer::from_gguf(models[0]->file());
+    const int32_t bos = tok.add_bos() ? tok.bos() : -1;
+    {
+        ChunkScorer scorer(models, o);
+        for (const std::string& text_path : texts) {
+            const std::vector<int32_t> tokens = tok.encode(read_text(text_path), true, false);
+            r.text_tokens.push_back(static_cast<int64_t>(tokens.size()));
+            int64_t n_chunks = static_cast<int64_t>(tokens.size()) / o.n_ctx;
+            SYSLM_CHECK(n_chunks > 0, "eval: ", text_path, " has ", tokens.size(),
+                        " tokens, fewer than one chunk of ", o.n_ctx);
+            if (o.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.max_chunks);
+            SYSLM_CHECK(o.first_chunk >= 0 && o.first_chunk < n_chunks, "eval: ", text_path,
+                        ": chunk ", o.first_chunk, " is not among its ", n_chunks, " chunks");
+            std::vector<Accumulator> acc(models.size());
+            for (int64_t c = o.first_chunk; c < n_chunks; ++c) {
+                scorer.score(tokens, static_cast<size_t>(c * o.n_ctx), bos, acc);
+                if (o.log)
+                    *o.log << "eval: " << text_path << ": chunk " << c + 1 << "/" << n_chunks
+                           << '\n' << std::flush;
+            }
+            for (size_t m = 0; m < models.size(); ++m)
+                r.models[m].texts.push_back(acc[m].result());
+        }
+    }  // the contexts' memory is freed before the speed runs
+    measure_speed(models, paths, o, r);
     return r;
 }
 
