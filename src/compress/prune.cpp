@@ -385,6 +385,58 @@ std::vector<float> apply_selection(const io::GGUFTensor& t, const Selection& sel
     return out;
 }
 
+// The smaller model's shape in its metadata.
+void set_pruned_shape(const io::GGUFFile& in, const DenseShape& s, const PruneResult& r,
+                      int layers_removed, io::GGUFWriter& w) {
+    const std::string a = in.get_string("general.architecture") + ".";
+    w.set(a + "block_count", io::GGUFValue::u32(s.n_layer - static_cast<uint32_t>(layers_removed)));
+    w.set(a + "attention.head_count", io::GGUFValue::u32(static_cast<uint32_t>(r.heads_after)));
+    w.set(a + "attention.head_count_kv", io::GGUFValue::u32(static_cast<uint32_t>(r.kv_heads_after)));
+    w.set(a + "attention.key_length", io::GGUFValue::u32(s.head_dim));
+    w.set(a + "attention.value_length", io::GGUFValue::u32(s.head_dim));
+    w.set(a + "feed_forward_length", io::GGUFValue::u32(static_cast<uint32_t>(r.ffn_after)));
+}
+
+// One input tensor into the pruned file (cut, masked, renumbered, or as it is; nothing for a
+// removed layer's tensor unless masking); returns the parameters written.
+int64_t add_pruned_tensor(const io::GGUFTensor& t, const DenseShape& s,
+                          const std::vector<bool>& removed, const std::vector<int>& new_index,
+                          const std::vector<LayerKeep>& keep, const PruneOptions& o,
+                          const std::string& path, io::GGUFWriter& w) {
+    if (t.name.rfind("blk.", 0) != 0) {  // embeddings, output, norms outside the blocks
+        w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+        return t.numel();
+    }
+    const int il = std::stoi(t.name.substr(4));
+    const std::string role = t.name.substr(t.name.find('.', 4) + 1);
+    if (removed[static_cast<size_t>(il)]) {
+        if (!o.mask_only) return 0;  // the layer goes
+        // Masked: the layer's outputs (attention and FFN out) are zeroed, so it adds nothing.
+        const bool output = role == "attn_output.weight" || role == "attn_output.bias" ||
+                            role == "ffn_down.weight" || role == "ffn_down.bias";
+        SYSLM_CHECK(!output || is_float(t.type), path, ": tensor ", t.name, " is ",
+                    dtype_name(t.type), ": prune a float model, then quantize it");
+        if (output)
+            w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.nbytes, 0));
+        else
+            w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+        return t.numel();
+    }
+    const std::string name =
+        o.mask_only ? t.name : cat("blk.", new_index[static_cast<size_t>(il)], ".", role);
+    const Selection sel = select(role, keep[static_cast<size_t>(il)], s, path);
+    if (sel.rows.empty() && sel.cols.empty()) {
+        w.add_tensor(name, t.type, t.ne, t.data, t.nbytes);
+        return t.numel();
+    }
+    SYSLM_CHECK(is_float(t.type), path, ": tensor ", t.name, " is ", dtype_name(t.type),
+                ": prune a float (F32/F16/BF16) model, then quantize it");
+    std::vector<int64_t> ne;
+    const std::vector<float> out = apply_selection(t, sel, o.mask_only, ne);
+    w.add_tensor(name, t.type, ne, from_floats(t.type, out, ne[0]));
+    return static_cast<int64_t>(out.size());
+}
+
 }  // namespace
 
 PruneResult prune_structured(const std::string& in_path, const std::string& out_path,
@@ -434,53 +486,10 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
 
     io::GGUFWriter w;
     copy_metadata(in, w);
-    if (!o.mask_only) {
-        const std::string a = in.get_string("general.architecture") + ".";
-        w.set(a + "block_count", io::GGUFValue::u32(s.n_layer - static_cast<uint32_t>(o.layers)));
-        w.set(a + "attention.head_count", io::GGUFValue::u32(static_cast<uint32_t>(r.heads_after)));
-        w.set(a + "attention.head_count_kv",
-              io::GGUFValue::u32(static_cast<uint32_t>(r.kv_heads_after)));
-        w.set(a + "attention.key_length", io::GGUFValue::u32(s.head_dim));
-        w.set(a + "attention.value_length", io::GGUFValue::u32(s.head_dim));
-        w.set(a + "feed_forward_length", io::GGUFValue::u32(keep_ff));
-    }
+    if (!o.mask_only) set_pruned_shape(in, s, r, o.layers, w);
     for (const io::GGUFTensor& t : in.tensors()) {
         r.params_before += t.numel();
-        if (t.name.rfind("blk.", 0) != 0) {  // embeddings, output, norms outside the blocks
-            w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-            r.params_after += t.numel();
-            continue;
-        }
-        const int il = std::stoi(t.name.substr(4));
-        const std::string role = t.name.substr(t.name.find('.', 4) + 1);
-        if (removed[static_cast<size_t>(il)]) {
-            if (!o.mask_only) continue;  // the layer goes
-            // Masked: the layer's outputs (attention and FFN out) are zeroed, so it adds nothing.
-            const bool output = role == "attn_output.weight" || role == "attn_output.bias" ||
-                                role == "ffn_down.weight" || role == "ffn_down.bias";
-            SYSLM_CHECK(!output || is_float(t.type), in_path, ": tensor ", t.name, " is ",
-                        dtype_name(t.type), ": prune a float model, then quantize it");
-            if (output)
-                w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.nbytes, 0));
-            else
-                w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-            r.params_after += t.numel();
-            continue;
-        }
-        const std::string name =
-            o.mask_only ? t.name : cat("blk.", new_index[static_cast<size_t>(il)], ".", role);
-        const Selection sel = select(role, keep[static_cast<size_t>(il)], s, in_path);
-        if (sel.rows.empty() && sel.cols.empty()) {
-            w.add_tensor(name, t.type, t.ne, t.data, t.nbytes);
-            r.params_after += t.numel();
-            continue;
-        }
-        SYSLM_CHECK(is_float(t.type), in_path, ": tensor ", t.name, " is ", dtype_name(t.type),
-                    ": prune a float (F32/F16/BF16) model, then quantize it");
-        std::vector<int64_t> ne;
-        const std::vector<float> out = apply_selection(t, sel, o.mask_only, ne);
-        r.params_after += static_cast<int64_t>(out.size());
-        w.add_tensor(name, t.type, ne, from_floats(t.type, out, ne[0]));
+        r.params_after += add_pruned_tensor(t, s, removed, new_index, keep, o, in_path, w);
     }
     w.write(out_path);
     if (o.log)
