@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "compress/imatrix.hpp"
@@ -131,119 +132,164 @@ double mean_kl(std::span<const float> ref_logits, std::span<const float> logits,
     return kl_rows(lp, logits, n_vocab);
 }
 
-std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path,
-                                                   std::span<const int32_t> calibration,
-                                                   const SensitivityOptions& options) {
-    auto file = std::make_shared<const io::GGUFFile>(model_path);
-    const model::Model reference(file);
-    const int64_t n_vocab = reference.hparams().n_vocab;
-    const int n_ctx = std::min(options.n_ctx, reference.hparams().n_ctx_train);
-    SYSLM_CHECK(n_ctx > 1 && static_cast<int64_t>(calibration.size()) >= n_ctx, model_path,
-                ": sensitivity needs at least one chunk of ", n_ctx, " calibration tokens, got ",
-                calibration.size());
-    int chunks = static_cast<int>(calibration.size() / static_cast<size_t>(n_ctx));
-    if (options.max_chunks > 0) chunks = std::min(chunks, options.max_chunks);
-    const int threads = ThreadPool::resolve(options.threads);
+namespace {
 
-    // The reference runs each chunk once, from an empty cache: its log-probabilities and the
-    // residual stream after every block are kept. A model with one tensor of layer l changed
-    // runs from the stream entering l (Forward::run_from), skipping the layers it shares with
-    // the reference: half of them on average, with the same logits as a whole forward.
-    auto chunk_tokens = [&](int c) {
-        return calibration.subspan(static_cast<size_t>(c) * n_ctx, static_cast<size_t>(n_ctx));
-    };
-    std::vector<std::vector<double>> ref_logp(static_cast<size_t>(chunks));
-    ResidualStreams streams;
-    {
-        model::Context ctx(reference, n_ctx, threads, n_ctx, DType::F32);
-        ctx.set_observer(&streams);
-        for (int c = 0; c < chunks; ++c) {
-            ctx.reset();
-            streams.chunk = static_cast<size_t>(c);
-            ref_logp[static_cast<size_t>(c)] = log_softmax(ctx.forward(chunk_tokens(c), true), n_vocab);
+// One sensitivity measurement: the reference's pass over the calibration chunks, kept, and the
+// KL of models with one tensor replaced, run from where that tensor is first used.
+class SensitivityRun {
+public:
+    SensitivityRun(const std::string& model_path, std::span<const int32_t> calibration,
+                   const SensitivityOptions& options)
+        : path_(model_path), calibration_(calibration), o_(options),
+          file_(std::make_shared<const io::GGUFFile>(model_path)), reference_(file_),
+          n_vocab_(reference_.hparams().n_vocab),
+          n_ctx_(std::min(options.n_ctx, reference_.hparams().n_ctx_train)),
+          threads_(ThreadPool::resolve(options.threads)) {
+        SYSLM_CHECK(n_ctx_ > 1 && static_cast<int64_t>(calibration.size()) >= n_ctx_, model_path,
+                    ": sensitivity needs at least one chunk of ", n_ctx_,
+                    " calibration tokens, got ", calibration.size());
+        chunks_ = static_cast<int>(calibration.size() / static_cast<size_t>(n_ctx_));
+        if (options.max_chunks > 0) chunks_ = std::min(chunks_, options.max_chunks);
+        run_reference();
+    }
+
+    // Every quantizable matrix with the types whose blocks fit its rows.
+    std::vector<TensorSensitivity> candidates() const {
+        std::vector<TensorSensitivity> out;
+        for (const io::GGUFTensor& t : file_->tensors()) {
+            if (!compress::is_quantizable_weight(t.name, t.ne)) continue;
+            TensorSensitivity s{t.name, t.ne, t.type, t.nbytes, {}};
+            for (DType q : o_.types)
+                if (t.ne[0] % dtype_info(q).block_size == 0)
+                    s.options.push_back(
+                        {q, row_bytes(q, t.ne[0]) * static_cast<uint64_t>(t.rows()), 0});
+            out.push_back(std::move(s));
+        }
+        return out;
+    }
+
+    // Every option of the tensor run (its own type: KL 0).
+    void measure_every_type(TensorSensitivity& s, const std::function<void()>& tick) const {
+        const io::GGUFTensor& t = file_->tensor(s.name);
+        for (TypeCost& o : s.options) {
+            if (o.type != t.type)
+                o.kl = measure_kl(t, o.type, compress::convert_tensor(t, o.type, o_.imatrix,
+                                                                      threads_, what(t)));
+            tick();
         }
     }
-    const int n_layer = reference.hparams().n_layer;
 
-    std::vector<TensorSensitivity> out;
-    for (const io::GGUFTensor& t : file->tensors()) {
-        if (!compress::is_quantizable_weight(t.name, t.ne)) continue;
-        TensorSensitivity s{t.name, t.ne, t.type, t.nbytes, {}};
-        for (DType q : options.types)
-            if (t.ne[0] % dtype_info(q).block_size == 0)
-                s.options.push_back({q, row_bytes(q, t.ne[0]) * static_cast<uint64_t>(t.rows()), 0});
-        out.push_back(std::move(s));
-    }
-    size_t total = 0, done = 0;
-    for (const TensorSensitivity& s : out) total += s.options.size();
-    auto measure_kl = [&](const io::GGUFTensor& t, DType type, std::vector<uint8_t> converted) {
-        auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(converted));
-        const model::Model m(file, {{t.name, type, bytes}});
-        const int layer = first_layer_using(t.name, n_layer);
-        model::Context ctx(m, n_ctx, threads, n_ctx, DType::F32);
-        double sum = 0;
-        for (int c = 0; c < chunks; ++c) {
-            ctx.reset();
-            const std::span<const float> logits =
-                layer == 0 ? ctx.forward(chunk_tokens(c), true)
-                           : ctx.forward_from(layer, streams.after[static_cast<size_t>(c)]
-                                                                  [static_cast<size_t>(layer - 1)]);
-            sum += kl_rows(ref_logp[static_cast<size_t>(c)], logits, n_vocab);
-        }
-        return sum / chunks;
-    };
-    if (options.proxy) total = out.size();
-    for (TensorSensitivity& s : out) {
-        const io::GGUFTensor& t = file->tensor(s.name);
-        const std::string what = cat(model_path, ": tensor ", t.name);
-        if (!options.proxy) {
-            for (TypeCost& o : s.options) {
-                if (o.type != t.type)
-                    o.kl = measure_kl(t, o.type, compress::convert_tensor(t, o.type, options.imatrix,
-                                                                          threads, what));
-                if (options.progress) options.progress(++done, total);
-            }
-            continue;
-        }
-        // Proxy: every option's weighted error, then one option run. The errors are estimated
-        // on every kRowStride-th row of a 2-D matrix (rows are quantized independently, so the
-        // sum over them, scaled by the stride, is an unbiased estimate); only the option run is
-        // quantized whole. Quantizing every type whole was most of the phase's time on L1B.
+    // Proxy: every option's weighted error, then one option run. The errors are estimated on
+    // every kRowStride-th row of a 2-D matrix (rows are quantized independently, so the sum
+    // over them, scaled by the stride, is an unbiased estimate); only the option run is
+    // quantized whole. Quantizing every type whole was most of the phase's time on L1B.
+    void measure_proxy(TensorSensitivity& s) const {
+        const io::GGUFTensor& t = file_->tensor(s.name);
         const bool sampled = t.ne.size() == 2 && t.rows() >= 16 * kRowStride;
         std::vector<uint8_t> sample_bytes;
         const io::GGUFTensor sample = sampled ? every_nth_row(t, kRowStride, sample_bytes) : t;
         const double scale = static_cast<double>(t.rows()) / static_cast<double>(sample.rows());
         const std::vector<float> w = to_floats(sample);
         const std::vector<float> imp =
-            options.imatrix && t.ne.size() == 2 ? options.imatrix->importance(t.name, 0, t.ne[0])
-                                                : std::vector<float>{};
+            o_.imatrix && t.ne.size() == 2 ? o_.imatrix->importance(t.name, 0, t.ne[0])
+                                           : std::vector<float>{};
         std::vector<std::vector<uint8_t>> converted(s.options.size());
         std::vector<size_t> order;
         for (size_t i = 0; i < s.options.size(); ++i) {
             TypeCost& o = s.options[i];
             o.measured = o.type == t.type;  // the file's own type: KL 0, exactly
             if (o.type == t.type) continue;
-            converted[i] = compress::convert_tensor(sample, o.type, options.imatrix, threads, what);
+            converted[i] = compress::convert_tensor(sample, o.type, o_.imatrix, threads_, what(t));
             o.weighted_error = scale * weighted_error(w, converted[i], o.type, t.ne[0], imp);
             order.push_back(i);
         }
-        if (!order.empty()) {
-            std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-                return s.options[a].weighted_error < s.options[b].weighted_error;
-            });
-            const size_t ref = order[order.size() / 2];
-            TypeCost& r = s.options[ref];
-            r.kl = measure_kl(t, r.type,
-                              sampled ? compress::convert_tensor(t, r.type, options.imatrix, threads, what)
-                                      : std::move(converted[ref]));
-            r.measured = true;
-            for (size_t i : order)
-                if (i != ref)
-                    s.options[i].kl = r.weighted_error > 0
-                                          ? r.kl * s.options[i].weighted_error / r.weighted_error
-                                          : 0;
+        if (order.empty()) return;
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+            return s.options[a].weighted_error < s.options[b].weighted_error;
+        });
+        // The median-error option is run; the others are scaled from it by their errors.
+        const size_t ref = order[order.size() / 2];
+        TypeCost& r = s.options[ref];
+        r.kl = measure_kl(t, r.type,
+                          sampled ? compress::convert_tensor(t, r.type, o_.imatrix, threads_, what(t))
+                                  : std::move(converted[ref]));
+        r.measured = true;
+        for (size_t i : order)
+            if (i != ref)
+                s.options[i].kl =
+                    r.weighted_error > 0 ? r.kl * s.options[i].weighted_error / r.weighted_error : 0;
+    }
+
+private:
+    std::span<const int32_t> chunk_tokens(int c) const {
+        return calibration_.subspan(static_cast<size_t>(c) * n_ctx_, static_cast<size_t>(n_ctx_));
+    }
+
+    std::string what(const io::GGUFTensor& t) const { return cat(path_, ": tensor ", t.name); }
+
+    // The reference runs each chunk once, from an empty cache: its log-probabilities and the
+    // residual stream after every block are kept. A model with one tensor of layer l changed
+    // runs from the stream entering l (Forward::run_from), skipping the layers it shares with
+    // the reference: half of them on average, with the same logits as a whole forward.
+    void run_reference() {
+        ref_logp_.resize(static_cast<size_t>(chunks_));
+        model::Context ctx(reference_, n_ctx_, threads_, n_ctx_, DType::F32);
+        ctx.set_observer(&streams_);
+        for (int c = 0; c < chunks_; ++c) {
+            ctx.reset();
+            streams_.chunk = static_cast<size_t>(c);
+            ref_logp_[static_cast<size_t>(c)] =
+                log_softmax(ctx.forward(chunk_tokens(c), true), n_vocab_);
         }
+    }
+
+    double measure_kl(const io::GGUFTensor& t, DType type, std::vector<uint8_t> converted) const {
+        auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(converted));
+        const model::Model m(file_, {{t.name, type, bytes}});
+        const int layer = first_layer_using(t.name, reference_.hparams().n_layer);
+        model::Context ctx(m, n_ctx_, threads_, n_ctx_, DType::F32);
+        double sum = 0;
+        for (int c = 0; c < chunks_; ++c) {
+            ctx.reset();
+            const std::span<const float> logits =
+                layer == 0 ? ctx.forward(chunk_tokens(c), true)
+                           : ctx.forward_from(layer, streams_.after[static_cast<size_t>(c)]
+                                                                   [static_cast<size_t>(layer - 1)]);
+            sum += kl_rows(ref_logp_[static_cast<size_t>(c)], logits, n_vocab_);
+        }
+        return sum / chunks_;
+    }
+
+    std::string path_;
+    std::span<const int32_t> calibration_;
+    const SensitivityOptions& o_;
+    std::shared_ptr<const io::GGUFFile> file_;
+    model::Model reference_;
+    int64_t n_vocab_;
+    int n_ctx_, threads_, chunks_ = 0;
+    std::vector<std::vector<double>> ref_logp_;
+    ResidualStreams streams_;
+};
+
+}  // namespace
+
+std::vector<TensorSensitivity> measure_sensitivity(const std::string& model_path,
+                                                   std::span<const int32_t> calibration,
+                                                   const SensitivityOptions& options) {
+    const SensitivityRun run(model_path, calibration, options);
+    std::vector<TensorSensitivity> out = run.candidates();
+    size_t total = 0, done = 0;
+    for (const TensorSensitivity& s : out) total += options.proxy ? 1 : s.options.size();
+    const auto tick = [&] {
         if (options.progress) options.progress(++done, total);
+    };
+    for (TensorSensitivity& s : out) {
+        if (options.proxy) {
+            run.measure_proxy(s);
+            tick();
+        } else {
+            run.measure_every_type(s, tick);
+        }
     }
     return out;
 }
