@@ -586,22 +586,9 @@ void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
     add_into(dx_.data(), d_mid_.data(), static_cast<size_t>(R * E));
 }
 
-double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
-                       int T, ThreadPool& pool, bool backward, float loss_scale,
-                       const Distill* distill, const StageIO* io) {
-    SYSLM_CHECK(io || (first_stage() && last_stage()),
-                "training: a pipeline stage runs through stage_step");
-    plan(B, T);
-    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, V = hp_.n_vocab;
-    SYSLM_CHECK(
-        static_cast<int64_t>(tokens.size()) == R && static_cast<int64_t>(targets.size()) == R,
-        "training: ", tokens.size(), " tokens and ", targets.size(), " targets for a ", B, " x ", T,
-        " batch");
-    for (int64_t r = 0; r < R; ++r)
-        SYSLM_CHECK(tokens[r] >= 0 && tokens[r] < V, "training: token ", tokens[r], " at ", r,
-                    " is outside the vocabulary of ", V);
-    std::copy(tokens.begin(), tokens.end(), tokens_.data());
-
+// x_ from the tokens' embedding rows (and GPT-2's positions), or the previous stage's output.
+void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io) {
+    const int64_t R = static_cast<int64_t>(tokens.size()), E = hp_.n_embd;
     if (first_stage() && vocab_parallel_) {  // this rank's tokens' rows, summed over the group
         for (int64_t r = 0; r < R; ++r) {
             const int64_t t = tokens[r] - vocab_begin_;
@@ -619,9 +606,91 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
             std::copy_n(e, E, x);
             if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
         }
-    } else {  // the previous stage's output
+    } else {
         std::copy_n(io->x_in, R * E, x_.data());
     }
+}
+
+// dx_ (the gradient of the first layer's input) into the embeddings, or back to the previous
+// stage.
+void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, ThreadPool& pool) {
+    const int64_t E = hp_.n_embd;
+    if (first_stage() && vocab_parallel_) {
+        embedding_backward_local(R, pool);
+    } else if (first_stage()) {
+        kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, hp_.n_vocab, E,
+                                    pool);
+        if (position_embd_.g)
+            for (int64_t r = 0; r < R; ++r)
+                add_into(position_embd_.g + (r % T) * E, dx_.data() + r * E, static_cast<size_t>(E));
+    } else {
+        std::copy_n(dx_.data(), R * E, io->dx);
+    }
+}
+
+// The final norm, the output matrix and the loss; logits_ then holds dL/dlogits.
+double TrainModel::head_loss(std::span<const int32_t> targets, int64_t R, float loss_scale,
+                             const Distill* distill, ThreadPool& pool) {
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab;
+    std::copy_n(x_.data(), R * E, x_final_.data());
+    norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
+    const int64_t VL = vocab_parallel_ ? vocab_local_ : V;
+    linear(output_, {}, xf_.data(), R, E, VL, logits_.data(), pool);
+    SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * VL, 8.0 * R * VL);
+    SYSLM_CHECK(!(distill && vocab_parallel_),
+                "distillation with a vocabulary-parallel head is not implemented");
+    if (vocab_parallel_) return vocab_parallel_xent(targets.data(), R, loss_scale, pool);
+    if (distill && distill->topk_ids)
+        return kernels::distill_loss_fused_topk(logits_.data(), distill->topk_ids,
+                                                distill->teacher_logits, distill->k, targets.data(),
+                                                R, V, distill->alpha, distill->temperature, pool,
+                                                loss_scale);
+    if (distill)
+        return kernels::distill_loss_fused(logits_.data(), distill->teacher_logits, targets.data(),
+                                           R, V, distill->alpha, distill->temperature, pool,
+                                           loss_scale);
+    return kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool, loss_scale);
+}
+
+// From dL/dlogits (logits_) to dx_ at the last layer's output.
+void TrainModel::head_backward(int64_t R, ThreadPool& pool) {
+    const int64_t E = hp_.n_embd, VL = vocab_parallel_ ? vocab_local_ : hp_.n_vocab;
+    linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, VL, d_a_.data(), false, pool);
+    if (vocab_parallel_) tp_sum(d_a_.data(), R * E);  // every rank's tokens' share
+    norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, pool);
+}
+
+// The stage's layers backward from dx_ (with each distilled hidden state's gradient added at
+// its layer), then the embeddings or the previous stage's gradient.
+void TrainModel::stage_backward(int B, int T, bool hidden, const StageIO* io, ThreadPool& pool) {
+    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd;
+    for (int il = stage_.end - 1; il >= stage_.first; --il) {
+        if (const int m = hidden_slot(il); hidden && m >= 0)
+            add_into(dx_.data(), d_hidden_.data() + m * R * E, static_cast<size_t>(R * E));
+        layer_backward(il, B, T, pool);
+        if (grad_hook_) grad_hook_(il);
+    }
+    embed_backward(R, T, io, pool);
+    if (grad_hook_) grad_hook_(-1);
+}
+
+double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
+                       int T, ThreadPool& pool, bool backward, float loss_scale,
+                       const Distill* distill, const StageIO* io) {
+    SYSLM_CHECK(io || (first_stage() && last_stage()),
+                "training: a pipeline stage runs through stage_step");
+    plan(B, T);
+    const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, V = hp_.n_vocab;
+    SYSLM_CHECK(
+        static_cast<int64_t>(tokens.size()) == R && static_cast<int64_t>(targets.size()) == R,
+        "training: ", tokens.size(), " tokens and ", targets.size(), " targets for a ", B, " x ", T,
+        " batch");
+    for (int64_t r = 0; r < R; ++r)
+        SYSLM_CHECK(tokens[r] >= 0 && tokens[r] < V, "training: token ", tokens[r], " at ", r,
+                    " is outside the vocabulary of ", V);
+    std::copy(tokens.begin(), tokens.end(), tokens_.data());
+    embed(tokens, T, io);
+
     const bool hidden = backward && distill && distill->teacher_hidden && !hidden_layers_.empty();
     if (hidden) {  // sized once per (B, T): nothing allocated once warm
         hidden_y_.resize(static_cast<size_t>(R * hidden_embd_));
@@ -639,67 +708,15 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         std::copy_n(x_.data(), R * E, io->x_out);
         if (!backward) return 0.0;
         std::copy_n(io->dy, R * E, dx_.data());
-        for (int il = stage_.end - 1; il >= stage_.first; --il) {
-            layer_backward(il, B, T, pool);
-            if (grad_hook_) grad_hook_(il);
-        }
-        if (first_stage() && vocab_parallel_)
-            embedding_backward_local(R, pool);
-        else if (first_stage())
-            kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
-        else
-            std::copy_n(dx_.data(), R * E, io->dx);
-        if (grad_hook_) grad_hook_(-1);
+        stage_backward(B, T, false, io, pool);
         return 0.0;
     }
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
-    std::copy_n(x_.data(), R * E, x_final_.data());
-    norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
-    const int64_t VL = vocab_parallel_ ? vocab_local_ : V;
-    linear(output_, {}, xf_.data(), R, E, VL, logits_.data(), pool);
-    double loss = 0;
-    {
-        SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * VL, 8.0 * R * VL);
-        SYSLM_CHECK(!(distill && vocab_parallel_),
-                    "distillation with a vocabulary-parallel head is not implemented");
-        if (vocab_parallel_)
-            loss = vocab_parallel_xent(targets.data(), R, loss_scale, pool);
-        else if (distill && distill->topk_ids)
-            loss = kernels::distill_loss_fused_topk(
-                logits_.data(), distill->topk_ids, distill->teacher_logits, distill->k,
-                targets.data(), R, V, distill->alpha, distill->temperature, pool, loss_scale);
-        else if (distill)
-            loss = kernels::distill_loss_fused(logits_.data(), distill->teacher_logits,
-                                               targets.data(), R, V, distill->alpha,
-                                               distill->temperature, pool, loss_scale);
-        else
-            loss = kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool,
-                                                loss_scale);
-    }
+    double loss = head_loss(targets, R, loss_scale, distill, pool);
     if (!backward) return loss;
     loss += aux_coef_ * aux + hidden_sum;
-
-    // logits_ now holds dL/dlogits.
-    linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, VL, d_a_.data(), false, pool);
-    if (vocab_parallel_) tp_sum(d_a_.data(), R * E);  // every rank's tokens' share
-    norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, pool);
-    for (int il = stage_.end - 1; il >= stage_.first; --il) {
-        if (const int m = hidden_slot(il); hidden && m >= 0)
-            add_into(dx_.data(), d_hidden_.data() + m * R * E, static_cast<size_t>(R * E));
-        layer_backward(il, B, T, pool);
-        if (grad_hook_) grad_hook_(il);
-    }
-    if (first_stage() && vocab_parallel_) {
-        embedding_backward_local(R, pool);
-    } else if (first_stage()) {
-        kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, V, E, pool);
-        if (position_embd_.g)
-            for (int64_t r = 0; r < R; ++r)
-                add_into(position_embd_.g + (r % T) * E, dx_.data() + r * E, static_cast<size_t>(E));
-    } else {  // the previous stage's gradient
-        std::copy_n(dx_.data(), R * E, io->dx);
-    }
-    if (grad_hook_) grad_hook_(-1);
+    head_backward(R, pool);
+    stage_backward(B, T, hidden, io, pool);
     return loss;
 }
 

@@ -197,6 +197,12 @@ private:
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
                ThreadPool& pool, bool backward, float loss_scale,
                const Distill* distill = nullptr, const StageIO* io = nullptr);
+    void embed(std::span<const int32_t> tokens, int T, const StageIO* io);
+    void embed_backward(int64_t R, int T, const StageIO* io, ThreadPool& pool);
+    double head_loss(std::span<const int32_t> targets, int64_t R, float loss_scale,
+                     const Distill* distill, ThreadPool& pool);
+    void head_backward(int64_t R, ThreadPool& pool);
+    void stage_backward(int B, int T, bool hidden, const StageIO* io, ThreadPool& pool);
     void layer_forward(int il, int B, int T, ThreadPool& pool);
     void layer_backward(int il, int B, int T, ThreadPool& pool);
     bool moe() const { return hp_.n_expert > 0; }
