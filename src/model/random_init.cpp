@@ -46,31 +46,36 @@ private:
     DType type_;
 };
 
-}  // namespace
+// What the config leaves to defaults, checked.
+struct InitShape {
+    bool gpt2, moe;
+    int n_head_kv, head_dim, n_ff;
+};
 
-void write_random_model(const InitConfig& c, const std::string& vocab_path,
-                        const std::string& out_path) {
-    const bool gpt2 = c.arch == "gpt2";
-    SYSLM_CHECK(c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen2moe" || gpt2,
+InitShape check_config(const InitConfig& c) {
+    InitShape s{};
+    s.gpt2 = c.arch == "gpt2";
+    SYSLM_CHECK(c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen2moe" || s.gpt2,
                 "init: unknown architecture '", c.arch, "' (llama, qwen2, qwen2moe, gpt2)");
     SYSLM_CHECK(c.type == DType::F32 || c.type == DType::F16 || c.type == DType::BF16,
                 "init: weight type must be F32, F16 or BF16");
-    const int n_head_kv = c.n_head_kv > 0 ? c.n_head_kv : c.n_head;
+    s.n_head_kv = c.n_head_kv > 0 ? c.n_head_kv : c.n_head;
     SYSLM_CHECK(c.n_layer > 0 && c.n_embd > 0 && c.n_head > 0 && c.n_embd % c.n_head == 0 &&
-                    c.n_head % n_head_kv == 0,
+                    c.n_head % s.n_head_kv == 0,
                 "init: need layers > 0 and dim divisible by heads divisible by kv-heads");
-    const int head_dim = c.n_embd / c.n_head;
-    SYSLM_CHECK(gpt2 || head_dim % 2 == 0, "init: RoPE needs an even head size");
-    const bool moe = c.n_expert > 0;
-    SYSLM_CHECK(!moe || (c.arch != "gpt2" && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert),
+    s.head_dim = c.n_embd / c.n_head;
+    SYSLM_CHECK(s.gpt2 || s.head_dim % 2 == 0, "init: RoPE needs an even head size");
+    s.moe = c.n_expert > 0;
+    SYSLM_CHECK(!s.moe || (!s.gpt2 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert),
                 "init: experts need a llama/qwen2moe arch and 1 <= experts-used <= experts");
-    SYSLM_CHECK(moe == (c.arch == "qwen2moe") || c.arch == "llama",
+    SYSLM_CHECK(s.moe == (c.arch == "qwen2moe") || c.arch == "llama",
                 "init: qwen2moe needs --experts, and only llama/qwen2moe can have experts");
-    int n_ff = c.n_ff;
-    if (n_ff <= 0) n_ff = gpt2 ? 4 * c.n_embd : (8 * c.n_embd / 3 + 31) / 32 * 32;
+    s.n_ff = c.n_ff;
+    if (s.n_ff <= 0) s.n_ff = s.gpt2 ? 4 * c.n_embd : (8 * c.n_embd / 3 + 31) / 32 * 32;
+    return s;
+}
 
-    const io::GGUFFile vocab(vocab_path);
-    io::GGUFWriter w;
+void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
     const std::string a = c.arch + ".";
     w.set("general.architecture", GGUFValue::string(c.arch));
     w.set("general.name", GGUFValue::string(c.name));
@@ -80,21 +85,26 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
     w.set(a + "context_length", GGUFValue::u32(c.n_ctx));
     w.set(a + "embedding_length", GGUFValue::u32(c.n_embd));
     w.set(a + "block_count", GGUFValue::u32(c.n_layer));
-    w.set(a + "feed_forward_length", GGUFValue::u32(n_ff));
+    w.set(a + "feed_forward_length", GGUFValue::u32(s.n_ff));
     w.set(a + "attention.head_count", GGUFValue::u32(c.n_head));
-    w.set(a + "attention.head_count_kv", GGUFValue::u32(n_head_kv));
-    if (gpt2) {
+    w.set(a + "attention.head_count_kv", GGUFValue::u32(s.n_head_kv));
+    if (s.gpt2) {
         w.set(a + "attention.layer_norm_epsilon", GGUFValue::f32(c.norm_eps));
     } else {
         w.set(a + "attention.layer_norm_rms_epsilon", GGUFValue::f32(c.norm_eps));
         w.set(a + "rope.freq_base", GGUFValue::f32(c.rope_freq_base));
-        w.set(a + "rope.dimension_count", GGUFValue::u32(head_dim));
+        w.set(a + "rope.dimension_count", GGUFValue::u32(s.head_dim));
     }
-    if (moe) {
+    if (s.moe) {
         w.set(a + "expert_count", GGUFValue::u32(c.n_expert));
         w.set(a + "expert_used_count", GGUFValue::u32(c.n_expert_used));
-        w.set(a + "expert_feed_forward_length", GGUFValue::u32(n_ff));
+        w.set(a + "expert_feed_forward_length", GGUFValue::u32(s.n_ff));
     }
+}
+
+// The vocabulary file's tokenizer keys; returns its number of tokens.
+int copy_tokenizer(const std::string& vocab_path, io::GGUFWriter& w) {
+    const io::GGUFFile vocab(vocab_path);
     int n_vocab = 0;
     for (const auto& [key, value] : vocab.metadata()) {
         if (key.rfind("tokenizer.", 0) != 0) continue;
@@ -102,51 +112,77 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
         if (key == "tokenizer.ggml.tokens") n_vocab = static_cast<int>(value.size());
     }
     SYSLM_CHECK(n_vocab > 0, vocab_path, ": no tokenizer.ggml.tokens to take the vocabulary from");
+    return n_vocab;
+}
+
+// GPT-2's block: LayerNorms with biases, fused QKV, a GELU FFN, biases everywhere.
+void add_gpt2_block(TensorMaker& t, const std::string& p, int64_t E, int64_t QD, int64_t KD,
+                    int64_t F, float std, float proj_std) {
+    const int64_t QKV = QD + 2 * KD;
+    t.constant(p + "attn_norm.bias", {E}, 0.0f);
+    t.constant(p + "ffn_norm.bias", {E}, 0.0f);
+    t.normal(p + "attn_qkv.weight", {E, QKV}, std);
+    t.constant(p + "attn_qkv.bias", {QKV}, 0.0f);
+    t.normal(p + "attn_output.weight", {QD, E}, proj_std);
+    t.constant(p + "attn_output.bias", {E}, 0.0f);
+    t.normal(p + "ffn_up.weight", {E, F}, std);
+    t.constant(p + "ffn_up.bias", {F}, 0.0f);
+    t.normal(p + "ffn_down.weight", {F, E}, proj_std);
+    t.constant(p + "ffn_down.bias", {E}, 0.0f);
+}
+
+// A llama-family block: separate Q/K/V (qwen2: with biases), a SwiGLU FFN or its experts.
+void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c,
+                     const InitShape& s, float std, float proj_std) {
+    const int64_t E = c.n_embd, QD = c.n_head * s.head_dim, KD = s.n_head_kv * s.head_dim;
+    const int64_t F = s.n_ff;
+    t.normal(p + "attn_q.weight", {E, QD}, std);
+    t.normal(p + "attn_k.weight", {E, KD}, std);
+    t.normal(p + "attn_v.weight", {E, KD}, std);
+    if (c.arch != "llama") {
+        t.constant(p + "attn_q.bias", {QD}, 0.0f);
+        t.constant(p + "attn_k.bias", {KD}, 0.0f);
+        t.constant(p + "attn_v.bias", {KD}, 0.0f);
+    }
+    t.normal(p + "attn_output.weight", {QD, E}, proj_std);
+    if (s.moe) {
+        t.normal(p + "ffn_gate_inp.weight", {E, c.n_expert}, std);
+        t.normal(p + "ffn_gate_exps.weight", {E, F, c.n_expert}, std);
+        t.normal(p + "ffn_up_exps.weight", {E, F, c.n_expert}, std);
+        t.normal(p + "ffn_down_exps.weight", {F, E, c.n_expert}, proj_std);
+    } else {
+        t.normal(p + "ffn_gate.weight", {E, F}, std);
+        t.normal(p + "ffn_up.weight", {E, F}, std);
+        t.normal(p + "ffn_down.weight", {F, E}, proj_std);
+    }
+}
+
+}  // namespace
+
+void write_random_model(const InitConfig& c, const std::string& vocab_path,
+                        const std::string& out_path) {
+    const InitShape s = check_config(c);
+    io::GGUFWriter w;
+    set_hparams(c, s, w);
+    const int n_vocab = copy_tokenizer(vocab_path, w);
 
     TensorMaker t(w, c.seed, c.type);
-    const int64_t E = c.n_embd, QD = c.n_head * head_dim, KD = n_head_kv * head_dim, F = n_ff;
+    const int64_t E = c.n_embd;
     const float std = 0.02f, proj_std = 0.02f / std::sqrt(2.0f * c.n_layer);
     t.normal("token_embd.weight", {E, n_vocab}, std);
-    if (gpt2) t.normal("position_embd.weight", {E, c.n_ctx}, 0.01f);
+    if (s.gpt2) t.normal("position_embd.weight", {E, c.n_ctx}, 0.01f);
     for (int il = 0; il < c.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         t.constant(p + "attn_norm.weight", {E}, 1.0f);
         t.constant(p + "ffn_norm.weight", {E}, 1.0f);
-        if (gpt2) {
-            t.constant(p + "attn_norm.bias", {E}, 0.0f);
-            t.constant(p + "ffn_norm.bias", {E}, 0.0f);
-            t.normal(p + "attn_qkv.weight", {E, QD + 2 * KD}, std);
-            t.constant(p + "attn_qkv.bias", {QD + 2 * KD}, 0.0f);
-            t.normal(p + "attn_output.weight", {QD, E}, proj_std);
-            t.constant(p + "attn_output.bias", {E}, 0.0f);
-            t.normal(p + "ffn_up.weight", {E, F}, std);
-            t.constant(p + "ffn_up.bias", {F}, 0.0f);
-            t.normal(p + "ffn_down.weight", {F, E}, proj_std);
-            t.constant(p + "ffn_down.bias", {E}, 0.0f);
-            continue;
-        }
-        t.normal(p + "attn_q.weight", {E, QD}, std);
-        t.normal(p + "attn_k.weight", {E, KD}, std);
-        t.normal(p + "attn_v.weight", {E, KD}, std);
-        if (c.arch != "llama") {
-            t.constant(p + "attn_q.bias", {QD}, 0.0f);
-            t.constant(p + "attn_k.bias", {KD}, 0.0f);
-            t.constant(p + "attn_v.bias", {KD}, 0.0f);
-        }
-        t.normal(p + "attn_output.weight", {QD, E}, proj_std);
-        if (moe) {
-            t.normal(p + "ffn_gate_inp.weight", {E, c.n_expert}, std);
-            t.normal(p + "ffn_gate_exps.weight", {E, F, c.n_expert}, std);
-            t.normal(p + "ffn_up_exps.weight", {E, F, c.n_expert}, std);
-            t.normal(p + "ffn_down_exps.weight", {F, E, c.n_expert}, proj_std);
-        } else {
-            t.normal(p + "ffn_gate.weight", {E, F}, std);
-            t.normal(p + "ffn_up.weight", {E, F}, std);
-            t.normal(p + "ffn_down.weight", {F, E}, proj_std);
-        }
+        if (s.gpt2)
+            add_gpt2_block(t, p, E, c.n_head * s.head_dim, s.n_head_kv * s.head_dim, s.n_ff, std,
+                           proj_std);
+        else
+            add_llama_block(t, p, c, s, std, proj_std);
     }
     t.constant("output_norm.weight", {E}, 1.0f);
-    if (gpt2) t.constant("output_norm.bias", {E}, 0.0f);
+    if (s.gpt2) t.constant("output_norm.bias", {E}, 0.0f);
     t.normal("output.weight", {E, n_vocab}, std);
     w.write(out_path);
 }
