@@ -65,6 +65,73 @@ std::vector<float> column_importance(const ImportanceMatrix& im, const io::GGUFT
     return out;
 }
 
+// One threshold per matrix (per expert): the lowest `sparsity` of its scores |W| x col go,
+// ties in index order.
+void prune_per_matrix(std::vector<float>& v, const std::vector<float>& imp, int64_t n,
+                      int64_t rows_per_mat, int64_t n_mat, double sparsity) {
+    for (int64_t mat = 0; mat < n_mat; ++mat) {
+        float* w0 = v.data() + mat * rows_per_mat * n;
+        const int64_t cnt = rows_per_mat * n;
+        const float* col = imp.empty() ? nullptr : imp.data() + mat * n;
+        std::vector<float> score(static_cast<size_t>(cnt));
+        for (int64_t i = 0; i < cnt; ++i) score[i] = std::fabs(w0[i]) * (col ? col[i % n] : 1.0f);
+        const int64_t kk = static_cast<int64_t>(std::llround(sparsity * cnt));
+        std::vector<float> sorted = score;
+        std::nth_element(sorted.begin(), sorted.begin() + kk, sorted.end());
+        const float thr = sorted[kk];
+        int64_t zeroed = 0;
+        for (int64_t i = 0; i < cnt; ++i)
+            if (score[i] < thr) w0[i] = 0.0f, ++zeroed;
+        for (int64_t i = 0; i < cnt && zeroed < kk; ++i)  // ties, in index order
+            if (score[i] == thr) w0[i] = 0.0f, ++zeroed;
+    }
+}
+
+// Per row (Wanda's choice): its k lowest scores go, or M-N of every M consecutive (pattern).
+void prune_per_row(std::vector<float>& v, const std::vector<float>& imp, int64_t n, int64_t rows,
+                   int64_t rows_per_mat, int64_t k, const PruneOptions& o, ThreadPool& pool) {
+    const bool pattern = o.pattern_m > 0;
+    pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+        std::vector<float> score(static_cast<size_t>(n));
+        std::vector<int32_t> idx(static_cast<size_t>(n));
+        for (int64_t r0 = b; r0 < e; ++r0) {
+            float* row = v.data() + r0 * n;
+            const float* col = imp.empty() ? nullptr : imp.data() + (r0 / rows_per_mat) * n;
+            for (int64_t j = 0; j < n; ++j) score[j] = std::fabs(row[j]) * (col ? col[j] : 1.0f);
+            // Lowest scores first; ties by column so the choice is deterministic.
+            auto lower = [&](int32_t a, int32_t c) {
+                return score[a] < score[c] || (score[a] == score[c] && a < c);
+            };
+            if (pattern) {
+                const int drop = o.pattern_m - o.pattern_n;
+                for (int64_t g = 0; g < n; g += o.pattern_m) {
+                    int32_t* gi = idx.data() + g;
+                    std::iota(gi, gi + o.pattern_m, static_cast<int32_t>(g));
+                    std::partial_sort(gi, gi + drop, gi + o.pattern_m, lower);
+                    for (int d = 0; d < drop; ++d) row[gi[d]] = 0.0f;
+                }
+            } else {
+                std::iota(idx.begin(), idx.end(), 0);
+                std::nth_element(idx.begin(), idx.begin() + k, idx.end(), lower);
+                for (int64_t d = 0; d < k; ++d) row[idx[d]] = 0.0f;
+            }
+        }
+    });
+}
+
+void log_unstructured(std::ostream& log, const PruneResult& r, const PruneOptions& o,
+                      const std::string& out_path) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "pruned %lld of %lld block weights (%.2f%%) by %s%s\n",
+                  static_cast<long long>(r.pruned_weights), static_cast<long long>(r.total_weights),
+                  100.0 * r.sparsity(),
+                  o.score == PruneScore::Wanda
+                      ? (o.per_matrix ? "Wanda |W|*||X|| per matrix" : "Wanda |W|*||X|| per row")
+                      : (o.per_matrix ? "magnitude |W| per matrix" : "magnitude |W| per row"),
+                  o.pattern_m > 0 ? cat(", pattern ", o.pattern_n, ":", o.pattern_m).c_str() : "");
+    log << buf << "wrote " << out_path << '\n';
+}
+
 }  // namespace
 
 PruneResult prune_unstructured(const std::string& in_path, const std::string& out_path,
@@ -100,73 +167,21 @@ PruneResult prune_unstructured(const std::string& in_path, const std::string& ou
             for (float& x : imp) x = std::sqrt(x);  // ||X_j|| up to a constant per matrix
         }
         const int64_t rows_per_mat = rows / n_mat;
-        const int64_t k = pattern ? n / o.pattern_m * (o.pattern_m - o.pattern_n)
-                                  : static_cast<int64_t>(std::llround(o.sparsity * n));
-        if (o.per_matrix && !pattern) {  // one threshold per matrix (per expert)
-            for (int64_t mat = 0; mat < n_mat; ++mat) {
-                float* w0 = v.data() + mat * rows_per_mat * n;
-                const int64_t cnt = rows_per_mat * n;
-                const float* col = imp.empty() ? nullptr : imp.data() + mat * n;
-                std::vector<float> score(static_cast<size_t>(cnt));
-                for (int64_t i = 0; i < cnt; ++i)
-                    score[i] = std::fabs(w0[i]) * (col ? col[i % n] : 1.0f);
-                const int64_t kk = static_cast<int64_t>(std::llround(o.sparsity * cnt));
-                std::vector<float> sorted = score;
-                std::nth_element(sorted.begin(), sorted.begin() + kk, sorted.end());
-                const float thr = sorted[kk];
-                int64_t zeroed = 0;
-                for (int64_t i = 0; i < cnt; ++i)
-                    if (score[i] < thr) w0[i] = 0.0f, ++zeroed;
-                for (int64_t i = 0; i < cnt && zeroed < kk; ++i)  // ties, in index order
-                    if (score[i] == thr) w0[i] = 0.0f, ++zeroed;
-            }
-            r.pruned_weights += static_cast<int64_t>(std::llround(o.sparsity * rows_per_mat * n)) * n_mat;
-            r.total_weights += n * rows;
-            w.add_tensor(t.name, t.type, t.ne, from_floats(t.type, v, n));
-            continue;
+        if (o.per_matrix && !pattern) {
+            prune_per_matrix(v, imp, n, rows_per_mat, n_mat, o.sparsity);
+            r.pruned_weights +=
+                static_cast<int64_t>(std::llround(o.sparsity * rows_per_mat * n)) * n_mat;
+        } else {
+            const int64_t k = pattern ? n / o.pattern_m * (o.pattern_m - o.pattern_n)
+                                      : static_cast<int64_t>(std::llround(o.sparsity * n));
+            prune_per_row(v, imp, n, rows, rows_per_mat, k, o, pool);
+            r.pruned_weights += k * rows;
         }
-        pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
-            std::vector<float> score(static_cast<size_t>(n));
-            std::vector<int32_t> idx(static_cast<size_t>(n));
-            for (int64_t r0 = b; r0 < e; ++r0) {
-                float* row = v.data() + r0 * n;
-                const float* col = imp.empty() ? nullptr : imp.data() + (r0 / rows_per_mat) * n;
-                for (int64_t j = 0; j < n; ++j) score[j] = std::fabs(row[j]) * (col ? col[j] : 1.0f);
-                // Lowest scores first; ties by column so the choice is deterministic.
-                auto lower = [&](int32_t a, int32_t c) {
-                    return score[a] < score[c] || (score[a] == score[c] && a < c);
-                };
-                if (pattern) {
-                    const int drop = o.pattern_m - o.pattern_n;
-                    for (int64_t g = 0; g < n; g += o.pattern_m) {
-                        int32_t* gi = idx.data() + g;
-                        std::iota(gi, gi + o.pattern_m, static_cast<int32_t>(g));
-                        std::partial_sort(gi, gi + drop, gi + o.pattern_m, lower);
-                        for (int d = 0; d < drop; ++d) row[gi[d]] = 0.0f;
-                    }
-                } else {
-                    std::iota(idx.begin(), idx.end(), 0);
-                    std::nth_element(idx.begin(), idx.begin() + k, idx.end(), lower);
-                    for (int64_t d = 0; d < k; ++d) row[idx[d]] = 0.0f;
-                }
-            }
-        });
-        r.pruned_weights += k * rows;
         r.total_weights += n * rows;
         w.add_tensor(t.name, t.type, t.ne, from_floats(t.type, v, n));
     }
     w.write(out_path);
-    if (o.log) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "pruned %lld of %lld block weights (%.2f%%) by %s%s\n",
-                      static_cast<long long>(r.pruned_weights),
-                      static_cast<long long>(r.total_weights), 100.0 * r.sparsity(),
-                      o.score == PruneScore::Wanda
-                          ? (o.per_matrix ? "Wanda |W|*||X|| per matrix" : "Wanda |W|*||X|| per row")
-                          : (o.per_matrix ? "magnitude |W| per matrix" : "magnitude |W| per row"),
-                      pattern ? cat(", pattern ", o.pattern_n, ":", o.pattern_m).c_str() : "");
-        *o.log << buf << "wrote " << out_path << '\n';
-    }
+    if (o.log) log_unstructured(*o.log, r, o, out_path);
     return r;
 }
 
