@@ -80,107 +80,128 @@ ChatFormat chat_format(const std::string& t) {
          "); choose one of: ", names);
 }
 
+namespace {
+
+// Mistral v1 / v3 / v3-Tekken: turns open with [INST], the system text leads the user's.
+void write_mistral(std::ostream& ss, ChatFormat f, const std::vector<ChatMessage>& messages) {
+    const std::string lead = f == ChatFormat::MistralV1 ? " " : "";
+    const std::string trail = f == ChatFormat::MistralV3Tekken ? "" : " ";
+    bool in_turn = false;
+    for (const auto& m : messages) {
+        if (!in_turn) {
+            ss << lead << "[INST]" << trail;
+            in_turn = true;
+        }
+        if (m.role == "system") {
+            ss << m.content << "\n\n";
+        } else if (m.role == "user") {
+            ss << m.content << lead << "[/INST]";
+        } else {
+            ss << trail << (f == ChatFormat::MistralV3 ? trim(m.content) : m.content) << "</s>";
+            in_turn = false;
+        }
+    }
+}
+
+void write_mistral_v7(std::ostream& ss, const std::vector<ChatMessage>& messages) {
+    for (const auto& m : messages) {
+        if (m.role == "system")
+            ss << "[SYSTEM_PROMPT] " << m.content << "[/SYSTEM_PROMPT]";
+        else if (m.role == "user")
+            ss << "[INST] " << m.content << "[/INST]";
+        else
+            ss << " " << m.content << "</s>";
+    }
+}
+
+// Llama 2 and its variants: the system text in <<SYS>> (or plain), BOS between turns (SysBos),
+// contents trimmed (SysStrip).
+void write_llama2(std::ostream& ss, ChatFormat f, const std::vector<ChatMessage>& messages) {
+    const bool sys = f != ChatFormat::Llama2;
+    bool in_turn = true;
+    ss << "[INST] ";
+    for (const auto& m : messages) {
+        const std::string c = f == ChatFormat::Llama2SysStrip ? trim(m.content) : m.content;
+        if (!in_turn) {
+            in_turn = true;
+            ss << (f == ChatFormat::Llama2SysBos ? "<s>[INST] " : "[INST] ");
+        }
+        if (m.role == "system") {
+            if (sys)
+                ss << "<<SYS>>\n" << c << "\n<</SYS>>\n\n";
+            else
+                ss << c << "\n";
+        } else if (m.role == "user") {
+            ss << c << " [/INST]";
+        } else {
+            ss << c << "</s>";
+            in_turn = false;
+        }
+    }
+}
+
+// Gemma has no system turn: the system text opens the next user turn.
+void write_gemma(std::ostream& ss, const std::vector<ChatMessage>& messages, bool add_assistant) {
+    std::string system;
+    for (const auto& m : messages) {
+        if (m.role == "system") {
+            system += trim(m.content);
+            continue;
+        }
+        const std::string role = m.role == "assistant" ? "model" : m.role;
+        ss << "<start_of_turn>" << role << "\n";
+        if (!system.empty() && role != "model") {
+            ss << system << "\n\n";
+            system.clear();
+        }
+        ss << trim(m.content) << "<end_of_turn>\n";
+    }
+    if (add_assistant) ss << "<start_of_turn>model\n";
+}
+
+// Formats whose every turn is `open role sep content close`.
+void write_tagged(std::ostream& ss, const std::vector<ChatMessage>& messages, bool add_assistant,
+                  const char* open, const char* sep, const char* close, bool trimmed) {
+    for (const auto& m : messages)
+        ss << open << m.role << sep << (trimmed ? trim(m.content) : m.content) << close;
+    if (add_assistant) ss << open << "assistant" << sep;
+}
+
+}  // namespace
+
 std::string apply_chat_template(ChatFormat f, const std::vector<ChatMessage>& messages,
                                 bool add_assistant) {
     std::ostringstream ss;
     switch (f) {
         case ChatFormat::ChatML:
-            for (const auto& m : messages)
-                ss << "<|im_start|>" << m.role << "\n" << m.content << "<|im_end|>\n";
-            if (add_assistant) ss << "<|im_start|>assistant\n";
+            write_tagged(ss, messages, add_assistant, "<|im_start|>", "\n", "<|im_end|>\n", false);
             break;
         case ChatFormat::MistralV7:
-            for (const auto& m : messages) {
-                if (m.role == "system")
-                    ss << "[SYSTEM_PROMPT] " << m.content << "[/SYSTEM_PROMPT]";
-                else if (m.role == "user")
-                    ss << "[INST] " << m.content << "[/INST]";
-                else
-                    ss << " " << m.content << "</s>";
-            }
+            write_mistral_v7(ss, messages);
             break;
         case ChatFormat::MistralV1:
         case ChatFormat::MistralV3:
-        case ChatFormat::MistralV3Tekken: {
-            const std::string lead = f == ChatFormat::MistralV1 ? " " : "";
-            const std::string trail = f == ChatFormat::MistralV3Tekken ? "" : " ";
-            bool in_turn = false;
-            for (const auto& m : messages) {
-                if (!in_turn) {
-                    ss << lead << "[INST]" << trail;
-                    in_turn = true;
-                }
-                if (m.role == "system") {
-                    ss << m.content << "\n\n";
-                } else if (m.role == "user") {
-                    ss << m.content << lead << "[/INST]";
-                } else {
-                    ss << trail << (f == ChatFormat::MistralV3 ? trim(m.content) : m.content)
-                       << "</s>";
-                    in_turn = false;
-                }
-            }
+        case ChatFormat::MistralV3Tekken:
+            write_mistral(ss, f, messages);
             break;
-        }
         case ChatFormat::Llama2:
         case ChatFormat::Llama2Sys:
         case ChatFormat::Llama2SysBos:
-        case ChatFormat::Llama2SysStrip: {
-            const bool sys = f != ChatFormat::Llama2;
-            bool in_turn = true;
-            ss << "[INST] ";
-            for (const auto& m : messages) {
-                const std::string c = f == ChatFormat::Llama2SysStrip ? trim(m.content) : m.content;
-                if (!in_turn) {
-                    in_turn = true;
-                    ss << (f == ChatFormat::Llama2SysBos ? "<s>[INST] " : "[INST] ");
-                }
-                if (m.role == "system") {
-                    if (sys)
-                        ss << "<<SYS>>\n" << c << "\n<</SYS>>\n\n";
-                    else
-                        ss << c << "\n";
-                } else if (m.role == "user") {
-                    ss << c << " [/INST]";
-                } else {
-                    ss << c << "</s>";
-                    in_turn = false;
-                }
-            }
+        case ChatFormat::Llama2SysStrip:
+            write_llama2(ss, f, messages);
             break;
-        }
         case ChatFormat::Llama3:
-            for (const auto& m : messages)
-                ss << "<|start_header_id|>" << m.role << "<|end_header_id|>\n\n" << trim(m.content)
-                   << "<|eot_id|>";
-            if (add_assistant) ss << "<|start_header_id|>assistant<|end_header_id|>\n\n";
+            write_tagged(ss, messages, add_assistant, "<|start_header_id|>",
+                         "<|end_header_id|>\n\n", "<|eot_id|>", true);
             break;
-        case ChatFormat::Gemma: {
-            std::string system;  // Gemma has no system turn: it opens the next user turn
-            for (const auto& m : messages) {
-                if (m.role == "system") {
-                    system += trim(m.content);
-                    continue;
-                }
-                const std::string role = m.role == "assistant" ? "model" : m.role;
-                ss << "<start_of_turn>" << role << "\n";
-                if (!system.empty() && role != "model") {
-                    ss << system << "\n\n";
-                    system.clear();
-                }
-                ss << trim(m.content) << "<end_of_turn>\n";
-            }
-            if (add_assistant) ss << "<start_of_turn>model\n";
+        case ChatFormat::Gemma:
+            write_gemma(ss, messages, add_assistant);
             break;
-        }
         case ChatFormat::Phi3:
-            for (const auto& m : messages) ss << "<|" << m.role << "|>\n" << m.content << "<|end|>\n";
-            if (add_assistant) ss << "<|assistant|>\n";
+            write_tagged(ss, messages, add_assistant, "<|", "|>\n", "<|end|>\n", false);
             break;
         case ChatFormat::Zephyr:
-            for (const auto& m : messages)
-                ss << "<|" << m.role << "|>\n" << m.content << "<|endoftext|>\n";
-            if (add_assistant) ss << "<|assistant|>\n";
+            write_tagged(ss, messages, add_assistant, "<|", "|>\n", "<|endoftext|>\n", false);
             break;
     }
     return ss.str();
