@@ -227,182 +227,12 @@ void attention_paged(const AttentionShape& s, const float* q, const KvPagesView&
 
 namespace {
 
-void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,
-                    const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
-                    float* out, ThreadPool& pool, Isa isa, float* lse) {
-    const AttentionKernels& kern = attention_kernels(isa);
-    SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
-                dtype_name(s.kv_type), " is not supported");
-    const bool f16 = s.kv_type == DType::F16;
-    const int D = s.head_dim, G = s.n_head / s.n_head_kv;
+// Merges the slices' partial states and normalises: out = sum_s e^(m_s - M) o_s /
+// sum_s e^(m_s - M) l_s (and lse = M + log L for training).
+void merge_slices(const AttentionShape& s, int64_t n_tokens, int64_t n_slices, const float* st,
+                  const float* acc_all, float* out, float* lse) {
+    const int D = s.head_dim;
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
-    const int64_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
-    const int64_t last_pos = pos0 + n_tokens - 1;
-    const int64_t first_pos = s.window > 0 ? std::max<int64_t>(0, pos0 - s.window + 1) : 0;
-    const int64_t span = last_pos - first_pos + 1;  // positions any token of the batch may see
-
-    // Position slices: only when the (tile, head) jobs cannot keep every thread busy.
-    int64_t n_slices = 1;
-    const int64_t jobs = n_tiles * s.n_head_kv;
-    if (jobs < pool.size())
-        n_slices = std::clamp<int64_t>((pool.size() + jobs - 1) / jobs, 1,
-                                       std::max<int64_t>(1, span / kMinSlice));
-    const int64_t slice_len = (span + n_slices - 1) / n_slices;
-
-    // Prefill on the AMX tiles where they measured faster (use_amx_attention) and the caller
-    // allows bf16 products, over contiguous f32 rows (a F32 cache, or the span widened below)
-    // and one slice; training's forward (lse) stays f32, its backward rebuilds the probabilities.
-    // Decided before this call takes its thread_local buffers: the first decision measures both
-    // kernels through attention_impl on this thread, which resizes those same buffers (taken
-    // after it, a 64-token prefill of 12 heads wrote through freed memory).
-    const bool amx = s.bf16_products && lse == nullptr && n_slices == 1 &&
-                     n_tokens * G >= kAmxMinRows && isa == Isa::Avx512 && use_amx_attention(D);
-
-    // Per (slice, token, head): partial state (m, l) and unnormalised output.
-    const size_t n_state = static_cast<size_t>(n_slices * n_tokens * s.n_head);
-    thread_local std::vector<float> state;
-    thread_local std::vector<float> accs;
-    state.resize(2 * n_state);
-    accs.resize(n_state * D);
-    float* st = state.data();
-    float* acc_all = accs.data();
-
-    // F16 caches: a prefill of several tiles would widen every block once per tile, so the
-    // visible span is widened once, up front, for all tiles (span x kv_stride floats, K and V);
-    // decode widens block by block inside its one job. Paged caches go the same way (F32 rows
-    // copied instead of widened), so the block kernels always see contiguous rows.
-    const bool gathered = f16 || paged;
-    const bool widen_up_front = gathered && (n_tiles > 1 || amx);
-    const void* const* k_pages = paged ? paged->k : nullptr;
-    const void* const* v_pages = paged ? paged->v : nullptr;
-    const int page_size = paged ? paged->page_size : 0;
-    thread_local std::vector<float> wide;  // the caller's: workers see it through kwide / vwide
-    float *kwide = nullptr, *vwide = nullptr;
-    if (widen_up_front) {
-        const size_t n = static_cast<size_t>(span * s.kv_stride);
-        wide.resize(2 * n);
-        kwide = wide.data();
-        vwide = wide.data() + n;
-        const int row = static_cast<int>(s.kv_stride);
-        pool.parallel_for(span, [&](int64_t b, int64_t e, int) {
-            const int rows = static_cast<int>(e - b);
-            gather_rows(kern, f16, k_cache, k_pages, page_size, s.kv_stride, first_pos + b, rows,
-                        0, row, kwide + b * s.kv_stride);
-            gather_rows(kern, f16, v_cache, v_pages, page_size, s.kv_stride, first_pos + b, rows,
-                        0, row, vwide + b * s.kv_stride);
-        });
-    }
-    const float* k_rows = widen_up_front ? kwide : static_cast<const float*>(k_cache);
-    const float* v_rows = widen_up_front ? vwide : static_cast<const float*>(v_cache);
-    const int64_t rows_first = widen_up_front ? first_pos : 0;
-
-    const int max_nq = static_cast<int>(kTileTokens) * G;
-    const int max_nqp = (max_nq + kern.lanes - 1) / kern.lanes * kern.lanes;
-    pool.parallel_for(jobs * n_slices, [&](int64_t b, int64_t e, int) {
-        // Per-thread scratch, reused by every job: packed columns and their state.
-        thread_local std::vector<float> buf;
-        const size_t nqp_sz = static_cast<size_t>(max_nqp);
-        const size_t kv_block =
-            gathered && !widen_up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
-        buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq) * D +
-                   2 * kv_block);
-        float* qt = buf.data();
-        float* lo = qt + nqp_sz * D;
-        float* hi = lo + nqp_sz;
-        float* m = hi + nqp_sz;
-        float* l = m + nqp_sz;
-        float* c = l + nqp_sz;
-        float* sc = c + nqp_sz;
-        float* o = sc + nqp_sz * (kAttentionBlock + 8);
-        float* kw = o + static_cast<size_t>(max_nq) * D;  // widened F16 block rows
-        float* vw = kw + kv_block;
-        // A job's (m, l, o) per row into the shared state, for the merge below.
-        const auto store_job = [&](int64_t slice, int64_t t0, int hk, int nq) {
-            for (int i = 0; i < nq; ++i) {
-                const int64_t t = t0 + i / G;
-                const size_t si =
-                    static_cast<size_t>((slice * n_tokens + t) * s.n_head + hk * G + i % G);
-                st[2 * si] = m[i];
-                st[2 * si + 1] = l[i];
-                std::copy_n(o + static_cast<int64_t>(i) * D, D, acc_all + si * D);
-            }
-        };
-        for (int64_t job = b; job < e; ++job) {
-            const int64_t slice = job % n_slices;
-            const int hk = static_cast<int>((job / n_slices) % s.n_head_kv);
-            // Causal tiles cost in proportion to their position, and parallel_for hands each
-            // thread a contiguous run of jobs: taking tiles in the order first, last, second,
-            // second-to-last, ... gives every run about the same work (in tile order the last
-            // thread got all the long ones).
-            const int64_t order = job / n_slices / s.n_head_kv;
-            const int64_t tile = order % 2 == 0 ? order / 2 : n_tiles - 1 - order / 2;
-            const int64_t t0 = tile * kTileTokens, t1 = std::min(n_tokens, t0 + kTileTokens);
-            const int nq = static_cast<int>(t1 - t0) * G;
-            const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
-            const int64_t kv_off = static_cast<int64_t>(hk) * D;
-            const bool rows = nq * 4 <= kern.lanes;  // row mode: see block_rows
-
-            if (amx) {
-                x86::attention_job_amx({q, q_stride, k_rows + kv_off, v_rows + kv_off,
-                                        s.kv_stride, rows_first, t0, t1, pos0, hk, G, D, s.window,
-                                        s.scale, m, l, o});
-                store_job(slice, t0, hk, nq);
-                continue;
-            }
-            // Columns i = (t - t0) * G + g; queries transposed with the scale folded in.
-            for (int i = 0; i < nqp; ++i) {
-                m[i] = kNoMax;
-                l[i] = 0.0f;
-                if (i >= nq) {  // padding: sees nothing
-                    lo[i] = 0.0f;
-                    hi[i] = -1.0f;
-                    if (!rows)
-                        for (int d = 0; d < D; ++d) qt[static_cast<int64_t>(d) * nqp + i] = 0.0f;
-                    continue;
-                }
-                const int64_t t = t0 + i / G, pos = pos0 + t;
-                const int h = hk * G + i % G;
-                const float* qv = q + t * q_stride + static_cast<int64_t>(h) * D;
-                for (int d = 0; d < D; ++d)
-                    qt[rows ? static_cast<int64_t>(i) * D + d : static_cast<int64_t>(d) * nqp + i] =
-                        qv[d] * s.scale;
-                hi[i] = static_cast<float>(pos);
-                lo[i] =
-                    static_cast<float>(s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0);
-            }
-            std::fill_n(o, static_cast<size_t>(nq) * D, 0.0f);
-            const AttentionColumns cols{qt, lo, hi, m, l, o, sc, c, nq, nqp, D};
-
-            // Blocks: the slice, cut to what some token of the tile can see.
-            const int64_t tile_first =
-                s.window > 0 ? std::max<int64_t>(0, pos0 + t0 - s.window + 1) : 0;
-            const int64_t lo_p = std::max(first_pos + slice * slice_len, tile_first);
-            const int64_t hi_p =
-                std::min({last_pos + 1, first_pos + (slice + 1) * slice_len, pos0 + t1});
-            for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
-                const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
-                const int64_t at = p0 * s.kv_stride + kv_off;
-                const auto block = rows ? kern.block_rows : kern.block;
-                if (widen_up_front) {
-                    const int64_t w_at = (p0 - first_pos) * s.kv_stride + kv_off;
-                    block(cols, kwide + w_at, vwide + w_at, s.kv_stride, p0, np);
-                } else if (gathered) {
-                    gather_rows(kern, f16, k_cache, k_pages, page_size, s.kv_stride, p0, np,
-                                kv_off, D, kw);
-                    gather_rows(kern, f16, v_cache, v_pages, page_size, s.kv_stride, p0, np,
-                                kv_off, D, vw);
-                    block(cols, kw, vw, D, p0, np);
-                } else {
-                    block(cols, static_cast<const float*>(k_cache) + at,
-                          static_cast<const float*>(v_cache) + at, s.kv_stride, p0, np);
-                }
-            }
-
-            store_job(slice, t0, hk, nq);
-        }
-    });
-
-    // Merge the slices and normalise: out = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int h = 0; h < s.n_head; ++h) {
             float M = kNoMax;
@@ -428,6 +258,257 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
             scale(o, static_cast<float>(1.0 / L), D);
             if (lse) lse[t * s.n_head + h] = M + static_cast<float>(std::log(L));
         }
+}
+
+// A job's queries as the columns i = (t - t0) * G + g of a small matrix, transposed (or row
+// by row in row mode) with the scale folded in, each with its visible range [lo, hi] and a fresh
+// (m, l); padding columns up to nqp see nothing.
+void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t t0, int hk,
+                  int nq, int nqp, bool rows, float* qt, float* lo, float* hi, float* m,
+                  float* l) {
+    const int D = s.head_dim, G = s.n_head / s.n_head_kv;
+    const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
+    for (int i = 0; i < nqp; ++i) {
+        m[i] = kNoMax;
+        l[i] = 0.0f;
+        if (i >= nq) {  // padding: sees nothing
+            lo[i] = 0.0f;
+            hi[i] = -1.0f;
+            if (!rows)
+                for (int d = 0; d < D; ++d) qt[static_cast<int64_t>(d) * nqp + i] = 0.0f;
+            continue;
+        }
+        const int64_t t = t0 + i / G, pos = pos0 + t;
+        const int h = hk * G + i % G;
+        const float* qv = q + t * q_stride + static_cast<int64_t>(h) * D;
+        for (int d = 0; d < D; ++d)
+            qt[rows ? static_cast<int64_t>(i) * D + d : static_cast<int64_t>(d) * nqp + i] =
+                qv[d] * s.scale;
+        hi[i] = static_cast<float>(pos);
+        lo[i] = static_cast<float>(s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0);
+    }
+}
+
+// Where a job reads its K/V rows: the caller's contiguous F32 cache, the visible span widened
+// (F16) or gathered (pages) once up front, or block by block into the job's own scratch.
+struct KvRows {
+    const AttentionKernels* kern;
+    bool f16;
+    const void *k_cache, *v_cache;
+    const void* const* k_pages;
+    const void* const* v_pages;
+    int page_size;
+    int64_t stride;  // floats per position in the cache (every KV head)
+    bool gathered, up_front;
+    const float* kwide = nullptr;  // the widened span (up_front), from position first_pos
+    const float* vwide = nullptr;
+    int64_t first_pos = 0;
+
+    // The first rows of the whole cache, as attention_job_amx takes them (up_front or F32).
+    const float* k_rows() const { return up_front ? kwide : static_cast<const float*>(k_cache); }
+    const float* v_rows() const { return up_front ? vwide : static_cast<const float*>(v_cache); }
+    int64_t rows_first() const { return up_front ? first_pos : 0; }
+
+    // Widens (or gathers) the span [first, first + span) once, for every job, into `wide`.
+    void widen_span(int64_t first, int64_t span, std::vector<float>& wide, ThreadPool& pool) {
+        const size_t n = static_cast<size_t>(span * stride);
+        wide.resize(2 * n);
+        kwide = wide.data();
+        vwide = wide.data() + n;
+        first_pos = first;
+        const int row = static_cast<int>(stride);
+        pool.parallel_for(span, [&](int64_t b, int64_t e, int) {
+            const int rows = static_cast<int>(e - b);
+            gather_rows(*kern, f16, k_cache, k_pages, page_size, stride, first + b, rows, 0, row,
+                        const_cast<float*>(kwide) + b * stride);
+            gather_rows(*kern, f16, v_cache, v_pages, page_size, stride, first + b, rows, 0, row,
+                        const_cast<float*>(vwide) + b * stride);
+        });
+    }
+
+    // Positions [p0, p0 + np) of the columns [kv_off, kv_off + D): K and V row pointers and
+    // their row stride (kw / vw: the job's scratch, filled when the rows are gathered here).
+    int64_t block(int64_t p0, int np, int64_t kv_off, int D, float* kw, float* vw,
+                  const float** k, const float** v) const {
+        if (up_front) {
+            const int64_t at = (p0 - first_pos) * stride + kv_off;
+            *k = kwide + at;
+            *v = vwide + at;
+            return stride;
+        }
+        if (gathered) {
+            gather_rows(*kern, f16, k_cache, k_pages, page_size, stride, p0, np, kv_off, D, kw);
+            gather_rows(*kern, f16, v_cache, v_pages, page_size, stride, p0, np, kv_off, D, vw);
+            *k = kw;
+            *v = vw;
+            return D;
+        }
+        const int64_t at = p0 * stride + kv_off;
+        *k = static_cast<const float*>(k_cache) + at;
+        *v = static_cast<const float*>(v_cache) + at;
+        return stride;
+    }
+};
+
+// One attention call's jobs: (tile of query tokens, KV head, slice of positions), each leaving
+// its (m, l, o) per query row in the shared state for merge_slices.
+struct AttentionJobs {
+    const AttentionShape& s;
+    const AttentionKernels& kern;
+    const KvRows& kv;
+    const float* q;
+    int64_t n_tokens, pos0, n_tiles, n_slices, slice_len, first_pos, last_pos;
+    bool amx;
+    float* st;       // per (slice, token, head): m, l
+    float* acc_all;  // per (slice, token, head): the unnormalised output
+
+    int D() const { return s.head_dim; }
+    int G() const { return s.n_head / s.n_head_kv; }
+    int max_nq() const { return static_cast<int>(kTileTokens) * G(); }
+    int max_nqp() const { return (max_nq() + kern.lanes - 1) / kern.lanes * kern.lanes; }
+
+    // Jobs [b, e) on one thread, with its scratch reused by every job.
+    void run(int64_t b, int64_t e) const {
+        thread_local std::vector<float> buf;
+        const int D = this->D();
+        const size_t nqp_sz = static_cast<size_t>(max_nqp());
+        const size_t kv_block =
+            kv.gathered && !kv.up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
+        buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq()) * D +
+                   2 * kv_block);
+        Scratch sc;
+        sc.qt = buf.data();
+        sc.lo = sc.qt + nqp_sz * D;
+        sc.hi = sc.lo + nqp_sz;
+        sc.m = sc.hi + nqp_sz;
+        sc.l = sc.m + nqp_sz;
+        sc.c = sc.l + nqp_sz;
+        sc.sc = sc.c + nqp_sz;
+        sc.o = sc.sc + nqp_sz * (kAttentionBlock + 8);
+        sc.kw = sc.o + static_cast<size_t>(max_nq()) * D;  // widened F16 block rows
+        sc.vw = sc.kw + kv_block;
+        for (int64_t job = b; job < e; ++job) run_job(job, sc);
+    }
+
+private:
+    struct Scratch {
+        float *qt, *lo, *hi, *m, *l, *c, *sc, *o, *kw, *vw;
+    };
+
+    void run_job(int64_t job, const Scratch& x) const {
+        const int D = this->D(), G = this->G();
+        const int64_t slice = job % n_slices;
+        const int hk = static_cast<int>((job / n_slices) % s.n_head_kv);
+        // Causal tiles cost in proportion to their position, and parallel_for hands each thread
+        // a contiguous run of jobs: taking tiles in the order first, last, second,
+        // second-to-last, ... gives every run about the same work (in tile order the last
+        // thread got all the long ones).
+        const int64_t order = job / n_slices / s.n_head_kv;
+        const int64_t tile = order % 2 == 0 ? order / 2 : n_tiles - 1 - order / 2;
+        const int64_t t0 = tile * kTileTokens, t1 = std::min(n_tokens, t0 + kTileTokens);
+        const int nq = static_cast<int>(t1 - t0) * G;
+        const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
+        const int64_t kv_off = static_cast<int64_t>(hk) * D;
+        const bool rows = nq * 4 <= kern.lanes;  // row mode: see block_rows
+
+        if (amx) {
+            x86::attention_job_amx({q, static_cast<int64_t>(s.n_head) * D, kv.k_rows() + kv_off,
+                                    kv.v_rows() + kv_off, kv.stride, kv.rows_first(), t0, t1,
+                                    pos0, hk, G, D, s.window, s.scale, x.m, x.l, x.o});
+            store(slice, t0, hk, nq, x);
+            return;
+        }
+        pack_columns(s, q, pos0, t0, hk, nq, nqp, rows, x.qt, x.lo, x.hi, x.m, x.l);
+        std::fill_n(x.o, static_cast<size_t>(nq) * D, 0.0f);
+        const AttentionColumns cols{x.qt, x.lo, x.hi, x.m, x.l, x.o, x.sc, x.c, nq, nqp, D};
+
+        // Blocks: the slice, cut to what some token of the tile can see.
+        const int64_t tile_first = s.window > 0 ? std::max<int64_t>(0, pos0 + t0 - s.window + 1) : 0;
+        const int64_t lo_p = std::max(first_pos + slice * slice_len, tile_first);
+        const int64_t hi_p = std::min({last_pos + 1, first_pos + (slice + 1) * slice_len, pos0 + t1});
+        const auto block = rows ? kern.block_rows : kern.block;
+        for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
+            const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
+            const float *k, *v;
+            const int64_t stride = kv.block(p0, np, kv_off, D, x.kw, x.vw, &k, &v);
+            block(cols, k, v, stride, p0, np);
+        }
+        store(slice, t0, hk, nq, x);
+    }
+
+    // A job's (m, l, o) per query row into the shared state.
+    void store(int64_t slice, int64_t t0, int hk, int nq, const Scratch& x) const {
+        const int D = this->D(), G = this->G();
+        for (int i = 0; i < nq; ++i) {
+            const int64_t t = t0 + i / G;
+            const size_t si = static_cast<size_t>((slice * n_tokens + t) * s.n_head + hk * G + i % G);
+            st[2 * si] = x.m[i];
+            st[2 * si + 1] = x.l[i];
+            std::copy_n(x.o + static_cast<int64_t>(i) * D, D, acc_all + si * D);
+        }
+    }
+};
+
+void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,
+                    const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
+                    float* out, ThreadPool& pool, Isa isa, float* lse) {
+    const AttentionKernels& kern = attention_kernels(isa);
+    SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
+                dtype_name(s.kv_type), " is not supported");
+    const int G = s.n_head / s.n_head_kv;
+    const int64_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
+    const int64_t last_pos = pos0 + n_tokens - 1;
+    const int64_t first_pos = s.window > 0 ? std::max<int64_t>(0, pos0 - s.window + 1) : 0;
+    const int64_t span = last_pos - first_pos + 1;  // positions any token of the batch may see
+
+    // Position slices: only when the (tile, head) jobs cannot keep every thread busy.
+    int64_t n_slices = 1;
+    const int64_t jobs = n_tiles * s.n_head_kv;
+    if (jobs < pool.size())
+        n_slices = std::clamp<int64_t>((pool.size() + jobs - 1) / jobs, 1,
+                                       std::max<int64_t>(1, span / kMinSlice));
+    const int64_t slice_len = (span + n_slices - 1) / n_slices;
+
+    // Prefill on the AMX tiles where they measured faster (use_amx_attention) and the caller
+    // allows bf16 products, over contiguous f32 rows (a F32 cache, or the span widened below)
+    // and one slice; training's forward (lse) stays f32, its backward rebuilds the probabilities.
+    // Decided before this call takes its thread_local buffers: the first decision measures both
+    // kernels through attention_impl on this thread, which resizes those same buffers (taken
+    // after it, a 64-token prefill of 12 heads wrote through freed memory).
+    const bool amx = s.bf16_products && lse == nullptr && n_slices == 1 &&
+                     n_tokens * G >= kAmxMinRows && isa == Isa::Avx512 &&
+                     use_amx_attention(s.head_dim);
+
+    // Per (slice, token, head): partial state (m, l) and unnormalised output.
+    const size_t n_state = static_cast<size_t>(n_slices * n_tokens * s.n_head);
+    thread_local std::vector<float> state;
+    thread_local std::vector<float> accs;
+    state.resize(2 * n_state);
+    accs.resize(n_state * s.head_dim);
+
+    // F16 caches: a prefill of several tiles would widen every block once per tile, so the
+    // visible span is widened once, up front, for all tiles (span x kv_stride floats, K and V);
+    // decode widens block by block inside its one job. Paged caches go the same way (F32 rows
+    // copied instead of widened), so the block kernels always see contiguous rows.
+    const bool f16 = s.kv_type == DType::F16;
+    KvRows kv{&kern,
+              f16,
+              k_cache,
+              v_cache,
+              paged ? paged->k : nullptr,
+              paged ? paged->v : nullptr,
+              paged ? paged->page_size : 0,
+              s.kv_stride,
+              f16 || paged != nullptr,
+              (f16 || paged != nullptr) && (n_tiles > 1 || amx)};
+    thread_local std::vector<float> wide;  // the caller's: workers see it through kv
+    if (kv.up_front) kv.widen_span(first_pos, span, wide, pool);
+
+    const AttentionJobs aj{s,       kern,      kv,       q,        n_tokens,   pos0,
+                           n_tiles, n_slices,  slice_len, first_pos, last_pos, amx,
+                           state.data(), accs.data()};
+    pool.parallel_for(jobs * n_slices, [&](int64_t b, int64_t e, int) { aj.run(b, e); });
+    merge_slices(s, n_tokens, n_slices, state.data(), accs.data(), out, lse);
 }
 
 }  // namespace
