@@ -42,89 +42,111 @@ std::vector<std::vector<int32_t>> cut_prompts(const std::vector<int32_t>& text, 
     return out;
 }
 
-ServeMeasurement measure_serving(std::shared_ptr<const model::Model> model,
-                                 const tokenizer::Tokenizer& tok, const infer::EngineConfig& cfg,
-                                 const ServeLoad& load) {
-    SYSLM_CHECK(load.streams >= 1 && load.requests_per_stream >= 1 && !load.prompts.empty(),
-                "serve load: needs streams, requests and prompts");
-    infer::Engine engine(std::move(model), tok, cfg);
-    infer::GenerationParams params;
-    params.max_tokens = load.max_tokens;
-    params.ignore_eos = true;
-    params.sampling.temperature = 0;  // greedy: every setting generates the same tokens
+namespace {
 
+// N closed-loop streams on one engine: each sends its next request when the last one ended.
+class ClosedLoop {
+public:
+    ClosedLoop(std::shared_ptr<const model::Model> model, const tokenizer::Tokenizer& tok,
+               const infer::EngineConfig& cfg, const ServeLoad& load)
+        : load_(load), engine_(std::move(model), tok, cfg),
+          streams_(static_cast<size_t>(load.streams)) {
+        params_.max_tokens = load.max_tokens;
+        params_.ignore_eos = true;
+        params_.sampling.temperature = 0;  // greedy: every setting generates the same tokens
+    }
+
+    ServeMeasurement run() {
+        const auto t0 = Clock::now();
+        {
+            std::unique_lock<std::mutex> lock(mu_);
+            for (int s = 0; s < load_.streams; ++s) submit(s);
+            while (active_ > 0) {
+                cv_.wait(lock, [&] { return !finished_.empty(); });
+                SYSLM_CHECK(failure_.empty(), "serve load: a request failed: ", failure_);
+                for (int s : std::exchange(finished_, {})) {
+                    active_--;
+                    if (streams_[static_cast<size_t>(s)].sent < load_.requests_per_stream) submit(s);
+                }
+            }
+        }
+        ServeMeasurement m;
+        m.seconds = seconds_between(t0, Clock::now());
+        m.generated = generated_;
+        m.tokens_per_s = static_cast<double>(generated_) / m.seconds;
+        m.ttft_p50 = quantile(ttft_, 0.5);
+        m.ttft_p99 = quantile(ttft_, 0.99);
+        m.itl_p50 = quantile(itl_, 0.5);
+        m.itl_p99 = quantile(itl_, 0.99);
+        engine_.drain();
+        return m;
+    }
+
+private:
     struct Stream {
         int sent = 0;
         Clock::time_point submitted, last;
         bool first = true;
     };
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<Stream> streams(static_cast<size_t>(load.streams));
-    std::vector<int> finished;  // streams whose request ended, to send their next one
-    std::vector<double> ttft, itl;
-    std::string failure;
-    int64_t generated = 0;
-    int active = 0;
-    size_t next_prompt = 0;
 
-    auto submit = [&](int s) {  // under mu
-        Stream& st = streams[static_cast<size_t>(s)];
+    void submit(int s) {  // under mu_
+        Stream& st = streams_[static_cast<size_t>(s)];
         st.sent++;
         st.first = true;
         st.submitted = Clock::now();
-        const std::vector<int32_t>& prompt = load.prompts[next_prompt++ % load.prompts.size()];
+        const std::vector<int32_t>& prompt = load_.prompts[next_prompt_++ % load_.prompts.size()];
         infer::Refusal refused;
         int64_t id = 0;
-        const bool ok = engine.submit(
-            prompt, params,
-            [&, s](const infer::Event& e) {
-                const auto now = Clock::now();
-                std::lock_guard<std::mutex> lock(mu);
-                Stream& me = streams[static_cast<size_t>(s)];
-                if (e.done) {
-                    if (e.finish_reason == infer::FinishReason::Error ||
-                        e.finish_reason == infer::FinishReason::Cancelled)
-                        failure = e.error.message.empty() ? finish_reason_name(e.finish_reason)
-                                                          : e.error.message;
-                    generated += e.n_generated;
-                    finished.push_back(s);
-                    cv.notify_one();
-                    return true;
-                }
-                (me.first ? ttft : itl).push_back(seconds_between(me.first ? me.submitted : me.last, now));
-                me.first = false;
-                me.last = now;
-                return true;
-            },
-            &id, &refused);
+        const bool ok = engine_.submit(
+            prompt, params_, [this, s](const infer::Event& e) { return on_event(s, e); }, &id,
+            &refused);
         SYSLM_CHECK(ok, "serve load: the engine refused a request: ", refused.message);
-        active++;
-    };
-
-    const auto t0 = Clock::now();
-    {
-        std::unique_lock<std::mutex> lock(mu);
-        for (int s = 0; s < load.streams; ++s) submit(s);
-        while (active > 0) {
-            cv.wait(lock, [&] { return !finished.empty(); });
-            SYSLM_CHECK(failure.empty(), "serve load: a request failed: ", failure);
-            for (int s : std::exchange(finished, {})) {
-                active--;
-                if (streams[static_cast<size_t>(s)].sent < load.requests_per_stream) submit(s);
-            }
-        }
+        active_++;
     }
-    ServeMeasurement m;
-    m.seconds = seconds_between(t0, Clock::now());
-    m.generated = generated;
-    m.tokens_per_s = static_cast<double>(generated) / m.seconds;
-    m.ttft_p50 = quantile(ttft, 0.5);
-    m.ttft_p99 = quantile(ttft, 0.99);
-    m.itl_p50 = quantile(itl, 0.5);
-    m.itl_p99 = quantile(itl, 0.99);
-    engine.drain();
-    return m;
+
+    // The engine's thread: a token's arrival time (TTFT or the gap since the last), or the end.
+    bool on_event(int s, const infer::Event& e) {
+        const auto now = Clock::now();
+        std::lock_guard<std::mutex> lock(mu_);
+        Stream& me = streams_[static_cast<size_t>(s)];
+        if (e.done) {
+            if (e.finish_reason == infer::FinishReason::Error ||
+                e.finish_reason == infer::FinishReason::Cancelled)
+                failure_ = e.error.message.empty() ? finish_reason_name(e.finish_reason)
+                                                   : e.error.message;
+            generated_ += e.n_generated;
+            finished_.push_back(s);
+            cv_.notify_one();
+            return true;
+        }
+        (me.first ? ttft_ : itl_).push_back(seconds_between(me.first ? me.submitted : me.last, now));
+        me.first = false;
+        me.last = now;
+        return true;
+    }
+
+    const ServeLoad& load_;
+    infer::Engine engine_;
+    infer::GenerationParams params_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<Stream> streams_;
+    std::vector<int> finished_;  // streams whose request ended, to send their next one
+    std::vector<double> ttft_, itl_;
+    std::string failure_;
+    int64_t generated_ = 0;
+    int active_ = 0;
+    size_t next_prompt_ = 0;
+};
+
+}  // namespace
+
+ServeMeasurement measure_serving(std::shared_ptr<const model::Model> model,
+                                 const tokenizer::Tokenizer& tok, const infer::EngineConfig& cfg,
+                                 const ServeLoad& load) {
+    SYSLM_CHECK(load.streams >= 1 && load.requests_per_stream >= 1 && !load.prompts.empty(),
+                "serve load: needs streams, requests and prompts");
+    return ClosedLoop(std::move(model), tok, cfg, load).run();
 }
 
 }  // namespace syslm::tune
