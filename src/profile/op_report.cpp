@@ -18,6 +18,68 @@ bool is_matmul(const std::string& op, const ModelCosts& c) {
     return false;
 }
 
+// The matmuls as one group: together they usually decide the speed.
+struct MatmulGroup {
+    double seconds = 0, limit_seconds = 0;
+    bool memory_bound = true;
+};
+
+MatmulGroup matmul_group(const std::vector<profiler::OpStats>& stats, const ModelCosts& costs,
+                         const ProbeResult& probe, int threads, double bw) {
+    MatmulGroup g;
+    double mem_s = 0, comp_s = 0;
+    for (const profiler::OpStats& s : stats) {
+        if (!is_matmul(s.name, costs)) continue;
+        g.seconds += s.seconds;
+        mem_s += s.bytes / bw;
+        comp_s += s.flops / op_peak(costs, s.name, probe, threads);
+    }
+    g.memory_bound = mem_s >= comp_s;
+    g.limit_seconds = std::max(mem_s, comp_s);
+    return g;
+}
+
+// The sentence naming the bottleneck, from the rows (sorted, shares set) and the matmul group.
+std::string bottleneck_sentence(const OpReport& r, const MatmulGroup& mm, double total) {
+    const OpRow& top = r.rows.front();
+    char buf[512];
+    std::string out;
+    if (mm.seconds > 0.5 * total) {
+        const double frac = mm.limit_seconds / mm.seconds;
+        const bool mem = mm.memory_bound;
+        std::snprintf(buf, sizeof buf,
+                      "%s: the matrix multiplications take %s of the time and are %s-bound, "
+                      "running at %s of the %s (%s: %s of the time, %s of its limit)",
+                      r.phase.c_str(), pct(mm.seconds / total).c_str(), mem ? "memory" : "compute",
+                      pct(frac).c_str(), mem ? "read bandwidth" : "arithmetic peak of their types",
+                      top.op.c_str(), pct(top.share).c_str(), pct(top.limit_fraction).c_str());
+        out = buf;
+        if (frac < 0.6)
+            out += mem ? ", so the weight-streaming kernels, not DRAM, are the bottleneck"
+                       : ", so the matmul kernels' arithmetic efficiency is the bottleneck";
+        else
+            out += mem ? ", so memory bandwidth is the bottleneck"
+                       : ", so the arithmetic units are the bottleneck";
+    } else {
+        std::snprintf(buf, sizeof buf,
+                      "%s: the largest op is %s with %s of the time at %s of its %s limit, and "
+                      "the matrix multiplications take only %s",
+                      r.phase.c_str(), top.op.c_str(), pct(top.share).c_str(),
+                      pct(top.limit_fraction).c_str(), top.memory_bound ? "memory" : "compute",
+                      pct(mm.seconds / total).c_str());
+        out = buf;
+    }
+    const double outside = total > 0 ? 1 - r.profiled_seconds / total : 0;
+    if (outside > 0.1) {
+        std::snprintf(buf, sizeof buf,
+                      "; %s of the wall time is outside the profiled ops (thread hand-offs, "
+                      "sampling, bookkeeping)",
+                      pct(outside).c_str());
+        out += buf;
+    }
+    return out + ".";
+}
+
 }  // namespace
 
 OpReport make_op_report(std::string phase, const std::vector<profiler::OpStats>& stats,
@@ -47,61 +109,9 @@ OpReport make_op_report(std::string phase, const std::vector<profiler::OpStats>&
     for (OpRow& row : r.rows) row.share = total > 0 ? row.seconds / total : 0;
     std::sort(r.rows.begin(), r.rows.end(),
               [](const OpRow& a, const OpRow& b) { return a.seconds > b.seconds; });
-
-    if (r.rows.empty()) {
-        r.bottleneck = "No op was profiled.";
-        return r;
-    }
-    // The matmuls as one group: together they usually decide the speed.
-    double mm_s = 0, mm_limit_s = 0;
-    bool mm_mem = true;
-    double mm_mem_s = 0, mm_comp_s = 0;
-    for (const profiler::OpStats& s : stats) {
-        if (!is_matmul(s.name, costs)) continue;
-        mm_s += s.seconds;
-        mm_mem_s += s.bytes / bw;
-        mm_comp_s += s.flops / op_peak(costs, s.name, probe, threads);
-    }
-    mm_mem = mm_mem_s >= mm_comp_s;
-    mm_limit_s = std::max(mm_mem_s, mm_comp_s);
-    const OpRow& top = r.rows.front();
-    char buf[512];
-    const double outside = total > 0 ? 1 - r.profiled_seconds / total : 0;
-    if (mm_s > 0.5 * total) {
-        const double frac = mm_limit_s / mm_s;
-        std::snprintf(buf, sizeof buf,
-                      "%s: the matrix multiplications take %s of the time and are %s-bound, "
-                      "running at %s of the %s (%s: %s of the time, %s of its limit)",
-                      r.phase.c_str(), pct(mm_s / total).c_str(), mm_mem ? "memory" : "compute",
-                      pct(frac).c_str(),
-                      mm_mem ? "read bandwidth" : "arithmetic peak of their types", top.op.c_str(),
-                      pct(top.share).c_str(), pct(top.limit_fraction).c_str());
-        r.bottleneck = buf;
-        if (frac < 0.6)
-            r.bottleneck += mm_mem
-                                ? ", so the weight-streaming kernels, not DRAM, are the bottleneck"
-                                : ", so the matmul kernels' arithmetic efficiency is the "
-                                  "bottleneck";
-        else
-            r.bottleneck += mm_mem ? ", so memory bandwidth is the bottleneck"
-                                   : ", so the arithmetic units are the bottleneck";
-    } else {
-        std::snprintf(buf, sizeof buf,
-                      "%s: the largest op is %s with %s of the time at %s of its %s limit, and "
-                      "the matrix multiplications take only %s",
-                      r.phase.c_str(), top.op.c_str(), pct(top.share).c_str(),
-                      pct(top.limit_fraction).c_str(), top.memory_bound ? "memory" : "compute",
-                      pct(mm_s / total).c_str());
-        r.bottleneck = buf;
-    }
-    if (outside > 0.1) {
-        std::snprintf(buf, sizeof buf,
-                      "; %s of the wall time is outside the profiled ops (thread hand-offs, "
-                      "sampling, bookkeeping)",
-                      pct(outside).c_str());
-        r.bottleneck += buf;
-    }
-    r.bottleneck += ".";
+    r.bottleneck = r.rows.empty() ? "No op was profiled."
+                                  : bottleneck_sentence(
+                                        r, matmul_group(stats, costs, probe, threads, bw), total);
     return r;
 }
 
