@@ -153,17 +153,37 @@ int32_t document_separator(const tokenizer::Tokenizer& tok) {
     fail("the tokenizer has neither a BOS nor an EOS token to separate documents with");
 }
 
-PrepareStats prepare_data(
-    const PrepareOptions& opt, const tokenizer::Tokenizer& tok,
-    const std::function<void(const std::string&, uint64_t, uint64_t)>& on_file) {
-    namespace fs = std::filesystem;
-    const auto t_start = Clock::now();
+namespace {
+
+void check_prepare_options(const PrepareOptions& opt, const tokenizer::Tokenizer& tok) {
     SYSLM_CHECK(!opt.inputs.empty(), "data prepare: no input files");
     SYSLM_CHECK(opt.val_fraction >= 0 && opt.val_fraction <= 0.5, "data prepare: --val ",
                 opt.val_fraction, " must be in [0, 0.5]");
     SYSLM_CHECK(opt.shard_tokens > 0, "data prepare: --shard-tokens must be positive");
     SYSLM_CHECK(opt.chunk_tokens > 0, "data prepare: --chunk-tokens must be positive");
     SYSLM_CHECK(tok.n_vocab() > 0, opt.tokenizer_path, ": the vocabulary is empty");
+}
+
+// Shards of a previous run that this one did not overwrite are no part of the data set.
+void remove_stale_shards(const std::string& dir, const DataMeta& m) {
+    std::set<std::string> ours(m.train_shards.begin(), m.train_shards.end());
+    ours.insert(m.val_shards.begin(), m.val_shards.end());
+    const std::regex shard_re("(train|val)_[0-9]+\\.bin");
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();
+        if (e.is_regular_file() && std::regex_match(name, shard_re) && !ours.count(name))
+            std::filesystem::remove(e.path());
+    }
+}
+
+}  // namespace
+
+PrepareStats prepare_data(
+    const PrepareOptions& opt, const tokenizer::Tokenizer& tok,
+    const std::function<void(const std::string&, uint64_t, uint64_t)>& on_file) {
+    namespace fs = std::filesystem;
+    const auto t_start = Clock::now();
+    check_prepare_options(opt, tok);
 
     std::error_code ec;
     fs::create_directories(opt.out_dir, ec);
@@ -219,19 +239,7 @@ PrepareStats prepare_data(
     m.train_shards = train.names();
     m.val_shards = val.names();
     write_meta(opt.out_dir, m);
-
-    // Shards of a previous run that this one did not overwrite are no part of the data set.
-    const std::set<std::string> ours = [&] {
-        std::set<std::string> s(m.train_shards.begin(), m.train_shards.end());
-        s.insert(m.val_shards.begin(), m.val_shards.end());
-        return s;
-    }();
-    const std::regex shard_re("(train|val)_[0-9]+\\.bin");
-    for (const auto& e : fs::directory_iterator(opt.out_dir)) {
-        const std::string name = e.path().filename().string();
-        if (e.is_regular_file() && std::regex_match(name, shard_re) && !ours.count(name))
-            fs::remove(e.path());
-    }
+    remove_stale_shards(opt.out_dir, m);
     st.seconds = since(t_start);
     return st;
 }
