@@ -10,6 +10,7 @@
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
+#include "core/utc_time.hpp"
 #include "kernels/cpu/decode_streams.hpp"
 #include "kernels/isa.hpp"
 #include "model/kv_cache.hpp"
@@ -94,15 +95,6 @@ std::string size_label(double bytes) {
     else
         std::snprintf(b, sizeof b, "%.2f MiB", bytes / (1 << 20));
     return b;
-}
-
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
 }
 
 // One test's result with llama-bench's JSON fields (and the roofline's).

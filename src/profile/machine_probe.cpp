@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "core/thread_pool.hpp"
+#include "core/utc_time.hpp"
 #include "kernels/cpu/peak.hpp"
 #include "kernels/isa.hpp"
 #include "profile/compute_peak.hpp"
@@ -24,15 +25,6 @@ double between(double one, double all, int all_threads, int n) {
     if (n <= 1 || all_threads <= 1) return one;
     if (n >= all_threads) return all;
     return one + (all - one) * static_cast<double>(n - 1) / (all_threads - 1);
-}
-
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
 }
 
 int hardware_threads() {

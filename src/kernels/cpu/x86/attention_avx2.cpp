@@ -1,42 +1,13 @@
-// The attention block kernel (attention_body.hpp) on V256. Compiled with the avx2 flags; see
+// The attention kernels (attention_table.hpp) on V256. Compiled with the avx2 flags; see
 // kernels/isa.hpp for the rules of ISA files.
 #include "kernels/cpu/x86/vec_avx2.hpp"
 
-#include "kernels/cpu/attention_backward_body.hpp"
-#include "kernels/cpu/attention_body.hpp"
+#include "kernels/cpu/attention_table.hpp"
 
 namespace syslm::kernels::x86 {
-namespace {
-
-void block(const AttentionColumns& c, const float* k, const float* v, int64_t stride, int64_t p0,
-           int np) {
-    attend_block<V256>(c, k, v, stride, p0, np);
-}
-
-void block_rows(const AttentionColumns& c, const float* k, const float* v, int64_t stride,
-                int64_t p0, int np) {
-    attend_block_rows<V256>(c, k, v, stride, p0, np);
-}
-
-void widen_f16(const uint16_t* src, int64_t stride, int np, int d, float* dst) {
-    widen_f16_rows<V256>(src, stride, np, d, dst);
-}
-
-void backward_job(const AttentionBackwardJob& job) {
-    attention_backward_job<V256>(job);
-}
-
-}  // namespace
 
 AttentionKernels attention_kernels_avx2() {
-    AttentionKernels k{};
-    k.isa = Isa::Avx2;
-    k.lanes = V256::W;
-    k.block = block;
-    k.block_rows = block_rows;
-    k.widen_f16 = widen_f16;
-    k.backward_job = backward_job;
-    return k;
+    return attention_table<V256>(Isa::Avx2);
 }
 
 }  // namespace syslm::kernels::x86
