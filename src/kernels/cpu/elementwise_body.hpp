@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/elementwise_kernels.hpp"
+
 namespace syslm::kernels {
 namespace {
 
@@ -204,6 +206,21 @@ double xent_row_v(float* z, int64_t n, int32_t target, float scale) {
     if (r) V::store_n(z + full, V::mul(V::load_n(z + full, r), k), r);
     z[target] -= scale;
     return std::log(sum) + m - zt;
+}
+
+// The table of one vector type, for an ISA's own file (compiled with that ISA's flags).
+template <class V>
+ElementwiseKernels elementwise_table(Isa isa) {
+    ElementwiseKernels k{};
+    k.isa = isa;
+    k.swiglu = swiglu_v<V>;
+    k.gelu_tanh = gelu_tanh_v<V>;
+    k.rms_norm = rms_norm_v<V>;
+    k.layer_norm = layer_norm_v<V>;
+    k.xent_row = xent_row_v<V>;
+    k.swiglu_backward = swiglu_backward_v<V>;
+    k.gelu_tanh_backward = gelu_tanh_backward_v<V>;
+    return k;
 }
 
 }  // namespace
