@@ -831,12 +831,14 @@ private:
                     keep.insert(candidate_path(p->plan).filename().string());
         }
         std::error_code ec;
+        std::vector<fs::path> drop;  // collected first: no removal while the directory is read
         for (const auto& e : fs::directory_iterator(fs::path(o_.out_dir) / "candidates", ec)) {
             const std::string name = e.path().filename().string();
             if (e.is_regular_file() && e.path().extension() == ".gguf" &&
                 name.rfind("base-", 0) != 0 && name.rfind("draft-", 0) != 0 && !keep.count(name))
-                fs::remove(e.path(), ec);
+                drop.push_back(e.path());
         }
+        for (const fs::path& f : drop) fs::remove(f, ec);
     }
 
     // The bytes decode reads by type, as recorded when the point was measured, or read from its
