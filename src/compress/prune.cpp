@@ -374,15 +374,14 @@ std::vector<float> apply_selection(const io::GGUFTensor& t, const Selection& sel
     const int64_t n = is_vector ? t.numel() : t.ne[0], rows = is_vector ? 1 : t.rows();
     const std::vector<float> v = to_floats(t);
     ne = t.ne;
-    if (mask_only) {
+    if (mask_only) {  // same shape, the removed rows (or columns, or vector entries) zeroed
+        const bool by_row = !is_vector && !sel.rows.empty();
+        std::vector<bool> keep(static_cast<size_t>(by_row ? rows : n), false);
+        for (int64_t i : sel.rows.empty() ? sel.cols : sel.rows) keep[i] = true;
         std::vector<float> out = v;
-        const std::vector<int64_t>& kept = sel.rows.empty() ? sel.cols : sel.rows;
-        std::vector<bool> keep(static_cast<size_t>(is_vector ? n : sel.rows.empty() ? n : rows),
-                               false);
-        for (int64_t i : kept) keep[i] = true;
         for (int64_t rr = 0; rr < rows; ++rr)
             for (int64_t c = 0; c < n; ++c)
-                if (!keep[is_vector || sel.rows.empty() ? c : rr]) out[rr * n + c] = 0;
+                if (!keep[by_row ? rr : c]) out[rr * n + c] = 0;
         return out;
     }
     std::vector<float> out;

@@ -300,8 +300,8 @@ struct KvRows {
     int page_size;
     int64_t stride;  // floats per position in the cache (every KV head)
     bool gathered, up_front;
-    const float* kwide = nullptr;  // the widened span (up_front), from position first_pos
-    const float* vwide = nullptr;
+    float* kwide = nullptr;  // the widened span (up_front), from position first_pos
+    float* vwide = nullptr;
     int64_t first_pos = 0;
 
     // The first rows of the whole cache, as attention_job_amx takes them (up_front or F32).
@@ -320,9 +320,9 @@ struct KvRows {
         pool.parallel_for(span, [&](int64_t b, int64_t e, int) {
             const int rows = static_cast<int>(e - b);
             gather_rows(*kern, f16, k_cache, k_pages, page_size, stride, first + b, rows, 0, row,
-                        const_cast<float*>(kwide) + b * stride);
+                        kwide + b * stride);
             gather_rows(*kern, f16, v_cache, v_pages, page_size, stride, first + b, rows, 0, row,
-                        const_cast<float*>(vwide) + b * stride);
+                        vwide + b * stride);
         });
     }
 
