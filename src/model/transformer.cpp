@@ -49,6 +49,17 @@ private:
     int64_t n_past_, n_rows_;
 };
 
+// The profile's cost of products run as one step: each matrix's, summed.
+profiler::Cost fused_cost(std::initializer_list<kernels::MatmulOutput> outs, int64_t T) {
+    profiler::Cost c;
+    for (const kernels::MatmulOutput& o : outs) {
+        const profiler::Cost m = profiler::matmul_cost(o.w.type, o.w.n_in, o.w.n_out, T);
+        c.flops += m.flops;
+        c.bytes += m.bytes;
+    }
+    return c;
+}
+
 }  // namespace
 
 Forward::Forward(const Model& model, int n_batch, int n_threads)
@@ -271,12 +282,20 @@ void Forward::attention_block(int il, int64_t T) {
         kernels::SharedActivations& hq = shared_input_;
         hq.reset(h_.data(), T, E);
         for (const char* what : {"attn_q", "attn_k", "attn_v"}) observe(il, what, h_.data(), T, E);
-        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
-        matmul(l.wq, hq, attn_.data(), pool_, bias(l.bq));
-        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
-        matmul(l.wk, hq, k_.data(), pool_, bias(l.bk));
-        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
-        matmul(l.wv, hq, v_.data(), pool_, bias(l.bv));
+        const std::initializer_list<kernels::MatmulOutput> qkv = {
+            {l.wq, attn_.data(), bias(l.bq)}, {l.wk, k_.data(), bias(l.bk)},
+            {l.wv, v_.data(), bias(l.bv)}};
+        if (kernels::fused_matmuls(qkv, T)) {  // one step: one hand-off to the pool for the three
+            SYSLM_PROFILE_STEP(prof, "attn_qkv", fused_cost(qkv, T).flops, fused_cost(qkv, T).bytes);
+            matmul(qkv, hq, pool_);
+        } else {
+            SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
+            matmul(l.wq, hq, attn_.data(), pool_, bias(l.bq));
+            SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
+            matmul(l.wk, hq, k_.data(), pool_, bias(l.bk));
+            SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
+            matmul(l.wv, hq, v_.data(), pool_, bias(l.bv));
+        }
         q_stride = QD;
         kv_stride = KD;
         q = attn_.data();
@@ -340,10 +359,18 @@ void Forward::ffn_block(int il, int64_t T) {
         hq.reset(h_.data(), T, E);
         observe(il, "ffn_gate", h_.data(), T, E);
         observe(il, "ffn_up", h_.data(), T, E);
-        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
-        matmul(l.ffn_gate, hq, ff_a_.data(), pool_);
-        SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
-        matmul(l.ffn_up, hq, ff_b_.data(), pool_);
+        const std::initializer_list<kernels::MatmulOutput> gate_up = {
+            {l.ffn_gate, ff_a_.data()}, {l.ffn_up, ff_b_.data()}};
+        if (kernels::fused_matmuls(gate_up, T)) {
+            SYSLM_PROFILE_STEP(prof, "ffn_gate_up", fused_cost(gate_up, T).flops,
+                               fused_cost(gate_up, T).bytes);
+            matmul(gate_up, hq, pool_);
+        } else {
+            SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
+            matmul(l.ffn_gate, hq, ff_a_.data(), pool_);
+            SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
+            matmul(l.ffn_up, hq, ff_b_.data(), pool_);
+        }
     } else {
         observe(il, "ffn_up", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);

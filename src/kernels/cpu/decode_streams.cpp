@@ -14,7 +14,6 @@ namespace syslm::kernels {
 
 namespace {
 
-constexpr size_t kMinTrialBytes = 256 * 1024;  // smaller calls are dominated by the hand-off
 constexpr int64_t kMaxWarmupCalls = 512;
 constexpr int64_t kSamplesEach = 96;
 
@@ -148,7 +147,7 @@ DecodeStreamsCall::DecodeStreamsCall(DType type, const void* weights, size_t wei
         streams_ = chosen;
         return;
     }
-    if (weight_bytes < kMinTrialBytes) return;  // the default until chosen
+    if (weight_bytes < kDecodeStreamsMinBytes) return;  // the default until chosen
     if (s.phase.load(std::memory_order_relaxed) == 0) {
         const void* expected = nullptr;
         if (!s.first.compare_exchange_strong(expected, weights) && expected == weights)

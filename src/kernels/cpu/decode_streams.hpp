@@ -18,6 +18,9 @@
 
 namespace syslm::kernels {
 
+// Decode calls reading fewer weight bytes are never timed: the pool's hand-off dominates them.
+inline constexpr size_t kDecodeStreamsMinBytes = 256 * 1024;
+
 struct DecodeStreamsChoice {
     int streams = 0;           // 1 or 2 once chosen (or fixed by the environment); 0: not yet
     bool from_env = false;

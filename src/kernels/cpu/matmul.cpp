@@ -1,6 +1,7 @@
 #include "kernels/cpu/matmul.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -21,30 +22,36 @@ namespace {
 
 thread_local bool exact_small_batches = false;  // ExactSmallBatches
 
-// Decode (one token): each thread takes an even share of the rows (in whole tiles of kTileRows)
-// and reads its slice as one stream, or as two with rows from the slice's two halves in turn,
-// whichever measured faster on this CPU (decode_streams.hpp). Runs of >= 1 KiB keep each stream
-// long enough for the L2 streamer.
-void vec_dot_decode(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
-                    float* y, ThreadPool& pool, const float* bias, int64_t tile_rows) {
+// Rows [r0, r1) of a one-token product, read as `streams` streams (rows from the range's parts in
+// turn). Runs of >= 1 KiB keep each stream long enough for the L2 streamer.
+void decode_rows(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
+                 float* y, const float* bias, int64_t r0, int64_t r1, int64_t streams) {
     const size_t w_row = row_bytes(w.type, w.n_in);
     const auto* w_bytes = static_cast<const uint8_t*>(w.data);
-    const DecodeStreamsCall call(w.type, w.data, w_row * static_cast<size_t>(w.n_out));
-    const int64_t streams = call.streams();
     const int64_t run = std::max<int64_t>(1, 1024 / static_cast<int64_t>(w_row));
+    const int64_t part = (r1 - r0 + streams - 1) / streams;
+    for (int64_t k = 0; k < part; k += run)
+        for (int64_t s = 0; s < streams; ++s) {
+            const int64_t a = r0 + s * part + k;
+            const int64_t z = std::min({a + run, r0 + (s + 1) * part, r1});
+            if (a >= z) continue;
+            vec_dot_tokens(tt, w.n_in, static_cast<int>(z - a), w_bytes + a * w_row, w_row, 1, xb,
+                           x_row, y + a, static_cast<size_t>(w.n_out));
+            if (bias)
+                for (int64_t o = a; o < z; ++o) y[o] += bias[o];
+        }
+}
+
+// Decode (one token): each thread takes an even share of the rows (in whole tiles of tile_rows)
+// and reads its slice as one stream, or as two with rows from the slice's two halves in turn,
+// whichever measured faster on this CPU (decode_streams.hpp).
+void vec_dot_decode(const WeightView& w, const TypeTraits& tt, const uint8_t* xb, size_t x_row,
+                    float* y, ThreadPool& pool, const float* bias, int64_t tile_rows) {
+    const DecodeStreamsCall call(w.type, w.data, row_bytes(w.type, w.n_in) * w.n_out);
+    const int64_t streams = call.streams();
     pool.parallel_for((w.n_out + tile_rows - 1) / tile_rows, [&](int64_t b, int64_t e, int) {
-        const int64_t r0 = b * tile_rows, r1 = std::min(w.n_out, e * tile_rows);
-        const int64_t part = (r1 - r0 + streams - 1) / streams;
-        for (int64_t k = 0; k < part; k += run)
-            for (int64_t s = 0; s < streams; ++s) {
-                const int64_t a = r0 + s * part + k;
-                const int64_t z = std::min({a + run, r0 + (s + 1) * part, r1});
-                if (a >= z) continue;
-                vec_dot_tokens(tt, w.n_in, static_cast<int>(z - a), w_bytes + a * w_row, w_row, 1,
-                               xb, x_row, y + a, static_cast<size_t>(w.n_out));
-                if (bias)
-                    for (int64_t o = a; o < z; ++o) y[o] += bias[o];
-            }
+        decode_rows(w, tt, xb, x_row, y, bias, b * tile_rows, std::min(w.n_out, e * tile_rows),
+                    streams);
     });
 }
 
@@ -88,7 +95,15 @@ void SharedActivations::reset(const float* x, int64_t n_tokens, int64_t n_in) {
     x_ = x;
     n_tokens_ = n_tokens;
     n_in_ = n_in;
-    valid_ = false;
+    for (Converted& c : converted_) c.valid = false;
+}
+
+SharedActivations::Converted& SharedActivations::slot(DType type, float scale) {
+    for (Converted& c : converted_)
+        if (c.valid && c.type == type && c.scale == scale) return c;
+    for (Converted& c : converted_)
+        if (!c.valid) return c;
+    return converted_.emplace_back();  // moving the others keeps their buffers where they are
 }
 
 const uint8_t* SharedActivations::rows(DType partner, ThreadPool& pool, size_t& row_stride) {
@@ -97,35 +112,37 @@ const uint8_t* SharedActivations::rows(DType partner, ThreadPool& pool, size_t& 
         return reinterpret_cast<const uint8_t*>(x_);
     }
     row_stride = row_bytes(partner, n_in_);
-    if (valid_ && type_ == partner && scale_ == 0.0f) return storage_.data();
+    Converted& c = slot(partner, 0.0f);
+    if (c.valid) return c.bytes.data();
     const TypeTraits& pt = type_traits(partner);
-    storage_.resize(row_stride * static_cast<size_t>(n_tokens_));
-    uint8_t* dst = storage_.data();
+    c.bytes.resize(row_stride * static_cast<size_t>(n_tokens_));
+    uint8_t* dst = c.bytes.data();
     const size_t stride = row_stride;
     pool.parallel_for(n_tokens_, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) pt.from_float_fast(x_ + t * n_in_, dst + t * stride, n_in_);
     });
-    type_ = partner;
-    scale_ = 0.0f;
-    valid_ = true;
-    return storage_.data();
+    c.type = partner;
+    c.scale = 0.0f;
+    c.valid = true;
+    return dst;
 }
 
 const uint8_t* SharedActivations::rows_static_q8_0(float scale, ThreadPool& pool,
                                                    size_t& row_stride) {
     row_stride = row_bytes(DType::Q8_0, n_in_);
-    if (valid_ && type_ == DType::Q8_0 && scale_ == scale) return storage_.data();
-    storage_.resize(row_stride * static_cast<size_t>(n_tokens_));
-    uint8_t* dst = storage_.data();
+    Converted& c = slot(DType::Q8_0, scale);
+    if (c.valid) return c.bytes.data();
+    c.bytes.resize(row_stride * static_cast<size_t>(n_tokens_));
+    uint8_t* dst = c.bytes.data();
     const size_t stride = row_stride;
     pool.parallel_for(n_tokens_, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t)
             quantize_q8_0_with_scale(x_ + t * n_in_, dst + t * stride, n_in_, scale);
     });
-    type_ = DType::Q8_0;
-    scale_ = scale;
-    valid_ = true;
-    return storage_.data();
+    c.type = DType::Q8_0;
+    c.scale = scale;
+    c.valid = true;
+    return dst;
 }
 
 void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float* y,
@@ -157,6 +174,60 @@ void matmul(const WeightView& w, SharedActivations& x, float* y, ThreadPool& poo
     const uint8_t* xb = w.act_scale > 0 ? x.rows_static_q8_0(w.act_scale, pool, x_row)
                                         : x.rows(tt.vec_dot_type, pool, x_row);
     vec_dot_tiles(w, tt, xb, x_row, x.n_tokens(), y, pool, bias);
+}
+
+bool fused_matmuls(std::initializer_list<MatmulOutput> outs, int64_t n_tokens) {
+    if (n_tokens != 1 || outs.size() < 2) return false;
+    for (const MatmulOutput& o : outs)
+        if (o.w.act_scale > 0 || matmul_gemm_panel(o.w.type, 1) != GemmPanel::None ||
+            row_bytes(o.w.type, o.w.n_in) * static_cast<size_t>(o.w.n_out) >=
+                kDecodeStreamsMinBytes)
+            return false;
+    return true;
+}
+
+void matmul(std::initializer_list<MatmulOutput> outs, SharedActivations& x, ThreadPool& pool) {
+    if (!fused_matmuls(outs, x.n_tokens())) {
+        for (const MatmulOutput& o : outs) matmul(o.w, x, o.y, pool, o.bias);
+        return;
+    }
+    // The matrices' row tiles laid end to end; each thread takes an even share of them. Each row
+    // is the same vec_dot as in vec_dot_decode, so the results are too.
+    constexpr int64_t kTileRows = 16, kMaxOutputs = 8;
+    SYSLM_CHECK(static_cast<int64_t>(outs.size()) <= kMaxOutputs, "matmul: ", outs.size(),
+                " products over one input; at most ", kMaxOutputs, " are fused");
+    struct Part {
+        const MatmulOutput* o;
+        const TypeTraits* tt;
+        const uint8_t* xb;
+        size_t x_row;
+        int64_t tile0, tile1, streams;
+    };
+    std::array<Part, kMaxOutputs> parts;
+    int64_t n_parts = 0, tiles = 0;
+    for (const MatmulOutput& o : outs) {
+        SYSLM_CHECK(x.n_in() == o.w.n_in, "matmul: activations of ", x.n_in(),
+                    " elements for a matrix with rows of ", o.w.n_in);
+        Part& p = parts[n_parts++];
+        p.o = &o;
+        p.tt = &type_traits(o.w.type);
+        p.xb = x.rows(p.tt->vec_dot_type, pool, p.x_row);
+        p.tile0 = tiles;
+        tiles += (o.w.n_out + kTileRows - 1) / kTileRows;
+        p.tile1 = tiles;
+        // Small calls are never timed: this is the type's chosen (or default) way of reading.
+        p.streams = DecodeStreamsCall(o.w.type, o.w.data, 0).streams();
+    }
+    pool.parallel_for(tiles, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = 0; i < n_parts; ++i) {
+            const Part& p = parts[i];
+            const int64_t t0 = std::max(b, p.tile0), t1 = std::min(e, p.tile1);
+            if (t0 >= t1) continue;
+            const WeightView& w = p.o->w;
+            decode_rows(w, *p.tt, p.xb, p.x_row, p.o->y, p.o->bias, (t0 - p.tile0) * kTileRows,
+                        std::min(w.n_out, (t1 - p.tile0) * kTileRows), p.streams);
+        }
+    });
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -46,17 +47,38 @@ public:
     const uint8_t* rows_static_q8_0(float scale, ThreadPool& pool, size_t& row_stride);
 
 private:
+    // x_ in one partner type; the returned rows stay valid until reset(), whatever else is asked
+    // for meanwhile (q, k and v of a mixed-type model may want Q8_0 and Q8_K rows at once).
+    struct Converted {
+        DType type = DType::F32;
+        float scale = 0.0f;  // the static scale the rows were made with (0: dynamic)
+        bool valid = false;  // bytes hold x_ in type
+        std::vector<uint8_t> bytes;
+    };
+    Converted& slot(DType type, float scale);  // a valid match, else a buffer to fill
+
     const float* x_ = nullptr;
     int64_t n_tokens_ = 0, n_in_ = 0;
-    DType type_ = DType::F32;
-    float scale_ = 0.0f;  // the static scale storage_ was made with (0: dynamic)
-    bool valid_ = false;  // storage_ holds x_ in type_
-    std::vector<uint8_t> storage_;
+    std::vector<Converted> converted_;  // buffers kept across reset()
 };
 
 // matmul() of x held in `x` (x.n_in() == w.n_in): the same result, with the conversion shared.
 void matmul(const WeightView& w, SharedActivations& x, float* y, ThreadPool& pool,
             const float* bias = nullptr);
+
+// One of several products over the same input (q, k and v; gate and up).
+struct MatmulOutput {
+    const WeightView& w;
+    float* y;
+    const float* bias = nullptr;
+};
+
+// matmul(o.w, x, o.y, pool, o.bias) for each output, with the same results. For one token with
+// small matrices (each under kDecodeStreamsMinBytes, where the pool's hand-off costs as much as
+// the product) the rows of all of them are shared out in one parallel_for, one hand-off instead
+// of one per matrix; otherwise one matmul after the other. fused_matmuls() says which.
+void matmul(std::initializer_list<MatmulOutput> outs, SharedActivations& x, ThreadPool& pool);
+bool fused_matmuls(std::initializer_list<MatmulOutput> outs, int64_t n_tokens);
 
 // The vec_dot path alone: activations quantized to the partner type, then vec_dot in tiles.
 void matmul_vec_dot(const WeightView& w, const float* x, int64_t n_tokens, float* y,
