@@ -27,7 +27,7 @@ void PagedRows::store(int il, int64_t row, const float* k, const float* v) {
 }
 
 void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
-                       ThreadPool& pool) {
+                       backend::Backend& be) {
     const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
     for (const Segment& s : segs_) {
         k_ptr_.clear();
@@ -36,9 +36,9 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
             k_ptr_.push_back(pages_.k(p, il));
             v_ptr_.push_back(pages_.v(p, il));
         }
-        kernels::attention_paged(shape, q + s.row0 * q_dim,
-                                 {k_ptr_.data(), v_ptr_.data(), pages_.config().page_size}, s.n,
-                                 s.pos0, out + s.row0 * q_dim, pool);
+        be.attention_paged(shape, q + s.row0 * q_dim,
+                           {k_ptr_.data(), v_ptr_.data(), pages_.config().page_size}, s.n, s.pos0,
+                           out + s.row0 * q_dim);
     }
 }
 

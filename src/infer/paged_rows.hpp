@@ -25,7 +25,7 @@ public:
     DType kv_type() const override { return pages_.config().type; }
     void store(int il, int64_t row, const float* k, const float* v) override;
     void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
-                ThreadPool& pool) override;
+                backend::Backend& be) override;
 
 private:
     struct Segment {

@@ -40,8 +40,8 @@ public:
         cache_.store(il, n_past_ + row, k, v);
     }
     void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
-                ThreadPool& pool) override {
-        kernels::attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out, pool);
+                backend::Backend& be) override {
+        be.attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out);
     }
 
 private:
@@ -63,26 +63,36 @@ profiler::Cost fused_cost(std::initializer_list<kernels::MatmulOutput> outs, int
 }  // namespace
 
 Forward::Forward(const Model& model, int n_batch, int n_threads)
-    : model_(model), pool_(n_threads), n_batch_(n_batch) {
+    : model_(model), cpu_(n_threads), n_batch_(n_batch) {
     const HParams& hp = model.hparams();
     SYSLM_CHECK(n_batch > 0, "batch size must be positive");
     const size_t T = static_cast<size_t>(n_batch);
     const size_t ff = static_cast<size_t>(std::max({hp.n_ff, hp.n_ff_exp, hp.n_ff_shexp}));
-    x_.resize(T * hp.n_embd);
-    h_.resize(T * hp.n_embd);
+    backend::Backend& be = backend_;
+    x_ = be.alloc(T * hp.n_embd);
+    h_ = be.alloc(T * hp.n_embd);
     // q goes straight into attn_ (RoPE in place there), k into k_, v into v_; a fused QKV matrix
     // (gpt2) writes [q | k | v] rows into qkv_ instead, and v is read from there. The attention
     // output lands in ff_a_, free until the FFN.
     const auto& layers = model.weights().layers;
     const auto fused = [](const LayerWeights& l) { return l.wqkv.data != nullptr; };
     if (std::any_of(layers.begin(), layers.end(), fused))
-        qkv_.resize(T * (hp.q_dim() + 2 * hp.kv_dim()));
-    k_.resize(T * hp.kv_dim());
-    if (!std::all_of(layers.begin(), layers.end(), fused)) v_.resize(T * hp.kv_dim());
-    attn_.resize(T * hp.q_dim());
-    ff_a_.resize(T * std::max<size_t>(ff, hp.q_dim()));
-    ff_b_.resize(T * ff);
-    ff_out_.resize(T * std::max<size_t>(hp.n_embd, hp.n_expert));
+        qkv_ = be.alloc(T * (hp.q_dim() + 2 * hp.kv_dim()));
+    k_ = be.alloc(T * hp.kv_dim());
+    if (!std::all_of(layers.begin(), layers.end(), fused)) v_ = be.alloc(T * hp.kv_dim());
+    attn_ = be.alloc(T * hp.q_dim());
+    ff_a_ = be.alloc(T * std::max<size_t>(ff, hp.q_dim()));
+    ff_b_ = be.alloc(T * ff);
+    ff_out_ = be.alloc(T * std::max<size_t>(hp.n_embd, hp.n_expert));
+    if (const kernels::Rope* rope = model.rope()) rope_angles_ = be.alloc(T * rope->angle_floats());
+    if (hp.n_expert > 0) {
+        const size_t E = static_cast<size_t>(hp.n_embd), F = static_cast<size_t>(hp.n_ff_exp);
+        moe_probs_ = be.alloc(T * hp.n_expert);
+        moe_in_ = be.alloc(T * E);
+        moe_gate_ = be.alloc(T * F);
+        moe_up_ = be.alloc(T * F);
+        moe_out_ = be.alloc(T * E);
+    }
 }
 
 Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type)
@@ -155,21 +165,11 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "embedding", 0, T * (row_bytes(w.token_embd.type, E) + 4 * E));
     // Embedding rows are dequantized from whatever type the file stores them in.
-    const auto& embd = kernels::type_traits(w.token_embd.type);
-    const size_t embd_row = row_bytes(w.token_embd.type, E);
-    for (int64_t t = 0; t < T; ++t) {
-        embd.to_float(static_cast<const uint8_t*>(w.token_embd.data) + tokens[t] * embd_row,
-                      x_.data() + t * E, E);
-    }
-    if (w.position_embd.data) {
-        const auto& pe = kernels::type_traits(w.position_embd.type);
-        const size_t pe_row = row_bytes(w.position_embd.type, E);
-        for (int64_t t = 0; t < T; ++t) {
-            pe.to_float(static_cast<const uint8_t*>(w.position_embd.data) + rows.position(t) * pe_row,
-                        h_.data(), E);
-            for (int64_t i = 0; i < E; ++i) x_[t * E + i] += h_[i];
-        }
-    }
+    row_ids_.assign(tokens.begin(), tokens.end());
+    backend_.embed_rows(w.token_embd.type, w.token_embd.data, E, row_ids_, x_.data(), false);
+    if (w.position_embd.data)
+        backend_.embed_rows(w.position_embd.type, w.position_embd.data, E, positions_, x_.data(),
+                            true);
 
     prof.end();  // the blocks profile themselves
     layers_and_output(0, T, logit_rows, logits);
@@ -185,7 +185,7 @@ void Forward::run_from(int first_layer, std::span<const float> residual, KvRows&
                 "forward: ", residual.size(), " residual floats for rows of ", E, " in a batch of ",
                 n_batch_);
     prepare_rows(rows, T);
-    std::copy(residual.begin(), residual.end(), x_.begin());
+    backend_.copy_rows(residual.data(), E, x_.data(), T, E);
     layers_and_output(first_layer, T, logit_rows, logits);
 }
 
@@ -200,14 +200,10 @@ void Forward::prepare_rows(KvRows& rows, int64_t T) {
                         hp.n_ctx_train, " tokens; position ", rows.position(t),
                         " is beyond them");
     rows_ = &rows;
-    if (const kernels::Rope* rope = model_.rope()) {
-        const int na = rope->angle_floats();
-        rope_angles_.resize(static_cast<size_t>(T * na));
-        pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
-            for (int64_t t = b; t < e; ++t)
-                rope->angles(rows.position(t), rope_angles_.data() + t * na);
-        });
-    }
+    positions_.resize(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) positions_[t] = rows.position(t);
+    if (const kernels::Rope* rope = model_.rope())
+        backend_.rope_angles(*rope, positions_, rope_angles_.data());
 }
 
 // The layers from first_layer on over the T rows in x_, then the final norm and the output
@@ -235,8 +231,7 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
     // in place when they are the batch's last rows, else gathered.
     const float* x = x_.data() + logit_rows[0] * E;
     if (logit_rows.back() - logit_rows.front() + 1 != n_out || logit_rows.back() != T - 1) {
-        for (int64_t i = 0; i < n_out; ++i)
-            std::copy_n(x_.data() + logit_rows[i] * E, E, ff_out_.data() + i * E);
+        backend_.gather_rows(x_.data(), logit_rows, E, ff_out_.data());
         x = ff_out_.data();
     }
     SYSLM_PROFILE_STEP(prof, "output_norm", 4 * n_out * E, 8 * n_out * E);
@@ -245,16 +240,16 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
         observer_->observe(w.output.data == w.token_embd.data ? "token_embd.weight" : "output.weight",
                            -1, h_.data(), n_out, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, n_out);
-    matmul(w.output, h_.data(), n_out, logits, pool_);
+    backend_.matmul(w.output, h_.data(), n_out, logits);
 }
 
 // The architecture's norm (ArchSpec::norm) of `rows` rows of the residual stream.
 void Forward::norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b) {
     const HParams& hp = model_.hparams();
     if (hp.spec().norm == NormKind::Layer)
-        kernels::layer_norm(x, out, rows, hp.n_embd, w.data(), b.data(), hp.norm_eps, pool_);
+        backend_.layer_norm(x, out, rows, hp.n_embd, w.data(), b.data(), hp.norm_eps);
     else
-        kernels::rms_norm(x, out, rows, hp.n_embd, w.data(), hp.norm_eps, pool_);
+        backend_.rms_norm(x, out, rows, hp.n_embd, w.data(), hp.norm_eps);
 }
 
 void Forward::attention_block(int il, int64_t T) {
@@ -272,7 +267,7 @@ void Forward::attention_block(int il, int64_t T) {
     if (l.wqkv.data) {            // fused: each row is [q | k | v]
         observe(il, "attn_qkv", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
-        matmul(l.wqkv, h_.data(), T, qkv_.data(), pool_, bias(l.bqkv));
+        backend_.matmul(l.wqkv, h_.data(), T, qkv_.data(), bias(l.bqkv));
         q_stride = kv_stride = QD + 2 * KD;
         q = qkv_.data();
         k = qkv_.data() + QD;
@@ -287,14 +282,14 @@ void Forward::attention_block(int il, int64_t T) {
             {l.wv, v_.data(), bias(l.bv)}};
         if (kernels::fused_matmuls(qkv, T)) {  // one step: one hand-off to the pool for the three
             SYSLM_PROFILE_STEP(prof, "attn_qkv", fused_cost(qkv, T).flops, fused_cost(qkv, T).bytes);
-            matmul(qkv, hq, pool_);
+            backend_.matmul(qkv, hq);
         } else {
             SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
-            matmul(l.wq, hq, attn_.data(), pool_, bias(l.bq));
+            backend_.matmul(l.wq, hq, attn_.data(), bias(l.bq));
             SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
-            matmul(l.wk, hq, k_.data(), pool_, bias(l.bk));
+            backend_.matmul(l.wk, hq, k_.data(), bias(l.bk));
             SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
-            matmul(l.wv, hq, v_.data(), pool_, bias(l.bv));
+            backend_.matmul(l.wv, hq, v_.data(), bias(l.bv));
         }
         q_stride = QD;
         kv_stride = KD;
@@ -310,20 +305,16 @@ void Forward::attention_block(int il, int64_t T) {
                        T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
     // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k
     // and v into the cache, converted to its type.
-    pool_.parallel_for(T, [&](int64_t b, int64_t e, int) {
-        for (int64_t t = b; t < e; ++t) {
-            float* qt = attn_.data() + t * QD;
-            float* kt = k_.data() + t * KD;
-            if (q + t * q_stride != qt) std::copy_n(q + t * q_stride, QD, qt);
-            if (k + t * kv_stride != kt) std::memmove(kt, k + t * kv_stride, KD * sizeof(float));
-            if (const kernels::Rope* rope = model_.rope()) {
-                const float* cs = rope_angles_.data() + t * rope->angle_floats();
-                rope->apply_angles(cs, qt, hp.n_head, hp.head_dim);
-                rope->apply_angles(cs, kt, hp.n_head_kv, hp.head_dim);
-            }
-            rows.store(il, t, kt, v + t * kv_stride);
-        }
-    });
+    if (const kernels::Rope* rope = model_.rope()) {
+        backend_.rope_rows(*rope, rope_angles_.data(), q, q_stride, attn_.data(), T, hp.n_head,
+                           hp.head_dim);
+        backend_.rope_rows(*rope, rope_angles_.data(), k, kv_stride, k_.data(), T, hp.n_head_kv,
+                           hp.head_dim);
+    } else {
+        backend_.copy_rows(q, q_stride, attn_.data(), T, QD);
+        backend_.copy_rows(k, kv_stride, k_.data(), T, KD);
+    }
+    for (int64_t t = 0; t < T; ++t) rows.store(il, t, k_.data() + t * KD, v + t * kv_stride);
     SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * visible,
                        2 * kv_elem * KD * (rows.position(T - 1) + 1) + 8.0 * QD * T);
     kernels::AttentionShape shape{hp.n_head,
@@ -335,12 +326,12 @@ void Forward::attention_block(int il, int64_t T) {
                                   rows.kv_type(),
                                   (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32};
     float* out = ff_a_.data();
-    rows.attend(il, shape, attn_.data(), out, pool_);
+    rows.attend(il, shape, attn_.data(), out, backend_);
     observe(il, "attn_output", out, T, QD);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
-    matmul(l.wo, out, T, h_.data(), pool_, bias(l.bo));
+    backend_.matmul(l.wo, out, T, h_.data(), bias(l.bo));
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
-    for (int64_t i = 0; i < T * E; ++i) x_[i] += h_[i];
+    backend_.add(x_.data(), h_.data(), T * E);
 }
 
 void Forward::ffn_block(int il, int64_t T) {
@@ -364,27 +355,27 @@ void Forward::ffn_block(int il, int64_t T) {
         if (kernels::fused_matmuls(gate_up, T)) {
             SYSLM_PROFILE_STEP(prof, "ffn_gate_up", fused_cost(gate_up, T).flops,
                                fused_cost(gate_up, T).bytes);
-            matmul(gate_up, hq, pool_);
+            backend_.matmul(gate_up, hq);
         } else {
             SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate", l.ffn_gate, T);
-            matmul(l.ffn_gate, hq, ff_a_.data(), pool_);
+            backend_.matmul(l.ffn_gate, hq, ff_a_.data());
             SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
-            matmul(l.ffn_up, hq, ff_b_.data(), pool_);
+            backend_.matmul(l.ffn_up, hq, ff_b_.data());
         }
     } else {
         observe(il, "ffn_up", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
-        matmul(l.ffn_up, h_.data(), T, ff_a_.data(), pool_, bias(l.ffn_up_b));
+        backend_.matmul(l.ffn_up, h_.data(), T, ff_a_.data(), bias(l.ffn_up_b));
     }
     SYSLM_PROFILE_STEP(prof, kernels::ffn_activation_name(act),
                        kernels::ffn_activation_flops(act) * T * F,
                        kernels::ffn_activation_bytes(act) * T * F);
-    kernels::ffn_activation(act, ff_a_.data(), ff_b_.data(), T * F, pool_);
+    backend_.ffn_activation(act, ff_a_.data(), ff_b_.data(), T * F);
     observe(il, "ffn_down", ff_a_.data(), T, F);
     SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
-    matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), pool_, bias(l.ffn_down_b));
+    backend_.matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), bias(l.ffn_down_b));
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
-    for (int64_t i = 0; i < T * E; ++i) x_[i] += ff_out_[i];
+    backend_.add(x_.data(), ff_out_.data(), T * E);
 }
 
 // Routed experts: each token picks its top-k experts by router probability; tokens are grouped
@@ -399,52 +390,50 @@ void Forward::moe_block(int il, int64_t T) {
     norm(x_.data(), h_.data(), T, l.ffn_norm, l.ffn_norm_b);
     observe(il, "ffn_gate_inp", h_.data(), T, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "moe_routing", l.ffn_gate_inp, T);
-    std::vector<float>& probs = moe_probs_;
-    probs.resize(static_cast<size_t>(T * X));
-    matmul(l.ffn_gate_inp, h_.data(), T, probs.data(), pool_);
+    float* probs = moe_probs_.data();
+    backend_.matmul(l.ffn_gate_inp, h_.data(), T, moe_probs_.data());
 
-    // Per expert: (token, weight) pairs routed to it.
+    // Per expert: the rows routed to it and their weights.
     auto& routed = moe_routed_;
     routed.resize(static_cast<size_t>(X));
-    for (auto& r : routed) r.clear();  // keeps capacity
+    for (Routed& r : routed) {  // keeps capacity
+        r.rows.clear();
+        r.weights.clear();
+    }
     auto& order = moe_order_;
     order.resize(static_cast<size_t>(X));
     moe_ids_.resize(static_cast<size_t>(K));
     moe_weights_.resize(static_cast<size_t>(K));
     for (int64_t t = 0; t < T; ++t) {
-        kernels::moe_route_row(probs.data() + t * X, X, K, hp.expert_weights_norm, order.data(),
+        kernels::moe_route_row(probs + t * X, X, K, hp.expert_weights_norm, order.data(),
                                moe_ids_.data(), moe_weights_.data());
-        for (int64_t j = 0; j < K; ++j) routed[moe_ids_[j]].emplace_back(t, moe_weights_[j]);
+        for (int64_t j = 0; j < K; ++j) {
+            routed[moe_ids_[j]].rows.push_back(t);
+            routed[moe_ids_[j]].weights.push_back(moe_weights_[j]);
+        }
     }
 
-    auto &in = moe_in_, &gate = moe_gate_, &up = moe_up_, &out = moe_out_;  // gathered rows
+    float *in = moe_in_.data(), *gate = moe_gate_.data(), *up = moe_up_.data(),
+          *out = moe_out_.data();  // gathered rows
     for (int64_t e = 0; e < X; ++e) {
-        const auto& toks = routed[e];
-        if (toks.empty()) continue;
-        SYSLM_PROFILE_STEP(prof, "moe_gather", 0, 8 * static_cast<int64_t>(toks.size()) * E);
-        const int64_t n = static_cast<int64_t>(toks.size());
-        in.resize(n * E);
-        gate.resize(n * F);
-        up.resize(n * F);
-        out.resize(n * E);
-        for (int64_t j = 0; j < n; ++j)
-            std::copy_n(h_.data() + toks[j].first * E, E, in.data() + j * E);
-        observe(il, "ffn_gate_exps", in.data(), n, E, static_cast<int>(e));
-        observe(il, "ffn_up_exps", in.data(), n, E, static_cast<int>(e));
+        const Routed& r = routed[e];
+        if (r.rows.empty()) continue;
+        SYSLM_PROFILE_STEP(prof, "moe_gather", 0, 8 * static_cast<int64_t>(r.rows.size()) * E);
+        const int64_t n = static_cast<int64_t>(r.rows.size());
+        backend_.gather_rows(h_.data(), r.rows, E, in);
+        observe(il, "ffn_gate_exps", in, n, E, static_cast<int>(e));
+        observe(il, "ffn_up_exps", in, n, E, static_cast<int>(e));
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate_exps", l.gate_exps.expert(e), n);
-        matmul(l.gate_exps.expert(e), in.data(), n, gate.data(), pool_);
+        backend_.matmul(l.gate_exps.expert(e), in, n, gate);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_exps", l.up_exps.expert(e), n);
-        matmul(l.up_exps.expert(e), in.data(), n, up.data(), pool_);
+        backend_.matmul(l.up_exps.expert(e), in, n, up);
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * n * F, 12 * n * F);
-        kernels::swiglu(gate.data(), up.data(), n * F, pool_);
-        observe(il, "ffn_down_exps", gate.data(), n, F, static_cast<int>(e));
+        backend_.ffn_activation(kernels::FfnActivation::SwiGLU, gate, up, n * F);
+        observe(il, "ffn_down_exps", gate, n, F, static_cast<int>(e));
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_exps", l.down_exps.expert(e), n);
-        matmul(l.down_exps.expert(e), gate.data(), n, out.data(), pool_);
+        backend_.matmul(l.down_exps.expert(e), gate, n, out);
         SYSLM_PROFILE_STEP(prof, "moe_combine", 2 * n * E, 12 * n * E);
-        for (int64_t j = 0; j < n; ++j) {
-            float* xt = x_.data() + toks[j].first * E;
-            for (int64_t i = 0; i < E; ++i) xt[i] += toks[j].second * out[j * E + i];
-        }
+        backend_.scatter_add_rows(out, r.rows, r.weights, E, x_.data());
     }
 
     if (hp.n_ff_shexp > 0) {  // shared expert, scaled by its own sigmoid gate
@@ -452,21 +441,17 @@ void Forward::moe_block(int il, int64_t T) {
         observe(il, "ffn_gate_shexp", h_.data(), T, E);
         observe(il, "ffn_up_shexp", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_gate_shexp", l.ffn_gate_shexp, T);
-        matmul(l.ffn_gate_shexp, h_.data(), T, ff_a_.data(), pool_);
+        backend_.matmul(l.ffn_gate_shexp, h_.data(), T, ff_a_.data());
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up_shexp", l.ffn_up_shexp, T);
-        matmul(l.ffn_up_shexp, h_.data(), T, ff_b_.data(), pool_);
+        backend_.matmul(l.ffn_up_shexp, h_.data(), T, ff_b_.data());
         SYSLM_PROFILE_STEP(prof, "swiglu", 5 * T * S, 12 * T * S);
-        kernels::swiglu(ff_a_.data(), ff_b_.data(), T * S, pool_);
+        backend_.ffn_activation(kernels::FfnActivation::SwiGLU, ff_a_.data(), ff_b_.data(), T * S);
         observe(il, "ffn_down_shexp", ff_a_.data(), T, S);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_shexp", l.ffn_down_shexp, T);
-        matmul(l.ffn_down_shexp, ff_a_.data(), T, ff_out_.data(), pool_);
+        backend_.matmul(l.ffn_down_shexp, ff_a_.data(), T, ff_out_.data());
         SYSLM_PROFILE_STEP(prof, "shexp_gate_add", 4 * T * E, 8 * T * E);
-        for (int64_t t = 0; t < T; ++t) {
-            double g = 0;
-            for (int64_t i = 0; i < E; ++i) g += l.ffn_gate_inp_shexp[i] * h_[t * E + i];
-            const float s = kernels::sigmoid(static_cast<float>(g));
-            for (int64_t i = 0; i < E; ++i) x_[t * E + i] += s * ff_out_[t * E + i];
-        }
+        backend_.gated_add(h_.data(), l.ffn_gate_inp_shexp.data(), ff_out_.data(), T, E,
+                           x_.data());
     }
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.hpp"
+#include "backend/cpu_backend.hpp"
 #include "io/gguf.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -55,7 +55,7 @@ public:
     virtual void store(int il, int64_t row, const float* k, const float* v) = 0;
     // out (rows x q_dim) = each row's attention over its sequence's visible keys and values.
     virtual void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
-                        ThreadPool& pool) = 0;
+                        backend::Backend& be) = 0;
 };
 
 // Sees the float input of every weight-matrix product of Forward::run (importance matrices,
@@ -73,7 +73,8 @@ public:
 };
 
 // The layer math over a batch of rows, with activation buffers allocated once for n_batch rows
-// (so decoding allocates nothing per token) and the thread pool that runs it.
+// (so decoding allocates nothing per token) by the backend that runs it (backend/backend.hpp;
+// the CPU backend with n_threads threads).
 class Forward {
 public:
     Forward(const Model& model, int n_batch, int n_threads);
@@ -89,7 +90,7 @@ public:
     void run_from(int first_layer, std::span<const float> residual, KvRows& rows,
                   std::span<const int64_t> logit_rows, float* logits);
     int n_batch() const { return n_batch_; }
-    ThreadPool& pool() { return pool_; }
+    backend::Backend& backend() { return backend_; }
     void set_observer(ActivationObserver* observer) { observer_ = observer; }
     // Layers to bypass (their residual contribution taken as zero): what the model would compute
     // with those layers removed (structured pruning's layer choice). Empty: none.
@@ -109,18 +110,27 @@ private:
                  int expert = -1);
 
     const Model& model_;
-    ThreadPool pool_;
+    backend::CpuBackend cpu_;
+    backend::Backend& backend_ = cpu_;  // the layers see only the interface
     int n_batch_;
     KvRows* rows_ = nullptr;  // of the running call
     ActivationObserver* observer_ = nullptr;
     std::vector<bool> skip_;
     // activations, sized for n_batch tokens
-    std::vector<float> x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
-    std::vector<float> rope_angles_;  // per token of the running call: Rope::angles, all layers
+    backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
+    backend::Buffer rope_angles_;     // per token of the running call: Rope::angles, all layers
+    std::vector<int64_t> positions_;  // of the running call's rows
+    std::vector<int64_t> row_ids_;    // token ids, or rows to gather, of one call
     kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
-    // MoE routing state, kept so that routing allocates nothing once warm
-    std::vector<float> moe_probs_, moe_in_, moe_gate_, moe_up_, moe_out_;
-    std::vector<std::vector<std::pair<int64_t, float>>> moe_routed_;  // per expert: (token, weight)
+    // MoE: the router's probabilities and each expert's gathered rows (n_batch rows at most);
+    // routing state kept so that routing allocates nothing once warm. Routing reads the
+    // probabilities on the host.
+    backend::Buffer moe_probs_, moe_in_, moe_gate_, moe_up_, moe_out_;
+    struct Routed {
+        std::vector<int64_t> rows;
+        std::vector<float> weights;
+    };
+    std::vector<Routed> moe_routed_;  // per expert: the rows routed to it and their weights
     std::vector<int64_t> moe_order_;
     std::vector<int32_t> moe_ids_;  // one token's chosen experts and their weights
     std::vector<float> moe_weights_;
@@ -148,7 +158,7 @@ public:
     // overwrite their cache entries.
     void truncate(int n);
     const Model& model() const { return model_; }
-    ThreadPool& pool() { return forward_.pool(); }
+    backend::Backend& backend() { return forward_.backend(); }
     void set_observer(ActivationObserver* observer) { forward_.set_observer(observer); }
     void set_skipped_layers(std::vector<bool> skip) { forward_.set_skipped_layers(std::move(skip)); }
 
