@@ -14,6 +14,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -70,12 +71,13 @@ public:
     virtual void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) = 0;
 
     // RoPE: the angles of each position (rope.angle_floats() floats each), and rows of `heads`
-    // heads rotated by them while copied from src (src_stride floats apart) to dst (packed).
+    // heads rotated while copied from src (src_stride floats apart) to dst (packed); row t takes
+    // the angles of row t % seq_len (a batch of sequences shares one sequence's angles).
     virtual void rope_angles(const kernels::Rope& rope, std::span<const int64_t> positions,
                              float* angles) = 0;
-    virtual void rope_rows(const kernels::Rope& rope, const float* angles, const float* src,
-                           int64_t src_stride, float* dst, int64_t rows, int64_t heads,
-                           int64_t head_dim) = 0;
+    virtual void rope_rows(const kernels::Rope& rope, const float* angles, int64_t seq_len,
+                           const float* src, int64_t src_stride, float* dst, int64_t rows,
+                           int64_t heads, int64_t head_dim) = 0;
 
     // Causal attention of `rows` new rows (at positions n_past..) over a contiguous cache, or of
     // a serving step's rows over paged caches (kernels/cpu/attention.hpp).
@@ -87,9 +89,9 @@ public:
 
     // Elementwise and row movement, the loops the layers used to write inline.
     virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
-    // dst (rows x cols, packed) = rows of src, src_stride floats apart.
-    virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t rows,
-                           int64_t cols) = 0;
+    // rows of cols floats from src (src_stride apart) to dst (dst_stride apart).
+    virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                           int64_t rows, int64_t cols) = 0;
     // dst[i] = src[rows[i]] (cols floats each).
     virtual void gather_rows(const float* src, std::span<const int64_t> rows, int64_t cols,
                              float* dst) = 0;
@@ -102,6 +104,93 @@ public:
     // dst[i] (+)= the dim-element row ids[i] of a table stored in `type` (embeddings).
     virtual void embed_rows(DType type, const void* table, int64_t dim,
                             std::span<const int64_t> ids, float* dst, bool accumulate) = 0;
+
+    // ---- Training (train/train_model.cpp, train/moe.cpp): forward pieces and their backward.
+    // Parameter gradients are accumulated (+=); `rounding` null: f32, else both operands of the
+    // linear layers rounded to bf16 / f16 (kernels/cpu/linear_backward.hpp).
+    virtual void linear(const float* x, const float* w, const float* bias, int64_t rows,
+                        int64_t n_in, int64_t n_out, float* y,
+                        const kernels::Rounding* rounding) = 0;
+    virtual void linear_backward_weight(const float* dy, const float* x, int64_t rows,
+                                        int64_t n_in, int64_t n_out, float* dw, float* db,
+                                        const kernels::Rounding* rounding) = 0;
+    virtual void linear_backward_input(const float* dy, const float* w, int64_t rows,
+                                       int64_t n_in, int64_t n_out, float* dx, bool accumulate,
+                                       const kernels::Rounding* rounding) = 0;
+    virtual void rms_norm_backward(const float* x, const float* w, const float* dy, float* dx,
+                                   float* dw, int64_t rows, int64_t dim, float eps) = 0;
+    virtual void layer_norm_backward(const float* x, const float* w, const float* dy, float* dx,
+                                     float* dw, float* db, int64_t rows, int64_t dim,
+                                     float eps) = 0;
+    virtual void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
+                                         const float* dout, float* da, float* db, int64_t n) = 0;
+    // Causal attention of one sequence from position 0 with each row's log-sum-exp (lse, per
+    // row and head), and its backward from those.
+    virtual void attention_lse(const kernels::AttentionShape& s, const float* q, const float* k,
+                               const float* v, int64_t rows, float* out, float* lse) = 0;
+    virtual void attention_backward(const kernels::AttentionShape& s, const float* q,
+                                    const float* k, const float* v, const float* o,
+                                    const float* lse, const float* dout, int64_t rows, float* dq,
+                                    float* dk, float* dv) = 0;
+    // RoPE's backward in place on rows of gradients (row t uses angles row t % seq_len).
+    virtual void rope_rows_backward(const kernels::Rope& rope, const float* angles,
+                                    int64_t seq_len, float* dx, int64_t rows, int64_t heads,
+                                    int64_t head_dim) = 0;
+    // The fused losses (kernels/cpu/backward.hpp): the loss, logits overwritten by its gradient.
+    virtual double cross_entropy(float* logits, const int32_t* targets, int64_t rows,
+                                 int64_t n_vocab, float grad_scale) = 0;
+    virtual double distill_loss(float* logits, const float* teacher, const int32_t* targets,
+                                int64_t rows, int64_t n_vocab, float alpha, float tau,
+                                float grad_scale) = 0;
+    virtual double distill_loss_topk(float* logits, const int32_t* teacher_ids,
+                                     const float* teacher_logits, int k, const int32_t* targets,
+                                     int64_t rows, int64_t n_vocab, float alpha, float tau,
+                                     float grad_scale) = 0;
+    // The vocabulary-parallel cross-entropy's passes over this rank's columns [col0, col0 +
+    // cols) of the vocabulary; the caller all-reduces between them: each row's maximum; each
+    // row's sum of exp(z - max) and its target's logit (0 where another rank holds it); then the
+    // gradient (scale / counted rows) written over the logits, returning the rows' summed loss.
+    virtual void row_max(const float* x, int64_t rows, int64_t cols, float* out) = 0;
+    virtual void xent_sums(const float* logits, const int32_t* targets, int64_t rows,
+                           int64_t cols, int64_t col0, const float* max, double* sums) = 0;
+    virtual double xent_gradient(float* logits, const int32_t* targets, int64_t rows,
+                                 int64_t cols, int64_t col0, const float* max,
+                                 const double* sums, float inv) = 0;
+    // Embedding tables' gradients: dtable[tokens[r]] += dx[r], over the whole vocabulary or over
+    // the rows [row0, row0 + n_rows) one rank holds.
+    virtual void embedding_backward(const int32_t* tokens, int64_t rows, const float* dx,
+                                    float* dtable, int64_t n_vocab, int64_t dim) = 0;
+    virtual void embedding_backward_range(const int32_t* tokens, int64_t rows, const float* dx,
+                                          float* dtable, int64_t row0, int64_t n_rows,
+                                          int64_t dim) = 0;
+    // dst[r] = table row ids[r] - row0 where this rank holds it ([0, n_rows)), else zeros.
+    virtual void embed_rows_range(const float* table, int64_t dim, const int32_t* ids,
+                                  int64_t rows, int64_t row0, int64_t n_rows, float* dst) = 0;
+    // Distillation's hidden-state term: y -= teacher row by row; returns sum_r |y_r|^2 / |t_r|^2
+    // and scales each row to its gradient, y_r *= 2 * c * loss_scale / |t_r|^2.
+    virtual double hidden_state_loss(float* y, const float* teacher, int64_t rows, int64_t dim,
+                                     double c, float loss_scale) = 0;
+
+    // MoE (train/moe.cpp): each row's top-k experts from its router probabilities
+    // (kernels/cpu/moe_routing); the experts' outputs combined per row; per slot the gradient of
+    // the expert's output and of its weight (and the expert's input gathered again); per row
+    // the expert inputs' gradients summed and the router logits' gradient.
+    virtual void moe_route_rows(float* probs, int64_t rows, int64_t n_expert, int64_t k,
+                                bool renormalise, int32_t* ids, float* weights) = 0;
+    struct MoeSlots {  // one layer's routing; slots grouped by expert, rows in order within one
+        int64_t rows, k, n_expert;
+        const int32_t* route_slot;    // rows x k: each choice's slot
+        const int32_t* slot_row;      // per slot: its row
+        const float* slot_w;          // per slot: its weight
+        const int64_t* expert_begin;  // n_expert + 1 slot offsets
+    };
+    virtual void moe_combine(const MoeSlots& m, const float* eo, int64_t dim, float* out) = 0;
+    virtual void moe_slot_backward(const MoeSlots& m, const float* dy, const float* eo,
+                                   const float* x, int64_t dim, float* grad, float* dw,
+                                   float* x_slots) = 0;
+    virtual void moe_router_backward(const MoeSlots& m, const float* probs, const float* d_in,
+                                     const float* dw, const float* aux_grad, bool renormalise,
+                                     int64_t dim, float* dx, float* dz) = 0;
 };
 
 }  // namespace syslm::backend

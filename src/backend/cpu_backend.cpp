@@ -63,16 +63,16 @@ void CpuBackend::rope_angles(const kernels::Rope& rope, std::span<const int64_t>
     });
 }
 
-void CpuBackend::rope_rows(const kernels::Rope& rope, const float* angles, const float* src,
-                           int64_t src_stride, float* dst, int64_t rows, int64_t heads,
-                           int64_t head_dim) {
+void CpuBackend::rope_rows(const kernels::Rope& rope, const float* angles, int64_t seq_len,
+                           const float* src, int64_t src_stride, float* dst, int64_t rows,
+                           int64_t heads, int64_t head_dim) {
     const int na = rope.angle_floats();
     const int64_t cols = heads * head_dim;
     pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             float* d = dst + t * cols;
             if (src + t * src_stride != d) std::memmove(d, src + t * src_stride, cols * sizeof(float));
-            rope.apply_angles(angles + t * na, d, static_cast<int>(heads),
+            rope.apply_angles(angles + (t % seq_len) * na, d, static_cast<int>(heads),
                               static_cast<int>(head_dim));
         }
     });
@@ -93,17 +93,23 @@ void CpuBackend::add(float* y, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void CpuBackend::copy_rows(const float* src, int64_t src_stride, float* dst, int64_t rows,
-                           int64_t cols) {
-    if (src == dst && src_stride == cols) return;
+void CpuBackend::copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                           int64_t rows, int64_t cols) {
+    if (src == dst && src_stride == dst_stride) return;
     for (int64_t t = 0; t < rows; ++t)
-        std::memmove(dst + t * cols, src + t * src_stride, cols * sizeof(float));
+        std::memmove(dst + t * dst_stride, src + t * src_stride, cols * sizeof(float));
 }
 
 void CpuBackend::gather_rows(const float* src, std::span<const int64_t> rows, int64_t cols,
                              float* dst) {
-    for (size_t i = 0; i < rows.size(); ++i)
-        std::copy_n(src + rows[i] * cols, cols, dst + static_cast<int64_t>(i) * cols);
+    auto copy = [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) std::copy_n(src + rows[i] * cols, cols, dst + i * cols);
+    };
+    const int64_t n = static_cast<int64_t>(rows.size());
+    if (n * cols < (int64_t{1} << 16))  // a decode step's few rows: not worth a hand-off
+        copy(0, n, 0);
+    else
+        pool_.parallel_for(n, copy);
 }
 
 void CpuBackend::scatter_add_rows(const float* src, std::span<const int64_t> rows,

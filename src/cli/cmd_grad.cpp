@@ -8,6 +8,7 @@
 #include "cli/option_checks.hpp"
 #include "cli/token_ids.hpp"
 #include "core/error.hpp"
+#include "backend/cpu_backend.hpp"
 #include "core/thread_pool.hpp"
 #include "train/train_model.hpp"
 
@@ -40,8 +41,8 @@ int run_grad(const GradArgs& a) {
     train::TrainModel m(file, train::recompute_policy(a.recompute));
     m.set_router_aux_coef(a.moe_aux_coef);
     m.set_precision(train::precision_mode(a.precision));
-    ThreadPool pool(a.threads);
-    const double loss = m.forward_backward(tokens, targets, a.batch, T, pool, a.loss_scale);
+    backend::CpuBackend be(a.threads);
+    const double loss = m.forward_backward(tokens, targets, a.batch, T, be, a.loss_scale);
     if (a.loss_scale != 1.0f) {  // written unscaled
         float* g = m.params().grads();
         for (size_t i = 0; i < m.params().size(); ++i) g[i] /= a.loss_scale;

@@ -150,7 +150,7 @@ int calibrate(const PlanArgs& a) {
     SYSLM_CHECK(!a.model.empty(), "plan --calibrate: give a proxy model to train (-m model.gguf)");
     const std::unique_ptr<parallel::Communicator> world = parallel::world();
     const io::GGUFFile file(a.model);
-    ThreadPool pool(a.threads);
+    backend::CpuBackend be(a.threads);
     const int B = static_cast<int>(a.micro_batch), T = static_cast<int>(a.seq);
     auto run = [&](parallel::Communicator* dp) {
         train::TrainModel m(file);
@@ -160,7 +160,7 @@ int calibrate(const PlanArgs& a) {
         opt.T = T;
         opt.steps = a.steps;
         opt.data_parallel = dp;
-        train::Trainer t(m, data, opt, pool);
+        train::Trainer t(m, data, opt, be);
         t.step();  // warm-up
         const auto t0 = std::chrono::steady_clock::now();
         while (!t.done()) t.step();

@@ -498,7 +498,7 @@ struct TrainLoop {
     train::TrainModel& model;
     train::Trainer& trainer;
     train::BatchSource& data;
-    ThreadPool& pool;
+    backend::CpuBackend& be;
     int batch;
     double step_flops, peak, tokens_per_step;
     std::function<void(const nlohmann::json&)> log;
@@ -543,7 +543,7 @@ bool evaluate_step(const TrainLoop& L, const train::StepStats& s, LoopOutcome& o
     if (L.a.eval_every == 0 || ((s.step + 1) % L.a.eval_every != 0 && !L.trainer.done()))
         return false;
     L.trainer.publish_master();
-    const double val = train::evaluate(L.model, L.a.data, L.batch, L.a.seq, L.a.eval_batches, L.pool);
+    const double val = train::evaluate(L.model, L.a.data, L.batch, L.a.seq, L.a.eval_batches, L.be);
     std::fprintf(L.r.info, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
                  newline ? "\n" : "", static_cast<long long>(s.step + 1), val,
                  1e3 * L.data.waited_s());
@@ -706,9 +706,9 @@ int run_train(const TrainArgs& a) {
                      model.hparams().n_head * r.mesh.tp, model.hparams().n_ff, model.hparams().n_ff * r.mesh.tp);
     train::TrainOptions opt = step_options(a, r, batch, accum, model.precision());
     const std::optional<compress::QuantTarget> qat = set_up_qat(a, file, model, opt, r.info);
-    ThreadPool pool(a.threads);
+    backend::CpuBackend be(a.threads);
     const Distillation distill = set_up_distillation(a, r, model, opt);
-    train::Trainer trainer(model, *data, opt, pool);
+    train::Trainer trainer(model, *data, opt, be);
     if (!a.resume.empty()) {
         trainer.load_state(a.resume);
         std::fprintf(r.info, "resumed %s at step %lld\n", a.resume.c_str(),
@@ -732,9 +732,9 @@ int run_train(const TrainArgs& a) {
     // Throughput of the whole group; MFU against the peak of every rank's threads.
     const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
     const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * r.mesh.dp;
-    const double peak = matmul_peak_flops(model.precision(), pool.size());
+    const double peak = matmul_peak_flops(model.precision(), be.threads());
     const LoopOutcome o = run_steps(
-        {a, r, model, trainer, *data, pool, batch, step_flops, peak, tokens_per_step, log, save});
+        {a, r, model, trainer, *data, be, batch, step_flops, peak, tokens_per_step, log, save});
     report_parallelism(a, r, trainer, o, accum);
     trainer.publish_master();
     write_weights(a, r, model, file, qat);

@@ -185,7 +185,7 @@ void Forward::run_from(int first_layer, std::span<const float> residual, KvRows&
                 "forward: ", residual.size(), " residual floats for rows of ", E, " in a batch of ",
                 n_batch_);
     prepare_rows(rows, T);
-    backend_.copy_rows(residual.data(), E, x_.data(), T, E);
+    backend_.copy_rows(residual.data(), E, x_.data(), E, T, E);
     layers_and_output(first_layer, T, logit_rows, logits);
 }
 
@@ -306,13 +306,13 @@ void Forward::attention_block(int il, int64_t T) {
     // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k
     // and v into the cache, converted to its type.
     if (const kernels::Rope* rope = model_.rope()) {
-        backend_.rope_rows(*rope, rope_angles_.data(), q, q_stride, attn_.data(), T, hp.n_head,
-                           hp.head_dim);
-        backend_.rope_rows(*rope, rope_angles_.data(), k, kv_stride, k_.data(), T, hp.n_head_kv,
-                           hp.head_dim);
+        backend_.rope_rows(*rope, rope_angles_.data(), T, q, q_stride, attn_.data(), T,
+                           hp.n_head, hp.head_dim);
+        backend_.rope_rows(*rope, rope_angles_.data(), T, k, kv_stride, k_.data(), T,
+                           hp.n_head_kv, hp.head_dim);
     } else {
-        backend_.copy_rows(q, q_stride, attn_.data(), T, QD);
-        backend_.copy_rows(k, kv_stride, k_.data(), T, KD);
+        backend_.copy_rows(q, q_stride, attn_.data(), QD, T, QD);
+        backend_.copy_rows(k, kv_stride, k_.data(), KD, T, KD);
     }
     for (int64_t t = 0; t < T; ++t) rows.store(il, t, k_.data() + t * KD, v + t * kv_stride);
     SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * visible,

@@ -15,20 +15,26 @@
 
 namespace syslm::train {
 
-void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool) {
+// A layer's routing as the backend's MoE operations take it.
+backend::Backend::MoeSlots TrainModel::slots(const Saved& S, int64_t R) const {
+    return {R,
+            hp_.n_expert_used,
+            hp_.n_expert,
+            S.route_slot.data(),
+            S.slot_row.data(),
+            S.slot_w.data(),
+            S.expert_begin.data()};
+}
+
+void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be) {
     const Layer& l = layers_[static_cast<size_t>(il)];
     const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert, K = hp_.n_expert_used;
 
-    linear(l.router, {}, b, R, E, X, S.router_p.data(), pool);
+    linear(l.router, {}, b, R, E, X, S.router_p.data(), be);
     // Softmax and top-k per row (the inference forward's routing, kernels/cpu/moe_routing); the
     // choices go to slot_w (weights) and route_slot (expert ids, turned into slots below).
-    pool.parallel_for(R, [&](int64_t r0, int64_t r1, int) {
-        std::array<int64_t, kMaxTrainedExperts> order;  // no allocation inside the step
-        for (int64_t r = r0; r < r1; ++r) {
-            kernels::moe_route_row(S.router_p.data() + r * X, X, K, hp_.expert_weights_norm,
-                                   order.data(), &S.route_slot[r * K], &S.slot_w[r * K]);
-        }
-    });
+    be.moe_route_rows(S.router_p.data(), R, X, K, hp_.expert_weights_norm, S.route_slot.data(),
+                      S.slot_w.data());
     // Slots grouped by expert, rows in order within an expert (deterministic).
     int64_t* count = moe_count_.data() + static_cast<size_t>(il) * X;
     std::fill_n(count, X, 0);
@@ -52,38 +58,25 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, Thread
         psum[e] = s;
     }
 
-    pool.parallel_for(R * K, [&](int64_t j0, int64_t j1, int) {
-        for (int64_t j = j0; j < j1; ++j)
-            std::copy_n(b + S.slot_row[j] * E, E, moe_in_.data() + j * E);
-    });
+    slot_rows_.assign(S.slot_row.data(), S.slot_row.data() + R * K);
+    be.gather_rows(b, slot_rows_, E, moe_in_.data());
     for (int64_t e = 0; e < X; ++e) {
         const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
         if (n == 0) continue;
         const int64_t m = E * F;  // floats of one expert's matrix
         linear({l.gate_exps.w + e * m}, {}, moe_in_.data() + j * E, n, E, F, S.g.data() + j * F,
-               pool);
+               be);
         linear({l.up_exps.w + e * m}, {}, moe_in_.data() + j * E, n, E, F, S.u.data() + j * F,
-               pool);
+               be);
     }
-    activation(S, R * K * F, pool);
+    activation(S, R * K * F, be);
     const float* s = act_out(S);
     for (int64_t e = 0; e < X; ++e) {
         const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
         if (n == 0) continue;
-        linear({l.down_exps.w + e * E * F}, {}, s + j * F, n, F, E, S.eo.data() + j * E, pool);
+        linear({l.down_exps.w + e * E * F}, {}, s + j * F, n, F, E, S.eo.data() + j * E, be);
     }
-    pool.parallel_for(R, [&](int64_t r0, int64_t r1, int) {
-        for (int64_t r = r0; r < r1; ++r) {
-            float* out = tmp_.data() + r * E;
-            std::fill_n(out, E, 0.0f);
-            for (int64_t k = 0; k < K; ++k) {
-                const int64_t j = S.route_slot[r * K + k];
-                const float w = S.slot_w[j];
-                const float* eo = S.eo.data() + j * E;
-                for (int64_t i = 0; i < E; ++i) out[i] += w * eo[i];
-            }
-        }
-    });
+    be.moe_combine(slots(S, R), S.eo.data(), E, tmp_.data());
 }
 
 double TrainModel::moe_aux_loss(float grad_scale) {
@@ -103,76 +96,41 @@ double TrainModel::moe_aux_loss(float grad_scale) {
     return X * aux;
 }
 
-void TrainModel::moe_backward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool) {
+void TrainModel::moe_backward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be) {
     Layer& l = layers_[static_cast<size_t>(il)];
     const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert, K = hp_.n_expert_used;
     const int64_t m = E * F;
 
     // Per slot: dL/d(expert output) = w * dL/dout[row]; dL/dw = dL/dout[row] . expert output.
-    pool.parallel_for(R * K, [&](int64_t j0, int64_t j1, int) {
-        for (int64_t j = j0; j < j1; ++j) {
-            const float* dy = dx_.data() + S.slot_row[j] * E;
-            const float* eo = S.eo.data() + j * E;
-            float* g = moe_grad_.data() + j * E;
-            const float w = S.slot_w[j];
-            double dw = 0;
-            for (int64_t i = 0; i < E; ++i) {
-                g[i] = w * dy[i];
-                dw += static_cast<double>(dy[i]) * eo[i];
-            }
-            moe_slot_dw_[j] = static_cast<float>(dw);
-            std::copy_n(b + S.slot_row[j] * E, E, moe_in_.data() + j * E);  // expert inputs
-        }
-    });
+    const backend::Backend::MoeSlots m_slots = slots(S, R);
+    be.moe_slot_backward(m_slots, dx_.data(), S.eo.data(), b, E, moe_grad_.data(),
+                         moe_slot_dw_.data(), moe_in_.data());
     const float* s = act_out(S);
     for (int64_t e = 0; e < X; ++e) {
         const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
         if (n == 0) continue;
         linear_backward({l.down_exps.w + e * m, l.down_exps.g + e * m}, {}, s + j * F,
-                        moe_grad_.data() + j * E, n, F, E, d_s_.data() + j * F, false, pool);
+                        moe_grad_.data() + j * E, n, F, E, d_s_.data() + j * F, false, be);
     }
-    kernels::swiglu_backward(S.g.data(), S.u.data(), d_s_.data(), d_g_.data(), d_u_.data(),
-                             R * K * F, pool);
+    be.ffn_activation_backward(kernels::FfnActivation::SwiGLU, S.g.data(), S.u.data(), d_s_.data(),
+                               d_g_.data(), d_u_.data(), R * K * F);
     for (int64_t e = 0; e < X; ++e) {  // moe_grad_ now takes dL/d(expert input)
         const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
         if (n == 0) continue;
         const float* in = moe_in_.data() + j * E;
         float* din = moe_grad_.data() + j * E;
         linear_backward({l.gate_exps.w + e * m, l.gate_exps.g + e * m}, {}, in,
-                        d_g_.data() + j * F, n, E, F, din, false, pool);
+                        d_g_.data() + j * F, n, E, F, din, false, be);
         linear_backward({l.up_exps.w + e * m, l.up_exps.g + e * m}, {}, in, d_u_.data() + j * F, n,
-                        E, F, din, true, pool);
+                        E, F, din, true, be);
     }
 
     // Per row: the expert inputs' gradients summed back, and the router's: through the top-k
     // weights (renormalised or not), plus the auxiliary loss, then the softmax.
-    const bool norm = hp_.expert_weights_norm;
-    pool.parallel_for(R, [&](int64_t r0, int64_t r1, int) {
-        std::array<double, kMaxTrainedExperts> dp;
-        for (int64_t r = r0; r < r1; ++r) {
-            float* db = d_b_.data() + r * E;
-            std::fill_n(db, E, 0.0f);
-            const float* p = S.router_p.data() + r * X;
-            for (int64_t e = 0; e < X; ++e) dp[e] = moe_aux_grad_[e];
-            double top = 0, dot = 0;
-            for (int64_t k = 0; k < K; ++k) {
-                const int64_t j = S.route_slot[r * K + k];
-                const float* din = moe_grad_.data() + j * E;
-                for (int64_t i = 0; i < E; ++i) db[i] += din[i];
-                top += p[S.expert_of(j)];
-                dot += static_cast<double>(moe_slot_dw_[j]) * S.slot_w[j];
-            }
-            for (int64_t k = 0; k < K; ++k) {
-                const int64_t j = S.route_slot[r * K + k];
-                dp[S.expert_of(j)] += norm ? (moe_slot_dw_[j] - dot) / top : moe_slot_dw_[j];
-            }
-            double pdp = 0;
-            for (int64_t e = 0; e < X; ++e) pdp += p[e] * dp[e];
-            for (int64_t e = 0; e < X; ++e)
-                moe_dz_[r * X + e] = static_cast<float>(p[e] * (dp[e] - pdp));
-        }
-    });
-    linear_backward(l.router, {}, b, moe_dz_.data(), R, E, X, d_b_.data(), true, pool);
+    be.moe_router_backward(m_slots, S.router_p.data(), moe_grad_.data(), moe_slot_dw_.data(),
+                           moe_aux_grad_.data(), hp_.expert_weights_norm, E, d_b_.data(),
+                           moe_dz_.data());
+    linear_backward(l.router, {}, b, moe_dz_.data(), R, E, X, d_b_.data(), true, be);
 }
 
 }  // namespace syslm::train

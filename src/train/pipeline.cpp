@@ -85,7 +85,7 @@ Pipeline::Pipeline(TrainModel& model, parallel::Communicator& stages, PipelineSc
 
 double Pipeline::run(const std::vector<std::vector<int32_t>>& tokens,
                      const std::vector<std::vector<int32_t>>& targets, int B, int T,
-                     ThreadPool& pool, float loss_scale) {
+                     backend::Backend& be, float loss_scale) {
     const int m = static_cast<int>(tokens.size());
     SYSLM_CHECK(m > 0 && targets.size() == tokens.size(), "pipeline: ", m, " micro-batches and ",
                 targets.size(), " target sets");
@@ -139,7 +139,7 @@ double Pipeline::run(const std::vector<std::vector<int32_t>>& tokens,
         TrainModel::StageIO io;
         io.x_in = first ? nullptr : inputs_[k].data();
         io.x_out = out_.data();
-        model_.stage_step(tokens[k], targets[k], B, T, pool, loss_scale, io);
+        model_.stage_step(tokens[k], targets[k], B, T, be, loss_scale, io);
     };
     st.backward = [&](int k) {  // recomputes the stage's forward from its kept input
         TrainModel::StageIO io;
@@ -148,7 +148,7 @@ double Pipeline::run(const std::vector<std::vector<int32_t>>& tokens,
         io.backward = true;
         io.dy = last ? nullptr : grad_in_.data();
         io.dx = first ? nullptr : grad_out_.data();
-        loss += model_.stage_step(tokens[k], targets[k], B, T, pool, loss_scale, io);
+        loss += model_.stage_step(tokens[k], targets[k], B, T, be, loss_scale, io);
     };
     if (schedule_ == PipelineSchedule::GPipe)
         gpipe(st, m);

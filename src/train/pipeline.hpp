@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.hpp"
+#include "backend/backend.hpp"
 #include "parallel/communicator.hpp"
 #include "train/train_model.hpp"
 
@@ -30,7 +30,7 @@ public:
     // every stage), gradients added into the model's. Returns the sum of the micro-batch losses
     // on every stage (the last stage computes them).
     double run(const std::vector<std::vector<int32_t>>& tokens,
-               const std::vector<std::vector<int32_t>>& targets, int B, int T, ThreadPool& pool,
+               const std::vector<std::vector<int32_t>>& targets, int B, int T, backend::Backend& be,
                float loss_scale);
 
     // Time this stage waited for its neighbours, and the whole schedule's, over every run: their

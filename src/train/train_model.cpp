@@ -26,10 +26,6 @@ bool same_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
     return true;
 }
 
-void add_into(float* dst, const float* src, size_t n) {
-    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
 }  // namespace
 
 Recompute recompute_policy(const std::string& name) {
@@ -269,28 +265,14 @@ void TrainModel::match_hidden(std::vector<int> layers, int teacher_embd, uint64_
 // weighted by weight / (rows x matched layers); its gradient (times loss_scale) goes to the
 // projection's and, kept in d_hidden_ for the backward, to the residual.
 double TrainModel::hidden_loss(size_t m, const float* teacher, float weight, int64_t R,
-                               float loss_scale, ThreadPool& pool) {
+                               float loss_scale, backend::Backend& be) {
     const int64_t E = hp_.n_embd, D = hidden_embd_;
     float* y = hidden_y_.data();
-    linear(hidden_proj_[m], {}, x_.data(), R, E, D, y, pool);
+    linear(hidden_proj_[m], {}, x_.data(), R, E, D, y, be);
     const double c = static_cast<double>(weight) / (static_cast<double>(R) * hidden_layers_.size());
-    double loss = 0;
-    for (int64_t r = 0; r < R; ++r) {
-        const float* t = teacher + r * D;
-        float* d = y + r * D;
-        double err = 0, norm = 0;
-        for (int64_t i = 0; i < D; ++i) {
-            d[i] -= t[i];
-            err += static_cast<double>(d[i]) * d[i];
-            norm += static_cast<double>(t[i]) * t[i];
-        }
-        const double inv = 1.0 / std::max(norm, 1e-12);
-        loss += err * inv;
-        const float g = static_cast<float>(2.0 * c * inv * loss_scale);
-        for (int64_t i = 0; i < D; ++i) d[i] *= g;
-    }
+    const double loss = be.hidden_state_loss(y, teacher, R, D, c, loss_scale);
     linear_backward(hidden_proj_[m], {}, x_.data(), y, R, E, D,
-                    d_hidden_.data() + static_cast<int64_t>(m) * R * E, false, pool);
+                    d_hidden_.data() + static_cast<int64_t>(m) * R * E, false, be);
     return c * loss;
 }
 
@@ -392,63 +374,54 @@ kernels::AttentionShape TrainModel::attention_shape() const {
 }
 
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
-                              int64_t rows, ThreadPool& pool) const {
+                              int64_t rows, backend::Backend& be) const {
     SYSLM_PROFILE_SCOPE("norm", 8.0 * rows * hp_.n_embd, 8.0 * rows * hp_.n_embd);
     if (hp_.spec().norm == model::NormKind::Layer)
-        kernels::layer_norm(x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps, pool);
+        be.layer_norm(x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps);
     else
-        kernels::rms_norm(x, out, rows, hp_.n_embd, w.w, hp_.norm_eps, pool);
+        be.rms_norm(x, out, rows, hp_.n_embd, w.w, hp_.norm_eps);
 }
 
 void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy,
-                               float* dx, int64_t rows, ThreadPool& pool) const {
+                               float* dx, int64_t rows, backend::Backend& be) const {
     SYSLM_PROFILE_SCOPE("norm_bwd", 16.0 * rows * hp_.n_embd, 12.0 * rows * hp_.n_embd);
     if (hp_.spec().norm == model::NormKind::Layer)
-        kernels::layer_norm_backward(x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps,
-                                     pool);
+        be.layer_norm_backward(x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps);
     else
-        kernels::rms_norm_backward(x, w.w, dy, dx, w.g, rows, hp_.n_embd, hp_.norm_eps, pool);
+        be.rms_norm_backward(x, w.w, dy, dx, w.g, rows, hp_.n_embd, hp_.norm_eps);
 }
 
 void TrainModel::linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows,
-                        int64_t n_in, int64_t n_out, float* y, ThreadPool& pool) const {
+                        int64_t n_in, int64_t n_out, float* y, backend::Backend& be) const {
     SYSLM_PROFILE_SCOPE("matmul", 2.0 * rows * n_in * n_out,
                         4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    if (precision_ != Precision::F32)
-        kernels::linear_forward_rounded(rounding(), x, w.w, b.w, rows, n_in, n_out, y, pool);
-    else
-        kernels::matmul(kernels::WeightView{DType::F32, n_in, n_out, w.w}, x, rows, y, pool, b.w);
+    const kernels::Rounding r = rounding();
+    be.linear(x, w.w, b.w, rows, n_in, n_out, y, precision_ != Precision::F32 ? &r : nullptr);
 }
 
 void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
                                  int64_t rows, int64_t n_in, int64_t n_out, float* dx, bool add_dx,
-                                 ThreadPool& pool) {
+                                 backend::Backend& be) {
+    const kernels::Rounding r = rounding();
+    const kernels::Rounding* rounded = precision_ != Precision::F32 ? &r : nullptr;
     {
         SYSLM_PROFILE_SCOPE("matmul_bwd_weight", 2.0 * rows * n_in * n_out,
                             4.0 * (rows * (n_in + n_out) + 2 * n_in * n_out));
-        if (precision_ != Precision::F32)
-            kernels::linear_backward_weight_rounded(rounding(), dy, x, rows, n_in, n_out, w.g, b.g,
-                                                    pool);
-        else
-            kernels::linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, pool);
+        be.linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, rounded);
     }
     SYSLM_PROFILE_SCOPE("matmul_bwd_input", 2.0 * rows * n_in * n_out,
                         4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    if (precision_ != Precision::F32)
-        kernels::linear_backward_input_rounded(rounding(), dy, w.w, rows, n_in, n_out, dx, add_dx,
-                                               pool);
-    else
-        kernels::linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, pool);
+    be.linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, rounded);
 }
 
-void TrainModel::activation(Saved& S, int64_t n, ThreadPool& pool) {
+void TrainModel::activation(Saved& S, int64_t n, backend::Backend& be) {
     float* s = act_out(S);
     const bool gated = kernels::ffn_gated(hp_.spec().ffn);
     std::copy_n((gated ? S.g : S.u).data(), n, s);
-    kernels::ffn_activation(hp_.spec().ffn, s, S.u.data(), n, pool);
+    be.ffn_activation(hp_.spec().ffn, s, S.u.data(), n);
 }
 
-void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
+void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     const Layer& l = layers_[static_cast<size_t>(il)];
     Saved& S = saved(il);
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
@@ -457,154 +430,139 @@ void TrainModel::layer_forward(int il, int B, int T, ThreadPool& pool) {
     std::copy_n(x_.data(), R * E, S.x_in.data());
     if (recompute_ == Recompute::Full) std::copy_n(x_.data(), R * E, inputs_[il].data());
     float* a = norm1_out(S);
-    norm_forward(S.x_in.data(), a, l.attn_norm, l.attn_norm_b, R, pool);
+    norm_forward(S.x_in.data(), a, l.attn_norm, l.attn_norm_b, R, be);
     if (hp_.spec().fused_qkv) {
         const int64_t W = QD + 2 * KD;
-        linear(l.wqkv, l.bqkv, a, R, E, W, tmp_.data(), pool);
-        for (int64_t r = 0; r < R; ++r) {
-            const float* row = tmp_.data() + r * W;
-            std::copy_n(row, QD, S.q.data() + r * QD);
-            std::copy_n(row + QD, KD, S.k.data() + r * KD);
-            std::copy_n(row + QD + KD, KD, S.v.data() + r * KD);
-        }
+        linear(l.wqkv, l.bqkv, a, R, E, W, tmp_.data(), be);
+        be.copy_rows(tmp_.data(), W, S.q.data(), QD, R, QD);
+        be.copy_rows(tmp_.data() + QD, W, S.k.data(), KD, R, KD);
+        be.copy_rows(tmp_.data() + QD + KD, W, S.v.data(), KD, R, KD);
     } else {
-        linear(l.wq, l.bq, a, R, E, QD, S.q.data(), pool);
-        linear(l.wk, l.bk, a, R, E, KD, S.k.data(), pool);
-        linear(l.wv, l.bv, a, R, E, KD, S.v.data(), pool);
+        linear(l.wq, l.bq, a, R, E, QD, S.q.data(), be);
+        linear(l.wk, l.bk, a, R, E, KD, S.k.data(), be);
+        linear(l.wv, l.bv, a, R, E, KD, S.v.data(), be);
     }
-    if (rope_)
-        pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; ++r) {
-                const float* cs = rope_angles_.data() + (r % T) * rope_->angle_floats();
-                rope_->apply_angles(cs, S.q.data() + r * QD, hp_.n_head, hp_.head_dim);
-                rope_->apply_angles(cs, S.k.data() + r * KD, hp_.n_head_kv, hp_.head_dim);
-            }
-        });
+    if (rope_) {
+        be.rope_rows(*rope_, rope_angles_.data(), T, S.q.data(), QD, S.q.data(), R, hp_.n_head,
+                     hp_.head_dim);
+        be.rope_rows(*rope_, rope_angles_.data(), T, S.k.data(), KD, S.k.data(), R, hp_.n_head_kv,
+                     hp_.head_dim);
+    }
     const kernels::AttentionShape shape = attention_shape();
     {
         SYSLM_PROFILE_SCOPE("attention", 2.0 * B * T * T * QD, 4.0 * R * (2 * QD + 2 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
-            kernels::attention(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD,
-                               S.v.data() + r0 * KD, T, 0, S.o.data() + r0 * QD, pool,
-                               S.lse.data() + r0 * hp_.n_head);
+            be.attention_lse(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD,
+                             S.v.data() + r0 * KD, T, S.o.data() + r0 * QD,
+                             S.lse.data() + r0 * hp_.n_head);
         }
     }
-    linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), pool);
+    linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), be);
     tp_sum(tmp_.data(), R * E);  // row parallel: every rank's heads' share
-    for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_in[i] + tmp_[i];
+    be.copy_rows(S.x_in.data(), R * E, x_.data(), R * E, 1, R * E);  // x = x_in + attention
+    be.add(x_.data(), tmp_.data(), R * E);
     std::copy_n(x_.data(), R * E, S.x_mid.data());
 
     float* b = norm2_out(S);
-    norm_forward(S.x_mid.data(), b, l.ffn_norm, l.ffn_norm_b, R, pool);
+    norm_forward(S.x_mid.data(), b, l.ffn_norm, l.ffn_norm_b, R, be);
     if (moe()) {
-        moe_forward(il, S, b, R, pool);
+        moe_forward(il, S, b, R, be);
     } else {
-        if (kernels::ffn_gated(hp_.spec().ffn)) linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), pool);
-        linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), pool);
-        activation(S, R * F, pool);
-        linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), pool);
+        if (kernels::ffn_gated(hp_.spec().ffn)) linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), be);
+        linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), be);
+        activation(S, R * F, be);
+        linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), be);
         tp_sum(tmp_.data(), R * E);
     }
-    for (int64_t i = 0; i < R * E; ++i) x_[i] = S.x_mid[i] + tmp_[i];
+    be.copy_rows(S.x_mid.data(), R * E, x_.data(), R * E, 1, R * E);  // x = x_mid + FFN
+    be.add(x_.data(), tmp_.data(), R * E);
 }
 
 // dx_ holds dL/d(layer output) on entry and dL/d(layer input) on return.
-void TrainModel::layer_backward(int il, int B, int T, ThreadPool& pool) {
+void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     Layer& l = layers_[static_cast<size_t>(il)];
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd, QD = hp_.q_dim(),
                   KD = hp_.kv_dim(), F = ffn_width_;
     if (recompute_ == Recompute::Full) {  // rebuild this layer's intermediates from its input
         std::copy_n(inputs_[il].data(), R * E, x_.data());
-        layer_forward(il, B, T, pool);
+        layer_forward(il, B, T, be);
     }
     Saved& S = saved(il);
     if (recompute_ == Recompute::Selective) {  // the intermediates the forward did not keep
-        norm_forward(S.x_in.data(), norm1_out(S), l.attn_norm, l.attn_norm_b, R, pool);
-        norm_forward(S.x_mid.data(), norm2_out(S), l.ffn_norm, l.ffn_norm_b, R, pool);
-        activation(S, R * F, pool);
+        norm_forward(S.x_in.data(), norm1_out(S), l.attn_norm, l.attn_norm_b, R, be);
+        norm_forward(S.x_mid.data(), norm2_out(S), l.ffn_norm, l.ffn_norm_b, R, be);
+        activation(S, R * F, be);
     }
     const float* a = norm1_out(S);
     const float* b = norm2_out(S);
 
     // FFN: out = x_mid + down(s).
     if (moe()) {
-        moe_backward(il, S, b, R, pool);
+        moe_backward(il, S, b, R, be);
     } else {
         linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), dx_.data(), R, F, E, d_s_.data(),
-                        false, pool);
+                        false, be);
         const bool gated = kernels::ffn_gated(hp_.spec().ffn);
-        kernels::ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(),
-                                         d_s_.data(), (gated ? d_g_ : d_u_).data(), d_u_.data(),
-                                         R * F, pool);
-        if (gated) linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, pool);
-        linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), gated, pool);
+        be.ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(),
+                                   d_s_.data(), (gated ? d_g_ : d_u_).data(), d_u_.data(), R * F);
+        if (gated) linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, be);
+        linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), gated, be);
         tp_sum(d_b_.data(), R * E);  // column parallel: every rank's channels' share
     }
-    norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, pool);
-    add_into(d_mid_.data(), dx_.data(), static_cast<size_t>(R * E));
+    norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, be);
+    be.add(d_mid_.data(), dx_.data(), R * E);
 
     // Attention: x_mid = x_in + out(attention(rope(q), rope(k), v)).
-    linear_backward(l.wo, l.bo, S.o.data(), d_mid_.data(), R, QD, E, d_o_.data(), false, pool);
+    linear_backward(l.wo, l.bo, S.o.data(), d_mid_.data(), R, QD, E, d_o_.data(), false, be);
     const kernels::AttentionShape shape = attention_shape();
     {
         SYSLM_PROFILE_SCOPE("attention_bwd", 5.0 * B * T * T * QD, 4.0 * R * (4 * QD + 4 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
-            kernels::attention_backward(
+            be.attention_backward(
                 shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD, S.v.data() + r0 * KD,
                 S.o.data() + r0 * QD, S.lse.data() + r0 * hp_.n_head, d_o_.data() + r0 * QD, T,
-                d_q_.data() + r0 * QD, d_k_.data() + r0 * KD, d_v_.data() + r0 * KD, pool);
+                d_q_.data() + r0 * QD, d_k_.data() + r0 * KD, d_v_.data() + r0 * KD);
         }
     }
-    if (rope_)
-        pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
-            for (int64_t r = b; r < e; ++r) {
-                const float* cs = rope_angles_.data() + (r % T) * rope_->angle_floats();
-                rope_->apply_angles_backward(cs, d_q_.data() + r * QD, hp_.n_head, hp_.head_dim);
-                rope_->apply_angles_backward(cs, d_k_.data() + r * KD, hp_.n_head_kv,
-                                             hp_.head_dim);
-            }
-        });
+    if (rope_) {
+        be.rope_rows_backward(*rope_, rope_angles_.data(), T, d_q_.data(), R, hp_.n_head,
+                              hp_.head_dim);
+        be.rope_rows_backward(*rope_, rope_angles_.data(), T, d_k_.data(), R, hp_.n_head_kv,
+                              hp_.head_dim);
+    }
     if (hp_.spec().fused_qkv) {
         const int64_t W = QD + 2 * KD;
         const Buf<float>& dqkv = d_s_;  // free again, planned for R x W too
-        for (int64_t r = 0; r < R; ++r) {
-            float* row = dqkv.data() + r * W;
-            std::copy_n(d_q_.data() + r * QD, QD, row);
-            std::copy_n(d_k_.data() + r * KD, KD, row + QD);
-            std::copy_n(d_v_.data() + r * KD, KD, row + QD + KD);
-        }
-        linear_backward(l.wqkv, l.bqkv, a, dqkv.data(), R, E, W, d_a_.data(), false, pool);
+        be.copy_rows(d_q_.data(), QD, dqkv.data(), W, R, QD);
+        be.copy_rows(d_k_.data(), KD, dqkv.data() + QD, W, R, KD);
+        be.copy_rows(d_v_.data(), KD, dqkv.data() + QD + KD, W, R, KD);
+        linear_backward(l.wqkv, l.bqkv, a, dqkv.data(), R, E, W, d_a_.data(), false, be);
     } else {
-        linear_backward(l.wq, l.bq, a, d_q_.data(), R, E, QD, d_a_.data(), false, pool);
-        linear_backward(l.wk, l.bk, a, d_k_.data(), R, E, KD, d_a_.data(), true, pool);
-        linear_backward(l.wv, l.bv, a, d_v_.data(), R, E, KD, d_a_.data(), true, pool);
+        linear_backward(l.wq, l.bq, a, d_q_.data(), R, E, QD, d_a_.data(), false, be);
+        linear_backward(l.wk, l.bk, a, d_k_.data(), R, E, KD, d_a_.data(), true, be);
+        linear_backward(l.wv, l.bv, a, d_v_.data(), R, E, KD, d_a_.data(), true, be);
     }
     tp_sum(d_a_.data(), R * E);
-    norm_backward(S.x_in.data(), l.attn_norm, l.attn_norm_b, d_a_.data(), dx_.data(), R, pool);
-    add_into(dx_.data(), d_mid_.data(), static_cast<size_t>(R * E));
+    norm_backward(S.x_in.data(), l.attn_norm, l.attn_norm_b, d_a_.data(), dx_.data(), R, be);
+    be.add(dx_.data(), d_mid_.data(), R * E);
 }
 
 // x_ from the tokens' embedding rows (and GPT-2's positions), or the previous stage's output.
-void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io) {
+void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io,
+                       backend::Backend& be) {
     const int64_t R = static_cast<int64_t>(tokens.size()), E = hp_.n_embd;
     if (first_stage() && vocab_parallel_) {  // this rank's tokens' rows, summed over the group
-        for (int64_t r = 0; r < R; ++r) {
-            const int64_t t = tokens[r] - vocab_begin_;
-            float* x = x_.data() + r * E;
-            if (t >= 0 && t < vocab_local_)
-                std::copy_n(token_embd_.w + t * E, E, x);
-            else
-                std::fill_n(x, E, 0.0f);
-        }
+        be.embed_rows_range(token_embd_.w, E, tokens.data(), R, vocab_begin_, vocab_local_,
+                            x_.data());
         tp_sum(x_.data(), R * E);
     } else if (first_stage()) {
-        for (int64_t r = 0; r < R; ++r) {
-            const float* e = token_embd_.w + static_cast<int64_t>(tokens[r]) * E;
-            float* x = x_.data() + r * E;
-            std::copy_n(e, E, x);
-            if (position_embd_.w) add_into(x, position_embd_.w + (r % T) * E, static_cast<size_t>(E));
+        row_ids_.assign(tokens.begin(), tokens.end());
+        be.embed_rows(DType::F32, token_embd_.w, E, row_ids_, x_.data(), false);
+        if (position_embd_.w) {  // row r is at position r % T
+            for (int64_t r = 0; r < R; ++r) row_ids_[r] = r % T;
+            be.embed_rows(DType::F32, position_embd_.w, E, row_ids_, x_.data(), true);
         }
     } else {
         std::copy_n(io->x_in, R * E, x_.data());
@@ -613,16 +571,19 @@ void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io
 
 // dx_ (the gradient of the first layer's input) into the embeddings, or back to the previous
 // stage.
-void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, ThreadPool& pool) {
+void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, backend::Backend& be) {
     const int64_t E = hp_.n_embd;
     if (first_stage() && vocab_parallel_) {
-        embedding_backward_local(R, pool);
+        be.embedding_backward_range(tokens_.data(), R, dx_.data(), token_embd_.g, vocab_begin_,
+                                    vocab_local_, E);
     } else if (first_stage()) {
-        kernels::embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, hp_.n_vocab, E,
-                                    pool);
-        if (position_embd_.g)
-            for (int64_t r = 0; r < R; ++r)
-                add_into(position_embd_.g + (r % T) * E, dx_.data() + r * E, static_cast<size_t>(E));
+        be.embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, hp_.n_vocab, E);
+        if (position_embd_.g) {  // row r is at position r % T
+            row_ids_.resize(static_cast<size_t>(R));
+            for (int64_t r = 0; r < R; ++r) row_ids_[r] = r % T;
+            ones_.assign(static_cast<size_t>(R), 1.0f);
+            be.scatter_add_rows(dx_.data(), row_ids_, ones_, E, position_embd_.g);
+        }
     } else {
         std::copy_n(dx_.data(), R * E, io->dx);
     }
@@ -630,52 +591,50 @@ void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, ThreadPool&
 
 // The final norm, the output matrix and the loss; logits_ then holds dL/dlogits.
 double TrainModel::head_loss(std::span<const int32_t> targets, int64_t R, float loss_scale,
-                             const Distill* distill, ThreadPool& pool) {
+                             const Distill* distill, backend::Backend& be) {
     const int64_t E = hp_.n_embd, V = hp_.n_vocab;
     std::copy_n(x_.data(), R * E, x_final_.data());
-    norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, pool);
+    norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, be);
     const int64_t VL = vocab_parallel_ ? vocab_local_ : V;
-    linear(output_, {}, xf_.data(), R, E, VL, logits_.data(), pool);
+    linear(output_, {}, xf_.data(), R, E, VL, logits_.data(), be);
     SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * VL, 8.0 * R * VL);
     SYSLM_CHECK(!(distill && vocab_parallel_),
                 "distillation with a vocabulary-parallel head is not implemented");
-    if (vocab_parallel_) return vocab_parallel_xent(targets.data(), R, loss_scale, pool);
+    if (vocab_parallel_) return vocab_parallel_xent(targets.data(), R, loss_scale, be);
     if (distill && distill->topk_ids)
-        return kernels::distill_loss_fused_topk(logits_.data(), distill->topk_ids,
-                                                distill->teacher_logits, distill->k, targets.data(),
-                                                R, V, distill->alpha, distill->temperature, pool,
-                                                loss_scale);
+        return be.distill_loss_topk(logits_.data(), distill->topk_ids, distill->teacher_logits,
+                                    distill->k, targets.data(), R, V, distill->alpha,
+                                    distill->temperature, loss_scale);
     if (distill)
-        return kernels::distill_loss_fused(logits_.data(), distill->teacher_logits, targets.data(),
-                                           R, V, distill->alpha, distill->temperature, pool,
-                                           loss_scale);
-    return kernels::cross_entropy_fused(logits_.data(), targets.data(), R, V, pool, loss_scale);
+        return be.distill_loss(logits_.data(), distill->teacher_logits, targets.data(), R, V,
+                               distill->alpha, distill->temperature, loss_scale);
+    return be.cross_entropy(logits_.data(), targets.data(), R, V, loss_scale);
 }
 
 // From dL/dlogits (logits_) to dx_ at the last layer's output.
-void TrainModel::head_backward(int64_t R, ThreadPool& pool) {
+void TrainModel::head_backward(int64_t R, backend::Backend& be) {
     const int64_t E = hp_.n_embd, VL = vocab_parallel_ ? vocab_local_ : hp_.n_vocab;
-    linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, VL, d_a_.data(), false, pool);
+    linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, VL, d_a_.data(), false, be);
     if (vocab_parallel_) tp_sum(d_a_.data(), R * E);  // every rank's tokens' share
-    norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, pool);
+    norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, be);
 }
 
 // The stage's layers backward from dx_ (with each distilled hidden state's gradient added at
 // its layer), then the embeddings or the previous stage's gradient.
-void TrainModel::stage_backward(int B, int T, bool hidden, const StageIO* io, ThreadPool& pool) {
+void TrainModel::stage_backward(int B, int T, bool hidden, const StageIO* io, backend::Backend& be) {
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd;
     for (int il = stage_.end - 1; il >= stage_.first; --il) {
         if (const int m = hidden_slot(il); hidden && m >= 0)
-            add_into(dx_.data(), d_hidden_.data() + m * R * E, static_cast<size_t>(R * E));
-        layer_backward(il, B, T, pool);
+            be.add(dx_.data(), d_hidden_.data() + m * R * E, R * E);
+        layer_backward(il, B, T, be);
         if (grad_hook_) grad_hook_(il);
     }
-    embed_backward(R, T, io, pool);
+    embed_backward(R, T, io, be);
     if (grad_hook_) grad_hook_(-1);
 }
 
 double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
-                       int T, ThreadPool& pool, bool backward, float loss_scale,
+                       int T, backend::Backend& be, bool backward, float loss_scale,
                        const Distill* distill, const StageIO* io) {
     SYSLM_CHECK(io || (first_stage() && last_stage()),
                 "training: a pipeline stage runs through stage_step");
@@ -689,7 +648,7 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         SYSLM_CHECK(tokens[r] >= 0 && tokens[r] < V, "training: token ", tokens[r], " at ", r,
                     " is outside the vocabulary of ", V);
     std::copy(tokens.begin(), tokens.end(), tokens_.data());
-    embed(tokens, T, io);
+    embed(tokens, T, io, be);
 
     const bool hidden = backward && distill && distill->teacher_hidden && !hidden_layers_.empty();
     if (hidden) {  // sized once per (B, T): nothing allocated once warm
@@ -698,39 +657,39 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     }
     double hidden_sum = 0;
     for (int il = stage_.first; il < stage_.end; ++il) {
-        layer_forward(il, B, T, pool);
+        layer_forward(il, B, T, be);
         if (const int m = hidden_slot(il); hidden && m >= 0)
             hidden_sum += hidden_loss(static_cast<size_t>(m),
                                       distill->teacher_hidden + m * R * hidden_embd_,
-                                      distill->hidden_weight, R, loss_scale, pool);
+                                      distill->hidden_weight, R, loss_scale, be);
     }
     if (!last_stage()) {  // the next stage's input; its gradient comes back as io->dy
         std::copy_n(x_.data(), R * E, io->x_out);
         if (!backward) return 0.0;
         std::copy_n(io->dy, R * E, dx_.data());
-        stage_backward(B, T, false, io, pool);
+        stage_backward(B, T, false, io, be);
         return 0.0;
     }
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
-    double loss = head_loss(targets, R, loss_scale, distill, pool);
+    double loss = head_loss(targets, R, loss_scale, distill, be);
     if (!backward) return loss;
     loss += aux_coef_ * aux + hidden_sum;
-    head_backward(R, pool);
-    stage_backward(B, T, hidden, io, pool);
+    head_backward(R, be);
+    stage_backward(B, T, hidden, io, be);
     return loss;
 }
 
 double TrainModel::forward_backward(std::span<const int32_t> tokens,
                                     std::span<const int32_t> targets, int B, int T,
-                                    ThreadPool& pool, float loss_scale, const Distill* distill) {
-    return run(tokens, targets, B, T, pool, true, loss_scale, distill);
+                                    backend::Backend& be, float loss_scale, const Distill* distill) {
+    return run(tokens, targets, B, T, be, true, loss_scale, distill);
 }
 
 // The cross-entropy of softmax over the whole vocabulary when each rank holds the logits of its
 // tokens (Megatron's vocabulary-parallel loss): the row maxima, the sums of exponentials and the
 // target logits are combined over the group; each rank then writes the gradient of its logits.
 double TrainModel::vocab_parallel_xent(const int32_t* targets, int64_t R, float scale,
-                                       ThreadPool& pool) {
+                                       backend::Backend& be) {
     const int64_t VL = vocab_local_, V = hp_.n_vocab;
     xent_max_.resize(static_cast<size_t>(R));
     xent_sums_.resize(static_cast<size_t>(2 * R));
@@ -740,69 +699,24 @@ double TrainModel::vocab_parallel_xent(const int32_t* targets, int64_t R, float 
                     " is outside the vocabulary of ", V);
         counted += targets[r] >= 0;
     }
-    pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) {
-            const float* z = logits_.data() + r * VL;
-            xent_max_[r] = *std::max_element(z, z + VL);
-        }
-    });
+    be.row_max(logits_.data(), R, VL, xent_max_.data());
     tp_->all_reduce_max(xent_max_.data(), static_cast<size_t>(R));
-    pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) {
-            const float* z = logits_.data() + r * VL;
-            double sum = 0;
-            for (int64_t i = 0; i < VL; ++i) sum += std::exp(static_cast<double>(z[i]) - xent_max_[r]);
-            const int64_t t = targets[r] - vocab_begin_;
-            xent_sums_[2 * r] = sum;
-            xent_sums_[2 * r + 1] = t >= 0 && t < VL ? z[t] : 0.0;
-        }
-    });
+    be.xent_sums(logits_.data(), targets, R, VL, vocab_begin_, xent_max_.data(), xent_sums_.data());
     tp_->all_reduce_sum(xent_sums_.data(), xent_sums_.size());
     const float inv = counted > 0 ? scale / static_cast<float>(counted) : 0.0f;
-    std::vector<double>& row_loss = xent_rows_;
-    row_loss.assign(static_cast<size_t>(R), 0.0);
-    pool.parallel_for(R, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) {
-            float* z = logits_.data() + r * VL;
-            if (targets[r] < 0) {
-                std::fill_n(z, VL, 0.0f);
-                continue;
-            }
-            const double sum = xent_sums_[2 * r], mx = xent_max_[r];
-            row_loss[r] = std::log(sum) + mx - xent_sums_[2 * r + 1];
-            for (int64_t i = 0; i < VL; ++i)
-                z[i] = static_cast<float>(std::exp(static_cast<double>(z[i]) - mx) / sum) * inv;
-            const int64_t t = targets[r] - vocab_begin_;
-            if (t >= 0 && t < VL) z[t] -= inv;
-        }
-    });
-    double loss = 0;
-    for (double l : row_loss) loss += l;
+    const double loss = be.xent_gradient(logits_.data(), targets, R, VL, vocab_begin_,
+                                         xent_max_.data(), xent_sums_.data(), inv);
     return counted > 0 ? loss / static_cast<double>(counted) : 0.0;
 }
 
-// The embedding gradient of this rank's tokens (the others' rows live on other ranks).
-void TrainModel::embedding_backward_local(int64_t R, ThreadPool& pool) {
-    const int64_t E = hp_.n_embd;
-    pool.parallel_for(E, [&](int64_t b, int64_t e, int) {  // columns: no two threads share a float
-        for (int64_t r = 0; r < R; ++r) {
-            const int64_t t = tokens_[r] - vocab_begin_;
-            if (t < 0 || t >= vocab_local_) continue;
-            float* g = token_embd_.g + t * E;
-            const float* d = dx_.data() + r * E;
-            for (int64_t i = b; i < e; ++i) g[i] += d[i];
-        }
-    });
-}
-
 double TrainModel::stage_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                              int B, int T, ThreadPool& pool, float loss_scale, const StageIO& io) {
-    return run(tokens, targets, B, T, pool, io.backward, loss_scale, nullptr, &io);
+                              int B, int T, backend::Backend& be, float loss_scale, const StageIO& io) {
+    return run(tokens, targets, B, T, be, io.backward, loss_scale, nullptr, &io);
 }
 
 double TrainModel::loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
-                        int T, ThreadPool& pool) {
-    return run(tokens, targets, B, T, pool, false, 1.0f);
+                        int T, backend::Backend& be) {
+    return run(tokens, targets, B, T, be, false, 1.0f);
 }
 
 }  // namespace syslm::train

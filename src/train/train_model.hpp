@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.hpp"
+#include "backend/backend.hpp"
 #include "parallel/communicator.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
@@ -91,7 +91,7 @@ public:
         float* dx = nullptr;
     };
     double stage_step(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B,
-                      int T, ThreadPool& pool, float loss_scale, const StageIO& io);
+                      int T, backend::Backend& be, float loss_scale, const StageIO& io);
 
     const model::HParams& hparams() const { return hp_; }
     // Weight of the MoE load-balancing loss added to the training loss (HF's
@@ -122,7 +122,7 @@ public:
         float hidden_weight = 0.0f;
     };
     double forward_backward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                            int B, int T, ThreadPool& pool, float loss_scale = 1.0f,
+                            int B, int T, backend::Backend& be, float loss_scale = 1.0f,
                             const Distill* distill = nullptr);
 
     // Hidden-state matching for distillation: the student's residual stream after each listed
@@ -141,7 +141,7 @@ public:
 
     // The forward pass only: the cross-entropy (targets as above), nothing kept for a backward.
     double loss(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
-                ThreadPool& pool);
+                backend::Backend& be);
 
 private:
     struct Tensor {  // one parameter: value and gradient, both nullptr when absent
@@ -176,7 +176,7 @@ private:
         return it == hidden_layers_.end() ? -1 : static_cast<int>(it - hidden_layers_.begin());
     }
     double hidden_loss(size_t m, const float* teacher, float weight, int64_t R, float loss_scale,
-                       ThreadPool& pool);
+                       backend::Backend& be);
     Saved& saved(int il) {
         return saved_[recompute_ == Recompute::Full ? 0 : static_cast<size_t>(il)];
     }
@@ -191,26 +191,28 @@ private:
     float* act_out(Saved& S) {
         return recompute_ == Recompute::Selective ? sel_s_.data() : S.s.data();
     }
-    void activation(Saved& S, int64_t n, ThreadPool& pool);  // act_out(S) from S.g / S.u
+    void activation(Saved& S, int64_t n, backend::Backend& be);  // act_out(S) from S.g / S.u
     void plan(int B, int T);
     void layout(int B, int T, ArenaLayout& a);  // every activation buffer, in one fixed order
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
-               ThreadPool& pool, bool backward, float loss_scale,
+               backend::Backend& be, bool backward, float loss_scale,
                const Distill* distill = nullptr, const StageIO* io = nullptr);
-    void embed(std::span<const int32_t> tokens, int T, const StageIO* io);
-    void embed_backward(int64_t R, int T, const StageIO* io, ThreadPool& pool);
+    void embed(std::span<const int32_t> tokens, int T, const StageIO* io, backend::Backend& be);
+    void embed_backward(int64_t R, int T, const StageIO* io, backend::Backend& be);
     double head_loss(std::span<const int32_t> targets, int64_t R, float loss_scale,
-                     const Distill* distill, ThreadPool& pool);
-    void head_backward(int64_t R, ThreadPool& pool);
-    void stage_backward(int B, int T, bool hidden, const StageIO* io, ThreadPool& pool);
-    void layer_forward(int il, int B, int T, ThreadPool& pool);
-    void layer_backward(int il, int B, int T, ThreadPool& pool);
+                     const Distill* distill, backend::Backend& be);
+    void head_backward(int64_t R, backend::Backend& be);
+    void stage_backward(int B, int T, bool hidden, const StageIO* io, backend::Backend& be);
+    void layer_forward(int il, int B, int T, backend::Backend& be);
+    void layer_backward(int il, int B, int T, backend::Backend& be);
     bool moe() const { return hp_.n_expert > 0; }
     // MoE FFN (moe.cpp): routes the rows of `b` (the FFN norm's output), runs the experts on
     // their rows and writes the weighted sum to tmp_; the backward reads dL/dout from dx_ and
     // writes dL/db to d_b_.
-    void moe_forward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool);
-    void moe_backward(int il, Saved& S, const float* b, int64_t R, ThreadPool& pool);
+    void moe_forward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be);
+    backend::Backend::MoeSlots slots(const Saved& S, int64_t R) const;
+    std::vector<int64_t> slot_rows_;  // the MoE slots' rows, as gather_rows takes them
+    void moe_backward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be);
     // From the forward's counts; also sets moe_aux_grad_ (of grad_scale x the weighted loss).
     double moe_aux_loss(float grad_scale);
     kernels::Rounding rounding() const {
@@ -218,15 +220,15 @@ private:
     }
     kernels::AttentionShape attention_shape() const;  // the forward's and the backward's
     void norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b, int64_t rows,
-                      ThreadPool& pool) const;
+                      backend::Backend& be) const;
     void norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy, float* dx,
-                       int64_t rows, ThreadPool& pool) const;
+                       int64_t rows, backend::Backend& be) const;
     // y = x W^T (+ bias) for rows of x, and the matching backward (dx overwritten or added).
     void linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows, int64_t n_in,
-                int64_t n_out, float* y, ThreadPool& pool) const;
+                int64_t n_out, float* y, backend::Backend& be) const;
     void linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
                          int64_t rows, int64_t n_in, int64_t n_out, float* dx, bool add_dx,
-                         ThreadPool& pool);
+                         backend::Backend& be);
 
     model::HParams hp_;
     ParamStore params_;
@@ -274,9 +276,10 @@ private:
     bool vocab_parallel_ = false;
     int64_t vocab_begin_ = 0, vocab_local_ = 0;
     std::vector<float> xent_max_;
-    std::vector<double> xent_sums_, xent_rows_;
-    double vocab_parallel_xent(const int32_t* targets, int64_t R, float scale, ThreadPool& pool);
-    void embedding_backward_local(int64_t R, ThreadPool& pool);
+    std::vector<double> xent_sums_;
+    std::vector<int64_t> row_ids_;  // embedding rows of a call (tokens, positions)
+    std::vector<float> ones_;       // unit weights for the position gradient's scatter
+    double vocab_parallel_xent(const int32_t* targets, int64_t R, float scale, backend::Backend& be);
     void tp_sum(float* x, int64_t n) {  // a row-parallel output or column-parallel input grad
         if (tp_) tp_->all_reduce_sum(x, static_cast<size_t>(n));
     }

@@ -139,7 +139,7 @@ void ShardBatches::seek(const std::string& position) {
 }
 
 double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, int max_batches,
-                ThreadPool& pool) {
+                backend::Backend& be) {
     data::SequentialLoader val(data::split_shard_paths(data_dir, "val"), B, T,
                                static_cast<uint64_t>(model.hparams().n_vocab));
     std::vector<int32_t> rows, tokens(static_cast<size_t>(B) * T), targets(tokens.size());
@@ -154,7 +154,7 @@ double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, in
             std::copy_n(row, T, tokens.data() + static_cast<size_t>(r) * T);
             std::copy_n(row + 1, T, targets.data() + static_cast<size_t>(r) * T);
         }
-        sum += model.loss(tokens, targets, B, T, pool);
+        sum += model.loss(tokens, targets, B, T, be);
         ++n;
     }
     SYSLM_CHECK(n > 0, data_dir, ": the val split has no full batch of ", B, " x ", T + 1,
@@ -162,11 +162,13 @@ double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, in
     return sum / n;
 }
 
-Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool)
+Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt,
+                 backend::CpuBackend& be)
     : model_(model),
       data_(data),
       opt_(opt),
-      pool_(pool),
+      be_(be),
+      pool_(be.pool()),
       optimizer_(opt.optimizer, model.params()) {
     SYSLM_CHECK(opt.steps > 0 && opt.accum > 0,
                 "training: steps and accumulation must be positive");
@@ -424,10 +426,10 @@ double Trainer::micro_batch(float scale) {
         }
         const TrainModel::Distill d{teacher_logits_.data(), opt_.distill_alpha,
                                     opt_.distill_temperature, teacher_ids_.data(), c.k()};
-        return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
+        return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, be_, scale, &d);
     }
     if (!opt_.teacher)
-        return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale);
+        return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, be_, scale);
     const size_t rows = static_cast<size_t>(opt_.B) * opt_.T;
     teacher_logits_.resize(rows * opt_.teacher->n_vocab());
     teacher_hidden_.resize(rows * opt_.teacher->n_embd() * opt_.teacher_layers.size());
@@ -438,7 +440,7 @@ double Trainer::micro_batch(float scale) {
         d.teacher_hidden = teacher_hidden_.data();
         d.hidden_weight = opt_.distill_hidden;
     }
-    return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, pool_, scale, &d);
+    return model_.forward_backward(tokens_, targets_, opt_.B, opt_.T, be_, scale, &d);
 }
 
 double Trainer::accumulate_gradients(float scale) {
@@ -450,7 +452,7 @@ double Trainer::accumulate_gradients(float scale) {
         micro_targets_.resize(static_cast<size_t>(opt_.accum));
         for (int micro = 0; micro < opt_.accum; ++micro)
             data_.next(micro_tokens_[micro], micro_targets_[micro]);
-        loss = pipeline_->run(micro_tokens_, micro_targets_, opt_.B, opt_.T, pool_, scale);
+        loss = pipeline_->run(micro_tokens_, micro_targets_, opt_.B, opt_.T, be_, scale);
         if (reducer_) {
             reducer_->start(model_.params().grads(), compress);
             for (size_t b = 0; b < reducer_->buckets().size(); ++b) reducer_->ready(b);

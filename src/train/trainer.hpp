@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.hpp"
+#include "backend/cpu_backend.hpp"
 #include "data/loader.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/data_parallel.hpp"
@@ -101,7 +101,7 @@ private:
 
 // Mean loss over the full batches of a data directory's val split (at most max_batches; 0 = all).
 double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, int max_batches,
-                ThreadPool& pool);
+                backend::Backend& be);
 
 struct TrainOptions {
     int B = 4, T = 64;
@@ -165,7 +165,9 @@ struct StepStats {
 
 class Trainer {
 public:
-    Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, ThreadPool& pool);
+    // The model's forward and backward run on `be`; the optimizer update, the gradient scans
+    // and QAT's rounding still run on its thread pool (docs/design/backend.md).
+    Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, backend::CpuBackend& be);
 
     // The next optimizer step. A loss or gradient that is not finite (outside loss scaling's
     // overflow skips) throws before the update: the weights and the state stay the last good ones.
@@ -207,7 +209,8 @@ private:
     TrainModel& model_;
     BatchSource& data_;
     TrainOptions opt_;
-    ThreadPool& pool_;
+    backend::CpuBackend& be_;
+    ThreadPool& pool_;  // be_'s, for the loops above that are not backend operations yet
     Optimizer optimizer_;
     int64_t next_step_ = 0;
     float scale_ = 0.0f;       // current loss scale (0: off)

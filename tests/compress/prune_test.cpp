@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/model_checks.hpp"
 #include "../common/random_model.hpp"
 #include "compress/imatrix.hpp"
@@ -215,7 +216,7 @@ TEST(Prune, FineTuningKeepsZeros) {
     prune_unstructured(f.path, out, o);
     const io::GGUFFile file(out);
     train::TrainModel m(file);
-    ThreadPool pool(2);
+    backend::CpuBackend be(2);
     std::vector<int32_t> ids = random_tokens(2 * 17, m.params().find("token_embd.weight")->ne[1], 4);
     train::FixedBatch data(ids, 2, 16);
     train::TrainOptions opt;
@@ -224,7 +225,7 @@ TEST(Prune, FineTuningKeepsZeros) {
     opt.steps = 3;
     opt.keep_zeros = true;
     opt.schedule.lr = 1e-2f;
-    train::Trainer t(m, data, opt, pool);
+    train::Trainer t(m, data, opt, be);
     const float* before = m.params().value("blk.0.ffn_up.weight");
     const int64_t n = m.params().find("blk.0.ffn_up.weight")->numel;
     std::vector<float> start(before, before + n);

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
 #include "drift.hpp"
 #include "parallel/communicator.hpp"
@@ -101,8 +102,8 @@ TrainRun train(const std::string& path, const std::vector<int32_t>& ids, int fir
     opt.optimizer.kind = setup.optimizer;
     opt.schedule.warmup = 3;
     opt.data_parallel = dp;
-    ThreadPool pool(1);
-    train::Trainer t(m, batch, opt, pool);
+    backend::CpuBackend be(1);
+    train::Trainer t(m, batch, opt, be);
     if (!setup.resume.empty()) t.load_state(setup.resume);
     TrainRun r;
     while (!t.done()) {

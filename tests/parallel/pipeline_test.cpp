@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
 #include "drift.hpp"
 #include "core/error.hpp"
@@ -89,14 +90,14 @@ TEST(Pipeline, BothSchedulesMatchOneProcess) {
         opt.schedule.lr = 3e-3f;
         return opt;
     };
-    ThreadPool pool(1);
+    backend::CpuBackend be(1);
     train::TrainModel whole(file);
     const train::ParamStore start = whole.params();
     const int64_t n = longest_sum(file);
     {
         Micro data;
         data.micro = &micro, data.rows = B, data.T = T;
-        train::Trainer t(whole, data, options(), pool);
+        train::Trainer t(whole, data, options(), be);
         std::vector<double> losses;
         while (!t.done()) losses.push_back(t.step().loss);
         for (auto schedule : {train::PipelineSchedule::GPipe, train::PipelineSchedule::OneFOneB}) {
@@ -107,7 +108,7 @@ TEST(Pipeline, BothSchedulesMatchOneProcess) {
             train::TrainOptions opt = options();
             opt.pipeline = &c;
             opt.pipeline_schedule = schedule;
-            train::Trainer tp(stage, d2, opt, pool);
+            train::Trainer tp(stage, d2, opt, be);
             const char* name = schedule == train::PipelineSchedule::GPipe ? "gpipe" : "1f1b";
             for (size_t s = 0; s < losses.size(); ++s) {
                 const double l = tp.step().loss;
@@ -162,13 +163,13 @@ TEST(ThreeD, DataTensorPipelineMatchesOneProcess) {
         opt.schedule.lr = 3e-3f;
         return opt;
     };
-    ThreadPool pool(1);
+    backend::CpuBackend be(1);
     train::TrainModel whole(file);
     const train::ParamStore start = whole.params();
     const int64_t n = longest_sum(file);
     Micro all;
     all.micro = &micro, all.first = 0, all.rows = dp * B, all.T = T;
-    train::Trainer t1(whole, all, options(dp * B), pool);
+    train::Trainer t1(whole, all, options(dp * B), be);
     std::vector<double> losses;
     while (!t1.done()) losses.push_back(t1.step().loss);
 
@@ -192,7 +193,7 @@ TEST(ThreeD, DataTensorPipelineMatchesOneProcess) {
         opt.zero = k.zero;
         opt.grad_compress = k.compress;
         opt.compress_warmup = 3;
-        train::Trainer t3(part, mine, opt, pool);
+        train::Trainer t3(part, mine, opt, be);
         double last = 0;
         for (size_t s = 0; s < losses.size(); ++s) {
             last = t3.step().loss;

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
 #include "drift.hpp"
 #include "core/error.hpp"
@@ -74,8 +75,8 @@ Result train_run(const io::GGUFFile& file, const std::vector<int32_t>& ids, int 
     opt.zero = sh.zero;
     opt.grad_compress = sh.compress;
     opt.compress_warmup = 5;
-    ThreadPool pool(1);
-    train::Trainer t(m, batch, opt, pool);
+    backend::CpuBackend be(1);
+    train::Trainer t(m, batch, opt, be);
     if (!sh.resume.empty()) t.load_state(sh.resume);
     Result r;
     while (!t.done()) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
@@ -159,8 +160,8 @@ TEST(Trainer, ANonFiniteLossStopsTheStepBeforeTheUpdate) {
     opt.B = B;
     opt.T = T;
     opt.steps = 3;
-    ThreadPool pool(2);
-    Trainer t(m, batch, opt, pool);
+    backend::CpuBackend be(2);
+    Trainer t(m, batch, opt, be);
     t.step();  // a good step first: there is optimizer state to keep
     const std::string before_dir = fresh("nan_step_before"), after_dir = fresh("nan_step_after");
     t.save_checkpoint(before_dir, file.metadata(), &file);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
@@ -92,7 +93,7 @@ TEST(HiddenDistill, GradientMatchesFiniteDifferences) {
     FixedBatch batch(random_ids(static_cast<size_t>(B) * (T + 1), 8), B, T);
     std::vector<int32_t> tok, tgt;
     batch.next(tok, tgt);
-    ThreadPool pool(2);
+    backend::CpuBackend be(2);
     const float weight = 20.0f;  // a term large enough that float rounding is far below it
     TrainModel::Distill with{teacher_logits.data(), 0.5f, 2.0f};
     with.teacher_hidden = teacher_hidden.data();
@@ -101,15 +102,15 @@ TEST(HiddenDistill, GradientMatchesFiniteDifferences) {
 
     ParamStore& ps = m.params();
     auto hidden_term = [&] {
-        const double a = m.forward_backward(tok, tgt, B, T, pool, 1.0f, &with);
-        const double b = m.forward_backward(tok, tgt, B, T, pool, 1.0f, &without);
+        const double a = m.forward_backward(tok, tgt, B, T, be, 1.0f, &with);
+        const double b = m.forward_backward(tok, tgt, B, T, be, 1.0f, &without);
         return a - b;
     };
     ps.zero_grads();
-    m.forward_backward(tok, tgt, B, T, pool, 1.0f, &with);
+    m.forward_backward(tok, tgt, B, T, be, 1.0f, &with);
     std::vector<float> g_with(ps.grads(), ps.grads() + ps.size());
     ps.zero_grads();
-    m.forward_backward(tok, tgt, B, T, pool, 1.0f, &without);
+    m.forward_backward(tok, tgt, B, T, be, 1.0f, &without);
     std::vector<float> g(ps.size());
     for (size_t i = 0; i < g.size(); ++i) g[i] = g_with[i] - ps.grads()[i];
     // The projections are only in the hidden term: without it, they get no gradient.
@@ -166,7 +167,7 @@ TEST(HiddenDistill, TrainerExportsTheModelOnlyAndResumesTheProjectionsExactly) {
         testing::write_test_model("hidden_trainer_student", testing::small_model_config("llama", 32, 22));
     const int B = 2, T = 12;
     const std::vector<int32_t> ids = random_ids(static_cast<size_t>(B) * (T + 1), 5);
-    ThreadPool pool(2);
+    backend::CpuBackend be(2);
     Teacher teacher(teacher_path, T, 2);
     const io::GGUFFile file(student_path);
 
@@ -193,7 +194,7 @@ TEST(HiddenDistill, TrainerExportsTheModelOnlyAndResumesTheProjectionsExactly) {
     // Uninterrupted: six steps; the loss (with the hidden term) falls.
     auto full = student();
     FixedBatch data_full(ids, B, T);
-    Trainer t_full(*full, data_full, options(), pool);
+    Trainer t_full(*full, data_full, options(), be);
     std::vector<double> losses;
     while (!t_full.done()) losses.push_back(t_full.step().loss);
     EXPECT_LT(losses.back(), losses.front());
@@ -203,7 +204,7 @@ TEST(HiddenDistill, TrainerExportsTheModelOnlyAndResumesTheProjectionsExactly) {
     {
         auto m = student();
         FixedBatch data(ids, B, T);
-        Trainer t(*m, data, options(), pool);
+        Trainer t(*m, data, options(), be);
         for (int i = 0; i < 3; ++i) t.step();
         t.save_checkpoint(dir, file.metadata(), &file);
     }
@@ -216,7 +217,7 @@ TEST(HiddenDistill, TrainerExportsTheModelOnlyAndResumesTheProjectionsExactly) {
     for (const auto& [sl, t] : hidden_layer_map(2, teacher.n_layer(), 2)) s.push_back(sl);
     resumed->match_hidden(s, teacher.n_embd(), 12345);  // other init: the state overwrites it
     FixedBatch data_r(ids, B, T);
-    Trainer t_r(*resumed, data_r, options(), pool);
+    Trainer t_r(*resumed, data_r, options(), be);
     t_r.load_state(dir);
     while (!t_r.done()) t_r.step();
     const ParamStore& a = full->params();
@@ -229,7 +230,7 @@ TEST(HiddenDistill, TrainerExportsTheModelOnlyAndResumesTheProjectionsExactly) {
     FixedBatch data_p(ids, B, T);
     TrainOptions po = options();
     po.teacher_layers.clear();
-    Trainer t_p(*plain, data_p, po, pool);
+    Trainer t_p(*plain, data_p, po, be);
     EXPECT_THROW(t_p.load_state(dir), Error);
     std::filesystem::remove_all(dir);
 }

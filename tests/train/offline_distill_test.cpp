@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "data/prepare.hpp"
@@ -97,7 +98,7 @@ TEST(OfflineDistill, FullVocabularyCacheEqualsOnlineTeacher) {
     for (int offline = 0; offline < 2; ++offline) {
         const io::GGUFFile f(s.student_path);
         TrainModel m(f);
-        ThreadPool pool(2);
+        backend::CpuBackend be(2);
         ShardBatches data(s.data, 3, V, B, seq);
         TrainOptions opt;
         opt.B = B;
@@ -109,7 +110,7 @@ TEST(OfflineDistill, FullVocabularyCacheEqualsOnlineTeacher) {
             opt.teacher_cache = &cache;
         else
             opt.teacher = &teacher;
-        Trainer t(m, data, opt, pool);
+        Trainer t(m, data, opt, be);
         while (!t.done()) t.step();
         after.emplace_back(m.params().values(), m.params().values() + m.params().size());
     }

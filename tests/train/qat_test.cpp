@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
@@ -40,7 +41,7 @@ TEST(Qat, StepUsesGradientsOfTheFakeQuantizedNetwork) {
     const int B = 2, T = 12;
     std::vector<int32_t> ids(static_cast<size_t>(B * (T + 1)));
     for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
-    ThreadPool pool(2);
+    backend::CpuBackend be(2);
 
     // Independent: the gradient of the network whose listed matrices are Q4_0-rounded.
     for (const std::string& n : names) {
@@ -51,7 +52,7 @@ TEST(Qat, StepUsesGradientsOfTheFakeQuantizedNetwork) {
     std::vector<int32_t> tok, tgt;
     batch_b.next(tok, tgt);
     b.params().zero_grads();
-    b.forward_backward(tok, tgt, B, T, pool);
+    b.forward_backward(tok, tgt, B, T, be);
 
     // The trainer: plain SGD at lr 1, no momentum, no clipping: W_new = W - grad.
     std::vector<float> before(a.params().values(), a.params().values() + a.params().size());
@@ -66,7 +67,7 @@ TEST(Qat, StepUsesGradientsOfTheFakeQuantizedNetwork) {
     opt.schedule.kind = ScheduleKind::Constant;
     opt.schedule.lr = 1.0f;
     for (const std::string& n : names) opt.fake_quant.emplace_back(n, DType::Q4_0);
-    Trainer t(a, batch_a, opt, pool);
+    Trainer t(a, batch_a, opt, be);
     t.step();
 
     for (const Param& p : a.params().params()) {
@@ -83,7 +84,7 @@ TEST(Qat, StepUsesGradientsOfTheFakeQuantizedNetwork) {
     EXPECT_NE(w, wq);
 
     opt.fake_quant = {{"blk.0.attn_q.weight", DType::Q4_K}};  // 64 columns: not a Q4_K row
-    EXPECT_THROW(Trainer(a, batch_a, opt, pool), syslm::Error);
+    EXPECT_THROW(Trainer(a, batch_a, opt, be), syslm::Error);
 }
 
 }  // namespace
