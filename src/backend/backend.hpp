@@ -5,12 +5,14 @@
 // does not change. Collectives stay in parallel/ (its Communicator has MPI and NCCL versions).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -191,6 +193,35 @@ public:
     virtual void moe_router_backward(const MoeSlots& m, const float* probs, const float* d_in,
                                      const float* dw, const float* aux_grad, bool renormalise,
                                      int64_t dim, float* dx, float* dz) = 0;
+
+    // ---- The optimizer and the gradients' housekeeping (train/trainer.cpp, optimizer.cpp).
+    using Range = std::pair<size_t, size_t>;  // [begin, end) of a parameter arena
+    enum class UpdateRule { AdamW, Lion, Sgd };
+    struct UpdateStep {
+        UpdateRule rule;
+        float lr, weight_decay, b1, b2, eps;
+        float step_size, bc2_sqrt;  // AdamW: lr / (1 - b1^t), sqrt(1 - b2^t)
+        float grad_scale;           // the gradient is g * grad_scale (clipping, fused)
+        float momentum;             // SGD
+        bool nesterov, first_step;  // SGD (its buffer starts as the first gradient)
+    };
+    // One segment's update in place: weights w, gradients g, state m (and v for AdamW), as
+    // torch.optim's AdamW, SGD and the Lion paper write them.
+    virtual void optimizer_update(const UpdateStep& s, float* w, const float* g, float* m,
+                                  float* v, int64_t n) = 0;
+    // x *= s over each range.
+    virtual void scale(float* x, std::span<const Range> ranges, float s) = 0;
+    // Sums of g^2 over pieces of two classes (a piece: {begin, end, class 0 or 1}), in double.
+    struct SquaresPiece {
+        size_t b, e;
+        int cls;
+    };
+    virtual std::array<double, 2> sum_squares(const float* g,
+                                              std::span<const SquaresPiece> pieces) = 0;
+    // Each of `rows` rows of n values rounded through a storage type and back (QAT).
+    virtual void round_trip(DType type, float* v, int64_t rows, int64_t n) = 0;
+    // Zeros over each range (a pruned model's kept zeros).
+    virtual void fill_zero(float* v, std::span<const Range> ranges) = 0;
 };
 
 }  // namespace syslm::backend

@@ -106,6 +106,13 @@ public:
     void moe_router_backward(const MoeSlots& m, const float* probs, const float* d_in,
                              const float* dw, const float* aux_grad, bool renormalise,
                              int64_t dim, float* dx, float* dz) override;
+    void optimizer_update(const UpdateStep& s, float* w, const float* g, float* m, float* v,
+                          int64_t n) override;
+    void scale(float* x, std::span<const Range> ranges, float s) override;
+    std::array<double, 2> sum_squares(const float* g,
+                                      std::span<const SquaresPiece> pieces) override;
+    void round_trip(DType type, float* v, int64_t rows, int64_t n) override;
+    void fill_zero(float* v, std::span<const Range> ranges) override;
 
 private:
     ThreadPool pool_;

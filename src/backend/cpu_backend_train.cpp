@@ -9,6 +9,8 @@
 #include "core/error.hpp"
 #include "kernels/cpu/backward.hpp"
 #include "kernels/cpu/moe_routing.hpp"
+#include "kernels/cpu/optimizer_update.hpp"
+#include "kernels/type_traits.hpp"
 
 namespace syslm::backend {
 
@@ -273,6 +275,94 @@ void CpuBackend::moe_router_backward(const MoeSlots& m, const float* probs, cons
             for (int64_t e = 0; e < X; ++e) pdp += p[e] * dp[e];
             for (int64_t e = 0; e < X; ++e) dz[r * X + e] = static_cast<float>(p[e] * (dp[e] - pdp));
         }
+    });
+}
+
+}  // namespace syslm::backend
+
+namespace syslm::backend {
+
+void CpuBackend::optimizer_update(const UpdateStep& s, float* w, const float* g, float* m,
+                                  float* v, int64_t n) {
+    // Split across the threads (the embedding alone can be a third of a model).
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        float* x = w + b;
+        const float* gx = g + b;
+        float* mx = m + b;
+        const int64_t k = e - b;
+        const float decay = 1.0f - s.lr * s.weight_decay;
+        switch (s.rule) {
+            case UpdateRule::AdamW:  // m: torch's lerp_; the vector kernel
+                kernels::adamw_update(x, gx, mx, v + b, k,
+                                      {decay, s.b1, s.b2, s.eps, s.step_size, s.bc2_sqrt,
+                                       s.grad_scale});
+                break;
+            case UpdateRule::Lion:
+                for (int64_t i = 0; i < k; ++i) {
+                    const float gi = gx[i] * s.grad_scale;
+                    x[i] *= decay;
+                    const float c = mx[i] * s.b1 + gi * (1.0f - s.b1);
+                    x[i] -= s.lr * static_cast<float>((c > 0.0f) - (c < 0.0f));
+                    mx[i] = mx[i] * s.b2 + gi * (1.0f - s.b2);
+                }
+                break;
+            case UpdateRule::Sgd:
+                // torch.optim.SGD: L2 decay into the gradient, buffer = gradient at step 1.
+                for (int64_t i = 0; i < k; ++i) {
+                    float d = gx[i] * s.grad_scale + s.weight_decay * x[i];
+                    if (s.momentum != 0.0f) {
+                        mx[i] = s.first_step ? d : mx[i] * s.momentum + d;
+                        d = s.nesterov ? d + s.momentum * mx[i] : mx[i];
+                    }
+                    x[i] += -s.lr * d;
+                }
+                break;
+        }
+    });
+}
+
+void CpuBackend::scale(float* x, std::span<const Range> ranges, float s) {
+    for (const auto& [b0, e0] : ranges)
+        pool_.parallel_for(static_cast<int64_t>(e0 - b0), [&](int64_t b, int64_t e, int) {
+            for (size_t i = b0 + static_cast<size_t>(b); i < b0 + static_cast<size_t>(e); ++i)
+                x[i] *= s;
+        });
+}
+
+std::array<double, 2> CpuBackend::sum_squares(const float* g,
+                                              std::span<const SquaresPiece> pieces) {
+    // Per worker, then the workers in order: the same sum on every run with these threads.
+    std::vector<std::array<double, 2>> partial(static_cast<size_t>(pool_.size()), {0.0, 0.0});
+    pool_.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t b, int64_t e, int w) {
+        for (int64_t k = b; k < e; ++k) {
+            double s = 0;
+            for (size_t i = pieces[k].b; i < pieces[k].e; ++i) s += static_cast<double>(g[i]) * g[i];
+            partial[static_cast<size_t>(w)][pieces[k].cls] += s;
+        }
+    });
+    std::array<double, 2> sums = {0.0, 0.0};
+    for (const auto& p : partial) {
+        sums[1] += p[1];
+        sums[0] += p[0];
+    }
+    return sums;
+}
+
+void CpuBackend::round_trip(DType type, float* v, int64_t rows, int64_t n) {
+    const kernels::TypeTraits& tr = kernels::type_traits(type);
+    const size_t rb = row_bytes(type, n);
+    pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+        std::vector<uint8_t> q(rb);
+        for (int64_t r = b; r < e; ++r) {
+            tr.from_float(v + r * n, q.data(), n);
+            tr.to_float(q.data(), v + r * n, n);
+        }
+    });
+}
+
+void CpuBackend::fill_zero(float* v, std::span<const Range> ranges) {
+    pool_.parallel_for(static_cast<int64_t>(ranges.size()), [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) std::fill(v + ranges[r].first, v + ranges[r].second, 0.0f);
     });
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "backend/cpu_backend.hpp"
 #include "cli/command.hpp"
 #include "cli/config_file.hpp"
 #include "core/error.hpp"

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cpu_backend.hpp"
 #include "cli/command.hpp"
 #include "cli/config_file.hpp"
 #include "cli/option_checks.hpp"

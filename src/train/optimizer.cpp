@@ -82,7 +82,7 @@ void Optimizer::load_full_state(const std::vector<float>& m, const std::vector<f
     }
 }
 
-void Optimizer::step(float lr, ThreadPool& pool, float grad_scale) {
+void Optimizer::step(float lr, backend::Backend& be, float grad_scale) {
     ++t_;
     float* w = params_.values();
     const float* g = params_.grads();
@@ -90,50 +90,28 @@ void Optimizer::step(float lr, ThreadPool& pool, float grad_scale) {
     // torch.optim.AdamW (single-tensor): bias corrections in double, as Python floats are.
     const double bc1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(t_));
     const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(t_));
-    const float step_size = static_cast<float>(lr / bc1);
-    const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    // Segment by segment (a tensor, or its owned part), each split across the threads (the
-    // embedding alone can be a third of a model: splitting by tensors would leave one thread
-    // with most of the work).
+    using Rule = backend::Backend::UpdateRule;
+    backend::Backend::UpdateStep st{};
+    st.rule = cfg_.kind == OptimizerKind::AdamW ? Rule::AdamW
+              : cfg_.kind == OptimizerKind::Lion ? Rule::Lion
+                                                  : Rule::Sgd;
+    st.lr = lr;
+    st.b1 = b1;
+    st.b2 = b2;
+    st.eps = cfg_.eps;
+    st.step_size = static_cast<float>(lr / bc1);
+    st.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+    st.grad_scale = grad_scale;
+    st.momentum = cfg_.momentum;
+    st.nesterov = cfg_.nesterov;
+    st.first_step = t_ == 1;
+    // Segment by segment (a tensor, or its owned part), each split across the threads by the
+    // backend (the embedding alone can be a third of a model).
     for (const Segment& sg : segments_) {
-        const float wd = decay_[sg.param] ? cfg_.weight_decay : 0.0f;
-        pool.parallel_for(static_cast<int64_t>(sg.end - sg.begin), [&](int64_t b, int64_t e, int) {
-            float* x = w + sg.begin + b;
-            const float* gx = g + sg.begin + b;
-            float* m = m_.data() + sg.state + b;
-            const int64_t n = e - b;
-            switch (cfg_.kind) {
-                case OptimizerKind::AdamW:  // m: torch's lerp_; the vector kernel
-                    kernels::adamw_update(
-                        x, gx, m, v_.data() + sg.state + b, n,
-                        {1.0f - lr * wd, b1, b2, cfg_.eps, step_size, bc2_sqrt, grad_scale});
-                    break;
-                case OptimizerKind::Lion: {
-                    const float decay = 1.0f - lr * wd;
-                    for (int64_t i = 0; i < n; ++i) {
-                        const float gi = gx[i] * grad_scale;
-                        x[i] *= decay;
-                        const float c = m[i] * b1 + gi * (1.0f - b1);
-                        x[i] -= lr * static_cast<float>((c > 0.0f) - (c < 0.0f));
-                        m[i] = m[i] * b2 + gi * (1.0f - b2);
-                    }
-                    break;
-                }
-                case OptimizerKind::Sgd: {
-                    // torch.optim.SGD: L2 decay into the gradient, buffer = gradient at step 1.
-                    const float mu = cfg_.momentum;
-                    for (int64_t i = 0; i < n; ++i) {
-                        float d = gx[i] * grad_scale + wd * x[i];
-                        if (mu != 0.0f) {
-                            m[i] = t_ == 1 ? d : m[i] * mu + d;
-                            d = cfg_.nesterov ? d + mu * m[i] : m[i];
-                        }
-                        x[i] += -lr * d;
-                    }
-                    break;
-                }
-            }
-        });
+        st.weight_decay = decay_[sg.param] ? cfg_.weight_decay : 0.0f;
+        be.optimizer_update(st, w + sg.begin, g + sg.begin, m_.data() + sg.state,
+                            v_.empty() ? nullptr : v_.data() + sg.state,
+                            static_cast<int64_t>(sg.end - sg.begin));
     }
 }
 

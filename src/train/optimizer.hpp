@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/thread_pool.hpp"
+#include "backend/backend.hpp"
 #include "train/params.hpp"
 
 namespace syslm::train {
@@ -37,7 +37,7 @@ public:
     // One update of every parameter (or of the owned ranges) from its gradient times
     // grad_scale (clip_coefficient's, fused: no pass that scales the gradients), at learning
     // rate lr.
-    void step(float lr, ThreadPool& pool, float grad_scale = 1.0f);
+    void step(float lr, backend::Backend& be, float grad_scale = 1.0f);
     // ZeRO: only these [begin, end) float ranges of the parameter arena are updated here, and
     // only their state is kept (the state vectors hold the ranges' floats in order). Call before
     // the first step; an empty list: all parameters.

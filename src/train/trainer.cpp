@@ -163,12 +163,11 @@ double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, in
 }
 
 Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt,
-                 backend::CpuBackend& be)
+                 backend::Backend& be)
     : model_(model),
       data_(data),
       opt_(opt),
       be_(be),
-      pool_(be.pool()),
       optimizer_(opt.optimizer, model.params()) {
     SYSLM_CHECK(opt.steps > 0 && opt.accum > 0,
                 "training: steps and accumulation must be positive");
@@ -213,8 +212,7 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt,
                 }
                 int64_t j = i;
                 while (j < p.numel && v[p.offset + j] == 0.0f) ++j;
-                zero_ranges_.push_back(at);
-                zero_ranges_.push_back(static_cast<int64_t>(p.offset) + j);
+                zero_ranges_.emplace_back(static_cast<size_t>(at), p.offset + static_cast<size_t>(j));
                 i = j;
             }
         }
@@ -292,16 +290,8 @@ void Trainer::fake_quantize() {
         float* v = ps.values() + p.offset;
         std::copy_n(v, p.numel, qat_master_.data() + at);
         at += static_cast<size_t>(p.numel);
-        const int64_t n = p.ne[0], rows = p.numel / n;
-        const kernels::TypeTraits& tr = kernels::type_traits(type);
-        const size_t rb = row_bytes(type, n);
-        pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
-            std::vector<uint8_t> q(rb);
-            for (int64_t r = b; r < e; ++r) {
-                tr.from_float(v + r * n, q.data(), n);
-                tr.to_float(q.data(), v + r * n, n);
-            }
-        });
+        const int64_t n = p.ne[0];
+        be_.round_trip(type, v, p.numel / n, n);
     }
 }
 
@@ -348,11 +338,7 @@ void Trainer::take_divisors() {
 
 void Trainer::keep_zeros() {
     if (zero_ranges_.empty()) return;
-    float* v = model_.params().values();
-    pool_.parallel_for(static_cast<int64_t>(zero_ranges_.size() / 2), [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r)
-            std::fill(v + zero_ranges_[2 * r], v + zero_ranges_[2 * r + 1], 0.0f);
-    });
+    be_.fill_zero(model_.params().values(), zero_ranges_);
 }
 
 void Trainer::gather_shards(float* v) {
@@ -396,18 +382,6 @@ void Trainer::publish_master() {
     gather_shards(v);
 }
 
-namespace {
-
-// f(begin, end, thread) over the floats of `ranges`, in parallel.
-template <class F>
-void for_each_range(ThreadPool& pool, const std::vector<Optimizer::Range>& ranges, F&& f) {
-    for (const auto& [b0, e0] : ranges)
-        pool.parallel_for(static_cast<int64_t>(e0 - b0), [&](int64_t b, int64_t e, int w) {
-            f(b0 + static_cast<size_t>(b), b0 + static_cast<size_t>(e), w);
-        });
-}
-
-}  // namespace
 
 double Trainer::micro_batch(float scale) {
     data_.next(tokens_, targets_);
@@ -484,7 +458,7 @@ double Trainer::accumulate_gradients(float scale) {
 // so the norm is finite exactly when every rank's gradients are.
 double Trainer::global_grad_norm(const std::vector<Optimizer::Range>& mine) {
     constexpr size_t kPiece = 1 << 16;
-    std::vector<NormPiece>& pieces = norm_pieces_;  // the same every step: made once
+    std::vector<backend::Backend::SquaresPiece>& pieces = norm_pieces_;  // the same every step: made once
     if (pieces.empty())
         for (const Param& p : model_.params().params())
             for (const auto& [b0, e0] : mine) {
@@ -492,20 +466,8 @@ double Trainer::global_grad_norm(const std::vector<Optimizer::Range>& mine) {
                 for (size_t x = b; x < e; x += kPiece)
                     pieces.push_back({x, std::min(e, x + kPiece), p.slice_dim >= 0 ? 1 : 0});
             }
-    const float* g = model_.params().grads();
-    std::vector<std::array<double, 2>> partial(static_cast<size_t>(pool_.size()), {0.0, 0.0});
-    pool_.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t b, int64_t e, int w) {
-        for (int64_t k = b; k < e; ++k) {
-            double s = 0;
-            for (size_t i = pieces[k].b; i < pieces[k].e; ++i) s += static_cast<double>(g[i]) * g[i];
-            partial[static_cast<size_t>(w)][pieces[k].sliced] += s;
-        }
-    });
-    double sq[2] = {0, 0};  // sliced, whole
-    for (const auto& p : partial) {
-        sq[0] += p[1];
-        sq[1] += p[0];
-    }
+    const std::array<double, 2> by_class = be_.sum_squares(model_.params().grads(), pieces);
+    double sq[2] = {by_class[1], by_class[0]};  // sliced, whole
     if (!shards_.empty()) opt_.data_parallel->all_reduce_sum(sq, 2);
     if (parallel::Communicator* tp = model_.tensor_parallel()) tp->all_reduce_sum(sq, 1);
     double total = sq[0] + sq[1];
@@ -519,7 +481,7 @@ void Trainer::apply_update(float lr, float grad_scale) {
     const bool compressed = reducer_ && opt_.grad_compress != parallel::Compression::None;
     const bool compress_now = compressed && next_step_ >= opt_.compress_warmup;
     if (compressed) swap_master(true);
-    optimizer_.step(lr, pool_, grad_scale);
+    optimizer_.step(lr, be_, grad_scale);
     if (compressed) {
         keep_zeros();  // in the exact weights too: no update to carry there
         swap_master(false, compress_now);
@@ -557,11 +519,7 @@ StepStats Trainer::step() {
     const float inv = 1.0f / (static_cast<float>(opt_.accum) * static_cast<float>(ranks) * scale);
     const std::vector<Optimizer::Range> whole{{0, model_.params().size()}};
     const std::vector<Optimizer::Range>& mine = shards_.empty() ? whole : shards_;
-    float* g = model_.params().grads();
-    if (inv != 1.0f)
-        for_each_range(pool_, mine, [&](size_t b, size_t e, int) {
-            for (size_t i = b; i < e; ++i) g[i] *= inv;
-        });
+    if (inv != 1.0f) be_.scale(model_.params().grads(), mine, inv);
     const float lr = opt_.schedule.at(next_step_);
     const double norm = global_grad_norm(mine);
     if (scaling && !std::isfinite(norm)) {

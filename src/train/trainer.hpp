@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_backend.hpp"
+#include "backend/backend.hpp"
 #include "data/loader.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/data_parallel.hpp"
@@ -165,9 +165,8 @@ struct StepStats {
 
 class Trainer {
 public:
-    // The model's forward and backward run on `be`; the optimizer update, the gradient scans
-    // and QAT's rounding still run on its thread pool (docs/design/backend.md).
-    Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, backend::CpuBackend& be);
+    // Everything the step computes runs on `be` (backend/backend.hpp).
+    Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt, backend::Backend& be);
 
     // The next optimizer step. A loss or gradient that is not finite (outside loss scaling's
     // overflow skips) throws before the update: the weights and the state stay the last good ones.
@@ -209,14 +208,13 @@ private:
     TrainModel& model_;
     BatchSource& data_;
     TrainOptions opt_;
-    backend::CpuBackend& be_;
-    ThreadPool& pool_;  // be_'s, for the loops above that are not backend operations yet
+    backend::Backend& be_;
     Optimizer optimizer_;
     int64_t next_step_ = 0;
     float scale_ = 0.0f;       // current loss scale (0: off)
     int64_t clean_steps_ = 0;  // finite steps since the scale last changed
     std::vector<int32_t> tokens_, targets_;
-    std::vector<int64_t> zero_ranges_;  // keep_zeros: [begin, end) pairs of value indices
+    std::vector<backend::Backend::Range> zero_ranges_;  // keep_zeros: value index ranges
     std::vector<float> qat_master_;     // fake_quant: the master values while a step runs
     std::vector<float> teacher_logits_;  // distillation: one micro-batch of the teacher's
     std::vector<int32_t> teacher_ids_;   // offline distillation: its top-k tokens
@@ -265,11 +263,8 @@ private:
     double micro_batch(float scale);
     double accumulate_gradients(float scale);
     double global_grad_norm(const std::vector<Optimizer::Range>& mine);
-    struct NormPiece {  // a stretch of one tensor's gradient this rank sums
-        size_t b, e;
-        int sliced;  // tensor-parallel slice (1) or whole tensor (0)
-    };
-    std::vector<NormPiece> norm_pieces_;
+    // Stretches of one tensor's gradient this rank sums; class 1: a tensor-parallel slice.
+    std::vector<backend::Backend::SquaresPiece> norm_pieces_;
     void apply_update(float lr, float grad_scale);
 };
 
