@@ -37,6 +37,7 @@
 #include "profile/machine_probe.hpp"
 #include "train/batch_plan.hpp"
 #include "train/checkpoint_files.hpp"
+#include "parallel/planner.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/grad_compress.hpp"
 #include "parallel/mesh.hpp"
@@ -116,9 +117,8 @@ void apply_plan(const CLI::App& app, TrainArgs& a) {
     take_from_plan(app.get_option("--precision"), a.precision, t.precision, "train.precision");
 }
 
-// FLOPs of one trained token: 6 per matrix parameter used in a matmul (forward 2, backward 4;
-// of a layer's experts only the k a token is routed to) plus attention's QK^T and PV over the
-// causal half of a length-T sequence, times 3.
+// FLOPs of one trained token (parallel::training_flops_per_token) from the model's own matrices:
+// of a layer's experts only the k a token is routed to; the output head (tied or not) counts.
 double flops_per_token(train::TrainModel& m, int T) {
     const auto& hp = m.hparams();
     double matrix = 0;
@@ -132,7 +132,9 @@ double flops_per_token(train::TrainModel& m, int T) {
             matrix += static_cast<double>(p.numel) * hp.n_expert_used / hp.n_expert;
     }
     if (tied) matrix += static_cast<double>(hp.n_vocab) * hp.n_embd;
-    return 6 * matrix + 6.0 * hp.n_layer * T * hp.q_dim();
+    // The MFU counts the model's work, not full recompute's second forward.
+    return parallel::training_flops_per_token(matrix, 0, hp.n_layer, T, hp.q_dim(),
+                                              parallel::RecomputePolicy::None);
 }
 
 // Peak resident memory of this process image: /proc's VmHWM (getrusage's ru_maxrss would also

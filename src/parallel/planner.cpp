@@ -40,12 +40,19 @@ const char* recompute_name(RecomputePolicy r) {
 
 // 6 per matrix parameter (forward 2, backward 4) and attention's QK^T and PV over the causal half,
 // times 3 (as `syslm train` counts for its MFU); full recompute runs the blocks' forward again.
+double training_flops_per_token(double matrix_params, double block_params, int64_t layers,
+                                int64_t seq, int64_t q_dim, RecomputePolicy r) {
+    const double attn = 6.0 * static_cast<double>(layers) * static_cast<double>(seq) *
+                        static_cast<double>(q_dim);
+    double f = 6.0 * matrix_params + attn;
+    if (r == RecomputePolicy::Full) f += 2.0 * block_params + attn / 3.0;
+    return f;
+}
+
 double flops_per_token(const ModelShape& m, int64_t seq, RecomputePolicy r) {
     const double blocks = m.active_params() - static_cast<double>(m.vocab) * m.dim;
-    const double attn = 6.0 * m.layers * seq * m.heads * m.head_dim();
-    double f = 6.0 * m.active_params() + attn;
-    if (r == RecomputePolicy::Full) f += 2.0 * blocks + attn / 3.0;
-    return f;
+    return training_flops_per_token(m.active_params(), blocks, m.layers, seq, m.heads * m.head_dim(),
+                                    r);
 }
 
 const std::vector<Device>& device_table() {
