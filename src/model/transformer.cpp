@@ -252,6 +252,41 @@ void Forward::norm(const float* x, float* out, int64_t rows, const Vector& w, co
         backend_.rms_norm(x, out, rows, hp.n_embd, w.data(), hp.norm_eps);
 }
 
+// Q, K and V of the normed rows in h_: a fused matrix writes [q | k | v] rows into qkv_;
+// separate ones write q into attn_ (where RoPE works), k into k_ and v into v_.
+Forward::QkvRows Forward::project_qkv(int il, int64_t T, profiler::Steps& prof) {
+    const HParams& hp = model_.hparams();
+    const LayerWeights& l = model_.weights().layers[il];
+    const int64_t E = hp.n_embd, QD = hp.q_dim(), KD = hp.kv_dim();
+    auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
+    if (l.wqkv.data) {
+        observe(il, "attn_qkv", h_.data(), T, E);
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
+        backend_.matmul(l.wqkv, h_.data(), T, qkv_.data(), bias(l.bqkv));
+        const float* row = qkv_.data();
+        return {row, row + QD, row + QD + KD, QD + 2 * KD, QD + 2 * KD};
+    }
+    // q, k and v read the same normed input: it is quantized once for the three.
+    kernels::SharedActivations& hq = shared_input_;
+    hq.reset(h_.data(), T, E);
+    for (const char* what : {"attn_q", "attn_k", "attn_v"}) observe(il, what, h_.data(), T, E);
+    const std::initializer_list<kernels::MatmulOutput> qkv = {
+        {l.wq, attn_.data(), bias(l.bq)}, {l.wk, k_.data(), bias(l.bk)},
+        {l.wv, v_.data(), bias(l.bv)}};
+    if (kernels::fused_matmuls(qkv, T)) {  // one step: one hand-off to the pool for the three
+        SYSLM_PROFILE_STEP(prof, "attn_qkv", fused_cost(qkv, T).flops, fused_cost(qkv, T).bytes);
+        backend_.matmul(qkv, hq);
+    } else {
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
+        backend_.matmul(l.wq, hq, attn_.data(), bias(l.bq));
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
+        backend_.matmul(l.wk, hq, k_.data(), bias(l.bk));
+        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
+        backend_.matmul(l.wv, hq, v_.data(), bias(l.bv));
+    }
+    return {attn_.data(), k_.data(), v_.data(), QD, KD};
+}
+
 void Forward::attention_block(int il, int64_t T) {
     const HParams& hp = model_.hparams();
     const LayerWeights& l = model_.weights().layers[il];
@@ -262,41 +297,9 @@ void Forward::attention_block(int il, int64_t T) {
     SYSLM_PROFILE_STEP(prof, "attn_norm", 4 * T * E, 8 * T * E);
     norm(x_.data(), h_.data(), T, l.attn_norm, l.attn_norm_b);
 
-    const float *q, *k, *v;
-    int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
-    if (l.wqkv.data) {            // fused: each row is [q | k | v]
-        observe(il, "attn_qkv", h_.data(), T, E);
-        SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
-        backend_.matmul(l.wqkv, h_.data(), T, qkv_.data(), bias(l.bqkv));
-        q_stride = kv_stride = QD + 2 * KD;
-        q = qkv_.data();
-        k = qkv_.data() + QD;
-        v = qkv_.data() + QD + KD;
-    } else {
-        // q, k and v read the same normed input: it is quantized once for the three.
-        kernels::SharedActivations& hq = shared_input_;
-        hq.reset(h_.data(), T, E);
-        for (const char* what : {"attn_q", "attn_k", "attn_v"}) observe(il, what, h_.data(), T, E);
-        const std::initializer_list<kernels::MatmulOutput> qkv = {
-            {l.wq, attn_.data(), bias(l.bq)}, {l.wk, k_.data(), bias(l.bk)},
-            {l.wv, v_.data(), bias(l.bv)}};
-        if (kernels::fused_matmuls(qkv, T)) {  // one step: one hand-off to the pool for the three
-            SYSLM_PROFILE_STEP(prof, "attn_qkv", fused_cost(qkv, T).flops, fused_cost(qkv, T).bytes);
-            backend_.matmul(qkv, hq);
-        } else {
-            SYSLM_PROFILE_MATMUL_STEP(prof, "attn_q", l.wq, T);
-            backend_.matmul(l.wq, hq, attn_.data(), bias(l.bq));
-            SYSLM_PROFILE_MATMUL_STEP(prof, "attn_k", l.wk, T);
-            backend_.matmul(l.wk, hq, k_.data(), bias(l.bk));
-            SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
-            backend_.matmul(l.wv, hq, v_.data(), bias(l.bv));
-        }
-        q_stride = QD;
-        kv_stride = KD;
-        q = attn_.data();
-        k = k_.data();
-        v = v_.data();
-    }
+    const QkvRows p = project_qkv(il, T, prof);
+    const float *q = p.q, *k = p.k, *v = p.v;
+    const int64_t q_stride = p.q_stride, kv_stride = p.kv_stride;
     KvRows& rows = *rows_;
     const double kv_elem = static_cast<double>(dtype_info(rows.kv_type()).type_size);
     double visible = 0;  // positions attended, summed over rows (for the profile)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.hpp"
+#include "core/profiler.hpp"
 #include "io/gguf.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -102,6 +103,11 @@ private:
     void layers_and_output(int first_layer, int64_t T, std::span<const int64_t> logit_rows,
                            float* logits);
     void norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b);
+    struct QkvRows {
+        const float *q, *k, *v;
+        int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
+    };
+    QkvRows project_qkv(int il, int64_t T, profiler::Steps& prof);
     void attention_block(int il, int64_t T);
     void ffn_block(int il, int64_t T);
     void moe_block(int il, int64_t T);
