@@ -726,19 +726,27 @@ private:
     }
 
     // Copies of the model halves of the n best points within the limit so far (goal value; the
-    // fastest, or the smallest for the size goal), unpruned, at the tune's threads.
+    // fastest, or the smallest for the size goal), unpruned, at the tune's threads. For the
+    // decode goal "fastest" is the fitted cost model's prediction where it has one: it averages
+    // every file timed, where one timing of one file swings by a fifth on a shared machine (a
+    // README-model tune gave its pruned base the stock Q4_0 and Q8_0 plans over a faster mix
+    // that one slow timing had put third).
     std::vector<Point> best_plans_within_limit(size_t n) const {
         const Goal g = o_.goal == Goal::Size ? Goal::Size : speed_goal();
-        std::vector<const Point*> best;
-        for (const Point& p : cache_.points())
-            if (p.kl <= o_.max_kl && p.streams == 0 && !p.plan.prune && p.plan.threads == o_.threads)
-                best.push_back(&p);
-        std::sort(best.begin(), best.end(), [&](const Point* a, const Point* b) {
-            return goal_value(*a, g) > goal_value(*b, g);
-        });
+        std::vector<std::pair<double, const Point*>> best;  // (value, point): higher is better
+        for (const Point& p : cache_.points()) {
+            if (p.kl > o_.max_kl || p.streams != 0 || p.plan.prune || p.plan.threads != o_.threads)
+                continue;
+            double value = goal_value(p, g);
+            if (g == Goal::Decode && cost_)
+                if (const std::optional<BytesByType> b = bytes_of(p)) value = 1 / cost_->predict(*b);
+            best.emplace_back(value, &p);
+        }
+        std::stable_sort(best.begin(), best.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
         std::vector<Point> plans;  // copies: measure() adds to the cache's vector
         std::set<std::string> seen;
-        for (const Point* p : best)
+        for (const auto& [value, p] : best)
             if (plans.size() < n && seen.insert(p->plan.model_key()).second) plans.push_back(*p);
         return plans;
     }
