@@ -721,7 +721,23 @@ private:
                     base->pruned.seconds > 0
                         ? cat(", built in ", static_cast<int>(base->pruned.seconds), " s")
                         : std::string(", read back")));
-            measure(pruned_points(*base, plans, hp));
+            // The base as recovered first: its KL is what any quantization of it adds to, so the
+            // plans tried on it are the predicted-fastest whose own KL leaves that room.
+            Point as_is;
+            as_is.plan.prune = shape;
+            as_is.plan.threads = o_.threads;
+            as_is.label = cat("pruned FFN ", shape.n_ff, " (as recovered)");
+            measure({as_is});
+            const Point* measured = cache_.find(as_is.plan.key());
+            const double room = o_.max_kl - (measured ? measured->kl : 0.0);
+            const std::vector<Point> fitting = best_plans_within_limit(2, room);
+            if (fitting.empty()) {
+                say(cat("structure: ", what, ": the base alone is at KL ",
+                        measured ? measured->kl : 0.0, "; no plan's KL fits in the ", room,
+                        " left"));
+                continue;
+            }
+            measure(pruned_points(*base, fitting, hp));
         }
     }
 
@@ -732,10 +748,13 @@ private:
     // README-model tune gave its pruned base the stock Q4_0 and Q8_0 plans over a faster mix
     // that one slow timing had put third).
     std::vector<Point> best_plans_within_limit(size_t n) const {
+        return best_plans_within_limit(n, o_.max_kl);
+    }
+    std::vector<Point> best_plans_within_limit(size_t n, double max_kl) const {
         const Goal g = o_.goal == Goal::Size ? Goal::Size : speed_goal();
         std::vector<std::pair<double, const Point*>> best;  // (value, point): higher is better
         for (const Point& p : cache_.points()) {
-            if (p.kl > o_.max_kl || p.streams != 0 || p.plan.prune || p.plan.threads != o_.threads)
+            if (p.kl > max_kl || p.streams != 0 || p.plan.prune || p.plan.threads != o_.threads)
                 continue;
             double value = goal_value(p, g);
             if (g == Goal::Decode && cost_)
