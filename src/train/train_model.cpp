@@ -460,8 +460,7 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     }
     linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), be);
     tp_sum(tmp_.data(), R * E);  // row parallel: every rank's heads' share
-    be.copy_rows(S.x_in.data(), R * E, x_.data(), R * E, 1, R * E);  // x = x_in + attention
-    be.add(x_.data(), tmp_.data(), R * E);
+    be.add(x_.data(), tmp_.data(), R * E);  // x (still x_in) += attention
     std::copy_n(x_.data(), R * E, S.x_mid.data());
 
     float* b = norm2_out(S);
@@ -475,8 +474,7 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
         linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), be);
         tp_sum(tmp_.data(), R * E);
     }
-    be.copy_rows(S.x_mid.data(), R * E, x_.data(), R * E, 1, R * E);  // x = x_mid + FFN
-    be.add(x_.data(), tmp_.data(), R * E);
+    be.add(x_.data(), tmp_.data(), R * E);  // x (still x_mid) += FFN
 }
 
 // dx_ holds dL/d(layer output) on entry and dL/d(layer input) on return.
