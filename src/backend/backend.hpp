@@ -18,6 +18,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
+#include "kernels/cpu/norm.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/rope.hpp"
 
@@ -64,10 +65,8 @@ public:
                         kernels::SharedActivations& x) = 0;
 
     // out = norm(x) * weight (+ bias): RMSNorm, or LayerNorm with its bias (may be null).
-    virtual void rms_norm(const float* x, float* out, int64_t rows, int64_t dim,
-                          const float* weight, float eps) = 0;
-    virtual void layer_norm(const float* x, float* out, int64_t rows, int64_t dim,
-                            const float* weight, const float* bias, float eps) = 0;
+    virtual void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
+                      const float* weight, const float* bias, float eps) = 0;
 
     // The dense FFN's activation in place on a (n floats), with the gated ones' up in b.
     virtual void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) = 0;
@@ -119,11 +118,10 @@ public:
     virtual void linear_backward_input(const float* dy, const float* w, int64_t rows,
                                        int64_t n_in, int64_t n_out, float* dx, bool accumulate,
                                        const kernels::Rounding* rounding) = 0;
-    virtual void rms_norm_backward(const float* x, const float* w, const float* dy, float* dx,
-                                   float* dw, int64_t rows, int64_t dim, float eps) = 0;
-    virtual void layer_norm_backward(const float* x, const float* w, const float* dy, float* dx,
-                                     float* dw, float* db, int64_t rows, int64_t dim,
-                                     float eps) = 0;
+    // norm's backward: dx from dy, dw (and LayerNorm's db) accumulated.
+    virtual void norm_backward(kernels::NormKind k, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, float* db, int64_t rows,
+                               int64_t dim, float eps) = 0;
     virtual void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                          const float* dout, float* da, float* db, int64_t n) = 0;
     // Causal attention of one sequence from position 0 with each row's log-sum-exp (lse, per

@@ -41,14 +41,14 @@ void CpuBackend::matmul(std::initializer_list<kernels::MatmulOutput> outs,
     kernels::matmul(outs, x, pool_);
 }
 
-void CpuBackend::rms_norm(const float* x, float* out, int64_t rows, int64_t dim,
-                          const float* weight, float eps) {
-    kernels::rms_norm(x, out, rows, dim, weight, eps, pool_);
-}
-
-void CpuBackend::layer_norm(const float* x, float* out, int64_t rows, int64_t dim,
-                            const float* weight, const float* bias, float eps) {
-    kernels::layer_norm(x, out, rows, dim, weight, bias, eps, pool_);
+void CpuBackend::norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
+                      const float* weight, const float* bias, float eps) {
+    switch (k) {
+        case kernels::NormKind::Rms:
+            return kernels::rms_norm(x, out, rows, dim, weight, eps, pool_);
+        case kernels::NormKind::Layer:
+            return kernels::layer_norm(x, out, rows, dim, weight, bias, eps, pool_);
+    }
 }
 
 void CpuBackend::ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) {

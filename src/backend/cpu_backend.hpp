@@ -26,10 +26,8 @@ public:
                 const float* bias) override;
     void matmul(std::initializer_list<kernels::MatmulOutput> outs,
                 kernels::SharedActivations& x) override;
-    void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
-                  float eps) override;
-    void layer_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
-                    const float* bias, float eps) override;
+    void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
+              const float* weight, const float* bias, float eps) override;
     void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) override;
     void rope_angles(const kernels::Rope& rope, std::span<const int64_t> positions,
                      float* angles) override;
@@ -62,10 +60,9 @@ public:
     void linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t n_in,
                                int64_t n_out, float* dx, bool accumulate,
                                const kernels::Rounding* rounding) override;
-    void rms_norm_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
-                           int64_t rows, int64_t dim, float eps) override;
-    void layer_norm_backward(const float* x, const float* w, const float* dy, float* dx,
-                             float* dw, float* db, int64_t rows, int64_t dim, float eps) override;
+    void norm_backward(kernels::NormKind k, const float* x, const float* w, const float* dy,
+                       float* dx, float* dw, float* db, int64_t rows, int64_t dim,
+                       float eps) override;
     void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                  const float* dout, float* da, float* db, int64_t n) override;
     void attention_lse(const kernels::AttentionShape& s, const float* q, const float* k,

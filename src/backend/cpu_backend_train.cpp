@@ -42,14 +42,15 @@ void CpuBackend::linear_backward_input(const float* dy, const float* w, int64_t 
         kernels::linear_backward_input(dy, w, rows, n_in, n_out, dx, accumulate, pool_);
 }
 
-void CpuBackend::rms_norm_backward(const float* x, const float* w, const float* dy, float* dx,
-                                   float* dw, int64_t rows, int64_t dim, float eps) {
-    kernels::rms_norm_backward(x, w, dy, dx, dw, rows, dim, eps, pool_);
-}
-
-void CpuBackend::layer_norm_backward(const float* x, const float* w, const float* dy, float* dx,
-                                     float* dw, float* db, int64_t rows, int64_t dim, float eps) {
-    kernels::layer_norm_backward(x, w, dy, dx, dw, db, rows, dim, eps, pool_);
+void CpuBackend::norm_backward(kernels::NormKind k, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, float* db, int64_t rows,
+                               int64_t dim, float eps) {
+    switch (k) {
+        case kernels::NormKind::Rms:
+            return kernels::rms_norm_backward(x, w, dy, dx, dw, rows, dim, eps, pool_);
+        case kernels::NormKind::Layer:
+            return kernels::layer_norm_backward(x, w, dy, dx, dw, db, rows, dim, eps, pool_);
+    }
 }
 
 void CpuBackend::ffn_activation_backward(kernels::FfnActivation k, const float* a,

@@ -38,7 +38,7 @@ int run_grad(const GradArgs& a) {
         targets.insert(targets.end(), seq + 1, seq + T + 1);
     }
     const io::GGUFFile file(a.model);
-    train::TrainModel m(file, train::recompute_policy(a.recompute));
+    train::TrainModel m(file, parallel::recompute_policy(a.recompute));
     m.set_router_aux_coef(a.moe_aux_coef);
     m.set_precision(train::precision_mode(a.precision));
     backend::CpuBackend be(a.threads);

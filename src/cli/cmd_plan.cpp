@@ -113,10 +113,7 @@ parallel::Layout parse_layout(const std::string& text) {
         SYSLM_CHECK(eq != std::string::npos, "plan: layout item '", item, "' is not key=value");
         const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
         if (k == "recompute") {
-            l.recompute = v == "full"        ? parallel::RecomputePolicy::Full
-                          : v == "selective" ? parallel::RecomputePolicy::Selective
-                                             : parallel::RecomputePolicy::None;
-            SYSLM_CHECK(v == "full" || v == "selective" || v == "none", "plan: recompute '", v, "'");
+            l.recompute = parallel::recompute_policy(v);
         } else {
             int n = 0;
             try {
@@ -171,7 +168,7 @@ int calibrate(const PlanArgs& a) {
         parallel::ModelShape shape{hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff,
                                hp.n_vocab, hp.n_expert, hp.n_expert_used, hp.n_ff_exp,
                                file.find_tensor("output.weight") == nullptr};
-        const double flops = parallel::flops_per_token(shape, T, parallel::RecomputePolicy::None) * B * T;
+        const double flops = parallel::flops_per_token(shape, T, parallel::Recompute::None) * B * T;
         return std::pair{flops / s, t.overlap()};
     };
     SYSLM_CHECK(a.steps >= 2, "plan --calibrate: --steps must be at least 2");

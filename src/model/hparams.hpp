@@ -7,6 +7,7 @@
 
 #include "io/gguf.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
+#include "kernels/cpu/norm.hpp"
 #include "kernels/cpu/rope.hpp"
 
 namespace syslm::model {
@@ -22,7 +23,7 @@ enum class Arch {
 // forward and the training model all follow (no other code branches on Arch). A new layer kind
 // is a new value of one of these kinds, its kernels (forward and backward), and the entries of
 // the architectures that use it.
-enum class NormKind { Rms, Layer };         // RMSNorm (weight) | LayerNorm (weight + bias)
+using kernels::NormKind;
 enum class PositionKind { Rope, Learned };  // rotary | a learned position_embd table
 struct ArchSpec {
     NormKind norm = NormKind::Rms;

@@ -234,7 +234,8 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
         backend_.gather_rows(x_.data(), logit_rows, E, ff_out_.data());
         x = ff_out_.data();
     }
-    SYSLM_PROFILE_STEP(prof, "output_norm", 4 * n_out * E, 8 * n_out * E);
+    SYSLM_PROFILE_STEP(prof, "output_norm", kernels::norm_flops(hp.spec().norm) * n_out * E,
+                       8 * n_out * E);
     norm(x, h_.data(), n_out, w.output_norm, w.output_norm_b);
     if (observer_)
         observer_->observe(w.output.data == w.token_embd.data ? "token_embd.weight" : "output.weight",
@@ -246,10 +247,7 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
 // The architecture's norm (ArchSpec::norm) of `rows` rows of the residual stream.
 void Forward::norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b) {
     const HParams& hp = model_.hparams();
-    if (hp.spec().norm == NormKind::Layer)
-        backend_.layer_norm(x, out, rows, hp.n_embd, w.data(), b.data(), hp.norm_eps);
-    else
-        backend_.rms_norm(x, out, rows, hp.n_embd, w.data(), hp.norm_eps);
+    backend_.norm(hp.spec().norm, x, out, rows, hp.n_embd, w.data(), b.data(), hp.norm_eps);
 }
 
 // Q, K and V of the normed rows in h_: a fused matrix writes [q | k | v] rows into qkv_;
@@ -294,7 +292,7 @@ void Forward::attention_block(int il, int64_t T) {
     auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
 
     SYSLM_PROFILE_STEPS(prof);
-    SYSLM_PROFILE_STEP(prof, "attn_norm", 4 * T * E, 8 * T * E);
+    SYSLM_PROFILE_STEP(prof, "attn_norm", kernels::norm_flops(hp.spec().norm) * T * E, 8 * T * E);
     norm(x_.data(), h_.data(), T, l.attn_norm, l.attn_norm_b);
 
     const QkvRows p = project_qkv(il, T, prof);
@@ -344,8 +342,7 @@ void Forward::ffn_block(int il, int64_t T) {
     auto bias = [](const Vector& b) { return b.empty() ? nullptr : b.data(); };
 
     SYSLM_PROFILE_STEPS(prof);
-    const bool layer_norm = hp.spec().norm == NormKind::Layer;
-    SYSLM_PROFILE_STEP(prof, "ffn_norm", (layer_norm ? 8 : 4) * T * E, 8 * T * E);
+    SYSLM_PROFILE_STEP(prof, "ffn_norm", kernels::norm_flops(hp.spec().norm) * T * E, 8 * T * E);
     norm(x_.data(), h_.data(), T, l.ffn_norm, l.ffn_norm_b);
     const kernels::FfnActivation act = hp.spec().ffn;
     if (kernels::ffn_gated(act)) {
@@ -389,7 +386,7 @@ void Forward::moe_block(int il, int64_t T) {
     const int64_t E = hp.n_embd, F = hp.n_ff_exp, X = hp.n_expert, K = hp.n_expert_used;
 
     SYSLM_PROFILE_STEPS(prof);
-    SYSLM_PROFILE_STEP(prof, "ffn_norm", 4 * T * E, 8 * T * E);
+    SYSLM_PROFILE_STEP(prof, "ffn_norm", kernels::norm_flops(hp.spec().norm) * T * E, 8 * T * E);
     norm(x_.data(), h_.data(), T, l.ffn_norm, l.ffn_norm_b);
     observe(il, "ffn_gate_inp", h_.data(), T, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "moe_routing", l.ffn_gate_inp, T);

@@ -217,7 +217,7 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
     w.output_norm = b.vector("output_norm.weight", E);
     w.output = b.matrix("output.weight", E, V, /*required=*/false);
     if (!w.output.data) w.output = w.token_embd;  // tied embeddings
-    if (hp.spec().norm == NormKind::Layer) w.output_norm_b = b.vector("output_norm.bias", E);
+    if (kernels::norm_has_bias(hp.spec().norm)) w.output_norm_b = b.vector("output_norm.bias", E);
     if (hp.spec().position == PositionKind::Learned)
         w.position_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
     if (hp.has_rope()) {
@@ -231,7 +231,7 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
         LayerWeights l;
         l.attn_norm = b.vector(p + "attn_norm.weight", E);
         l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
-        if (spec.norm == NormKind::Layer) {
+        if (kernels::norm_has_bias(spec.norm)) {
             l.attn_norm_b = b.vector(p + "attn_norm.bias", E);
             l.ffn_norm_b = b.vector(p + "ffn_norm.bias", E);
         }

@@ -29,27 +29,18 @@ double ModelShape::active_params() const {
     return layers * (attn + ffn_p) + static_cast<double>(vocab) * dim;  // + the output head
 }
 
-const char* recompute_name(RecomputePolicy r) {
-    switch (r) {
-        case RecomputePolicy::None: return "none";
-        case RecomputePolicy::Selective: return "selective";
-        case RecomputePolicy::Full: return "full";
-    }
-    return "?";
-}
-
 // 6 per matrix parameter (forward 2, backward 4) and attention's QK^T and PV over the causal half,
 // times 3 (as `syslm train` counts for its MFU); full recompute runs the blocks' forward again.
 double training_flops_per_token(double matrix_params, double block_params, int64_t layers,
-                                int64_t seq, int64_t q_dim, RecomputePolicy r) {
+                                int64_t seq, int64_t q_dim, Recompute r) {
     const double attn = 6.0 * static_cast<double>(layers) * static_cast<double>(seq) *
                         static_cast<double>(q_dim);
     double f = 6.0 * matrix_params + attn;
-    if (r == RecomputePolicy::Full) f += 2.0 * block_params + attn / 3.0;
+    if (r == Recompute::Full) f += 2.0 * block_params + attn / 3.0;
     return f;
 }
 
-double flops_per_token(const ModelShape& m, int64_t seq, RecomputePolicy r) {
+double flops_per_token(const ModelShape& m, int64_t seq, Recompute r) {
     const double blocks = m.active_params() - static_cast<double>(m.vocab) * m.dim;
     return training_flops_per_token(m.active_params(), blocks, m.layers, seq, m.heads * m.head_dim(),
                                     r);
@@ -133,7 +124,7 @@ Estimate estimate(const ModelShape& m, const Cluster& c, const Workload& w, cons
     auto bw = [&](bool crosses) { return crosses ? c.inter_bw : d.intra_bw; };
     auto lat = [&](bool crosses) { return crosses ? c.inter_latency : d.intra_latency; };
     if (l.tp > 1) {  // Megatron: 2 all-reduces forward, 2 backward per block (+2 recomputed)
-        const double n = (4.0 + (l.recompute == RecomputePolicy::Full ? 2.0 : 0.0)) * layers_here * mb;
+        const double n = (4.0 + (l.recompute == Recompute::Full ? 2.0 : 0.0)) * layers_here * mb;
         e.tp_bytes = n * 2.0 * (l.tp - 1) / l.tp * act * w.activation_bytes;
         e.tp_s = e.tp_bytes / d.intra_bw + n * 2.0 * (l.tp - 1) * d.intra_latency;
     }
@@ -164,14 +155,14 @@ Estimate estimate(const ModelShape& m, const Cluster& c, const Workload& w, cons
     const double in_flight = l.pp > 1 ? std::min<double>(l.pp, mb) : 1.0;
     double a = 0;
     switch (l.recompute) {
-        case RecomputePolicy::None: a = layers_here * per_block; break;
-        case RecomputePolicy::Selective: a = layers_here * per_block * 0.6; break;
-        case RecomputePolicy::Full: a = layers_here * act * w.activation_bytes + per_block; break;
+        case Recompute::None: a = layers_here * per_block; break;
+        case Recompute::Selective: a = layers_here * per_block * 0.6; break;
+        case Recompute::Full: a = layers_here * act * w.activation_bytes + per_block; break;
     }
     const double logits = static_cast<double>(w.micro_batch) * w.seq * m.vocab * 4.0 / l.tp;
     e.mem_activations = a * in_flight + logits;
     e.fits = d.memory <= 0 || e.memory() <= 0.9 * d.memory;
-    e.mfu = flops_per_token(m, w.seq, RecomputePolicy::None) * tokens /
+    e.mfu = flops_per_token(m, w.seq, Recompute::None) * tokens /
             (e.step_s * c.devices() * d.peak);
     return e;
 }
@@ -185,8 +176,8 @@ std::vector<Estimate> search(const ModelShape& m, const Cluster& c, const Worklo
             if ((n / tp) % pp) continue;
             const int dp = n / tp / pp;
             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
-                for (RecomputePolicy r : {RecomputePolicy::None, RecomputePolicy::Selective,
-                                          RecomputePolicy::Full}) {
+                for (Recompute r : {Recompute::None, Recompute::Selective,
+                                          Recompute::Full}) {
                     Estimate e = estimate(m, c, w, {dp, tp, pp, zero, r});
                     if (e.why_not.empty()) out.push_back(e);
                 }

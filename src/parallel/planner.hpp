@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel/recompute.hpp"
+
 namespace syslm::parallel {
 
 struct ModelShape {
@@ -54,12 +56,9 @@ struct Workload {
     double activation_bytes = 2; // per activation element
 };
 
-enum class RecomputePolicy { None, Selective, Full };
-const char* recompute_name(RecomputePolicy r);
-
 struct Layout {
     int dp = 1, tp = 1, pp = 1, zero = 0;
-    RecomputePolicy recompute = RecomputePolicy::None;
+    Recompute recompute = Recompute::None;
 };
 
 struct Estimate {
@@ -74,13 +73,13 @@ struct Estimate {
     std::string why_not; // a layout that cannot run: why
 };
 
-double flops_per_token(const ModelShape& m, int64_t seq, RecomputePolicy r);
+double flops_per_token(const ModelShape& m, int64_t seq, Recompute r);
 // The one formula both use (the planner from a shape, `syslm train`'s MFU from the model's own
 // matrices): 6 FLOPs per matrix parameter a token uses (forward 2, backward 4), attention's QK^T
 // and PV over the causal half of a length-`seq` sequence times 3, and under full recompute the
 // blocks' forward again (block_params: the blocks' share of matrix_params).
 double training_flops_per_token(double matrix_params, double block_params, int64_t layers,
-                                int64_t seq, int64_t q_dim, RecomputePolicy r);
+                                int64_t seq, int64_t q_dim, Recompute r);
 Estimate estimate(const ModelShape& m, const Cluster& c, const Workload& w, const Layout& l);
 // Every valid layout for the cluster's device count (tp within a node and dividing the heads,
 // pp dividing the layers, dp x micro-batch dividing the batch), fitting ones first, fastest first.

@@ -28,13 +28,6 @@ bool same_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
 
 }  // namespace
 
-Recompute recompute_policy(const std::string& name) {
-    if (name == "none") return Recompute::None;
-    if (name == "selective") return Recompute::Selective;
-    if (name == "full") return Recompute::Full;
-    fail("recompute policy '", name, "': expected none, selective or full");
-}
-
 Precision precision_mode(const std::string& name) {
     if (name == "f32") return Precision::F32;
     if (name == "bf16") return Precision::BF16;
@@ -176,7 +169,7 @@ void TrainModel::bind_all() {
         output_ = bind("output.weight", {E, VL}, false);
         if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
     }
-    if (spec.norm == model::NormKind::Layer) output_norm_b_ = bind("output_norm.bias", {E});
+    if (kernels::norm_has_bias(spec.norm)) output_norm_b_ = bind("output_norm.bias", {E});
     if (spec.position == model::PositionKind::Learned)
         position_embd_ = bind("position_embd.weight", {E, hp_.n_ctx_train});
     for (int il = 0; il < hp_.n_layer; ++il) {
@@ -188,7 +181,7 @@ void TrainModel::bind_all() {
         }
         l.attn_norm = bind(p + "attn_norm.weight", {E});
         l.ffn_norm = bind(p + "ffn_norm.weight", {E});
-        if (spec.norm == model::NormKind::Layer) {
+        if (kernels::norm_has_bias(spec.norm)) {
             l.attn_norm_b = bind(p + "attn_norm.bias", {E});
             l.ffn_norm_b = bind(p + "ffn_norm.bias", {E});
         }
@@ -375,20 +368,15 @@ kernels::AttentionShape TrainModel::attention_shape() const {
 
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
                               int64_t rows, backend::Backend& be) const {
-    SYSLM_PROFILE_SCOPE("norm", 8.0 * rows * hp_.n_embd, 8.0 * rows * hp_.n_embd);
-    if (hp_.spec().norm == model::NormKind::Layer)
-        be.layer_norm(x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps);
-    else
-        be.rms_norm(x, out, rows, hp_.n_embd, w.w, hp_.norm_eps);
+    SYSLM_PROFILE_SCOPE("norm", kernels::norm_flops(hp_.spec().norm) * double(rows) * hp_.n_embd,
+                        8.0 * rows * hp_.n_embd);
+    be.norm(hp_.spec().norm, x, out, rows, hp_.n_embd, w.w, b.w, hp_.norm_eps);
 }
 
 void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy,
                                float* dx, int64_t rows, backend::Backend& be) const {
     SYSLM_PROFILE_SCOPE("norm_bwd", 16.0 * rows * hp_.n_embd, 12.0 * rows * hp_.n_embd);
-    if (hp_.spec().norm == model::NormKind::Layer)
-        be.layer_norm_backward(x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps);
-    else
-        be.rms_norm_backward(x, w.w, dy, dx, w.g, rows, hp_.n_embd, hp_.norm_eps);
+    be.norm_backward(hp_.spec().norm, x, w.w, dy, dx, w.g, b.g, rows, hp_.n_embd, hp_.norm_eps);
 }
 
 void TrainModel::linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows,

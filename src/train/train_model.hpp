@@ -20,6 +20,7 @@
 
 #include "backend/backend.hpp"
 #include "parallel/communicator.hpp"
+#include "parallel/recompute.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -29,18 +30,12 @@
 
 namespace syslm::train {
 
-// Activation checkpointing: `None` keeps every layer's intermediates from the forward for the
-// backward; `Selective` keeps the matmul outputs but recomputes the cheap large ones (the two
-// norm outputs and the SwiGLU / GELU output) before each layer's backward; `Full` keeps only each
-// layer's input and recomputes the layer's whole forward just before its backward (one more
-// forward pass of compute, activation memory of one layer plus one residual row block per
-// layer). Gradients are bit-identical in every case.
-enum class Recompute { None, Selective, Full };
+// Activation checkpointing (parallel/recompute.hpp): the planner predicts what it costs.
+using parallel::Recompute;
 
 // Routing scratch lives on the stack (no allocation inside a step): models with more experts per
 // layer than this are refused.
 constexpr int kMaxTrainedExperts = 512;
-Recompute recompute_policy(const std::string& name);  // "none" | "selective" | "full"
 
 // Arithmetic of the linear layers (every matmul with a weight, incl. the output head). F32: f32
 // throughout. BF16 / F16 mixed precision: both operands of those matmuls rounded to bf16 / fp16

@@ -45,34 +45,34 @@ TEST(Planner, EstimatesFollowTheirFormulas) {
     w.seq = 2048;
     w.global_batch = 64;
     w.micro_batch = 1;
-    const Estimate one = estimate(m, c, w, {8, 1, 1, 0, RecomputePolicy::None});
+    const Estimate one = estimate(m, c, w, {8, 1, 1, 0, Recompute::None});
     ASSERT_TRUE(one.why_not.empty()) << one.why_not;
     const double tokens = 64.0 * 2048;
     EXPECT_NEAR(one.compute_s,
-                tokens / 8 * flops_per_token(m, 2048, RecomputePolicy::None) /
+                tokens / 8 * flops_per_token(m, 2048, Recompute::None) /
                     (c.device.peak * c.device.efficiency),
                 1e-9);
     EXPECT_DOUBLE_EQ(one.bubble_s, 0.0);
     // Plain data parallel all-reduces the f32 gradients: 2 (p-1)/p of them per device.
     EXPECT_NEAR(one.dp_bytes, 2.0 * 7 / 8 * m.params() * 4, 1.0);
     // ZeRO-1 divides the optimizer state (moments + master) by dp, ZeRO-2 also the gradients.
-    const Estimate z1 = estimate(m, c, w, {8, 1, 1, 1, RecomputePolicy::None});
-    const Estimate z2 = estimate(m, c, w, {8, 1, 1, 2, RecomputePolicy::None});
+    const Estimate z1 = estimate(m, c, w, {8, 1, 1, 1, Recompute::None});
+    const Estimate z2 = estimate(m, c, w, {8, 1, 1, 2, Recompute::None});
     EXPECT_NEAR(z1.mem_optimizer, one.mem_optimizer / 8, 1.0);
     EXPECT_NEAR(z2.mem_grads, one.mem_grads / 8, 1.0);
     EXPECT_LT(z2.memory(), z1.memory());
     // Pipeline: bubble = compute x (p - 1) / m.
-    const Estimate pp = estimate(m, c, w, {2, 1, 4, 0, RecomputePolicy::None});
+    const Estimate pp = estimate(m, c, w, {2, 1, 4, 0, Recompute::None});
     ASSERT_TRUE(pp.why_not.empty()) << pp.why_not;
     EXPECT_EQ(pp.micro_batches, 32);
     EXPECT_NEAR(pp.bubble_s, pp.compute_s * 3 / 32, 1e-12);
     // Full recompute costs time and saves activation memory.
-    const Estimate full = estimate(m, c, w, {8, 1, 1, 0, RecomputePolicy::Full});
+    const Estimate full = estimate(m, c, w, {8, 1, 1, 0, Recompute::Full});
     EXPECT_GT(full.compute_s, one.compute_s);
     EXPECT_LT(full.mem_activations, one.mem_activations);
     // Invalid layouts say why.
-    EXPECT_FALSE(estimate(m, c, w, {1, 16, 1, 0, RecomputePolicy::None}).why_not.empty());
-    EXPECT_FALSE(estimate(m, c, w, {1, 3, 1, 0, RecomputePolicy::None}).why_not.empty());
+    EXPECT_FALSE(estimate(m, c, w, {1, 16, 1, 0, Recompute::None}).why_not.empty());
+    EXPECT_FALSE(estimate(m, c, w, {1, 3, 1, 0, Recompute::None}).why_not.empty());
 }
 
 TEST(Planner, SearchesValidLayoutsFittingFirst) {
