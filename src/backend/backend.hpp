@@ -118,7 +118,7 @@ public:
     virtual void linear_backward_input(const float* dy, const float* w, int64_t rows,
                                        int64_t n_in, int64_t n_out, float* dx, bool accumulate,
                                        const kernels::Rounding* rounding) = 0;
-    // norm's backward: dx from dy, dw (and LayerNorm's db) accumulated.
+    // norm's backward: dx from dy (RMSNorm's dx may be dy), dw (and LayerNorm's db) accumulated.
     virtual void norm_backward(kernels::NormKind k, const float* x, const float* w,
                                const float* dy, float* dx, float* dw, float* db, int64_t rows,
                                int64_t dim, float eps) = 0;

@@ -275,15 +275,23 @@ void parse_llama_family(const Config& c, HFModelSpec& s) {
         out.u32("attention.sliding_window", c.pos_int({"sliding_window"}));
 }
 
-// Qwen2 and Qwen2-MoE (biased QKV; the MoE with shared experts).
+// Qwen2 and Qwen2-MoE (biased QKV; the MoE with shared experts), and Qwen3 (q and k normed per
+// head, no QKV bias).
 void parse_qwen2_family(const Config& c, HFModelSpec& s) {
     const std::string& a = s.hf_arch;
     const bool moe = a == "Qwen2MoeForCausalLM";
-    s.arch = moe ? "qwen2moe" : "qwen2";
-    s.family = moe ? HFFamily::Qwen2Moe : HFFamily::Qwen2;
+    const bool qwen3 = a == "Qwen3ForCausalLM";
+    s.arch = moe ? "qwen2moe" : qwen3 ? "qwen3" : "qwen2";
+    s.family = moe ? HFFamily::Qwen2Moe : qwen3 ? HFFamily::Qwen3 : HFFamily::Qwen2;
     read_llama_like(c, s);
     check_no_sliding_window_layers(c);
-    s.qkv_bias = c.boolean_or("qkv_bias", true);  // Qwen2 always has them; Qwen2-MoE says so
+    if (qwen3) {  // llama.cpp's qwen3 graph has no Q/K/V biases
+        SYSLM_CHECK(!c.boolean_or("attention_bias", false), c.name(),
+                    ": attention_bias=true is not supported for Qwen3");
+        s.qk_norm = true;
+    } else {
+        s.qkv_bias = c.boolean_or("qkv_bias", true);  // Qwen2 always has them; Qwen2-MoE says so
+    }
     const RopeParams rope = read_rope(c);
     KVOut out{s.arch + ".", s.kv};
     add_common_keys(c, s, rope, out);
@@ -349,14 +357,15 @@ HFModelSpec parse_config(const Config& c) {
     if (a == "LlamaForCausalLM" || a == "LLaMAForCausalLM" || a == "MistralForCausalLM" ||
         a == "MixtralForCausalLM")
         parse_llama_family(c, s);
-    else if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM")
+    else if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM" || a == "Qwen3ForCausalLM")
         parse_qwen2_family(c, s);
     else if (a == "GPT2LMHeadModel")
         parse_gpt2(c, s);
     else
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
-             "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, GPT2LMHeadModel)");
+             "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
+             "GPT2LMHeadModel)");
     return s;
 }
 

@@ -24,11 +24,11 @@
 
 namespace syslm::io {
 
-enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Gpt2 };
+enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Gpt2 };
 
 struct HFModelSpec {
     std::string hf_arch;  // config.json "architectures"[0], e.g. "MistralForCausalLM"
-    std::string arch;     // general.architecture: llama, qwen2, qwen2moe, gpt2
+    std::string arch;     // general.architecture: llama, qwen2, qwen2moe, qwen3, gpt2
     HFFamily family = HFFamily::Llama;
 
     int64_t n_vocab = 0;
@@ -45,6 +45,7 @@ struct HFModelSpec {
     int64_t n_ff_shexp = 0;        // qwen2moe shared expert width
     bool tied_embeddings = false;  // tie_word_embeddings: lm_head may be absent
     bool qkv_bias = false;         // q/k/v projections have biases (qwen2; llama attention_bias)
+    bool qk_norm = false;          // per-head RMSNorm of q and k (qwen3)
     bool o_bias = false;           // output projection has a bias (llama attention_bias)
     bool mlp_bias = false;         // FFN projections have biases (llama mlp_bias)
     bool permute_qk = false;       // llama arch: Q/K rows reordered for interleaved RoPE pairs

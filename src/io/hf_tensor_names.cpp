@@ -112,7 +112,7 @@ std::string blk(int64_t i, const char* t) {
     return "blk." + std::to_string(i) + "." + t;
 }
 
-// Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE share HF's `model.layers.N.*` naming.
+// Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3 share HF's `model.layers.N.*` naming.
 std::vector<HFTensorPlan> plan_llama_like(const HFModelSpec& s, Planner& p) {
     const int64_t E = s.n_embd, hd = s.head_dim;
     const int64_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
@@ -134,6 +134,10 @@ std::vector<HFTensorPlan> plan_llama_like(const HFModelSpec& s, Planner& p) {
             p.add(blk(i, "attn_v.bias"), L + "self_attn.v_proj.bias", {kv_dim});
         }
         if (s.o_bias) p.add(blk(i, "attn_output.bias"), L + "self_attn.o_proj.bias", {E});
+        if (s.qk_norm) {
+            p.add(blk(i, "attn_q_norm.weight"), L + "self_attn.q_norm.weight", {hd});
+            p.add(blk(i, "attn_k_norm.weight"), L + "self_attn.k_norm.weight", {hd});
+        }
         p.ignore(L + "self_attn.rotary_emb.inv_freq");  // a buffer older checkpoints saved
         p.add(blk(i, "ffn_norm.weight"), L + "post_attention_layernorm.weight", {E});
 

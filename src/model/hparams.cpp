@@ -7,16 +7,17 @@
 #include "core/error.hpp"
 
 namespace syslm::model {
-namespace {
-
 Arch parse_arch(const std::string& name, const std::string& path) {
     if (name == "llama") return Arch::Llama;
     if (name == "qwen2") return Arch::Qwen2;
     if (name == "qwen2moe") return Arch::Qwen2Moe;
+    if (name == "qwen3") return Arch::Qwen3;
     if (name == "gpt2") return Arch::Gpt2;
     fail(path, ": unsupported architecture '", name,
-         "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, gpt2)");
+         "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, gpt2)");
 }
+
+namespace {
 
 // Every hyperparameter is checked where it is read, and an error names the file and the key: a
 // value out of range (a context of 2^32 - 1 read into an int, a NaN epsilon, a zero RoPE base)
@@ -67,6 +68,12 @@ const ArchSpec& arch_spec(Arch arch) {
         s.qkv_bias = true;
         return s;
     }();
+    static const ArchSpec qwen3 = [] {
+        ArchSpec s;
+        s.rope_mode = kernels::RopeMode::Neox;
+        s.qk_norm = true;
+        return s;
+    }();
     static const ArchSpec gpt2 = [] {
         ArchSpec s;
         s.norm = NormKind::Layer;
@@ -85,6 +92,8 @@ const ArchSpec& arch_spec(Arch arch) {
         case Arch::Qwen2:
         case Arch::Qwen2Moe:
             return qwen2;
+        case Arch::Qwen3:
+            return qwen3;
         case Arch::Gpt2:
             return gpt2;
     }

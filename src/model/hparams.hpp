@@ -16,6 +16,7 @@ enum class Arch {
     Llama,     // llama, mistral, mixtral (MoE when expert_count > 0): RMSNorm, SwiGLU, RoPE(norm)
     Qwen2,     // qwen2: llama + QKV bias, RoPE(neox)
     Qwen2Moe,  // qwen2moe: qwen2 + routed experts + gated shared expert
+    Qwen3,     // qwen3: qwen2 without the QKV bias, with per-head RMSNorm of q and k
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
 };
 
@@ -32,6 +33,9 @@ struct ArchSpec {
     kernels::FfnActivation ffn = kernels::FfnActivation::SwiGLU;  // the dense FFN's
     bool fused_qkv = false;      // one attn_qkv matrix whose rows are [q | k | v]
     bool qkv_bias = false;       // biases on q, k and v (qwen2)
+    // Per-head RMSNorm of q and k after their projection, before RoPE (qwen3): weights
+    // attn_q_norm / attn_k_norm of head_dim each, shared by the heads.
+    bool qk_norm = false;
     bool linear_biases = false;  // biases on every linear layer and norm (gpt2)
     bool renorm_experts = false;  // default of expert_weights_norm (Mixtral renormalises top-k)
     const char* norm_eps_key = "attention.layer_norm_rms_epsilon";
@@ -42,6 +46,8 @@ struct ArchSpec {
     bool stores_tied_head_twice = false;
 };
 const ArchSpec& arch_spec(Arch arch);
+// The architecture of a general.architecture name; an error names `where` and the supported ones.
+Arch parse_arch(const std::string& name, const std::string& where);
 
 struct HParams {
     Arch arch;

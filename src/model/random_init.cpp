@@ -1,5 +1,7 @@
 #include "model/random_init.hpp"
 
+#include "model/hparams.hpp"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -55,8 +57,9 @@ struct InitShape {
 InitShape check_config(const InitConfig& c) {
     InitShape s{};
     s.gpt2 = c.arch == "gpt2";
-    SYSLM_CHECK(c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen2moe" || s.gpt2,
-                "init: unknown architecture '", c.arch, "' (llama, qwen2, qwen2moe, gpt2)");
+    SYSLM_CHECK(c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen2moe" ||
+                    c.arch == "qwen3" || s.gpt2,
+                "init: unknown architecture '", c.arch, "' (llama, qwen2, qwen2moe, qwen3, gpt2)");
     SYSLM_CHECK(c.type == DType::F32 || c.type == DType::F16 || c.type == DType::BF16,
                 "init: weight type must be F32, F16 or BF16");
     s.n_head_kv = c.n_head_kv > 0 ? c.n_head_kv : c.n_head;
@@ -139,10 +142,15 @@ void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c,
     t.normal(p + "attn_q.weight", {E, QD}, std);
     t.normal(p + "attn_k.weight", {E, KD}, std);
     t.normal(p + "attn_v.weight", {E, KD}, std);
-    if (c.arch != "llama") {
+    const ArchSpec& spec = arch_spec(parse_arch(c.arch, "init"));
+    if (spec.qkv_bias) {
         t.constant(p + "attn_q.bias", {QD}, 0.0f);
         t.constant(p + "attn_k.bias", {KD}, 0.0f);
         t.constant(p + "attn_v.bias", {KD}, 0.0f);
+    }
+    if (spec.qk_norm) {
+        t.constant(p + "attn_q_norm.weight", {s.head_dim}, 1.0f);
+        t.constant(p + "attn_k_norm.weight", {s.head_dim}, 1.0f);
     }
     t.normal(p + "attn_output.weight", {QD, E}, proj_std);
     if (s.moe) {

@@ -296,6 +296,15 @@ void Forward::attention_block(int il, int64_t T) {
     norm(x_.data(), h_.data(), T, l.attn_norm, l.attn_norm_b);
 
     const QkvRows p = project_qkv(il, T, prof);
+    if (hp.spec().qk_norm) {  // per head, in place (the rows are separate q and k: not fused)
+        const kernels::NormKind rms = kernels::NormKind::Rms;
+        SYSLM_PROFILE_STEP(prof, "qk_norm", kernels::norm_flops(rms) * T * (QD + KD),
+                           8 * T * (QD + KD));
+        backend_.norm(rms, p.q, attn_.data(), T * hp.n_head, hp.head_dim, l.attn_q_norm.data(),
+                      nullptr, hp.norm_eps);
+        backend_.norm(rms, p.k, k_.data(), T * hp.n_head_kv, hp.head_dim, l.attn_k_norm.data(),
+                      nullptr, hp.norm_eps);
+    }
     const float *q = p.q, *k = p.k, *v = p.v;
     const int64_t q_stride = p.q_stride, kv_stride = p.kv_stride;
     KvRows& rows = *rows_;

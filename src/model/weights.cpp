@@ -248,6 +248,10 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
             l.bk = b.vector(p + "attn_k.bias", hp.kv_dim(), spec.qkv_bias);
             l.bv = b.vector(p + "attn_v.bias", hp.kv_dim(), spec.qkv_bias);
         }
+        if (spec.qk_norm) {
+            l.attn_q_norm = b.vector(p + "attn_q_norm.weight", hp.head_dim);
+            l.attn_k_norm = b.vector(p + "attn_k_norm.weight", hp.head_dim);
+        }
         if (hp.n_expert == 0) {
             if (kernels::ffn_gated(spec.ffn))
                 l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, hp.n_ff);

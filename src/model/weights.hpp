@@ -36,6 +36,7 @@ struct LayerWeights {
     Vector attn_norm, attn_norm_b;
     Matrix wq{}, wk{}, wv{}, wqkv{};  // wqkv: fused (gpt2); otherwise wq/wk/wv
     Vector bq, bk, bv, bqkv;
+    Vector attn_q_norm, attn_k_norm;  // qk_norm (qwen3): head_dim each
     Matrix wo{};
     Vector bo;
     Vector ffn_norm, ffn_norm_b;

@@ -44,6 +44,9 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* 
     SYSLM_CHECK(!hp.spec().dense_unsplit_training && hp.n_expert == 0,
                 "tensor parallelism: implemented for dense llama / mistral / qwen2 models, not ",
                 hp.arch_name, hp.n_expert > 0 ? " with experts" : "");
+    // Each rank would see only its heads' share of the q/k norm weights' gradient.
+    SYSLM_CHECK(!hp.spec().qk_norm, "tensor parallelism: not implemented for ", hp.arch_name,
+                "'s per-head q/k norms");
     SYSLM_CHECK(hp.n_head % p == 0 && hp.n_head_kv % p == 0 && hp.n_ff % p == 0,
                 "tensor parallelism: ", p, " ranks do not divide the ", hp.n_head, " heads, ",
                 hp.n_head_kv, " KV heads and FFN width ", hp.n_ff);
@@ -198,6 +201,10 @@ void TrainModel::bind_all() {
             l.bk = bind(p + "attn_k.bias", {KD}, spec.qkv_bias);
             l.bv = bind(p + "attn_v.bias", {KD}, spec.qkv_bias);
         }
+        if (spec.qk_norm) {
+            l.q_norm = bind(p + "attn_q_norm.weight", {hp_.head_dim});
+            l.k_norm = bind(p + "attn_k_norm.weight", {hp_.head_dim});
+        }
         if (moe()) {
             l.router = bind(p + "ffn_gate_inp.weight", {E, X});
             l.gate_exps = bind(p + "ffn_gate_exps.weight", {E, FX, X});
@@ -319,6 +326,10 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
             for (auto* v : {&s.a, &s.b}) a.take(*v, R * E);
         for (auto* v : {&s.q, &s.o}) a.take(*v, R * QD);
         for (auto* v : {&s.k, &s.v}) a.take(*v, R * KD);
+        if (hp_.spec().qk_norm) {  // q and k before their norm
+            a.take(s.q_raw, R * QD);
+            a.take(s.k_raw, R * KD);
+        }
         a.take(s.lse, R * H);
         for (auto* v : {&s.g, &s.u}) a.take(*v, R * F);
         if (recompute_ != Recompute::Selective) a.take(s.s, R * F);
@@ -426,9 +437,17 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
         be.copy_rows(tmp_.data() + QD, W, S.k.data(), KD, R, KD);
         be.copy_rows(tmp_.data() + QD + KD, W, S.v.data(), KD, R, KD);
     } else {
-        linear(l.wq, l.bq, a, R, E, QD, S.q.data(), be);
-        linear(l.wk, l.bk, a, R, E, KD, S.k.data(), be);
+        const bool qk_norm = hp_.spec().qk_norm;  // then q and k are normed into S.q, S.k
+        linear(l.wq, l.bq, a, R, E, QD, (qk_norm ? S.q_raw : S.q).data(), be);
+        linear(l.wk, l.bk, a, R, E, KD, (qk_norm ? S.k_raw : S.k).data(), be);
         linear(l.wv, l.bv, a, R, E, KD, S.v.data(), be);
+        if (qk_norm) {
+            const kernels::NormKind rms = kernels::NormKind::Rms;
+            be.norm(rms, S.q_raw.data(), S.q.data(), R * hp_.n_head, hp_.head_dim, l.q_norm.w,
+                    nullptr, hp_.norm_eps);
+            be.norm(rms, S.k_raw.data(), S.k.data(), R * hp_.n_head_kv, hp_.head_dim, l.k_norm.w,
+                    nullptr, hp_.norm_eps);
+        }
     }
     if (rope_) {
         be.rope_rows(*rope_, rope_angles_.data(), T, S.q.data(), QD, S.q.data(), R, hp_.n_head,
@@ -517,6 +536,13 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
                               hp_.head_dim);
         be.rope_rows_backward(*rope_, rope_angles_.data(), T, d_k_.data(), R, hp_.n_head_kv,
                               hp_.head_dim);
+    }
+    if (hp_.spec().qk_norm) {  // in place: d of the normed q, k -> d of the projections
+        const kernels::NormKind rms = kernels::NormKind::Rms;
+        be.norm_backward(rms, S.q_raw.data(), l.q_norm.w, d_q_.data(), d_q_.data(), l.q_norm.g,
+                         nullptr, R * hp_.n_head, hp_.head_dim, hp_.norm_eps);
+        be.norm_backward(rms, S.k_raw.data(), l.k_norm.w, d_k_.data(), d_k_.data(), l.k_norm.g,
+                         nullptr, R * hp_.n_head_kv, hp_.head_dim, hp_.norm_eps);
     }
     if (hp_.spec().fused_qkv) {
         const int64_t W = QD + 2 * KD;

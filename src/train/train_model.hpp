@@ -4,7 +4,8 @@
 // layer in the llm.c style (no autograd graph): the op set is closed and the activation memory is
 // planned once for (B, T) — nothing is allocated inside a step once warm.
 //
-// Supported: llama / mistral (sliding window) / qwen2 (QKV biases, NEOX RoPE) dense models and
+// Supported: llama / mistral (sliding window) / qwen2 (QKV biases, NEOX RoPE) / qwen3 (per-head
+// q/k RMSNorm; not tensor-parallel) dense models and
 // gpt2 (LayerNorm, fused QKV, learned positions, GELU, biases), tied or separate output, and
 // mixtral-style mixtures of experts (llama with routed SwiGLU experts, softmax top-k routing and
 // the Switch / HF load-balancing auxiliary loss; moe.cpp). Shared experts (qwen2moe) are refused.
@@ -144,13 +145,14 @@ private:
         float* g = nullptr;
     };
     struct Layer {
-        Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, wo, bo;
+        Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, q_norm, k_norm, wo, bo;
         Tensor ffn_norm, ffn_norm_b, ffn_gate, ffn_up, ffn_down, ffn_up_b, ffn_down_b;
         Tensor router, gate_exps, up_exps, down_exps;  // MoE: expert e's matrix at e x its size
     };
     struct Saved {  // what a layer's backward needs, for B*T rows
         // g, u, s: B*T x n_ff (dense), or B*T*K x n_ff_exp (MoE, rows in slot order).
         Buf<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
+        Buf<float> q_raw, k_raw;  // qk_norm: the projections before their norm
         // MoE routing: router probabilities (rows x experts); each (row, k) choice's slot, where
         // slots are grouped by expert (expert e owns slots expert_begin[e] ..
         // expert_begin[e+1]); each slot's row, weight and expert output (slots x n_embd).

@@ -113,7 +113,7 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
     EXPECT_EQ(pages.used_pages(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, PagedForward, ::testing::Values("llama", "gpt2", "mixtral"));
+INSTANTIATE_TEST_SUITE_P(Archs, PagedForward, ::testing::Values("llama", "gpt2", "mixtral", "qwen3"));
 
 }  // namespace
 }  // namespace syslm::infer

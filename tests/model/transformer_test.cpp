@@ -86,7 +86,7 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
-                         ::testing::Values("llama", "qwen2", "gpt2", "mixtral", "qwen2moe"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.

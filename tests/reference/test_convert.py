@@ -34,7 +34,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tiny_hf_models as thm  # noqa: E402
 
 ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
-        "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE, "gpt2": gguf.MODEL_ARCH.GPT2}
+        "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE, "qwen3": gguf.MODEL_ARCH.QWEN3,
+        "gpt2": gguf.MODEL_ARCH.GPT2}
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +112,8 @@ def expected_tensors(model_dir):
     sd = load_file(str(pathlib.Path(model_dir) / "model.safetensors"))
     arch_name = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama",
                  "MixtralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-                 "Qwen2MoeForCausalLM": "qwen2moe", "GPT2LMHeadModel": "gpt2"}[cfg["architectures"][0]]
+                 "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3ForCausalLM": "qwen3",
+                 "GPT2LMHeadModel": "gpt2"}[cfg["architectures"][0]]
     n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer"))
     names = gguf.get_tensor_name_map(ARCH[arch_name], n_layer)
     out, experts = {}, {}
@@ -245,8 +247,8 @@ def test_metadata_matches_config(variant, models, convert):
         expect_kv(r, "gpt2.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
         return
     a = arch + "."
-    assert arch == {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2moe"}.get(
-        variant.split("_")[0], "llama")
+    assert arch == {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2moe",
+                    "qwen3": "qwen3"}.get(variant.split("_")[0], "llama")
     expect_kv(r, a + "context_length", cfg["max_position_embeddings"])
     expect_kv(r, a + "embedding_length", cfg["hidden_size"])
     expect_kv(r, a + "block_count", cfg["num_hidden_layers"])
@@ -255,7 +257,11 @@ def test_metadata_matches_config(variant, models, convert):
     expect_kv(r, a + "attention.head_count_kv", cfg["num_key_value_heads"])
     expect_kv(r, a + "attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
     expect_kv(r, a + "rope.freq_base", float(rope_theta(cfg)))
-    expect_kv(r, a + "rope.dimension_count", cfg["hidden_size"] // cfg["num_attention_heads"])
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    expect_kv(r, a + "rope.dimension_count", head_dim)
+    if variant == "qwen3":  # its head_dim is not hidden / heads
+        expect_kv(r, a + "attention.key_length", head_dim)
+        expect_kv(r, a + "attention.value_length", head_dim)
     scaling = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     if scaling.get("rope_type") == "linear":
         expect_kv(r, a + "rope.scaling.type", "linear")

@@ -13,7 +13,7 @@ the same call gives the same files.
 
 Variants: llama (GQA), llama_linear_rope, llama_llama3_rope, llama_tied, mistral_swa
 (sliding_window 7), mixtral (4 experts, top-2), qwen2 (QKV bias, padded vocab, chat template),
-qwen2moe (4 experts top-2 + shared expert), gpt2.
+qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), gpt2.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
-                          Qwen2MoeConfig, Qwen2MoeForCausalLM)
+                          Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 SEED = 1234
 
@@ -274,6 +274,20 @@ def qwen2moe(out: Path) -> Path:
     return _finish(Qwen2MoeForCausalLM(config), out, 22)
 
 
+def qwen3(out: Path) -> Path:
+    """Per-head q/k RMSNorm, and a head_dim (16) that is not hidden / heads (12): the attention
+    width 96 differs from the residual width 72."""
+    n_vocab = _qwen_tokenizer(out, pad=2)
+    config = Qwen3Config(vocab_size=n_vocab, hidden_size=HIDDEN, intermediate_size=FFN,
+                         num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                         num_key_value_heads=KV_HEADS, head_dim=16, max_position_embeddings=256,
+                         rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+                         attention_bias=False, eos_token_id=None, bos_token_id=None)
+    config._attn_implementation = "eager"
+    torch.manual_seed(23)
+    return _finish(Qwen3ForCausalLM(config), out, 23)
+
+
 def gpt2(out: Path) -> Path:
     tok = _byte_level_tokenizer("gpt2", vocab_size=450, specials=["<|endoftext|>"])
     hf = _save_tokenizer(tok, out, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
@@ -298,6 +312,7 @@ VARIANTS = {
     "mixtral": mixtral,
     "qwen2": qwen2,
     "qwen2moe": qwen2moe,
+    "qwen3": qwen3,
     "gpt2": gpt2,
 }
 

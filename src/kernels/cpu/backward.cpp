@@ -57,9 +57,10 @@ void rms_norm_backward(const float* x, const float* w, const float* dy, float* d
             // dx = rs * (dy * w) - rs^3 / dim * x * sum(dy * w * x).
             const double rs = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
             const double c = rs * rs * rs * gx / static_cast<double>(dim);
-            for (int64_t i = 0; i < dim; ++i) {
-                dx[r * dim + i] = static_cast<float>(rs * dyr[i] * w[i] - c * xr[i]);
-                dwt[i] += static_cast<double>(dyr[i]) * xr[i] * rs;
+            for (int64_t i = 0; i < dim; ++i) {  // dy read before dx is written: may alias
+                const double dyi = dyr[i];
+                dwt[i] += dyi * xr[i] * rs;
+                dx[r * dim + i] = static_cast<float>(rs * dyi * w[i] - c * xr[i]);
             }
         }
     });

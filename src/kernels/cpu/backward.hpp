@@ -14,7 +14,7 @@
 
 namespace syslm::kernels {
 
-// y = x / sqrt(mean(x^2) + eps) * w: dx (overwritten) and dw (+=) from dy.
+// y = x / sqrt(mean(x^2) + eps) * w: dx (overwritten; may be dy) and dw (+=) from dy.
 void rms_norm_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                        int64_t rows, int64_t dim, float eps, ThreadPool& pool);
 
