@@ -62,7 +62,7 @@ std::function<int()> setup(CLI::App& app) {
         "(Q/K rows permuted for llama.cpp's interleaved RoPE; RoPE scaling linear, yarn, or llama3 "
         "as the rope_freqs tensor; experts merged into ffn_*_exps); Qwen2ForCausalLM -> qwen2; "
         "Qwen2MoeForCausalLM -> qwen2moe (shared expert and its gate); Qwen3ForCausalLM -> qwen3 "
-        "(q/k norms); GPT2LMHeadModel -> gpt2 "
+        "(q/k norms); Qwen3MoeForCausalLM -> qwen3moe; GPT2LMHeadModel -> gpt2 "
         "(Conv1D weights transposed, output = wte when lm_head is tied).\n"
         "Mistral/Mixtral's sliding_window is written as llama.attention.sliding_window: syslm "
         "honours it, llama.cpp ignores that key (its llama arch attends to the full context).\n"

@@ -275,14 +275,15 @@ void parse_llama_family(const Config& c, HFModelSpec& s) {
         out.u32("attention.sliding_window", c.pos_int({"sliding_window"}));
 }
 
-// Qwen2 and Qwen2-MoE (biased QKV; the MoE with shared experts), and Qwen3 (q and k normed per
-// head, no QKV bias).
+// Qwen2 and Qwen2-MoE (biased QKV; the MoE with shared experts), and Qwen3 and Qwen3-MoE (q and
+// k normed per head, no QKV bias; the MoE without a shared expert).
 void parse_qwen2_family(const Config& c, HFModelSpec& s) {
     const std::string& a = s.hf_arch;
-    const bool moe = a == "Qwen2MoeForCausalLM";
-    const bool qwen3 = a == "Qwen3ForCausalLM";
-    s.arch = moe ? "qwen2moe" : qwen3 ? "qwen3" : "qwen2";
-    s.family = moe ? HFFamily::Qwen2Moe : qwen3 ? HFFamily::Qwen3 : HFFamily::Qwen2;
+    const bool qwen3 = a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM";
+    const bool moe = a == "Qwen2MoeForCausalLM" || a == "Qwen3MoeForCausalLM";
+    s.arch = std::string(qwen3 ? "qwen3" : "qwen2") + (moe ? "moe" : "");
+    s.family = qwen3 ? (moe ? HFFamily::Qwen3Moe : HFFamily::Qwen3)
+                     : (moe ? HFFamily::Qwen2Moe : HFFamily::Qwen2);
     read_llama_like(c, s);
     check_no_sliding_window_layers(c);
     if (qwen3) {  // llama.cpp's qwen3 graph has no Q/K/V biases
@@ -296,7 +297,7 @@ void parse_qwen2_family(const Config& c, HFModelSpec& s) {
     KVOut out{s.arch + ".", s.kv};
     add_common_keys(c, s, rope, out);
     if (moe) {
-        s.n_expert = c.pos_int({"num_experts"});
+        s.n_expert = c.pos_int({"num_experts", "num_local_experts"});  // transformers 5: the latter
         s.n_expert_used = c.pos_int({"num_experts_per_tok"});
         s.n_ff_exp = c.pos_int({"moe_intermediate_size"});
         s.n_ff_shexp = c.pos_int_or({"shared_expert_intermediate_size"}, 0);
@@ -307,13 +308,17 @@ void parse_qwen2_family(const Config& c, HFModelSpec& s) {
                     "supported");
         SYSLM_CHECK(!c.has("mlp_only_layers") || c.raw("mlp_only_layers").empty(), c.name(),
                     ": mlp_only_layers (dense layers in a MoE model) is not supported");
-        SYSLM_CHECK(s.n_ff_shexp > 0, c.name(),
+        SYSLM_CHECK(qwen3 || s.n_ff_shexp > 0, c.name(),
                     ": shared_expert_intermediate_size must be set for Qwen2-MoE");
+        SYSLM_CHECK(!qwen3 || s.n_ff_shexp == 0, c.name(), ": Qwen3-MoE has no shared expert");
         out.u32("expert_count", s.n_expert);
         out.u32("expert_used_count", s.n_expert_used);
         out.u32("expert_feed_forward_length", s.n_ff_exp);
-        out.u32("expert_shared_feed_forward_length", s.n_ff_shexp);
-        if (c.boolean_or("norm_topk_prob", false)) out.boolean("expert_weights_norm", true);
+        if (!qwen3) out.u32("expert_shared_feed_forward_length", s.n_ff_shexp);
+        // The key says what the model does where it differs from the architecture's default
+        // (Qwen2-MoE: not renormalised; Qwen3-MoE: renormalised, which llama.cpp assumes).
+        const bool renorm = c.boolean_or("norm_topk_prob", false);
+        if (renorm != qwen3) out.boolean("expert_weights_norm", renorm);
     }
     out.u32("rope.dimension_count", s.head_dim);
     add_rope_scaling(c, rope, s, out);
@@ -357,7 +362,8 @@ HFModelSpec parse_config(const Config& c) {
     if (a == "LlamaForCausalLM" || a == "LLaMAForCausalLM" || a == "MistralForCausalLM" ||
         a == "MixtralForCausalLM")
         parse_llama_family(c, s);
-    else if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM" || a == "Qwen3ForCausalLM")
+    else if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM" || a == "Qwen3ForCausalLM" ||
+             a == "Qwen3MoeForCausalLM")
         parse_qwen2_family(c, s);
     else if (a == "GPT2LMHeadModel")
         parse_gpt2(c, s);
@@ -365,7 +371,7 @@ HFModelSpec parse_config(const Config& c) {
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
              "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-             "GPT2LMHeadModel)");
+             "Qwen3MoeForCausalLM, GPT2LMHeadModel)");
     return s;
 }
 

@@ -24,11 +24,11 @@
 
 namespace syslm::io {
 
-enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Gpt2 };
+enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2 };
 
 struct HFModelSpec {
     std::string hf_arch;  // config.json "architectures"[0], e.g. "MistralForCausalLM"
-    std::string arch;     // general.architecture: llama, qwen2, qwen2moe, qwen3, gpt2
+    std::string arch;     // general.architecture: llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2
     HFFamily family = HFFamily::Llama;
 
     int64_t n_vocab = 0;

@@ -160,6 +160,7 @@ std::vector<HFTensorPlan> plan_llama_like(const HFModelSpec& s, Planner& p) {
                               experts("block_sparse_moe.experts.", "w3"), {F, E});
                 break;
             }
+            case HFFamily::Qwen3Moe:
             case HFFamily::Qwen2Moe: {
                 const int64_t F = s.n_ff_exp, S = s.n_ff_shexp;
                 p.add(blk(i, "ffn_gate_inp.weight"), L + "mlp.gate.weight", {s.n_expert, E});
@@ -169,6 +170,7 @@ std::vector<HFTensorPlan> plan_llama_like(const HFModelSpec& s, Planner& p) {
                               {E, F});
                 p.add_experts(blk(i, "ffn_up_exps.weight"), experts("mlp.experts.", "up_proj"),
                               {F, E});
+                if (s.family == HFFamily::Qwen3Moe) break;  // no shared expert
                 p.add(blk(i, "ffn_gate_inp_shexp.weight"), L + "mlp.shared_expert_gate.weight",
                       {1, E});
                 p.add(blk(i, "ffn_gate_shexp.weight"), L + "mlp.shared_expert.gate_proj.weight",

@@ -12,9 +12,10 @@ Arch parse_arch(const std::string& name, const std::string& path) {
     if (name == "qwen2") return Arch::Qwen2;
     if (name == "qwen2moe") return Arch::Qwen2Moe;
     if (name == "qwen3") return Arch::Qwen3;
+    if (name == "qwen3moe") return Arch::Qwen3Moe;
     if (name == "gpt2") return Arch::Gpt2;
     fail(path, ": unsupported architecture '", name,
-         "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, gpt2)");
+         "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2)");
 }
 
 namespace {
@@ -72,6 +73,7 @@ const ArchSpec& arch_spec(Arch arch) {
         ArchSpec s;
         s.rope_mode = kernels::RopeMode::Neox;
         s.qk_norm = true;
+        s.renorm_experts = true;  // qwen3moe: llama.cpp renormalises its top-k weights
         return s;
     }();
     static const ArchSpec gpt2 = [] {
@@ -93,11 +95,23 @@ const ArchSpec& arch_spec(Arch arch) {
         case Arch::Qwen2Moe:
             return qwen2;
         case Arch::Qwen3:
+        case Arch::Qwen3Moe:
             return qwen3;
         case Arch::Gpt2:
             return gpt2;
     }
     return llama;
+}
+
+kernels::AttentionShape attention_shape(const HParams& hp) {
+    kernels::AttentionShape s{};
+    s.n_head = hp.n_head;
+    s.n_head_kv = hp.n_head_kv;
+    s.head_dim = hp.head_dim;
+    s.kv_stride = hp.kv_dim();
+    s.window = hp.sliding_window;
+    s.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+    return s;
 }
 
 HParams load_hparams(const io::GGUFFile& f) {
@@ -128,7 +142,8 @@ HParams load_hparams(const io::GGUFFile& f) {
         hp.n_ff_exp = r.count("expert_feed_forward_length", static_cast<uint32_t>(hp.n_ff), 1,
                               kMaxWidth * 64);
         hp.n_ff_shexp = r.count("expert_shared_feed_forward_length", 0u, 0, kMaxWidth * 64);
-        // Mixtral renormalises the top-k weights; Qwen2-MoE (norm_topk_prob=false) does not.
+        // Mixtral and Qwen3-MoE renormalise the top-k weights; Qwen2-MoE (norm_topk_prob=false)
+        // does not.
         hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.spec().renorm_experts);
     } else {
         hp.n_expert_used = r.count("expert_used_count", 0u, 0, kMaxCount);

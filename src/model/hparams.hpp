@@ -6,6 +6,7 @@
 #include <string>
 
 #include "io/gguf.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -17,6 +18,7 @@ enum class Arch {
     Qwen2,     // qwen2: llama + QKV bias, RoPE(neox)
     Qwen2Moe,  // qwen2moe: qwen2 + routed experts + gated shared expert
     Qwen3,     // qwen3: qwen2 without the QKV bias, with per-head RMSNorm of q and k
+    Qwen3Moe,  // qwen3moe: qwen3 + routed experts (no shared one), renormalised top-k
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
 };
 
@@ -77,6 +79,10 @@ struct HParams {
     int q_dim() const { return n_head * head_dim; }
     int kv_dim() const { return n_head_kv * head_dim; }
 };
+
+// The attention as its kernels take it (heads, widths, window, scale): what the inference forward
+// and the training model both read. The KV cache's element type is the caller's (F32 here).
+kernels::AttentionShape attention_shape(const HParams& hp);
 
 // Reads and checks hyper-parameters; errors name the file and the key.
 HParams load_hparams(const io::GGUFFile& file);

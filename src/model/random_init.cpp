@@ -58,8 +58,9 @@ InitShape check_config(const InitConfig& c) {
     InitShape s{};
     s.gpt2 = c.arch == "gpt2";
     SYSLM_CHECK(c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen2moe" ||
-                    c.arch == "qwen3" || s.gpt2,
-                "init: unknown architecture '", c.arch, "' (llama, qwen2, qwen2moe, qwen3, gpt2)");
+                    c.arch == "qwen3" || c.arch == "qwen3moe" || s.gpt2,
+                "init: unknown architecture '", c.arch,
+                "' (llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2)");
     SYSLM_CHECK(c.type == DType::F32 || c.type == DType::F16 || c.type == DType::BF16,
                 "init: weight type must be F32, F16 or BF16");
     s.n_head_kv = c.n_head_kv > 0 ? c.n_head_kv : c.n_head;
@@ -70,9 +71,11 @@ InitShape check_config(const InitConfig& c) {
     SYSLM_CHECK(s.gpt2 || s.head_dim % 2 == 0, "init: RoPE needs an even head size");
     s.moe = c.n_expert > 0;
     SYSLM_CHECK(!s.moe || (!s.gpt2 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert),
-                "init: experts need a llama/qwen2moe arch and 1 <= experts-used <= experts");
-    SYSLM_CHECK(s.moe == (c.arch == "qwen2moe") || c.arch == "llama",
-                "init: qwen2moe needs --experts, and only llama/qwen2moe can have experts");
+                "init: experts need a llama/qwen2moe/qwen3moe arch and 1 <= experts-used <= experts");
+    const bool moe_arch = c.arch == "qwen2moe" || c.arch == "qwen3moe";
+    SYSLM_CHECK(s.moe == moe_arch || c.arch == "llama",
+                "init: qwen2moe / qwen3moe need --experts, and only llama and they can have "
+                "experts");
     s.n_ff = c.n_ff;
     if (s.n_ff <= 0) s.n_ff = s.gpt2 ? 4 * c.n_embd : (8 * c.n_embd / 3 + 31) / 32 * 32;
     return s;

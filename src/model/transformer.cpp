@@ -327,14 +327,9 @@ void Forward::attention_block(int il, int64_t T) {
     for (int64_t t = 0; t < T; ++t) rows.store(il, t, k_.data() + t * KD, v + t * kv_stride);
     SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * visible,
                        2 * kv_elem * KD * (rows.position(T - 1) + 1) + 8.0 * QD * T);
-    kernels::AttentionShape shape{hp.n_head,
-                                  hp.n_head_kv,
-                                  hp.head_dim,
-                                  KD,
-                                  hp.sliding_window,
-                                  1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
-                                  rows.kv_type(),
-                                  (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32};
+    kernels::AttentionShape shape = attention_shape(hp);
+    shape.kv_type = rows.kv_type();
+    shape.bf16_products = (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32;
     float* out = ff_a_.data();
     rows.attend(il, shape, attn_.data(), out, backend_);
     observe(il, "attn_output", out, T, QD);

@@ -371,12 +371,6 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
     a.take(tokens_, R);
 }
 
-kernels::AttentionShape TrainModel::attention_shape() const {
-    return {hp_.n_head,         hp_.n_head_kv,
-            hp_.head_dim,       hp_.kv_dim(),
-            hp_.sliding_window, 1.0f / std::sqrt(float(hp_.head_dim))};
-}
-
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
                               int64_t rows, backend::Backend& be) const {
     SYSLM_PROFILE_SCOPE("norm", kernels::norm_flops(hp_.spec().norm) * double(rows) * hp_.n_embd,
@@ -455,7 +449,7 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
         be.rope_rows(*rope_, rope_angles_.data(), T, S.k.data(), KD, S.k.data(), R, hp_.n_head_kv,
                      hp_.head_dim);
     }
-    const kernels::AttentionShape shape = attention_shape();
+    const kernels::AttentionShape shape = model::attention_shape(hp_);
     {
         SYSLM_PROFILE_SCOPE("attention", 2.0 * B * T * T * QD, 4.0 * R * (2 * QD + 2 * KD));
         for (int b = 0; b < B; ++b) {
@@ -520,7 +514,7 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
 
     // Attention: x_mid = x_in + out(attention(rope(q), rope(k), v)).
     linear_backward(l.wo, l.bo, S.o.data(), d_mid_.data(), R, QD, E, d_o_.data(), false, be);
-    const kernels::AttentionShape shape = attention_shape();
+    const kernels::AttentionShape shape = model::attention_shape(hp_);
     {
         SYSLM_PROFILE_SCOPE("attention_bwd", 5.0 * B * T * T * QD, 4.0 * R * (4 * QD + 4 * KD));
         for (int b = 0; b < B; ++b) {

@@ -7,8 +7,9 @@
 // Supported: llama / mistral (sliding window) / qwen2 (QKV biases, NEOX RoPE) / qwen3 (per-head
 // q/k RMSNorm; not tensor-parallel) dense models and
 // gpt2 (LayerNorm, fused QKV, learned positions, GELU, biases), tied or separate output, and
-// mixtral-style mixtures of experts (llama with routed SwiGLU experts, softmax top-k routing and
-// the Switch / HF load-balancing auxiliary loss; moe.cpp). Shared experts (qwen2moe) are refused.
+// mixtral-style mixtures of experts (llama or qwen3moe with routed SwiGLU experts, softmax top-k
+// routing and the Switch / HF load-balancing auxiliary loss; moe.cpp). Shared experts (qwen2moe)
+// are refused.
 #pragma once
 
 #include <algorithm>
@@ -215,7 +216,6 @@ private:
     kernels::Rounding rounding() const {
         return precision_ == Precision::BF16 ? kernels::Rounding::BF16 : kernels::Rounding::F16;
     }
-    kernels::AttentionShape attention_shape() const;  // the forward's and the backward's
     void norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b, int64_t rows,
                       backend::Backend& be) const;
     void norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy, float* dx,

@@ -60,7 +60,7 @@ class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
     InitConfig cfg = small(GetParam() == "mixtral" ? "llama" : GetParam());
-    if (GetParam() == "mixtral" || GetParam() == "qwen2moe") {
+    if (GetParam() == "mixtral" || GetParam() == "qwen2moe" || GetParam() == "qwen3moe") {
         cfg.n_expert = 4;
         cfg.n_expert_used = 2;
     }
@@ -86,7 +86,8 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe",
+                                           "qwen3moe"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.

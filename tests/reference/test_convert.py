@@ -35,6 +35,7 @@ import tiny_hf_models as thm  # noqa: E402
 
 ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
         "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE, "qwen3": gguf.MODEL_ARCH.QWEN3,
+        "qwen3moe": gguf.MODEL_ARCH.QWEN3MOE,
         "gpt2": gguf.MODEL_ARCH.GPT2}
 
 
@@ -113,6 +114,7 @@ def expected_tensors(model_dir):
     arch_name = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama",
                  "MixtralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
                  "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3ForCausalLM": "qwen3",
+                 "Qwen3MoeForCausalLM": "qwen3moe",
                  "GPT2LMHeadModel": "gpt2"}[cfg["architectures"][0]]
     n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer"))
     names = gguf.get_tensor_name_map(ARCH[arch_name], n_layer)
@@ -248,7 +250,7 @@ def test_metadata_matches_config(variant, models, convert):
         return
     a = arch + "."
     assert arch == {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2moe",
-                    "qwen3": "qwen3"}.get(variant.split("_")[0], "llama")
+                    "qwen3": "qwen3", "qwen3moe": "qwen3moe"}.get(variant.split("_")[0], "llama")
     expect_kv(r, a + "context_length", cfg["max_position_embeddings"])
     expect_kv(r, a + "embedding_length", cfg["hidden_size"])
     expect_kv(r, a + "block_count", cfg["num_hidden_layers"])
@@ -259,7 +261,7 @@ def test_metadata_matches_config(variant, models, convert):
     expect_kv(r, a + "rope.freq_base", float(rope_theta(cfg)))
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     expect_kv(r, a + "rope.dimension_count", head_dim)
-    if variant == "qwen3":  # its head_dim is not hidden / heads
+    if variant in ("qwen3", "qwen3moe"):  # their head_dim is not hidden / heads
         expect_kv(r, a + "attention.key_length", head_dim)
         expect_kv(r, a + "attention.value_length", head_dim)
     scaling = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
@@ -285,6 +287,12 @@ def test_metadata_matches_config(variant, models, convert):
         expect_kv(r, a + "expert_used_count", cfg["num_experts_per_tok"])
         expect_kv(r, a + "expert_feed_forward_length", cfg["moe_intermediate_size"])
         expect_kv(r, a + "expert_shared_feed_forward_length", cfg["shared_expert_intermediate_size"])
+    if variant == "qwen3moe":  # transformers 5 saves num_experts as num_local_experts
+        expect_kv(r, a + "expert_count", cfg.get("num_experts", cfg.get("num_local_experts")))
+        expect_kv(r, a + "expert_used_count", cfg["num_experts_per_tok"])
+        expect_kv(r, a + "expert_feed_forward_length", cfg["moe_intermediate_size"])
+        assert field(r, a + "expert_shared_feed_forward_length") is None
+        assert field(r, a + "expert_weights_norm") is None  # renormalised: the default
     if arch == "llama":
         expect_kv(r, "llama.vocab_size", cfg["vocab_size"])
 

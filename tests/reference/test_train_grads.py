@@ -148,16 +148,17 @@ def test_gradients_match_autograd(variant, tmp_path, run_syslm):
     check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm)
 
 
-def test_moe_gradients_match_autograd(tmp_path, run_syslm):
-    """Mixtral (4 experts, top-2, renormalised weights): cross-entropy plus HF's load-balancing
-    auxiliary loss (router_aux_loss_coef, all layers' rows), every gradient incl. the router's
-    and each expert's."""
+@pytest.mark.parametrize("variant", ["mixtral", "qwen3moe"])
+def test_moe_gradients_match_autograd(variant, tmp_path, run_syslm):
+    """Mixtral and Qwen3-MoE (4 experts, top-2, renormalised weights): cross-entropy plus HF's
+    load-balancing auxiliary loss (router_aux_loss_coef, all layers' rows), every gradient incl.
+    the router's and each expert's."""
     coef = 0.05  # large enough that the auxiliary loss's gradient shows in the router's
-    hf_dir = tiny_hf_models.build("mixtral", tmp_path / "hf")
+    hf_dir = tiny_hf_models.build(variant, tmp_path / "hf")
     model = tiny_hf_models.load(hf_dir)
     model.config.router_aux_loss_coef = coef
     n_vocab = model.config.vocab_size
-    gen = torch.Generator().manual_seed(zlib.crc32(b"mixtral"))
+    gen = torch.Generator().manual_seed(zlib.crc32(variant.encode()))
     ids = torch.randint(0, n_vocab, (B, T + 1), generator=gen)
 
     out = model(input_ids=ids[:, :T], output_router_logits=True)
@@ -166,7 +167,7 @@ def test_moe_gradients_match_autograd(tmp_path, run_syslm):
     loss = ce + coef * out.aux_loss
     loss.backward()
     extra = ("--moe-aux-coef", coef)
-    model_path, got_path = check_against_autograd("mixtral", model, hf_dir, ids, loss, tmp_path,
+    model_path, got_path = check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path,
                                                   run_syslm, *extra)
     check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm, *extra)
 

@@ -13,7 +13,8 @@ the same call gives the same files.
 
 Variants: llama (GQA), llama_linear_rope, llama_llama3_rope, llama_tied, mistral_swa
 (sliding_window 7), mixtral (4 experts, top-2), qwen2 (QKV bias, padded vocab, chat template),
-qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), gpt2.
+qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), qwen3moe (the same
+with 4 experts top-2, renormalised), gpt2.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
-                          Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3Config, Qwen3ForCausalLM,
+                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 SEED = 1234
 
@@ -288,6 +290,21 @@ def qwen3(out: Path) -> Path:
     return _finish(Qwen3ForCausalLM(config), out, 23)
 
 
+def qwen3moe(out: Path) -> Path:
+    """Qwen3's attention with 4 routed experts, top-2 renormalised (as the released models set
+    norm_topk_prob), no shared expert."""
+    n_vocab = _qwen_tokenizer(out, pad=4)
+    config = Qwen3MoeConfig(vocab_size=n_vocab, hidden_size=HIDDEN, intermediate_size=FFN,
+                            moe_intermediate_size=40, num_experts=4, num_experts_per_tok=2,
+                            norm_topk_prob=True, num_hidden_layers=2, num_attention_heads=HEADS,
+                            num_key_value_heads=KV_HEADS, head_dim=16, max_position_embeddings=256,
+                            rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+                            decoder_sparse_step=1, mlp_only_layers=[], attention_bias=False)
+    config._attn_implementation = "eager"
+    torch.manual_seed(24)
+    return _finish(Qwen3MoeForCausalLM(config), out, 24)
+
+
 def gpt2(out: Path) -> Path:
     tok = _byte_level_tokenizer("gpt2", vocab_size=450, specials=["<|endoftext|>"])
     hf = _save_tokenizer(tok, out, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
@@ -313,6 +330,7 @@ VARIANTS = {
     "qwen2": qwen2,
     "qwen2moe": qwen2moe,
     "qwen3": qwen3,
+    "qwen3moe": qwen3moe,
     "gpt2": gpt2,
 }
 
