@@ -112,6 +112,61 @@ std::string blk(int64_t i, const char* t) {
     return "blk." + std::to_string(i) + "." + t;
 }
 
+// Block i's FFN: Mixtral's block_sparse_moe, Qwen-MoE's mlp.experts (with Qwen2-MoE's shared
+// expert), or the dense mlp.
+void plan_llama_ffn(const HFModelSpec& s, Planner& p, int64_t i, const std::string& L) {
+    const int64_t E = s.n_embd;
+    auto experts = [&](const std::string& fmt_prefix, const char* w) {
+        std::vector<std::string> names;
+        for (int64_t e = 0; e < s.n_expert; ++e)
+            names.push_back(L + fmt_prefix + std::to_string(e) + "." + w + ".weight");
+        return names;
+    };
+    switch (s.family) {
+        case HFFamily::Mixtral: {
+            const int64_t F = s.n_ff_exp;
+            p.add(blk(i, "ffn_gate_inp.weight"), L + "block_sparse_moe.gate.weight",
+                  {s.n_expert, E});
+            p.add_experts(blk(i, "ffn_gate_exps.weight"),
+                          experts("block_sparse_moe.experts.", "w1"), {F, E});
+            p.add_experts(blk(i, "ffn_down_exps.weight"),
+                          experts("block_sparse_moe.experts.", "w2"), {E, F});
+            p.add_experts(blk(i, "ffn_up_exps.weight"), experts("block_sparse_moe.experts.", "w3"),
+                          {F, E});
+            break;
+        }
+        case HFFamily::Qwen3Moe:
+        case HFFamily::Qwen2Moe: {
+            const int64_t F = s.n_ff_exp, S = s.n_ff_shexp;
+            p.add(blk(i, "ffn_gate_inp.weight"), L + "mlp.gate.weight", {s.n_expert, E});
+            p.add_experts(blk(i, "ffn_gate_exps.weight"), experts("mlp.experts.", "gate_proj"),
+                          {F, E});
+            p.add_experts(blk(i, "ffn_down_exps.weight"), experts("mlp.experts.", "down_proj"),
+                          {E, F});
+            p.add_experts(blk(i, "ffn_up_exps.weight"), experts("mlp.experts.", "up_proj"), {F, E});
+            if (s.family == HFFamily::Qwen3Moe) break;  // no shared expert
+            p.add(blk(i, "ffn_gate_inp_shexp.weight"), L + "mlp.shared_expert_gate.weight", {1, E});
+            p.add(blk(i, "ffn_gate_shexp.weight"), L + "mlp.shared_expert.gate_proj.weight",
+                  {S, E});
+            p.add(blk(i, "ffn_down_shexp.weight"), L + "mlp.shared_expert.down_proj.weight",
+                  {E, S});
+            p.add(blk(i, "ffn_up_shexp.weight"), L + "mlp.shared_expert.up_proj.weight", {S, E});
+            break;
+        }
+        default: {
+            const int64_t F = s.n_ff;
+            p.add(blk(i, "ffn_gate.weight"), L + "mlp.gate_proj.weight", {F, E});
+            p.add(blk(i, "ffn_down.weight"), L + "mlp.down_proj.weight", {E, F});
+            p.add(blk(i, "ffn_up.weight"), L + "mlp.up_proj.weight", {F, E});
+            if (s.mlp_bias) {
+                p.add(blk(i, "ffn_gate.bias"), L + "mlp.gate_proj.bias", {F});
+                p.add(blk(i, "ffn_down.bias"), L + "mlp.down_proj.bias", {E});
+                p.add(blk(i, "ffn_up.bias"), L + "mlp.up_proj.bias", {F});
+            }
+        }
+    }
+}
+
 // Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3 share HF's `model.layers.N.*` naming.
 std::vector<HFTensorPlan> plan_llama_like(const HFModelSpec& s, Planner& p) {
     const int64_t E = s.n_embd, hd = s.head_dim;
@@ -141,58 +196,7 @@ std::vector<HFTensorPlan> plan_llama_like(const HFModelSpec& s, Planner& p) {
         p.ignore(L + "self_attn.rotary_emb.inv_freq");  // a buffer older checkpoints saved
         p.add(blk(i, "ffn_norm.weight"), L + "post_attention_layernorm.weight", {E});
 
-        auto experts = [&](const std::string& fmt_prefix, const char* w) {
-            std::vector<std::string> names;
-            for (int64_t e = 0; e < s.n_expert; ++e)
-                names.push_back(L + fmt_prefix + std::to_string(e) + "." + w + ".weight");
-            return names;
-        };
-        switch (s.family) {
-            case HFFamily::Mixtral: {
-                const int64_t F = s.n_ff_exp;
-                p.add(blk(i, "ffn_gate_inp.weight"), L + "block_sparse_moe.gate.weight",
-                      {s.n_expert, E});
-                p.add_experts(blk(i, "ffn_gate_exps.weight"),
-                              experts("block_sparse_moe.experts.", "w1"), {F, E});
-                p.add_experts(blk(i, "ffn_down_exps.weight"),
-                              experts("block_sparse_moe.experts.", "w2"), {E, F});
-                p.add_experts(blk(i, "ffn_up_exps.weight"),
-                              experts("block_sparse_moe.experts.", "w3"), {F, E});
-                break;
-            }
-            case HFFamily::Qwen3Moe:
-            case HFFamily::Qwen2Moe: {
-                const int64_t F = s.n_ff_exp, S = s.n_ff_shexp;
-                p.add(blk(i, "ffn_gate_inp.weight"), L + "mlp.gate.weight", {s.n_expert, E});
-                p.add_experts(blk(i, "ffn_gate_exps.weight"), experts("mlp.experts.", "gate_proj"),
-                              {F, E});
-                p.add_experts(blk(i, "ffn_down_exps.weight"), experts("mlp.experts.", "down_proj"),
-                              {E, F});
-                p.add_experts(blk(i, "ffn_up_exps.weight"), experts("mlp.experts.", "up_proj"),
-                              {F, E});
-                if (s.family == HFFamily::Qwen3Moe) break;  // no shared expert
-                p.add(blk(i, "ffn_gate_inp_shexp.weight"), L + "mlp.shared_expert_gate.weight",
-                      {1, E});
-                p.add(blk(i, "ffn_gate_shexp.weight"), L + "mlp.shared_expert.gate_proj.weight",
-                      {S, E});
-                p.add(blk(i, "ffn_down_shexp.weight"), L + "mlp.shared_expert.down_proj.weight",
-                      {E, S});
-                p.add(blk(i, "ffn_up_shexp.weight"), L + "mlp.shared_expert.up_proj.weight",
-                      {S, E});
-                break;
-            }
-            default: {
-                const int64_t F = s.n_ff;
-                p.add(blk(i, "ffn_gate.weight"), L + "mlp.gate_proj.weight", {F, E});
-                p.add(blk(i, "ffn_down.weight"), L + "mlp.down_proj.weight", {E, F});
-                p.add(blk(i, "ffn_up.weight"), L + "mlp.up_proj.weight", {F, E});
-                if (s.mlp_bias) {
-                    p.add(blk(i, "ffn_gate.bias"), L + "mlp.gate_proj.bias", {F});
-                    p.add(blk(i, "ffn_down.bias"), L + "mlp.down_proj.bias", {E});
-                    p.add(blk(i, "ffn_up.bias"), L + "mlp.up_proj.bias", {F});
-                }
-            }
-        }
+        plan_llama_ffn(s, p, i, L);
     }
     p.add("output_norm.weight", "model.norm.weight", {E});
     // Tied models save no lm_head; llama.cpp then reads token_embd for the output (no copy).
