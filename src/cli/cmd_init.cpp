@@ -12,7 +12,7 @@ namespace {
 
 struct InitArgs {
     model::InitConfig cfg;
-    std::string vocab, out, type = "f32";
+    std::string vocab, out, type = "f32", attn_pattern;
     int vocab_size = 0;
 };
 
@@ -30,7 +30,8 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(3, 1 << 30))
         ->excludes(vocab);
     app.add_option("-o,--out", a->out, "Output GGUF file")->required();
-    app.add_option("--arch", c.arch, "llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2")->capture_default_str();
+    app.add_option("--arch", c.arch, "llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2")
+        ->capture_default_str();
     app.add_option("--layers", c.n_layer, "Transformer blocks")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
@@ -47,6 +48,12 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--ctx", c.n_ctx, "Trained context length")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    app.add_option("--window", c.window,
+                   "Local attention over the last N positions (every layer, or the local ones "
+                   "of --attn-pattern); 0 = global")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--attn-pattern", a->attn_pattern,
+                   "LOCAL:GLOBAL, e.g. 5:1 = five layers with --window, then one global, repeated");
     app.add_option("--experts", c.n_expert, "Routed experts (MoE); 0 = dense")
         ->capture_default_str();
     app.add_option("--experts-used", c.n_expert_used, "Experts per token")->capture_default_str();
@@ -56,6 +63,10 @@ std::function<int()> setup(CLI::App& app) {
     return [a] {
         usage_check(!a->vocab.empty() || a->vocab_size > 0,
                     "init: give --vocab FILE or --vocab-size N");
+        usage_check(a->attn_pattern.empty() || a->cfg.window > 0,
+                    "init: --attn-pattern needs --window");
+        if (!a->attn_pattern.empty())
+            a->cfg.local_layers = model::attention_pattern(a->attn_pattern, a->cfg.n_layer);
         const auto t = dtype_from_name(a->type);
         SYSLM_CHECK(t, "--type: unknown type '", a->type, "'");
         a->cfg.type = *t;

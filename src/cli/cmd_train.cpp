@@ -30,6 +30,7 @@
 #include "core/error.hpp"
 #include "core/profiler.hpp"
 #include "core/thread_pool.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "model/random_init.hpp"
 #include "profile/machine_probe.hpp"
@@ -61,8 +62,12 @@ double flops_per_token(train::TrainModel& m, int T) {
             matrix += static_cast<double>(p.numel) * hp.n_expert_used / hp.n_expert;
     }
     if (tied) matrix += static_cast<double>(hp.n_vocab) * hp.n_embd;
+    // Keys a token attends, summed over the layers: local ones stop at their window.
+    double attended = 0;
+    for (int il = 0; il < hp.n_layer; ++il)
+        attended += kernels::attention_pairs(T, 0, hp.window(il)) / T;
     // The MFU counts the model's work, not full recompute's second forward.
-    return parallel::training_flops_per_token(matrix, 0, hp.n_layer, T, hp.q_dim(),
+    return parallel::training_flops_per_token(matrix, 0, attended, hp.q_dim(),
                                               parallel::Recompute::None);
 }
 
@@ -148,6 +153,9 @@ void check_train_args(const TrainArgs& a) {
     usage_check(a.checkpoint_every == 0 || !a.checkpoint.empty(),
                 "train: --checkpoint-every needs --checkpoint DIR");
     usage_check(a.min_lr <= a.lr, "train: --min-lr ", a.min_lr, " is above --lr ", a.lr);
+    usage_check(!a.arch.empty() || (a.window == 0 && a.attn_pattern.empty()),
+                "train: --window and --attn-pattern shape a model from scratch (--arch); a "
+                "file's own attention comes with it");
     SYSLM_CHECK(a.offline_topk == 0 || (!a.teacher.empty() && !a.data.empty()),
                 "train: --offline-topk needs --teacher and --data");
 }
@@ -184,6 +192,10 @@ io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
     c.n_expert_used = a.experts > 0 ? a.experts_used : 0;
     c.n_ctx = a.ctx;
     c.seed = a.seed;
+    usage_check(a.attn_pattern.empty() || a.window > 0, "train: --attn-pattern needs --window");
+    c.window = a.window;
+    if (!a.attn_pattern.empty())
+        c.local_layers = model::attention_pattern(a.attn_pattern, a.layers);
     const std::string temp = (std::filesystem::temp_directory_path() /
                               ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
                                  .string();

@@ -142,6 +142,13 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
                    "MoE: weight of the load-balancing auxiliary loss")
         ->capture_default_str()
         ->check(non_negative());
+    app.add_option("--window", a.window,
+                   "From scratch: local attention over the last N positions (every layer, or "
+                   "the local ones of --attn-pattern)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--attn-pattern", a.attn_pattern,
+                   "From scratch: LOCAL:GLOBAL, e.g. 5:1 = five layers with --window, then one "
+                   "with global attention, repeated");
     app.add_option("--ctx", a.ctx, "From scratch: context length")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 24));

@@ -1,5 +1,6 @@
 #include "io/hf_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +100,11 @@ struct KVOut {
     }
     void boolean(const std::string& k, bool v) {
         kv.emplace_back(prefix + k, GGUFValue::boolean(v));
+    }
+    void booleans(const std::string& k, const std::vector<bool>& v) {
+        std::vector<GGUFValue> items;
+        for (bool b : v) items.push_back(GGUFValue::boolean(b));
+        kv.emplace_back(prefix + k, GGUFValue::array(GGUFType::BOOL, items));
     }
 };
 
@@ -235,15 +241,30 @@ void add_common_keys(const Config& c, const HFModelSpec& s, const RopeParams& ro
     }
 }
 
-void check_no_sliding_window_layers(const Config& c) {
-    if (c.boolean_or("use_sliding_window", false))
-        fail(c.name(), ": use_sliding_window=true (per-layer sliding window) is not supported");
+// Qwen2 / Qwen3's per-layer attention (transformers' layer_types, or use_sliding_window with
+// max_window_layers): the window and which layers it applies to, as
+// attention.sliding_window and the per-layer bool array attention.sliding_window_pattern.
+void add_sliding_window_layers(const Config& c, const HFModelSpec& s, KVOut& out) {
+    std::vector<bool> local(static_cast<size_t>(s.n_layer), false);
     if (c.has("layer_types")) {
-        SYSLM_CHECK(c.raw("layer_types").is_array(), c.name(), ": layer_types must be an array");
-        for (const auto& t : c.raw("layer_types"))
-            SYSLM_CHECK(t == "full_attention", c.name(), ": layer type ", t.dump(),
-                        " is not supported (only full_attention)");
+        const json& types = c.raw("layer_types");
+        SYSLM_CHECK(types.is_array() && types.size() == local.size(), c.name(),
+                    ": layer_types must list one type per layer (", s.n_layer, ")");
+        for (size_t il = 0; il < local.size(); ++il) {
+            SYSLM_CHECK(types[il] == "full_attention" || types[il] == "sliding_attention",
+                        c.name(), ": layer type ", types[il].dump(),
+                        " is not supported (full_attention, sliding_attention)");
+            local[il] = types[il] == "sliding_attention";
+        }
+    } else if (c.boolean_or("use_sliding_window", false)) {
+        const int64_t first = c.pos_int_or({"max_window_layers"}, 0);
+        for (size_t il = 0; il < local.size(); ++il) local[il] = static_cast<int64_t>(il) >= first;
     }
+    if (std::none_of(local.begin(), local.end(), [](bool b) { return b; })) return;
+    SYSLM_CHECK(c.has("sliding_window") && c.raw("sliding_window").is_number_integer(), c.name(),
+                ": sliding layers need an integer sliding_window");
+    out.u32("attention.sliding_window", c.pos_int({"sliding_window"}));
+    out.booleans("attention.sliding_window_pattern", local);
 }
 
 // Llama, Mistral and Mixtral (Llama's keys; Mixtral adds experts, Mistral a sliding window).
@@ -285,7 +306,6 @@ void parse_qwen2_family(const Config& c, HFModelSpec& s) {
     s.family = qwen3 ? (moe ? HFFamily::Qwen3Moe : HFFamily::Qwen3)
                      : (moe ? HFFamily::Qwen2Moe : HFFamily::Qwen2);
     read_llama_like(c, s);
-    check_no_sliding_window_layers(c);
     if (qwen3) {  // llama.cpp's qwen3 graph has no Q/K/V biases
         SYSLM_CHECK(!c.boolean_or("attention_bias", false), c.name(),
                     ": attention_bias=true is not supported for Qwen3");
@@ -322,6 +342,7 @@ void parse_qwen2_family(const Config& c, HFModelSpec& s) {
     }
     out.u32("rope.dimension_count", s.head_dim);
     add_rope_scaling(c, rope, s, out);
+    add_sliding_window_layers(c, s, out);
 }
 
 void parse_gpt2(const Config& c, HFModelSpec& s) {

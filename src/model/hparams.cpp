@@ -20,6 +20,27 @@ Arch parse_arch(const std::string& name, const std::string& path) {
 
 namespace {
 
+// attention.sliding_window_pattern: an array of one bool per layer (true: the window applies),
+// or llama.cpp's period n (layer il is local unless il % n == n - 1; 0: all local). Absent: empty
+// (every layer local, as Mistral).
+std::vector<bool> local_layers(const io::GGUFFile& f, const std::string& key, int n_layer) {
+    const io::GGUFValue* v = f.find(key);
+    if (!v) return {};
+    std::vector<bool> local(static_cast<size_t>(n_layer));
+    try {
+        if (v->is_array()) {
+            SYSLM_CHECK(v->size() == local.size(), v->size(), " entries for ", n_layer, " layers");
+            v->for_each_item([&](size_t i, const io::GGUFValue& x) { local[i] = x.as_bool(); });
+        } else {
+            const uint32_t n = v->as_u32();
+            for (size_t il = 0; il < local.size(); ++il) local[il] = n == 0 || il % n < n - 1;
+        }
+    } catch (const Error& e) {
+        fail(f.path(), ": ", key, ": ", e.what());
+    }
+    return local;
+}
+
 // Every hyperparameter is checked where it is read, and an error names the file and the key: a
 // value out of range (a context of 2^32 - 1 read into an int, a NaN epsilon, a zero RoPE base)
 // would otherwise load and compute garbage.
@@ -103,13 +124,13 @@ const ArchSpec& arch_spec(Arch arch) {
     return llama;
 }
 
-kernels::AttentionShape attention_shape(const HParams& hp) {
+kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     kernels::AttentionShape s{};
     s.n_head = hp.n_head;
     s.n_head_kv = hp.n_head_kv;
     s.head_dim = hp.head_dim;
     s.kv_stride = hp.kv_dim();
-    s.window = hp.sliding_window;
+    s.window = hp.window(il);
     s.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
     return s;
 }
@@ -135,6 +156,7 @@ HParams load_hparams(const io::GGUFFile& f) {
                 f.path(), ": attention key and value lengths must be equal");
     hp.norm_eps = r.real(hp.spec().norm_eps_key, std::nullopt, 0, 1);
     hp.sliding_window = r.count("attention.sliding_window", 0u, 0, kMaxContext);
+    hp.local_layers = local_layers(f, a + "attention.sliding_window_pattern", hp.n_layer);
 
     hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);
     if (hp.n_expert > 0) {

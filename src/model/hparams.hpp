@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "io/gguf.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -65,6 +66,12 @@ struct HParams {
     int n_ff = 0;      // dense FFN width
     float norm_eps = 1e-5f;
     int sliding_window = 0;  // 0: full causal attention
+    // Which layers the window applies to (attention.sliding_window_pattern): local layers see
+    // the last sliding_window positions, global ones all. Empty: every layer is local.
+    std::vector<bool> local_layers;
+    int window(int il) const {  // layer il's window, 0 for global attention
+        return local_layers.empty() || local_layers[static_cast<size_t>(il)] ? sliding_window : 0;
+    }
 
     // Mixture of experts (n_expert == 0: dense FFN).
     int n_expert = 0;
@@ -80,9 +87,10 @@ struct HParams {
     int kv_dim() const { return n_head_kv * head_dim; }
 };
 
-// The attention as its kernels take it (heads, widths, window, scale): what the inference forward
-// and the training model both read. The KV cache's element type is the caller's (F32 here).
-kernels::AttentionShape attention_shape(const HParams& hp);
+// Layer il's attention as its kernels take it (heads, widths, window, scale): what the inference
+// forward and the training model both read. The KV cache's element type is the caller's (F32
+// here).
+kernels::AttentionShape attention_shape(const HParams& hp, int il);
 
 // Reads and checks hyper-parameters; errors name the file and the key.
 HParams load_hparams(const io::GGUFFile& file);

@@ -76,6 +76,9 @@ InitShape check_config(const InitConfig& c) {
     SYSLM_CHECK(s.moe == moe_arch || c.arch == "llama",
                 "init: qwen2moe / qwen3moe need --experts, and only llama and they can have "
                 "experts");
+    SYSLM_CHECK(c.window >= 0 && (c.local_layers.empty() ||
+                                  (c.window > 0 && c.local_layers.size() == size_t(c.n_layer))),
+                "init: an attention pattern needs a window and one entry per layer");
     s.n_ff = c.n_ff;
     if (s.n_ff <= 0) s.n_ff = s.gpt2 ? 4 * c.n_embd : (8 * c.n_embd / 3 + 31) / 32 * 32;
     return s;
@@ -100,6 +103,15 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
         w.set(a + "attention.layer_norm_rms_epsilon", GGUFValue::f32(c.norm_eps));
         w.set(a + "rope.freq_base", GGUFValue::f32(c.rope_freq_base));
         w.set(a + "rope.dimension_count", GGUFValue::u32(s.head_dim));
+    }
+    if (c.window > 0) {
+        w.set(a + "attention.sliding_window", GGUFValue::u32(c.window));
+        if (!c.local_layers.empty()) {
+            std::vector<GGUFValue> local;
+            for (bool b : c.local_layers) local.push_back(GGUFValue::boolean(b));
+            w.set(a + "attention.sliding_window_pattern",
+                  GGUFValue::array(io::GGUFType::BOOL, local));
+        }
     }
     if (s.moe) {
         w.set(a + "expert_count", GGUFValue::u32(c.n_expert));
@@ -169,6 +181,27 @@ void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c,
 }
 
 }  // namespace
+
+std::vector<bool> attention_pattern(const std::string& spec, int n_layer) {
+    const size_t colon = spec.find(':');
+    int local = 0, global = 0;
+    try {
+        SYSLM_CHECK(colon != std::string::npos, "no ':'");
+        size_t end = 0;
+        local = std::stoi(spec.substr(0, colon), &end);
+        SYSLM_CHECK(end == colon, "not a number");
+        global = std::stoi(spec.substr(colon + 1), &end);
+        SYSLM_CHECK(end == spec.size() - colon - 1, "not a number");
+    } catch (const std::exception&) {
+        fail("attention pattern '", spec, "': expected LOCAL:GLOBAL layer counts, e.g. 5:1");
+    }
+    SYSLM_CHECK(local >= 0 && global >= 0 && local + global > 0, "attention pattern '", spec,
+                "': counts must be >= 0, not both 0");
+    std::vector<bool> out(static_cast<size_t>(n_layer));
+    for (int il = 0; il < n_layer; ++il)
+        out[static_cast<size_t>(il)] = il % (local + global) < local;
+    return out;
+}
 
 void write_random_model(const InitConfig& c, const std::string& vocab_path,
                         const std::string& out_path) {

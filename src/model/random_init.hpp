@@ -6,13 +6,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.hpp"
 
 namespace syslm::model {
 
 struct InitConfig {
-    std::string arch = "llama";  // llama | qwen2 | qwen2moe | gpt2
+    std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2
     int n_layer = 4;
     int n_embd = 256;
     int n_head = 8;
@@ -20,12 +21,19 @@ struct InitConfig {
     int n_ff = 0;       // 0: llama/qwen2 ~ 8/3 * n_embd rounded to 32, gpt2 4 * n_embd
     int n_ctx = 2048;
     int n_expert = 0, n_expert_used = 0;
+    // Local attention: the window (0: every layer global) and, when not every layer is local,
+    // which are (attention_pattern below).
+    int window = 0;
+    std::vector<bool> local_layers;
     float rope_freq_base = 10000.0f;
     float norm_eps = 1e-5f;
     uint64_t seed = 1;
     DType type = DType::F32;  // F32 | F16 | BF16 for the matrices
     std::string name = "syslm random-init";
 };
+
+// "L:G" (e.g. "5:1"): L local layers, then G global ones, repeated over n_layer layers.
+std::vector<bool> attention_pattern(const std::string& spec, int n_layer);
 
 // Writes the model to out_path (atomically). The tokenizer.* keys of vocab_path are copied.
 void write_random_model(const InitConfig& cfg, const std::string& vocab_path,

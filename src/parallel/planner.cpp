@@ -31,10 +31,9 @@ double ModelShape::active_params() const {
 
 // 6 per matrix parameter (forward 2, backward 4) and attention's QK^T and PV over the causal half,
 // times 3 (as `syslm train` counts for its MFU); full recompute runs the blocks' forward again.
-double training_flops_per_token(double matrix_params, double block_params, int64_t layers,
-                                int64_t seq, int64_t q_dim, Recompute r) {
-    const double attn = 6.0 * static_cast<double>(layers) * static_cast<double>(seq) *
-                        static_cast<double>(q_dim);
+double training_flops_per_token(double matrix_params, double block_params, double attended,
+                                int64_t q_dim, Recompute r) {
+    const double attn = 12.0 * attended * static_cast<double>(q_dim);
     double f = 6.0 * matrix_params + attn;
     if (r == Recompute::Full) f += 2.0 * block_params + attn / 3.0;
     return f;
@@ -42,8 +41,8 @@ double training_flops_per_token(double matrix_params, double block_params, int64
 
 double flops_per_token(const ModelShape& m, int64_t seq, Recompute r) {
     const double blocks = m.active_params() - static_cast<double>(m.vocab) * m.dim;
-    return training_flops_per_token(m.active_params(), blocks, m.layers, seq, m.heads * m.head_dim(),
-                                    r);
+    const double attended = static_cast<double>(m.layers) * static_cast<double>(seq) / 2;
+    return training_flops_per_token(m.active_params(), blocks, attended, m.heads * m.head_dim(), r);
 }
 
 const std::vector<Device>& device_table() {

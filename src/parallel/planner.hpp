@@ -76,10 +76,12 @@ struct Estimate {
 double flops_per_token(const ModelShape& m, int64_t seq, Recompute r);
 // The one formula both use (the planner from a shape, `syslm train`'s MFU from the model's own
 // matrices): 6 FLOPs per matrix parameter a token uses (forward 2, backward 4), attention's QK^T
-// and PV over the causal half of a length-`seq` sequence times 3, and under full recompute the
-// blocks' forward again (block_params: the blocks' share of matrix_params).
-double training_flops_per_token(double matrix_params, double block_params, int64_t layers,
-                                int64_t seq, int64_t q_dim, Recompute r);
+// and PV over the keys a token attends (`attended`, summed over the layers: seq / 2 a layer for
+// causal attention over a length-seq sequence, about the window for a local layer) times 3, and
+// under full recompute the blocks' forward again (block_params: the blocks' share of
+// matrix_params).
+double training_flops_per_token(double matrix_params, double block_params, double attended,
+                                int64_t q_dim, Recompute r);
 Estimate estimate(const ModelShape& m, const Cluster& c, const Workload& w, const Layout& l);
 // Every valid layout for the cluster's device count (tp within a node and dividing the heads,
 // pp dividing the layers, dp x micro-batch dividing the batch), fitting ones first, fastest first.

@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/isa.hpp"
 
@@ -44,6 +45,7 @@ ModelCosts model_costs(const model::Model& m, DType kv_type) {
     c.kv_bytes_per_position =
         2.0 * hp.n_layer * hp.kv_dim() * static_cast<double>(dtype_info(kv_type).type_size);
     c.attn_flops_per_pair = 4.0 * hp.n_layer * hp.q_dim();
+    for (int il = 0; il < hp.n_layer; ++il) c.layer_windows.push_back(hp.window(il));
 
     for (const model::LayerWeights& l : w.layers) {
         add_matrix(c, "attn_qkv", l.wqkv);
@@ -86,11 +88,19 @@ double matmul_peak(DType type, const ProbeResult& probe, int threads) {
     return probe.fma_f32_for(threads) * 1e9;
 }
 
+double ModelCosts::attention_pairs(int64_t n) const {
+    if (layer_windows.empty()) return kernels::attention_pairs(n, 0, 0);
+    double pairs = 0;
+    for (int w : layer_windows) pairs += kernels::attention_pairs(n, 0, w);
+    return pairs / static_cast<double>(layer_windows.size());
+}
+
 double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,
                                int threads) {
-    // Step p reads the weights and positions 0..p of the cache.
+    // Step p reads the weights and positions 0..p of the cache (the last w of a local layer).
     const double n = n_gen;
-    const double bytes = n * c.decode_weight_bytes + c.kv_bytes_per_position * n * (n + 1) / 2;
+    const double bytes =
+        n * c.decode_weight_bytes + c.kv_bytes_per_position * c.attention_pairs(n_gen);
     return bytes / (probe.read_gbs_for(threads) * 1e9);
 }
 
@@ -102,7 +112,8 @@ double prefill_roofline_seconds(const ModelCosts& c, int n_prompt, const ProbeRe
         const double tokens = m.op == "output" ? 1.0 : n;
         seconds += m.flops_per_token * tokens / matmul_peak(m.type, probe, threads);
     }
-    seconds += c.attn_flops_per_pair * n * (n + 1) / 2 / (probe.fma_f32_for(threads) * 1e9);
+    seconds +=
+        c.attn_flops_per_pair * c.attention_pairs(n_prompt) / (probe.fma_f32_for(threads) * 1e9);
     return seconds;
 }
 

@@ -25,7 +25,12 @@ struct ModelCosts {
                                        // share used), norms, one embedding row
     double kv_bytes_per_position = 0;  // K and V of one position, all layers, in the cache type
     double attn_flops_per_pair = 0;    // QK^T and PV for one (query, key) pair, all layers
+    std::vector<int> layer_windows;    // each layer's attention window (0: global)
     std::vector<MatrixCost> matrices;  // output last
+
+    // (query, key) pairs of n tokens from an empty cache, averaged over the layers: n (n + 1) / 2
+    // when every layer is global; a local layer's queries see at most its window.
+    double attention_pairs(int64_t n) const;
 };
 
 ModelCosts model_costs(const model::Model& m, DType kv_type);

@@ -449,9 +449,11 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
         be.rope_rows(*rope_, rope_angles_.data(), T, S.k.data(), KD, S.k.data(), R, hp_.n_head_kv,
                      hp_.head_dim);
     }
-    const kernels::AttentionShape shape = model::attention_shape(hp_);
+    const kernels::AttentionShape shape = model::attention_shape(hp_, il);
     {
-        SYSLM_PROFILE_SCOPE("attention", 2.0 * B * T * T * QD, 4.0 * R * (2 * QD + 2 * KD));
+        SYSLM_PROFILE_SCOPE("attention",
+                            4.0 * B * kernels::attention_pairs(T, 0, hp_.window(il)) * QD,
+                            4.0 * R * (2 * QD + 2 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
             be.attention_lse(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD,
@@ -514,9 +516,11 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
 
     // Attention: x_mid = x_in + out(attention(rope(q), rope(k), v)).
     linear_backward(l.wo, l.bo, S.o.data(), d_mid_.data(), R, QD, E, d_o_.data(), false, be);
-    const kernels::AttentionShape shape = model::attention_shape(hp_);
+    const kernels::AttentionShape shape = model::attention_shape(hp_, il);
     {
-        SYSLM_PROFILE_SCOPE("attention_bwd", 5.0 * B * T * T * QD, 4.0 * R * (4 * QD + 4 * KD));
+        SYSLM_PROFILE_SCOPE("attention_bwd",
+                            10.0 * B * kernels::attention_pairs(T, 0, hp_.window(il)) * QD,
+                            4.0 * R * (4 * QD + 4 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
             be.attention_backward(

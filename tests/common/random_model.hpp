@@ -14,7 +14,7 @@ namespace syslm::testing {
 // experts, top-2.
 inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, uint64_t seed) {
     model::InitConfig c;
-    c.arch = arch == "mixtral" ? "llama" : arch;
+    c.arch = arch == "mixtral" || arch == "llama_local_global" ? "llama" : arch;
     c.n_layer = 2;
     c.n_embd = 48;
     c.n_head = 6;
@@ -25,6 +25,10 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
     if (arch == "mixtral") {
         c.n_expert = 4;
         c.n_expert_used = 2;
+    }
+    if (arch == "llama_local_global") {  // layer 0 sees the last 5 positions, layer 1 all
+        c.window = 5;
+        c.local_layers = {true, false};
     }
     return c;
 }

@@ -113,7 +113,9 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
     EXPECT_EQ(pages.used_pages(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, PagedForward, ::testing::Values("llama", "gpt2", "mixtral", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
+                         ::testing::Values("llama", "gpt2", "mixtral", "qwen3",
+                                           "llama_local_global"));
 
 }  // namespace
 }  // namespace syslm::infer

@@ -59,7 +59,12 @@ float max_rel_diff(std::span<const float> a, std::span<const float> b) {
 class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
-    InitConfig cfg = small(GetParam() == "mixtral" ? "llama" : GetParam());
+    const bool llama_like = GetParam() == "mixtral" || GetParam() == "llama_local_global";
+    InitConfig cfg = small(llama_like ? "llama" : GetParam());
+    if (GetParam() == "llama_local_global") {  // a local layer (window 5), then a global one
+        cfg.window = 5;
+        cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
+    }
     if (GetParam() == "mixtral" || GetParam() == "qwen2moe" || GetParam() == "qwen3moe") {
         cfg.n_expert = 4;
         cfg.n_expert_used = 2;
@@ -87,7 +92,7 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe",
-                                           "qwen3moe"));
+                                           "qwen3moe", "llama_local_global"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.
@@ -115,6 +120,61 @@ TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     b[8] = (b[8] + 1) % m.hparams().n_vocab;  // inside the window: must change the result
     Context cc(m, 16, 1);
     EXPECT_GT(max_rel_diff(cc.forward(b), la_copy), 1e-4f);
+}
+
+TEST(Forward, GlobalLayersOfAnAttentionPatternSeeTheWholePrefix) {
+    // Layer 0 local (window 4), layer 1 global: a change far outside the window reaches the
+    // last token through the global layer; with both layers local (the test above) it does not.
+    InitConfig cfg = small("llama");
+    cfg.window = 4;
+    cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
+    ASSERT_EQ(cfg.local_layers, (std::vector<bool>{true, false}));
+    const Model m(make_model("window_pattern", cfg));
+    EXPECT_EQ(m.hparams().window(0), 4);
+    EXPECT_EQ(m.hparams().window(1), 0);
+    auto a = random_tokens(12, m.hparams().n_vocab, 9);
+    auto b = a;
+    b[0] = (b[0] + 1) % m.hparams().n_vocab;
+    Context ca(m, 16, 1), cb(m, 16, 1);
+    const auto la = ca.forward(a);
+    const std::vector<float> la_copy(la.begin(), la.end());
+    EXPECT_GT(max_rel_diff(cb.forward(b), la_copy), 1e-4f);
+}
+
+TEST(Forward, AttentionPatternsParseAndRefuseNonsense) {
+    EXPECT_EQ(attention_pattern("5:1", 7),
+              (std::vector<bool>{true, true, true, true, true, false, true}));
+    EXPECT_EQ(attention_pattern("0:1", 2), (std::vector<bool>{false, false}));
+    for (const char* bad : {"5", "5:", ":1", "a:b", "0:0", "-1:2", "5:1x"})
+        EXPECT_THROW(attention_pattern(bad, 4), Error) << bad;
+}
+
+TEST(Forward, SlidingWindowPatternKeyIsReadAsBoolsOrAPeriod) {
+    InitConfig cfg = small("llama");
+    cfg.n_layer = 4;
+    io::GGUFFile base(make_model("pattern_keys", cfg));
+    auto with = [&](const char* tag, const io::GGUFValue& pattern) {
+        io::GGUFWriter w;
+        for (const auto& [k, v] : base.metadata()) w.set(k, v);
+        w.set("llama.attention.sliding_window", io::GGUFValue::u32(3));
+        w.set("llama.attention.sliding_window_pattern", pattern);
+        for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+        const std::string path = std::string(SYSLM_TEST_TMP) + "/model_pattern_" + tag + ".gguf";
+        w.write(path);
+        return path;
+    };
+    // llama.cpp's period 2: layer il is local unless il % 2 == 1.
+    const Model period(with("period", io::GGUFValue::u32(2)));
+    for (int il = 0; il < 4; ++il) EXPECT_EQ(period.hparams().window(il), il % 2 == 1 ? 0 : 3);
+    const std::vector<io::GGUFValue> bools = {io::GGUFValue::boolean(false),
+                                              io::GGUFValue::boolean(true),
+                                              io::GGUFValue::boolean(true),
+                                              io::GGUFValue::boolean(false)};
+    const Model array(with("bools", io::GGUFValue::array(io::GGUFType::BOOL, bools)));
+    for (int il = 0; il < 4; ++il)
+        EXPECT_EQ(array.hparams().window(il), il == 1 || il == 2 ? 3 : 0);
+    const std::vector<io::GGUFValue> three(bools.begin(), bools.begin() + 3);
+    EXPECT_THROW(Model(with("short", io::GGUFValue::array(io::GGUFType::BOOL, three))), Error);
 }
 
 // The residual stream entering each layer, as observe_residual reports it.

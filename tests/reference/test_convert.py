@@ -277,6 +277,10 @@ def test_metadata_matches_config(variant, models, convert):
         assert field(r, a + "rope.scaling.type") is None
     if variant == "mistral_swa":
         expect_kv(r, a + "attention.sliding_window", cfg["sliding_window"])
+    elif variant == "qwen3_local_global":
+        expect_kv(r, a + "attention.sliding_window", cfg["sliding_window"])
+        assert field(r, a + "attention.sliding_window_pattern") == [
+            t == "sliding_attention" for t in cfg["layer_types"]]
     else:
         assert field(r, a + "attention.sliding_window") is None
     if variant == "mixtral":

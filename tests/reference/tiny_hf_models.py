@@ -13,7 +13,8 @@ the same call gives the same files.
 
 Variants: llama (GQA), llama_linear_rope, llama_llama3_rope, llama_tied, mistral_swa
 (sliding_window 7), mixtral (4 experts, top-2), qwen2 (QKV bias, padded vocab, chat template),
-qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), qwen3moe (the same
+qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), qwen3_local_global (window 5 on
+layers 0 and 1, layer 2 global), qwen3moe (the same
 with 4 experts top-2, renormalised), gpt2.
 """
 from __future__ import annotations
@@ -290,6 +291,22 @@ def qwen3(out: Path) -> Path:
     return _finish(Qwen3ForCausalLM(config), out, 23)
 
 
+def qwen3_local_global(out: Path) -> Path:
+    """Qwen3 with per-layer attention: layers 0 and 1 see the last 5 positions, layer 2 all
+    (transformers' layer_types); the prompt and the decode run past the window."""
+    n_vocab = _qwen_tokenizer(out, pad=2)
+    config = Qwen3Config(vocab_size=n_vocab, hidden_size=HIDDEN, intermediate_size=FFN,
+                         num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                         num_key_value_heads=KV_HEADS, head_dim=16, max_position_embeddings=256,
+                         rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+                         attention_bias=False, use_sliding_window=True, sliding_window=5,
+                         layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                         eos_token_id=None, bos_token_id=None)
+    config._attn_implementation = "eager"
+    torch.manual_seed(25)
+    return _finish(Qwen3ForCausalLM(config), out, 25)
+
+
 def qwen3moe(out: Path) -> Path:
     """Qwen3's attention with 4 routed experts, top-2 renormalised (as the released models set
     norm_topk_prob), no shared expert."""
@@ -330,6 +347,7 @@ VARIANTS = {
     "qwen2": qwen2,
     "qwen2moe": qwen2moe,
     "qwen3": qwen3,
+    "qwen3_local_global": qwen3_local_global,
     "qwen3moe": qwen3moe,
     "gpt2": gpt2,
 }

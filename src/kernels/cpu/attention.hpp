@@ -4,6 +4,7 @@
 // h / (n_head / n_head_kv). Only the visible positions are scanned.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.hpp"
@@ -25,6 +26,15 @@ struct AttentionShape {
     // already went through bf16 products (anything but F32 on AMX); F32 models stay exact.
     bool bf16_products = false;
 };
+
+// (query, key) pairs a causal attention visits for queries at positions pos0 .. pos0 + n - 1,
+// each seeing the `window` positions up to its own (0: all of them): the profiles' work count.
+inline double attention_pairs(int64_t n_tokens, int64_t pos0, int window) {
+    double pairs = 0;
+    for (int64_t p = pos0; p < pos0 + n_tokens; ++p)
+        pairs += static_cast<double>(window > 0 ? std::min<int64_t>(p + 1, window) : p + 1);
+    return pairs;
+}
 
 // q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa(). F16
 // caches are widened to float block by block (kAttentionBlock positions of one KV head) into
