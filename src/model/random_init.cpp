@@ -57,10 +57,7 @@ struct InitShape {
 InitShape check_config(const InitConfig& c) {
     InitShape s{};
     s.gpt2 = c.arch == "gpt2";
-    SYSLM_CHECK(c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen2moe" ||
-                    c.arch == "qwen3" || c.arch == "qwen3moe" || s.gpt2,
-                "init: unknown architecture '", c.arch,
-                "' (llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2)");
+    parse_arch(c.arch, "init");  // a supported name, or an error listing them
     SYSLM_CHECK(c.type == DType::F32 || c.type == DType::F16 || c.type == DType::BF16,
                 "init: weight type must be F32, F16 or BF16");
     s.n_head_kv = c.n_head_kv > 0 ? c.n_head_kv : c.n_head;

@@ -4,7 +4,6 @@
 // h / (n_head / n_head_kv). Only the visible positions are scanned.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.hpp"
@@ -30,10 +29,13 @@ struct AttentionShape {
 // (query, key) pairs a causal attention visits for queries at positions pos0 .. pos0 + n - 1,
 // each seeing the `window` positions up to its own (0: all of them): the profiles' work count.
 inline double attention_pairs(int64_t n_tokens, int64_t pos0, int window) {
-    double pairs = 0;
-    for (int64_t p = pos0; p < pos0 + n_tokens; ++p)
-        pairs += static_cast<double>(window > 0 ? std::min<int64_t>(p + 1, window) : p + 1);
-    return pairs;
+    // Query p sees p + 1 keys up to the window: an arithmetic run, then a flat one.
+    const auto run = [](double from, double to) { return (from + to) * (to - from + 1) / 2; };
+    const int64_t first = pos0 + 1, last = pos0 + n_tokens;  // keys seen without a window
+    if (n_tokens <= 0) return 0;
+    if (window <= 0 || last <= window) return run(first, last);
+    if (first > window) return static_cast<double>(n_tokens) * window;
+    return run(first, window) + static_cast<double>(last - window) * window;
 }
 
 // q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa(). F16
