@@ -84,9 +84,8 @@ public:
     // a serving step's rows over paged caches (kernels/cpu/attention.hpp).
     virtual void attention(const kernels::AttentionShape& s, const float* q, const void* k_cache,
                            const void* v_cache, int64_t rows, int64_t n_past, float* out) = 0;
-    virtual void attention_paged(const kernels::AttentionShape& s, const float* q,
-                                 const kernels::KvPagesView& kv, int64_t rows, int64_t n_past,
-                                 float* out) = 0;
+    virtual void attention_paged(const kernels::AttentionShape& s,
+                                 std::span<const kernels::PagedSequence> seqs) = 0;
 
     // Elementwise and row movement, the loops the layers used to write inline.
     virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x

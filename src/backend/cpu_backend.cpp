@@ -83,10 +83,9 @@ void CpuBackend::attention(const kernels::AttentionShape& s, const float* q, con
     kernels::attention(s, q, k_cache, v_cache, rows, n_past, out, pool_);
 }
 
-void CpuBackend::attention_paged(const kernels::AttentionShape& s, const float* q,
-                                 const kernels::KvPagesView& kv, int64_t rows, int64_t n_past,
-                                 float* out) {
-    kernels::attention_paged(s, q, kv, rows, n_past, out, pool_);
+void CpuBackend::attention_paged(const kernels::AttentionShape& s,
+                                 std::span<const kernels::PagedSequence> seqs) {
+    kernels::attention_paged(s, seqs, pool_);
 }
 
 void CpuBackend::add(float* y, const float* x, int64_t n) {

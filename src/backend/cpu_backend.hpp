@@ -36,9 +36,8 @@ public:
                    int64_t head_dim) override;
     void attention(const kernels::AttentionShape& s, const float* q, const void* k_cache,
                    const void* v_cache, int64_t rows, int64_t n_past, float* out) override;
-    void attention_paged(const kernels::AttentionShape& s, const float* q,
-                         const kernels::KvPagesView& kv, int64_t rows, int64_t n_past,
-                         float* out) override;
+    void attention_paged(const kernels::AttentionShape& s,
+                         std::span<const kernels::PagedSequence> seqs) override;
     void add(float* y, const float* x, int64_t n) override;
     void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                    int64_t rows, int64_t cols) override;

@@ -29,17 +29,22 @@ void PagedRows::store(int il, int64_t row, const float* k, const float* v) {
 void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
                        backend::Backend& be) {
     const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
-    for (const Segment& s : segs_) {
-        k_ptr_.clear();
-        v_ptr_.clear();
+    k_ptr_.clear();
+    v_ptr_.clear();
+    for (const Segment& s : segs_)
         for (PageId p : s.table->pages) {
             k_ptr_.push_back(pages_.k(p, il));
             v_ptr_.push_back(pages_.v(p, il));
         }
-        be.attention_paged(shape, q + s.row0 * q_dim,
-                           {k_ptr_.data(), v_ptr_.data(), pages_.config().page_size}, s.n, s.pos0,
-                           out + s.row0 * q_dim);
+    seqs_.clear();
+    size_t first_page = 0;
+    for (const Segment& s : segs_) {
+        seqs_.push_back({{k_ptr_.data() + first_page, v_ptr_.data() + first_page,
+                          pages_.config().page_size},
+                         q + s.row0 * q_dim, out + s.row0 * q_dim, s.n, s.pos0});
+        first_page += s.table->pages.size();
     }
+    be.attention_paged(shape, seqs_);  // every sequence in one call: one pool loop for decode
 }
 
 }  // namespace syslm::infer

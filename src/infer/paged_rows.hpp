@@ -35,7 +35,8 @@ private:
     KvPages& pages_;
     std::vector<Segment> segs_;
     std::vector<int32_t> row_seg_;          // segment of each row
-    std::vector<const void*> k_ptr_, v_ptr_;  // one layer's page pointers of a segment
+    std::vector<const void*> k_ptr_, v_ptr_;  // one layer's page pointers, segment after segment
+    std::vector<kernels::PagedSequence> seqs_;
 };
 
 }  // namespace syslm::infer

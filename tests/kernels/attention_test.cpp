@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/half.hpp"
@@ -32,7 +33,8 @@ std::vector<float> dense_reference(const AttentionShape& s, const std::vector<fl
                 for (int d = 0; d < s.head_dim; ++d)
                     dot += double(q[(t * s.n_head + h) * s.head_dim + d]) *
                            k[p * s.kv_stride + hk * s.head_dim + d];
-                score[p] = visible ? dot * s.scale : -INFINITY;
+                const double bias = s.alibi ? double(s.alibi[h]) * double(p - qp) : 0.0;
+                score[p] = visible ? dot * s.scale + bias : -INFINITY;
             }
             double mx = -INFINITY, sum = 0;
             for (double x : score) mx = std::max(mx, x);
@@ -70,7 +72,7 @@ std::vector<Isa> supported_isas() {
 }
 
 void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
-                DType kv_type = DType::F32) {
+                DType kv_type = DType::F32, float alibi_bias = 0.0f) {
     std::normal_distribution<float> d(0.0f, 1.0f);
     ThreadPool pool(threads);
     AttentionShape s{c.n_head,
@@ -80,6 +82,8 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
                      c.window,
                      1.0f / std::sqrt(float(c.head_dim)),
                      kv_type};
+    const std::vector<float> slopes = alibi_slopes(c.n_head, alibi_bias);
+    if (alibi_bias > 0) s.alibi = slopes.data();
     const int64_t total = c.pos0 + c.n_tokens;
     std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
         v(total * s.kv_stride), out(q.size());
@@ -97,7 +101,8 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
         ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i])))
             << isa_name(isa) << " threads " << threads << " heads " << c.n_head << "/"
             << c.n_head_kv << " dim " << c.head_dim << " window " << c.window << " tokens "
-            << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv_type) << " at " << i;
+            << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv_type) << " ALiBi "
+            << alibi_bias << " at " << i;
 }
 
 TEST(Attention, MatchesDenseMaskedReference) {
@@ -189,6 +194,113 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
                         ASSERT_EQ(a[i], b[i]) << isa_name(isa) << " " << dtype_name(kv) << " page "
                                               << page << " tokens " << c.n_tokens << " at " << i;
                 }
+}
+
+// A serving step's batch of sequences (attention_paged over a span): every sequence's output is
+// the contiguous cache's, bit for bit, whether it joins the shared decode loop (one query tile,
+// heads inside the job, enough sequences to fill the pool) or runs as a call of its own; row and
+// column mode, position slices (one KV head, long caches), windows, F32 and F16, pool sizes.
+TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    struct Shape {
+        int n_head, n_head_kv, head_dim, window;
+    };
+    struct Seq {
+        int64_t n_tokens, pos0;
+    };
+    const std::vector<Seq> seqs{{1, 0},  {1, 40},  {1, 700}, {3, 97},  {70, 13}, {1, 300},
+                                {1, 64}, {2, 511}, {1, 5},   {1, 129}, {1, 1030}};
+    for (Isa isa : supported_isas())
+        for (const Shape sh : {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0},
+                               Shape{6, 3, 64, 90}})
+            for (DType kv : {DType::F32, DType::F16})
+                for (int threads : {1, 2, 3}) {
+                    ThreadPool pool(threads);
+                    const AttentionShape s{sh.n_head,  sh.n_head_kv,
+                                           sh.head_dim, int64_t(sh.n_head_kv) * sh.head_dim,
+                                           sh.window,  1.0f / std::sqrt(float(sh.head_dim)),
+                                           kv};
+                    const size_t elem = kv == DType::F16 ? 2 : 4, page = 16;
+                    const size_t row = static_cast<size_t>(s.kv_stride) * elem;
+                    const int64_t q_dim = int64_t(sh.n_head) * sh.head_dim;
+                    // Per sequence: a contiguous cache, its pages (reversed in one buffer), q.
+                    std::vector<std::vector<uint8_t>> kc, vc, kp, vp;
+                    std::vector<std::vector<const void*>> kptr, vptr;
+                    std::vector<std::vector<float>> q, expect, got;
+                    for (const Seq& sq : seqs) {
+                        const size_t total = static_cast<size_t>(sq.pos0 + sq.n_tokens);
+                        const size_t n_pages = (total + page - 1) / page;
+                        for (auto* cache : {&kc, &vc}) {
+                            cache->emplace_back(total * row);
+                            auto& buf = cache->back();
+                            for (size_t i = 0; i < buf.size() / elem; ++i) {
+                                const float x = nd(rng);
+                                if (kv == DType::F16) {
+                                    const uint16_t h = f32_to_f16(x);
+                                    std::memcpy(buf.data() + 2 * i, &h, 2);
+                                } else {
+                                    std::memcpy(buf.data() + 4 * i, &x, 4);
+                                }
+                            }
+                        }
+                        for (auto [pages, ptrs, cache] : {std::tuple{&kp, &kptr, &kc.back()},
+                                                          std::tuple{&vp, &vptr, &vc.back()}}) {
+                            pages->emplace_back(n_pages * page * row);
+                            ptrs->emplace_back(n_pages);
+                            for (size_t i = 0; i < n_pages; ++i) {
+                                const size_t slot = n_pages - 1 - i;
+                                const size_t rows = std::min(page, total - i * page);
+                                std::memcpy(pages->back().data() + slot * page * row,
+                                            cache->data() + i * page * row, rows * row);
+                                ptrs->back()[i] = pages->back().data() + slot * page * row;
+                            }
+                        }
+                        q.emplace_back(sq.n_tokens * q_dim);
+                        for (auto& x : q.back()) x = nd(rng);
+                        expect.emplace_back(q.back().size());
+                        got.emplace_back(q.back().size(), -7.0f);
+                        attention(s, q.back().data(), kc.back().data(), vc.back().data(),
+                                  sq.n_tokens, sq.pos0, expect.back().data(), pool, isa);
+                    }
+                    std::vector<PagedSequence> batch;
+                    for (size_t i = 0; i < seqs.size(); ++i)
+                        batch.push_back({{kptr[i].data(), vptr[i].data(), int(page)},
+                                         q[i].data(),
+                                         got[i].data(),
+                                         seqs[i].n_tokens,
+                                         seqs[i].pos0});
+                    attention_paged(s, batch, pool, isa);
+                    for (size_t i = 0; i < seqs.size(); ++i)
+                        for (size_t j = 0; j < got[i].size(); ++j)
+                            ASSERT_EQ(got[i][j], expect[i][j])
+                                << isa_name(isa) << " " << dtype_name(kv) << " threads " << threads
+                                << " heads " << sh.n_head << "/" << sh.n_head_kv << " sequence "
+                                << i << " at " << j;
+                }
+}
+
+// ALiBi's per-head bias on the scores, column and row mode (GQA groups and MHA decode), prefill
+// and decode, slices, windows, head counts that are and are not powers of two.
+TEST(Attention, AlibiMatchesDenseReference) {
+    std::mt19937 rng(29);
+    for (Isa isa : supported_isas())
+        for (const Case c : {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0},
+                             Case{6, 2, 16, 0, 70, 5}, Case{5, 1, 24, 40, 1, 700},
+                             Case{4, 4, 16, 0, 3, 90}}) {
+            check_case(c, isa, 1, rng, DType::F32, 8.0f);
+            check_case(c, isa, 3, rng, DType::F16, 8.0f);
+        }
+}
+
+// The slopes of BLOOM's and MPT's reference code (powers of two and the interleaved rest).
+TEST(Attention, AlibiSlopesAreTheReferenceOnes) {
+    const std::vector<float> m8 = alibi_slopes(8, 8.0f);
+    for (int h = 0; h < 8; ++h) EXPECT_FLOAT_EQ(m8[h], std::pow(2.0f, -float(h + 1)));
+    // 12 heads: 2^-1 .. 2^-8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+    const std::vector<float> m12 = alibi_slopes(12, 8.0f);
+    for (int h = 0; h < 8; ++h) EXPECT_FLOAT_EQ(m12[h], std::pow(2.0f, -float(h + 1)));
+    for (int h = 8; h < 12; ++h) EXPECT_FLOAT_EQ(m12[h], std::pow(2.0f, -0.5f - float(h - 8)));
 }
 
 TEST(Attention, LargeScoresStayFinite) {

@@ -383,16 +383,20 @@ TEST(Backward, Attention) {
 }
 
 // Long sequences (several key blocks), windows across block boundaries, head_dim tails and GQA,
-// for every ISA variant: against the plain per-pair loop, the definition written out.
+// ALiBi, for every ISA variant: against the plain per-pair loop, the definition written out.
 TEST(Backward, AttentionVariantsOnLongSequences) {
     struct Case {
         int H, HK, D, window;
         int64_t T;
+        float alibi = 0.0f;  // ALiBi's maximum bias (0: none)
     };
     for (const Case c : {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},
-                         Case{2, 1, 64, 100, 200}, Case{2, 2, 130, 0, 70}}) {
+                         Case{2, 1, 64, 100, 200}, Case{2, 2, 130, 0, 70},
+                         Case{6, 6, 16, 0, 140, 8.0f}, Case{4, 2, 12, 50, 90, 8.0f}}) {
         const int64_t QS = c.H * c.D, KS = c.HK * c.D;
-        const AttentionShape shape{c.H, c.HK, c.D, KS, c.window, 1.0f / std::sqrt(float(c.D))};
+        AttentionShape shape{c.H, c.HK, c.D, KS, c.window, 1.0f / std::sqrt(float(c.D))};
+        const std::vector<float> slopes = alibi_slopes(c.H, c.alibi);
+        if (c.alibi > 0) shape.alibi = slopes.data();
         const auto q = random_floats(c.T * QS, 40), k = random_floats(c.T * KS, 41),
                    v = random_floats(c.T * KS, 42), r = random_floats(c.T * QS, 43);
         ThreadPool pool(2);
@@ -407,6 +411,7 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
                 double Dt = 0;
                 for (int d = 0; d < c.D; ++d) Dt += double(r[qa + d]) * o[qa + d];
                 const int64_t first = c.window > 0 ? std::max<int64_t>(0, t - c.window + 1) : 0;
+                double psum = 0;  // 1 when the forward's lse includes what the scores add
                 for (int64_t j = first; j <= t; ++j) {
                     const int64_t ka = j * KS + hk * c.D;
                     double sdot = 0, pdot = 0;
@@ -414,7 +419,9 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
                         sdot += double(q[qa + d]) * k[ka + d];
                         pdot += double(r[qa + d]) * v[ka + d];
                     }
-                    const double p = std::exp(shape.scale * sdot - lse[t * c.H + h]);
+                    const double bias = c.alibi > 0 ? double(slopes[h]) * double(j - t) : 0.0;
+                    const double p = std::exp(shape.scale * sdot + bias - lse[t * c.H + h]);
+                    psum += p;
                     const double ds = p * (pdot - Dt) * shape.scale;
                     for (int d = 0; d < c.D; ++d) {
                         wq[qa + d] += ds * k[ka + d];
@@ -422,6 +429,7 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
                         wv[ka + d] += p * r[qa + d];
                     }
                 }
+                ASSERT_NEAR(psum, 1.0, 1e-4) << "head " << h << " token " << t;
             }
         for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
             if (!isa_supported(isa)) continue;

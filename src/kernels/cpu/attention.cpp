@@ -8,10 +8,12 @@
 // unnormalised output o, rescaled when the max grows (attention_body.hpp, one instantiation per
 // ISA). When there are fewer (tile, head) jobs than threads — decode with few KV heads — the
 // positions are split into slices whose partial (m, l, o) are merged afterwards
-// (flash-decoding).
+// (flash-decoding). A serving step's decode sequences share one pool loop instead of one each,
+// a job taking one sequence's every KV head block by block (attention_paged over a span).
 #include "kernels/cpu/attention.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -108,6 +110,8 @@ bool use_amx_attention(int head_dim) {
 void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,
                     const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
                     float* out, ThreadPool& pool, Isa isa, float* lse);
+void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequence> seqs,
+                           ThreadPool& pool, Isa isa);
 
 void axpy(float* __restrict acc, float w, const float* __restrict v, int d) {
     for (int i = 0; i < d; ++i) acc[i] += w * v[i];
@@ -221,8 +225,18 @@ void attention_paged(const AttentionShape& s, const float* q, const KvPagesView&
 
 void attention_paged(const AttentionShape& s, const float* q, const KvPagesView& kv,
                      int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa) {
-    SYSLM_CHECK(kv.page_size > 0 && kv.k && kv.v, "attention: empty page view");
-    attention_impl(s, q, nullptr, nullptr, &kv, n_tokens, pos0, out, pool, isa, nullptr);
+    const PagedSequence one{kv, q, out, n_tokens, pos0};
+    attention_paged_batch(s, {&one, 1}, pool, isa);
+}
+
+void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
+                     ThreadPool& pool) {
+    attention_paged_batch(s, seqs, pool, active_isa());
+}
+
+void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
+                     ThreadPool& pool, Isa isa) {
+    attention_paged_batch(s, seqs, pool, isa);
 }
 
 namespace {
@@ -264,13 +278,14 @@ void merge_slices(const AttentionShape& s, int64_t n_tokens, int64_t n_slices, c
 // by row in row mode) with the scale folded in, each with its visible range [lo, hi] and a fresh
 // (m, l); padding columns up to nqp see nothing.
 void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t t0, int hk,
-                  int nq, int nqp, bool rows, float* qt, float* lo, float* hi, float* m,
-                  float* l) {
+                  int nq, int nqp, bool rows, float* qt, float* lo, float* hi, float* m, float* l,
+                  float* slope) {
     const int D = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
     for (int i = 0; i < nqp; ++i) {
         m[i] = kNoMax;
         l[i] = 0.0f;
+        slope[i] = 0.0f;
         if (i >= nq) {  // padding: sees nothing
             lo[i] = 0.0f;
             hi[i] = -1.0f;
@@ -285,6 +300,7 @@ void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t
             qt[rows ? static_cast<int64_t>(i) * D + d : static_cast<int64_t>(d) * nqp + i] =
                 qv[d] * s.scale;
         hi[i] = static_cast<float>(pos);
+        if (s.alibi) slope[i] = s.alibi[h];
         lo[i] = static_cast<float>(s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0);
     }
 }
@@ -365,35 +381,98 @@ struct AttentionJobs {
     int D() const { return s.head_dim; }
     int G() const { return s.n_head / s.n_head_kv; }
     int max_nq() const { return static_cast<int>(kTileTokens) * G(); }
-    int max_nqp() const { return (max_nq() + kern.lanes - 1) / kern.lanes * kern.lanes; }
 
     // Jobs [b, e) on one thread, with its scratch reused by every job.
     void run(int64_t b, int64_t e) const {
         thread_local std::vector<float> buf;
-        const int D = this->D();
-        const size_t nqp_sz = static_cast<size_t>(max_nqp());
-        const size_t kv_block =
-            kv.gathered && !kv.up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
-        buf.resize(nqp_sz * (D + 5 + kAttentionBlock + 8) + static_cast<size_t>(max_nq()) * D +
-                   2 * kv_block);
-        Scratch sc;
-        sc.qt = buf.data();
-        sc.lo = sc.qt + nqp_sz * D;
-        sc.hi = sc.lo + nqp_sz;
-        sc.m = sc.hi + nqp_sz;
-        sc.l = sc.m + nqp_sz;
-        sc.c = sc.l + nqp_sz;
-        sc.sc = sc.c + nqp_sz;
-        sc.o = sc.sc + nqp_sz * (kAttentionBlock + 8);
-        sc.kw = sc.o + static_cast<size_t>(max_nq()) * D;  // widened F16 block rows
-        sc.vw = sc.kw + kv_block;
+        const Scratch sc = scratch(buf, 1, max_nq());
         for (int64_t job = b; job < e; ++job) run_job(job, sc);
     }
 
+    // The one tile of a short call (n_tiles == 1, not on AMX), slice `slice`, every KV head in
+    // one job: blocks outer and heads inner, so each cached row is fetched once for all heads
+    // (a decode step of many sequences; attention_paged's batch). Each head's arithmetic is
+    // run_job's, in the same order.
+    void run_heads(int64_t slice) const {
+        thread_local std::vector<float> buf;
+        const int nq = static_cast<int>(n_tokens) * G(), H = s.n_head_kv, D = this->D();
+        const Scratch sc = scratch(buf, H, nq);
+        thread_local std::vector<AttentionColumns> cols;
+        cols.resize(static_cast<size_t>(H));
+        const bool rows = nq * 4 <= kern.lanes;
+        for (int hk = 0; hk < H; ++hk) cols[hk] = begin(0, n_tokens, hk, head_scratch(sc, hk));
+        const auto [lo_p, hi_p] = block_range(slice, 0, n_tokens);
+        const auto block = rows ? kern.block_rows : kern.block;
+        for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
+            const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
+            for (int hk = 0; hk < H; ++hk) {
+                const float *k, *v;
+                const int64_t stride =
+                    kv.block(p0, np, static_cast<int64_t>(hk) * D, D, sc.kw, sc.vw, &k, &v);
+                block(cols[hk], k, v, stride, p0, np);
+            }
+        }
+        for (int hk = 0; hk < H; ++hk) store(slice, 0, hk, nq, head_scratch(sc, hk));
+    }
+
 private:
+    // A job's working memory; run_heads keeps `heads` sets of the per-column parts (queries,
+    // visible ranges, m, l, o) and shares the rest (scores, rescale factors, gathered rows).
     struct Scratch {
-        float *qt, *lo, *hi, *m, *l, *c, *sc, *o, *kw, *vw;
+        float *qt, *lo, *hi, *m, *l, *slope, *c, *sc, *o, *kw, *vw;
+        size_t head_floats;  // distance between two heads' per-column parts
     };
+
+    Scratch scratch(std::vector<float>& buf, int heads, int nq) const {
+        const int D = this->D();
+        const size_t nqp = static_cast<size_t>((nq + kern.lanes - 1) / kern.lanes * kern.lanes);
+        const size_t kv_block =
+            kv.gathered && !kv.up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
+        const size_t per_head = nqp * (D + 5) + static_cast<size_t>(nq) * D;
+        buf.resize(per_head * heads + nqp * (1 + kAttentionBlock + 8) + 2 * kv_block);
+        Scratch x;
+        x.head_floats = per_head;
+        x.qt = buf.data();
+        x.lo = x.qt + nqp * D;
+        x.hi = x.lo + nqp;
+        x.m = x.hi + nqp;
+        x.l = x.m + nqp;
+        x.slope = x.l + nqp;
+        x.o = x.slope + nqp;                  // nq * D
+        x.c = buf.data() + per_head * heads;  // shared from here on
+        x.sc = x.c + nqp;
+        x.kw = x.sc + nqp * (kAttentionBlock + 8);  // widened F16 block rows
+        x.vw = x.kw + kv_block;
+        return x;
+    }
+
+    static Scratch head_scratch(Scratch x, int hk) {
+        const size_t at = x.head_floats * static_cast<size_t>(hk);
+        for (float** p : {&x.qt, &x.lo, &x.hi, &x.m, &x.l, &x.slope, &x.o}) *p += at;
+        return x;
+    }
+
+    // Packs the queries of tokens [t0, t1) and KV head hk into x; zeroes their output.
+    AttentionColumns begin(int64_t t0, int64_t t1, int hk, const Scratch& x) const {
+        const int D = this->D();
+        const int nq = static_cast<int>(t1 - t0) * G();
+        const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
+        pack_columns(s, q, pos0, t0, hk, nq, nqp, nq * 4 <= kern.lanes, x.qt, x.lo, x.hi, x.m,
+                     x.l, x.slope);
+        std::fill_n(x.o, static_cast<size_t>(nq) * D, 0.0f);
+        return AttentionColumns{x.qt, x.lo, x.hi, x.m,  x.l,   x.o,
+                                x.sc, x.c,  nq,   nqp, D, s.alibi ? x.slope : nullptr};
+    }
+
+    // The positions [lo, hi) of slice `slice` that some token of [t0, t1) can see.
+    std::pair<int64_t, int64_t> block_range(int64_t slice, int64_t t0, int64_t t1) const {
+        const int64_t tile_first =
+            s.window > 0 ? std::max<int64_t>(0, pos0 + t0 - s.window + 1) : 0;
+        const int64_t lo_p = std::max(first_pos + slice * slice_len, tile_first);
+        const int64_t hi_p =
+            std::min({last_pos + 1, first_pos + (slice + 1) * slice_len, pos0 + t1});
+        return {lo_p, hi_p};
+    }
 
     void run_job(int64_t job, const Scratch& x) const {
         const int D = this->D(), G = this->G();
@@ -407,9 +486,7 @@ private:
         const int64_t tile = order % 2 == 0 ? order / 2 : n_tiles - 1 - order / 2;
         const int64_t t0 = tile * kTileTokens, t1 = std::min(n_tokens, t0 + kTileTokens);
         const int nq = static_cast<int>(t1 - t0) * G;
-        const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
         const int64_t kv_off = static_cast<int64_t>(hk) * D;
-        const bool rows = nq * 4 <= kern.lanes;  // row mode: see block_rows
 
         if (amx) {
             x86::attention_job_amx({q, static_cast<int64_t>(s.n_head) * D, kv.k_rows() + kv_off,
@@ -418,15 +495,9 @@ private:
             store(slice, t0, hk, nq, x);
             return;
         }
-        pack_columns(s, q, pos0, t0, hk, nq, nqp, rows, x.qt, x.lo, x.hi, x.m, x.l);
-        std::fill_n(x.o, static_cast<size_t>(nq) * D, 0.0f);
-        const AttentionColumns cols{x.qt, x.lo, x.hi, x.m, x.l, x.o, x.sc, x.c, nq, nqp, D};
-
-        // Blocks: the slice, cut to what some token of the tile can see.
-        const int64_t tile_first = s.window > 0 ? std::max<int64_t>(0, pos0 + t0 - s.window + 1) : 0;
-        const int64_t lo_p = std::max(first_pos + slice * slice_len, tile_first);
-        const int64_t hi_p = std::min({last_pos + 1, first_pos + (slice + 1) * slice_len, pos0 + t1});
-        const auto block = rows ? kern.block_rows : kern.block;
+        const AttentionColumns cols = begin(t0, t1, hk, x);
+        const auto [lo_p, hi_p] = block_range(slice, t0, t1);
+        const auto block = nq * 4 <= kern.lanes ? kern.block_rows : kern.block;  // row mode
         for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
             const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
             const float *k, *v;
@@ -449,66 +520,152 @@ private:
     }
 };
 
+// How one call is cut into jobs; a sequence of a batch (attention_paged_batch) is cut the same
+// way as alone, so its results are the same bits.
+struct CallCut {
+    int64_t n_tiles, first_pos, last_pos;
+    int64_t span;  // positions any token of the call may see, from first_pos
+    int64_t n_slices, slice_len;
+    bool amx;
+};
+
+CallCut cut_call(const AttentionShape& s, int64_t n_tokens, int64_t pos0, int threads, Isa isa,
+                 bool lse) {
+    CallCut c;
+    c.n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
+    c.last_pos = pos0 + n_tokens - 1;
+    c.first_pos = s.window > 0 ? std::max<int64_t>(0, pos0 - s.window + 1) : 0;
+    c.span = c.last_pos - c.first_pos + 1;
+    // Position slices: only when the (tile, head) jobs cannot keep every thread busy.
+    c.n_slices = 1;
+    const int64_t jobs = c.n_tiles * s.n_head_kv;
+    if (jobs < threads)
+        c.n_slices = std::clamp<int64_t>((threads + jobs - 1) / jobs, 1,
+                                         std::max<int64_t>(1, c.span / kMinSlice));
+    c.slice_len = (c.span + c.n_slices - 1) / c.n_slices;
+    // Prefill on the AMX tiles where they measured faster (use_amx_attention) and the caller
+    // allows bf16 products, over contiguous f32 rows (a F32 cache, or the span widened up front)
+    // and one slice; training's forward (lse) stays f32, its backward rebuilds the
+    // probabilities. Decided before the call takes its thread_local buffers: the first decision
+    // measures both kernels through attention_impl on this thread, which resizes those same
+    // buffers (taken after it, a 64-token prefill of 12 heads wrote through freed memory).
+    c.amx = s.bf16_products && !lse && !s.alibi && c.n_slices == 1 &&
+            n_tokens * (s.n_head / s.n_head_kv) >= kAmxMinRows && isa == Isa::Avx512 &&
+            use_amx_attention(s.head_dim);
+    return c;
+}
+
+// F16 caches: a prefill of several tiles would widen every block once per tile, so the visible
+// span is widened once, up front, for all tiles (span x kv_stride floats, K and V); decode
+// widens block by block inside its jobs. Paged caches go the same way (F32 rows copied instead
+// of widened), so the block kernels always see contiguous rows.
+KvRows kv_rows(const AttentionKernels& kern, const AttentionShape& s, const void* k_cache,
+               const void* v_cache, const KvPagesView* paged, const CallCut& c) {
+    SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
+                dtype_name(s.kv_type), " is not supported");
+    const bool f16 = s.kv_type == DType::F16, gathered = f16 || paged != nullptr;
+    return KvRows{&kern,
+                  f16,
+                  k_cache,
+                  v_cache,
+                  paged ? paged->k : nullptr,
+                  paged ? paged->v : nullptr,
+                  paged ? paged->page_size : 0,
+                  s.kv_stride,
+                  gathered,
+                  gathered && (c.n_tiles > 1 || c.amx)};
+}
+
 void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,
                     const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
                     float* out, ThreadPool& pool, Isa isa, float* lse) {
     const AttentionKernels& kern = attention_kernels(isa);
-    SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
-                dtype_name(s.kv_type), " is not supported");
-    const int G = s.n_head / s.n_head_kv;
-    const int64_t n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
-    const int64_t last_pos = pos0 + n_tokens - 1;
-    const int64_t first_pos = s.window > 0 ? std::max<int64_t>(0, pos0 - s.window + 1) : 0;
-    const int64_t span = last_pos - first_pos + 1;  // positions any token of the batch may see
-
-    // Position slices: only when the (tile, head) jobs cannot keep every thread busy.
-    int64_t n_slices = 1;
-    const int64_t jobs = n_tiles * s.n_head_kv;
-    if (jobs < pool.size())
-        n_slices = std::clamp<int64_t>((pool.size() + jobs - 1) / jobs, 1,
-                                       std::max<int64_t>(1, span / kMinSlice));
-    const int64_t slice_len = (span + n_slices - 1) / n_slices;
-
-    // Prefill on the AMX tiles where they measured faster (use_amx_attention) and the caller
-    // allows bf16 products, over contiguous f32 rows (a F32 cache, or the span widened below)
-    // and one slice; training's forward (lse) stays f32, its backward rebuilds the probabilities.
-    // Decided before this call takes its thread_local buffers: the first decision measures both
-    // kernels through attention_impl on this thread, which resizes those same buffers (taken
-    // after it, a 64-token prefill of 12 heads wrote through freed memory).
-    const bool amx = s.bf16_products && lse == nullptr && n_slices == 1 &&
-                     n_tokens * G >= kAmxMinRows && isa == Isa::Avx512 &&
-                     use_amx_attention(s.head_dim);
+    const CallCut c = cut_call(s, n_tokens, pos0, pool.size(), isa, lse != nullptr);
+    KvRows kv = kv_rows(kern, s, k_cache, v_cache, paged, c);
 
     // Per (slice, token, head): partial state (m, l) and unnormalised output.
-    const size_t n_state = static_cast<size_t>(n_slices * n_tokens * s.n_head);
+    const size_t n_state = static_cast<size_t>(c.n_slices * n_tokens * s.n_head);
     thread_local std::vector<float> state;
     thread_local std::vector<float> accs;
     state.resize(2 * n_state);
     accs.resize(n_state * s.head_dim);
-
-    // F16 caches: a prefill of several tiles would widen every block once per tile, so the
-    // visible span is widened once, up front, for all tiles (span x kv_stride floats, K and V);
-    // decode widens block by block inside its one job. Paged caches go the same way (F32 rows
-    // copied instead of widened), so the block kernels always see contiguous rows.
-    const bool f16 = s.kv_type == DType::F16;
-    KvRows kv{&kern,
-              f16,
-              k_cache,
-              v_cache,
-              paged ? paged->k : nullptr,
-              paged ? paged->v : nullptr,
-              paged ? paged->page_size : 0,
-              s.kv_stride,
-              f16 || paged != nullptr,
-              (f16 || paged != nullptr) && (n_tiles > 1 || amx)};
     thread_local std::vector<float> wide;  // the caller's: workers see it through kv
-    if (kv.up_front) kv.widen_span(first_pos, span, wide, pool);
+    if (kv.up_front) kv.widen_span(c.first_pos, c.span, wide, pool);
 
-    const AttentionJobs aj{s,       kern,      kv,       q,        n_tokens,   pos0,
-                           n_tiles, n_slices,  slice_len, first_pos, last_pos, amx,
-                           state.data(), accs.data()};
-    pool.parallel_for(jobs * n_slices, [&](int64_t b, int64_t e, int) { aj.run(b, e); });
-    merge_slices(s, n_tokens, n_slices, state.data(), accs.data(), out, lse);
+    const AttentionJobs aj{s,           kern,        kv,          q,          n_tokens,
+                           pos0,        c.n_tiles,   c.n_slices,  c.slice_len, c.first_pos,
+                           c.last_pos,  c.amx,       state.data(), accs.data()};
+    pool.parallel_for(c.n_tiles * s.n_head_kv * c.n_slices,
+                      [&](int64_t b, int64_t e, int) { aj.run(b, e); });
+    merge_slices(s, n_tokens, c.n_slices, state.data(), accs.data(), out, lse);
+}
+
+void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequence> seqs,
+                           ThreadPool& pool, Isa isa) {
+    const AttentionKernels& kern = attention_kernels(isa);
+    // Short sequences (one query tile, not on AMX: a decode step's) share one pool loop of
+    // (sequence, slice) jobs when there are enough of them to keep every thread busy; the rest
+    // run as calls of their own.
+    std::vector<size_t> shared;
+    std::vector<CallCut> cuts;
+    for (const PagedSequence& q : seqs) {
+        SYSLM_CHECK(q.kv.page_size > 0 && q.kv.k && q.kv.v, "attention: empty page view");
+        cuts.push_back(cut_call(s, q.n_tokens, q.pos0, pool.size(), isa, false));
+        if (cuts.back().n_tiles == 1 && !cuts.back().amx) shared.push_back(cuts.size() - 1);
+    }
+    if (shared.size() < 2 * static_cast<size_t>(pool.size())) shared.clear();
+    for (size_t i = 0, next = 0; i < seqs.size(); ++i) {
+        if (next < shared.size() && shared[next] == i) {
+            ++next;
+            continue;
+        }
+        attention_impl(s, seqs[i].q, nullptr, nullptr, &seqs[i].kv, seqs[i].n_tokens,
+                       seqs[i].pos0, seqs[i].out, pool, isa, nullptr);
+    }
+    if (shared.empty()) return;
+
+    thread_local std::vector<float> state, accs;
+    thread_local std::vector<KvRows> kvs;
+    thread_local std::vector<AttentionJobs> jobs;
+    std::vector<size_t> at(shared.size() + 1, 0);  // each sequence's first state entry
+    for (size_t j = 0; j < shared.size(); ++j) {
+        const CallCut& c = cuts[shared[j]];
+        at[j + 1] = at[j] + static_cast<size_t>(c.n_slices * seqs[shared[j]].n_tokens * s.n_head);
+    }
+    state.resize(2 * at.back());
+    accs.resize(at.back() * s.head_dim);
+    kvs.clear();
+    kvs.reserve(shared.size());  // jobs hold references into it
+    jobs.clear();
+    struct Work {
+        size_t job;
+        int64_t slice, cost;
+    };
+    std::vector<Work> work;
+    for (size_t j = 0; j < shared.size(); ++j) {
+        const PagedSequence& q = seqs[shared[j]];
+        const CallCut& c = cuts[shared[j]];
+        kvs.push_back(kv_rows(kern, s, nullptr, nullptr, &q.kv, c));
+        jobs.push_back(AttentionJobs{s, kern, kvs.back(), q.q, q.n_tokens, q.pos0, c.n_tiles,
+                                     c.n_slices, c.slice_len, c.first_pos, c.last_pos, false,
+                                     state.data() + 2 * at[j],
+                                     accs.data() + at[j] * s.head_dim});
+        for (int64_t sl = 0; sl < c.n_slices; ++sl) work.push_back({j, sl, c.slice_len});
+    }
+    // Longest first, handed out one at a time: sequences differ in length.
+    std::stable_sort(work.begin(), work.end(),
+                     [](const Work& a, const Work& b) { return a.cost > b.cost; });
+    std::atomic<size_t> next{0};
+    const std::vector<AttentionJobs>& mine = jobs;  // a worker's `jobs` is its own thread_local
+    pool.parallel_for(pool.size(), [&](int64_t, int64_t, int) {
+        for (size_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < work.size();)
+            mine[work[w].job].run_heads(work[w].slice);
+    });
+    for (size_t j = 0; j < shared.size(); ++j) {
+        const PagedSequence& q = seqs[shared[j]];
+        merge_slices(s, q.n_tokens, cuts[shared[j]].n_slices, state.data() + 2 * at[j],
+                     accs.data() + at[j] * s.head_dim, q.out, nullptr);
+    }
 }
 
 }  // namespace

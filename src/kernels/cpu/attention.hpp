@@ -4,7 +4,10 @@
 // h / (n_head / n_head_kv). Only the visible positions are scanned.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/thread_pool.hpp"
@@ -24,7 +27,25 @@ struct AttentionShape {
     // May round Q, K, P and V to bf16 (prefill on the AMX tiles): set by a model whose weights
     // already went through bf16 products (anything but F32 on AMX); F32 models stay exact.
     bool bf16_products = false;
+    // ALiBi (BLOOM, MPT): n_head slopes m_h; query head h at position t adds m_h (p - t) to its
+    // scaled score of position p (a penalty growing with distance). Null: no bias.
+    const float* alibi = nullptr;
 };
+
+// ALiBi's slopes for n_head heads and a maximum bias (8 in BLOOM and MPT): for the n heads of
+// the largest power of two n <= n_head, 2^(-max_bias (h + 1) / n); the rest interleave the
+// slopes of 2n heads, 2^(-max_bias (2 (h - n) + 1) / (2 n)) (the ALiBi paper; HF BLOOM and MPT,
+// llama.cpp).
+inline std::vector<float> alibi_slopes(int n_head, float max_bias) {
+    int n = 1;
+    while (2 * n <= n_head) n *= 2;
+    std::vector<float> m(static_cast<size_t>(n_head));
+    for (int h = 0; h < n_head; ++h)
+        m[h] = h < n ? std::exp2(-max_bias * static_cast<float>(h + 1) / static_cast<float>(n))
+                     : std::exp2(-max_bias * static_cast<float>(2 * (h - n) + 1) /
+                                 static_cast<float>(2 * n));
+    return m;
+}
 
 // (query, key) pairs a causal attention visits for queries at positions pos0 .. pos0 + n - 1,
 // each seeing the `window` positions up to its own (0: all of them): the profiles' work count.
@@ -64,6 +85,18 @@ void attention_paged(const AttentionShape& s, const float* q, const KvPagesView&
                      int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool);
 void attention_paged(const AttentionShape& s, const float* q, const KvPagesView& kv,
                      int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa);
+// Several sequences at once (a serving step): the same results as one call each, bit for bit.
+// A decode step's sequences share one pool loop, each job reading every KV head of its rows.
+struct PagedSequence {
+    KvPagesView kv;
+    const float* q;  // n_tokens rows of n_head*head_dim
+    float* out;      // the same shape
+    int64_t n_tokens, pos0;
+};
+void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
+                     ThreadPool& pool);
+void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
+                     ThreadPool& pool, Isa isa);
 
 // Gradients of attention over one sequence from position 0 (F32 K/V, kv_stride apart), given
 // the forward's output o and lse: dq (n_tokens x n_head*head_dim) and dk, dv (n_tokens rows
@@ -91,6 +124,7 @@ struct AttentionColumns {
     float* s;         // scratch: [kAttentionBlock + 8][nqp] scores, then probabilities
     float* c;         // scratch: [nqp] rescale factors
     int nq, nqp, d;
+    const float* slope;  // [nqp] ALiBi slope of each column (0 in padding); null: no ALiBi
 };
 
 constexpr int kAttentionBlock = 64;  // KV positions per block
@@ -107,7 +141,7 @@ struct AttentionBackwardJob {
 
 inline int64_t attention_backward_scratch(const AttentionShape& s, int64_t n_tokens) {
     return 2 * int64_t{s.head_dim} * kAttentionBlock + 2 * 16 * kAttentionBlock +
-           n_tokens * (s.n_head / s.n_head_kv);  // 16: kBackwardTileRows
+           n_tokens * (s.n_head / s.n_head_kv) + kAttentionBlock;  // 16: kBackwardTileRows
 }
 
 struct AttentionKernels {

@@ -147,6 +147,7 @@ void attention_backward_job(const AttentionBackwardJob& j) {
     float* pt = vt + D * B;     // [TR][B] probabilities of the tile's rows (0 where masked)
     float* dst = pt + TR * B;   // [TR][B] scale * ds
     float* dts = dst + TR * B;  // [n_tokens][G]: D_t = dout_t . o_t per query head
+    float* at = dts + j.n_tokens * G;  // [B] the block's positions (ALiBi)
     for (int64_t t = 0; t < j.n_tokens; ++t) {
         std::fill_n(j.dk + t * s.kv_stride + kv_off, D, 0.0f);
         std::fill_n(j.dv + t * s.kv_stride + kv_off, D, 0.0f);
@@ -165,6 +166,7 @@ void attention_backward_job(const AttentionBackwardJob& j) {
     const typename V::T sc = V::set1(s.scale);
     for (int64_t j0 = 0; j0 < j.n_tokens; j0 += B) {
         const int np = static_cast<int>(std::min<int64_t>(B, j.n_tokens - j0));
+        for (int p = 0; p < B; ++p) at[p] = static_cast<float>(j0 + p);
         for (int p = 0; p < np; ++p) {
             krow[p] = j.k + (j0 + p) * s.kv_stride + kv_off;
             vrow[p] = j.v + (j0 + p) * s.kv_stride + kv_off;
@@ -189,12 +191,20 @@ void attention_backward_job(const AttentionBackwardJob& j) {
                 rowvec_times_t<V>(qrow[r], kt, B, D, np, prow);
                 rowvec_times_t<V>(orow[r], vt, B, D, np, drow);
                 const typename V::T nl = V::set1(-j.lse[t * s.n_head + h]);
+                // ALiBi: the forward's slope * (p - t), added to the scaled score.
+                const typename V::T sl = V::set1(s.alibi ? s.alibi[h] : 0.0f);
+                const typename V::T tv = V::set1(static_cast<float>(t));
                 const typename V::T dtv = V::set1(dts[(row0 + r)]);
                 for (int p = 0; p < np; p += V::W) {
                     const int n = std::min(V::W, np - p);
                     const typename V::T sv = n == V::W ? V::load(prow + p) : V::load_n(prow + p, n);
                     const typename V::T dv = n == V::W ? V::load(drow + p) : V::load_n(drow + p, n);
-                    const typename V::T pr = V::exp(V::fmadd(sv, sc, nl));
+                    typename V::T arg = V::fmadd(sv, sc, nl);
+                    if (s.alibi) {
+                        const typename V::T pos = n == V::W ? V::load(at + p) : V::load_n(at + p, n);
+                        arg = V::fmadd(sl, V::sub(pos, tv), arg);
+                    }
+                    const typename V::T pr = V::exp(arg);
                     const typename V::T ds = V::mul(sc, V::mul(pr, V::sub(dv, dtv)));
                     if (n == V::W) {
                         V::store(prow + p, pr);

@@ -112,6 +112,16 @@ void attend_block(const AttentionColumns& a, const float* k, const float* v, int
         for (; i + C * W <= a.nqp; i += C * W) score_rows<V, C>(kr, a.qt + i, a.nqp, a.d, s + i);
         for (; i < a.nqp; i += W) score_rows<V, 1>(kr, a.qt + i, a.nqp, a.d, s + i);
     }
+    // ALiBi: each column's slope times (position - its own position), added to its scores.
+    if (a.slope)
+        for (int i = 0; i < a.nqp; i += W) {
+            const typename V::T sl = V::load(a.slope + i), hi = V::load(a.hi + i);
+            for (int j = 0; j < np; ++j) {
+                float* sj = a.s + j * a.nqp + i;
+                const typename V::T d = V::sub(V::set1(static_cast<float>(p0 + j)), hi);
+                V::store(sj, V::fmadd(sl, d, V::load(sj)));
+            }
+        }
     // 2. Online softmax down each column: new max over the visible scores, rescale factor,
     // probabilities (0 where masked) and their sum.
     for (int i = 0; i < a.nqp; i += W) {
@@ -162,6 +172,7 @@ void attend_block_rows(const AttentionColumns& a, const float* k, const float* v
         const int64_t jz = std::clamp<int64_t>(static_cast<int64_t>(a.hi[i]) - p0 + 1, 0, np);
         if (ja >= jz) continue;  // nothing visible: m, l, o stay as they are
         float m = a.m[i];
+        const float slope = a.slope ? a.slope[i] : 0.0f;
         for (int j = 0; j < np_w; ++j) {
             if (j < ja || j >= jz) {
                 s[j] = -1e30f;  // e^(s - m) underflows to 0
@@ -172,6 +183,7 @@ void attend_block_rows(const AttentionColumns& a, const float* k, const float* v
             for (int d = 0; d < full; d += W) acc = V::fmadd(V::load(q + d), V::load(kr + d), acc);
             if (tail) acc = V::fmadd(V::load_n(q + full, tail), V::load_n(kr + full, tail), acc);
             s[j] = V::hsum(acc);
+            if (a.slope) s[j] = std::fma(slope, static_cast<float>(p0 + j) - a.hi[i], s[j]);
             m = std::max(m, s[j]);
         }
         const typename V::T mv = V::set1(m);
