@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "kernels/type_traits.hpp"
+#include "model/hparams.hpp"
 
 namespace syslm::compress {
 namespace {
@@ -250,7 +251,8 @@ AwqPlan plan_awq(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeO
     const uint32_t n_layer = in.get_u32(arch + ".block_count", 0);
     const uint32_t n_head = in.get_u32(arch + ".attention.head_count", 0);
     const uint32_t n_head_kv = in.get_u32(arch + ".attention.head_count_kv", n_head);
-    if (arch == "gpt2" || in.get_u32(arch + ".expert_count", 0) > 0) {
+    if (model::arch_spec(model::parse_arch(arch, in.path())).fused_qkv ||
+        in.get_u32(arch + ".expert_count", 0) > 0) {
         plan.skipped = cat(arch, ": LayerNorm with bias / fused QKV or MoE experts: not scaled");
         return plan;
     }

@@ -195,7 +195,9 @@ struct DenseShape {
 DenseShape read_dense_shape(const io::GGUFFile& in, const std::string& path) {
     const std::string arch = in.get_string("general.architecture");
     const std::string a = arch + ".";
-    SYSLM_CHECK(arch != "gpt2" && in.get_u32(a + "expert_count", 0) == 0, path,
+    SYSLM_CHECK(!model::arch_spec(model::parse_arch(arch, path)).fused_qkv &&
+                    in.get_u32(a + "expert_count", 0) == 0,
+                path,
                 ": structured pruning supports dense models with separate Q/K/V (llama, qwen2); ",
                 arch, " is not one");
     DenseShape s{};

@@ -373,6 +373,33 @@ void parse_gpt2(const Config& c, HFModelSpec& s) {
     out.f32("attention.layer_norm_epsilon", c.number_or({"layer_norm_epsilon"}, 1e-5));
 }
 
+void parse_bloom(const Config& c, HFModelSpec& s) {
+    s.arch = "bloom";
+    s.family = HFFamily::Bloom;
+    s.n_vocab = c.pos_int({"vocab_size"});
+    s.n_embd = c.pos_int({"hidden_size", "n_embed"});
+    s.n_layer = c.pos_int({"n_layer", "num_hidden_layers"});
+    s.n_head = c.pos_int({"n_head", "num_attention_heads"});
+    s.n_head_kv = s.n_head;
+    SYSLM_CHECK(s.n_embd % s.n_head == 0, c.name(), ": hidden_size ", s.n_embd,
+                " is not a multiple of n_head ", s.n_head);
+    s.head_dim = s.n_embd / s.n_head;
+    s.n_ff = 4 * s.n_embd;
+    // ALiBi has no trained length; llama.cpp's converter writes the same placeholder.
+    s.n_ctx = c.pos_int_or({"seq_length", "n_positions", "max_position_embeddings"}, 2048);
+    s.tied_embeddings = c.boolean_or("tie_word_embeddings", true);
+    SYSLM_CHECK(!c.boolean_or("apply_residual_connection_post_layernorm", false), c.name(),
+                ": apply_residual_connection_post_layernorm=true is not supported");
+    KVOut out{"bloom.", s.kv};
+    out.u32("context_length", s.n_ctx);
+    out.u32("embedding_length", s.n_embd);
+    out.u32("feed_forward_length", s.n_ff);
+    out.u32("block_count", s.n_layer);
+    out.u32("attention.head_count", s.n_head);
+    out.u32("attention.head_count_kv", s.n_head);
+    out.f32("attention.layer_norm_epsilon", c.number_or({"layer_norm_epsilon"}, 1e-5));
+}
+
 HFModelSpec parse_config(const Config& c) {
     HFModelSpec s;
     SYSLM_CHECK(c.has("architectures") && c.raw("architectures").is_array() &&
@@ -388,11 +415,13 @@ HFModelSpec parse_config(const Config& c) {
         parse_qwen2_family(c, s);
     else if (a == "GPT2LMHeadModel")
         parse_gpt2(c, s);
+    else if (a == "BloomForCausalLM")
+        parse_bloom(c, s);
     else
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
              "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-             "Qwen3MoeForCausalLM, GPT2LMHeadModel)");
+             "Qwen3MoeForCausalLM, GPT2LMHeadModel, BloomForCausalLM)");
     return s;
 }
 

@@ -2,7 +2,8 @@
 // (convert_hf_to_gguf.py), per architecture:
 //
 //   LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM -> "llama"
-//   Qwen2ForCausalLM -> "qwen2", Qwen2MoeForCausalLM -> "qwen2moe", GPT2LMHeadModel -> "gpt2"
+//   Qwen2ForCausalLM -> "qwen2", Qwen2MoeForCausalLM -> "qwen2moe", GPT2LMHeadModel -> "gpt2",
+//   BloomForCausalLM -> "bloom"
 //
 // Both config generations are read: transformers < 5 (`rope_theta`, `rope_scaling`) and >= 5
 // (`rope_parameters` holding rope_theta and the scaling). Anything the engine could not run
@@ -24,7 +25,7 @@
 
 namespace syslm::io {
 
-enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2 };
+enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2, Bloom };
 
 struct HFModelSpec {
     std::string hf_arch;  // config.json "architectures"[0], e.g. "MistralForCausalLM"

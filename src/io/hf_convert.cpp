@@ -61,6 +61,16 @@ std::vector<float> materialise(const HFTensorPlan& p, const SafetensorsModel& st
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < cols; ++c) y[c * rows + r] = x[r * cols + c];
             return y;
+        case HFTransform::GroupQkv: {
+            const int64_t H = spec.n_head, D = spec.head_dim;
+            SYSLM_CHECK(rows == 3 * H * D, p.name, ": ", rows, " fused QKV rows for ", H,
+                        " heads of ", D);
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t which = 0; which < 3; ++which)
+                    std::copy_n(x.data() + ((h * 3 + which) * D) * cols, D * cols,
+                                y.data() + ((which * H + h) * D) * cols);
+            return y;
+        }
     }
     return x;
 }

@@ -242,12 +242,52 @@ std::vector<HFTensorPlan> plan_gpt2(const HFModelSpec& s, Planner& p) {
     return p.finish(s.arch);
 }
 
+// BloomForCausalLM: `transformer.*` (bare in BloomModel checkpoints); Linear weights are already
+// [out, in]; the fused QKV is regrouped from per-head to q | k | v.
+std::vector<HFTensorPlan> plan_bloom(const HFModelSpec& s, Planner& p) {
+    const int64_t E = s.n_embd, F = s.n_ff;
+    const std::string T =
+        p.has("transformer.word_embeddings.weight") || !p.has("word_embeddings.weight")
+            ? "transformer."
+            : "";
+    p.add("token_embd.weight", T + "word_embeddings.weight", {s.n_vocab, E});
+    p.add("token_embd_norm.weight", T + "word_embeddings_layernorm.weight", {E});
+    p.add("token_embd_norm.bias", T + "word_embeddings_layernorm.bias", {E});
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+        const std::string L = T + "h." + std::to_string(i) + ".";
+        p.add(blk(i, "attn_norm.weight"), L + "input_layernorm.weight", {E});
+        p.add(blk(i, "attn_norm.bias"), L + "input_layernorm.bias", {E});
+        p.add(blk(i, "attn_qkv.weight"), L + "self_attention.query_key_value.weight", {3 * E, E},
+              HFTransform::GroupQkv);
+        p.add(blk(i, "attn_qkv.bias"), L + "self_attention.query_key_value.bias", {3 * E},
+              HFTransform::GroupQkv);
+        p.add(blk(i, "attn_output.weight"), L + "self_attention.dense.weight", {E, E});
+        p.add(blk(i, "attn_output.bias"), L + "self_attention.dense.bias", {E});
+        p.add(blk(i, "ffn_norm.weight"), L + "post_attention_layernorm.weight", {E});
+        p.add(blk(i, "ffn_norm.bias"), L + "post_attention_layernorm.bias", {E});
+        p.add(blk(i, "ffn_up.weight"), L + "mlp.dense_h_to_4h.weight", {F, E});
+        p.add(blk(i, "ffn_up.bias"), L + "mlp.dense_h_to_4h.bias", {F});
+        p.add(blk(i, "ffn_down.weight"), L + "mlp.dense_4h_to_h.weight", {E, F});
+        p.add(blk(i, "ffn_down.bias"), L + "mlp.dense_4h_to_h.bias", {E});
+    }
+    p.add("output_norm.weight", T + "ln_f.weight", {E});
+    p.add("output_norm.bias", T + "ln_f.bias", {E});
+    // llama.cpp's bloom requires output.weight; like its converter, repeat the tied embedding.
+    if (!p.add("output.weight", "lm_head.weight", {s.n_vocab, E}, HFTransform::None, false)) {
+        SYSLM_CHECK(s.tied_embeddings, p.where(),
+                    ": config.json has tie_word_embeddings=false but there is no lm_head.weight");
+        p.add_copy("output.weight", T + "word_embeddings.weight", {s.n_vocab, E});
+    }
+    return p.finish(s.arch);
+}
+
 }  // namespace
 
 std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShapes& shapes,
                                           const std::string& where) {
     Planner p(shapes, where);
     if (spec.family == HFFamily::Gpt2) return plan_gpt2(spec, p);
+    if (spec.family == HFFamily::Bloom) return plan_bloom(spec, p);
     return plan_llama_like(spec, p);
 }
 

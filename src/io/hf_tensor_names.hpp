@@ -26,6 +26,8 @@ enum class HFTransform {
     PermuteQ,   // llama Q weight/bias: permute rows with n_head heads
     PermuteK,   // llama K weight/bias: permute rows with n_head_kv heads
     Transpose,  // GPT-2 Conv1D weight [in, out] -> [out, in]
+    GroupQkv,   // BLOOM's fused QKV rows per head (q, k, v of head 0, then head 1, ...) ->
+                // every head's q rows, then k, then v (what llama.cpp's converter writes)
 };
 
 struct HFTensorPlan {

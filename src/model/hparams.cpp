@@ -14,8 +14,10 @@ Arch parse_arch(const std::string& name, const std::string& path) {
     if (name == "qwen3") return Arch::Qwen3;
     if (name == "qwen3moe") return Arch::Qwen3Moe;
     if (name == "gpt2") return Arch::Gpt2;
+    if (name == "bloom") return Arch::Bloom;
     fail(path, ": unsupported architecture '", name,
-         "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2)");
+         "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2, "
+         "bloom)");
 }
 
 namespace {
@@ -109,6 +111,12 @@ const ArchSpec& arch_spec(Arch arch) {
         s.stores_tied_head_twice = true;
         return s;
     }();
+    static const ArchSpec bloom = [] {
+        ArchSpec s = gpt2;
+        s.position = PositionKind::Alibi;
+        s.embed_norm = true;
+        return s;
+    }();
     switch (arch) {
         case Arch::Llama:
             return llama;
@@ -120,6 +128,8 @@ const ArchSpec& arch_spec(Arch arch) {
             return qwen3;
         case Arch::Gpt2:
             return gpt2;
+        case Arch::Bloom:
+            return bloom;
     }
     return llama;
 }
@@ -132,6 +142,7 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     s.kv_stride = hp.kv_dim();
     s.window = hp.window(il);
     s.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+    if (!hp.alibi_slopes.empty()) s.alibi = hp.alibi_slopes.data();
     return s;
 }
 
@@ -157,6 +168,11 @@ HParams load_hparams(const io::GGUFFile& f) {
     hp.norm_eps = r.real(hp.spec().norm_eps_key, std::nullopt, 0, 1);
     hp.sliding_window = r.count("attention.sliding_window", 0u, 0, kMaxContext);
     hp.local_layers = local_layers(f, a + "attention.sliding_window_pattern", hp.n_layer);
+    if (hp.spec().position == PositionKind::Alibi) {
+        // llama.cpp reads it for mpt and fixes bloom's at 8, which no converter writes.
+        hp.max_alibi_bias = r.real("attention.max_alibi_bias", 8.0f, 0, 1e3);
+        hp.alibi_slopes = kernels::alibi_slopes(hp.n_head, hp.max_alibi_bias);
+    }
 
     hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);
     if (hp.n_expert > 0) {

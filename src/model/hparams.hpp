@@ -21,6 +21,7 @@ enum class Arch {
     Qwen3,     // qwen3: qwen2 without the QKV bias, with per-head RMSNorm of q and k
     Qwen3Moe,  // qwen3moe: qwen3 + routed experts (no shared one), renormalised top-k
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
+    Bloom,     // bloom: gpt2 with ALiBi instead of positions and a LayerNorm of the embeddings
 };
 
 // What an architecture's blocks are made of: the one description that loading, the inference
@@ -28,7 +29,8 @@ enum class Arch {
 // is a new value of one of these kinds, its kernels (forward and backward), and the entries of
 // the architectures that use it.
 using kernels::NormKind;
-enum class PositionKind { Rope, Learned };  // rotary | a learned position_embd table
+// rotary | a learned position_embd table | ALiBi's per-head distance penalty on the scores
+enum class PositionKind { Rope, Learned, Alibi };
 struct ArchSpec {
     NormKind norm = NormKind::Rms;
     PositionKind position = PositionKind::Rope;
@@ -41,6 +43,7 @@ struct ArchSpec {
     bool qk_norm = false;
     bool linear_biases = false;  // biases on every linear layer and norm (gpt2)
     bool renorm_experts = false;  // default of expert_weights_norm (Mixtral renormalises top-k)
+    bool embed_norm = false;  // a norm of the embedding rows, token_embd_norm (bloom)
     const char* norm_eps_key = "attention.layer_norm_rms_epsilon";
     // Training: models it trains only as dense blocks without tensor or pipeline parallelism
     // (gpt2's fused QKV and learned positions are not cut), and the GGUF's second copy of a
@@ -81,6 +84,9 @@ struct HParams {
     bool expert_weights_norm = false;  // renormalise the top-k routing weights to sum to 1
 
     bool has_rope() const { return spec().position == PositionKind::Rope; }
+    // ALiBi: attention.max_alibi_bias (bloom and mpt: 8) and the slopes it gives each head.
+    float max_alibi_bias = 0.0f;
+    std::vector<float> alibi_slopes;
     kernels::RopeConfig rope;  // n_rot, base, scaling (freq_factors are loaded with the weights)
 
     int q_dim() const { return n_head * head_dim; }

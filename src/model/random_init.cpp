@@ -50,14 +50,18 @@ private:
 
 // What the config leaves to defaults, checked.
 struct InitShape {
-    bool gpt2, moe;
+    bool gpt2;  // gpt2-shaped blocks (gpt2, bloom): LayerNorm, fused QKV, GELU, biases
+    bool learned_positions, embed_norm, alibi, moe;
     int n_head_kv, head_dim, n_ff;
 };
 
 InitShape check_config(const InitConfig& c) {
     InitShape s{};
-    s.gpt2 = c.arch == "gpt2";
-    parse_arch(c.arch, "init");  // a supported name, or an error listing them
+    const ArchSpec& spec = arch_spec(parse_arch(c.arch, "init"));  // or an error listing them
+    s.gpt2 = spec.fused_qkv && spec.linear_biases;
+    s.learned_positions = spec.position == PositionKind::Learned;
+    s.alibi = spec.position == PositionKind::Alibi;
+    s.embed_norm = spec.embed_norm;
     SYSLM_CHECK(c.type == DType::F32 || c.type == DType::F16 || c.type == DType::BF16,
                 "init: weight type must be F32, F16 or BF16");
     s.n_head_kv = c.n_head_kv > 0 ? c.n_head_kv : c.n_head;
@@ -65,7 +69,8 @@ InitShape check_config(const InitConfig& c) {
                     c.n_head % s.n_head_kv == 0,
                 "init: need layers > 0 and dim divisible by heads divisible by kv-heads");
     s.head_dim = c.n_embd / c.n_head;
-    SYSLM_CHECK(s.gpt2 || s.head_dim % 2 == 0, "init: RoPE needs an even head size");
+    SYSLM_CHECK(spec.position != PositionKind::Rope || s.head_dim % 2 == 0,
+                "init: RoPE needs an even head size");
     s.moe = c.n_expert > 0;
     SYSLM_CHECK(!s.moe || (!s.gpt2 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert),
                 "init: experts need a llama/qwen2moe/qwen3moe arch and 1 <= experts-used <= experts");
@@ -96,6 +101,7 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
     w.set(a + "attention.head_count_kv", GGUFValue::u32(s.n_head_kv));
     if (s.gpt2) {
         w.set(a + "attention.layer_norm_epsilon", GGUFValue::f32(c.norm_eps));
+        if (s.alibi) w.set(a + "attention.max_alibi_bias", GGUFValue::f32(8.0f));
     } else {
         w.set(a + "attention.layer_norm_rms_epsilon", GGUFValue::f32(c.norm_eps));
         w.set(a + "rope.freq_base", GGUFValue::f32(c.rope_freq_base));
@@ -211,7 +217,11 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
     const int64_t E = c.n_embd;
     const float std = 0.02f, proj_std = 0.02f / std::sqrt(2.0f * c.n_layer);
     t.normal("token_embd.weight", {E, n_vocab}, std);
-    if (s.gpt2) t.normal("position_embd.weight", {E, c.n_ctx}, 0.01f);
+    if (s.learned_positions) t.normal("position_embd.weight", {E, c.n_ctx}, 0.01f);
+    if (s.embed_norm) {
+        t.constant("token_embd_norm.weight", {E}, 1.0f);
+        t.constant("token_embd_norm.bias", {E}, 0.0f);
+    }
     for (int il = 0; il < c.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         t.constant(p + "attn_norm.weight", {E}, 1.0f);

@@ -170,6 +170,10 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
     if (w.position_embd.data)
         backend_.embed_rows(w.position_embd.type, w.position_embd.data, E, positions_, x_.data(),
                             true);
+    if (!w.token_embd_norm.empty())  // in place: the norm reads each row before writing it
+        backend_.norm(hp.spec().norm, x_.data(), x_.data(), T, E, w.token_embd_norm.data(),
+                      w.token_embd_norm_b.empty() ? nullptr : w.token_embd_norm_b.data(),
+                      hp.norm_eps);
 
     prof.end();  // the blocks profile themselves
     layers_and_output(0, T, logit_rows, logits);

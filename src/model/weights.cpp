@@ -220,6 +220,11 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
     if (kernels::norm_has_bias(hp.spec().norm)) w.output_norm_b = b.vector("output_norm.bias", E);
     if (hp.spec().position == PositionKind::Learned)
         w.position_embd = b.matrix("position_embd.weight", E, hp.n_ctx_train);
+    if (hp.spec().embed_norm) {
+        w.token_embd_norm = b.vector("token_embd_norm.weight", E);
+        if (kernels::norm_has_bias(hp.spec().norm))
+            w.token_embd_norm_b = b.vector("token_embd_norm.bias", E);
+    }
     if (hp.has_rope()) {
         w.rope_freqs = b.vector("rope_freqs.weight", hp.rope.n_rot / 2, /*required=*/false);
         hp.rope.freq_factors = w.rope_freqs;

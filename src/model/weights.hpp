@@ -51,6 +51,7 @@ struct LayerWeights {
 struct Weights {
     Matrix token_embd{};
     Matrix position_embd{};  // gpt2
+    Vector token_embd_norm, token_embd_norm_b;  // bloom: a norm of the embedding rows
     Vector output_norm, output_norm_b;
     Matrix output{};  // equals token_embd when the embeddings are tied
     Vector rope_freqs;

@@ -175,6 +175,10 @@ void TrainModel::bind_all() {
     if (kernels::norm_has_bias(spec.norm)) output_norm_b_ = bind("output_norm.bias", {E});
     if (spec.position == model::PositionKind::Learned)
         position_embd_ = bind("position_embd.weight", {E, hp_.n_ctx_train});
+    if (spec.embed_norm && first_stage()) {
+        embd_norm_ = bind("token_embd_norm.weight", {E});
+        if (kernels::norm_has_bias(spec.norm)) embd_norm_b_ = bind("token_embd_norm.bias", {E});
+    }
     for (int il = 0; il < hp_.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         Layer l;
@@ -368,6 +372,7 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
         a.take(sel_b_, R * E);
         a.take(sel_s_, R * F);
     }
+    if (hp_.spec().embed_norm) a.take(x_embed_, R * E);
     a.take(tokens_, R);
 }
 
@@ -574,6 +579,10 @@ void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io
             for (int64_t r = 0; r < R; ++r) row_ids_[r] = r % T;
             be.embed_rows(DType::F32, position_embd_.w, E, row_ids_, x_.data(), true);
         }
+        if (embd_norm_.w) {  // the rows before their norm stay for the backward
+            std::copy_n(x_.data(), R * E, x_embed_.data());
+            norm_forward(x_embed_.data(), x_.data(), embd_norm_, embd_norm_b_, R, be);
+        }
     } else {
         std::copy_n(io->x_in, R * E, x_.data());
     }
@@ -587,6 +596,11 @@ void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, backend::Ba
         be.embedding_backward_range(tokens_.data(), R, dx_.data(), token_embd_.g, vocab_begin_,
                                     vocab_local_, E);
     } else if (first_stage()) {
+        if (embd_norm_.w) {  // dx_ becomes the gradient of the rows before the norm
+            norm_backward(x_embed_.data(), embd_norm_, embd_norm_b_, dx_.data(), d_a_.data(), R,
+                          be);
+            std::copy_n(d_a_.data(), R * E, dx_.data());
+        }
         be.embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, hp_.n_vocab, E);
         if (position_embd_.g) {  // row r is at position r % T
             row_ids_.resize(static_cast<size_t>(R));

@@ -232,6 +232,7 @@ private:
     std::unique_ptr<kernels::Rope> rope_;
     std::vector<float> rope_angles_;  // Rope::angles of positions 0..T-1, made by plan()
     Tensor token_embd_, position_embd_, output_norm_, output_norm_b_, output_;
+    Tensor embd_norm_, embd_norm_b_;  // bloom's norm of the embedding rows
     std::vector<Layer> layers_;
 
     // Activations, planned for (B, T): the residual stream, per-layer saved tensors, the final
@@ -245,6 +246,7 @@ private:
     std::vector<Buf<float>> inputs_;    // Full: each layer's input
     Buf<float> sel_a_, sel_b_, sel_s_;  // Selective: the recomputed intermediates
     Buf<float> x_, x_final_, xf_, logits_;
+    Buf<float> x_embed_;  // the embedding rows before embd_norm_
     Buf<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
     Buf<int32_t> tokens_;
 

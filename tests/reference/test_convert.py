@@ -36,7 +36,14 @@ import tiny_hf_models as thm  # noqa: E402
 ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
         "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE, "qwen3": gguf.MODEL_ARCH.QWEN3,
         "qwen3moe": gguf.MODEL_ARCH.QWEN3MOE,
-        "gpt2": gguf.MODEL_ARCH.GPT2}
+        "gpt2": gguf.MODEL_ARCH.GPT2, "bloom": gguf.MODEL_ARCH.BLOOM}
+
+
+def bloom_group_qkv(w, n_head):
+    """llama.cpp's converter regroups BLOOM's fused QKV rows from per head (q, k, v of head 0,
+    then head 1, ...) to every head's q rows, then k, then v."""
+    per_head = w.reshape(n_head, 3, -1, *w.shape[1:])
+    return np.concatenate([per_head[:, i].reshape(-1, *w.shape[1:]) for i in range(3)])
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +122,7 @@ def expected_tensors(model_dir):
                  "MixtralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
                  "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3ForCausalLM": "qwen3",
                  "Qwen3MoeForCausalLM": "qwen3moe",
-                 "GPT2LMHeadModel": "gpt2"}[cfg["architectures"][0]]
+                 "GPT2LMHeadModel": "gpt2", "BloomForCausalLM": "bloom"}[cfg["architectures"][0]]
     n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer"))
     names = gguf.get_tensor_name_map(ARCH[arch_name], n_layer)
     out, experts = {}, {}
@@ -130,8 +137,11 @@ def expected_tensors(model_dir):
             assert gname, f"gguf-py has no name for {merged}"
             experts.setdefault(gname, {})[int(m.group(2))] = w
             continue
-        gname = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        mapped = hf_name.removeprefix("transformer.") if arch_name == "bloom" else hf_name
+        gname = names.get_name(mapped, try_suffixes=(".weight", ".bias"))
         assert gname, f"gguf-py has no name for {hf_name}"
+        if arch_name == "bloom" and "query_key_value" in hf_name:
+            w = bloom_group_qkv(w, cfg["n_head"])
         if arch_name == "llama" and hf_name.endswith(("q_proj.weight", "q_proj.bias")):
             w = llamacpp_permute(w, cfg["num_attention_heads"])
         if arch_name == "llama" and hf_name.endswith(("k_proj.weight", "k_proj.bias")):
@@ -141,8 +151,8 @@ def expected_tensors(model_dir):
         out[gname] = np.ascontiguousarray(w)
     for gname, parts in experts.items():
         out[gname] = np.stack([parts[e] for e in sorted(parts)])
-    if arch_name == "gpt2" and "output.weight" not in out:
-        out["output.weight"] = out["token_embd.weight"]  # llama.cpp repeats the tied wte
+    if arch_name in ("gpt2", "bloom") and "output.weight" not in out:
+        out["output.weight"] = out["token_embd.weight"]  # llama.cpp repeats the tied embedding
     return arch_name, out
 
 
@@ -247,6 +257,13 @@ def test_metadata_matches_config(variant, models, convert):
         expect_kv(r, "gpt2.feed_forward_length", cfg["n_inner"])
         expect_kv(r, "gpt2.attention.head_count", cfg["n_head"])
         expect_kv(r, "gpt2.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
+        return
+    if arch == "bloom":
+        expect_kv(r, "bloom.embedding_length", cfg["hidden_size"])
+        expect_kv(r, "bloom.block_count", cfg["n_layer"])
+        expect_kv(r, "bloom.feed_forward_length", 4 * cfg["hidden_size"])
+        expect_kv(r, "bloom.attention.head_count", cfg["n_head"])
+        expect_kv(r, "bloom.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
         return
     a = arch + "."
     assert arch == {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2moe",

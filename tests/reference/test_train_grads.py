@@ -22,7 +22,7 @@ import tiny_hf_models
 B, T = 2, 9
 TOLERANCE = 1e-4  # max |syslm - torch| / max |torch| per tensor
 DENSE = ["llama", "llama_llama3_rope", "llama_tied", "mistral_swa", "qwen2", "qwen3",
-         "qwen3_local_global", "gpt2"]
+         "qwen3_local_global", "gpt2", "bloom"]
 
 
 def read_gguf(path):
@@ -60,8 +60,8 @@ def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_sysl
     got, _ = read_gguf(got_path)
     ref, _ = read_gguf(ref_path)
     assert got, "no gradients written"
-    if variant == "gpt2":
-        # GPT-2 ties lm_head to wte; its GGUF holds the output matrix as a second copy, which
+    if variant in ("gpt2", "bloom"):
+        # GPT-2 and BLOOM tie lm_head to the embedding; the GGUF holds the output matrix as a second copy, which
         # syslm trains as the same tensor: both names carry the one tied gradient.
         assert np.array_equal(got["output.weight"], got["token_embd.weight"])
     worst = 0.0

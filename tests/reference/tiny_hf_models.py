@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+from transformers import (AutoModelForCausalLM, BloomConfig, BloomForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
                           Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3Config, Qwen3ForCausalLM,
@@ -336,6 +336,21 @@ def gpt2(out: Path) -> Path:
     return _finish(GPT2LMHeadModel(config), out, 31)
 
 
+def bloom(out: Path) -> Path:
+    """ALiBi (6 heads: not a power of two, so the interleaved slopes), the embedding LayerNorm,
+    the per-head fused QKV."""
+    tok = _byte_level_tokenizer("gpt2", vocab_size=450, specials=["<|endoftext|>"])
+    hf = _save_tokenizer(tok, out, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                         unk_token="<|endoftext|>")
+    eot = hf.convert_tokens_to_ids("<|endoftext|>")
+    config = BloomConfig(vocab_size=len(hf), hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+                         layer_norm_epsilon=1e-5, bos_token_id=eot, eos_token_id=eot,
+                         hidden_dropout=0.0, attention_dropout=0.0)
+    config._attn_implementation = "eager"
+    torch.manual_seed(37)
+    return _finish(BloomForCausalLM(config), out, 37)
+
+
 VARIANTS = {
     "llama": llama,
     "llama_linear_rope": llama_linear_rope,
@@ -350,6 +365,7 @@ VARIANTS = {
     "qwen3_local_global": qwen3_local_global,
     "qwen3moe": qwen3moe,
     "gpt2": gpt2,
+    "bloom": bloom,
 }
 
 
