@@ -62,6 +62,10 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
     if (model_->hparams().spec().position == model::PositionKind::Learned)
         cfg_.n_ctx = std::min(cfg_.n_ctx, model_->hparams().n_ctx_train);
     logits_.resize(static_cast<size_t>(cfg.parallel) * model_->hparams().n_vocab);
+    const model::HParams& hp = model_->hparams();
+    bool all_local = hp.sliding_window > 0;
+    for (int il = 0; il < hp.n_layer; ++il) all_local = all_local && hp.window(il) > 0;
+    ring_window_ = all_local ? hp.sliding_window : 0;
     stats_.kv_pages_total = pages_.config().n_pages;
     thread_ = std::thread([this] { loop(); });
 }
@@ -278,6 +282,12 @@ void Engine::step() {
             a.sampler.accept(token);
             on_token(a, token, row);
         }
+        // Positions before a sequence's window are read by no layer again (once its prompt's
+        // pages are published for prefix sharing).
+        if (ring_window_ > 0)
+            for (Sequence* s : scheduler_.running())
+                if (const auto it = active_.find(s->id); it != active_.end() && it->second->published)
+                    pages_.drop_before(s->table, s->computed - ring_window_ + 1);
     }
     for (auto it = active_.begin(); it != active_.end();)
         it = it->second->finished ? active_.erase(it) : std::next(it);
@@ -289,7 +299,7 @@ void Engine::step() {
     stats_.kv_pages_used = pages_.used_pages();
     stats_.kv_pages_cached = pages_.cached_pages();
     stats_.kv_positions = 0;
-    for (const Sequence* s : scheduler_.running()) stats_.kv_positions += s->table.length;
+    for (const Sequence* s : scheduler_.running()) stats_.kv_positions += pages_.held(s->table);
     stats_.preemptions = scheduler_.preemptions();
     stats_.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
     const double t = now_s();

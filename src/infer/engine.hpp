@@ -140,6 +140,9 @@ private:
     model::Forward forward_;
     PagedRows rows_;
     std::vector<float> logits_;
+    // The window when every layer has one (Mistral-style): pages before each sequence's window
+    // go back to the pool (KvPages::drop_before). 0: some layer reads every position.
+    int ring_window_ = 0;
 
     std::mutex mu_;
     std::condition_variable cv_, idle_cv_;

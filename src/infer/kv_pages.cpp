@@ -114,14 +114,23 @@ bool KvPages::append(BlockTable& t, int64_t n) {
 }
 
 BlockTable KvPages::fork(const BlockTable& t) {
-    for (PageId p : t.pages) retain(p);
+    for (size_t i = t.dropped; i < t.pages.size(); ++i) retain(t.pages[i]);
     return t;
 }
 
 void KvPages::release(BlockTable& t) {
-    for (PageId p : t.pages) drop(p);
+    for (size_t i = t.dropped; i < t.pages.size(); ++i) drop(t.pages[i]);
     t.pages.clear();
     t.length = 0;
+    t.dropped = 0;
+}
+
+void KvPages::drop_before(BlockTable& t, int64_t pos) {
+    const size_t ps = static_cast<size_t>(cfg_.page_size);
+    while (t.dropped + 1 < t.pages.size() && static_cast<int64_t>((t.dropped + 1) * ps) <= pos) {
+        drop(t.pages[t.dropped]);
+        t.pages[t.dropped++] = -1;
+    }
 }
 
 void KvPages::store(const BlockTable& t, int il, int64_t pos, const float* k, const float* v) {
@@ -159,6 +168,7 @@ int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens) {
 }
 
 void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens) {
+    if (t.dropped > 0) return;  // the chain of a prefix starts at its first page
     const size_t ps = static_cast<size_t>(cfg_.page_size);
     const size_t full = static_cast<size_t>(std::min<int64_t>(
                             t.length, static_cast<int64_t>(tokens.size()))) / ps;
@@ -181,7 +191,12 @@ void KvPages::check_invariants(std::span<const BlockTable* const> live) const {
         const int64_t need = (t->length + cfg_.page_size - 1) / cfg_.page_size;
         SYSLM_CHECK(static_cast<int64_t>(t->pages.size()) == need, "KV pages: a table of ",
                     t->length, " positions has ", t->pages.size(), " pages");
-        for (PageId p : t->pages) ++refs[static_cast<size_t>(p)];
+        for (size_t i = 0; i < t->pages.size(); ++i) {
+            const PageId p = t->pages[i];
+            SYSLM_CHECK((p < 0) == (i < t->dropped), "KV pages: entry ", i, " of a table with ",
+                        t->dropped, " dropped pages is ", p);
+            if (p >= 0) ++refs[static_cast<size_t>(p)];
+        }
     }
     std::vector<int> where(pages_.size(), 0);  // 1 free, 2 cached
     for (PageId p : free_) where[static_cast<size_t>(p)] += 1;

@@ -25,6 +25,9 @@ using PageId = int32_t;
 struct BlockTable {
     std::vector<PageId> pages;  // pages[i] holds positions [i * page_size, (i + 1) * page_size)
     int64_t length = 0;         // positions reserved (and written, once the step has run)
+    // Leading pages given back (drop_before: positions no layer of a sliding-window model reads
+    // again); their entries are -1.
+    size_t dropped = 0;
 };
 
 struct KvPagesConfig {
@@ -56,6 +59,15 @@ public:
     BlockTable fork(const BlockTable& t);
     // Gives the table's pages back (published ones stay cached); t becomes empty.
     void release(BlockTable& t);
+    // Gives back the table's pages that end at or before position `pos` (never its last page):
+    // a model whose every layer has a window w needs only positions from n - w + 1 on to compute
+    // position n, so its pages work as a ring. A forked or published page stays with its other
+    // holders; the table's held positions stay contiguous.
+    void drop_before(BlockTable& t, int64_t pos);
+    // Positions of the table in pages it still holds.
+    int64_t held(const BlockTable& t) const {
+        return t.length - static_cast<int64_t>(t.dropped) * cfg_.page_size;
+    }
 
     // Writes position pos's key and value rows (kv_dim floats each) of layer il, converted to
     // the pool's type. The page must be the table's own (not shared).

@@ -32,9 +32,9 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
     k_ptr_.clear();
     v_ptr_.clear();
     for (const Segment& s : segs_)
-        for (PageId p : s.table->pages) {
-            k_ptr_.push_back(pages_.k(p, il));
-            v_ptr_.push_back(pages_.v(p, il));
+        for (PageId p : s.table->pages) {  // dropped pages (-1) lie outside every window
+            k_ptr_.push_back(p < 0 ? nullptr : pages_.k(p, il));
+            v_ptr_.push_back(p < 0 ? nullptr : pages_.v(p, il));
         }
     seqs_.clear();
     size_t first_page = 0;

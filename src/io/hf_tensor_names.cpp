@@ -204,6 +204,16 @@ std::vector<HFTensorPlan> plan_llama_like(const HFModelSpec& s, Planner& p) {
     return p.finish(s.arch);
 }
 
+// lm_head as output.weight, or (tied, not saved) a copy of the embedding: llama.cpp's gpt2 and
+// bloom require output.weight, and its converter repeats the tied embedding there.
+void add_output_or_tied_copy(const HFModelSpec& s, Planner& p, const std::string& embedding) {
+    if (p.add("output.weight", "lm_head.weight", {s.n_vocab, s.n_embd}, HFTransform::None, false))
+        return;
+    SYSLM_CHECK(s.tied_embeddings, p.where(),
+                ": config.json has tie_word_embeddings=false but there is no lm_head.weight");
+    p.add_copy("output.weight", embedding, {s.n_vocab, s.n_embd});
+}
+
 std::vector<HFTensorPlan> plan_gpt2(const HFModelSpec& s, Planner& p) {
     const int64_t E = s.n_embd, F = s.n_ff;
     // GPT2LMHeadModel saves `transformer.*`; the original OpenAI checkpoints have no prefix.
@@ -232,13 +242,7 @@ std::vector<HFTensorPlan> plan_gpt2(const HFModelSpec& s, Planner& p) {
     }
     p.add("output_norm.weight", T + "ln_f.weight", {E});
     p.add("output_norm.bias", T + "ln_f.bias", {E});
-    // llama.cpp's gpt2 requires output.weight; like its converter, repeat wte when lm_head is
-    // not saved (GPT-2 ties them).
-    if (!p.add("output.weight", "lm_head.weight", {s.n_vocab, E}, HFTransform::None, false)) {
-        SYSLM_CHECK(s.tied_embeddings, p.where(),
-                    ": config.json has tie_word_embeddings=false but there is no lm_head.weight");
-        p.add_copy("output.weight", T + "wte.weight", {s.n_vocab, E});
-    }
+    add_output_or_tied_copy(s, p, T + "wte.weight");
     return p.finish(s.arch);
 }
 
@@ -272,12 +276,7 @@ std::vector<HFTensorPlan> plan_bloom(const HFModelSpec& s, Planner& p) {
     }
     p.add("output_norm.weight", T + "ln_f.weight", {E});
     p.add("output_norm.bias", T + "ln_f.bias", {E});
-    // llama.cpp's bloom requires output.weight; like its converter, repeat the tied embedding.
-    if (!p.add("output.weight", "lm_head.weight", {s.n_vocab, E}, HFTransform::None, false)) {
-        SYSLM_CHECK(s.tied_embeddings, p.where(),
-                    ": config.json has tie_word_embeddings=false but there is no lm_head.weight");
-        p.add_copy("output.weight", T + "word_embeddings.weight", {s.n_vocab, E});
-    }
+    add_output_or_tied_copy(s, p, T + "word_embeddings.weight");
     return p.finish(s.arch);
 }
 

@@ -1,5 +1,6 @@
 #include "model/kv_cache.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -8,13 +9,32 @@
 
 namespace syslm::model {
 
-KVCache::KVCache(const HParams& hp, int n_ctx, DType type)
-    : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()), type_(type) {
+KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
+    : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()), type_(type), max_rollback_(n_ctx) {
     SYSLM_CHECK(n_ctx > 0, "context size must be positive, got ", n_ctx);
     SYSLM_CHECK(type == DType::F16 || type == DType::F32, "KV cache type ", dtype_name(type),
                 " is not supported (f16 or f32)");
     elem_ = dtype_info(type).type_size;
-    const size_t n = static_cast<size_t>(hp.n_layer) * n_ctx * kv_dim_ * elem_;
+    // A batch of T stores positions up to n_past + T - 1 before its first token reads back to
+    // n_past - w + 1, and a rollback leaves up to kRingRollback later positions stored: a ring
+    // of w + max(T, rollback) - 1 rows never overwrites a row still to be read.
+    size_t rows = 0;
+    for (int il = 0; il < hp.n_layer; ++il) {
+        const int w = hp.window(il);
+        int cap = n_ctx;
+        if (n_batch > 0 && w > 0) {
+            const int64_t need = int64_t{w} + std::max(n_batch, kRingRollback) - 1;
+            const int64_t ring = (need + kRingPage - 1) / kRingPage * kRingPage;
+            if (ring < n_ctx) {
+                cap = static_cast<int>(ring);
+                max_rollback_ = std::min(max_rollback_, cap - w + 1);
+            }
+        }
+        cap_.push_back(cap);
+        first_row_.push_back(rows);
+        rows += static_cast<size_t>(cap);
+    }
+    const size_t n = rows * kv_dim_ * elem_;
     try {
         k_.resize(n);
         v_.resize(n);
@@ -22,13 +42,30 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type)
         fail("cannot allocate the KV cache: ", 2 * n >> 20, " MiB for ", n_ctx,
              " positions; use a smaller context size");
     }
+    k_pages_.resize(cap_.size());
+    v_pages_.resize(cap_.size());
+    for (int il = 0; il < hp.n_layer; ++il) {
+        if (!ring(il)) continue;
+        const int64_t ring_pages = capacity(il) / kRingPage;
+        for (int64_t j = 0; j * kRingPage < n_ctx; ++j) {
+            const size_t at = offset(il, (j % ring_pages) * kRingPage);
+            k_pages_[il].push_back(k_.data() + at);
+            v_pages_[il].push_back(v_.data() + at);
+        }
+    }
+}
+
+kernels::KvPagesView KVCache::ring_view(int il) const {
+    SYSLM_CHECK(ring(il), "KV cache: layer ", il, " keeps every position, not a ring");
+    return {k_pages_[il].data(), v_pages_[il].data(), kRingPage};
 }
 
 void KVCache::store(int il, int64_t pos, const float* k, const float* v) {
     SYSLM_CHECK(pos >= 0 && pos < n_ctx_, "KV cache: position ", pos, " outside the context of ",
                 n_ctx_);
-    uint8_t* kd = k_.data() + offset(il, pos);
-    uint8_t* vd = v_.data() + offset(il, pos);
+    const int64_t row = pos % capacity(il);
+    uint8_t* kd = k_.data() + offset(il, row);
+    uint8_t* vd = v_.data() + offset(il, row);
     if (type_ == DType::F32) {
         std::memcpy(kd, k, kv_dim_ * sizeof(float));
         std::memcpy(vd, v, kv_dim_ * sizeof(float));

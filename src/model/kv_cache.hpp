@@ -1,7 +1,12 @@
-// Keys (after RoPE) and values of every processed position, per layer: layer-major, then
-// position, then kv_dim. Contiguous per layer so attention streams it. Elements are F16 (the
+// Keys (after RoPE) and values of one sequence's processed positions, per layer: layer-major,
+// then position, then kv_dim. Contiguous per layer so attention streams it. Elements are F16 (the
 // default, as llama.cpp's: half the memory and half the bytes decode attention reads) or F32
 // (exact: the reference tests against HF transformers use it).
+//
+// A layer with a sliding window w (HParams::window) needs only its last w positions: given the
+// largest batch, it keeps a ring of capacity(il) rows (w + n_batch - 1 rounded up, position p at
+// row p % capacity), which attention reads through a page list whose pages alias the ring's rows
+// (ring_view). Global layers, and windows that would not save anything, keep every position.
 #pragma once
 
 #include <cstdint>
@@ -9,33 +14,50 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "model/hparams.hpp"
 
 namespace syslm::model {
 
 class KVCache {
 public:
-    KVCache(const HParams& hp, int n_ctx, DType type = DType::F16);
+    // n_batch: the most positions one forward stores before it attends (0: no rings).
+    KVCache(const HParams& hp, int n_ctx, DType type = DType::F16, int n_batch = 0);
 
     int n_ctx() const { return n_ctx_; }
     int64_t kv_dim() const { return kv_dim_; }
     DType type() const { return type_; }
-    // Layer il's rows from position 0, elements of type().
+    // Rows layer il keeps: n_ctx, or its ring's size.
+    int capacity(int il) const { return cap_[static_cast<size_t>(il)]; }
+    bool ring(int il) const { return capacity(il) < n_ctx_; }
+    // How far truncate may roll back while every ring still holds the windows read next.
+    int max_rollback() const { return max_rollback_; }
+    // Layer il's rows from position 0 (not a ring), elements of type().
     const void* k(int il) const { return k_.data() + offset(il, 0); }
     const void* v(int il) const { return v_.data() + offset(il, 0); }
+    // A ring layer's rows as pages of kRingPage positions: page j holds positions
+    // [j kRingPage, (j + 1) kRingPage) as long as they are within the ring's reach.
+    kernels::KvPagesView ring_view(int il) const;
     // Writes one position's key and value rows (kv_dim floats each), converted to type().
     void store(int il, int64_t pos, const float* k, const float* v);
     size_t bytes() const { return k_.size() + v_.size(); }
 
+    static constexpr int kRingPage = 64;      // positions per page of a ring's view
+    static constexpr int kRingRollback = 64;  // what a ring keeps for truncate (speculation)
+
 private:
-    size_t offset(int il, int64_t pos) const {
-        return (static_cast<size_t>(il) * n_ctx_ + static_cast<size_t>(pos)) * kv_dim_ * elem_;
+    size_t offset(int il, int64_t row) const {
+        return (first_row_[static_cast<size_t>(il)] + static_cast<size_t>(row)) * kv_dim_ * elem_;
     }
     int n_ctx_;
     int64_t kv_dim_;
     DType type_;
     size_t elem_;
+    std::vector<int> cap_;
+    std::vector<size_t> first_row_;  // of each layer in k_ / v_
+    int max_rollback_;
     std::vector<uint8_t> k_, v_;
+    std::vector<std::vector<const void*>> k_pages_, v_pages_;  // per ring layer, else empty
 };
 
 // "f16" / "f32" (the names of --cache-type) to the type; throws Error naming the choices.

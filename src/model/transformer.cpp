@@ -41,7 +41,12 @@ public:
     }
     void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
                 backend::Backend& be) override {
-        be.attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out);
+        if (!cache_.ring(il)) {
+            be.attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out);
+            return;
+        }
+        const kernels::PagedSequence seq{cache_.ring_view(il), q, out, n_rows_, n_past_};
+        be.attention_paged(shape, {&seq, 1});  // the same bits as the contiguous cache
     }
 
 private:
@@ -95,11 +100,16 @@ Forward::Forward(const Model& model, int n_batch, int n_threads)
     }
 }
 
-Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type)
-    : model_(model), cache_(model.hparams(), n_ctx, kv_type), forward_(model, n_batch, n_threads) {}
+Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type,
+                 bool rings)
+    : model_(model),
+      cache_(model.hparams(), n_ctx, kv_type, rings ? n_batch : 0),
+      forward_(model, n_batch, n_threads) {}
 
 void Context::truncate(int n) {
     SYSLM_CHECK(n >= 0 && n <= n_past_, "truncate: position ", n, " is outside 0..", n_past_);
+    SYSLM_CHECK(n_past_ - n <= cache_.max_rollback(), "truncate: rolling back ", n_past_ - n,
+                " positions; the windowed layers' KV rings keep ", cache_.max_rollback());
     n_past_ = n;
 }
 

@@ -145,9 +145,11 @@ private:
 // The mutable state of one sequence: its KV cache, position, and a Forward.
 class Context {
 public:
-    // kv_type: F16 (as llama.cpp) or F32 (exact; the reference tests use it).
+    // kv_type: F16 (as llama.cpp) or F32 (exact; the reference tests use it). rings: layers
+    // with a sliding window keep only their window's positions (KVCache); false keeps every
+    // position in every layer (tests compare the two).
     Context(const Model& model, int n_ctx, int n_threads, int n_batch = 512,
-            DType kv_type = DType::F16);
+            DType kv_type = DType::F16, bool rings = true);
 
     // Appends tokens at positions n_past()..; returns logits, row-major: one row of n_vocab per
     // token when all_logits, otherwise only the last token's row.

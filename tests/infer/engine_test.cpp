@@ -110,6 +110,51 @@ TEST(Engine, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
     EXPECT_EQ(engine.stats().kv_pages_used, 0);
 }
 
+// A model whose every layer has a window gives back each sequence's pages before its window
+// (KvPages::drop_before): 4 sequences of 70 positions (18 pages of 4 each) run in a pool of 24
+// pages without a preemption, and each gets the tokens it gets alone.
+TEST(Engine, AWindowedModelHoldsOnlyEachWindowsPages) {
+    model::InitConfig c = testing::small_model_config("llama", 128, 35);
+    c.window = 6;
+    const auto m = std::make_shared<const model::Model>(testing::write_test_model("engine_swa", c));
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    EngineConfig cfg;
+    cfg.threads = 2;
+    cfg.page_size = 4;
+    cfg.n_pages = 24;
+    cfg.parallel = 4;
+    cfg.token_budget = 16;
+    cfg.n_ctx = 128;
+    Engine engine(m, tok, cfg);
+    std::mt19937 rng(3);
+    const int V = m->hparams().n_vocab;
+    std::vector<std::vector<int32_t>> prompts(4);
+    for (auto& p : prompts)
+        for (int i = 0; i < 10; ++i) p.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    std::vector<Collector> got(4);
+    GenerationParams gp = greedy(60);
+    gp.ignore_eos = true;
+    for (int r = 0; r < 4; ++r) {
+        Refusal err;
+        ASSERT_TRUE(engine.submit(prompts[r], gp, got[r].callback(), nullptr, &err)) << err.message;
+    }
+    for (auto& g : got) g.wait();
+    EXPECT_EQ(engine.stats().preemptions, 0);
+    for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(got[r].tokens.size(), 60u);
+        model::Context ctx(*m, 128, 2);
+        auto logits = ctx.forward(prompts[r]);
+        for (size_t i = 0; i < got[r].tokens.size(); ++i) {
+            const int32_t t = static_cast<int32_t>(
+                std::max_element(logits.begin(), logits.end()) - logits.begin());
+            ASSERT_EQ(got[r].tokens[i], t) << "request " << r << " token " << i;
+            logits = ctx.forward(std::span<const int32_t>(&t, 1));
+        }
+    }
+    engine.drain();
+    EXPECT_EQ(engine.stats().kv_pages_used, 0);
+}
+
 TEST(Engine, StopsCancelsAndRefuses) {
     const auto m = make_model();
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());

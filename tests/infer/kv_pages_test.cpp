@@ -165,7 +165,7 @@ TEST(KvPages, RandomOperationsKeepInvariantsAndLeakNothing) {
     std::vector<BlockTable> tables;
     std::vector<std::vector<int32_t>> tokens;  // each table's tokens so far
     auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
-    int hits = 0, refused = 0, evicted = 0;
+    int hits = 0, refused = 0, evicted = 0, dropped = 0;
     for (int op = 0; op < 100000; ++op) {
         const int kind = static_cast<int>(rng() % 100);
         if (kind < 30 || tables.empty()) {  // new sequence, maybe from a cached prefix
@@ -187,6 +187,14 @@ TEST(KvPages, RandomOperationsKeepInvariantsAndLeakNothing) {
         } else if (kind < 60) {  // decode
             const size_t i = pick(tables.size());
             if (kv.append(tables[i], 1)) tokens[i].push_back(static_cast<int32_t>(rng() % 3));
+        } else if (kind < 64) {  // a windowed model's pages before the window go back
+            const size_t i = pick(tables.size());
+            const int64_t before = tables[i].length - static_cast<int64_t>(pick(12));
+            const size_t was = tables[i].dropped;
+            kv.drop_before(tables[i], before);
+            dropped += tables[i].dropped > was;
+            ASSERT_LT(tables[i].dropped, std::max<size_t>(tables[i].pages.size(), 1));
+            ASSERT_LE(kv.held(tables[i]), tables[i].length);
         } else if (kind < 70) {  // fork (n > 1 completions)
             const size_t i = pick(tables.size());
             tables.push_back(kv.fork(tables[i]));
@@ -204,6 +212,7 @@ TEST(KvPages, RandomOperationsKeepInvariantsAndLeakNothing) {
         }
     }
     EXPECT_GT(hits, 100);  // the paths under test all ran
+    EXPECT_GT(dropped, 100);
     EXPECT_GT(refused, 100);
     EXPECT_GT(evicted, 100);
     for (auto& t : tables) kv.release(t);

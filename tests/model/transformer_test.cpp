@@ -90,6 +90,56 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
     EXPECT_EQ(decode.n_past(), n);
 }
 
+// Windowed layers keep a ring of their last positions (KVCache): the logits are the same bits
+// as with every position kept, for a prefill longer than the ring, chunked prefill, decode, a
+// speculative rollback, F16 and F32; global layers of the same model keep every position.
+TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
+    for (const bool all_local : {true, false}) {
+        InitConfig cfg = small("llama");
+        cfg.n_ctx = 600;
+        cfg.window = 7;
+        if (!all_local) cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
+        const Model m(make_model(all_local ? "ring_local" : "ring_local_global", cfg));
+        const int n = 420, V = m.hparams().n_vocab;
+        const auto tokens = random_tokens(n, V, 9);
+        for (const DType kv : {DType::F32, DType::F16})
+            for (const int n_batch : {512, 5}) {
+                Context full(m, 600, 2, n_batch, kv, /*rings=*/false);
+                Context ring(m, 600, 2, n_batch, kv);
+                // w + max(batch, 64) - 1 rows, rounded up to 64: 576 of 600, or 128.
+                const int cap = n_batch == 512 ? 576 : 128;
+                ASSERT_TRUE(ring.kv_cache().ring(0));
+                EXPECT_EQ(ring.kv_cache().capacity(0), cap);
+                EXPECT_EQ(ring.kv_cache().ring(1), all_local);
+                EXPECT_EQ(ring.kv_cache().capacity(1), all_local ? cap : 600);
+                EXPECT_EQ(ring.kv_cache().bytes() * 600,
+                          full.kv_cache().bytes() / 2 * (cap + ring.kv_cache().capacity(1)));
+                // A prefill of 300 (several rings' worth when n_batch is 5), then decode.
+                const auto a = full.forward(std::span(tokens).first(300), true);
+                const std::vector<float> want(a.begin(), a.end());
+                const auto b = ring.forward(std::span(tokens).first(300), true);
+                ASSERT_EQ(std::memcmp(b.data(), want.data(), want.size() * sizeof(float)), 0)
+                    << "prefill, batch " << n_batch << " " << dtype_name(kv);
+                for (int i = 300; i < n; ++i) {
+                    if (i == 360) {  // drafted 20 positions, rolled back 20
+                        for (Context* c : {&full, &ring}) {
+                            c->forward(std::span(tokens).subspan(i, 20));
+                            c->truncate(i);
+                        }
+                    }
+                    const auto x = full.forward(std::span(tokens).subspan(i, 1));
+                    const std::vector<float> row(x.begin(), x.end());
+                    const auto y = ring.forward(std::span(tokens).subspan(i, 1));
+                    ASSERT_EQ(std::memcmp(y.data(), row.data(), row.size() * sizeof(float)), 0)
+                        << "decode " << i << ", batch " << n_batch << " " << dtype_name(kv);
+                }
+                // Rolling back past what the ring keeps is an error, not a wrong answer.
+                EXPECT_THROW(ring.truncate(ring.n_past() - ring.kv_cache().max_rollback() - 1),
+                             Error);
+            }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe",
                                            "qwen3moe", "llama_local_global", "bloom"));
