@@ -48,6 +48,8 @@ void CpuBackend::norm(kernels::NormKind k, const float* x, float* out, int64_t r
             return kernels::rms_norm(x, out, rows, dim, weight, eps, pool_);
         case kernels::NormKind::Layer:
             return kernels::layer_norm(x, out, rows, dim, weight, bias, eps, pool_);
+        case kernels::NormKind::LayerNoBias:
+            return kernels::layer_norm(x, out, rows, dim, weight, nullptr, eps, pool_);
     }
 }
 

@@ -50,6 +50,8 @@ void CpuBackend::norm_backward(kernels::NormKind k, const float* x, const float*
             return kernels::rms_norm_backward(x, w, dy, dx, dw, rows, dim, eps, pool_);
         case kernels::NormKind::Layer:
             return kernels::layer_norm_backward(x, w, dy, dx, dw, db, rows, dim, eps, pool_);
+        case kernels::NormKind::LayerNoBias:
+            return kernels::layer_norm_backward(x, w, dy, dx, dw, nullptr, rows, dim, eps, pool_);
     }
 }
 

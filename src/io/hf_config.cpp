@@ -345,17 +345,26 @@ void parse_qwen2_family(const Config& c, HFModelSpec& s) {
     add_sliding_window_layers(c, s, out);
 }
 
+// Width, depth and heads of a multi-head (not grouped) attention model, under its own key names;
+// the head size is width / heads.
+void read_mha_shape(const Config& c, HFModelSpec& s, std::initializer_list<const char*> width,
+                    std::initializer_list<const char*> depth,
+                    std::initializer_list<const char*> heads) {
+    s.n_embd = c.pos_int(width);
+    s.n_layer = c.pos_int(depth);
+    s.n_head = c.pos_int(heads);
+    s.n_head_kv = s.n_head;
+    SYSLM_CHECK(s.n_embd % s.n_head == 0, c.name(), ": ", *width.begin(), " ", s.n_embd,
+                " is not a multiple of ", *heads.begin(), " ", s.n_head);
+    s.head_dim = s.n_embd / s.n_head;
+}
+
 void parse_gpt2(const Config& c, HFModelSpec& s) {
     s.arch = "gpt2";
     s.family = HFFamily::Gpt2;
     s.n_vocab = c.pos_int({"vocab_size"});
-    s.n_embd = c.pos_int({"n_embd", "hidden_size"});
-    s.n_layer = c.pos_int({"n_layer", "num_hidden_layers"});
-    s.n_head = c.pos_int({"n_head", "num_attention_heads"});
-    s.n_head_kv = s.n_head;
-    SYSLM_CHECK(s.n_embd % s.n_head == 0, c.name(), ": n_embd ", s.n_embd,
-                " is not a multiple of n_head ", s.n_head);
-    s.head_dim = s.n_embd / s.n_head;
+    read_mha_shape(c, s, {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
+                   {"n_head", "num_attention_heads"});
     s.n_ff = c.pos_int_or({"n_inner"}, 4 * s.n_embd);
     s.n_ctx = c.pos_int({"n_positions", "n_ctx", "max_position_embeddings"});
     s.tied_embeddings = c.boolean_or("tie_word_embeddings", true);
@@ -377,13 +386,8 @@ void parse_bloom(const Config& c, HFModelSpec& s) {
     s.arch = "bloom";
     s.family = HFFamily::Bloom;
     s.n_vocab = c.pos_int({"vocab_size"});
-    s.n_embd = c.pos_int({"hidden_size", "n_embed"});
-    s.n_layer = c.pos_int({"n_layer", "num_hidden_layers"});
-    s.n_head = c.pos_int({"n_head", "num_attention_heads"});
-    s.n_head_kv = s.n_head;
-    SYSLM_CHECK(s.n_embd % s.n_head == 0, c.name(), ": hidden_size ", s.n_embd,
-                " is not a multiple of n_head ", s.n_head);
-    s.head_dim = s.n_embd / s.n_head;
+    read_mha_shape(c, s, {"hidden_size", "n_embed"}, {"n_layer", "num_hidden_layers"},
+                   {"n_head", "num_attention_heads"});
     s.n_ff = 4 * s.n_embd;
     // ALiBi has no trained length; llama.cpp's converter writes the same placeholder.
     s.n_ctx = c.pos_int_or({"seq_length", "n_positions", "max_position_embeddings"}, 2048);
@@ -398,6 +402,34 @@ void parse_bloom(const Config& c, HFModelSpec& s) {
     out.u32("attention.head_count", s.n_head);
     out.u32("attention.head_count_kv", s.n_head);
     out.f32("attention.layer_norm_epsilon", c.number_or({"layer_norm_epsilon"}, 1e-5));
+}
+
+void parse_mpt(const Config& c, HFModelSpec& s) {
+    s.arch = "mpt";
+    s.family = HFFamily::Mpt;
+    s.n_vocab = c.pos_int({"vocab_size"});
+    read_mha_shape(c, s, {"d_model", "hidden_size"}, {"n_layers", "num_hidden_layers"},
+                   {"n_heads", "num_attention_heads"});
+    s.n_ff = c.pos_int_or({"expansion_ratio"}, 4) * s.n_embd;
+    s.n_ctx = c.pos_int_or({"max_seq_len", "max_position_embeddings"}, 2048);
+    s.tied_embeddings = true;  // MPT's head is its embedding
+    SYSLM_CHECK(c.boolean_or("no_bias", true), c.name(), ": no_bias=false is not supported");
+    const Config attn(c.has("attn_config") ? c.raw("attn_config") : json::object(),
+                      c.name() + ": attn_config");
+    SYSLM_CHECK(attn.boolean_or("alibi", false), attn.name(),
+                ": alibi=false (no position information) is not supported");
+    SYSLM_CHECK(!attn.boolean_or("qk_ln", false), attn.name(), ": qk_ln is not supported");
+    SYSLM_CHECK(!attn.has("clip_qkv"), attn.name(), ": clip_qkv is not supported");
+    SYSLM_CHECK(!attn.has("softmax_scale"), attn.name(),
+                ": a softmax_scale other than 1/sqrt(head size) is not supported");
+    KVOut out{"mpt.", s.kv};
+    out.u32("context_length", s.n_ctx);
+    out.u32("embedding_length", s.n_embd);
+    out.u32("block_count", s.n_layer);
+    out.u32("feed_forward_length", s.n_ff);
+    out.u32("attention.head_count", s.n_head);
+    out.f32("attention.layer_norm_epsilon", c.number_or({"layer_norm_epsilon"}, 1e-5));
+    out.f32("attention.max_alibi_bias", attn.number_or({"alibi_bias_max"}, 8.0));
 }
 
 HFModelSpec parse_config(const Config& c) {
@@ -417,11 +449,13 @@ HFModelSpec parse_config(const Config& c) {
         parse_gpt2(c, s);
     else if (a == "BloomForCausalLM")
         parse_bloom(c, s);
+    else if (a == "MptForCausalLM")
+        parse_mpt(c, s);
     else
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
              "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-             "Qwen3MoeForCausalLM, GPT2LMHeadModel, BloomForCausalLM)");
+             "Qwen3MoeForCausalLM, GPT2LMHeadModel, BloomForCausalLM, MptForCausalLM)");
     return s;
 }
 

@@ -3,7 +3,7 @@
 //
 //   LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM -> "llama"
 //   Qwen2ForCausalLM -> "qwen2", Qwen2MoeForCausalLM -> "qwen2moe", GPT2LMHeadModel -> "gpt2",
-//   BloomForCausalLM -> "bloom"
+//   BloomForCausalLM -> "bloom", MptForCausalLM -> "mpt"
 //
 // Both config generations are read: transformers < 5 (`rope_theta`, `rope_scaling`) and >= 5
 // (`rope_parameters` holding rope_theta and the scaling). Anything the engine could not run
@@ -25,7 +25,7 @@
 
 namespace syslm::io {
 
-enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2, Bloom };
+enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2, Bloom, Mpt };
 
 struct HFModelSpec {
     std::string hf_arch;  // config.json "architectures"[0], e.g. "MistralForCausalLM"

@@ -280,6 +280,26 @@ std::vector<HFTensorPlan> plan_bloom(const HFModelSpec& s, Planner& p) {
     return p.finish(s.arch);
 }
 
+// MptForCausalLM: `transformer.*`; Wqkv rows are already q | k | v; no biases; the head is the
+// embedding (llama.cpp reads token_embd when output.weight is absent).
+std::vector<HFTensorPlan> plan_mpt(const HFModelSpec& s, Planner& p) {
+    const int64_t E = s.n_embd, F = s.n_ff;
+    const std::string T = "transformer.";
+    p.add("token_embd.weight", T + "wte.weight", {s.n_vocab, E});
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+        const std::string L = T + "blocks." + std::to_string(i) + ".";
+        p.add(blk(i, "attn_norm.weight"), L + "norm_1.weight", {E});
+        p.add(blk(i, "attn_qkv.weight"), L + "attn.Wqkv.weight", {3 * E, E});
+        p.add(blk(i, "attn_output.weight"), L + "attn.out_proj.weight", {E, E});
+        p.add(blk(i, "ffn_norm.weight"), L + "norm_2.weight", {E});
+        p.add(blk(i, "ffn_up.weight"), L + "ffn.up_proj.weight", {F, E});
+        p.add(blk(i, "ffn_down.weight"), L + "ffn.down_proj.weight", {E, F});
+    }
+    p.add("output_norm.weight", T + "norm_f.weight", {E});
+    p.add("output.weight", "lm_head.weight", {s.n_vocab, E}, HFTransform::None, false);
+    return p.finish(s.arch);
+}
+
 }  // namespace
 
 std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShapes& shapes,
@@ -287,6 +307,7 @@ std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShape
     Planner p(shapes, where);
     if (spec.family == HFFamily::Gpt2) return plan_gpt2(spec, p);
     if (spec.family == HFFamily::Bloom) return plan_bloom(spec, p);
+    if (spec.family == HFFamily::Mpt) return plan_mpt(spec, p);
     return plan_llama_like(spec, p);
 }
 

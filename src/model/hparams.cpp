@@ -15,9 +15,10 @@ Arch parse_arch(const std::string& name, const std::string& path) {
     if (name == "qwen3moe") return Arch::Qwen3Moe;
     if (name == "gpt2") return Arch::Gpt2;
     if (name == "bloom") return Arch::Bloom;
+    if (name == "mpt") return Arch::Mpt;
     fail(path, ": unsupported architecture '", name,
          "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2, "
-         "bloom)");
+         "bloom, mpt)");
 }
 
 namespace {
@@ -117,6 +118,16 @@ const ArchSpec& arch_spec(Arch arch) {
         s.embed_norm = true;
         return s;
     }();
+    static const ArchSpec mpt = [] {
+        ArchSpec s;
+        s.norm = NormKind::LayerNoBias;
+        s.position = PositionKind::Alibi;
+        s.ffn = kernels::FfnActivation::GeluErf;
+        s.fused_qkv = true;
+        s.norm_eps_key = "attention.layer_norm_epsilon";
+        s.dense_unsplit_training = true;
+        return s;
+    }();
     switch (arch) {
         case Arch::Llama:
             return llama;
@@ -130,6 +141,8 @@ const ArchSpec& arch_spec(Arch arch) {
             return gpt2;
         case Arch::Bloom:
             return bloom;
+        case Arch::Mpt:
+            return mpt;
     }
     return llama;
 }

@@ -22,6 +22,7 @@ enum class Arch {
     Qwen3Moe,  // qwen3moe: qwen3 + routed experts (no shared one), renormalised top-k
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
     Bloom,     // bloom: gpt2 with ALiBi instead of positions and a LayerNorm of the embeddings
+    Mpt,       // mpt: ALiBi, fused QKV, exact GELU, LayerNorm without bias, no biases at all
 };
 
 // What an architecture's blocks are made of: the one description that loading, the inference

@@ -50,7 +50,8 @@ private:
 
 // What the config leaves to defaults, checked.
 struct InitShape {
-    bool gpt2;  // gpt2-shaped blocks (gpt2, bloom): LayerNorm, fused QKV, GELU, biases
+    bool gpt2;  // gpt2-shaped blocks (gpt2, bloom, mpt): LayerNorm, fused QKV, GELU
+    bool biases, norm_bias;
     bool learned_positions, embed_norm, alibi, moe;
     int n_head_kv, head_dim, n_ff;
 };
@@ -58,7 +59,9 @@ struct InitShape {
 InitShape check_config(const InitConfig& c) {
     InitShape s{};
     const ArchSpec& spec = arch_spec(parse_arch(c.arch, "init"));  // or an error listing them
-    s.gpt2 = spec.fused_qkv && spec.linear_biases;
+    s.gpt2 = spec.fused_qkv;
+    s.biases = spec.linear_biases;
+    s.norm_bias = kernels::norm_has_bias(spec.norm);
     s.learned_positions = spec.position == PositionKind::Learned;
     s.alibi = spec.position == PositionKind::Alibi;
     s.embed_norm = spec.embed_norm;
@@ -138,17 +141,20 @@ int copy_tokenizer(const std::string& vocab_path, io::GGUFWriter& w) {
 
 // GPT-2's block: LayerNorms with biases, fused QKV, a GELU FFN, biases everywhere.
 void add_gpt2_block(TensorMaker& t, const std::string& p, int64_t E, int64_t QD, int64_t KD,
-                    int64_t F, float std, float proj_std) {
+                    int64_t F, float std, float proj_std, bool biases, bool norm_bias) {
     const int64_t QKV = QD + 2 * KD;
-    t.constant(p + "attn_norm.bias", {E}, 0.0f);
-    t.constant(p + "ffn_norm.bias", {E}, 0.0f);
+    if (norm_bias) {
+        t.constant(p + "attn_norm.bias", {E}, 0.0f);
+        t.constant(p + "ffn_norm.bias", {E}, 0.0f);
+    }
     t.normal(p + "attn_qkv.weight", {E, QKV}, std);
-    t.constant(p + "attn_qkv.bias", {QKV}, 0.0f);
     t.normal(p + "attn_output.weight", {QD, E}, proj_std);
-    t.constant(p + "attn_output.bias", {E}, 0.0f);
     t.normal(p + "ffn_up.weight", {E, F}, std);
-    t.constant(p + "ffn_up.bias", {F}, 0.0f);
     t.normal(p + "ffn_down.weight", {F, E}, proj_std);
+    if (!biases) return;
+    t.constant(p + "attn_qkv.bias", {QKV}, 0.0f);
+    t.constant(p + "attn_output.bias", {E}, 0.0f);
+    t.constant(p + "ffn_up.bias", {F}, 0.0f);
     t.constant(p + "ffn_down.bias", {E}, 0.0f);
 }
 
@@ -220,7 +226,7 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
     if (s.learned_positions) t.normal("position_embd.weight", {E, c.n_ctx}, 0.01f);
     if (s.embed_norm) {
         t.constant("token_embd_norm.weight", {E}, 1.0f);
-        t.constant("token_embd_norm.bias", {E}, 0.0f);
+        if (s.norm_bias) t.constant("token_embd_norm.bias", {E}, 0.0f);
     }
     for (int il = 0; il < c.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
@@ -228,12 +234,12 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
         t.constant(p + "ffn_norm.weight", {E}, 1.0f);
         if (s.gpt2)
             add_gpt2_block(t, p, E, c.n_head * s.head_dim, s.n_head_kv * s.head_dim, s.n_ff, std,
-                           proj_std);
+                           proj_std, s.biases, s.norm_bias);
         else
             add_llama_block(t, p, c, s, std, proj_std);
     }
     t.constant("output_norm.weight", {E}, 1.0f);
-    if (s.gpt2) t.constant("output_norm.bias", {E}, 0.0f);
+    if (s.norm_bias) t.constant("output_norm.bias", {E}, 0.0f);
     t.normal("output.weight", {E, n_vocab}, std);
     w.write(out_path);
 }

@@ -115,7 +115,7 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
                          ::testing::Values("llama", "gpt2", "mixtral", "qwen3",
-                                           "llama_local_global", "bloom"));
+                                           "llama_local_global", "bloom", "mpt"));
 
 }  // namespace
 }  // namespace syslm::infer

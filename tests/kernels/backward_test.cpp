@@ -143,6 +143,12 @@ TEST(Backward, SwiGluAndGelu) {
     const Vec want_dg = numeric_grad(gd, [&](const Vec& p) { return swiglu(p, ud); });
     const Vec want_du = numeric_grad(ud, [&](const Vec& p) { return swiglu(gd, p); });
     const Vec want_dx = numeric_grad(gd, gelu);
+    auto gelu_erf = [&](const Vec& a) {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) s += 0.5 * a[i] * (1 + std::erf(a[i] / std::sqrt(2.0))) * rd[i];
+        return s;
+    };
+    const Vec want_erf = numeric_grad(gd, gelu_erf);
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
         if (!isa_supported(isa)) continue;
         const ElementwiseKernels& k = elementwise_kernels(isa);
@@ -152,6 +158,8 @@ TEST(Backward, SwiGluAndGelu) {
         expect_grad_near(du, want_du, isa_name(isa));
         k.gelu_tanh_backward(g.data(), r.data(), dx.data(), n);
         expect_grad_near(dx, want_dx, isa_name(isa));
+        k.gelu_erf_backward(g.data(), r.data(), dx.data(), n);
+        expect_grad_near(dx, want_erf, isa_name(isa));
     }
     ThreadPool pool(3);  // the pool entry points split the work
     std::vector<float> dg(n), du(n), dx(n);
@@ -159,6 +167,8 @@ TEST(Backward, SwiGluAndGelu) {
     expect_grad_near(dg, want_dg, "pool");
     gelu_tanh_backward(g.data(), r.data(), dx.data(), n, pool);
     expect_grad_near(dx, want_dx, "pool");
+    gelu_erf_backward(g.data(), r.data(), dx.data(), n, pool);
+    expect_grad_near(dx, want_erf, "pool");
 }
 
 // RoPE is linear in x: the backward must be its adjoint, <R x, dy> = <x, R^T dy>, for both

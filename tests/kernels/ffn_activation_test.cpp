@@ -49,6 +49,16 @@ TEST(FfnActivation, EachKindIsItsKernelsForwardAndBackward) {
                                 nullptr, n, pool);
         gelu_tanh_backward(a.data(), dout.data(), wa.data(), n, pool);
         EXPECT_EQ(da, wa) << n;
+        // GELU (erf): b unused.
+        got = a;
+        want = a;
+        ffn_activation(FfnActivation::GeluErf, got.data(), nullptr, n, pool);
+        gelu_erf(want.data(), n, pool);
+        EXPECT_EQ(got, want) << n;
+        ffn_activation_backward(FfnActivation::GeluErf, a.data(), nullptr, dout.data(), da.data(),
+                                nullptr, n, pool);
+        gelu_erf_backward(a.data(), dout.data(), wa.data(), n, pool);
+        EXPECT_EQ(da, wa) << n;
     }
 }
 

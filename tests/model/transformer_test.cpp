@@ -142,7 +142,7 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe",
-                                           "qwen3moe", "llama_local_global", "bloom"));
+                                           "qwen3moe", "llama_local_global", "bloom", "mpt"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.

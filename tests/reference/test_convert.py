@@ -36,7 +36,7 @@ import tiny_hf_models as thm  # noqa: E402
 ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
         "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE, "qwen3": gguf.MODEL_ARCH.QWEN3,
         "qwen3moe": gguf.MODEL_ARCH.QWEN3MOE,
-        "gpt2": gguf.MODEL_ARCH.GPT2, "bloom": gguf.MODEL_ARCH.BLOOM}
+        "gpt2": gguf.MODEL_ARCH.GPT2, "bloom": gguf.MODEL_ARCH.BLOOM, "mpt": gguf.MODEL_ARCH.MPT}
 
 
 def bloom_group_qkv(w, n_head):
@@ -122,8 +122,9 @@ def expected_tensors(model_dir):
                  "MixtralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
                  "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3ForCausalLM": "qwen3",
                  "Qwen3MoeForCausalLM": "qwen3moe",
-                 "GPT2LMHeadModel": "gpt2", "BloomForCausalLM": "bloom"}[cfg["architectures"][0]]
-    n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer"))
+                 "GPT2LMHeadModel": "gpt2", "BloomForCausalLM": "bloom",
+                 "MptForCausalLM": "mpt"}[cfg["architectures"][0]]
+    n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer", cfg.get("n_layers")))
     names = gguf.get_tensor_name_map(ARCH[arch_name], n_layer)
     out, experts = {}, {}
     for hf_name, w in sd.items():
@@ -257,6 +258,15 @@ def test_metadata_matches_config(variant, models, convert):
         expect_kv(r, "gpt2.feed_forward_length", cfg["n_inner"])
         expect_kv(r, "gpt2.attention.head_count", cfg["n_head"])
         expect_kv(r, "gpt2.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
+        return
+    if arch == "mpt":
+        expect_kv(r, "mpt.context_length", cfg["max_seq_len"])
+        expect_kv(r, "mpt.embedding_length", cfg["d_model"])
+        expect_kv(r, "mpt.block_count", cfg["n_layers"])
+        expect_kv(r, "mpt.feed_forward_length", cfg["expansion_ratio"] * cfg["d_model"])
+        expect_kv(r, "mpt.attention.head_count", cfg["n_heads"])
+        expect_kv(r, "mpt.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
+        expect_kv(r, "mpt.attention.max_alibi_bias", cfg["attn_config"]["alibi_bias_max"])
         return
     if arch == "bloom":
         expect_kv(r, "bloom.embedding_length", cfg["hidden_size"])

@@ -22,7 +22,7 @@ import tiny_hf_models
 B, T = 2, 9
 TOLERANCE = 1e-4  # max |syslm - torch| / max |torch| per tensor
 DENSE = ["llama", "llama_llama3_rope", "llama_tied", "mistral_swa", "qwen2", "qwen3",
-         "qwen3_local_global", "gpt2", "bloom"]
+         "qwen3_local_global", "gpt2", "bloom", "mpt"]
 
 
 def read_gguf(path):

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import (AutoModelForCausalLM, BloomConfig, BloomForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+from transformers import (AutoModelForCausalLM, BloomConfig, BloomForCausalLM, GPT2Config,
+                          MptConfig, MptForCausalLM, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
                           Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3Config, Qwen3ForCausalLM,
@@ -322,12 +323,17 @@ def qwen3moe(out: Path) -> Path:
     return _finish(Qwen3MoeForCausalLM(config), out, 24)
 
 
-def gpt2(out: Path) -> Path:
+def _gpt2_style_tokenizer(out: Path) -> tuple[int, int]:
+    """GPT-2's byte-level BPE with one end-of-text token, saved in `out`: (vocabulary size, its id)."""
     tok = _byte_level_tokenizer("gpt2", vocab_size=450, specials=["<|endoftext|>"])
     hf = _save_tokenizer(tok, out, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                          unk_token="<|endoftext|>")
-    eot = hf.convert_tokens_to_ids("<|endoftext|>")
-    config = GPT2Config(vocab_size=len(hf), n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+    return len(hf), hf.convert_tokens_to_ids("<|endoftext|>")
+
+
+def gpt2(out: Path) -> Path:
+    n_vocab, eot = _gpt2_style_tokenizer(out)
+    config = GPT2Config(vocab_size=n_vocab, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
                         n_inner=FFN * 2, n_positions=96, layer_norm_epsilon=1e-5,
                         activation_function="gelu_new", bos_token_id=eot, eos_token_id=eot,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
@@ -339,16 +345,26 @@ def gpt2(out: Path) -> Path:
 def bloom(out: Path) -> Path:
     """ALiBi (6 heads: not a power of two, so the interleaved slopes), the embedding LayerNorm,
     the per-head fused QKV."""
-    tok = _byte_level_tokenizer("gpt2", vocab_size=450, specials=["<|endoftext|>"])
-    hf = _save_tokenizer(tok, out, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                         unk_token="<|endoftext|>")
-    eot = hf.convert_tokens_to_ids("<|endoftext|>")
-    config = BloomConfig(vocab_size=len(hf), hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+    n_vocab, eot = _gpt2_style_tokenizer(out)
+    config = BloomConfig(vocab_size=n_vocab, hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS,
                          layer_norm_epsilon=1e-5, bos_token_id=eot, eos_token_id=eot,
                          hidden_dropout=0.0, attention_dropout=0.0)
     config._attn_implementation = "eager"
     torch.manual_seed(37)
     return _finish(BloomForCausalLM(config), out, 37)
+
+
+def mpt(out: Path) -> Path:
+    """ALiBi (6 heads), LayerNorm without bias, exact GELU, no biases, tied head."""
+    n_vocab, eot = _gpt2_style_tokenizer(out)
+    config = MptConfig(vocab_size=n_vocab, d_model=HIDDEN, n_heads=HEADS, n_layers=LAYERS,
+                       expansion_ratio=4, max_seq_len=128, layer_norm_epsilon=1e-5,
+                       no_bias=True, resid_pdrop=0.0, emb_pdrop=0.0,
+                       attn_config={"alibi": True, "alibi_bias_max": 8, "attn_pdrop": 0},
+                       bos_token_id=eot, eos_token_id=eot)
+    config._attn_implementation = "eager"
+    torch.manual_seed(41)
+    return _finish(MptForCausalLM(config), out, 41)
 
 
 VARIANTS = {
@@ -366,6 +382,7 @@ VARIANTS = {
     "qwen3moe": qwen3moe,
     "gpt2": gpt2,
     "bloom": bloom,
+    "mpt": mpt,
 }
 
 

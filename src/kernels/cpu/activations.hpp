@@ -18,6 +18,9 @@ void swiglu(float* gate, const float* up, int64_t n, ThreadPool& pool);
 void gelu_tanh(float* x, int64_t n);
 void gelu_tanh(float* x, int64_t n, Isa isa);
 void gelu_tanh(float* x, int64_t n, ThreadPool& pool);
+// x[i] = x Phi(x), the exact GELU (erf): MPT's, PyTorch's nn.GELU() default.
+void gelu_erf(float* x, int64_t n, Isa isa);
+void gelu_erf(float* x, int64_t n, ThreadPool& pool);
 // x[i] = 1 / (1 + exp(-x[i]))
 float sigmoid(float x);
 

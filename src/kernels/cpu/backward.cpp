@@ -102,7 +102,7 @@ void layer_norm_backward(const float* x, const float* w, const float* dy, float*
         }
     });
     dws.add_to(dw);
-    dbs.add_to(db);
+    if (db) dbs.add_to(db);
 }
 
 void swiglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
@@ -128,6 +128,15 @@ void gelu_tanh_backward_scalar(const float* x, const float* dy, float* dx, int64
     }
 }
 
+void gelu_erf_backward_scalar(const float* x, const float* dy, float* dx, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const double v = x[i];  // Phi(v) + v phi(v)
+        const double d = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) +
+                         v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * 3.14159265358979323846);
+        dx[i] = dy[i] * static_cast<float>(d);
+    }
+}
+
 void swiglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
                      float* dup, int64_t n, ThreadPool& pool) {
     const auto fn = elementwise_kernels(active_isa()).swiglu_backward;
@@ -138,6 +147,11 @@ void swiglu_backward(const float* gate, const float* up, const float* dout, floa
 
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool) {
     const auto fn = elementwise_kernels(active_isa()).gelu_tanh_backward;
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(x + b, dy + b, dx + b, e - b); });
+}
+
+void gelu_erf_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool) {
+    const auto fn = elementwise_kernels(active_isa()).gelu_erf_backward;
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(x + b, dy + b, dx + b, e - b); });
 }
 

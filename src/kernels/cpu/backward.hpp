@@ -28,6 +28,8 @@ void swiglu_backward(const float* gate, const float* up, const float* dout, floa
 
 // y = gelu_tanh(x): dx (overwritten) from dy.
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool);
+// y = gelu_erf(x): dx (overwritten) from dy.
+void gelu_erf_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool);
 
 // Token embedding rows gathered by `tokens`: dtable[tokens[t]] += dx[t] (rows of dim floats).
 // Threads own disjoint ranges of the table, so no two write the same row.

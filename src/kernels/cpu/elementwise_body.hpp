@@ -30,21 +30,78 @@ void swiglu_v(float* gate, const float* up, int64_t n) {
     }
 }
 
-template <class V>
-void gelu_tanh_v(float* x, int64_t n) {
+// x[i] = f(x[i]), a vector at a time (the tail masked).
+template <class V, class F>
+void map_in_place(float* x, int64_t n, F f) {
     constexpr int W = V::W;
-    const typename V::T one = V::set1(1.0f), a = V::set1(-2.0f * 0.7978845608028654f),
-                        b = V::set1(0.044715f);
-    auto f = [&](typename V::T v) {
-        const typename V::T y = V::mul(a, V::fmadd(V::mul(b, v), V::mul(v, v), v));  // -2y
-        return V::div(v, V::add(one, V::exp(y)));
-    };
     int64_t i = 0;
     for (; i + W <= n; i += W) V::store(x + i, f(V::load(x + i)));
     if (i < n) {
         const int r = static_cast<int>(n - i);
         V::store_n(x + i, f(V::load_n(x + i, r)), r);
     }
+}
+
+template <class V>
+void gelu_tanh_v(float* x, int64_t n) {
+    const typename V::T one = V::set1(1.0f), a = V::set1(-2.0f * 0.7978845608028654f),
+                        b = V::set1(0.044715f);
+    map_in_place<V>(x, n, [&](typename V::T v) {
+        const typename V::T y = V::mul(a, V::fmadd(V::mul(b, v), V::mul(v, v), v));  // -2y
+        return V::div(v, V::add(one, V::exp(y)));
+    });
+}
+
+// erf(x) as a rational function of x on [-4, 4] (odd degree-13 numerator, even degree-8
+// denominator; the approximation Eigen and XLA use), +-1 beyond: within 5e-7 of erf in float
+// (tests/kernels check it against std::erf).
+template <class V>
+typename V::T erf_v(typename V::T x) {
+    const typename V::T lim = V::set1(4.0f), zero = V::zero();
+    x = V::max(V::sub(zero, V::max(V::sub(zero, x), V::sub(zero, lim))), V::sub(zero, lim));
+    const typename V::T x2 = V::mul(x, x);
+    typename V::T p = V::set1(-2.72614225801306e-10f);
+    for (const float c : {2.77068142495902e-08f, -2.10102402082508e-06f, -5.69250639462346e-05f,
+                          -7.34990630326855e-04f, -2.95459980854025e-03f, -1.60960333262415e-02f})
+        p = V::fmadd(x2, p, V::set1(c));
+    typename V::T q = V::set1(-1.45660718464996e-05f);
+    for (const float c : {-2.13374055278905e-04f, -1.68282697438203e-03f, -7.37332916720468e-03f,
+                          -1.42647390514189e-02f})
+        q = V::fmadd(x2, q, V::set1(c));
+    return V::div(V::mul(x, p), q);
+}
+
+// gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 (MPT's, PyTorch's default GELU).
+template <class V>
+void gelu_erf_v(float* x, int64_t n) {
+    const typename V::T half = V::set1(0.5f), one = V::set1(1.0f),
+                        r2 = V::set1(0.70710678118654752f);
+    map_in_place<V>(x, n, [&](typename V::T v) {
+        return V::mul(V::mul(half, v), V::add(one, erf_v<V>(V::mul(v, r2))));
+    });
+}
+
+// d/dx x Phi(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi).
+template <class V>
+void gelu_erf_backward_v(const float* x, const float* dy, float* dx, int64_t n) {
+    constexpr int W = V::W;
+    const typename V::T half = V::set1(0.5f), one = V::set1(1.0f), zero = V::zero(),
+                        r2 = V::set1(0.70710678118654752f),
+                        rpi = V::set1(0.39894228040143268f);  // 1 / sqrt(2 pi)
+    auto step = [&](int64_t i, int r) {
+        const typename V::T v = r == W ? V::load(x + i) : V::load_n(x + i, r);
+        const typename V::T g = r == W ? V::load(dy + i) : V::load_n(dy + i, r);
+        const typename V::T cdf = V::mul(half, V::add(one, erf_v<V>(V::mul(v, r2))));
+        const typename V::T pdf = V::mul(rpi, V::exp(V::sub(zero, V::mul(half, V::mul(v, v)))));
+        const typename V::T d = V::mul(g, V::fmadd(v, pdf, cdf));
+        if (r == W)
+            V::store(dx + i, d);
+        else
+            V::store_n(dx + i, d, r);
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) step(i, W);
+    if (i < n) step(i, static_cast<int>(n - i));
 }
 
 // Sum over a row with double accumulators; Op(acc, vector).
@@ -220,6 +277,8 @@ ElementwiseKernels elementwise_table(Isa isa) {
     k.xent_row = xent_row_v<V>;
     k.swiglu_backward = swiglu_backward_v<V>;
     k.gelu_tanh_backward = gelu_tanh_backward_v<V>;
+    k.gelu_erf = gelu_erf_v<V>;
+    k.gelu_erf_backward = gelu_erf_backward_v<V>;
     return k;
 }
 

@@ -25,6 +25,9 @@ struct ElementwiseKernels {
     void (*swiglu_backward)(const float* gate, const float* up, const float* dout, float* dgate,
                             float* dup, int64_t n);
     void (*gelu_tanh_backward)(const float* x, const float* dy, float* dx, int64_t n);
+    // gelu(x) = x Phi(x) with the exact normal CDF (erf), and its backward.
+    void (*gelu_erf)(float* x, int64_t n);
+    void (*gelu_erf_backward)(const float* x, const float* dy, float* dx, int64_t n);
 };
 
 // The scalar references of the training entries (backward.cpp): xent_row's exp and sums in
@@ -33,6 +36,7 @@ double xent_row_scalar(float* z, int64_t n, int32_t target, float scale);
 void swiglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
                             float* dup, int64_t n);
 void gelu_tanh_backward_scalar(const float* x, const float* dy, float* dx, int64_t n);
+void gelu_erf_backward_scalar(const float* x, const float* dy, float* dx, int64_t n);
 
 // The table for `isa` (throws Error if this CPU lacks it).
 const ElementwiseKernels& elementwise_kernels(Isa isa);

@@ -10,11 +10,11 @@ bool ffn_gated(FfnActivation k) {
 }
 
 const char* ffn_activation_name(FfnActivation k) {
-    return k == FfnActivation::SwiGLU ? "swiglu" : "gelu";
+    return k == FfnActivation::SwiGLU ? "swiglu" : k == FfnActivation::GeluTanh ? "gelu" : "gelu_erf";
 }
 
 double ffn_activation_flops(FfnActivation k) {
-    return k == FfnActivation::SwiGLU ? 5 : 10;
+    return k == FfnActivation::SwiGLU ? 5 : k == FfnActivation::GeluTanh ? 10 : 20;
 }
 
 double ffn_activation_bytes(FfnActivation k) {
@@ -27,6 +27,8 @@ void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, Thread
             return swiglu(a, b, n, pool);
         case FfnActivation::GeluTanh:
             return gelu_tanh(a, n, pool);
+        case FfnActivation::GeluErf:
+            return gelu_erf(a, n, pool);
     }
 }
 
@@ -37,6 +39,8 @@ void ffn_activation_backward(FfnActivation k, const float* a, const float* b, co
             return swiglu_backward(a, b, dout, da, db, n, pool);
         case FfnActivation::GeluTanh:
             return gelu_tanh_backward(a, dout, da, n, pool);
+        case FfnActivation::GeluErf:
+            return gelu_erf_backward(a, dout, da, n, pool);
     }
 }
 

@@ -11,11 +11,12 @@
 namespace syslm::kernels {
 
 // The normalisations an architecture may use (model::ArchSpec::norm); LayerNorm has a bias.
-enum class NormKind { Rms, Layer };  // RMSNorm (weight) | LayerNorm (weight + bias)
+// RMSNorm (weight) | LayerNorm (weight + bias) | LayerNorm with a weight only (MPT)
+enum class NormKind { Rms, Layer, LayerNoBias };
 inline bool norm_has_bias(NormKind k) { return k == NormKind::Layer; }
 // FLOPs per element of the forward (profiles): RMSNorm squares, sums and scales twice;
 // LayerNorm also subtracts the mean, and adds the bias.
-inline int norm_flops(NormKind k) { return k == NormKind::Layer ? 8 : 4; }
+inline int norm_flops(NormKind k) { return k == NormKind::Rms ? 4 : 8; }
 
 // out = x / sqrt(mean(x^2) + eps) * weight
 void rms_norm(const float* x, float* out, int64_t rows, int64_t dim, const float* weight,
