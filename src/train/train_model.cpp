@@ -44,9 +44,6 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* 
     SYSLM_CHECK(!hp.spec().dense_unsplit_training && hp.n_expert == 0,
                 "tensor parallelism: implemented for dense llama / mistral / qwen2 models, not ",
                 hp.arch_name, hp.n_expert > 0 ? " with experts" : "");
-    // Each rank would see only its heads' share of the q/k norm weights' gradient.
-    SYSLM_CHECK(!hp.spec().qk_norm, "tensor parallelism: not implemented for ", hp.arch_name,
-                "'s per-head q/k norms");
     SYSLM_CHECK(hp.n_head % p == 0 && hp.n_head_kv % p == 0 && hp.n_ff % p == 0,
                 "tensor parallelism: ", p, " ranks do not divide the ", hp.n_head, " heads, ",
                 hp.n_head_kv, " KV heads and FFN width ", hp.n_ff);
@@ -541,11 +538,23 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
                               hp_.head_dim);
     }
     if (hp_.spec().qk_norm) {  // in place: d of the normed q, k -> d of the projections
+        // Under tensor parallelism a rank holds some of the heads: the shared norm weights'
+        // gradient is its heads' share, summed over the group before it joins the accumulated one.
+        const int64_t D = hp_.head_dim;
+        const bool split = tp_ && tp_->size() > 1;
+        if (split) qk_norm_grad_.assign(static_cast<size_t>(2 * D), 0.0f);
+        float* gq = split ? qk_norm_grad_.data() : l.q_norm.g;
+        float* gk = split ? qk_norm_grad_.data() + D : l.k_norm.g;
         const kernels::NormKind rms = kernels::NormKind::Rms;
-        be.norm_backward(rms, S.q_raw.data(), l.q_norm.w, d_q_.data(), d_q_.data(), l.q_norm.g,
-                         nullptr, R * hp_.n_head, hp_.head_dim, hp_.norm_eps);
-        be.norm_backward(rms, S.k_raw.data(), l.k_norm.w, d_k_.data(), d_k_.data(), l.k_norm.g,
-                         nullptr, R * hp_.n_head_kv, hp_.head_dim, hp_.norm_eps);
+        be.norm_backward(rms, S.q_raw.data(), l.q_norm.w, d_q_.data(), d_q_.data(), gq, nullptr,
+                         R * hp_.n_head, D, hp_.norm_eps);
+        be.norm_backward(rms, S.k_raw.data(), l.k_norm.w, d_k_.data(), d_k_.data(), gk, nullptr,
+                         R * hp_.n_head_kv, D, hp_.norm_eps);
+        if (split) {
+            tp_sum(qk_norm_grad_.data(), 2 * D);
+            if (l.q_norm.g) be.add(l.q_norm.g, gq, D);
+            if (l.k_norm.g) be.add(l.k_norm.g, gk, D);
+        }
     }
     if (hp_.spec().fused_qkv) {
         const int64_t W = QD + 2 * KD;
