@@ -121,6 +121,13 @@ void check_speculative_inputs(const model::Context& target, const model::Context
                 "repetition / presence / frequency penalties are not supported with a draft "
                 "model (they depend on the history at every drafted position)");
     SYSLM_CHECK(o.k_min >= 1 && o.k_max >= o.k_min && o.k >= 1, "draft lengths must be >= 1");
+    // A round rolls both contexts back by up to k_max + 1 positions; windowed layers keep rings
+    // sized for a bounded rollback (model/kv_cache.hpp).
+    for (const model::Context* c : {&target, &draft})
+        SYSLM_CHECK(o.k_max + 1 <= c->kv_cache().max_rollback(), "a draft length of ", o.k_max,
+                    " is more than the sliding-window KV ring of ",
+                    c == &target ? "the model" : "the draft", " can take back (",
+                    c->kv_cache().max_rollback() - 1, "); use a smaller --draft-max");
 }
 
 // One generation: rounds of drafting k tokens, verifying them in one target call, emitting

@@ -147,5 +147,31 @@ TEST(Speculative, SamplingRunsAndRefusesPenalties) {
                  Error);
 }
 
+// A windowed target keeps a KV ring that takes back at most a bounded number of positions: a
+// longer adaptive draft is refused up front, not midway (Context::truncate would throw).
+TEST(Speculative, ADraftLongerThanAWindowRingTakesBackIsRefused) {
+    Models& m = models();
+    model::InitConfig c = testing::small_model_config("llama", 256, 7);
+    c.window = 8;
+    const model::Model windowed(testing::write_test_model("spec_windowed", c));
+    model::Context tc(windowed, 256, 2, 16, DType::F32), dc(m.draft, 256, 2, 16, DType::F32);
+    ASSERT_TRUE(tc.kv_cache().ring(0));  // 8 + 64 - 1 rounded up: 128 rows of 256
+    const std::vector<int32_t> prompt = {5, 17, 300};
+    SamplingParams sp;
+    sp.temperature = 0;
+    Sampler s(sp);
+    SpeculativeOptions o;
+    o.k_max = tc.kv_cache().max_rollback();
+    EXPECT_THROW(speculative_generate(tc, dc, m.tok, prompt, 5, s, true, [](std::string_view) {},
+                                      o, nullptr),
+                 Error);
+    o.k_max = 16;  // within the ring: runs
+    model::Context tc2(windowed, 256, 2, 16, DType::F32), dc2(m.draft, 256, 2, 16, DType::F32);
+    EXPECT_EQ(speculative_generate(tc2, dc2, m.tok, prompt, 40, s, true, [](std::string_view) {},
+                                   o, nullptr)
+                  .n_generated,
+              40);
+}
+
 }  // namespace
 }  // namespace syslm::infer
