@@ -389,7 +389,7 @@ void parse_bloom(const Config& c, HFModelSpec& s) {
     read_mha_shape(c, s, {"hidden_size", "n_embed"}, {"n_layer", "num_hidden_layers"},
                    {"n_head", "num_attention_heads"});
     s.n_ff = 4 * s.n_embd;
-    // ALiBi has no trained length; llama.cpp's converter writes the same placeholder.
+    // ALiBi positions have no trained range: seq_length only bounds the context syslm allocates.
     s.n_ctx = c.pos_int_or({"seq_length", "n_positions", "max_position_embeddings"}, 2048);
     s.tied_embeddings = c.boolean_or("tie_word_embeddings", true);
     SYSLM_CHECK(!c.boolean_or("apply_residual_connection_post_layernorm", false), c.name(),

@@ -582,16 +582,15 @@ void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io
                             x_.data());
         tp_sum(x_.data(), R * E);
     } else if (first_stage()) {
+        // With a norm of the embeddings the rows go to x_embed_ (kept for the backward) first.
+        float* rows = embd_norm_.w ? x_embed_.data() : x_.data();
         row_ids_.assign(tokens.begin(), tokens.end());
-        be.embed_rows(DType::F32, token_embd_.w, E, row_ids_, x_.data(), false);
+        be.embed_rows(DType::F32, token_embd_.w, E, row_ids_, rows, false);
         if (position_embd_.w) {  // row r is at position r % T
             for (int64_t r = 0; r < R; ++r) row_ids_[r] = r % T;
-            be.embed_rows(DType::F32, position_embd_.w, E, row_ids_, x_.data(), true);
+            be.embed_rows(DType::F32, position_embd_.w, E, row_ids_, rows, true);
         }
-        if (embd_norm_.w) {  // the rows before their norm stay for the backward
-            std::copy_n(x_.data(), R * E, x_embed_.data());
-            norm_forward(x_embed_.data(), x_.data(), embd_norm_, embd_norm_b_, R, be);
-        }
+        if (embd_norm_.w) norm_forward(rows, x_.data(), embd_norm_, embd_norm_b_, R, be);
     } else {
         std::copy_n(io->x_in, R * E, x_.data());
     }
@@ -605,17 +604,19 @@ void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, backend::Ba
         be.embedding_backward_range(tokens_.data(), R, dx_.data(), token_embd_.g, vocab_begin_,
                                     vocab_local_, E);
     } else if (first_stage()) {
-        if (embd_norm_.w) {  // dx_ becomes the gradient of the rows before the norm
+        // With a norm of the embeddings, the gradient of the rows before it (in d_a_, free now).
+        const float* d_rows = dx_.data();
+        if (embd_norm_.w) {
             norm_backward(x_embed_.data(), embd_norm_, embd_norm_b_, dx_.data(), d_a_.data(), R,
                           be);
-            std::copy_n(d_a_.data(), R * E, dx_.data());
+            d_rows = d_a_.data();
         }
-        be.embedding_backward(tokens_.data(), R, dx_.data(), token_embd_.g, hp_.n_vocab, E);
+        be.embedding_backward(tokens_.data(), R, d_rows, token_embd_.g, hp_.n_vocab, E);
         if (position_embd_.g) {  // row r is at position r % T
             row_ids_.resize(static_cast<size_t>(R));
             for (int64_t r = 0; r < R; ++r) row_ids_[r] = r % T;
             ones_.assign(static_cast<size_t>(R), 1.0f);
-            be.scatter_add_rows(dx_.data(), row_ids_, ones_, E, position_embd_.g);
+            be.scatter_add_rows(d_rows, row_ids_, ones_, E, position_embd_.g);
         }
     } else {
         std::copy_n(dx_.data(), R * E, io->dx);

@@ -606,8 +606,11 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
     // Short sequences (one query tile, not on AMX: a decode step's) share one pool loop of
     // (sequence, slice) jobs when there are enough of them to keep every thread busy; the rest
     // run as calls of their own.
-    std::vector<size_t> shared;
-    std::vector<CallCut> cuts;
+    // Per-call lists are thread_local like the state below: a step allocates nothing.
+    thread_local std::vector<size_t> shared;
+    thread_local std::vector<CallCut> cuts;
+    shared.clear();
+    cuts.clear();
     for (const PagedSequence& q : seqs) {
         SYSLM_CHECK(q.kv.page_size > 0 && q.kv.k && q.kv.v, "attention: empty page view");
         cuts.push_back(cut_call(s, q.n_tokens, q.pos0, pool.size(), isa, false));
@@ -627,7 +630,8 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
     thread_local std::vector<float> state, accs;
     thread_local std::vector<KvRows> kvs;
     thread_local std::vector<AttentionJobs> jobs;
-    std::vector<size_t> at(shared.size() + 1, 0);  // each sequence's first state entry
+    thread_local std::vector<size_t> at;  // each sequence's first state entry
+    at.assign(shared.size() + 1, 0);
     for (size_t j = 0; j < shared.size(); ++j) {
         const CallCut& c = cuts[shared[j]];
         at[j + 1] = at[j] + static_cast<size_t>(c.n_slices * seqs[shared[j]].n_tokens * s.n_head);
@@ -641,7 +645,8 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
         size_t job;
         int64_t slice, cost;
     };
-    std::vector<Work> work;
+    thread_local std::vector<Work> work;
+    work.clear();
     for (size_t j = 0; j < shared.size(); ++j) {
         const PagedSequence& q = seqs[shared[j]];
         const CallCut& c = cuts[shared[j]];
@@ -656,10 +661,12 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
     std::stable_sort(work.begin(), work.end(),
                      [](const Work& a, const Work& b) { return a.cost > b.cost; });
     std::atomic<size_t> next{0};
-    const std::vector<AttentionJobs>& mine = jobs;  // a worker's `jobs` is its own thread_local
+    // A worker naming `jobs` or `work` would get its own thread_local: the lambda takes these.
+    const std::vector<AttentionJobs>& my_jobs = jobs;
+    const std::vector<Work>& my_work = work;
     pool.parallel_for(pool.size(), [&](int64_t, int64_t, int) {
-        for (size_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < work.size();)
-            mine[work[w].job].run_heads(work[w].slice);
+        for (size_t w; (w = next.fetch_add(1, std::memory_order_relaxed)) < my_work.size();)
+            my_jobs[my_work[w].job].run_heads(my_work[w].slice);
     });
     for (size_t j = 0; j < shared.size(); ++j) {
         const PagedSequence& q = seqs[shared[j]];
