@@ -199,7 +199,8 @@ void check_activation(const Config& c, const char* key, std::initializer_list<co
          " (expected ", *ok.begin(), ")");
 }
 
-void read_llama_like(const Config& c, HFModelSpec& s) {
+// Widths, depth, heads and the head size of config.json's llama-style keys.
+void read_llama_shape(const Config& c, HFModelSpec& s) {
     s.n_vocab = c.pos_int({"vocab_size"});
     s.n_embd = c.pos_int({"hidden_size"});
     s.n_layer = c.pos_int({"num_hidden_layers"});
@@ -217,6 +218,10 @@ void read_llama_like(const Config& c, HFModelSpec& s) {
         s.head_dim = s.n_embd / s.n_head;
     }
     SYSLM_CHECK(s.head_dim % 2 == 0, c.name(), ": head_dim ", s.head_dim, " must be even for RoPE");
+}
+
+void read_llama_like(const Config& c, HFModelSpec& s) {
+    read_llama_shape(c, s);
     s.tied_embeddings = c.boolean_or("tie_word_embeddings", false);
     check_activation(c, "hidden_act", {"silu", "swish"});
     SYSLM_CHECK(c.number_or({"pretraining_tp"}, 1) == 1, c.name(),
@@ -432,6 +437,88 @@ void parse_mpt(const Config& c, HFModelSpec& s) {
     out.f32("attention.max_alibi_bias", attn.number_or({"alibi_bias_max"}, 8.0));
 }
 
+// Gemma 3 (text): Qwen3's attention (q/k RMSNorm) with GeGLU, norms after the attention and the
+// FFN, embeddings scaled by sqrt(hidden), local layers (layer_types, or the older
+// sliding_window_pattern period) with their own RoPE base, and a score scale of
+// query_pre_attn_scalar^-1/2. Norm weights are stored as 1 + w (plan_gemma3), as llama.cpp does.
+void parse_gemma3(const Config& c, HFModelSpec& s) {
+    s.arch = "gemma3";
+    s.family = HFFamily::Gemma3;
+    read_llama_shape(c, s);
+    s.qk_norm = true;
+    s.tied_embeddings = c.boolean_or("tie_word_embeddings", true);
+    check_activation(c, "hidden_activation", {"gelu_pytorch_tanh", "gelu_new"});
+    for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"})
+        SYSLM_CHECK(!c.has(k), c.name(), ": ", k, " is not supported for Gemma 3");
+    SYSLM_CHECK(!c.boolean_or("use_bidirectional_attention", false), c.name(),
+                ": use_bidirectional_attention is not supported");
+    SYSLM_CHECK(!c.boolean_or("attention_bias", false), c.name(),
+                ": attention_bias=true is not supported for Gemma 3");
+    // RoPE: transformers >= 5 keeps one parameter set per layer type; older configs keep
+    // rope_theta / rope_scaling for the global layers and rope_local_base_freq for the local ones.
+    RopeParams global, local;
+    local.theta = 10000.0;
+    global.theta = 1000000.0;
+    const json* per_type = c.has("rope_parameters") && c.raw("rope_parameters").is_object() &&
+                                   c.raw("rope_parameters").contains("full_attention")
+                               ? &c.raw("rope_parameters")
+                               : nullptr;
+    if (per_type) {
+        auto read = [&](const char* type, RopeParams& r) {
+            if (!per_type->contains(type)) return;
+            const json& p = (*per_type)[type];
+            SYSLM_CHECK(p.is_object(), c.name(), ": rope_parameters.", type, " must be an object");
+            r.p = &p;
+            if (p.contains("rope_type") && p["rope_type"].is_string())
+                r.type = p["rope_type"].get<std::string>();
+            if (p.contains("rope_theta") && !p["rope_theta"].is_null())
+                r.theta = c.check_number(p["rope_theta"], "rope_theta");
+        };
+        read("full_attention", global);
+        read("sliding_attention", local);
+    } else {
+        global = read_rope(c);
+        if (!c.has("rope_theta")) global.theta = 1000000.0;
+        local.theta = c.number_or({"rope_local_base_freq"}, 10000.0);
+    }
+    SYSLM_CHECK(global.theta > 0 && local.theta > 0, c.name(), ": RoPE bases must be positive");
+    SYSLM_CHECK(local.type == "default", c.name(), ": RoPE scaling '", local.type,
+                "' of the sliding layers is not supported");
+    KVOut out{"gemma3.", s.kv};
+    out.u32("context_length", c.pos_int_or({"max_position_embeddings"}, 131072));
+    out.u32("embedding_length", s.n_embd);
+    out.u32("block_count", s.n_layer);
+    out.u32("feed_forward_length", s.n_ff);
+    out.u32("attention.head_count", s.n_head);
+    out.f32("attention.layer_norm_rms_epsilon", c.number_or({"rms_norm_eps"}, 1e-6));
+    out.u32("attention.key_length", s.head_dim);
+    out.u32("attention.value_length", s.head_dim);
+    out.f32("rope.freq_base", global.theta);
+    out.u32("attention.head_count_kv", s.n_head_kv);
+    add_rope_scaling(c, global, s, out);
+    out.f32("rope.freq_base_swa", local.theta);
+    out.f32("attention.scale", 1.0 / std::sqrt(c.number_or({"query_pre_attn_scalar"}, 256)));
+    std::vector<bool> sliding(static_cast<size_t>(s.n_layer));
+    if (c.has("layer_types")) {
+        const json& types = c.raw("layer_types");
+        SYSLM_CHECK(types.is_array() && types.size() == sliding.size(), c.name(),
+                    ": layer_types must list one type per layer (", s.n_layer, ")");
+        for (size_t il = 0; il < sliding.size(); ++il) {
+            SYSLM_CHECK(types[il] == "full_attention" || types[il] == "sliding_attention",
+                        c.name(), ": layer type ", types[il].dump(),
+                        " is not supported (full_attention, sliding_attention)");
+            sliding[il] = types[il] == "sliding_attention";
+        }
+    } else {
+        const int64_t n = c.pos_int_or({"sliding_window_pattern"}, 6);
+        for (size_t il = 0; il < sliding.size(); ++il) sliding[il] = (il + 1) % n != 0;
+    }
+    if (std::any_of(sliding.begin(), sliding.end(), [](bool b) { return b; })) {
+        out.u32("attention.sliding_window", c.pos_int({"sliding_window"}));
+        out.booleans("attention.sliding_window_pattern", sliding);
+    }
+}
+
 HFModelSpec parse_config(const Config& c) {
     HFModelSpec s;
     SYSLM_CHECK(c.has("architectures") && c.raw("architectures").is_array() &&
@@ -451,11 +538,14 @@ HFModelSpec parse_config(const Config& c) {
         parse_bloom(c, s);
     else if (a == "MptForCausalLM")
         parse_mpt(c, s);
+    else if (a == "Gemma3ForCausalLM")
+        parse_gemma3(c, s);
     else
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
              "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-             "Qwen3MoeForCausalLM, GPT2LMHeadModel, BloomForCausalLM, MptForCausalLM)");
+             "Qwen3MoeForCausalLM, GPT2LMHeadModel, BloomForCausalLM, MptForCausalLM, "
+             "Gemma3ForCausalLM)");
     return s;
 }
 

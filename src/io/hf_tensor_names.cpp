@@ -300,6 +300,35 @@ std::vector<HFTensorPlan> plan_mpt(const HFModelSpec& s, Planner& p) {
     return p.finish(s.arch);
 }
 
+// Gemma3ForCausalLM: `model.layers.N.*` with four norms per block and q/k norms, each stored as
+// 1 + w; the head is the embedding unless lm_head is saved.
+std::vector<HFTensorPlan> plan_gemma3(const HFModelSpec& s, Planner& p) {
+    const int64_t E = s.n_embd, hd = s.head_dim, F = s.n_ff;
+    const int64_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
+    const HFTransform one = HFTransform::AddOne;
+    p.add("token_embd.weight", "model.embed_tokens.weight", {s.n_vocab, E});
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+        const std::string L = "model.layers." + std::to_string(i) + ".";
+        p.add(blk(i, "attn_norm.weight"), L + "input_layernorm.weight", {E}, one);
+        p.add(blk(i, "attn_q.weight"), L + "self_attn.q_proj.weight", {q_dim, E});
+        p.add(blk(i, "attn_k.weight"), L + "self_attn.k_proj.weight", {kv_dim, E});
+        p.add(blk(i, "attn_v.weight"), L + "self_attn.v_proj.weight", {kv_dim, E});
+        p.add(blk(i, "attn_q_norm.weight"), L + "self_attn.q_norm.weight", {hd}, one);
+        p.add(blk(i, "attn_k_norm.weight"), L + "self_attn.k_norm.weight", {hd}, one);
+        p.add(blk(i, "attn_output.weight"), L + "self_attn.o_proj.weight", {E, q_dim});
+        p.add(blk(i, "post_attention_norm.weight"), L + "post_attention_layernorm.weight", {E},
+              one);
+        p.add(blk(i, "ffn_norm.weight"), L + "pre_feedforward_layernorm.weight", {E}, one);
+        p.add(blk(i, "ffn_gate.weight"), L + "mlp.gate_proj.weight", {F, E});
+        p.add(blk(i, "ffn_up.weight"), L + "mlp.up_proj.weight", {F, E});
+        p.add(blk(i, "ffn_down.weight"), L + "mlp.down_proj.weight", {E, F});
+        p.add(blk(i, "post_ffw_norm.weight"), L + "post_feedforward_layernorm.weight", {E}, one);
+    }
+    p.add("output_norm.weight", "model.norm.weight", {E}, one);
+    p.add("output.weight", "lm_head.weight", {s.n_vocab, E}, HFTransform::None, !s.tied_embeddings);
+    return p.finish(s.arch);
+}
+
 }  // namespace
 
 std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShapes& shapes,
@@ -308,6 +337,7 @@ std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShape
     if (spec.family == HFFamily::Gpt2) return plan_gpt2(spec, p);
     if (spec.family == HFFamily::Bloom) return plan_bloom(spec, p);
     if (spec.family == HFFamily::Mpt) return plan_mpt(spec, p);
+    if (spec.family == HFFamily::Gemma3) return plan_gemma3(spec, p);
     return plan_llama_like(spec, p);
 }
 

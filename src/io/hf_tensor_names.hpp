@@ -28,6 +28,7 @@ enum class HFTransform {
     Transpose,  // GPT-2 Conv1D weight [in, out] -> [out, in]
     GroupQkv,   // BLOOM's fused QKV rows per head (q, k, v of head 0, then head 1, ...) ->
                 // every head's q rows, then k, then v (what llama.cpp's converter writes)
+    AddOne,     // Gemma's norm weights: HF multiplies by 1 + w, the GGUF stores 1 + w
 };
 
 struct HFTensorPlan {

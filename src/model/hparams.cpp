@@ -16,27 +16,35 @@ Arch parse_arch(const std::string& name, const std::string& path) {
     if (name == "gpt2") return Arch::Gpt2;
     if (name == "bloom") return Arch::Bloom;
     if (name == "mpt") return Arch::Mpt;
+    if (name == "gemma3") return Arch::Gemma3;
     fail(path, ": unsupported architecture '", name,
          "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2, "
-         "bloom, mpt)");
+         "bloom, mpt, gemma3)");
 }
 
 namespace {
 
 // attention.sliding_window_pattern: an array of one bool per layer (true: the window applies),
-// or llama.cpp's period n (layer il is local unless il % n == n - 1; 0: all local). Absent: empty
-// (every layer local, as Mistral).
-std::vector<bool> local_layers(const io::GGUFFile& f, const std::string& key, int n_layer) {
+// or llama.cpp's period n (layer il is local unless il % n == n - 1; 0: all local). Absent: the
+// architecture's period (ArchSpec::swa_period), or empty (every layer local, as Mistral).
+std::vector<bool> local_layers(const io::GGUFFile& f, const std::string& key, int n_layer,
+                               int default_period) {
     const io::GGUFValue* v = f.find(key);
-    if (!v) return {};
+    if (!v && default_period == 0) return {};
     std::vector<bool> local(static_cast<size_t>(n_layer));
+    auto periodic = [&](uint32_t n) {
+        for (size_t il = 0; il < local.size(); ++il) local[il] = n == 0 || il % n < n - 1;
+    };
+    if (!v) {
+        periodic(static_cast<uint32_t>(default_period));
+        return local;
+    }
     try {
         if (v->is_array()) {
             SYSLM_CHECK(v->size() == local.size(), v->size(), " entries for ", n_layer, " layers");
             v->for_each_item([&](size_t i, const io::GGUFValue& x) { local[i] = x.as_bool(); });
         } else {
-            const uint32_t n = v->as_u32();
-            for (size_t il = 0; il < local.size(); ++il) local[il] = n == 0 || il % n < n - 1;
+            periodic(v->as_u32());
         }
     } catch (const Error& e) {
         fail(f.path(), ": ", key, ": ", e.what());
@@ -128,9 +136,21 @@ const ArchSpec& arch_spec(Arch arch) {
         s.dense_unsplit_training = true;
         return s;
     }();
+    static const ArchSpec gemma3 = [] {
+        ArchSpec s = qwen3;
+        s.ffn = kernels::FfnActivation::GeGLU;
+        s.embed_scale = true;
+        s.post_norms = true;
+        s.local_rope = true;
+        s.swa_period = 6;
+        s.ties_head = true;
+        return s;
+    }();
     switch (arch) {
         case Arch::Llama:
             return llama;
+        case Arch::Gemma3:
+            return gemma3;
         case Arch::Qwen2:
         case Arch::Qwen2Moe:
             return qwen2;
@@ -154,7 +174,7 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     s.head_dim = hp.head_dim;
     s.kv_stride = hp.kv_dim();
     s.window = hp.window(il);
-    s.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+    s.scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
     if (!hp.alibi_slopes.empty()) s.alibi = hp.alibi_slopes.data();
     return s;
 }
@@ -180,7 +200,13 @@ HParams load_hparams(const io::GGUFFile& f) {
                 f.path(), ": attention key and value lengths must be equal");
     hp.norm_eps = r.real(hp.spec().norm_eps_key, std::nullopt, 0, 1);
     hp.sliding_window = r.count("attention.sliding_window", 0u, 0, kMaxContext);
-    hp.local_layers = local_layers(f, a + "attention.sliding_window_pattern", hp.n_layer);
+    hp.local_layers = local_layers(f, a + "attention.sliding_window_pattern", hp.n_layer,
+                                   hp.sliding_window > 0 ? hp.spec().swa_period : 0);
+    hp.attn_scale = r.real("attention.scale", 0.0f, 0, 1e3, false);
+    // llama.cpp's gemma3 without the key: query_pre_attn_scalar is n_embd / n_head for the 27B
+    // model (62 layers), head_dim for the others.
+    if (hp.arch == Arch::Gemma3 && hp.attn_scale == 0 && hp.n_layer == 62)
+        hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
     if (hp.spec().position == PositionKind::Alibi) {
         // llama.cpp reads it for mpt and fixes bloom's at 8, which no converter writes.
         hp.max_alibi_bias = r.real("attention.max_alibi_bias", 8.0f, 0, 1e3);
@@ -227,6 +253,14 @@ HParams load_hparams(const io::GGUFFile& f) {
         }
         SYSLM_CHECK(rope.freq_scale > 0 && std::isfinite(rope.freq_scale), f.path(),
                     ": invalid rope scaling factor ", factor);
+        if (hp.spec().local_rope && hp.sliding_window > 0) {
+            // llama.cpp fixes gemma3's at base 10000, unscaled, and writes no key.
+            kernels::RopeConfig local;
+            local.mode = rope.mode;
+            local.n_rot = rope.n_rot;
+            local.freq_base = r.real("rope.freq_base_swa", 10000.0f, 0, 1e12);
+            hp.rope_local = local;
+        }
     }
     return hp;
 }

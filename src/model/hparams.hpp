@@ -3,6 +3,7 @@
 // architecture decides which blocks the forward pass uses.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ enum class Arch {
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
     Bloom,     // bloom: gpt2 with ALiBi instead of positions and a LayerNorm of the embeddings
     Mpt,       // mpt: ALiBi, fused QKV, exact GELU, LayerNorm without bias, no biases at all
+    Gemma3,    // gemma3: qwen3's attention, GeGLU, post-norms, scaled embeddings, 5:1 local/global
 };
 
 // What an architecture's blocks are made of: the one description that loading, the inference
@@ -45,6 +47,17 @@ struct ArchSpec {
     bool linear_biases = false;  // biases on every linear layer and norm (gpt2)
     bool renorm_experts = false;  // default of expert_weights_norm (Mixtral renormalises top-k)
     bool embed_norm = false;  // a norm of the embedding rows, token_embd_norm (bloom)
+    bool embed_scale = false;  // embedding rows times sqrt(n_embd) (gemma)
+    // Norms of the attention's and the FFN's outputs before their residual adds,
+    // post_attention_norm / post_ffw_norm (gemma 2 and 3).
+    bool post_norms = false;
+    // Local layers rotate with their own RoPE, rope.freq_base_swa and no scaling (gemma3: base
+    // 10000; the global layers' base and scaling are rope.freq_base / rope.scaling.*).
+    bool local_rope = false;
+    // Without attention.sliding_window_pattern, llama.cpp's period n for a windowed model (layer
+    // il local unless il % n == n - 1; gemma3: 6); 0: every layer local (mistral).
+    int swa_period = 0;
+    bool ties_head = false;  // new models' head is the embedding (gemma): no output.weight
     const char* norm_eps_key = "attention.layer_norm_rms_epsilon";
     // Training: models it trains only as dense blocks without tensor or pipeline parallelism
     // (gpt2's fused QKV and learned positions are not cut), and the GGUF's second copy of a
@@ -89,6 +102,11 @@ struct HParams {
     float max_alibi_bias = 0.0f;
     std::vector<float> alibi_slopes;
     kernels::RopeConfig rope;  // n_rot, base, scaling (freq_factors are loaded with the weights)
+    // ArchSpec::local_rope: the local layers' RoPE (set when the model has a window).
+    std::optional<kernels::RopeConfig> rope_local;
+    // The attention's score scale (attention.scale; gemma: query_pre_attn_scalar^-1/2); 0: the
+    // usual 1 / sqrt(head_dim).
+    float attn_scale = 0.0f;
 
     int q_dim() const { return n_head * head_dim; }
     int kv_dim() const { return n_head_kv * head_dim; }

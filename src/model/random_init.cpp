@@ -176,6 +176,10 @@ void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c,
         t.constant(p + "attn_q_norm.weight", {s.head_dim}, 1.0f);
         t.constant(p + "attn_k_norm.weight", {s.head_dim}, 1.0f);
     }
+    if (spec.post_norms) {
+        t.constant(p + "post_attention_norm.weight", {E}, 1.0f);
+        t.constant(p + "post_ffw_norm.weight", {E}, 1.0f);
+    }
     t.normal(p + "attn_output.weight", {QD, E}, proj_std);
     if (s.moe) {
         t.normal(p + "ffn_gate_inp.weight", {E, c.n_expert}, std);
@@ -240,7 +244,8 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
     }
     t.constant("output_norm.weight", {E}, 1.0f);
     if (s.norm_bias) t.constant("output_norm.bias", {E}, 0.0f);
-    t.normal("output.weight", {E, n_vocab}, std);
+    if (!arch_spec(parse_arch(c.arch, "init")).ties_head)
+        t.normal("output.weight", {E, n_vocab}, std);
     w.write(out_path);
 }
 

@@ -25,6 +25,7 @@ Model::Model(std::shared_ptr<const io::GGUFFile> file, std::vector<TensorOverrid
     hp_ = load_hparams(*file_);
     w_ = load_weights(*file_, hp_, overrides_);
     if (hp_.has_rope()) rope_ = std::make_unique<kernels::Rope>(hp_.rope);
+    if (hp_.rope_local) rope_local_ = std::make_unique<kernels::Rope>(*hp_.rope_local);
 }
 
 namespace {
@@ -90,6 +91,8 @@ Forward::Forward(const Model& model, int n_batch, int n_threads)
     ff_b_ = be.alloc(T * ff);
     ff_out_ = be.alloc(T * std::max<size_t>(hp.n_embd, hp.n_expert));
     if (const kernels::Rope* rope = model.rope()) rope_angles_ = be.alloc(T * rope->angle_floats());
+    if (const kernels::Rope* rope = model.rope_local())
+        rope_angles_local_ = be.alloc(T * rope->angle_floats());
     if (hp.n_expert > 0) {
         const size_t E = static_cast<size_t>(hp.n_embd), F = static_cast<size_t>(hp.n_ff_exp);
         moe_probs_ = be.alloc(T * hp.n_expert);
@@ -177,6 +180,10 @@ void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
     // Embedding rows are dequantized from whatever type the file stores them in.
     row_ids_.assign(tokens.begin(), tokens.end());
     backend_.embed_rows(w.token_embd.type, w.token_embd.data, E, row_ids_, x_.data(), false);
+    if (hp.spec().embed_scale) {
+        const backend::Backend::Range all{0, static_cast<size_t>(T * E)};
+        backend_.scale(x_.data(), {&all, 1}, std::sqrt(static_cast<float>(E)));
+    }
     if (w.position_embd.data)
         backend_.embed_rows(w.position_embd.type, w.position_embd.data, E, positions_, x_.data(),
                             true);
@@ -218,6 +225,8 @@ void Forward::prepare_rows(KvRows& rows, int64_t T) {
     for (int64_t t = 0; t < T; ++t) positions_[t] = rows.position(t);
     if (const kernels::Rope* rope = model_.rope())
         backend_.rope_angles(*rope, positions_, rope_angles_.data());
+    if (const kernels::Rope* rope = model_.rope_local())
+        backend_.rope_angles(*rope, positions_, rope_angles_local_.data());
 }
 
 // The layers from first_layer on over the T rows in x_, then the final norm and the output
@@ -330,11 +339,12 @@ void Forward::attention_block(int il, int64_t T) {
                        T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
     // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k
     // and v into the cache, converted to its type.
-    if (const kernels::Rope* rope = model_.rope()) {
-        backend_.rope_rows(*rope, rope_angles_.data(), T, q, q_stride, attn_.data(), T,
-                           hp.n_head, hp.head_dim);
-        backend_.rope_rows(*rope, rope_angles_.data(), T, k, kv_stride, k_.data(), T,
-                           hp.n_head_kv, hp.head_dim);
+    if (const kernels::Rope* rope = model_.rope(il)) {
+        const float* angles =
+            rope == model_.rope() ? rope_angles_.data() : rope_angles_local_.data();
+        backend_.rope_rows(*rope, angles, T, q, q_stride, attn_.data(), T, hp.n_head, hp.head_dim);
+        backend_.rope_rows(*rope, angles, T, k, kv_stride, k_.data(), T, hp.n_head_kv,
+                           hp.head_dim);
     } else {
         backend_.copy_rows(q, q_stride, attn_.data(), QD, T, QD);
         backend_.copy_rows(k, kv_stride, k_.data(), KD, T, KD);
@@ -350,6 +360,11 @@ void Forward::attention_block(int il, int64_t T) {
     observe(il, "attn_output", out, T, QD);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
     backend_.matmul(l.wo, out, T, h_.data(), bias(l.bo));
+    if (!l.post_attn_norm.empty()) {  // in place
+        SYSLM_PROFILE_STEP(prof, "post_attn_norm", kernels::norm_flops(hp.spec().norm) * T * E,
+                           8 * T * E);
+        norm(h_.data(), h_.data(), T, l.post_attn_norm, {});
+    }
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
     backend_.add(x_.data(), h_.data(), T * E);
 }
@@ -393,6 +408,11 @@ void Forward::ffn_block(int il, int64_t T) {
     observe(il, "ffn_down", ff_a_.data(), T, F);
     SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
     backend_.matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), bias(l.ffn_down_b));
+    if (!l.post_ffn_norm.empty()) {  // in place
+        SYSLM_PROFILE_STEP(prof, "post_ffn_norm", kernels::norm_flops(hp.spec().norm) * T * E,
+                           8 * T * E);
+        norm(ff_out_.data(), ff_out_.data(), T, l.post_ffn_norm, {});
+    }
     SYSLM_PROFILE_STEP(prof, "residual_add", T * E, 12 * T * E);
     backend_.add(x_.data(), ff_out_.data(), T * E);
 }

@@ -35,12 +35,18 @@ public:
     const io::GGUFFile& file() const { return *file_; }
     std::shared_ptr<const io::GGUFFile> file_ptr() const { return file_; }
     const kernels::Rope* rope() const { return rope_.get(); }
+    // The RoPE of layer il: the local one for windowed layers of a model that has one
+    // (HParams::rope_local), else rope(). nullptr without RoPE.
+    const kernels::Rope* rope(int il) const {
+        return rope_local_ && hp_.window(il) > 0 ? rope_local_.get() : rope_.get();
+    }
+    const kernels::Rope* rope_local() const { return rope_local_.get(); }
 
 private:
     std::shared_ptr<const io::GGUFFile> file_;
     HParams hp_;
     Weights w_;
-    std::unique_ptr<kernels::Rope> rope_;
+    std::unique_ptr<kernels::Rope> rope_, rope_local_;
     std::vector<TensorOverride> overrides_;
 };
 
@@ -125,6 +131,7 @@ private:
     // activations, sized for n_batch tokens
     backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     backend::Buffer rope_angles_;     // per token of the running call: Rope::angles, all layers
+    backend::Buffer rope_angles_local_;  // the same for Model::rope_local(), if any
     std::vector<int64_t> positions_;  // of the running call's rows
     std::vector<int64_t> row_ids_;    // token ids, or rows to gather, of one call
     kernels::SharedActivations shared_input_;  // normed input, converted once per partner type

@@ -257,6 +257,11 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
             l.attn_q_norm = b.vector(p + "attn_q_norm.weight", hp.head_dim);
             l.attn_k_norm = b.vector(p + "attn_k_norm.weight", hp.head_dim);
         }
+        if (spec.post_norms) {
+            SYSLM_CHECK(hp.n_expert == 0, f.path(), ": post-norms with experts are not supported");
+            l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
+            l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
+        }
         if (hp.n_expert == 0) {
             if (kernels::ffn_gated(spec.ffn))
                 l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, hp.n_ff);

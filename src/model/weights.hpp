@@ -39,6 +39,7 @@ struct LayerWeights {
     Vector attn_q_norm, attn_k_norm;  // qk_norm (qwen3): head_dim each
     Matrix wo{};
     Vector bo;
+    Vector post_attn_norm, post_ffn_norm;  // post_norms (gemma): of the blocks' outputs
     Vector ffn_norm, ffn_norm_b;
     Matrix ffn_gate{}, ffn_up{}, ffn_down{};  // dense FFN (ffn_gate absent for gpt2)
     Vector ffn_up_b, ffn_down_b;

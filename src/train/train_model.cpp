@@ -116,6 +116,8 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
     SYSLM_CHECK(hp_.n_ff_shexp == 0, file.path(),
                 ": training models with shared experts (qwen2moe) is not implemented; routed "
                 "experts (mixtral-style llama) are");
+    SYSLM_CHECK(!(hp_.spec().post_norms && moe()), file.path(),
+                ": post-norms with experts are not supported");
     SYSLM_CHECK(hp_.n_expert <= kMaxTrainedExperts, file.path(), ": ", hp_.n_expert,
                 " experts per layer; training supports up to ", kMaxTrainedExperts);
     const io::GGUFTensor& embd = file.tensor("token_embd.weight");  // its shape: every stage
@@ -151,6 +153,7 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
                                                    f->numel());
         }
         rope_ = std::make_unique<kernels::Rope>(hp_.rope);
+        if (hp_.rope_local) rope_local_ = std::make_unique<kernels::Rope>(*hp_.rope_local);
     }
     bind_all();
 }
@@ -205,6 +208,10 @@ void TrainModel::bind_all() {
         if (spec.qk_norm) {
             l.q_norm = bind(p + "attn_q_norm.weight", {hp_.head_dim});
             l.k_norm = bind(p + "attn_k_norm.weight", {hp_.head_dim});
+        }
+        if (spec.post_norms) {
+            l.post_attn_norm = bind(p + "post_attention_norm.weight", {E});
+            l.post_ffn_norm = bind(p + "post_ffw_norm.weight", {E});
         }
         if (moe()) {
             l.router = bind(p + "ffn_gate_inp.weight", {E, X});
@@ -283,11 +290,13 @@ void TrainModel::plan(int B, int T) {
         SYSLM_CHECK(T <= hp_.n_ctx_train, "training: sequence length ", T,
                     " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
     if (B == planned_B_ && T == planned_T_) return;
-    if (rope_) {  // every layer, forward and backward, rotates at these positions
-        const int na = rope_->angle_floats();
-        rope_angles_.resize(static_cast<size_t>(T) * na);
-        for (int t = 0; t < T; ++t)
-            rope_->angles(t, rope_angles_.data() + static_cast<size_t>(t) * na);
+    // Every layer, forward and backward, rotates at these positions.
+    for (auto [r, angles] : {std::pair{rope_.get(), &rope_angles_},
+                             std::pair{rope_local_.get(), &rope_angles_local_}}) {
+        if (!r) continue;
+        const int na = r->angle_floats();
+        angles->resize(static_cast<size_t>(T) * na);
+        for (int t = 0; t < T; ++t) r->angles(t, angles->data() + static_cast<size_t>(t) * na);
     }
     const size_t bytes = activation_bytes(B, T);
     arena_.release();
@@ -330,6 +339,10 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
         if (hp_.spec().qk_norm) {  // q and k before their norm
             a.take(s.q_raw, R * QD);
             a.take(s.k_raw, R * KD);
+        }
+        if (hp_.spec().post_norms) {
+            a.take(s.attn_out, R * E);
+            a.take(s.ffn_out, R * E);
         }
         a.take(s.lse, R * H);
         for (auto* v : {&s.g, &s.u}) a.take(*v, R * F);
@@ -445,10 +458,10 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
                     nullptr, hp_.norm_eps);
         }
     }
-    if (rope_) {
-        be.rope_rows(*rope_, rope_angles_.data(), T, S.q.data(), QD, S.q.data(), R, hp_.n_head,
+    if (const kernels::Rope* r = rope(il)) {
+        be.rope_rows(*r, rope_angles(il), T, S.q.data(), QD, S.q.data(), R, hp_.n_head,
                      hp_.head_dim);
-        be.rope_rows(*rope_, rope_angles_.data(), T, S.k.data(), KD, S.k.data(), R, hp_.n_head_kv,
+        be.rope_rows(*r, rope_angles(il), T, S.k.data(), KD, S.k.data(), R, hp_.n_head_kv,
                      hp_.head_dim);
     }
     const kernels::AttentionShape shape = model::attention_shape(hp_, il);
@@ -465,6 +478,10 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     }
     linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), be);
     tp_sum(tmp_.data(), R * E);  // row parallel: every rank's heads' share
+    if (l.post_attn_norm.w) {  // the output is normed; its input kept for the backward
+        std::copy_n(tmp_.data(), R * E, S.attn_out.data());
+        norm_forward(S.attn_out.data(), tmp_.data(), l.post_attn_norm, {}, R, be);
+    }
     be.add(x_.data(), tmp_.data(), R * E);  // x (still x_in) += attention
     std::copy_n(x_.data(), R * E, S.x_mid.data());
 
@@ -478,6 +495,10 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
         activation(S, R * F, be);
         linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), be);
         tp_sum(tmp_.data(), R * E);
+        if (l.post_ffn_norm.w) {
+            std::copy_n(tmp_.data(), R * E, S.ffn_out.data());
+            norm_forward(S.ffn_out.data(), tmp_.data(), l.post_ffn_norm, {}, R, be);
+        }
     }
     be.add(x_.data(), tmp_.data(), R * E);  // x (still x_mid) += FFN
 }
@@ -504,8 +525,13 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     if (moe()) {
         moe_backward(il, S, b, R, be);
     } else {
-        linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), dx_.data(), R, F, E, d_s_.data(),
-                        false, be);
+        const float* d_down = dx_.data();  // the gradient of ffn_down's output
+        if (l.post_ffn_norm.w) {  // through the post-norm, into d_b_ (free until gate/up write it)
+            norm_backward(S.ffn_out.data(), l.post_ffn_norm, {}, dx_.data(), d_b_.data(), R, be);
+            d_down = d_b_.data();
+        }
+        linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), d_down, R, F, E, d_s_.data(), false,
+                        be);
         const bool gated = kernels::ffn_gated(hp_.spec().ffn);
         be.ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(),
                                    d_s_.data(), (gated ? d_g_ : d_u_).data(), d_u_.data(), R * F);
@@ -516,8 +542,13 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, be);
     be.add(d_mid_.data(), dx_.data(), R * E);
 
-    // Attention: x_mid = x_in + out(attention(rope(q), rope(k), v)).
-    linear_backward(l.wo, l.bo, S.o.data(), d_mid_.data(), R, QD, E, d_o_.data(), false, be);
+    // Attention: x_mid = x_in + [post-norm](out(attention(rope(q), rope(k), v))).
+    const float* d_out = d_mid_.data();
+    if (l.post_attn_norm.w) {  // into d_a_, free until the QKV backward writes it
+        norm_backward(S.attn_out.data(), l.post_attn_norm, {}, d_mid_.data(), d_a_.data(), R, be);
+        d_out = d_a_.data();
+    }
+    linear_backward(l.wo, l.bo, S.o.data(), d_out, R, QD, E, d_o_.data(), false, be);
     const kernels::AttentionShape shape = model::attention_shape(hp_, il);
     {
         SYSLM_PROFILE_SCOPE("attention_bwd",
@@ -531,10 +562,9 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
                 d_q_.data() + r0 * QD, d_k_.data() + r0 * KD, d_v_.data() + r0 * KD);
         }
     }
-    if (rope_) {
-        be.rope_rows_backward(*rope_, rope_angles_.data(), T, d_q_.data(), R, hp_.n_head,
-                              hp_.head_dim);
-        be.rope_rows_backward(*rope_, rope_angles_.data(), T, d_k_.data(), R, hp_.n_head_kv,
+    if (const kernels::Rope* r = rope(il)) {
+        be.rope_rows_backward(*r, rope_angles(il), T, d_q_.data(), R, hp_.n_head, hp_.head_dim);
+        be.rope_rows_backward(*r, rope_angles(il), T, d_k_.data(), R, hp_.n_head_kv,
                               hp_.head_dim);
     }
     if (hp_.spec().qk_norm) {  // in place: d of the normed q, k -> d of the projections
@@ -581,11 +611,13 @@ void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io
         be.embed_rows_range(token_embd_.w, E, tokens.data(), R, vocab_begin_, vocab_local_,
                             x_.data());
         tp_sum(x_.data(), R * E);
+        if (hp_.spec().embed_scale) scale_embeddings(x_.data(), R * E, be);
     } else if (first_stage()) {
         // With a norm of the embeddings the rows go to x_embed_ (kept for the backward) first.
         float* rows = embd_norm_.w ? x_embed_.data() : x_.data();
         row_ids_.assign(tokens.begin(), tokens.end());
         be.embed_rows(DType::F32, token_embd_.w, E, row_ids_, rows, false);
+        if (hp_.spec().embed_scale) scale_embeddings(rows, R * E, be);
         if (position_embd_.w) {  // row r is at position r % T
             for (int64_t r = 0; r < R; ++r) row_ids_[r] = r % T;
             be.embed_rows(DType::F32, position_embd_.w, E, row_ids_, rows, true);
@@ -596,10 +628,18 @@ void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io
     }
 }
 
+// Gemma's embedding rows times sqrt(n_embd) (in float, as transformers computes them).
+void TrainModel::scale_embeddings(float* x, int64_t n, backend::Backend& be) const {
+    const backend::Backend::Range all{0, static_cast<size_t>(n)};
+    be.scale(x, {&all, 1}, std::sqrt(static_cast<float>(hp_.n_embd)));
+}
+
 // dx_ (the gradient of the first layer's input) into the embeddings, or back to the previous
 // stage.
 void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, backend::Backend& be) {
     const int64_t E = hp_.n_embd;
+    if (first_stage() && hp_.spec().embed_scale)  // the rows were scaled: so is their gradient
+        scale_embeddings(dx_.data(), R * E, be);
     if (first_stage() && vocab_parallel_) {
         be.embedding_backward_range(tokens_.data(), R, dx_.data(), token_embd_.g, vocab_begin_,
                                     vocab_local_, E);

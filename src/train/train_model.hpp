@@ -6,7 +6,8 @@
 //
 // Supported: llama / mistral (sliding window) / qwen2 (QKV biases, NEOX RoPE) / qwen3 (per-head
 // q/k RMSNorm; not tensor-parallel) dense models and
-// gpt2 (LayerNorm, fused QKV, learned positions, GELU, biases), tied or separate output, and
+// gpt2 (LayerNorm, fused QKV, learned positions, GELU, biases), bloom and mpt (ALiBi), gemma3
+// (post-norms, GeGLU, scaled embeddings, a local RoPE), tied or separate output, and
 // mixtral-style mixtures of experts (llama or qwen3moe with routed SwiGLU experts, softmax top-k
 // routing and the Switch / HF load-balancing auxiliary loss; moe.cpp). Shared experts (qwen2moe)
 // are refused.
@@ -148,12 +149,14 @@ private:
     struct Layer {
         Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, q_norm, k_norm, wo, bo;
         Tensor ffn_norm, ffn_norm_b, ffn_gate, ffn_up, ffn_down, ffn_up_b, ffn_down_b;
+        Tensor post_attn_norm, post_ffn_norm;  // ArchSpec::post_norms (gemma)
         Tensor router, gate_exps, up_exps, down_exps;  // MoE: expert e's matrix at e x its size
     };
     struct Saved {  // what a layer's backward needs, for B*T rows
         // g, u, s: B*T x n_ff (dense), or B*T*K x n_ff_exp (MoE, rows in slot order).
         Buf<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
         Buf<float> q_raw, k_raw;  // qk_norm: the projections before their norm
+        Buf<float> attn_out, ffn_out;  // post_norms: the blocks' outputs before their norms
         // MoE routing: router probabilities (rows x experts); each (row, k) choice's slot, where
         // slots are grouped by expert (expert e owns slots expert_begin[e] ..
         // expert_begin[e+1]); each slot's row, weight and expert output (slots x n_embd).
@@ -229,8 +232,17 @@ private:
 
     model::HParams hp_;
     ParamStore params_;
-    std::unique_ptr<kernels::Rope> rope_;
+    std::unique_ptr<kernels::Rope> rope_, rope_local_;  // rope_local_: HParams::rope_local
     std::vector<float> rope_angles_;  // Rope::angles of positions 0..T-1, made by plan()
+    std::vector<float> rope_angles_local_;
+    // Layer il's RoPE and its angles (the local one for windowed layers, if the model has one).
+    const kernels::Rope* rope(int il) const {
+        return rope_local_ && hp_.window(il) > 0 ? rope_local_.get() : rope_.get();
+    }
+    const float* rope_angles(int il) const {
+        return rope_local_ && hp_.window(il) > 0 ? rope_angles_local_.data() : rope_angles_.data();
+    }
+    void scale_embeddings(float* x, int64_t n, backend::Backend& be) const;
     Tensor token_embd_, position_embd_, output_norm_, output_norm_b_, output_;
     Tensor embd_norm_, embd_norm_b_;  // bloom's norm of the embedding rows
     std::vector<Layer> layers_;

@@ -149,6 +149,17 @@ TEST(Backward, SwiGluAndGelu) {
         return s;
     };
     const Vec want_erf = numeric_grad(gd, gelu_erf);
+    auto geglu = [&](const Vec& a, const Vec& b) {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double v = a[i];
+            s += 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))) *
+                 b[i] * rd[i];
+        }
+        return s;
+    };
+    const Vec want_geg = numeric_grad(gd, [&](const Vec& p) { return geglu(p, ud); });
+    const Vec want_geu = numeric_grad(ud, [&](const Vec& p) { return geglu(gd, p); });
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
         if (!isa_supported(isa)) continue;
         const ElementwiseKernels& k = elementwise_kernels(isa);
@@ -160,6 +171,9 @@ TEST(Backward, SwiGluAndGelu) {
         expect_grad_near(dx, want_dx, isa_name(isa));
         k.gelu_erf_backward(g.data(), r.data(), dx.data(), n);
         expect_grad_near(dx, want_erf, isa_name(isa));
+        k.geglu_backward(g.data(), u.data(), r.data(), dg.data(), du.data(), n);
+        expect_grad_near(dg, want_geg, isa_name(isa));
+        expect_grad_near(du, want_geu, isa_name(isa));
     }
     ThreadPool pool(3);  // the pool entry points split the work
     std::vector<float> dg(n), du(n), dx(n);
@@ -169,6 +183,9 @@ TEST(Backward, SwiGluAndGelu) {
     expect_grad_near(dx, want_dx, "pool");
     gelu_erf_backward(g.data(), r.data(), dx.data(), n, pool);
     expect_grad_near(dx, want_erf, "pool");
+    geglu_backward(g.data(), u.data(), r.data(), dg.data(), du.data(), n, pool);
+    expect_grad_near(dg, want_geg, "pool");
+    expect_grad_near(du, want_geu, "pool");
 }
 
 // RoPE is linear in x: the backward must be its adjoint, <R x, dy> = <x, R^T dy>, for both

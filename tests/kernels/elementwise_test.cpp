@@ -84,6 +84,33 @@ TEST(Elementwise, GeluTanhMatchesScalar) {
         }
 }
 
+// GeGLU against the double formula gelu_tanh(g) u, every ISA: the vector kernels compute gelu as
+// g sigmoid(2y) (GeluTanhMatchesScalar's bound, times |u|) and multiply once more (1 ulp).
+TEST(Elementwise, GegluMatchesTheDefinition) {
+    std::mt19937 rng(7);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!isa_supported(isa)) continue;
+        for (int64_t n : kLengths) {
+            auto g = random_vec(n, 5.0f, rng), u = random_vec(n, 2.0f, rng);
+            auto got = g;
+            geglu(got.data(), u.data(), n, isa);
+            for (int64_t i = 0; i < n; ++i) {
+                const double x = g[i];
+                const double want =
+                    0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+                ASSERT_NEAR(got[i], want,
+                            6 * kUlp * std::fabs(want) + 3 * kUlp * std::fabs(x * u[i]))
+                    << isa_name(isa) << " n " << n << " at " << i << " g " << x;
+            }
+        }
+    }
+    ThreadPool pool(3);
+    auto a = random_vec(100003, 3.0f, rng), b = a, u = random_vec(100003, 1.0f, rng);
+    geglu(a.data(), u.data(), a.size(), active_isa());
+    geglu(b.data(), u.data(), b.size(), pool);
+    EXPECT_EQ(a, b);
+}
+
 // The exact GELU against std::erf in double: the vector kernels' erf is a rational
 // approximation within 5e-7 of erf, which moves x Phi(x) by at most 2.5e-7 |x|.
 TEST(Elementwise, GeluErfMatchesTheDefinition) {

@@ -59,6 +59,18 @@ TEST(FfnActivation, EachKindIsItsKernelsForwardAndBackward) {
                                 nullptr, n, pool);
         gelu_erf_backward(a.data(), dout.data(), wa.data(), n, pool);
         EXPECT_EQ(da, wa) << n;
+        // GeGLU: gelu_tanh(a) * b.
+        EXPECT_TRUE(ffn_gated(FfnActivation::GeGLU));
+        got = a;
+        want = a;
+        ffn_activation(FfnActivation::GeGLU, got.data(), b.data(), n, pool);
+        geglu(want.data(), b.data(), n, pool);
+        EXPECT_EQ(got, want) << n;
+        ffn_activation_backward(FfnActivation::GeGLU, a.data(), b.data(), dout.data(), da.data(),
+                                db.data(), n, pool);
+        geglu_backward(a.data(), b.data(), dout.data(), wa.data(), wb.data(), n, pool);
+        EXPECT_EQ(da, wa) << n;
+        EXPECT_EQ(db, wb) << n;
     }
 }
 

@@ -61,10 +61,11 @@ class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
     const bool llama_like = GetParam() == "mixtral" || GetParam() == "llama_local_global";
     InitConfig cfg = small(llama_like ? "llama" : GetParam());
-    if (GetParam() == "llama_local_global") {  // a local layer (window 5), then a global one
+    if (GetParam() == "llama_local_global" || GetParam() == "gemma3") {  // local, then global
         cfg.window = 5;
         cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
     }
+    if (GetParam() == "gemma3") cfg.rope_freq_base = 1e6f;  // the global layer's (local: 1e4)
     if (GetParam() == "mixtral" || GetParam() == "qwen2moe" || GetParam() == "qwen3moe") {
         cfg.n_expert = 4;
         cfg.n_expert_used = 2;
@@ -142,7 +143,8 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe",
-                                           "qwen3moe", "llama_local_global", "bloom", "mpt"));
+                                           "qwen3moe", "llama_local_global", "bloom", "mpt",
+                                           "gemma3"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.

@@ -22,6 +22,11 @@ void gelu_tanh_scalar(float* x, int64_t n) {
     }
 }
 
+void geglu_scalar(float* gate, const float* up, int64_t n) {
+    gelu_tanh_scalar(gate, n);
+    for (int64_t i = 0; i < n; ++i) gate[i] *= up[i];
+}
+
 void gelu_erf_scalar(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678f));
 }
@@ -43,7 +48,8 @@ const ElementwiseKernels& elementwise_kernels(Isa isa) {
     static const ElementwiseKernels tables[3] = {
         ElementwiseKernels{Isa::Scalar, swiglu_scalar, gelu_tanh_scalar, rms_norm_scalar,
                            layer_norm_scalar, xent_row_scalar, swiglu_backward_scalar,
-                           gelu_tanh_backward_scalar, gelu_erf_scalar, gelu_erf_backward_scalar},
+                           gelu_tanh_backward_scalar, gelu_erf_scalar, gelu_erf_backward_scalar,
+                           geglu_scalar, geglu_backward_scalar},
         isa_supported(Isa::Avx2) ? x86::elementwise_kernels_avx2() : ElementwiseKernels{},
         isa_supported(Isa::Avx512) ? x86::elementwise_kernels_avx512() : ElementwiseKernels{},
     };
@@ -85,6 +91,15 @@ void gelu_erf(float* x, int64_t n, Isa isa) {
 void gelu_erf(float* x, int64_t n, ThreadPool& pool) {
     const auto fn = elementwise_kernels(active_isa()).gelu_erf;
     split(n, pool, [&](int64_t b, int64_t e) { fn(x + b, e - b); });
+}
+
+void geglu(float* gate, const float* up, int64_t n, Isa isa) {
+    elementwise_kernels(isa).geglu(gate, up, n);
+}
+
+void geglu(float* gate, const float* up, int64_t n, ThreadPool& pool) {
+    const auto fn = elementwise_kernels(active_isa()).geglu;
+    split(n, pool, [&](int64_t b, int64_t e) { fn(gate + b, up + b, e - b); });
 }
 
 float sigmoid(float x) {

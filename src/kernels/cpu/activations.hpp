@@ -21,6 +21,9 @@ void gelu_tanh(float* x, int64_t n, ThreadPool& pool);
 // x[i] = x Phi(x), the exact GELU (erf): MPT's, PyTorch's nn.GELU() default.
 void gelu_erf(float* x, int64_t n, Isa isa);
 void gelu_erf(float* x, int64_t n, ThreadPool& pool);
+// gate[i] = gelu_tanh(gate[i]) * up[i]  (GeGLU, Gemma's FFN)
+void geglu(float* gate, const float* up, int64_t n, Isa isa);
+void geglu(float* gate, const float* up, int64_t n, ThreadPool& pool);
 // x[i] = 1 / (1 + exp(-x[i]))
 float sigmoid(float x);
 

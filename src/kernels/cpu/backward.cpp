@@ -137,9 +137,31 @@ void gelu_erf_backward_scalar(const float* x, const float* dy, float* dx, int64_
     }
 }
 
+void geglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
+                           float* dup, int64_t n) {
+    constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    constexpr float c = 0.044715f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = gate[i];
+        const float t = std::tanh(k * (v + c * v * v * v));
+        const float gelu = 0.5f * v * (1.0f + t);
+        const float dgelu = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
+        dgate[i] = dout[i] * up[i] * dgelu;
+        dup[i] = dout[i] * gelu;
+    }
+}
+
 void swiglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
                      float* dup, int64_t n, ThreadPool& pool) {
     const auto fn = elementwise_kernels(active_isa()).swiglu_backward;
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        fn(gate + b, up + b, dout + b, dgate + b, dup + b, e - b);
+    });
+}
+
+void geglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
+                    float* dup, int64_t n, ThreadPool& pool) {
+    const auto fn = elementwise_kernels(active_isa()).geglu_backward;
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
         fn(gate + b, up + b, dout + b, dgate + b, dup + b, e - b);
     });

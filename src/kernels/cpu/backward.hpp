@@ -31,6 +31,10 @@ void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t n, T
 // y = gelu_erf(x): dx (overwritten) from dy.
 void gelu_erf_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool);
 
+// out = gelu_tanh(gate) * up: dgate and dup (overwritten) from dout.
+void geglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
+                    float* dup, int64_t n, ThreadPool& pool);
+
 // Token embedding rows gathered by `tokens`: dtable[tokens[t]] += dx[t] (rows of dim floats).
 // Threads own disjoint ranges of the table, so no two write the same row.
 void embedding_backward(const int32_t* tokens, int64_t n_tokens, const float* dx, float* dtable,

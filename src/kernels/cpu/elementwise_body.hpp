@@ -52,6 +52,24 @@ void gelu_tanh_v(float* x, int64_t n) {
     });
 }
 
+// gate = gelu_tanh(gate) * up (GeGLU, Gemma's FFN), gelu_tanh as above.
+template <class V>
+void geglu_v(float* gate, const float* up, int64_t n) {
+    constexpr int W = V::W;
+    const typename V::T one = V::set1(1.0f), a = V::set1(-2.0f * 0.7978845608028654f),
+                        b = V::set1(0.044715f);
+    auto f = [&](typename V::T v, typename V::T u) {
+        const typename V::T y = V::mul(a, V::fmadd(V::mul(b, v), V::mul(v, v), v));  // -2y
+        return V::div(V::mul(v, u), V::add(one, V::exp(y)));
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) V::store(gate + i, f(V::load(gate + i), V::load(up + i)));
+    if (i < n) {
+        const int r = static_cast<int>(n - i);
+        V::store_n(gate + i, f(V::load_n(gate + i, r), V::load_n(up + i, r)), r);
+    }
+}
+
 // erf(x) as a rational function of x on [-4, 4] (odd degree-13 numerator, even degree-8
 // denominator; the approximation Eigen and XLA use), +-1 beyond: within 5e-7 of erf in float
 // (tests/kernels check it against std::erf).
@@ -229,6 +247,37 @@ void gelu_tanh_backward_v(const float* x, const float* dy, float* dx, int64_t n)
     if (i < n) step(i, static_cast<int>(n - i));
 }
 
+// GeGLU's backward: with s = sigmoid(2y) as in gelu_tanh_backward_v, gelu = g s and
+// gelu' = s + g 2 s (1 - s) k (1 + 3 c g^2); dgate = dout up gelu', dup = dout gelu.
+template <class V>
+void geglu_backward_v(const float* gate, const float* up, const float* dout, float* dgate,
+                      float* dup, int64_t n) {
+    constexpr int W = V::W;
+    const typename V::T one = V::set1(1.0f), two = V::set1(2.0f);
+    const typename V::T a = V::set1(-2.0f * 0.7978845608028654f), k = V::set1(0.7978845608028654f);
+    const typename V::T c = V::set1(0.044715f), c3 = V::set1(3.0f * 0.044715f);
+    auto step = [&](int64_t i, int r) {
+        auto ld = [&](const float* p) { return r == W ? V::load(p + i) : V::load_n(p + i, r); };
+        auto st = [&](float* p, typename V::T v) {
+            if (r == W)
+                V::store(p + i, v);
+            else
+                V::store_n(p + i, v, r);
+        };
+        const typename V::T g = ld(gate), u = ld(up), d = ld(dout);
+        const typename V::T g2 = V::mul(g, g);
+        const typename V::T s =
+            V::div(one, V::add(one, V::exp(V::mul(a, V::fmadd(V::mul(c, g), g2, g)))));
+        const typename V::T dgelu = V::fmadd(V::mul(V::mul(two, g), V::mul(s, V::sub(one, s))),
+                                             V::mul(k, V::fmadd(c3, g2, one)), s);
+        st(dgate, V::mul(V::mul(d, u), dgelu));
+        st(dup, V::mul(d, V::mul(g, s)));
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) step(i, W);
+    if (i < n) step(i, static_cast<int>(n - i));
+}
+
 // Softmax cross-entropy of one row: max, then e^(z - max) stored in place and summed in double,
 // then scaled (the scalar reference computes e^x in double; this one in float, ~1 ulp).
 template <class V>
@@ -279,6 +328,8 @@ ElementwiseKernels elementwise_table(Isa isa) {
     k.gelu_tanh_backward = gelu_tanh_backward_v<V>;
     k.gelu_erf = gelu_erf_v<V>;
     k.gelu_erf_backward = gelu_erf_backward_v<V>;
+    k.geglu = geglu_v<V>;
+    k.geglu_backward = geglu_backward_v<V>;
     return k;
 }
 

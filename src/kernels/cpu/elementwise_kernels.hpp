@@ -28,6 +28,10 @@ struct ElementwiseKernels {
     // gelu(x) = x Phi(x) with the exact normal CDF (erf), and its backward.
     void (*gelu_erf)(float* x, int64_t n);
     void (*gelu_erf_backward)(const float* x, const float* dy, float* dx, int64_t n);
+    // GeGLU: gate = gelu_tanh(gate) * up (Gemma's FFN), and its backward.
+    void (*geglu)(float* gate, const float* up, int64_t n);
+    void (*geglu_backward)(const float* gate, const float* up, const float* dout, float* dgate,
+                           float* dup, int64_t n);
 };
 
 // The scalar references of the training entries (backward.cpp): xent_row's exp and sums in
@@ -37,6 +41,8 @@ void swiglu_backward_scalar(const float* gate, const float* up, const float* dou
                             float* dup, int64_t n);
 void gelu_tanh_backward_scalar(const float* x, const float* dy, float* dx, int64_t n);
 void gelu_erf_backward_scalar(const float* x, const float* dy, float* dx, int64_t n);
+void geglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
+                           float* dup, int64_t n);
 
 // The table for `isa` (throws Error if this CPU lacks it).
 const ElementwiseKernels& elementwise_kernels(Isa isa);

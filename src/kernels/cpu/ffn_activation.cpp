@@ -6,19 +6,39 @@
 namespace syslm::kernels {
 
 bool ffn_gated(FfnActivation k) {
-    return k == FfnActivation::SwiGLU;
+    return k == FfnActivation::SwiGLU || k == FfnActivation::GeGLU;
 }
 
 const char* ffn_activation_name(FfnActivation k) {
-    return k == FfnActivation::SwiGLU ? "swiglu" : k == FfnActivation::GeluTanh ? "gelu" : "gelu_erf";
+    switch (k) {
+        case FfnActivation::SwiGLU:
+            return "swiglu";
+        case FfnActivation::GeluTanh:
+            return "gelu";
+        case FfnActivation::GeluErf:
+            return "gelu_erf";
+        case FfnActivation::GeGLU:
+            return "geglu";
+    }
+    return "?";
 }
 
 double ffn_activation_flops(FfnActivation k) {
-    return k == FfnActivation::SwiGLU ? 5 : k == FfnActivation::GeluTanh ? 10 : 20;
+    switch (k) {
+        case FfnActivation::SwiGLU:
+            return 5;
+        case FfnActivation::GeluTanh:
+            return 10;
+        case FfnActivation::GeluErf:
+            return 20;
+        case FfnActivation::GeGLU:
+            return 11;
+    }
+    return 0;
 }
 
 double ffn_activation_bytes(FfnActivation k) {
-    return k == FfnActivation::SwiGLU ? 12 : 8;
+    return ffn_gated(k) ? 12 : 8;
 }
 
 void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, ThreadPool& pool) {
@@ -29,6 +49,8 @@ void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, Thread
             return gelu_tanh(a, n, pool);
         case FfnActivation::GeluErf:
             return gelu_erf(a, n, pool);
+        case FfnActivation::GeGLU:
+            return geglu(a, b, n, pool);
     }
 }
 
@@ -41,6 +63,8 @@ void ffn_activation_backward(FfnActivation k, const float* a, const float* b, co
             return gelu_tanh_backward(a, dout, da, n, pool);
         case FfnActivation::GeluErf:
             return gelu_erf_backward(a, dout, da, n, pool);
+        case FfnActivation::GeGLU:
+            return geglu_backward(a, b, dout, da, db, n, pool);
     }
 }
 

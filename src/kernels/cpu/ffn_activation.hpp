@@ -14,6 +14,7 @@ enum class FfnActivation {
     SwiGLU,    // silu(gate) * up (llama family)
     GeluTanh,  // gelu(up), tanh approximation (GPT-2's "gelu_new")
     GeluErf,   // gelu(up), exact (erf): MPT's
+    GeGLU,     // gelu_tanh(gate) * up (Gemma's)
 };
 
 // Gated kinds combine two projections of the input (ffn_gate and ffn_up), the others one
@@ -24,7 +25,7 @@ const char* ffn_activation_name(FfnActivation k);
 double ffn_activation_flops(FfnActivation k);
 double ffn_activation_bytes(FfnActivation k);
 
-// a = act(a, b) in place: SwiGLU silu(a) * b; GeluTanh gelu_tanh(a), GeluErf gelu_erf(a) (b
+// a = act(a, b) in place: SwiGLU silu(a) * b, GeGLU gelu_tanh(a) * b; GeluTanh gelu_tanh(a), GeluErf gelu_erf(a) (b
 // unused, may be null).
 void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, ThreadPool& pool);
 // From the forward's inputs a (and b) and the gradient of its output: da, and db for gated
