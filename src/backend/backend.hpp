@@ -70,6 +70,10 @@ public:
 
     // The dense FFN's activation in place on a (n floats), with the gated ones' up in b.
     virtual void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) = 0;
+    // x = cap tanh(x / cap) in place (Gemma 2's soft-capped logits), and its backward from the
+    // capped values y: dy *= 1 - (y / cap)^2.
+    virtual void softcap(float* x, int64_t n, float cap) = 0;
+    virtual void softcap_backward(const float* y, float* dy, int64_t n, float cap) = 0;
 
     // RoPE: the angles of each position (rope.angle_floats() floats each), and rows of `heads`
     // heads rotated while copied from src (src_stride floats apart) to dst (packed); row t takes

@@ -57,6 +57,10 @@ void CpuBackend::ffn_activation(kernels::FfnActivation k, float* a, const float*
     kernels::ffn_activation(k, a, b, n, pool_);
 }
 
+void CpuBackend::softcap(float* x, int64_t n, float cap) {
+    kernels::softcap(x, n, cap, pool_);
+}
+
 void CpuBackend::rope_angles(const kernels::Rope& rope, std::span<const int64_t> positions,
                              float* angles) {
     const int na = rope.angle_floats();

@@ -29,6 +29,8 @@ public:
     void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
               const float* weight, const float* bias, float eps) override;
     void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) override;
+    void softcap(float* x, int64_t n, float cap) override;
+    void softcap_backward(const float* y, float* dy, int64_t n, float cap) override;
     void rope_angles(const kernels::Rope& rope, std::span<const int64_t> positions,
                      float* angles) override;
     void rope_rows(const kernels::Rope& rope, const float* angles, int64_t seq_len,

@@ -55,6 +55,10 @@ void CpuBackend::norm_backward(kernels::NormKind k, const float* x, const float*
     }
 }
 
+void CpuBackend::softcap_backward(const float* y, float* dy, int64_t n, float cap) {
+    kernels::softcap_backward(y, dy, n, cap, pool_);
+}
+
 void CpuBackend::ffn_activation_backward(kernels::FfnActivation k, const float* a,
                                          const float* b, const float* dout, float* da, float* db,
                                          int64_t n) {

@@ -30,7 +30,7 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(3, 1 << 30))
         ->excludes(vocab);
     app.add_option("-o,--out", a->out, "Output GGUF file")->required();
-    app.add_option("--arch", c.arch, "llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt (ALiBi) | gemma3")
+    app.add_option("--arch", c.arch, "llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt (ALiBi) | gemma2 | gemma3")
         ->capture_default_str();
     app.add_option("--layers", c.n_layer, "Transformer blocks")
         ->capture_default_str()

@@ -117,8 +117,8 @@ void add_parallel_options(CLI::App& app, TrainArgs& a) {
 // The model trained: fine-tuned, from scratch (its shape), or a checkpoint resumed.
 void add_model_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--init", a.init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
-    app.add_option("--arch", a.arch, "Train from scratch: llama | qwen2 | qwen3 | qwen3moe (with --experts) | gpt2 | bloom | mpt (ALiBi) | gemma3")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "gpt2", "bloom", "mpt", "gemma3"}));
+    app.add_option("--arch", a.arch, "Train from scratch: llama | qwen2 | qwen3 | qwen3moe (with --experts) | gpt2 | bloom | mpt (ALiBi) | gemma2 | gemma3")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "gpt2", "bloom", "mpt", "gemma2", "gemma3"}));
     app.add_option("--layers", a.layers, "From scratch: layers")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));

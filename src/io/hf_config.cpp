@@ -437,28 +437,30 @@ void parse_mpt(const Config& c, HFModelSpec& s) {
     out.f32("attention.max_alibi_bias", attn.number_or({"alibi_bias_max"}, 8.0));
 }
 
-// Gemma 3 (text): Qwen3's attention (q/k RMSNorm) with GeGLU, norms after the attention and the
-// FFN, embeddings scaled by sqrt(hidden), local layers (layer_types, or the older
-// sliding_window_pattern period) with their own RoPE base, and a score scale of
-// query_pre_attn_scalar^-1/2. Norm weights are stored as 1 + w (plan_gemma3), as llama.cpp does.
-void parse_gemma3(const Config& c, HFModelSpec& s) {
-    s.arch = "gemma3";
-    s.family = HFFamily::Gemma3;
+// Gemma 2 and Gemma 3 (text): GeGLU, norms after the attention and the FFN, embeddings scaled
+// by sqrt(hidden), local layers (layer_types, or the older sliding_window_pattern period: 2 for
+// Gemma 2, 6 for Gemma 3) and a score scale of query_pre_attn_scalar^-1/2. Gemma 2 soft-caps the
+// attention scores and the logits; Gemma 3 norms q and k per head and gives its local layers
+// their own RoPE base. Norm weights are stored as 1 + w (plan_gemma), as llama.cpp does.
+void parse_gemma(const Config& c, HFModelSpec& s, int generation) {
+    const bool g3 = generation == 3;
+    s.arch = g3 ? "gemma3" : "gemma2";
+    s.family = g3 ? HFFamily::Gemma3 : HFFamily::Gemma2;
     read_llama_shape(c, s);
-    s.qk_norm = true;
+    s.qk_norm = g3;
     s.tied_embeddings = c.boolean_or("tie_word_embeddings", true);
     check_activation(c, "hidden_activation", {"gelu_pytorch_tanh", "gelu_new"});
-    for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping"})
-        SYSLM_CHECK(!c.has(k), c.name(), ": ", k, " is not supported for Gemma 3");
+    SYSLM_CHECK(!(g3 && c.has("attn_logit_softcapping")), c.name(),
+                ": attn_logit_softcapping is not supported for Gemma 3 (llama.cpp neither)");
     SYSLM_CHECK(!c.boolean_or("use_bidirectional_attention", false), c.name(),
                 ": use_bidirectional_attention is not supported");
     SYSLM_CHECK(!c.boolean_or("attention_bias", false), c.name(),
-                ": attention_bias=true is not supported for Gemma 3");
-    // RoPE: transformers >= 5 keeps one parameter set per layer type; older configs keep
-    // rope_theta / rope_scaling for the global layers and rope_local_base_freq for the local ones.
+                ": attention_bias=true is not supported for Gemma");
+    // RoPE: transformers >= 5 keeps Gemma 3's parameters per layer type; older configs (and
+    // Gemma 2) keep rope_theta / rope_scaling for the global layers and rope_local_base_freq
+    // for the local ones.
     RopeParams global, local;
     local.theta = 10000.0;
-    global.theta = 1000000.0;
     const json* per_type = c.has("rope_parameters") && c.raw("rope_parameters").is_object() &&
                                    c.raw("rope_parameters").contains("full_attention")
                                ? &c.raw("rope_parameters")
@@ -474,17 +476,20 @@ void parse_gemma3(const Config& c, HFModelSpec& s) {
             if (p.contains("rope_theta") && !p["rope_theta"].is_null())
                 r.theta = c.check_number(p["rope_theta"], "rope_theta");
         };
+        global.theta = g3 ? 1000000.0 : 10000.0;
         read("full_attention", global);
         read("sliding_attention", local);
     } else {
         global = read_rope(c);
-        if (!c.has("rope_theta")) global.theta = 1000000.0;
-        local.theta = c.number_or({"rope_local_base_freq"}, 10000.0);
+        if (g3 && !c.has("rope_theta") && !c.has("rope_parameters")) global.theta = 1000000.0;
+        local.theta = c.number_or({"rope_local_base_freq"}, g3 ? 10000.0 : global.theta);
     }
     SYSLM_CHECK(global.theta > 0 && local.theta > 0, c.name(), ": RoPE bases must be positive");
     SYSLM_CHECK(local.type == "default", c.name(), ": RoPE scaling '", local.type,
                 "' of the sliding layers is not supported");
-    KVOut out{"gemma3.", s.kv};
+    SYSLM_CHECK(g3 || local.theta == global.theta, c.name(),
+                ": Gemma 2 with a separate local RoPE base is not supported");
+    KVOut out{s.arch + ".", s.kv};
     out.u32("context_length", c.pos_int_or({"max_position_embeddings"}, 131072));
     out.u32("embedding_length", s.n_embd);
     out.u32("block_count", s.n_layer);
@@ -496,8 +501,13 @@ void parse_gemma3(const Config& c, HFModelSpec& s) {
     out.f32("rope.freq_base", global.theta);
     out.u32("attention.head_count_kv", s.n_head_kv);
     add_rope_scaling(c, global, s, out);
-    out.f32("rope.freq_base_swa", local.theta);
+    if (g3) out.f32("rope.freq_base_swa", local.theta);
     out.f32("attention.scale", 1.0 / std::sqrt(c.number_or({"query_pre_attn_scalar"}, 256)));
+    // Absent (null) caps are 0, syslm's "none"; llama.cpp's gemma2 assumes 50 and 30 without
+    // the keys and divides by zero with 0.
+    if (!g3 || c.has("final_logit_softcapping"))
+        out.f32("final_logit_softcapping", c.number_or({"final_logit_softcapping"}, 0));
+    if (!g3) out.f32("attn_logit_softcapping", c.number_or({"attn_logit_softcapping"}, 0));
     std::vector<bool> sliding(static_cast<size_t>(s.n_layer));
     if (c.has("layer_types")) {
         const json& types = c.raw("layer_types");
@@ -510,7 +520,7 @@ void parse_gemma3(const Config& c, HFModelSpec& s) {
             sliding[il] = types[il] == "sliding_attention";
         }
     } else {
-        const int64_t n = c.pos_int_or({"sliding_window_pattern"}, 6);
+        const int64_t n = c.pos_int_or({"sliding_window_pattern"}, g3 ? 6 : 2);
         for (size_t il = 0; il < sliding.size(); ++il) sliding[il] = (il + 1) % n != 0;
     }
     if (std::any_of(sliding.begin(), sliding.end(), [](bool b) { return b; })) {
@@ -538,14 +548,16 @@ HFModelSpec parse_config(const Config& c) {
         parse_bloom(c, s);
     else if (a == "MptForCausalLM")
         parse_mpt(c, s);
+    else if (a == "Gemma2ForCausalLM")
+        parse_gemma(c, s, 2);
     else if (a == "Gemma3ForCausalLM")
-        parse_gemma3(c, s);
+        parse_gemma(c, s, 3);
     else
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
              "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
              "Qwen3MoeForCausalLM, GPT2LMHeadModel, BloomForCausalLM, MptForCausalLM, "
-             "Gemma3ForCausalLM)");
+             "Gemma2ForCausalLM, Gemma3ForCausalLM)");
     return s;
 }
 

@@ -3,7 +3,8 @@
 //
 //   LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM -> "llama"
 //   Qwen2ForCausalLM -> "qwen2", Qwen2MoeForCausalLM -> "qwen2moe", GPT2LMHeadModel -> "gpt2",
-//   BloomForCausalLM -> "bloom", MptForCausalLM -> "mpt", Gemma3ForCausalLM -> "gemma3"
+//   BloomForCausalLM -> "bloom", MptForCausalLM -> "mpt", Gemma2ForCausalLM -> "gemma2",
+//   Gemma3ForCausalLM -> "gemma3"
 //
 // Both config generations are read: transformers < 5 (`rope_theta`, `rope_scaling`) and >= 5
 // (`rope_parameters` holding rope_theta and the scaling). Anything the engine could not run
@@ -12,8 +13,9 @@
 //
 // Where syslm writes more than llama.cpp: `llama.attention.sliding_window` for Mistral/Mixtral
 // (syslm honours it, llama.cpp ignores the key), `qwen2moe.expert_weights_norm` when
-// norm_topk_prob is true, and for gemma3 the layers' pattern, `rope.freq_base_swa` and
-// `attention.scale` (llama.cpp fixes the first two and derives the scale from the model size).
+// norm_topk_prob is true, and for gemma2 / gemma3 the layers' pattern, gemma3's
+// `rope.freq_base_swa` and `attention.scale` (llama.cpp fixes the first two and derives the
+// scale from the model size).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@
 
 namespace syslm::io {
 
-enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2, Bloom, Mpt, Gemma3 };
+enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2, Bloom, Mpt, Gemma2, Gemma3 };
 
 struct HFModelSpec {
     std::string hf_arch;  // config.json "architectures"[0], e.g. "MistralForCausalLM"

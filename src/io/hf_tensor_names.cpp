@@ -300,9 +300,9 @@ std::vector<HFTensorPlan> plan_mpt(const HFModelSpec& s, Planner& p) {
     return p.finish(s.arch);
 }
 
-// Gemma3ForCausalLM: `model.layers.N.*` with four norms per block and q/k norms, each stored as
-// 1 + w; the head is the embedding unless lm_head is saved.
-std::vector<HFTensorPlan> plan_gemma3(const HFModelSpec& s, Planner& p) {
+// Gemma2ForCausalLM / Gemma3ForCausalLM: `model.layers.N.*` with four norms per block (and Gemma
+// 3's q/k norms), each stored as 1 + w; the head is the embedding unless lm_head is saved.
+std::vector<HFTensorPlan> plan_gemma(const HFModelSpec& s, Planner& p) {
     const int64_t E = s.n_embd, hd = s.head_dim, F = s.n_ff;
     const int64_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
     const HFTransform one = HFTransform::AddOne;
@@ -313,8 +313,10 @@ std::vector<HFTensorPlan> plan_gemma3(const HFModelSpec& s, Planner& p) {
         p.add(blk(i, "attn_q.weight"), L + "self_attn.q_proj.weight", {q_dim, E});
         p.add(blk(i, "attn_k.weight"), L + "self_attn.k_proj.weight", {kv_dim, E});
         p.add(blk(i, "attn_v.weight"), L + "self_attn.v_proj.weight", {kv_dim, E});
-        p.add(blk(i, "attn_q_norm.weight"), L + "self_attn.q_norm.weight", {hd}, one);
-        p.add(blk(i, "attn_k_norm.weight"), L + "self_attn.k_norm.weight", {hd}, one);
+        if (s.qk_norm) {
+            p.add(blk(i, "attn_q_norm.weight"), L + "self_attn.q_norm.weight", {hd}, one);
+            p.add(blk(i, "attn_k_norm.weight"), L + "self_attn.k_norm.weight", {hd}, one);
+        }
         p.add(blk(i, "attn_output.weight"), L + "self_attn.o_proj.weight", {E, q_dim});
         p.add(blk(i, "post_attention_norm.weight"), L + "post_attention_layernorm.weight", {E},
               one);
@@ -337,7 +339,8 @@ std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShape
     if (spec.family == HFFamily::Gpt2) return plan_gpt2(spec, p);
     if (spec.family == HFFamily::Bloom) return plan_bloom(spec, p);
     if (spec.family == HFFamily::Mpt) return plan_mpt(spec, p);
-    if (spec.family == HFFamily::Gemma3) return plan_gemma3(spec, p);
+    if (spec.family == HFFamily::Gemma2 || spec.family == HFFamily::Gemma3)
+        return plan_gemma(spec, p);
     return plan_llama_like(spec, p);
 }
 

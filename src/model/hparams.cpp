@@ -16,10 +16,11 @@ Arch parse_arch(const std::string& name, const std::string& path) {
     if (name == "gpt2") return Arch::Gpt2;
     if (name == "bloom") return Arch::Bloom;
     if (name == "mpt") return Arch::Mpt;
+    if (name == "gemma2") return Arch::Gemma2;
     if (name == "gemma3") return Arch::Gemma3;
     fail(path, ": unsupported architecture '", name,
          "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2, "
-         "bloom, mpt, gemma3)");
+         "bloom, mpt, gemma2, gemma3)");
 }
 
 namespace {
@@ -146,9 +147,20 @@ const ArchSpec& arch_spec(Arch arch) {
         s.ties_head = true;
         return s;
     }();
+    static const ArchSpec gemma2 = [] {
+        ArchSpec s = gemma3;
+        s.qk_norm = false;
+        s.local_rope = false;
+        s.swa_period = 2;
+        s.attn_softcap = 50.0f;
+        s.final_softcap = 30.0f;
+        return s;
+    }();
     switch (arch) {
         case Arch::Llama:
             return llama;
+        case Arch::Gemma2:
+            return gemma2;
         case Arch::Gemma3:
             return gemma3;
         case Arch::Qwen2:
@@ -176,6 +188,7 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     s.window = hp.window(il);
     s.scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
     if (!hp.alibi_slopes.empty()) s.alibi = hp.alibi_slopes.data();
+    s.softcap = hp.attn_softcap;
     return s;
 }
 
@@ -203,10 +216,13 @@ HParams load_hparams(const io::GGUFFile& f) {
     hp.local_layers = local_layers(f, a + "attention.sliding_window_pattern", hp.n_layer,
                                    hp.sliding_window > 0 ? hp.spec().swa_period : 0);
     hp.attn_scale = r.real("attention.scale", 0.0f, 0, 1e3, false);
-    // llama.cpp's gemma3 without the key: query_pre_attn_scalar is n_embd / n_head for the 27B
-    // model (62 layers), head_dim for the others.
-    if (hp.arch == Arch::Gemma3 && hp.attn_scale == 0 && hp.n_layer == 62)
+    // llama.cpp's gemma2 / gemma3 without the key: query_pre_attn_scalar is n_embd / n_head for
+    // the 27B models (46 / 62 layers), head_dim for the others.
+    if (hp.attn_scale == 0 && ((hp.arch == Arch::Gemma2 && hp.n_layer == 46) ||
+                               (hp.arch == Arch::Gemma3 && hp.n_layer == 62)))
         hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
+    hp.attn_softcap = r.real("attn_logit_softcapping", hp.spec().attn_softcap, 0, 1e6, false);
+    hp.final_softcap = r.real("final_logit_softcapping", hp.spec().final_softcap, 0, 1e6, false);
     if (hp.spec().position == PositionKind::Alibi) {
         // llama.cpp reads it for mpt and fixes bloom's at 8, which no converter writes.
         hp.max_alibi_bias = r.real("attention.max_alibi_bias", 8.0f, 0, 1e3);

@@ -24,7 +24,8 @@ enum class Arch {
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
     Bloom,     // bloom: gpt2 with ALiBi instead of positions and a LayerNorm of the embeddings
     Mpt,       // mpt: ALiBi, fused QKV, exact GELU, LayerNorm without bias, no biases at all
-    Gemma3,    // gemma3: qwen3's attention, GeGLU, post-norms, scaled embeddings, 5:1 local/global
+    Gemma2,    // gemma2: GeGLU, post-norms, scaled embeddings, 1:1 local/global, soft-capping
+    Gemma3,    // gemma3: gemma2 without soft-capping, with q/k norms, 5:1, a local RoPE base
 };
 
 // What an architecture's blocks are made of: the one description that loading, the inference
@@ -58,6 +59,9 @@ struct ArchSpec {
     // il local unless il % n == n - 1; gemma3: 6); 0: every layer local (mistral).
     int swa_period = 0;
     bool ties_head = false;  // new models' head is the embedding (gemma): no output.weight
+    // Defaults of attn_logit_softcapping / final_logit_softcapping (gemma2: 50 and 30, as
+    // llama.cpp): c tanh(x / c) of the scaled attention scores / of the logits; 0: none.
+    float attn_softcap = 0.0f, final_softcap = 0.0f;
     const char* norm_eps_key = "attention.layer_norm_rms_epsilon";
     // Training: models it trains only as dense blocks without tensor or pipeline parallelism
     // (gpt2's fused QKV and learned positions are not cut), and the GGUF's second copy of a
@@ -107,6 +111,7 @@ struct HParams {
     // The attention's score scale (attention.scale; gemma: query_pre_attn_scalar^-1/2); 0: the
     // usual 1 / sqrt(head_dim).
     float attn_scale = 0.0f;
+    float attn_softcap = 0.0f, final_softcap = 0.0f;  // ArchSpec's, or the file's keys
 
     int q_dim() const { return n_head * head_dim; }
     int kv_dim() const { return n_head_kv * head_dim; }

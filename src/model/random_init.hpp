@@ -13,7 +13,7 @@
 namespace syslm::model {
 
 struct InitConfig {
-    std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt | gemma3
+    std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt | gemma2 | gemma3
     int n_layer = 4;
     int n_embd = 256;
     int n_head = 8;

@@ -265,6 +265,10 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
                            -1, h_.data(), n_out, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, n_out);
     backend_.matmul(w.output, h_.data(), n_out, logits);
+    if (hp.final_softcap > 0) {
+        SYSLM_PROFILE_STEP(prof, "logit_softcap", 30.0 * n_out * hp.n_vocab, 8.0 * n_out * hp.n_vocab);
+        backend_.softcap(logits, n_out * hp.n_vocab, hp.final_softcap);
+    }
 }
 
 // The architecture's norm (ArchSpec::norm) of `rows` rows of the residual stream.

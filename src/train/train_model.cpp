@@ -383,6 +383,7 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
         a.take(sel_s_, R * F);
     }
     if (hp_.spec().embed_norm) a.take(x_embed_, R * E);
+    if (hp_.final_softcap > 0) a.take(capped_, R * V);
     a.take(tokens_, R);
 }
 
@@ -671,6 +672,10 @@ double TrainModel::head_loss(std::span<const int32_t> targets, int64_t R, float 
     norm_forward(x_final_.data(), xf_.data(), output_norm_, output_norm_b_, R, be);
     const int64_t VL = vocab_parallel_ ? vocab_local_ : V;
     linear(output_, {}, xf_.data(), R, E, VL, logits_.data(), be);
+    if (hp_.final_softcap > 0) {  // the loss overwrites the logits: keep them for the backward
+        be.softcap(logits_.data(), R * VL, hp_.final_softcap);
+        std::copy_n(logits_.data(), R * VL, capped_.data());
+    }
     SYSLM_PROFILE_SCOPE("cross_entropy", 4.0 * R * VL, 8.0 * R * VL);
     SYSLM_CHECK(!(distill && vocab_parallel_),
                 "distillation with a vocabulary-parallel head is not implemented");
@@ -688,6 +693,8 @@ double TrainModel::head_loss(std::span<const int32_t> targets, int64_t R, float 
 // From dL/dlogits (logits_) to dx_ at the last layer's output.
 void TrainModel::head_backward(int64_t R, backend::Backend& be) {
     const int64_t E = hp_.n_embd, VL = vocab_parallel_ ? vocab_local_ : hp_.n_vocab;
+    if (hp_.final_softcap > 0)
+        be.softcap_backward(capped_.data(), logits_.data(), R * VL, hp_.final_softcap);
     linear_backward(output_, {}, xf_.data(), logits_.data(), R, E, VL, d_a_.data(), false, be);
     if (vocab_parallel_) tp_sum(d_a_.data(), R * E);  // every rank's tokens' share
     norm_backward(x_final_.data(), output_norm_, output_norm_b_, d_a_.data(), dx_.data(), R, be);

@@ -259,6 +259,7 @@ private:
     Buf<float> sel_a_, sel_b_, sel_s_;  // Selective: the recomputed intermediates
     Buf<float> x_, x_final_, xf_, logits_;
     Buf<float> x_embed_;  // the embedding rows before embd_norm_
+    Buf<float> capped_;   // final_softcap: the soft-capped logits, for the backward
     std::vector<float> qk_norm_grad_;  // a layer's q and k norm gradients before the TP sum
     Buf<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
     Buf<int32_t> tokens_;

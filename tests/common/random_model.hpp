@@ -11,7 +11,8 @@
 namespace syslm::testing {
 
 // 2 layers, width 48, 6 heads on 2 KV heads (6 for gpt2), FFN 72; "mixtral" is llama with 4
-// experts, top-2; "llama_local_global" and "gemma3" have a local layer 0 and a global layer 1.
+// experts, top-2; "llama_local_global", "gemma2" and "gemma3" have a local layer 0 and a global
+// layer 1.
 inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, uint64_t seed) {
     model::InitConfig c;
     c.arch = arch == "mixtral" || arch == "llama_local_global" ? "llama" : arch;
@@ -26,7 +27,7 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
         c.n_expert = 4;
         c.n_expert_used = 2;
     }
-    if (arch == "llama_local_global" || arch == "gemma3") {  // layer 0 sees 5 positions, layer 1 all
+    if (arch == "llama_local_global" || arch.starts_with("gemma")) {  // layer 0 local (5), 1 global
         c.window = 5;
         c.local_layers = {true, false};
     }

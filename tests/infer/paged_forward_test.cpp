@@ -115,7 +115,7 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
                          ::testing::Values("llama", "gpt2", "mixtral", "qwen3",
-                                           "llama_local_global", "bloom", "mpt", "gemma3"));
+                                           "llama_local_global", "bloom", "mpt", "gemma2", "gemma3"));
 
 }  // namespace
 }  // namespace syslm::infer

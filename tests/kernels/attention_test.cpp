@@ -34,7 +34,9 @@ std::vector<float> dense_reference(const AttentionShape& s, const std::vector<fl
                     dot += double(q[(t * s.n_head + h) * s.head_dim + d]) *
                            k[p * s.kv_stride + hk * s.head_dim + d];
                 const double bias = s.alibi ? double(s.alibi[h]) * double(p - qp) : 0.0;
-                score[p] = visible ? dot * s.scale + bias : -INFINITY;
+                double scaled = dot * s.scale;
+                if (s.softcap > 0) scaled = s.softcap * std::tanh(scaled / s.softcap);
+                score[p] = visible ? scaled + bias : -INFINITY;
             }
             double mx = -INFINITY, sum = 0;
             for (double x : score) mx = std::max(mx, x);
@@ -72,7 +74,7 @@ std::vector<Isa> supported_isas() {
 }
 
 void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
-                DType kv_type = DType::F32, float alibi_bias = 0.0f) {
+                DType kv_type = DType::F32, float alibi_bias = 0.0f, float softcap = 0.0f) {
     std::normal_distribution<float> d(0.0f, 1.0f);
     ThreadPool pool(threads);
     AttentionShape s{c.n_head,
@@ -84,6 +86,7 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
                      kv_type};
     const std::vector<float> slopes = alibi_slopes(c.n_head, alibi_bias);
     if (alibi_bias > 0) s.alibi = slopes.data();
+    s.softcap = softcap;
     const int64_t total = c.pos0 + c.n_tokens;
     std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
         v(total * s.kv_stride), out(q.size());
@@ -102,7 +105,7 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
             << isa_name(isa) << " threads " << threads << " heads " << c.n_head << "/"
             << c.n_head_kv << " dim " << c.head_dim << " window " << c.window << " tokens "
             << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv_type) << " ALiBi "
-            << alibi_bias << " at " << i;
+            << alibi_bias << " softcap " << softcap << " at " << i;
 }
 
 TEST(Attention, MatchesDenseMaskedReference) {
@@ -290,6 +293,20 @@ TEST(Attention, AlibiMatchesDenseReference) {
                              Case{4, 4, 16, 0, 3, 90}}) {
             check_case(c, isa, 1, rng, DType::F32, 8.0f);
             check_case(c, isa, 3, rng, DType::F16, 8.0f);
+        }
+}
+
+// Gemma 2's soft-capping of the scores (caps low enough to bend most of them), column and row
+// mode, prefill and decode, slices, windows, F32 and F16 caches, with ALiBi too.
+TEST(Attention, SoftcapMatchesDenseReference) {
+    std::mt19937 rng(31);
+    for (Isa isa : supported_isas())
+        for (const Case c : {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0},
+                             Case{6, 2, 16, 0, 70, 5}, Case{5, 1, 24, 40, 1, 700},
+                             Case{4, 4, 16, 0, 3, 90}, Case{4, 2, 13, 7, 23, 0}}) {
+            check_case(c, isa, 1, rng, DType::F32, 0.0f, 1.5f);
+            check_case(c, isa, 3, rng, DType::F16, 0.0f, 0.7f);
+            check_case(c, isa, 2, rng, DType::F32, 8.0f, 2.0f);
         }
 }
 

@@ -416,12 +416,16 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
         int H, HK, D, window;
         int64_t T;
         float alibi = 0.0f;  // ALiBi's maximum bias (0: none)
+        float softcap = 0.0f;  // Gemma 2's soft-capping of the scores (0: none)
     };
     for (const Case c : {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},
                          Case{2, 1, 64, 100, 200}, Case{2, 2, 130, 0, 70},
-                         Case{6, 6, 16, 0, 140, 8.0f}, Case{4, 2, 12, 50, 90, 8.0f}}) {
+                         Case{6, 6, 16, 0, 140, 8.0f}, Case{4, 2, 12, 50, 90, 8.0f},
+                         // caps low enough that tanh bends most scores
+                         Case{4, 2, 12, 0, 150, 0.0f, 1.5f}, Case{3, 3, 20, 70, 131, 0.0f, 0.8f}}) {
         const int64_t QS = c.H * c.D, KS = c.HK * c.D;
         AttentionShape shape{c.H, c.HK, c.D, KS, c.window, 1.0f / std::sqrt(float(c.D))};
+        shape.softcap = c.softcap;
         const std::vector<float> slopes = alibi_slopes(c.H, c.alibi);
         if (c.alibi > 0) shape.alibi = slopes.data();
         const auto q = random_floats(c.T * QS, 40), k = random_floats(c.T * KS, 41),
@@ -447,9 +451,15 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
                         pdot += double(r[qa + d]) * v[ka + d];
                     }
                     const double bias = c.alibi > 0 ? double(slopes[h]) * double(j - t) : 0.0;
-                    const double p = std::exp(shape.scale * sdot + bias - lse[t * c.H + h]);
+                    double score = shape.scale * sdot, dcap = 1.0;
+                    if (c.softcap > 0) {
+                        const double th = std::tanh(score / c.softcap);
+                        score = c.softcap * th;
+                        dcap = 1 - th * th;
+                    }
+                    const double p = std::exp(score + bias - lse[t * c.H + h]);
                     psum += p;
-                    const double ds = p * (pdot - Dt) * shape.scale;
+                    const double ds = p * (pdot - Dt) * shape.scale * dcap;
                     for (int d = 0; d < c.D; ++d) {
                         wq[qa + d] += ds * k[ka + d];
                         wk[ka + d] += ds * q[qa + d];

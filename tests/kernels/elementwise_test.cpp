@@ -111,6 +111,33 @@ TEST(Elementwise, GegluMatchesTheDefinition) {
     EXPECT_EQ(a, b);
 }
 
+// Soft-capping cap tanh(x / cap) against std::tanh in double, every ISA, inputs up to +-60 caps
+// (tanh saturated) and below 1e-4 caps (the rational form keeps relative accuracy near 0): the
+// vector tanh is within a few ulps of tanh, so 4 ulps of the output plus 2 of the argument.
+TEST(Elementwise, SoftcapMatchesTanh) {
+    std::mt19937 rng(8);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!isa_supported(isa)) continue;
+        for (const float cap : {30.0f, 1.5f})
+            for (int64_t n : kLengths) {
+                auto x = random_vec(n, 2.0f * cap, rng);
+                if (n > 3) x[0] = 60 * cap, x[1] = -60 * cap, x[2] = 1e-4f * cap, x[3] = -3e-6f;
+                auto got = x;
+                softcap(got.data(), n, cap, isa);
+                for (int64_t i = 0; i < n; ++i) {
+                    const double want = cap * std::tanh(double(x[i]) / cap);
+                    ASSERT_NEAR(got[i], want, 4 * kUlp * std::fabs(want) + 2 * kUlp * std::fabs(x[i]))
+                        << isa_name(isa) << " cap " << cap << " n " << n << " at " << i << " x " << x[i];
+                }
+            }
+    }
+    ThreadPool pool(3);
+    auto a = random_vec(100003, 40.0f, rng), b = a;
+    softcap(a.data(), a.size(), 30.0f, active_isa());
+    softcap(b.data(), b.size(), 30.0f, pool);
+    EXPECT_EQ(a, b);
+}
+
 // The exact GELU against std::erf in double: the vector kernels' erf is a rational
 // approximation within 5e-7 of erf, which moves x Phi(x) by at most 2.5e-7 |x|.
 TEST(Elementwise, GeluErfMatchesTheDefinition) {

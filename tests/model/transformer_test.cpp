@@ -61,7 +61,7 @@ class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
     const bool llama_like = GetParam() == "mixtral" || GetParam() == "llama_local_global";
     InitConfig cfg = small(llama_like ? "llama" : GetParam());
-    if (GetParam() == "llama_local_global" || GetParam() == "gemma3") {  // local, then global
+    if (GetParam() == "llama_local_global" || GetParam().starts_with("gemma")) {  // local, global
         cfg.window = 5;
         cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
     }
@@ -144,7 +144,7 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe",
                                            "qwen3moe", "llama_local_global", "bloom", "mpt",
-                                           "gemma3"));
+                                           "gemma2", "gemma3"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.

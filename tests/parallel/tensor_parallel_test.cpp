@@ -90,8 +90,8 @@ Result train_run(const io::GGUFFile& file, const std::vector<int32_t>& ids, int 
 }
 
 // Qwen3's q/k norm weights are shared by the heads the ranks split: their gradient is summed
-// over the tensor-parallel group. Gemma 3 adds post-norms after the row-parallel outputs' sum and
-// scaled embeddings tied to the (vocabulary-parallel) head.
+// over the tensor-parallel group. Gemma 2 and 3 add post-norms after the row-parallel outputs' sum,
+// scaled embeddings tied to the (vocabulary-parallel) head and (2) soft-capped scores and logits.
 class TensorParallelArch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorParallelArch, SameLossesAndWeightsAsOneProcess) {
@@ -127,7 +127,7 @@ TEST_P(TensorParallelArch, SameLossesAndWeightsAsOneProcess) {
     EXPECT_LT(par.losses.back(), par.losses.front());
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, TensorParallelArch, ::testing::Values("llama", "qwen3", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Archs, TensorParallelArch, ::testing::Values("llama", "qwen3", "gemma2", "gemma3"));
 
 // dp = 2 x tp = 2 (4 ranks): ZeRO-1 and -2 shard each tensor-parallel slice's optimizer state
 // over its data-parallel pair: the weights of plain dp x tp (which equal one process's, above),

@@ -37,7 +37,7 @@ ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
         "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE, "qwen3": gguf.MODEL_ARCH.QWEN3,
         "qwen3moe": gguf.MODEL_ARCH.QWEN3MOE,
         "gpt2": gguf.MODEL_ARCH.GPT2, "bloom": gguf.MODEL_ARCH.BLOOM, "mpt": gguf.MODEL_ARCH.MPT,
-        "gemma3": gguf.MODEL_ARCH.GEMMA3}
+        "gemma2": gguf.MODEL_ARCH.GEMMA2, "gemma3": gguf.MODEL_ARCH.GEMMA3}
 
 
 def bloom_group_qkv(w, n_head):
@@ -124,7 +124,8 @@ def expected_tensors(model_dir):
                  "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3ForCausalLM": "qwen3",
                  "Qwen3MoeForCausalLM": "qwen3moe",
                  "GPT2LMHeadModel": "gpt2", "BloomForCausalLM": "bloom",
-                 "MptForCausalLM": "mpt", "Gemma3ForCausalLM": "gemma3"}[cfg["architectures"][0]]
+                 "MptForCausalLM": "mpt", "Gemma2ForCausalLM": "gemma2",
+                 "Gemma3ForCausalLM": "gemma3"}[cfg["architectures"][0]]
     n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer", cfg.get("n_layers")))
     names = gguf.get_tensor_name_map(ARCH[arch_name], n_layer)
     out, experts = {}, {}
@@ -150,8 +151,8 @@ def expected_tensors(model_dir):
             w = llamacpp_permute(w, cfg["num_key_value_heads"])
         if arch_name == "gpt2" and hf_name.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")):
             w = w.T
-        if arch_name == "gemma3" and hf_name.endswith("norm.weight"):
-            w = w + np.float32(1)  # llama.cpp's Gemma3Model stores HF's 1 + w
+        if arch_name in ("gemma2", "gemma3") and hf_name.endswith("norm.weight"):
+            w = w + np.float32(1)  # llama.cpp's Gemma2Model / Gemma3Model store HF's 1 + w
         out[gname] = np.ascontiguousarray(w)
     for gname, parts in experts.items():
         out[gname] = np.stack([parts[e] for e in sorted(parts)])
@@ -270,6 +271,24 @@ def test_metadata_matches_config(variant, models, convert):
         expect_kv(r, "mpt.attention.head_count", cfg["n_heads"])
         expect_kv(r, "mpt.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
         expect_kv(r, "mpt.attention.max_alibi_bias", cfg["attn_config"]["alibi_bias_max"])
+        return
+    if arch == "gemma2":
+        expect_kv(r, "gemma2.context_length", cfg["max_position_embeddings"])
+        expect_kv(r, "gemma2.embedding_length", cfg["hidden_size"])
+        expect_kv(r, "gemma2.block_count", cfg["num_hidden_layers"])
+        expect_kv(r, "gemma2.feed_forward_length", cfg["intermediate_size"])
+        expect_kv(r, "gemma2.attention.head_count", cfg["num_attention_heads"])
+        expect_kv(r, "gemma2.attention.head_count_kv", cfg["num_key_value_heads"])
+        expect_kv(r, "gemma2.attention.key_length", cfg["head_dim"])
+        expect_kv(r, "gemma2.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
+        expect_kv(r, "gemma2.rope.freq_base", rope_theta(cfg))
+        expect_kv(r, "gemma2.attn_logit_softcapping", cfg["attn_logit_softcapping"])
+        expect_kv(r, "gemma2.final_logit_softcapping", cfg["final_logit_softcapping"])
+        expect_kv(r, "gemma2.attention.scale", float(np.float32(cfg["query_pre_attn_scalar"] ** -0.5)))
+        expect_kv(r, "gemma2.attention.sliding_window", cfg["sliding_window"])
+        assert field(r, "gemma2.attention.sliding_window_pattern") == [
+            t == "sliding_attention" for t in cfg["layer_types"]]
+        assert field(r, "gemma2.rope.freq_base_swa") is None
         return
     if arch == "gemma3":
         expect_kv(r, "gemma3.context_length", cfg["max_position_embeddings"])

@@ -22,7 +22,7 @@ import tiny_hf_models
 B, T = 2, 9
 TOLERANCE = 1e-4  # max |syslm - torch| / max |torch| per tensor
 DENSE = ["llama", "llama_llama3_rope", "llama_tied", "mistral_swa", "qwen2", "qwen3",
-         "qwen3_local_global", "gpt2", "bloom", "mpt", "gemma3"]
+         "qwen3_local_global", "gpt2", "bloom", "mpt", "gemma2", "gemma3"]
 
 
 def read_gguf(path):
@@ -59,10 +59,11 @@ def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_sysl
 
     got, _ = read_gguf(got_path)
     ref, _ = read_gguf(ref_path)
-    if variant == "gemma3":  # the converter stored each norm gradient as 1 + g, as for weights:
-        import gguf  # take those from the model itself, named by gguf-py's map
+    if variant in ("gemma2", "gemma3"):  # the converter stored each norm gradient as 1 + g, as
+        import gguf  # for weights: take those from the model itself, named by gguf-py's map
 
-        names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GEMMA3, model.config.num_hidden_layers)
+        arch = gguf.MODEL_ARCH.GEMMA2 if variant == "gemma2" else gguf.MODEL_ARCH.GEMMA3
+        names = gguf.get_tensor_name_map(arch, model.config.num_hidden_layers)
         for hf_name, p in model.named_parameters():
             if hf_name.endswith("norm.weight"):
                 ref[names.get_name(hf_name, try_suffixes=(".weight",))] = p.detach().numpy().reshape(-1)

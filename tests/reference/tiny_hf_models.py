@@ -15,8 +15,8 @@ Variants: llama (GQA), llama_linear_rope, llama_llama3_rope, llama_tied, mistral
 (sliding_window 7), mixtral (4 experts, top-2), qwen2 (QKV bias, padded vocab, chat template),
 qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), qwen3_local_global (window 5 on
 layers 0 and 1, layer 2 global), qwen3moe (the same
-with 4 experts top-2, renormalised), gpt2, bloom, mpt, gemma3 (local/global with two RoPE bases,
-post-norms, GeGLU).
+with 4 experts top-2, renormalised), gpt2, bloom, mpt, gemma2 (soft-capping, 1:1 local/global), gemma3
+(local/global with two RoPE bases, post-norms, GeGLU).
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import (AutoModelForCausalLM, BloomConfig, BloomForCausalLM, Gemma3ForCausalLM,
-                          Gemma3TextConfig, GPT2Config,
+from transformers import (AutoModelForCausalLM, BloomConfig, BloomForCausalLM, Gemma2Config,
+                          Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config,
                           MptConfig, MptForCausalLM, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
@@ -369,6 +369,24 @@ def mpt(out: Path) -> Path:
     return _finish(MptForCausalLM(config), out, 41)
 
 
+def gemma2(out: Path) -> Path:
+    """Gemma 2: layers alternate local (window 5) and global; scores soft-capped at 3 and logits
+    at 4 (low enough that tanh bends them), four norms per block (HF's 1 + w), GeGLU, embeddings
+    times sqrt(72), query_pre_attn_scalar 20 (not head_dim 16), tied head."""
+    tok = _spm_tokenizer(vocab_size=560)
+    hf_tok = _save_tokenizer(tok, out, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    config = Gemma2Config(
+        vocab_size=len(hf_tok), hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=4,
+        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=16,
+        max_position_embeddings=256, rms_norm_eps=1e-6, query_pre_attn_scalar=20,
+        sliding_window=5, attn_logit_softcapping=3.0, final_logit_softcapping=4.0,
+        rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    config._attn_implementation = "eager"
+    torch.manual_seed(47)
+    return _finish(Gemma2ForCausalLM(config), out, 47)
+
+
 def gemma3(out: Path) -> Path:
     """Gemma 3: layers 0, 1 and 3 local (window 5, RoPE base 10000), layer 2 global (base 50000,
     linear scaling 2); q/k norms, four norms per block (HF's 1 + w), GeGLU, embeddings times
@@ -406,6 +424,7 @@ VARIANTS = {
     "gpt2": gpt2,
     "bloom": bloom,
     "mpt": mpt,
+    "gemma2": gemma2,
     "gemma3": gemma3,
 }
 

@@ -27,6 +27,10 @@ void geglu_scalar(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) gate[i] *= up[i];
 }
 
+void softcap_scalar(float* x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void gelu_erf_scalar(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678f));
 }
@@ -49,7 +53,7 @@ const ElementwiseKernels& elementwise_kernels(Isa isa) {
         ElementwiseKernels{Isa::Scalar, swiglu_scalar, gelu_tanh_scalar, rms_norm_scalar,
                            layer_norm_scalar, xent_row_scalar, swiglu_backward_scalar,
                            gelu_tanh_backward_scalar, gelu_erf_scalar, gelu_erf_backward_scalar,
-                           geglu_scalar, geglu_backward_scalar},
+                           geglu_scalar, geglu_backward_scalar, softcap_scalar},
         isa_supported(Isa::Avx2) ? x86::elementwise_kernels_avx2() : ElementwiseKernels{},
         isa_supported(Isa::Avx512) ? x86::elementwise_kernels_avx512() : ElementwiseKernels{},
     };
@@ -100,6 +104,15 @@ void geglu(float* gate, const float* up, int64_t n, Isa isa) {
 void geglu(float* gate, const float* up, int64_t n, ThreadPool& pool) {
     const auto fn = elementwise_kernels(active_isa()).geglu;
     split(n, pool, [&](int64_t b, int64_t e) { fn(gate + b, up + b, e - b); });
+}
+
+void softcap(float* x, int64_t n, float cap, Isa isa) {
+    elementwise_kernels(isa).softcap(x, n, cap);
+}
+
+void softcap(float* x, int64_t n, float cap, ThreadPool& pool) {
+    const auto fn = elementwise_kernels(active_isa()).softcap;
+    split(n, pool, [&](int64_t b, int64_t e) { fn(x + b, e - b, cap); });
 }
 
 float sigmoid(float x) {

@@ -24,6 +24,10 @@ void gelu_erf(float* x, int64_t n, ThreadPool& pool);
 // gate[i] = gelu_tanh(gate[i]) * up[i]  (GeGLU, Gemma's FFN)
 void geglu(float* gate, const float* up, int64_t n, Isa isa);
 void geglu(float* gate, const float* up, int64_t n, ThreadPool& pool);
+// x[i] = cap tanh(x[i] / cap): soft-capping (Gemma 2's logits); the vector kernels' tanh is a
+// rational approximation (vec_tanh.hpp), within a few ulps.
+void softcap(float* x, int64_t n, float cap, Isa isa);
+void softcap(float* x, int64_t n, float cap, ThreadPool& pool);
 // x[i] = 1 / (1 + exp(-x[i]))
 float sigmoid(float x);
 

@@ -53,6 +53,7 @@ struct VScalar {
     static T add(T a, T b) { return a + b; }
     static T sub(T a, T b) { return a - b; }
     static T mul(T a, T b) { return a * b; }
+    static T div(T a, T b) { return a / b; }
     static T max(T a, T b) { return std::max(a, b); }
     static T fmadd(T a, T b, T c) { return a * b + c; }
     static M le(T a, T b) { return a <= b; }
@@ -461,7 +462,8 @@ private:
                      x.l, x.slope);
         std::fill_n(x.o, static_cast<size_t>(nq) * D, 0.0f);
         return AttentionColumns{x.qt, x.lo, x.hi, x.m,  x.l,   x.o,
-                                x.sc, x.c,  nq,   nqp, D, s.alibi ? x.slope : nullptr};
+                                x.sc, x.c,  nq,   nqp, D, s.alibi ? x.slope : nullptr,
+                                s.softcap};
     }
 
     // The positions [lo, hi) of slice `slice` that some token of [t0, t1) can see.
@@ -549,7 +551,7 @@ CallCut cut_call(const AttentionShape& s, int64_t n_tokens, int64_t pos0, int th
     // probabilities. Decided before the call takes its thread_local buffers: the first decision
     // measures both kernels through attention_impl on this thread, which resizes those same
     // buffers (taken after it, a 64-token prefill of 12 heads wrote through freed memory).
-    c.amx = s.bf16_products && !lse && !s.alibi && c.n_slices == 1 &&
+    c.amx = s.bf16_products && !lse && !s.alibi && s.softcap == 0 && c.n_slices == 1 &&
             n_tokens * (s.n_head / s.n_head_kv) >= kAmxMinRows && isa == Isa::Avx512 &&
             use_amx_attention(s.head_dim);
     return c;

@@ -30,6 +30,9 @@ struct AttentionShape {
     // ALiBi (BLOOM, MPT): n_head slopes m_h; query head h at position t adds m_h (p - t) to its
     // scaled score of position p (a penalty growing with distance). Null: no bias.
     const float* alibi = nullptr;
+    // Soft-capping (Gemma 2): each scaled score s becomes softcap tanh(s / softcap) before the
+    // mask, ALiBi and softmax. 0: none.
+    float softcap = 0.0f;
 };
 
 // ALiBi's slopes for n_head heads and a maximum bias (8 in BLOOM and MPT): for the n heads of
@@ -125,6 +128,7 @@ struct AttentionColumns {
     float* c;         // scratch: [nqp] rescale factors
     int nq, nqp, d;
     const float* slope;  // [nqp] ALiBi slope of each column (0 in padding); null: no ALiBi
+    float softcap;       // AttentionShape::softcap (0: none)
 };
 
 constexpr int kAttentionBlock = 64;  // KV positions per block

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/vec_tanh.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -163,7 +164,8 @@ void attention_backward_job(const AttentionBackwardJob& j) {
     const float* orow[TR];  // dout rows
     const float* krow[B];
     const float* vrow[B];
-    const typename V::T sc = V::set1(s.scale);
+    const typename V::T sc = V::set1(s.scale), one = V::set1(1.0f);
+    const typename V::T cap = V::set1(s.softcap), inv_cap = V::set1(s.softcap > 0 ? 1 / s.softcap : 0);
     for (int64_t j0 = 0; j0 < j.n_tokens; j0 += B) {
         const int np = static_cast<int>(std::min<int64_t>(B, j.n_tokens - j0));
         for (int p = 0; p < B; ++p) at[p] = static_cast<float>(j0 + p);
@@ -200,12 +202,19 @@ void attention_backward_job(const AttentionBackwardJob& j) {
                     const typename V::T sv = n == V::W ? V::load(prow + p) : V::load_n(prow + p, n);
                     const typename V::T dv = n == V::W ? V::load(drow + p) : V::load_n(drow + p, n);
                     typename V::T arg = V::fmadd(sv, sc, nl);
+                    typename V::T dcap = one;  // soft-capping: d(c tanh(x / c)) / dx = 1 - tanh^2
+                    if (s.softcap > 0) {
+                        const typename V::T t = tanh_v<V>(V::mul(V::mul(sv, sc), inv_cap));
+                        arg = V::fmadd(cap, t, nl);
+                        dcap = V::sub(one, V::mul(t, t));
+                    }
                     if (s.alibi) {
                         const typename V::T pos = n == V::W ? V::load(at + p) : V::load_n(at + p, n);
                         arg = V::fmadd(sl, V::sub(pos, tv), arg);
                     }
                     const typename V::T pr = V::exp(arg);
-                    const typename V::T ds = V::mul(sc, V::mul(pr, V::sub(dv, dtv)));
+                    const typename V::T ds =
+                        V::mul(V::mul(sc, dcap), V::mul(pr, V::sub(dv, dtv)));
                     if (n == V::W) {
                         V::store(prow + p, pr);
                         V::store(drow + p, ds);

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/vec_tanh.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -112,7 +113,16 @@ void attend_block(const AttentionColumns& a, const float* k, const float* v, int
         for (; i + C * W <= a.nqp; i += C * W) score_rows<V, C>(kr, a.qt + i, a.nqp, a.d, s + i);
         for (; i < a.nqp; i += W) score_rows<V, 1>(kr, a.qt + i, a.nqp, a.d, s + i);
     }
-    // ALiBi: each column's slope times (position - its own position), added to its scores.
+    // Soft-capping, then ALiBi: each column's slope times (position - its own position), added
+    // to its scores.
+    if (a.softcap > 0) {
+        const typename V::T cap = V::set1(a.softcap), inv = V::set1(1.0f / a.softcap);
+        for (int j = 0; j < np; ++j)
+            for (int i = 0; i < a.nqp; i += W) {
+                float* sj = a.s + j * a.nqp + i;
+                V::store(sj, softcap_v<V>(V::load(sj), cap, inv));
+            }
+    }
     if (a.slope)
         for (int i = 0; i < a.nqp; i += W) {
             const typename V::T sl = V::load(a.slope + i), hi = V::load(a.hi + i);
@@ -173,16 +183,25 @@ void attend_block_rows(const AttentionColumns& a, const float* k, const float* v
         if (ja >= jz) continue;  // nothing visible: m, l, o stay as they are
         float m = a.m[i];
         const float slope = a.slope ? a.slope[i] : 0.0f;
-        for (int j = 0; j < np_w; ++j) {
-            if (j < ja || j >= jz) {
-                s[j] = -1e30f;  // e^(s - m) underflows to 0
-                continue;
-            }
+        for (int j = static_cast<int>(ja); j < jz; ++j) {
             const float* kr = k + j * stride;
             typename V::T acc = V::zero();
             for (int d = 0; d < full; d += W) acc = V::fmadd(V::load(q + d), V::load(kr + d), acc);
             if (tail) acc = V::fmadd(V::load_n(q + full, tail), V::load_n(kr + full, tail), acc);
             s[j] = V::hsum(acc);
+        }
+        if (a.softcap > 0) {
+            const typename V::T cap = V::set1(a.softcap), inv = V::set1(1.0f / a.softcap);
+            for (int j = static_cast<int>(ja); j < jz; j += W) {
+                const int n = std::min<int>(W, static_cast<int>(jz) - j);
+                V::store_n(s + j, softcap_v<V>(V::load_n(s + j, n), cap, inv), n);
+            }
+        }
+        for (int j = 0; j < np_w; ++j) {
+            if (j < ja || j >= jz) {
+                s[j] = -1e30f;  // e^(s - m) underflows to 0
+                continue;
+            }
             if (a.slope) s[j] = std::fma(slope, static_cast<float>(p0 + j) - a.hi[i], s[j]);
             m = std::max(m, s[j]);
         }

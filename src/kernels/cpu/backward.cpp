@@ -167,6 +167,16 @@ void geglu_backward(const float* gate, const float* up, const float* dout, float
     });
 }
 
+void softcap_backward(const float* y, float* dy, int64_t n, float cap, ThreadPool& pool) {
+    const float inv = 1.0f / cap;
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) {
+            const float t = y[i] * inv;
+            dy[i] *= 1.0f - t * t;
+        }
+    });
+}
+
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool) {
     const auto fn = elementwise_kernels(active_isa()).gelu_tanh_backward;
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(x + b, dy + b, dx + b, e - b); });

@@ -35,6 +35,9 @@ void gelu_erf_backward(const float* x, const float* dy, float* dx, int64_t n, Th
 void geglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
                     float* dup, int64_t n, ThreadPool& pool);
 
+// y = cap tanh(x / cap): dy *= 1 - (y / cap)^2 in place, from the forward's output y.
+void softcap_backward(const float* y, float* dy, int64_t n, float cap, ThreadPool& pool);
+
 // Token embedding rows gathered by `tokens`: dtable[tokens[t]] += dx[t] (rows of dim floats).
 // Threads own disjoint ranges of the table, so no two write the same row.
 void embedding_backward(const int32_t* tokens, int64_t n_tokens, const float* dx, float* dtable,

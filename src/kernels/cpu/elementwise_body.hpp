@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/elementwise_kernels.hpp"
+#include "kernels/cpu/vec_tanh.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -68,6 +69,12 @@ void geglu_v(float* gate, const float* up, int64_t n) {
         const int r = static_cast<int>(n - i);
         V::store_n(gate + i, f(V::load_n(gate + i, r), V::load_n(up + i, r)), r);
     }
+}
+
+template <class V>
+void softcap_array_v(float* x, int64_t n, float cap) {
+    const typename V::T c = V::set1(cap), inv = V::set1(1.0f / cap);
+    map_in_place<V>(x, n, [&](typename V::T v) { return softcap_v<V>(v, c, inv); });
 }
 
 // erf(x) as a rational function of x on [-4, 4] (odd degree-13 numerator, even degree-8
@@ -330,6 +337,7 @@ ElementwiseKernels elementwise_table(Isa isa) {
     k.gelu_erf_backward = gelu_erf_backward_v<V>;
     k.geglu = geglu_v<V>;
     k.geglu_backward = geglu_backward_v<V>;
+    k.softcap = softcap_array_v<V>;
     return k;
 }
 

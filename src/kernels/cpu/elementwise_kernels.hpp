@@ -32,6 +32,8 @@ struct ElementwiseKernels {
     void (*geglu)(float* gate, const float* up, int64_t n);
     void (*geglu_backward)(const float* gate, const float* up, const float* dout, float* dgate,
                            float* dup, int64_t n);
+    // x = cap tanh(x / cap): Gemma 2's soft-capped logits.
+    void (*softcap)(float* x, int64_t n, float cap);
 };
 
 // The scalar references of the training entries (backward.cpp): xent_row's exp and sums in
