@@ -16,10 +16,11 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
-#include "kernels/cpu/norm.hpp"
+#include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/moe_routing.hpp"
+#include "kernels/cpu/norm.hpp"
 #include "kernels/cpu/rope.hpp"
 
 namespace syslm::backend {
@@ -115,16 +116,16 @@ public:
     virtual void linear(const float* x, const float* w, const float* bias, int64_t rows,
                         int64_t n_in, int64_t n_out, float* y,
                         const kernels::Rounding* rounding) = 0;
-    virtual void linear_backward_weight(const float* dy, const float* x, int64_t rows,
-                                        int64_t n_in, int64_t n_out, float* dw, float* db,
+    virtual void linear_backward_weight(const float* dy, const float* x, int64_t rows, int64_t n_in,
+                                        int64_t n_out, float* dw, float* db,
                                         const kernels::Rounding* rounding) = 0;
-    virtual void linear_backward_input(const float* dy, const float* w, int64_t rows,
-                                       int64_t n_in, int64_t n_out, float* dx, bool accumulate,
+    virtual void linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t n_in,
+                                       int64_t n_out, float* dx, bool accumulate,
                                        const kernels::Rounding* rounding) = 0;
     // norm's backward: dx from dy (RMSNorm's dx may be dy), dw (and LayerNorm's db) accumulated.
-    virtual void norm_backward(kernels::NormKind k, const float* x, const float* w,
-                               const float* dy, float* dx, float* dw, float* db, int64_t rows,
-                               int64_t dim, float eps) = 0;
+    virtual void norm_backward(kernels::NormKind k, const float* x, const float* w, const float* dy,
+                               float* dx, float* dw, float* db, int64_t rows, int64_t dim,
+                               float eps) = 0;
     virtual void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                          const float* dout, float* da, float* db, int64_t n) = 0;
     // Causal attention of one sequence from position 0 with each row's log-sum-exp (lse, per
@@ -136,9 +137,8 @@ public:
                                     const float* lse, const float* dout, int64_t rows, float* dq,
                                     float* dk, float* dv) = 0;
     // RoPE's backward in place on rows of gradients (row t uses angles row t % seq_len).
-    virtual void rope_rows_backward(const kernels::Rope& rope, const float* angles,
-                                    int64_t seq_len, float* dx, int64_t rows, int64_t heads,
-                                    int64_t head_dim) = 0;
+    virtual void rope_rows_backward(const kernels::Rope& rope, const float* angles, int64_t seq_len,
+                                    float* dx, int64_t rows, int64_t heads, int64_t head_dim) = 0;
     // The fused losses (kernels/cpu/backward.hpp): the loss, logits overwritten by its gradient.
     virtual double cross_entropy(float* logits, const int32_t* targets, int64_t rows,
                                  int64_t n_vocab, float grad_scale) = 0;
@@ -154,11 +154,10 @@ public:
     // row's sum of exp(z - max) and its target's logit (0 where another rank holds it); then the
     // gradient (scale / counted rows) written over the logits, returning the rows' summed loss.
     virtual void row_max(const float* x, int64_t rows, int64_t cols, float* out) = 0;
-    virtual void xent_sums(const float* logits, const int32_t* targets, int64_t rows,
-                           int64_t cols, int64_t col0, const float* max, double* sums) = 0;
-    virtual double xent_gradient(float* logits, const int32_t* targets, int64_t rows,
-                                 int64_t cols, int64_t col0, const float* max,
-                                 const double* sums, float inv) = 0;
+    virtual void xent_sums(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                           int64_t col0, const float* max, double* sums) = 0;
+    virtual double xent_gradient(float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                                 int64_t col0, const float* max, const double* sums, float inv) = 0;
     // Embedding tables' gradients: dtable[tokens[r]] += dx[r], over the whole vocabulary or over
     // the rows [row0, row0 + n_rows) one rank holds.
     virtual void embedding_backward(const int32_t* tokens, int64_t rows, const float* dx,
@@ -167,22 +166,25 @@ public:
                                           float* dtable, int64_t row0, int64_t n_rows,
                                           int64_t dim) = 0;
     // dst[r] = table row ids[r] - row0 where this rank holds it ([0, n_rows)), else zeros.
-    virtual void embed_rows_range(const float* table, int64_t dim, const int32_t* ids,
-                                  int64_t rows, int64_t row0, int64_t n_rows, float* dst) = 0;
+    virtual void embed_rows_range(const float* table, int64_t dim, const int32_t* ids, int64_t rows,
+                                  int64_t row0, int64_t n_rows, float* dst) = 0;
     // Distillation's hidden-state term: y -= teacher row by row; returns sum_r |y_r|^2 / |t_r|^2
     // and scales each row to its gradient, y_r *= 2 * c * loss_scale / |t_r|^2.
     virtual double hidden_state_loss(float* y, const float* teacher, int64_t rows, int64_t dim,
                                      double c, float loss_scale) = 0;
 
-    // MoE (train/moe.cpp): each row's top-k experts from its router probabilities
-    // (kernels/cpu/moe_routing); the experts' outputs combined per row; per slot the gradient of
-    // the expert's output and of its weight (and the expert's input gathered again); per row
-    // the expert inputs' gradients summed and the router logits' gradient.
-    virtual void moe_route_rows(float* probs, int64_t rows, int64_t n_expert, int64_t k,
-                                bool renormalise, int32_t* ids, float* weights) = 0;
+    // MoE (train/moe.cpp): each row's experts from its router probabilities
+    // (kernels/cpu/moe_routing: top-k, or top-p between k_min and k_max; ids / weights rows x
+    // k_max, -1 / 0 for choices left out; lse per row, if not null); the experts' outputs
+    // combined per row; per slot the gradient of the expert's output and of its weight (and the
+    // expert's input gathered again); per row the expert inputs' gradients summed and the router
+    // logits' gradient.
+    virtual void moe_route_rows(float* probs, int64_t rows, int64_t n_expert,
+                                const kernels::MoeRouting& r, int32_t* ids, float* weights,
+                                float* lse) = 0;
     struct MoeSlots {  // one layer's routing; slots grouped by expert, rows in order within one
         int64_t rows, k, n_expert;
-        const int32_t* route_slot;    // rows x k: each choice's slot
+        const int32_t* route_slot;    // rows x k: each choice's slot, -1 where top-p chose none
         const int32_t* slot_row;      // per slot: its row
         const float* slot_w;          // per slot: its weight
         const int64_t* expert_begin;  // n_expert + 1 slot offsets
@@ -208,8 +210,8 @@ public:
     };
     // One segment's update in place: weights w, gradients g, state m (and v for AdamW), as
     // torch.optim's AdamW, SGD and the Lion paper write them.
-    virtual void optimizer_update(const UpdateStep& s, float* w, const float* g, float* m,
-                                  float* v, int64_t n) = 0;
+    virtual void optimizer_update(const UpdateStep& s, float* w, const float* g, float* m, float* v,
+                                  int64_t n) = 0;
     // x *= s over each range.
     virtual void scale(float* x, std::span<const Range> ranges, float s) = 0;
     // Sums of g^2 over pieces of two classes (a piece: {begin, end, class 0 or 1}), in double.

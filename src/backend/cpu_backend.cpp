@@ -77,7 +77,8 @@ void CpuBackend::rope_rows(const kernels::Rope& rope, const float* angles, int64
     pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             float* d = dst + t * cols;
-            if (src + t * src_stride != d) std::memmove(d, src + t * src_stride, cols * sizeof(float));
+            if (src + t * src_stride != d)
+                std::memmove(d, src + t * src_stride, cols * sizeof(float));
             rope.apply_angles(angles + (t % seq_len) * na, d, static_cast<int>(heads),
                               static_cast<int>(head_dim));
         }

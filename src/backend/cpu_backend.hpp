@@ -2,8 +2,8 @@
 // by a thread pool the backend owns. Buffers are host memory.
 #pragma once
 
-#include "backend/backend.hpp"
 #include <vector>
+#include "backend/backend.hpp"
 
 #include "core/thread_pool.hpp"
 
@@ -75,13 +75,11 @@ public:
                             float* dx, int64_t rows, int64_t heads, int64_t head_dim) override;
     double cross_entropy(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,
                          float grad_scale) override;
-    double distill_loss(float* logits, const float* teacher, const int32_t* targets,
-                        int64_t rows, int64_t n_vocab, float alpha, float tau,
-                        float grad_scale) override;
-    double distill_loss_topk(float* logits, const int32_t* teacher_ids,
-                             const float* teacher_logits, int k, const int32_t* targets,
-                             int64_t rows, int64_t n_vocab, float alpha, float tau,
-                             float grad_scale) override;
+    double distill_loss(float* logits, const float* teacher, const int32_t* targets, int64_t rows,
+                        int64_t n_vocab, float alpha, float tau, float grad_scale) override;
+    double distill_loss_topk(float* logits, const int32_t* teacher_ids, const float* teacher_logits,
+                             int k, const int32_t* targets, int64_t rows, int64_t n_vocab,
+                             float alpha, float tau, float grad_scale) override;
     void row_max(const float* x, int64_t rows, int64_t cols, float* out) override;
     void xent_sums(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
                    int64_t col0, const float* max, double* sums) override;
@@ -96,14 +94,14 @@ public:
                           int64_t row0, int64_t n_rows, float* dst) override;
     double hidden_state_loss(float* y, const float* teacher, int64_t rows, int64_t dim, double c,
                              float loss_scale) override;
-    void moe_route_rows(float* probs, int64_t rows, int64_t n_expert, int64_t k,
-                        bool renormalise, int32_t* ids, float* weights) override;
+    void moe_route_rows(float* probs, int64_t rows, int64_t n_expert, const kernels::MoeRouting& r,
+                        int32_t* ids, float* weights, float* lse) override;
     void moe_combine(const MoeSlots& m, const float* eo, int64_t dim, float* out) override;
     void moe_slot_backward(const MoeSlots& m, const float* dy, const float* eo, const float* x,
                            int64_t dim, float* grad, float* dw, float* x_slots) override;
     void moe_router_backward(const MoeSlots& m, const float* probs, const float* d_in,
-                             const float* dw, const float* aux_grad, bool renormalise,
-                             int64_t dim, float* dx, float* dz) override;
+                             const float* dw, const float* aux_grad, bool renormalise, int64_t dim,
+                             float* dx, float* dz) override;
     void optimizer_update(const UpdateStep& s, float* w, const float* g, float* m, float* v,
                           int64_t n) override;
     void scale(float* x, std::span<const Range> ranges, float s) override;

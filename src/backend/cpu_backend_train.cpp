@@ -22,29 +22,28 @@ void CpuBackend::linear(const float* x, const float* w, const float* bias, int64
         kernels::matmul(kernels::WeightView{DType::F32, n_in, n_out, w}, x, rows, y, pool_, bias);
 }
 
-void CpuBackend::linear_backward_weight(const float* dy, const float* x, int64_t rows,
-                                        int64_t n_in, int64_t n_out, float* dw, float* db,
+void CpuBackend::linear_backward_weight(const float* dy, const float* x, int64_t rows, int64_t n_in,
+                                        int64_t n_out, float* dw, float* db,
                                         const kernels::Rounding* rounding) {
     if (rounding)
-        kernels::linear_backward_weight_rounded(*rounding, dy, x, rows, n_in, n_out, dw, db,
-                                                pool_);
+        kernels::linear_backward_weight_rounded(*rounding, dy, x, rows, n_in, n_out, dw, db, pool_);
     else
         kernels::linear_backward_weight(dy, x, rows, n_in, n_out, dw, db, pool_);
 }
 
-void CpuBackend::linear_backward_input(const float* dy, const float* w, int64_t rows,
-                                       int64_t n_in, int64_t n_out, float* dx, bool accumulate,
+void CpuBackend::linear_backward_input(const float* dy, const float* w, int64_t rows, int64_t n_in,
+                                       int64_t n_out, float* dx, bool accumulate,
                                        const kernels::Rounding* rounding) {
     if (rounding)
-        kernels::linear_backward_input_rounded(*rounding, dy, w, rows, n_in, n_out, dx,
-                                               accumulate, pool_);
+        kernels::linear_backward_input_rounded(*rounding, dy, w, rows, n_in, n_out, dx, accumulate,
+                                               pool_);
     else
         kernels::linear_backward_input(dy, w, rows, n_in, n_out, dx, accumulate, pool_);
 }
 
-void CpuBackend::norm_backward(kernels::NormKind k, const float* x, const float* w,
-                               const float* dy, float* dx, float* dw, float* db, int64_t rows,
-                               int64_t dim, float eps) {
+void CpuBackend::norm_backward(kernels::NormKind k, const float* x, const float* w, const float* dy,
+                               float* dx, float* dw, float* db, int64_t rows, int64_t dim,
+                               float eps) {
     switch (k) {
         case kernels::NormKind::Rms:
             return kernels::rms_norm_backward(x, w, dy, dx, dw, rows, dim, eps, pool_);
@@ -59,9 +58,8 @@ void CpuBackend::softcap_backward(const float* y, float* dy, int64_t n, float ca
     kernels::softcap_backward(y, dy, n, cap, pool_);
 }
 
-void CpuBackend::ffn_activation_backward(kernels::FfnActivation k, const float* a,
-                                         const float* b, const float* dout, float* da, float* db,
-                                         int64_t n) {
+void CpuBackend::ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
+                                         const float* dout, float* da, float* db, int64_t n) {
     kernels::ffn_activation_backward(k, a, b, dout, da, db, n, pool_);
 }
 
@@ -77,9 +75,8 @@ void CpuBackend::attention_backward(const kernels::AttentionShape& s, const floa
     kernels::attention_backward(s, q, k, v, o, lse, dout, rows, dq, dk, dv, pool_);
 }
 
-void CpuBackend::rope_rows_backward(const kernels::Rope& rope, const float* angles,
-                                    int64_t seq_len, float* dx, int64_t rows, int64_t heads,
-                                    int64_t head_dim) {
+void CpuBackend::rope_rows_backward(const kernels::Rope& rope, const float* angles, int64_t seq_len,
+                                    float* dx, int64_t rows, int64_t heads, int64_t head_dim) {
     const int na = rope.angle_floats();
     const int64_t cols = heads * head_dim;
     pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
@@ -111,12 +108,13 @@ double CpuBackend::distill_loss_topk(float* logits, const int32_t* teacher_ids,
 
 void CpuBackend::row_max(const float* x, int64_t rows, int64_t cols, float* out) {
     pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) out[r] = *std::max_element(x + r * cols, x + (r + 1) * cols);
+        for (int64_t r = b; r < e; ++r)
+            out[r] = *std::max_element(x + r * cols, x + (r + 1) * cols);
     });
 }
 
-void CpuBackend::xent_sums(const float* logits, const int32_t* targets, int64_t rows,
-                           int64_t cols, int64_t col0, const float* max, double* sums) {
+void CpuBackend::xent_sums(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                           int64_t col0, const float* max, double* sums) {
     pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
         for (int64_t r = b; r < e; ++r) {
             const float* z = logits + r * cols;
@@ -129,9 +127,8 @@ void CpuBackend::xent_sums(const float* logits, const int32_t* targets, int64_t 
     });
 }
 
-double CpuBackend::xent_gradient(float* logits, const int32_t* targets, int64_t rows,
-                                 int64_t cols, int64_t col0, const float* max, const double* sums,
-                                 float inv) {
+double CpuBackend::xent_gradient(float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                                 int64_t col0, const float* max, const double* sums, float inv) {
     std::vector<double>& row_loss = row_loss_;
     row_loss.assign(static_cast<size_t>(rows), 0.0);
     pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
@@ -173,8 +170,8 @@ void CpuBackend::embedding_backward_range(const int32_t* tokens, int64_t rows, c
     });
 }
 
-void CpuBackend::embed_rows_range(const float* table, int64_t dim, const int32_t* ids,
-                                  int64_t rows, int64_t row0, int64_t n_rows, float* dst) {
+void CpuBackend::embed_rows_range(const float* table, int64_t dim, const int32_t* ids, int64_t rows,
+                                  int64_t row0, int64_t n_rows, float* dst) {
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t t = ids[r] - row0;
         float* x = dst + r * dim;
@@ -205,14 +202,16 @@ double CpuBackend::hidden_state_loss(float* y, const float* teacher, int64_t row
     return loss;
 }
 
-void CpuBackend::moe_route_rows(float* probs, int64_t rows, int64_t n_expert, int64_t k,
-                                bool renormalise, int32_t* ids, float* weights) {
+void CpuBackend::moe_route_rows(float* probs, int64_t rows, int64_t n_expert,
+                                const kernels::MoeRouting& route, int32_t* ids, float* weights,
+                                float* lse) {
+    const int64_t k = route.k_max;
     pool_.parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
         thread_local std::vector<int64_t> order;
         order.resize(static_cast<size_t>(n_expert));
         for (int64_t r = r0; r < r1; ++r)
-            kernels::moe_route_row(probs + r * n_expert, n_expert, k, renormalise, order.data(),
-                                   ids + r * k, weights + r * k);
+            kernels::moe_route_row(probs + r * n_expert, n_expert, route, order.data(), ids + r * k,
+                                   weights + r * k, lse ? lse + r : nullptr);
     });
 }
 
@@ -223,6 +222,7 @@ void CpuBackend::moe_combine(const MoeSlots& m, const float* eo, int64_t dim, fl
             std::fill_n(o, dim, 0.0f);
             for (int64_t k = 0; k < m.k; ++k) {
                 const int64_t j = m.route_slot[r * m.k + k];
+                if (j < 0) continue;  // top-p chose fewer experts for this row
                 const float w = m.slot_w[j];
                 const float* e = eo + j * dim;
                 for (int64_t i = 0; i < dim; ++i) o[i] += w * e[i];
@@ -234,7 +234,7 @@ void CpuBackend::moe_combine(const MoeSlots& m, const float* eo, int64_t dim, fl
 void CpuBackend::moe_slot_backward(const MoeSlots& m, const float* dy, const float* eo,
                                    const float* x, int64_t dim, float* grad, float* dw,
                                    float* x_slots) {
-    pool_.parallel_for(m.rows * m.k, [&](int64_t j0, int64_t j1, int) {
+    pool_.parallel_for(m.expert_begin[m.n_expert], [&](int64_t j0, int64_t j1, int) {
         for (int64_t j = j0; j < j1; ++j) {
             const float* d = dy + m.slot_row[j] * dim;
             const float* e = eo + j * dim;
@@ -269,6 +269,7 @@ void CpuBackend::moe_router_backward(const MoeSlots& m, const float* probs, cons
             double top = 0, dot = 0;
             for (int64_t k = 0; k < K; ++k) {
                 const int64_t j = m.route_slot[r * K + k];
+                if (j < 0) continue;
                 const float* din = d_in + j * dim;
                 for (int64_t i = 0; i < dim; ++i) db[i] += din[i];
                 top += p[expert_of(j)];
@@ -276,11 +277,12 @@ void CpuBackend::moe_router_backward(const MoeSlots& m, const float* probs, cons
             }
             for (int64_t k = 0; k < K; ++k) {
                 const int64_t j = m.route_slot[r * K + k];
-                dp[expert_of(j)] += renormalise ? (dw[j] - dot) / top : dw[j];
+                if (j >= 0) dp[expert_of(j)] += renormalise ? (dw[j] - dot) / top : dw[j];
             }
             double pdp = 0;
             for (int64_t e = 0; e < X; ++e) pdp += p[e] * dp[e];
-            for (int64_t e = 0; e < X; ++e) dz[r * X + e] = static_cast<float>(p[e] * (dp[e] - pdp));
+            for (int64_t e = 0; e < X; ++e)
+                dz[r * X + e] = static_cast<float>(p[e] * (dp[e] - pdp));
         }
     });
 }
@@ -289,8 +291,8 @@ void CpuBackend::moe_router_backward(const MoeSlots& m, const float* probs, cons
 
 namespace syslm::backend {
 
-void CpuBackend::optimizer_update(const UpdateStep& s, float* w, const float* g, float* m,
-                                  float* v, int64_t n) {
+void CpuBackend::optimizer_update(const UpdateStep& s, float* w, const float* g, float* m, float* v,
+                                  int64_t n) {
     // Split across the threads (the embedding alone can be a third of a model).
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
         float* x = w + b;
@@ -300,9 +302,9 @@ void CpuBackend::optimizer_update(const UpdateStep& s, float* w, const float* g,
         const float decay = 1.0f - s.lr * s.weight_decay;
         switch (s.rule) {
             case UpdateRule::AdamW:  // m: torch's lerp_; the vector kernel
-                kernels::adamw_update(x, gx, mx, v + b, k,
-                                      {decay, s.b1, s.b2, s.eps, s.step_size, s.bc2_sqrt,
-                                       s.grad_scale});
+                kernels::adamw_update(
+                    x, gx, mx, v + b, k,
+                    {decay, s.b1, s.b2, s.eps, s.step_size, s.bc2_sqrt, s.grad_scale});
                 break;
             case UpdateRule::Lion:
                 for (int64_t i = 0; i < k; ++i) {
@@ -343,7 +345,8 @@ std::array<double, 2> CpuBackend::sum_squares(const float* g,
     pool_.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t b, int64_t e, int w) {
         for (int64_t k = b; k < e; ++k) {
             double s = 0;
-            for (size_t i = pieces[k].b; i < pieces[k].e; ++i) s += static_cast<double>(g[i]) * g[i];
+            for (size_t i = pieces[k].b; i < pieces[k].e; ++i)
+                s += static_cast<double>(g[i]) * g[i];
             partial[static_cast<size_t>(w)][pieces[k].cls] += s;
         }
     });

@@ -4,11 +4,11 @@
 // the training math against PyTorch autograd (tests/reference/test_train_grads.py).
 #include <cstdio>
 
+#include "backend/cpu_backend.hpp"
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/token_ids.hpp"
 #include "core/error.hpp"
-#include "backend/cpu_backend.hpp"
 #include "core/thread_pool.hpp"
 #include "train/train_model.hpp"
 
@@ -21,6 +21,7 @@ struct GradArgs {
     int threads = 0;
     std::string recompute = "none";
     double moe_aux_coef = 0.01;
+    double router_z_coef = 0.0;
     std::string precision = "f32";
     float loss_scale = 1.0f;
 };
@@ -40,6 +41,7 @@ int run_grad(const GradArgs& a) {
     const io::GGUFFile file(a.model);
     train::TrainModel m(file, parallel::recompute_policy(a.recompute));
     m.set_router_aux_coef(a.moe_aux_coef);
+    m.set_router_z_coef(a.router_z_coef);
     m.set_precision(train::precision_mode(a.precision));
     backend::CpuBackend be(a.threads);
     const double loss = m.forward_backward(tokens, targets, a.batch, T, be, a.loss_scale);
@@ -74,6 +76,11 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str();
     app.add_option("--moe-aux-coef", a->moe_aux_coef,
                    "MoE: weight of the load-balancing auxiliary loss in the loss")
+        ->capture_default_str()
+        ->check(non_negative());
+    app.add_option("--router-z-loss", a->router_z_coef,
+                   "MoE: weight of the router z-loss (mean squared log-sum-exp of the router "
+                   "logits) in the loss")
         ->capture_default_str()
         ->check(non_negative());
     app.add_option("--recompute", a->recompute, "Activation checkpointing: none, selective or full")

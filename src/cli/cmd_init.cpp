@@ -30,7 +30,9 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(3, 1 << 30))
         ->excludes(vocab);
     app.add_option("-o,--out", a->out, "Output GGUF file")->required();
-    app.add_option("--arch", c.arch, "llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt (ALiBi) | gemma2 | gemma3")
+    app.add_option("--arch", c.arch,
+                   "llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt (ALiBi) | "
+                   "phi3 | gemma2 | gemma3")
         ->capture_default_str();
     app.add_option("--layers", c.n_layer, "Transformer blocks")
         ->capture_default_str()
@@ -56,7 +58,13 @@ std::function<int()> setup(CLI::App& app) {
                    "LOCAL:GLOBAL, e.g. 5:1 = five layers with --window, then one global, repeated");
     app.add_option("--experts", c.n_expert, "Routed experts (MoE); 0 = dense")
         ->capture_default_str();
-    app.add_option("--experts-used", c.n_expert_used, "Experts per token")->capture_default_str();
+    app.add_option("--experts-used", c.n_expert_used, "Experts per token (top-p: the most)")
+        ->capture_default_str();
+    app.add_option("--expert-top-p", c.expert_top_p,
+                   "Top-p routing: experts until their probabilities sum to P (0: top-k)")
+        ->check(CLI::Range(0.0f, 1.0f));
+    app.add_option("--experts-used-min", c.n_expert_used_min, "Top-p: the fewest experts")
+        ->capture_default_str();
     app.add_option("--seed", c.seed, "Random seed")->capture_default_str();
     app.add_option("--type", a->type, "Matrix type: f32 | f16 | bf16")->capture_default_str();
     app.add_option("--name", c.name, "general.name")->capture_default_str();

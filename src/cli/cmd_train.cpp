@@ -22,9 +22,9 @@
 #include <string>
 
 #include "backend/cpu_backend.hpp"
-#include "cli/train_args.hpp"
 #include "cli/command.hpp"
 #include "cli/token_ids.hpp"
+#include "cli/train_args.hpp"
 #include "cli/vocab_file.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
@@ -33,13 +33,13 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "model/random_init.hpp"
-#include "profile/machine_probe.hpp"
-#include "train/batch_plan.hpp"
-#include "train/checkpoint_files.hpp"
-#include "parallel/planner.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/grad_compress.hpp"
 #include "parallel/mesh.hpp"
+#include "parallel/planner.hpp"
+#include "profile/machine_probe.hpp"
+#include "train/batch_plan.hpp"
+#include "train/checkpoint_files.hpp"
 #include "train/teacher.hpp"
 #include "train/teacher_cache.hpp"
 #include "train/trainer.hpp"
@@ -190,6 +190,8 @@ io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
     c.n_ff = a.ffn;
     c.n_expert = a.experts;
     c.n_expert_used = a.experts > 0 ? a.experts_used : 0;
+    c.expert_top_p = a.expert_top_p;
+    c.n_expert_used_min = a.experts_used_min;
     c.n_ctx = a.ctx;
     c.seed = a.seed;
     usage_check(a.attn_pattern.empty() || a.window > 0, "train: --attn-pattern needs --window");
@@ -200,7 +202,8 @@ io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
                               ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
                                  .string();
     std::string vocab = a.tokenizer, temp_vocab;
-    if (vocab.empty()) vocab = temp_vocab = write_byte_fallback_vocab(a.vocab, temp + ".vocab.gguf");
+    if (vocab.empty())
+        vocab = temp_vocab = write_byte_fallback_vocab(a.vocab, temp + ".vocab.gguf");
     model::write_random_model(c, vocab, temp);
     if (!temp_vocab.empty()) std::filesystem::remove(temp_vocab);
     io::GGUFFile file(temp);
@@ -268,8 +271,8 @@ std::unique_ptr<train::BatchSource> open_batches(const TrainArgs& a, const RankL
     if (r.mesh.dp == 1) return data;
     std::fprintf(r.info, "data parallel: %d ranks (%s) x %d sequences per micro-batch\n", r.mesh.dp,
                  r.world->transport().c_str(), batch);
-    return std::make_unique<train::RankSlice>(std::move(data), r.replicas().rank(), r.mesh.dp, batch,
-                                              a.seq);
+    return std::make_unique<train::RankSlice>(std::move(data), r.replicas().rank(), r.mesh.dp,
+                                              batch, a.seq);
 }
 
 // The optimizer, schedules, clipping and the data-parallel reduction's settings.
@@ -283,9 +286,10 @@ train::TrainOptions step_options(const TrainArgs& a, const RankLayout& r, int ba
     opt.grad_compress = parallel::compression_kind(a.grad_compress);
     opt.topk_ratio = a.topk_ratio;
     opt.compress_warmup = a.compress_warmup;
-    SYSLM_CHECK(opt.grad_compress == parallel::Compression::None || r.mesh.dp > 1,
-                "train: --grad-compress ", a.grad_compress,
-                " compresses the data-parallel reduction: run under mpirun with more than one rank");
+    SYSLM_CHECK(
+        opt.grad_compress == parallel::Compression::None || r.mesh.dp > 1,
+        "train: --grad-compress ", a.grad_compress,
+        " compresses the data-parallel reduction: run under mpirun with more than one rank");
     opt.B = batch;
     opt.T = a.seq;
     opt.steps = a.steps;
@@ -317,8 +321,9 @@ train::TrainOptions step_options(const TrainArgs& a, const RankLayout& r, int ba
     opt.optimizer.decay_embeddings = a.decay_embeddings;
     if (r.mesh.pp > 1)
         std::fprintf(r.info,
-                     "pipeline parallel: %d stages, %d micro-batches per step, schedule %s\n", r.mesh.pp,
-                     accum, pipeline_schedule == train::PipelineSchedule::GPipe ? "gpipe" : "1f1b");
+                     "pipeline parallel: %d stages, %d micro-batches per step, schedule %s\n",
+                     r.mesh.pp, accum,
+                     pipeline_schedule == train::PipelineSchedule::GPipe ? "gpipe" : "1f1b");
     return opt;
 }
 
@@ -372,9 +377,8 @@ Distillation set_up_distillation(const TrainArgs& a, const RankLayout& r, train:
         const std::string path =
             !a.teacher_cache.empty()
                 ? a.teacher_cache
-                : (std::filesystem::path(a.data) /
-                   ("teacher-top" + std::to_string(a.offline_topk) + "-seq" +
-                    std::to_string(a.seq) + ".cache"))
+                : (std::filesystem::path(a.data) / ("teacher-top" + std::to_string(a.offline_topk) +
+                                                    "-seq" + std::to_string(a.seq) + ".cache"))
                       .string();
         if (!std::filesystem::exists(path) && r.lead)  // one writer; the others wait for it
             train::build_teacher_cache(path, a.data, a.teacher, *d.teacher, a.seq, a.offline_topk,
@@ -387,11 +391,10 @@ Distillation set_up_distillation(const TrainArgs& a, const RankLayout& r, train:
     } else {
         opt.teacher = d.teacher.get();
     }
-    std::fprintf(r.info, "distill: teacher %s (%s), alpha %.2f, temperature %.2f\n",
-                 a.teacher.c_str(),
-                 a.offline_topk > 0 ? ("offline top-" + std::to_string(a.offline_topk)).c_str()
-                                    : "online",
-                 a.distill_alpha, a.distill_temperature);
+    std::fprintf(
+        r.info, "distill: teacher %s (%s), alpha %.2f, temperature %.2f\n", a.teacher.c_str(),
+        a.offline_topk > 0 ? ("offline top-" + std::to_string(a.offline_topk)).c_str() : "online",
+        a.distill_alpha, a.distill_temperature);
     if (a.distill_hidden > 0) {
         SYSLM_CHECK(opt.teacher, kHiddenNeedsTeacher);
         std::vector<int> student, teach;
@@ -569,8 +572,10 @@ void report_parallelism(const TrainArgs& a, const RankLayout& r, const train::Tr
                         const LoopOutcome& o, int accum) {
     if (r.mesh.dp > 1) {
         std::string how;
-        if (a.zero > 0) how += " (ZeRO-" + std::to_string(a.zero) + ")";
-        else if (a.grad_compress != "none") how += " (sharded: compressed updates)";
+        if (a.zero > 0)
+            how += " (ZeRO-" + std::to_string(a.zero) + ")";
+        else if (a.grad_compress != "none")
+            how += " (sharded: compressed updates)";
         if (a.grad_compress != "none") how += ", gradients compressed: " + a.grad_compress;
         std::fprintf(r.info,
                      "data parallel: %.2f s reducing gradients (%.3f MiB sent per rank in the last "
@@ -581,7 +586,8 @@ void report_parallelism(const TrainArgs& a, const RankLayout& r, const train::Tr
                      static_cast<double>(trainer.optimizer_state_bytes()) / (1 << 20), how.c_str());
     }
     if (r.mesh.pp > 1)
-        std::fprintf(r.info, "pipeline: %.1f%% of stage 0's schedule time waiting for its "
+        std::fprintf(r.info,
+                     "pipeline: %.1f%% of stage 0's schedule time waiting for its "
                      "neighbours (theoretical bubble (p - 1) / (m + p - 1) = %.1f%%)\n",
                      100 * trainer.bubble(), 100.0 * (r.mesh.pp - 1) / (accum + r.mesh.pp - 1));
 }
@@ -617,7 +623,8 @@ void write_weights(const TrainArgs& a, const RankLayout& r, train::TrainModel& m
 // Pipeline stage pp_i holds blocks [pp_i L / pp, (pp_i + 1) L / pp).
 train::PipelineStage pipeline_stage(const RankLayout& r, int n_layer) {
     if (r.mesh.pp <= 1) return {};
-    SYSLM_CHECK(n_layer >= r.mesh.pp, "train: --pp ", r.mesh.pp, " stages for ", n_layer, " blocks");
+    SYSLM_CHECK(n_layer >= r.mesh.pp, "train: --pp ", r.mesh.pp, " stages for ", n_layer,
+                " blocks");
     return {r.at.pp * n_layer / r.mesh.pp, (r.at.pp + 1) * n_layer / r.mesh.pp};
 }
 
@@ -640,6 +647,7 @@ int run_train(const TrainArgs& a) {
     train::TrainModel model(file, parallel::recompute_policy(a.recompute), r.groups.tp.get(),
                             pipeline_stage(r, model::load_hparams(file).n_layer));
     model.set_router_aux_coef(a.moe_aux_coef);
+    model.set_router_z_coef(a.router_z_coef);
     const std::string precision = choose_precision(a, r);
     model.set_precision(train::precision_mode(precision));
     const int n_vocab = model.hparams().n_vocab;
@@ -647,9 +655,11 @@ int run_train(const TrainArgs& a) {
     const auto [batch, accum] = plan_step(a, model, r.info);
     const std::unique_ptr<train::BatchSource> data = open_batches(a, r, n_vocab, batch);
     if (r.mesh.tp > 1)
-        std::fprintf(r.info, "tensor parallel: %d ranks per replica, each with %d of %d heads and "
-                     "%d of %d FFN channels\n", r.mesh.tp, model.hparams().n_head,
-                     model.hparams().n_head * r.mesh.tp, model.hparams().n_ff, model.hparams().n_ff * r.mesh.tp);
+        std::fprintf(r.info,
+                     "tensor parallel: %d ranks per replica, each with %d of %d heads and "
+                     "%d of %d FFN channels\n",
+                     r.mesh.tp, model.hparams().n_head, model.hparams().n_head * r.mesh.tp,
+                     model.hparams().n_ff, model.hparams().n_ff * r.mesh.tp);
     train::TrainOptions opt = step_options(a, r, batch, accum, model.precision());
     const std::optional<compress::QuantTarget> qat = set_up_qat(a, file, model, opt, r.info);
     backend::CpuBackend be(a.threads);
@@ -686,20 +696,24 @@ int run_train(const TrainArgs& a) {
     write_weights(a, r, model, file, qat);
     if (!r.lead) return o.interrupted ? 130 : 0;  // rank 0 reports
     const double sps = o.seconds_per_step();
-    const nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
-                                 {"mfu", step_flops / sps / peak},
-                                 {"first_loss", o.first_loss},
-                                 {"final_loss", o.final_loss},
-                                 {"peak_rss_mib", peak_rss_mib()},
-                                 {"micro_batch", batch},
-                                 {"accum", accum},
-                                 {"recompute", a.recompute},
-                                 {"precision", precision},
-                                 {"threads", ThreadPool::resolve(a.threads)},
-                                 {"n_vocab", n_vocab},
-                                 {"tokens_per_step", tokens_per_step}};
+    nlohmann::json summary{{"tokens_per_s", tokens_per_step / sps},
+                           {"mfu", step_flops / sps / peak},
+                           {"first_loss", o.first_loss},
+                           {"final_loss", o.final_loss},
+                           {"peak_rss_mib", peak_rss_mib()},
+                           {"micro_batch", batch},
+                           {"accum", accum},
+                           {"recompute", a.recompute},
+                           {"precision", precision},
+                           {"threads", ThreadPool::resolve(a.threads)},
+                           {"n_vocab", n_vocab},
+                           {"tokens_per_step", tokens_per_step}};
+    if (model.hparams().n_expert > 0) summary["experts_per_token"] = model.experts_per_token();
     log(summary);
     if (std::isfinite(o.best_val)) std::fprintf(r.info, "best val loss %.4f\n", o.best_val);
+    if (model.hparams().n_expert > 0)
+        std::fprintf(r.info, "experts per token (last step): %.3f of at most %d\n",
+                     model.experts_per_token(), model.hparams().n_expert_used);
     if (a.json) std::printf("%s\n", summary.dump().c_str());
     return o.interrupted ? 130 : 0;
 }

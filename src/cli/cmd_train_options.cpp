@@ -53,12 +53,14 @@ void add_distill_options(CLI::App& app, TrainArgs& a, bool distill) {
     app.add_option("--distill-temperature", a.distill_temperature, "Softmax temperature tau")
         ->capture_default_str()
         ->check(positive());
-    auto* hidden = app.add_option("--distill-hidden", a.distill_hidden,
-                   "Hidden-state matching (online teacher): weight of the relative squared error "
-                   "between the student's residual stream, through a learned projection to the "
-                   "teacher's width, and the teacher's, added to the loss (0: off)")
-        ->capture_default_str()
-        ->check(non_negative());
+    auto* hidden =
+        app.add_option(
+               "--distill-hidden", a.distill_hidden,
+               "Hidden-state matching (online teacher): weight of the relative squared error "
+               "between the student's residual stream, through a learned projection to the "
+               "teacher's width, and the teacher's, added to the loss (0: off)")
+            ->capture_default_str()
+            ->check(non_negative());
     app.add_option("--distill-hidden-layers", a.distill_hidden_layers,
                    "Hidden-state matching: how many student blocks are matched, spread evenly and "
                    "ending with the last, each with the teacher's block at the same relative depth")
@@ -117,8 +119,11 @@ void add_parallel_options(CLI::App& app, TrainArgs& a) {
 // The model trained: fine-tuned, from scratch (its shape), or a checkpoint resumed.
 void add_model_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--init", a.init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
-    app.add_option("--arch", a.arch, "Train from scratch: llama | qwen2 | qwen3 | qwen3moe (with --experts) | gpt2 | bloom | mpt (ALiBi) | gemma2 | gemma3")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "gpt2", "bloom", "mpt", "gemma2", "gemma3"}));
+    app.add_option("--arch", a.arch,
+                   "Train from scratch: llama | qwen2 | qwen3 | qwen3moe (with --experts) | gpt2 | "
+                   "bloom | mpt (ALiBi) | phi3 | gemma2 | gemma3")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "gpt2", "bloom", "mpt",
+                               "phi3", "gemma2", "gemma3"}));
     app.add_option("--layers", a.layers, "From scratch: layers")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
@@ -138,8 +143,21 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--experts-used", a.experts_used, "From scratch: experts per token (top-k)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--expert-top-p", a.expert_top_p,
+                   "From scratch: top-p routing: experts in order of probability until they sum "
+                   "to P, between --experts-used-min and --experts-used (0: top-k)")
+        ->check(CLI::Range(0.0f, 1.0f));
+    app.add_option("--experts-used-min", a.experts_used_min,
+                   "From scratch: the fewest experts top-p routing takes")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
     app.add_option("--moe-aux-coef", a.moe_aux_coef,
                    "MoE: weight of the load-balancing auxiliary loss")
+        ->capture_default_str()
+        ->check(non_negative());
+    app.add_option("--router-z-loss", a.router_z_coef,
+                   "MoE: weight of the router z-loss (ST-MoE: mean squared log-sum-exp of the "
+                   "router logits); 0: none")
         ->capture_default_str()
         ->check(non_negative());
     app.add_option("--window", a.window,
@@ -200,16 +218,19 @@ void add_batch_options(CLI::App& app, TrainArgs& a) {
 // The optimizer, its schedule, and the step's arithmetic (precision, recompute, clipping).
 void add_step_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--optimizer", a.optimizer, "adamw | lion | sgd")->capture_default_str();
-    app.add_option("--lr", a.lr, "Peak learning rate")->capture_default_str()->check(non_negative());
+    app.add_option("--lr", a.lr, "Peak learning rate")
+        ->capture_default_str()
+        ->check(non_negative());
     app.add_option("--min-lr", a.min_lr, "Learning rate at the end of the decay")
         ->capture_default_str()
         ->check(non_negative());
     app.add_option("--warmup", a.warmup, "Linear warm-up steps")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-    app.add_option("--schedule", a.schedule,
-                   "Learning-rate schedule: cosine | linear | constant; with --pp also the pipeline "
-                   "schedule: gpipe | 1f1b (default 1f1b), e.g. --schedule 1f1b")
+    app.add_option(
+           "--schedule", a.schedule,
+           "Learning-rate schedule: cosine | linear | constant; with --pp also the pipeline "
+           "schedule: gpipe | 1f1b (default 1f1b), e.g. --schedule 1f1b")
         ->capture_default_str()
         ->check(CLI::IsMember({"cosine", "linear", "constant", "gpipe", "1f1b"}));
     app.add_option("--beta1", a.beta1, "AdamW / Lion beta1")
@@ -266,8 +287,7 @@ void add_run_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--log-every", a.log_every, "Keep a progress line every N steps")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 30));
-    app.add_option("--eval-every", a.eval_every,
-                   "Evaluate on the val split every N steps (0: off)")
+    app.add_option("--eval-every", a.eval_every, "Evaluate on the val split every N steps (0: off)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--eval-batches", a.eval_batches, "Val batches per evaluation (0: all)")
         ->capture_default_str()

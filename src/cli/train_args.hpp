@@ -14,9 +14,12 @@ struct TrainArgs {
     std::string init, arch, tokenizer;
     int layers = 4, heads = 8, kv_heads = 0, dim = 256, ffn = 0, ctx = 1024, vocab = 0;
     int experts = 0, experts_used = 2;
+    float expert_top_p = 0.0f;  // top-p routing (from scratch; 0: top-k)
+    int experts_used_min = 1;
     int window = 0;            // local attention (from scratch)
     std::string attn_pattern;  // "L:G" local and global layers; empty: all local when window > 0
     double moe_aux_coef = 0.01;
+    double router_z_coef = 0.0;
     std::string precision = "f32";
     float loss_scale = 65536.0f;
     int64_t token_budget = 0;

@@ -47,7 +47,8 @@ struct Engine::Active {
     bool published = false, finished = false;
     double t_submit = 0, t_last = 0;
 
-    Active(const GenerationParams& p, Callback c) : params(p), cb(std::move(c)), sampler(p.sampling) {}
+    Active(const GenerationParams& p, Callback c)
+        : params(p), cb(std::move(c)), sampler(p.sampling) {}
 };
 
 Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer tok,
@@ -57,7 +58,7 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
       cfg_(cfg),
       pages_(pool_config(*model_, cfg)),
       scheduler_({cfg.token_budget, cfg.parallel, cfg.max_waiting}, pages_),
-      forward_(*model_, static_cast<int>(cfg.token_budget), cfg.threads),
+      forward_(*model_, static_cast<int>(cfg.token_budget), cfg.threads, cfg.n_ctx),
       rows_(pages_) {
     if (model_->hparams().spec().position == model::PositionKind::Learned)
         cfg_.n_ctx = std::min(cfg_.n_ctx, model_->hparams().n_ctx_train);
@@ -286,7 +287,8 @@ void Engine::step() {
         // pages are published for prefix sharing).
         if (ring_window_ > 0)
             for (Sequence* s : scheduler_.running())
-                if (const auto it = active_.find(s->id); it != active_.end() && it->second->published)
+                if (const auto it = active_.find(s->id);
+                    it != active_.end() && it->second->published)
                     pages_.drop_before(s->table, s->computed - ring_window_ + 1);
     }
     for (auto it = active_.begin(); it != active_.end();)
@@ -344,7 +346,8 @@ void Engine::loop() {
                 finish(*p, FinishReason::Error, {Failure::QueueFull, "queue full"});
         }
         for (int64_t id : cancels)
-            if (auto it = active_.find(id); it != active_.end()) finish(*it->second, FinishReason::Cancelled);
+            if (auto it = active_.find(id); it != active_.end())
+                finish(*it->second, FinishReason::Cancelled);
         try {
             step();
         } catch (const std::exception& e) {  // a failed step ends its requests, not the server

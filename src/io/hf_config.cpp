@@ -249,18 +249,25 @@ void add_common_keys(const Config& c, const HFModelSpec& s, const RopeParams& ro
 // Qwen2 / Qwen3's per-layer attention (transformers' layer_types, or use_sliding_window with
 // max_window_layers): the window and which layers it applies to, as
 // attention.sliding_window and the per-layer bool array attention.sliding_window_pattern.
+// transformers' layer_types (present): true for each "sliding_attention" layer.
+std::vector<bool> sliding_layer_types(const Config& c, int64_t n_layer) {
+    std::vector<bool> sliding(static_cast<size_t>(n_layer));
+    const json& types = c.raw("layer_types");
+    SYSLM_CHECK(types.is_array() && types.size() == sliding.size(), c.name(),
+                ": layer_types must list one type per layer (", n_layer, ")");
+    for (size_t il = 0; il < sliding.size(); ++il) {
+        SYSLM_CHECK(types[il] == "full_attention" || types[il] == "sliding_attention", c.name(),
+                    ": layer type ", types[il].dump(),
+                    " is not supported (full_attention, sliding_attention)");
+        sliding[il] = types[il] == "sliding_attention";
+    }
+    return sliding;
+}
+
 void add_sliding_window_layers(const Config& c, const HFModelSpec& s, KVOut& out) {
     std::vector<bool> local(static_cast<size_t>(s.n_layer), false);
     if (c.has("layer_types")) {
-        const json& types = c.raw("layer_types");
-        SYSLM_CHECK(types.is_array() && types.size() == local.size(), c.name(),
-                    ": layer_types must list one type per layer (", s.n_layer, ")");
-        for (size_t il = 0; il < local.size(); ++il) {
-            SYSLM_CHECK(types[il] == "full_attention" || types[il] == "sliding_attention",
-                        c.name(), ": layer type ", types[il].dump(),
-                        " is not supported (full_attention, sliding_attention)");
-            local[il] = types[il] == "sliding_attention";
-        }
+        local = sliding_layer_types(c, s.n_layer);
     } else if (c.boolean_or("use_sliding_window", false)) {
         const int64_t first = c.pos_int_or({"max_window_layers"}, 0);
         for (size_t il = 0; il < local.size(); ++il) local[il] = static_cast<int64_t>(il) >= first;
@@ -437,6 +444,54 @@ void parse_mpt(const Config& c, HFModelSpec& s) {
     out.f32("attention.max_alibi_bias", attn.number_or({"alibi_bias_max"}, 8.0));
 }
 
+// Phi-3: llama's blocks with fused QKV and gate-up, NEOX RoPE, a sliding window on every layer
+// (llama.cpp writes 0 for none), and LongRoPE: short and long per-pair frequency factors, with
+// the attention factor transformers derives, as llama.cpp's Phi3MiniModel writes them.
+void parse_phi3(const Config& c, HFModelSpec& s) {
+    s.arch = "phi3";
+    s.family = HFFamily::Phi3;
+    read_llama_like(c, s);
+    const RopeParams rope = read_rope(c);
+    const double partial = rope_param(c, rope, "partial_rotary_factor", 1, false);
+    SYSLM_CHECK(partial == 1.0, c.name(), ": partial_rotary_factor != 1 is not supported");
+    const int64_t orig = static_cast<int64_t>(rope_param(
+        c, rope, "original_max_position_embeddings",
+        c.number_or({"original_max_position_embeddings"}, static_cast<double>(s.n_ctx)), false));
+    KVOut out{"phi3.", s.kv};
+    out.u32("context_length", s.n_ctx);
+    out.u32("rope.scaling.original_context_length", orig);
+    out.u32("embedding_length", s.n_embd);
+    out.u32("feed_forward_length", s.n_ff);
+    out.u32("block_count", s.n_layer);
+    out.u32("attention.head_count", s.n_head);
+    out.u32("attention.head_count_kv", s.n_head_kv);
+    out.f32("attention.layer_norm_rms_epsilon", c.number({"rms_norm_eps"}));
+    out.u32("rope.dimension_count", s.head_dim);
+    out.f32("rope.freq_base", rope.theta);
+    out.u32("attention.sliding_window",
+            c.has("sliding_window") ? c.pos_int({"sliding_window"}) : 0);
+    if (rope.type == "default") return;
+    SYSLM_CHECK(rope.type == "longrope" || rope.type == "su", c.name(), ": RoPE scaling '",
+                rope.type, "' is not supported for Phi-3 (longrope)");
+    auto factors = [&](const char* key) {
+        SYSLM_CHECK(rope.p->contains(key) && (*rope.p)[key].is_array() &&
+                        static_cast<int64_t>((*rope.p)[key].size()) == s.head_dim / 2,
+                    c.name(), ": longrope needs ", key, " with ", s.head_dim / 2, " numbers");
+        std::vector<float> v;
+        for (const json& x : (*rope.p)[key])
+            v.push_back(static_cast<float>(c.check_number(x, key)));
+        return v;
+    };
+    s.rope_factors_long = factors("long_factor");
+    s.rope_factors_short = factors("short_factor");
+    // transformers: factor (else max / original positions), then sqrt(1 + ln f / ln original).
+    const double factor = rope_param(c, rope, "factor", double(s.n_ctx) / double(orig), false);
+    double attn = rope_param(c, rope, "attention_factor", 0, false);
+    if (attn == 0)
+        attn = factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(double(orig)));
+    out.f32("rope.scaling.attn_factor", attn);
+}
+
 // Gemma 2 and Gemma 3 (text): GeGLU, norms after the attention and the FFN, embeddings scaled
 // by sqrt(hidden), local layers (layer_types, or the older sliding_window_pattern period: 2 for
 // Gemma 2, 6 for Gemma 3) and a score scale of query_pre_attn_scalar^-1/2. Gemma 2 soft-caps the
@@ -510,15 +565,7 @@ void parse_gemma(const Config& c, HFModelSpec& s, int generation) {
     if (!g3) out.f32("attn_logit_softcapping", c.number_or({"attn_logit_softcapping"}, 0));
     std::vector<bool> sliding(static_cast<size_t>(s.n_layer));
     if (c.has("layer_types")) {
-        const json& types = c.raw("layer_types");
-        SYSLM_CHECK(types.is_array() && types.size() == sliding.size(), c.name(),
-                    ": layer_types must list one type per layer (", s.n_layer, ")");
-        for (size_t il = 0; il < sliding.size(); ++il) {
-            SYSLM_CHECK(types[il] == "full_attention" || types[il] == "sliding_attention",
-                        c.name(), ": layer type ", types[il].dump(),
-                        " is not supported (full_attention, sliding_attention)");
-            sliding[il] = types[il] == "sliding_attention";
-        }
+        sliding = sliding_layer_types(c, s.n_layer);
     } else {
         const int64_t n = c.pos_int_or({"sliding_window_pattern"}, g3 ? 6 : 2);
         for (size_t il = 0; il < sliding.size(); ++il) sliding[il] = (il + 1) % n != 0;
@@ -527,6 +574,32 @@ void parse_gemma(const Config& c, HFModelSpec& s, int generation) {
         out.u32("attention.sliding_window", c.pos_int({"sliding_window"}));
         out.booleans("attention.sliding_window_pattern", sliding);
     }
+}
+
+// Gemma3ForConditionalGeneration (Gemma 3 4B and larger): the language model of text_config,
+// whose absent keys take Gemma3TextConfig's defaults (released configs list only what differs),
+// under `language_model.`; the vision tower and projector are left out.
+void parse_gemma3_multimodal(const Config& c, HFModelSpec& s) {
+    SYSLM_CHECK(c.has("text_config") && c.raw("text_config").is_object(), c.name(),
+                ": Gemma3ForConditionalGeneration needs a text_config object");
+    json text = {{"vocab_size", 262208},
+                 {"hidden_size", 2304},
+                 {"intermediate_size", 9216},
+                 {"num_hidden_layers", 26},
+                 {"num_attention_heads", 8},
+                 {"num_key_value_heads", 4},
+                 {"head_dim", 256},
+                 {"hidden_activation", "gelu_pytorch_tanh"},
+                 {"max_position_embeddings", 131072},
+                 {"rms_norm_eps", 1e-6},
+                 {"query_pre_attn_scalar", 256},
+                 {"sliding_window", 4096},
+                 {"tie_word_embeddings", c.boolean_or("tie_word_embeddings", true)}};
+    for (const auto& [k, v] : c.raw("text_config").items())
+        if (!v.is_null()) text[k] = v;
+    parse_gemma(Config(std::move(text), c.name() + ": text_config"), s, 3);
+    s.tensor_prefix = "language_model.";
+    s.ignored_prefixes = {"vision_tower.", "multi_modal_projector."};
 }
 
 HFModelSpec parse_config(const Config& c) {
@@ -548,16 +621,21 @@ HFModelSpec parse_config(const Config& c) {
         parse_bloom(c, s);
     else if (a == "MptForCausalLM")
         parse_mpt(c, s);
+    else if (a == "Phi3ForCausalLM")
+        parse_phi3(c, s);
     else if (a == "Gemma2ForCausalLM")
         parse_gemma(c, s, 2);
     else if (a == "Gemma3ForCausalLM")
         parse_gemma(c, s, 3);
+    else if (a == "Gemma3ForConditionalGeneration")
+        parse_gemma3_multimodal(c, s);
     else
         fail(c.name(), ": architecture '", a,
              "' is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
              "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
              "Qwen3MoeForCausalLM, GPT2LMHeadModel, BloomForCausalLM, MptForCausalLM, "
-             "Gemma2ForCausalLM, Gemma3ForCausalLM)");
+             "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
+             "Gemma3ForConditionalGeneration)");
     return s;
 }
 

@@ -3,8 +3,9 @@
 //
 //   LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM -> "llama"
 //   Qwen2ForCausalLM -> "qwen2", Qwen2MoeForCausalLM -> "qwen2moe", GPT2LMHeadModel -> "gpt2",
-//   BloomForCausalLM -> "bloom", MptForCausalLM -> "mpt", Gemma2ForCausalLM -> "gemma2",
-//   Gemma3ForCausalLM -> "gemma3"
+//   BloomForCausalLM -> "bloom", MptForCausalLM -> "mpt", Phi3ForCausalLM -> "phi3",
+//   Gemma2ForCausalLM -> "gemma2",
+//   Gemma3ForCausalLM and Gemma3ForConditionalGeneration (its language model) -> "gemma3"
 //
 // Both config generations are read: transformers < 5 (`rope_theta`, `rope_scaling`) and >= 5
 // (`rope_parameters` holding rope_theta and the scaling). Anything the engine could not run
@@ -28,7 +29,20 @@
 
 namespace syslm::io {
 
-enum class HFFamily { Llama, Mixtral, Qwen2, Qwen2Moe, Qwen3, Qwen3Moe, Gpt2, Bloom, Mpt, Gemma2, Gemma3 };
+enum class HFFamily {
+    Llama,
+    Mixtral,
+    Qwen2,
+    Qwen2Moe,
+    Qwen3,
+    Qwen3Moe,
+    Gpt2,
+    Bloom,
+    Mpt,
+    Phi3,
+    Gemma2,
+    Gemma3
+};
 
 struct HFModelSpec {
     std::string hf_arch;  // config.json "architectures"[0], e.g. "MistralForCausalLM"
@@ -56,6 +70,13 @@ struct HFModelSpec {
 
     // llama3 RoPE scaling: the per-pair frequency divisors stored as rope_freqs.weight.
     std::vector<float> rope_freqs;
+    // LongRoPE (phi3): rope_factors_long / rope_factors_short.weight.
+    std::vector<float> rope_factors_long, rope_factors_short;
+
+    // Where the language model's tensors sit in a multimodal checkpoint ("language_model."),
+    // and the other towers' prefixes, left out (Gemma3ForConditionalGeneration).
+    std::string tensor_prefix;
+    std::vector<std::string> ignored_prefixes;
 
     // `<arch>.*` keys in the order llama.cpp writes them (general.* is added by the converter).
     std::vector<std::pair<std::string, GGUFValue>> kv;

@@ -61,7 +61,8 @@ std::vector<float> materialise(const HFTensorPlan& p, const SafetensorsModel& st
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < cols; ++c) y[c * rows + r] = x[r * cols + c];
             return y;
-        case HFTransform::AddOne:  // in f32, as transformers adds it (llama.cpp: in the source type)
+        case HFTransform::AddOne:  // in f32, as transformers adds it (llama.cpp: in the source
+                                   // type)
             for (float& v : x) v += 1.0f;
             return x;
         case HFTransform::GroupQkv: {

@@ -79,6 +79,10 @@ public:
     void ignore(const std::string& hf) {
         if (shapes_.count(hf)) used_.insert(hf);
     }
+    void ignore_prefix(const std::string& prefix) {
+        for (const auto& [name, shape] : shapes_)
+            if (name.starts_with(prefix)) used_.insert(name);
+    }
     bool has(const std::string& hf) const { return shapes_.count(hf) > 0; }
     const std::string& where() const { return where_; }
 
@@ -300,15 +304,42 @@ std::vector<HFTensorPlan> plan_mpt(const HFModelSpec& s, Planner& p) {
     return p.finish(s.arch);
 }
 
+// Phi3ForCausalLM: `model.layers.N.*` with qkv_proj (rows q | k | v) and gate_up_proj (rows
+// gate | up, stored as ffn_up as llama.cpp does), and LongRoPE's factors as two tensors.
+std::vector<HFTensorPlan> plan_phi3(const HFModelSpec& s, Planner& p) {
+    const int64_t E = s.n_embd, F = s.n_ff;
+    const int64_t qkv = (s.n_head + 2 * s.n_head_kv) * s.head_dim;
+    p.add("token_embd.weight", "model.embed_tokens.weight", {s.n_vocab, E});
+    if (!s.rope_factors_long.empty()) {
+        p.add_generated("rope_factors_long.weight", s.rope_factors_long);
+        p.add_generated("rope_factors_short.weight", s.rope_factors_short);
+    }
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+        const std::string L = "model.layers." + std::to_string(i) + ".";
+        p.add(blk(i, "attn_norm.weight"), L + "input_layernorm.weight", {E});
+        p.add(blk(i, "attn_qkv.weight"), L + "self_attn.qkv_proj.weight", {qkv, E});
+        p.add(blk(i, "attn_output.weight"), L + "self_attn.o_proj.weight",
+              {E, s.n_head * s.head_dim});
+        p.add(blk(i, "ffn_norm.weight"), L + "post_attention_layernorm.weight", {E});
+        p.add(blk(i, "ffn_up.weight"), L + "mlp.gate_up_proj.weight", {2 * F, E});
+        p.add(blk(i, "ffn_down.weight"), L + "mlp.down_proj.weight", {E, F});
+    }
+    p.add("output_norm.weight", "model.norm.weight", {E});
+    p.add("output.weight", "lm_head.weight", {s.n_vocab, E}, HFTransform::None, !s.tied_embeddings);
+    return p.finish(s.arch);
+}
+
 // Gemma2ForCausalLM / Gemma3ForCausalLM: `model.layers.N.*` with four norms per block (and Gemma
 // 3's q/k norms), each stored as 1 + w; the head is the embedding unless lm_head is saved.
 std::vector<HFTensorPlan> plan_gemma(const HFModelSpec& s, Planner& p) {
     const int64_t E = s.n_embd, hd = s.head_dim, F = s.n_ff;
     const int64_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
     const HFTransform one = HFTransform::AddOne;
-    p.add("token_embd.weight", "model.embed_tokens.weight", {s.n_vocab, E});
+    const std::string& P = s.tensor_prefix;  // "language_model." in multimodal checkpoints
+    for (const std::string& other : s.ignored_prefixes) p.ignore_prefix(other);
+    p.add("token_embd.weight", P + "model.embed_tokens.weight", {s.n_vocab, E});
     for (int64_t i = 0; i < s.n_layer; ++i) {
-        const std::string L = "model.layers." + std::to_string(i) + ".";
+        const std::string L = P + "model.layers." + std::to_string(i) + ".";
         p.add(blk(i, "attn_norm.weight"), L + "input_layernorm.weight", {E}, one);
         p.add(blk(i, "attn_q.weight"), L + "self_attn.q_proj.weight", {q_dim, E});
         p.add(blk(i, "attn_k.weight"), L + "self_attn.k_proj.weight", {kv_dim, E});
@@ -326,8 +357,9 @@ std::vector<HFTensorPlan> plan_gemma(const HFModelSpec& s, Planner& p) {
         p.add(blk(i, "ffn_down.weight"), L + "mlp.down_proj.weight", {E, F});
         p.add(blk(i, "post_ffw_norm.weight"), L + "post_feedforward_layernorm.weight", {E}, one);
     }
-    p.add("output_norm.weight", "model.norm.weight", {E}, one);
-    p.add("output.weight", "lm_head.weight", {s.n_vocab, E}, HFTransform::None, !s.tied_embeddings);
+    p.add("output_norm.weight", P + "model.norm.weight", {E}, one);
+    const std::string head = p.has(P + "lm_head.weight") ? P + "lm_head.weight" : "lm_head.weight";
+    p.add("output.weight", head, {s.n_vocab, E}, HFTransform::None, !s.tied_embeddings);
     return p.finish(s.arch);
 }
 
@@ -339,6 +371,7 @@ std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShape
     if (spec.family == HFFamily::Gpt2) return plan_gpt2(spec, p);
     if (spec.family == HFFamily::Bloom) return plan_bloom(spec, p);
     if (spec.family == HFFamily::Mpt) return plan_mpt(spec, p);
+    if (spec.family == HFFamily::Phi3) return plan_phi3(spec, p);
     if (spec.family == HFFamily::Gemma2 || spec.family == HFFamily::Gemma3)
         return plan_gemma(spec, p);
     return plan_llama_like(spec, p);

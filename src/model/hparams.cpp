@@ -16,11 +16,12 @@ Arch parse_arch(const std::string& name, const std::string& path) {
     if (name == "gpt2") return Arch::Gpt2;
     if (name == "bloom") return Arch::Bloom;
     if (name == "mpt") return Arch::Mpt;
+    if (name == "phi3") return Arch::Phi3;
     if (name == "gemma2") return Arch::Gemma2;
     if (name == "gemma3") return Arch::Gemma3;
     fail(path, ": unsupported architecture '", name,
          "' (supported: llama, mistral/mixtral as llama, qwen2, qwen2moe, qwen3, qwen3moe, gpt2, "
-         "bloom, mpt, gemma2, gemma3)");
+         "bloom, mpt, phi3, gemma2, gemma3)");
 }
 
 namespace {
@@ -64,8 +65,8 @@ public:
     int count(const std::string& key, std::optional<uint32_t> def, int64_t lo, int64_t hi) const {
         const std::string k = a_ + key;
         const uint32_t v = def ? f_.get_u32(k, *def) : f_.get_u32(k);
-        SYSLM_CHECK(v >= lo && v <= hi, f_.path(), ": ", k, " = ", v, " is outside [", lo, ", ",
-                    hi, "]");
+        SYSLM_CHECK(v >= lo && v <= hi, f_.path(), ": ", k, " = ", v, " is outside [", lo, ", ", hi,
+                    "]");
         return static_cast<int>(v);
     }
     // A finite number above lo (or at least lo when !lo_open) and at most hi.
@@ -73,8 +74,8 @@ public:
                bool lo_open = true) const {
         const std::string k = a_ + key;
         const float v = def ? f_.get_f32(k, *def) : f_.get_f32(k);
-        SYSLM_CHECK(std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi, f_.path(), ": ",
-                    k, " = ", v, " is not a finite number in ", lo_open ? "(" : "[", lo, ", ", hi,
+        SYSLM_CHECK(std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi, f_.path(), ": ", k,
+                    " = ", v, " is not a finite number in ", lo_open ? "(" : "[", lo, ", ", hi,
                     "]");
         return v;
     }
@@ -147,6 +148,14 @@ const ArchSpec& arch_spec(Arch arch) {
         s.ties_head = true;
         return s;
     }();
+    static const ArchSpec phi3 = [] {
+        ArchSpec s;
+        s.rope_mode = kernels::RopeMode::Neox;
+        s.fused_qkv = true;
+        s.fused_gate_up = true;
+        s.dense_unsplit_training = true;
+        return s;
+    }();
     static const ArchSpec gemma2 = [] {
         ArchSpec s = gemma3;
         s.qk_norm = false;
@@ -159,6 +168,8 @@ const ArchSpec& arch_spec(Arch arch) {
     switch (arch) {
         case Arch::Llama:
             return llama;
+        case Arch::Phi3:
+            return phi3;
         case Arch::Gemma2:
             return gemma2;
         case Arch::Gemma3:
@@ -192,6 +203,53 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     return s;
 }
 
+namespace {
+
+// RoPE: rotated dimensions, base, scaling (linear, YaRN, or LongRoPE's magnitude), and the
+// local layers' own (gemma3). The frequency factors come with the weights (load_rope_factors).
+void read_rope(const Reader& r, const io::GGUFFile& f, const std::string& a, HParams& hp) {
+    auto& rope = hp.rope;
+    rope.mode = hp.spec().rope_mode;
+    rope.n_rot =
+        r.count("rope.dimension_count", static_cast<uint32_t>(hp.head_dim), 2, hp.head_dim);
+    SYSLM_CHECK(rope.n_rot % 2 == 0, f.path(), ": ", a, "rope.dimension_count ", rope.n_rot,
+                " must be even");
+    rope.freq_base = r.real("rope.freq_base", 10000.0f, 0, 1e12);
+    const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
+    float factor = r.real("rope.scaling.factor", 0.0f, 0, 1e6, false);
+    if (factor == 0.0f) factor = 1.0f / r.real("rope.scale_linear", 1.0f, 0, 1e6);
+    if (scaling == "linear") {
+        rope.freq_scale = 1.0f / factor;
+    } else if (scaling == "yarn") {
+        rope.freq_scale = 1.0f / factor;
+        rope.yarn_orig_ctx = r.count("rope.scaling.original_context_length",
+                                     static_cast<uint32_t>(hp.n_ctx_train), 1, kMaxContext);
+        rope.yarn_attn_factor = r.real("rope.scaling.attn_factor", 1.0f, 0, 1e3);
+        rope.yarn_beta_fast = r.real("rope.scaling.yarn_beta_fast", 32.0f, -1e6, 1e6);
+        rope.yarn_beta_slow = r.real("rope.scaling.yarn_beta_slow", 1.0f, -1e6, 1e6);
+    } else if (scaling == "none") {
+        // LongRoPE (phi3): the factor tensors and a plain cos/sin magnitude.
+        rope.attn_factor = r.real("rope.scaling.attn_factor", 1.0f, 0, 1e3);
+        hp.rope_orig_ctx = r.count("rope.scaling.original_context_length",
+                                   static_cast<uint32_t>(hp.n_ctx_train), 1, kMaxContext);
+    } else {
+        fail(f.path(), ": unsupported ", a, "rope.scaling.type '", scaling,
+             "' (supported: none, linear, yarn; llama3 scaling is the rope_freqs tensor)");
+    }
+    SYSLM_CHECK(rope.freq_scale > 0 && std::isfinite(rope.freq_scale), f.path(),
+                ": invalid rope scaling factor ", factor);
+    if (hp.spec().local_rope && hp.sliding_window > 0) {
+        // llama.cpp fixes gemma3's at base 10000, unscaled, and writes no key.
+        kernels::RopeConfig local;
+        local.mode = rope.mode;
+        local.n_rot = rope.n_rot;
+        local.freq_base = r.real("rope.freq_base_swa", 10000.0f, 0, 1e12);
+        hp.rope_local = local;
+    }
+}
+
+}  // namespace
+
 HParams load_hparams(const io::GGUFFile& f) {
     HParams hp;
     hp.arch_name = f.get_string("general.architecture");
@@ -202,12 +260,13 @@ HParams load_hparams(const io::GGUFFile& f) {
     hp.n_embd = r.count("embedding_length", std::nullopt, 1, kMaxWidth);
     hp.n_layer = r.count("block_count", std::nullopt, 1, kMaxCount);
     hp.n_head = r.count("attention.head_count", std::nullopt, 1, kMaxCount);
-    hp.n_head_kv = r.count("attention.head_count_kv", static_cast<uint32_t>(hp.n_head), 1, hp.n_head);
+    hp.n_head_kv =
+        r.count("attention.head_count_kv", static_cast<uint32_t>(hp.n_head), 1, hp.n_head);
     hp.n_ff = r.count("feed_forward_length", 0u, 0, kMaxWidth * 64);
     SYSLM_CHECK(hp.n_head % hp.n_head_kv == 0, f.path(), ": head_count ", hp.n_head,
                 " is not a multiple of head_count_kv ", hp.n_head_kv);
-    hp.head_dim = r.count("attention.key_length", static_cast<uint32_t>(hp.n_embd / hp.n_head), 1,
-                          kMaxWidth);
+    hp.head_dim =
+        r.count("attention.key_length", static_cast<uint32_t>(hp.n_embd / hp.n_head), 1, kMaxWidth);
     SYSLM_CHECK(r.count("attention.value_length", static_cast<uint32_t>(hp.head_dim), 1,
                         kMaxWidth) == hp.head_dim,
                 f.path(), ": attention key and value lengths must be equal");
@@ -238,46 +297,14 @@ HParams load_hparams(const io::GGUFFile& f) {
         // Mixtral and Qwen3-MoE renormalise the top-k weights; Qwen2-MoE (norm_topk_prob=false)
         // does not.
         hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.spec().renorm_experts);
+        hp.expert_top_p = r.real("expert_top_p", 0.0f, 0, 1, false);
+        hp.expert_used_min = r.count("expert_used_count_min", 1u, 1, hp.n_expert_used);
     } else {
         hp.n_expert_used = r.count("expert_used_count", 0u, 0, kMaxCount);
         SYSLM_CHECK(hp.n_ff > 0, f.path(), ": ", a, "feed_forward_length must be positive");
     }
 
-    if (hp.has_rope()) {
-        auto& rope = hp.rope;
-        rope.mode = hp.spec().rope_mode;
-        rope.n_rot = r.count("rope.dimension_count", static_cast<uint32_t>(hp.head_dim), 2,
-                             hp.head_dim);
-        SYSLM_CHECK(rope.n_rot % 2 == 0, f.path(), ": ", a, "rope.dimension_count ", rope.n_rot,
-                    " must be even");
-        rope.freq_base = r.real("rope.freq_base", 10000.0f, 0, 1e12);
-        const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
-        float factor = r.real("rope.scaling.factor", 0.0f, 0, 1e6, false);
-        if (factor == 0.0f) factor = 1.0f / r.real("rope.scale_linear", 1.0f, 0, 1e6);
-        if (scaling == "linear") {
-            rope.freq_scale = 1.0f / factor;
-        } else if (scaling == "yarn") {
-            rope.freq_scale = 1.0f / factor;
-            rope.yarn_orig_ctx = r.count("rope.scaling.original_context_length",
-                                         static_cast<uint32_t>(hp.n_ctx_train), 1, kMaxContext);
-            rope.yarn_attn_factor = r.real("rope.scaling.attn_factor", 1.0f, 0, 1e3);
-            rope.yarn_beta_fast = r.real("rope.scaling.yarn_beta_fast", 32.0f, -1e6, 1e6);
-            rope.yarn_beta_slow = r.real("rope.scaling.yarn_beta_slow", 1.0f, -1e6, 1e6);
-        } else if (scaling != "none") {
-            fail(f.path(), ": unsupported ", a, "rope.scaling.type '", scaling,
-                 "' (supported: none, linear, yarn; llama3 scaling is the rope_freqs tensor)");
-        }
-        SYSLM_CHECK(rope.freq_scale > 0 && std::isfinite(rope.freq_scale), f.path(),
-                    ": invalid rope scaling factor ", factor);
-        if (hp.spec().local_rope && hp.sliding_window > 0) {
-            // llama.cpp fixes gemma3's at base 10000, unscaled, and writes no key.
-            kernels::RopeConfig local;
-            local.mode = rope.mode;
-            local.n_rot = rope.n_rot;
-            local.freq_base = r.real("rope.freq_base_swa", 10000.0f, 0, 1e12);
-            hp.rope_local = local;
-        }
-    }
+    if (hp.has_rope()) read_rope(r, f, a, hp);
     return hp;
 }
 

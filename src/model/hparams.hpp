@@ -10,6 +10,7 @@
 #include "io/gguf.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
+#include "kernels/cpu/moe_routing.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "kernels/cpu/rope.hpp"
 
@@ -24,6 +25,7 @@ enum class Arch {
     Gpt2,      // gpt2: LayerNorm, learned positions, fused QKV, GELU, biases everywhere
     Bloom,     // bloom: gpt2 with ALiBi instead of positions and a LayerNorm of the embeddings
     Mpt,       // mpt: ALiBi, fused QKV, exact GELU, LayerNorm without bias, no biases at all
+    Phi3,      // phi3: llama with fused QKV and gate-up (ffn_up = [gate | up]), LongRoPE
     Gemma2,    // gemma2: GeGLU, post-norms, scaled embeddings, 1:1 local/global, soft-capping
     Gemma3,    // gemma3: gemma2 without soft-capping, with q/k norms, 5:1, a local RoPE base
 };
@@ -41,14 +43,15 @@ struct ArchSpec {
     kernels::RopeMode rope_mode = kernels::RopeMode::Norm;
     kernels::FfnActivation ffn = kernels::FfnActivation::SwiGLU;  // the dense FFN's
     bool fused_qkv = false;      // one attn_qkv matrix whose rows are [q | k | v]
+    bool fused_gate_up = false;  // ffn_up holds the gate's rows, then the up rows (phi3)
     bool qkv_bias = false;       // biases on q, k and v (qwen2)
     // Per-head RMSNorm of q and k after their projection, before RoPE (qwen3): weights
     // attn_q_norm / attn_k_norm of head_dim each, shared by the heads.
     bool qk_norm = false;
-    bool linear_biases = false;  // biases on every linear layer and norm (gpt2)
+    bool linear_biases = false;   // biases on every linear layer and norm (gpt2)
     bool renorm_experts = false;  // default of expert_weights_norm (Mixtral renormalises top-k)
-    bool embed_norm = false;  // a norm of the embedding rows, token_embd_norm (bloom)
-    bool embed_scale = false;  // embedding rows times sqrt(n_embd) (gemma)
+    bool embed_norm = false;      // a norm of the embedding rows, token_embd_norm (bloom)
+    bool embed_scale = false;     // embedding rows times sqrt(n_embd) (gemma)
     // Norms of the attention's and the FFN's outputs before their residual adds,
     // post_attention_norm / post_ffw_norm (gemma 2 and 3).
     bool post_norms = false;
@@ -100,6 +103,14 @@ struct HParams {
     int n_ff_exp = 0;                  // width of one routed expert
     int n_ff_shexp = 0;                // width of the shared expert (qwen2moe)
     bool expert_weights_norm = false;  // renormalise the top-k routing weights to sum to 1
+    // Top-p routing (syslm's keys expert_top_p, expert_used_count_min): experts in order of
+    // probability until they sum to expert_top_p, between expert_used_min and n_expert_used of
+    // them. 0: top-k (n_expert_used each).
+    float expert_top_p = 0.0f;
+    int expert_used_min = 0;
+    kernels::MoeRouting moe_routing() const {
+        return {n_expert_used, expert_used_min, expert_top_p, expert_weights_norm};
+    }
 
     bool has_rope() const { return spec().position == PositionKind::Rope; }
     // ALiBi: attention.max_alibi_bias (bloom and mpt: 8) and the slopes it gives each head.
@@ -108,6 +119,14 @@ struct HParams {
     kernels::RopeConfig rope;  // n_rot, base, scaling (freq_factors are loaded with the weights)
     // ArchSpec::local_rope: the local layers' RoPE (set when the model has a window).
     std::optional<kernels::RopeConfig> rope_local;
+    // LongRoPE (phi3): rope.freq_factors are the short factors (rope_factors_short); rope_long
+    // has the long ones (rope_factors_long), which a context longer than rope_orig_ctx uses, as
+    // llama.cpp chooses (load_weights sets both).
+    std::optional<kernels::RopeConfig> rope_long;
+    int rope_orig_ctx = 0;
+    const kernels::RopeConfig& rope_for(int64_t n_ctx) const {
+        return rope_long && n_ctx > rope_orig_ctx ? *rope_long : rope;
+    }
     // The attention's score scale (attention.scale; gemma: query_pre_attn_scalar^-1/2); 0: the
     // usual 1 / sqrt(head_dim).
     float attn_scale = 0.0f;

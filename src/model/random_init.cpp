@@ -59,7 +59,7 @@ struct InitShape {
 InitShape check_config(const InitConfig& c) {
     InitShape s{};
     const ArchSpec& spec = arch_spec(parse_arch(c.arch, "init"));  // or an error listing them
-    s.gpt2 = spec.fused_qkv;
+    s.gpt2 = spec.fused_qkv && spec.norm != NormKind::Rms;         // phi3 fuses QKV in llama blocks
     s.biases = spec.linear_biases;
     s.norm_bias = kernels::norm_has_bias(spec.norm);
     s.learned_positions = spec.position == PositionKind::Learned;
@@ -75,12 +75,17 @@ InitShape check_config(const InitConfig& c) {
     SYSLM_CHECK(spec.position != PositionKind::Rope || s.head_dim % 2 == 0,
                 "init: RoPE needs an even head size");
     s.moe = c.n_expert > 0;
-    SYSLM_CHECK(!s.moe || (!s.gpt2 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert),
-                "init: experts need a llama/qwen2moe/qwen3moe arch and 1 <= experts-used <= experts");
+    SYSLM_CHECK(
+        !s.moe || (!s.gpt2 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert),
+        "init: experts need a llama/qwen2moe/qwen3moe arch and 1 <= experts-used <= experts");
     const bool moe_arch = c.arch == "qwen2moe" || c.arch == "qwen3moe";
     SYSLM_CHECK(s.moe == moe_arch || c.arch == "llama",
                 "init: qwen2moe / qwen3moe need --experts, and only llama and they can have "
                 "experts");
+    SYSLM_CHECK(c.expert_top_p >= 0 && c.expert_top_p <= 1 &&
+                    (c.expert_top_p == 0 ||
+                     (s.moe && c.n_expert_used_min >= 1 && c.n_expert_used_min <= c.n_expert_used)),
+                "init: top-p routing needs experts, p in (0, 1] and 1 <= min used <= used");
     SYSLM_CHECK(c.window >= 0 && (c.local_layers.empty() ||
                                   (c.window > 0 && c.local_layers.size() == size_t(c.n_layer))),
                 "init: an attention pattern needs a window and one entry per layer");
@@ -110,7 +115,8 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
         w.set(a + "rope.freq_base", GGUFValue::f32(c.rope_freq_base));
         w.set(a + "rope.dimension_count", GGUFValue::u32(s.head_dim));
     }
-    if (c.window > 0) {
+    // llama.cpp's phi3 refuses a file without the key (0: no window).
+    if (c.window > 0 || c.arch == "phi3") {
         w.set(a + "attention.sliding_window", GGUFValue::u32(c.window));
         if (!c.local_layers.empty()) {
             std::vector<GGUFValue> local;
@@ -123,6 +129,10 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
         w.set(a + "expert_count", GGUFValue::u32(c.n_expert));
         w.set(a + "expert_used_count", GGUFValue::u32(c.n_expert_used));
         w.set(a + "expert_feed_forward_length", GGUFValue::u32(s.n_ff));
+        if (c.expert_top_p > 0) {  // syslm's keys: llama.cpp would route top-k instead
+            w.set(a + "expert_top_p", GGUFValue::f32(c.expert_top_p));
+            w.set(a + "expert_used_count_min", GGUFValue::u32(c.n_expert_used_min));
+        }
     }
 }
 
@@ -158,15 +168,20 @@ void add_gpt2_block(TensorMaker& t, const std::string& p, int64_t E, int64_t QD,
     t.constant(p + "ffn_down.bias", {E}, 0.0f);
 }
 
-// A llama-family block: separate Q/K/V (qwen2: with biases), a SwiGLU FFN or its experts.
-void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c,
-                     const InitShape& s, float std, float proj_std) {
+// A llama-family block: separate Q/K/V (qwen2: with biases; phi3: fused), a SwiGLU FFN (phi3:
+// gate and up in one tensor) or its experts.
+void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c, const InitShape& s,
+                     float std, float proj_std) {
     const int64_t E = c.n_embd, QD = c.n_head * s.head_dim, KD = s.n_head_kv * s.head_dim;
     const int64_t F = s.n_ff;
-    t.normal(p + "attn_q.weight", {E, QD}, std);
-    t.normal(p + "attn_k.weight", {E, KD}, std);
-    t.normal(p + "attn_v.weight", {E, KD}, std);
     const ArchSpec& spec = arch_spec(parse_arch(c.arch, "init"));
+    if (spec.fused_qkv) {
+        t.normal(p + "attn_qkv.weight", {E, QD + 2 * KD}, std);
+    } else {
+        t.normal(p + "attn_q.weight", {E, QD}, std);
+        t.normal(p + "attn_k.weight", {E, KD}, std);
+        t.normal(p + "attn_v.weight", {E, KD}, std);
+    }
     if (spec.qkv_bias) {
         t.constant(p + "attn_q.bias", {QD}, 0.0f);
         t.constant(p + "attn_k.bias", {KD}, 0.0f);
@@ -186,6 +201,9 @@ void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c,
         t.normal(p + "ffn_gate_exps.weight", {E, F, c.n_expert}, std);
         t.normal(p + "ffn_up_exps.weight", {E, F, c.n_expert}, std);
         t.normal(p + "ffn_down_exps.weight", {F, E, c.n_expert}, proj_std);
+    } else if (spec.fused_gate_up) {
+        t.normal(p + "ffn_up.weight", {E, 2 * F}, std);  // the gate's rows, then up's
+        t.normal(p + "ffn_down.weight", {F, E}, proj_std);
     } else {
         t.normal(p + "ffn_gate.weight", {E, F}, std);
         t.normal(p + "ffn_up.weight", {E, F}, std);

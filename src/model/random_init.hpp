@@ -13,7 +13,8 @@
 namespace syslm::model {
 
 struct InitConfig {
-    std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt | gemma2 | gemma3
+    std::string arch = "llama";  // llama | qwen2 | qwen2moe | qwen3 | qwen3moe | gpt2 | bloom | mpt
+                                 // | phi3 | gemma2 | gemma3
     int n_layer = 4;
     int n_embd = 256;
     int n_head = 8;
@@ -21,6 +22,8 @@ struct InitConfig {
     int n_ff = 0;       // 0: llama/qwen2 ~ 8/3 * n_embd rounded to 32, gpt2 4 * n_embd
     int n_ctx = 2048;
     int n_expert = 0, n_expert_used = 0;
+    float expert_top_p = 0.0f;  // top-p routing (0: top-k), between these two counts
+    int n_expert_used_min = 1;
     // Local attention: the window (0: every layer global) and, when not every layer is local,
     // which are (attention_pattern below).
     int window = 0;

@@ -26,6 +26,7 @@ Model::Model(std::shared_ptr<const io::GGUFFile> file, std::vector<TensorOverrid
     w_ = load_weights(*file_, hp_, overrides_);
     if (hp_.has_rope()) rope_ = std::make_unique<kernels::Rope>(hp_.rope);
     if (hp_.rope_local) rope_local_ = std::make_unique<kernels::Rope>(*hp_.rope_local);
+    if (hp_.rope_long) rope_long_ = std::make_unique<kernels::Rope>(*hp_.rope_long);
 }
 
 namespace {
@@ -68,8 +69,12 @@ profiler::Cost fused_cost(std::initializer_list<kernels::MatmulOutput> outs, int
 
 }  // namespace
 
-Forward::Forward(const Model& model, int n_batch, int n_threads)
-    : model_(model), cpu_(n_threads), n_batch_(n_batch) {
+Forward::Forward(const Model& model, int n_batch, int n_threads, int64_t n_ctx)
+    : model_(model),
+      rope_(model.rope(n_ctx)),
+      rope_local_(model.rope_local()),
+      cpu_(n_threads),
+      n_batch_(n_batch) {
     const HParams& hp = model.hparams();
     SYSLM_CHECK(n_batch > 0, "batch size must be positive");
     const size_t T = static_cast<size_t>(n_batch);
@@ -90,9 +95,8 @@ Forward::Forward(const Model& model, int n_batch, int n_threads)
     ff_a_ = be.alloc(T * std::max<size_t>(ff, hp.q_dim()));
     ff_b_ = be.alloc(T * ff);
     ff_out_ = be.alloc(T * std::max<size_t>(hp.n_embd, hp.n_expert));
-    if (const kernels::Rope* rope = model.rope()) rope_angles_ = be.alloc(T * rope->angle_floats());
-    if (const kernels::Rope* rope = model.rope_local())
-        rope_angles_local_ = be.alloc(T * rope->angle_floats());
+    if (rope_) rope_angles_ = be.alloc(T * rope_->angle_floats());
+    if (rope_local_) rope_angles_local_ = be.alloc(T * rope_local_->angle_floats());
     if (hp.n_expert > 0) {
         const size_t E = static_cast<size_t>(hp.n_embd), F = static_cast<size_t>(hp.n_ff_exp);
         moe_probs_ = be.alloc(T * hp.n_expert);
@@ -107,7 +111,7 @@ Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DTyp
                  bool rings)
     : model_(model),
       cache_(model.hparams(), n_ctx, kv_type, rings ? n_batch : 0),
-      forward_(model, n_batch, n_threads) {}
+      forward_(model, n_batch, n_threads, n_ctx) {}
 
 void Context::truncate(int n) {
     SYSLM_CHECK(n >= 0 && n <= n_past_, "truncate: position ", n, " is outside 0..", n_past_);
@@ -217,16 +221,14 @@ void Forward::prepare_rows(KvRows& rows, int64_t T) {
     const HParams& hp = model_.hparams();
     if (hp.spec().position == PositionKind::Learned)
         for (int64_t t = 0; t < T; ++t)
-            SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, hp.arch_name, " has learned positions for ",
-                        hp.n_ctx_train, " tokens; position ", rows.position(t),
-                        " is beyond them");
+            SYSLM_CHECK(rows.position(t) < hp.n_ctx_train, hp.arch_name,
+                        " has learned positions for ", hp.n_ctx_train, " tokens; position ",
+                        rows.position(t), " is beyond them");
     rows_ = &rows;
     positions_.resize(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) positions_[t] = rows.position(t);
-    if (const kernels::Rope* rope = model_.rope())
-        backend_.rope_angles(*rope, positions_, rope_angles_.data());
-    if (const kernels::Rope* rope = model_.rope_local())
-        backend_.rope_angles(*rope, positions_, rope_angles_local_.data());
+    if (rope_) backend_.rope_angles(*rope_, positions_, rope_angles_.data());
+    if (rope_local_) backend_.rope_angles(*rope_local_, positions_, rope_angles_local_.data());
 }
 
 // The layers from first_layer on over the T rows in x_, then the final norm and the output
@@ -261,12 +263,14 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
                        8 * n_out * E);
     norm(x, h_.data(), n_out, w.output_norm, w.output_norm_b);
     if (observer_)
-        observer_->observe(w.output.data == w.token_embd.data ? "token_embd.weight" : "output.weight",
-                           -1, h_.data(), n_out, E);
+        observer_->observe(
+            w.output.data == w.token_embd.data ? "token_embd.weight" : "output.weight", -1,
+            h_.data(), n_out, E);
     SYSLM_PROFILE_MATMUL_STEP(prof, "output", w.output, n_out);
     backend_.matmul(w.output, h_.data(), n_out, logits);
     if (hp.final_softcap > 0) {
-        SYSLM_PROFILE_STEP(prof, "logit_softcap", 30.0 * n_out * hp.n_vocab, 8.0 * n_out * hp.n_vocab);
+        SYSLM_PROFILE_STEP(prof, "logit_softcap", 30.0 * n_out * hp.n_vocab,
+                           8.0 * n_out * hp.n_vocab);
         backend_.softcap(logits, n_out * hp.n_vocab, hp.final_softcap);
     }
 }
@@ -295,9 +299,9 @@ Forward::QkvRows Forward::project_qkv(int il, int64_t T, profiler::Steps& prof) 
     kernels::SharedActivations& hq = shared_input_;
     hq.reset(h_.data(), T, E);
     for (const char* what : {"attn_q", "attn_k", "attn_v"}) observe(il, what, h_.data(), T, E);
-    const std::initializer_list<kernels::MatmulOutput> qkv = {
-        {l.wq, attn_.data(), bias(l.bq)}, {l.wk, k_.data(), bias(l.bk)},
-        {l.wv, v_.data(), bias(l.bv)}};
+    const std::initializer_list<kernels::MatmulOutput> qkv = {{l.wq, attn_.data(), bias(l.bq)},
+                                                              {l.wk, k_.data(), bias(l.bk)},
+                                                              {l.wv, v_.data(), bias(l.bv)}};
     if (kernels::fused_matmuls(qkv, T)) {  // one step: one hand-off to the pool for the three
         SYSLM_PROFILE_STEP(prof, "attn_qkv", fused_cost(qkv, T).flops, fused_cost(qkv, T).bytes);
         backend_.matmul(qkv, hq);
@@ -343,12 +347,10 @@ void Forward::attention_block(int il, int64_t T) {
                        T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
     // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k
     // and v into the cache, converted to its type.
-    if (const kernels::Rope* rope = model_.rope(il)) {
-        const float* angles =
-            rope == model_.rope() ? rope_angles_.data() : rope_angles_local_.data();
+    if (const kernels::Rope* rope = rope_of(il)) {
+        const float* angles = rope == rope_ ? rope_angles_.data() : rope_angles_local_.data();
         backend_.rope_rows(*rope, angles, T, q, q_stride, attn_.data(), T, hp.n_head, hp.head_dim);
-        backend_.rope_rows(*rope, angles, T, k, kv_stride, k_.data(), T, hp.n_head_kv,
-                           hp.head_dim);
+        backend_.rope_rows(*rope, angles, T, k, kv_stride, k_.data(), T, hp.n_head_kv, hp.head_dim);
     } else {
         backend_.copy_rows(q, q_stride, attn_.data(), QD, T, QD);
         backend_.copy_rows(k, kv_stride, k_.data(), KD, T, KD);
@@ -386,10 +388,11 @@ void Forward::ffn_block(int il, int64_t T) {
     if (kernels::ffn_gated(act)) {
         kernels::SharedActivations& hq = shared_input_;  // gate and up share it
         hq.reset(h_.data(), T, E);
-        observe(il, "ffn_gate", h_.data(), T, E);
+        // A fused gate-up is one tensor (ffn_up) with one input.
+        if (!hp.spec().fused_gate_up) observe(il, "ffn_gate", h_.data(), T, E);
         observe(il, "ffn_up", h_.data(), T, E);
-        const std::initializer_list<kernels::MatmulOutput> gate_up = {
-            {l.ffn_gate, ff_a_.data()}, {l.ffn_up, ff_b_.data()}};
+        const std::initializer_list<kernels::MatmulOutput> gate_up = {{l.ffn_gate, ff_a_.data()},
+                                                                      {l.ffn_up, ff_b_.data()}};
         if (kernels::fused_matmuls(gate_up, T)) {
             SYSLM_PROFILE_STEP(prof, "ffn_gate_up", fused_cost(gate_up, T).flops,
                                fused_cost(gate_up, T).bytes);
@@ -447,10 +450,11 @@ void Forward::moe_block(int il, int64_t T) {
     order.resize(static_cast<size_t>(X));
     moe_ids_.resize(static_cast<size_t>(K));
     moe_weights_.resize(static_cast<size_t>(K));
+    const kernels::MoeRouting routing = hp.moe_routing();
     for (int64_t t = 0; t < T; ++t) {
-        kernels::moe_route_row(probs + t * X, X, K, hp.expert_weights_norm, order.data(),
-                               moe_ids_.data(), moe_weights_.data());
-        for (int64_t j = 0; j < K; ++j) {
+        const int64_t n = kernels::moe_route_row(probs + t * X, X, routing, order.data(),
+                                                 moe_ids_.data(), moe_weights_.data());
+        for (int64_t j = 0; j < n; ++j) {  // top-p: n of the K may be chosen
             routed[moe_ids_[j]].rows.push_back(t);
             routed[moe_ids_[j]].weights.push_back(moe_weights_[j]);
         }
@@ -493,8 +497,7 @@ void Forward::moe_block(int il, int64_t T) {
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down_shexp", l.ffn_down_shexp, T);
         backend_.matmul(l.ffn_down_shexp, ff_a_.data(), T, ff_out_.data());
         SYSLM_PROFILE_STEP(prof, "shexp_gate_add", 4 * T * E, 8 * T * E);
-        backend_.gated_add(h_.data(), l.ffn_gate_inp_shexp.data(), ff_out_.data(), T, E,
-                           x_.data());
+        backend_.gated_add(h_.data(), l.ffn_gate_inp_shexp.data(), ff_out_.data(), T, E, x_.data());
     }
 }
 

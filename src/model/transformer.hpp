@@ -34,11 +34,11 @@ public:
     const Weights& weights() const { return w_; }
     const io::GGUFFile& file() const { return *file_; }
     std::shared_ptr<const io::GGUFFile> file_ptr() const { return file_; }
-    const kernels::Rope* rope() const { return rope_.get(); }
-    // The RoPE of layer il: the local one for windowed layers of a model that has one
-    // (HParams::rope_local), else rope(). nullptr without RoPE.
-    const kernels::Rope* rope(int il) const {
-        return rope_local_ && hp_.window(il) > 0 ? rope_local_.get() : rope_.get();
+    // The RoPE of a context of n_ctx positions (LongRoPE's long factors beyond the original
+    // context, HParams::rope_for), and the local layers' own (HParams::rope_local), if any.
+    // nullptr without RoPE.
+    const kernels::Rope* rope(int64_t n_ctx = 0) const {
+        return rope_long_ && n_ctx > hp_.rope_orig_ctx ? rope_long_.get() : rope_.get();
     }
     const kernels::Rope* rope_local() const { return rope_local_.get(); }
 
@@ -46,7 +46,7 @@ private:
     std::shared_ptr<const io::GGUFFile> file_;
     HParams hp_;
     Weights w_;
-    std::unique_ptr<kernels::Rope> rope_, rope_local_;
+    std::unique_ptr<kernels::Rope> rope_, rope_local_, rope_long_;
     std::vector<TensorOverride> overrides_;
 };
 
@@ -84,7 +84,8 @@ public:
 // the CPU backend with n_threads threads).
 class Forward {
 public:
-    Forward(const Model& model, int n_batch, int n_threads);
+    // n_ctx: the longest sequence it will see (chooses LongRoPE's factors; 0: the short ones).
+    Forward(const Model& model, int n_batch, int n_threads, int64_t n_ctx = 0);
 
     // Runs rows.size() == tokens.size() rows through every layer; writes the logits of the rows
     // listed in logit_rows (ascending), one row of n_vocab each, to `logits`.
@@ -122,6 +123,11 @@ private:
                  int expert = -1);
 
     const Model& model_;
+    const kernels::Rope* rope_;        // the global layers' (Model::rope(n_ctx)), or nullptr
+    const kernels::Rope* rope_local_;  // Model::rope_local()
+    const kernels::Rope* rope_of(int il) const {
+        return rope_local_ && model_.hparams().window(il) > 0 ? rope_local_ : rope_;
+    }
     backend::CpuBackend cpu_;
     backend::Backend& backend_ = cpu_;  // the layers see only the interface
     int n_batch_;
@@ -130,10 +136,10 @@ private:
     std::vector<bool> skip_;
     // activations, sized for n_batch tokens
     backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
-    backend::Buffer rope_angles_;     // per token of the running call: Rope::angles, all layers
+    backend::Buffer rope_angles_;        // per token of the running call: Rope::angles, all layers
     backend::Buffer rope_angles_local_;  // the same for Model::rope_local(), if any
-    std::vector<int64_t> positions_;  // of the running call's rows
-    std::vector<int64_t> row_ids_;    // token ids, or rows to gather, of one call
+    std::vector<int64_t> positions_;     // of the running call's rows
+    std::vector<int64_t> row_ids_;       // token ids, or rows to gather, of one call
     kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
     // MoE: the router's probabilities and each expert's gathered rows (n_batch rows at most);
     // routing state kept so that routing allocates nothing once warm. Routing reads the
@@ -175,7 +181,9 @@ public:
     const Model& model() const { return model_; }
     backend::Backend& backend() { return forward_.backend(); }
     void set_observer(ActivationObserver* observer) { forward_.set_observer(observer); }
-    void set_skipped_layers(std::vector<bool> skip) { forward_.set_skipped_layers(std::move(skip)); }
+    void set_skipped_layers(std::vector<bool> skip) {
+        forward_.set_skipped_layers(std::move(skip));
+    }
 
 private:
     const Model& model_;

@@ -61,12 +61,13 @@ public:
         const io::GGUFValue* names = f.find("syslm.w8a8.tensors");
         const io::GGUFValue* scales = f.find("syslm.w8a8.act_scales");
         if (!names && !scales) return;
-        SYSLM_CHECK(names && scales, f.path(), ": syslm.w8a8.tensors and syslm.w8a8.act_scales "
-                                               "must come together");
+        SYSLM_CHECK(names && scales, f.path(),
+                    ": syslm.w8a8.tensors and syslm.w8a8.act_scales "
+                    "must come together");
         const std::vector<std::string> n = names->as_strings();
         const std::vector<float> v = scales->as_f32s();
-        SYSLM_CHECK(n.size() == v.size(), f.path(), ": ", n.size(), " W8A8 tensors but ",
-                    v.size(), " activation scales");
+        SYSLM_CHECK(n.size() == v.size(), f.path(), ": ", n.size(), " W8A8 tensors but ", v.size(),
+                    " activation scales");
         for (size_t i = 0; i < n.size(); ++i) {
             SYSLM_CHECK(std::isfinite(v[i]) && v[i] > 0, f.path(), ": activation scale of ", n[i],
                         " is ", v[i]);
@@ -205,6 +206,91 @@ void place_matrices(Weights& w, bool copy_all, bool repack, bool release_source,
 
 }  // namespace
 
+namespace {
+
+// Layer p's attention: the output matrix, Q/K/V (fused or apart, biases), q/k norms and the
+// post-norms.
+void bind_attention(Binder& b, const io::GGUFFile& f, const HParams& hp, const std::string& p,
+                    LayerWeights& l) {
+    const ArchSpec& spec = hp.spec();
+    const int64_t E = hp.n_embd;
+    l.wo = b.matrix(p + "attn_output.weight", hp.q_dim(), E);
+    if (spec.linear_biases) l.bo = b.vector(p + "attn_output.bias", E);
+    if (spec.fused_qkv) {
+        l.wqkv = b.matrix(p + "attn_qkv.weight", E, hp.q_dim() + 2 * hp.kv_dim());
+        if (spec.linear_biases)
+            l.bqkv = b.vector(p + "attn_qkv.bias", hp.q_dim() + 2 * hp.kv_dim());
+    } else {
+        l.wq = b.matrix(p + "attn_q.weight", E, hp.q_dim());
+        l.wk = b.matrix(p + "attn_k.weight", E, hp.kv_dim());
+        l.wv = b.matrix(p + "attn_v.weight", E, hp.kv_dim());
+        l.bq = b.vector(p + "attn_q.bias", hp.q_dim(), spec.qkv_bias);
+        l.bk = b.vector(p + "attn_k.bias", hp.kv_dim(), spec.qkv_bias);
+        l.bv = b.vector(p + "attn_v.bias", hp.kv_dim(), spec.qkv_bias);
+    }
+    if (spec.qk_norm) {
+        l.attn_q_norm = b.vector(p + "attn_q_norm.weight", hp.head_dim);
+        l.attn_k_norm = b.vector(p + "attn_k_norm.weight", hp.head_dim);
+    }
+    if (spec.post_norms) {
+        SYSLM_CHECK(hp.n_expert == 0, f.path(), ": post-norms with experts are not supported");
+        l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
+        l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
+    }
+}
+
+// Layer p's FFN: dense (gated, fused gate-up, or with biases), or routed experts (and a shared
+// one).
+void bind_ffn(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const ArchSpec& spec = hp.spec();
+    const int64_t E = hp.n_embd;
+    if (hp.n_expert == 0 && spec.fused_gate_up) {  // one tensor: the gate's rows, then up's
+        const Matrix both = b.matrix(p + "ffn_up.weight", E, 2 * int64_t{hp.n_ff});
+        l.ffn_gate = l.ffn_up = both;
+        l.ffn_gate.n_out = l.ffn_up.n_out = hp.n_ff;
+        l.ffn_up.data = static_cast<const uint8_t*>(both.data) + row_bytes(both.type, E) * hp.n_ff;
+        l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
+    } else if (hp.n_expert == 0) {
+        if (kernels::ffn_gated(spec.ffn)) l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, hp.n_ff);
+        l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
+        l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
+        if (spec.linear_biases) {
+            l.ffn_up_b = b.vector(p + "ffn_up.bias", hp.n_ff);
+            l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
+        }
+    } else {
+        const int64_t F = hp.n_ff_exp, X = hp.n_expert;
+        l.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", E, X);
+        l.gate_exps = b.experts(p + "ffn_gate_exps.weight", E, F, X);
+        l.up_exps = b.experts(p + "ffn_up_exps.weight", E, F, X);
+        l.down_exps = b.experts(p + "ffn_down_exps.weight", F, E, X);
+        if (hp.n_ff_shexp > 0) {
+            const int64_t S = hp.n_ff_shexp;
+            l.ffn_gate_inp_shexp = b.vector(p + "ffn_gate_inp_shexp.weight", E);
+            l.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", E, S);
+            l.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", E, S);
+            l.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", S, E);
+        }
+    }
+}
+
+}  // namespace
+
+void load_rope_factors(const io::GGUFFile& f, HParams& hp) {
+    Binder b(f, {});
+    const int64_t half = hp.rope.n_rot / 2;
+    hp.rope.freq_factors = b.vector("rope_freqs.weight", half, /*required=*/false);
+    // LongRoPE (phi3): short factors for contexts up to the original one, long beyond.
+    Vector lo = b.vector("rope_factors_long.weight", half, false);
+    Vector sh = b.vector("rope_factors_short.weight", half, !lo.empty());
+    if (lo.empty()) return;
+    SYSLM_CHECK(hp.rope.freq_factors.empty(), f.path(),
+                ": both rope_freqs and LongRoPE factors (rope_factors_long / _short)");
+    hp.rope.freq_factors = std::move(sh);
+    hp.rope_long = hp.rope;
+    hp.rope_long->freq_factors = std::move(lo);
+}
+
 Weights load_weights(const io::GGUFFile& f, HParams& hp,
                      const std::vector<TensorOverride>& overrides) {
     Binder b(f, overrides);
@@ -226,8 +312,8 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
             w.token_embd_norm_b = b.vector("token_embd_norm.bias", E);
     }
     if (hp.has_rope()) {
+        load_rope_factors(f, hp);
         w.rope_freqs = b.vector("rope_freqs.weight", hp.rope.n_rot / 2, /*required=*/false);
-        hp.rope.freq_factors = w.rope_freqs;
     }
 
     const ArchSpec& spec = hp.spec();
@@ -240,51 +326,8 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
             l.attn_norm_b = b.vector(p + "attn_norm.bias", E);
             l.ffn_norm_b = b.vector(p + "ffn_norm.bias", E);
         }
-        l.wo = b.matrix(p + "attn_output.weight", hp.q_dim(), E);
-        if (spec.linear_biases) l.bo = b.vector(p + "attn_output.bias", E);
-        if (spec.fused_qkv) {
-            l.wqkv = b.matrix(p + "attn_qkv.weight", E, hp.q_dim() + 2 * hp.kv_dim());
-            if (spec.linear_biases) l.bqkv = b.vector(p + "attn_qkv.bias", hp.q_dim() + 2 * hp.kv_dim());
-        } else {
-            l.wq = b.matrix(p + "attn_q.weight", E, hp.q_dim());
-            l.wk = b.matrix(p + "attn_k.weight", E, hp.kv_dim());
-            l.wv = b.matrix(p + "attn_v.weight", E, hp.kv_dim());
-            l.bq = b.vector(p + "attn_q.bias", hp.q_dim(), spec.qkv_bias);
-            l.bk = b.vector(p + "attn_k.bias", hp.kv_dim(), spec.qkv_bias);
-            l.bv = b.vector(p + "attn_v.bias", hp.kv_dim(), spec.qkv_bias);
-        }
-        if (spec.qk_norm) {
-            l.attn_q_norm = b.vector(p + "attn_q_norm.weight", hp.head_dim);
-            l.attn_k_norm = b.vector(p + "attn_k_norm.weight", hp.head_dim);
-        }
-        if (spec.post_norms) {
-            SYSLM_CHECK(hp.n_expert == 0, f.path(), ": post-norms with experts are not supported");
-            l.post_attn_norm = b.vector(p + "post_attention_norm.weight", E);
-            l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", E);
-        }
-        if (hp.n_expert == 0) {
-            if (kernels::ffn_gated(spec.ffn))
-                l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, hp.n_ff);
-            l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
-            l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
-            if (spec.linear_biases) {
-                l.ffn_up_b = b.vector(p + "ffn_up.bias", hp.n_ff);
-                l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
-            }
-        } else {
-            const int64_t F = hp.n_ff_exp, X = hp.n_expert;
-            l.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", E, X);
-            l.gate_exps = b.experts(p + "ffn_gate_exps.weight", E, F, X);
-            l.up_exps = b.experts(p + "ffn_up_exps.weight", E, F, X);
-            l.down_exps = b.experts(p + "ffn_down_exps.weight", F, E, X);
-            if (hp.n_ff_shexp > 0) {
-                const int64_t S = hp.n_ff_shexp;
-                l.ffn_gate_inp_shexp = b.vector(p + "ffn_gate_inp_shexp.weight", E);
-                l.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", E, S);
-                l.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", E, S);
-                l.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", S, E);
-            }
-        }
+        bind_attention(b, f, hp, p, l);
+        bind_ffn(b, hp, p, l);
         w.layers.push_back(std::move(l));
     }
     place_matrices(w, copy_weights(), repack_weights(), f.mapped(), overrides);

@@ -51,7 +51,7 @@ struct LayerWeights {
 
 struct Weights {
     Matrix token_embd{};
-    Matrix position_embd{};  // gpt2
+    Matrix position_embd{};                     // gpt2
     Vector token_embd_norm, token_embd_norm_b;  // bloom: a norm of the embedding rows
     Vector output_norm, output_norm_b;
     Matrix output{};  // equals token_embd when the embeddings are tied
@@ -68,6 +68,10 @@ struct TensorOverride {
     DType type;
     std::shared_ptr<const std::vector<uint8_t>> bytes;
 };
+
+// RoPE's frequency factors from the file's tensors into hp.rope (llama3's rope_freqs), or
+// LongRoPE's short factors into hp.rope and the long ones into hp.rope_long (phi3).
+void load_rope_factors(const io::GGUFFile& file, HParams& hp);
 
 // Binds every tensor the architecture needs; a missing tensor, a wrong shape or an unsupported
 // type throws an Error naming the file and the tensor. Also sets hp.n_vocab. An override

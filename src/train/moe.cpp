@@ -1,9 +1,11 @@
 // The mixture-of-experts FFN of TrainModel (mixtral-style): softmax router, top-k experts per row
-// (weights renormalised over the k when the model says so), SwiGLU experts run on the rows routed
+// or top-p (as many as reach the probability p, between a min and a max; weights renormalised
+// over the chosen ones when the model says so), SwiGLU experts run on the rows routed
 // to them (grouped, so each expert is one GEMM per step), and the load-balancing auxiliary loss
 // of Switch Transformer as HF's Mixtral computes it over all layers' rows:
 //   aux = X * sum_e f_e * P_e,  f_e = (choices of e) / (L*R),  P_e = mean router probability of e.
-// f is a count (no gradient), so d aux / d p[l, r, e] = X * f_e / (L*R).
+// f is a count (no gradient), so d aux / d p[l, r, e] = X * f_e / (L*R). The router z-loss
+// (ST-MoE) is the mean over layers and rows of lse(router logits)^2.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -31,14 +33,18 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
     const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert, K = hp_.n_expert_used;
 
     linear(l.router, {}, b, R, E, X, S.router_p.data(), be);
-    // Softmax and top-k per row (the inference forward's routing, kernels/cpu/moe_routing); the
-    // choices go to slot_w (weights) and route_slot (expert ids, turned into slots below).
-    be.moe_route_rows(S.router_p.data(), R, X, K, hp_.expert_weights_norm, S.route_slot.data(),
-                      S.slot_w.data());
+    // Softmax and top-k (or top-p) per row (the inference forward's routing,
+    // kernels/cpu/moe_routing); the choices go to slot_w (weights) and route_slot (expert ids,
+    // -1 where top-p chose fewer; turned into slots below), each row's log-sum-exp to
+    // router_lse (the z-loss).
+    be.moe_route_rows(S.router_p.data(), R, X, hp_.moe_routing(), S.route_slot.data(),
+                      S.slot_w.data(), S.router_lse.data());
+    for (int64_t r = 0; r < R; ++r) moe_z_sum_ += double(S.router_lse[r]) * S.router_lse[r];
     // Slots grouped by expert, rows in order within an expert (deterministic).
     int64_t* count = moe_count_.data() + static_cast<size_t>(il) * X;
     std::fill_n(count, X, 0);
-    for (int64_t i = 0; i < R * K; ++i) ++count[S.route_slot[i]];
+    for (int64_t i = 0; i < R * K; ++i)
+        if (S.route_slot[i] >= 0) ++count[S.route_slot[i]];
     S.expert_begin[0] = 0;
     for (int64_t e = 0; e < X; ++e) S.expert_begin[e + 1] = S.expert_begin[e] + count[e];
     std::array<int64_t, kMaxTrainedExperts> cursor;
@@ -46,6 +52,7 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
     float* weight = moe_slot_dw_.data();  // scratch here; the backward's dL/dw later
     std::copy_n(S.slot_w.data(), R * K, weight);
     for (int64_t i = 0; i < R * K; ++i) {
+        if (S.route_slot[i] < 0) continue;
         const int64_t j = cursor[S.route_slot[i]]++;
         S.slot_row[j] = static_cast<int32_t>(i / K);
         S.slot_w[j] = weight[i];
@@ -58,7 +65,8 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
         psum[e] = s;
     }
 
-    slot_rows_.assign(S.slot_row.data(), S.slot_row.data() + R * K);
+    const int64_t n_slots = S.expert_begin[X];  // R * K, or fewer with top-p
+    slot_rows_.assign(S.slot_row.data(), S.slot_row.data() + n_slots);
     be.gather_rows(b, slot_rows_, E, moe_in_.data());
     for (int64_t e = 0; e < X; ++e) {
         const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
@@ -66,10 +74,9 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
         const int64_t m = E * F;  // floats of one expert's matrix
         linear({l.gate_exps.w + e * m}, {}, moe_in_.data() + j * E, n, E, F, S.g.data() + j * F,
                be);
-        linear({l.up_exps.w + e * m}, {}, moe_in_.data() + j * E, n, E, F, S.u.data() + j * F,
-               be);
+        linear({l.up_exps.w + e * m}, {}, moe_in_.data() + j * E, n, E, F, S.u.data() + j * F, be);
     }
-    activation(S, R * K * F, be);
+    activation(S, n_slots * F, be);
     const float* s = act_out(S);
     for (int64_t e = 0; e < X; ++e) {
         const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
@@ -77,6 +84,17 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
         linear({l.down_exps.w + e * E * F}, {}, s + j * F, n, F, E, S.eo.data() + j * E, be);
     }
     be.moe_combine(slots(S, R), S.eo.data(), E, tmp_.data());
+}
+
+double TrainModel::experts_per_token() const {
+    double chosen = 0;
+    for (size_t i = 0; i < moe_count_.size(); ++i) chosen += static_cast<double>(moe_count_[i]);
+    const double rows = static_cast<double>(planned_B_) * planned_T_ * (stage_.end - stage_.first);
+    return rows > 0 ? chosen / rows : 0.0;
+}
+
+double TrainModel::moe_z_loss() const {
+    return moe_z_sum_ / (static_cast<double>(planned_B_) * planned_T_ * hp_.n_layer);
 }
 
 double TrainModel::moe_aux_loss(float grad_scale) {
@@ -113,14 +131,14 @@ void TrainModel::moe_backward(int il, Saved& S, const float* b, int64_t R, backe
                         moe_grad_.data() + j * E, n, F, E, d_s_.data() + j * F, false, be);
     }
     be.ffn_activation_backward(kernels::FfnActivation::SwiGLU, S.g.data(), S.u.data(), d_s_.data(),
-                               d_g_.data(), d_u_.data(), R * K * F);
+                               d_g_.data(), d_u_.data(), S.expert_begin[X] * F);
     for (int64_t e = 0; e < X; ++e) {  // moe_grad_ now takes dL/d(expert input)
         const int64_t j = S.expert_begin[e], n = S.expert_begin[e + 1] - j;
         if (n == 0) continue;
         const float* in = moe_in_.data() + j * E;
         float* din = moe_grad_.data() + j * E;
-        linear_backward({l.gate_exps.w + e * m, l.gate_exps.g + e * m}, {}, in,
-                        d_g_.data() + j * F, n, E, F, din, false, be);
+        linear_backward({l.gate_exps.w + e * m, l.gate_exps.g + e * m}, {}, in, d_g_.data() + j * F,
+                        n, E, F, din, false, be);
         linear_backward({l.up_exps.w + e * m, l.up_exps.g + e * m}, {}, in, d_u_.data() + j * F, n,
                         E, F, din, true, be);
     }
@@ -130,6 +148,13 @@ void TrainModel::moe_backward(int il, Saved& S, const float* b, int64_t R, backe
     be.moe_router_backward(m_slots, S.router_p.data(), moe_grad_.data(), moe_slot_dw_.data(),
                            moe_aux_grad_.data(), hp_.expert_weights_norm, E, d_b_.data(),
                            moe_dz_.data());
+    if (z_coef_ > 0) {  // the z-loss's: d (lse^2) / dz = 2 lse softmax(z), per row and layer mean
+        const double c = 2.0 * z_coef_ * z_grad_scale_ / (double(R) * hp_.n_layer);
+        for (int64_t r = 0; r < R; ++r) {
+            const float g = static_cast<float>(c * S.router_lse[r]);
+            for (int64_t e = 0; e < X; ++e) moe_dz_[r * X + e] += g * S.router_p[r * X + e];
+        }
+    }
     linear_backward(l.router, {}, b, moe_dz_.data(), R, E, X, d_b_.data(), true, be);
 }
 

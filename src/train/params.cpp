@@ -8,13 +8,22 @@
 #include "kernels/type_traits.hpp"
 
 namespace syslm::train {
+namespace {
+
+// RoPE's frequency factors: constants of the model, not trained (kept as the file has them).
+bool constant_tensor(const std::string& name) {
+    return name == "rope_freqs.weight" || name == "rope_factors_long.weight" ||
+           name == "rope_factors_short.weight";
+}
+
+}  // namespace
 
 ParamStore ParamStore::from_gguf(const io::GGUFFile& file, const Slicer& slicer) {
     ParamStore s;
     size_t total = 0;
     std::vector<TensorSlice> slices;
     for (const io::GGUFTensor& t : file.tensors()) {
-        if (t.name == "rope_freqs.weight") continue;
+        if (constant_tensor(t.name)) continue;
         SYSLM_CHECK(kernels::has_type_traits(t.type), file.path(), ": tensor '", t.name,
                     "' has type ", dtype_name(t.type), ", which syslm cannot convert to f32");
         // 16-float alignment: every tensor starts on a cache line of the arena.
@@ -23,9 +32,10 @@ ParamStore ParamStore::from_gguf(const io::GGUFFile& file, const Slicer& slicer)
         if (sl.skip) continue;
         Param p{t.name, t.ne, total, t.numel()};
         if (sl.dim >= 0) {
-            SYSLM_CHECK(sl.dim < 2 && static_cast<size_t>(sl.dim) < t.ne.size() && t.ne.size() <= 2 &&
-                            0 <= sl.begin && sl.begin < sl.end && sl.end <= t.ne[sl.dim],
-                        file.path(), ": cannot slice tensor '", t.name, "' along dimension ", sl.dim);
+            SYSLM_CHECK(
+                sl.dim < 2 && static_cast<size_t>(sl.dim) < t.ne.size() && t.ne.size() <= 2 &&
+                    0 <= sl.begin && sl.begin < sl.end && sl.end <= t.ne[sl.dim],
+                file.path(), ": cannot slice tensor '", t.name, "' along dimension ", sl.dim);
             p.slice_dim = sl.dim;
             p.full_len = t.ne[sl.dim];
             p.ne[sl.dim] = sl.end - sl.begin;
@@ -74,7 +84,7 @@ ParamStore ParamStore::gathered_stages(parallel::Communicator& stages,
     // Who holds each tensor: every stage says which it has (1 + rank, summed over the group).
     std::vector<const io::GGUFTensor*> tensors;
     for (const io::GGUFTensor& t : file.tensors())
-        if (t.name != "rope_freqs.weight") tensors.push_back(&t);
+        if (!constant_tensor(t.name)) tensors.push_back(&t);
     std::vector<double> owner(tensors.size(), 0.0);
     for (size_t i = 0; i < tensors.size(); ++i)
         if (find(tensors[i]->name)) owner[i] = 1.0 + stages.rank();
@@ -124,7 +134,7 @@ std::vector<float> ParamStore::local_part(const std::vector<float>& whole, const
     std::vector<std::pair<std::string, size_t>> offsets;
     size_t total = 0;
     for (const io::GGUFTensor& t : file.tensors()) {
-        if (t.name == "rope_freqs.weight") continue;
+        if (constant_tensor(t.name)) continue;
         total = (total + 15) / 16 * 16;
         offsets.emplace_back(t.name, total);
         total += static_cast<size_t>(t.numel());
@@ -147,7 +157,8 @@ std::vector<float> ParamStore::local_part(const std::vector<float>& whole, const
         } else {  // columns of every row
             const int64_t w = p.ne[0], rows = p.numel / w;
             for (int64_t r = 0; r < rows; ++r)
-                std::copy_n(src + r * p.full_len + static_cast<int64_t>(tp_rank) * w, w, dst + r * w);
+                std::copy_n(src + r * p.full_len + static_cast<int64_t>(tp_rank) * w, w,
+                            dst + r * w);
         }
     }
     return out;
@@ -226,8 +237,8 @@ void ParamStore::add_auxiliary(const std::string& name, std::vector<int64_t> ne,
     SYSLM_CHECK(!find(name), "parameter '", name, "' exists already");
     int64_t numel = 1;
     for (int64_t n : ne) numel *= n;
-    SYSLM_CHECK(static_cast<int64_t>(init.size()) == numel, "parameter '", name, "': ",
-                init.size(), " initial values for ", numel);
+    SYSLM_CHECK(static_cast<int64_t>(init.size()) == numel, "parameter '", name, "': ", init.size(),
+                " initial values for ", numel);
     const size_t offset = (values_.size() + 15) / 16 * 16;
     values_.resize(offset + static_cast<size_t>(numel), 0.0f);
     grads_.resize(values_.size(), 0.0f);

@@ -15,6 +15,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "kernels/type_traits.hpp"
+#include "model/weights.hpp"
 
 namespace syslm::train {
 
@@ -55,7 +56,8 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* 
         if (name.ends_with(".attn_q.bias")) return cut(0, QD);
         if (name.ends_with(".attn_k.bias") || name.ends_with(".attn_v.bias")) return cut(0, KD);
         if (name.ends_with(".attn_output.weight")) return cut(0, QD);
-        if (name.ends_with(".ffn_gate.weight") || name.ends_with(".ffn_up.weight")) return cut(1, F);
+        if (name.ends_with(".ffn_gate.weight") || name.ends_with(".ffn_up.weight"))
+            return cut(1, F);
         if (name.ends_with(".ffn_down.weight")) return cut(0, F);
         // Vocabulary parallel: the embedding's and the head's rows (tokens), when they divide.
         if ((name == "token_embd.weight" || name == "output.weight") && ne.size() == 2 &&
@@ -96,8 +98,8 @@ int stage_end(const model::HParams& hp, TrainModel::Stage s) {
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
                        parallel::Communicator* tensor_parallel, Stage stage)
     : hp_(model::load_hparams(file)),
-      params_(ParamStore::from_gguf(file, model_slicer(hp_, tensor_parallel, stage.first,
-                                                        stage_end(hp_, stage)))),
+      params_(ParamStore::from_gguf(
+          file, model_slicer(hp_, tensor_parallel, stage.first, stage_end(hp_, stage)))),
       recompute_(recompute) {
     stage_ = {stage.first, stage_end(hp_, stage)};
     if (stage_.first > 0 || stage_.end < hp_.n_layer) {
@@ -147,12 +149,10 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
             params_.tie("output.weight", "token_embd.weight");
     }
     if (hp_.has_rope()) {
-        if (const io::GGUFTensor* f = file.find_tensor("rope_freqs.weight")) {
-            hp_.rope.freq_factors.resize(static_cast<size_t>(f->numel()));
-            kernels::type_traits(f->type).to_float(f->data, hp_.rope.freq_factors.data(),
-                                                   f->numel());
-        }
+        model::load_rope_factors(file, hp_);
         rope_ = std::make_unique<kernels::Rope>(hp_.rope);
+        active_rope_ = rope_.get();
+        if (hp_.rope_long) rope_long_ = std::make_unique<kernels::Rope>(*hp_.rope_long);
         if (hp_.rope_local) rope_local_ = std::make_unique<kernels::Rope>(*hp_.rope_local);
     }
     bind_all();
@@ -218,6 +218,11 @@ void TrainModel::bind_all() {
             l.gate_exps = bind(p + "ffn_gate_exps.weight", {E, FX, X});
             l.up_exps = bind(p + "ffn_up_exps.weight", {E, FX, X});
             l.down_exps = bind(p + "ffn_down_exps.weight", {FX, E, X});
+        } else if (spec.fused_gate_up) {  // one tensor: the gate's rows, then up's (phi3)
+            const Tensor both = bind(p + "ffn_up.weight", {E, 2 * F});
+            l.ffn_gate = both;
+            l.ffn_up = {both.w + E * F, both.g + E * F};
+            l.ffn_down = bind(p + "ffn_down.weight", {F, E});
         } else {
             if (kernels::ffn_gated(spec.ffn)) l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
             l.ffn_up = bind(p + "ffn_up.weight", {E, F});
@@ -290,9 +295,12 @@ void TrainModel::plan(int B, int T) {
         SYSLM_CHECK(T <= hp_.n_ctx_train, "training: sequence length ", T,
                     " exceeds the model's learned positions (", hp_.n_ctx_train, ")");
     if (B == planned_B_ && T == planned_T_) return;
-    // Every layer, forward and backward, rotates at these positions.
-    for (auto [r, angles] : {std::pair{rope_.get(), &rope_angles_},
-                             std::pair{rope_local_.get(), &rope_angles_local_}}) {
+    // Every layer, forward and backward, rotates at these positions; sequences longer than
+    // LongRoPE's original context take its long factors (as transformers does).
+    if (rope_) active_rope_ = rope_long_ && T > hp_.rope_orig_ctx ? rope_long_.get() : rope_.get();
+    const kernels::Rope* local = rope_local_.get();
+    for (auto [r, angles] :
+         {std::pair{active_rope_, &rope_angles_}, std::pair{local, &rope_angles_local_}}) {
         if (!r) continue;
         const int na = r->angle_floats();
         angles->resize(static_cast<size_t>(T) * na);
@@ -349,6 +357,7 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
         if (recompute_ != Recompute::Selective) a.take(s.s, R * F);
         if (moe()) {
             a.take(s.router_p, R * X);
+            a.take(s.router_lse, R);
             a.take(s.slot_w, R * K);
             a.take(s.eo, R * K * E);
             a.take(s.route_slot, R * K);
@@ -479,7 +488,7 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     }
     linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), be);
     tp_sum(tmp_.data(), R * E);  // row parallel: every rank's heads' share
-    if (l.post_attn_norm.w) {  // the output is normed; its input kept for the backward
+    if (l.post_attn_norm.w) {    // the output is normed; its input kept for the backward
         std::copy_n(tmp_.data(), R * E, S.attn_out.data());
         norm_forward(S.attn_out.data(), tmp_.data(), l.post_attn_norm, {}, R, be);
     }
@@ -504,6 +513,24 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     be.add(x_.data(), tmp_.data(), R * E);  // x (still x_mid) += FFN
 }
 
+// The dense FFN's backward from dL/d(layer output) in dx_ to dL/d(its normed input) in d_b_.
+void TrainModel::dense_ffn_backward(Layer& l, Saved& S, const float* b, int64_t R,
+                                    backend::Backend& be) {
+    const int64_t E = hp_.n_embd, F = ffn_width_;
+    const float* d_down = dx_.data();  // the gradient of ffn_down's output
+    if (l.post_ffn_norm.w) {  // through the post-norm, into d_b_ (free until gate/up write it)
+        norm_backward(S.ffn_out.data(), l.post_ffn_norm, {}, dx_.data(), d_b_.data(), R, be);
+        d_down = d_b_.data();
+    }
+    linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), d_down, R, F, E, d_s_.data(), false, be);
+    const bool gated = kernels::ffn_gated(hp_.spec().ffn);
+    be.ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(), d_s_.data(),
+                               (gated ? d_g_ : d_u_).data(), d_u_.data(), R * F);
+    if (gated) linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, be);
+    linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), gated, be);
+    tp_sum(d_b_.data(), R * E);  // column parallel: every rank's channels' share
+}
+
 // dx_ holds dL/d(layer output) on entry and dL/d(layer input) on return.
 void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     Layer& l = layers_[static_cast<size_t>(il)];
@@ -522,24 +549,11 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     const float* a = norm1_out(S);
     const float* b = norm2_out(S);
 
-    // FFN: out = x_mid + down(s).
-    if (moe()) {
+    // FFN: out = x_mid + [post-norm](down(s)).
+    if (moe())
         moe_backward(il, S, b, R, be);
-    } else {
-        const float* d_down = dx_.data();  // the gradient of ffn_down's output
-        if (l.post_ffn_norm.w) {  // through the post-norm, into d_b_ (free until gate/up write it)
-            norm_backward(S.ffn_out.data(), l.post_ffn_norm, {}, dx_.data(), d_b_.data(), R, be);
-            d_down = d_b_.data();
-        }
-        linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), d_down, R, F, E, d_s_.data(), false,
-                        be);
-        const bool gated = kernels::ffn_gated(hp_.spec().ffn);
-        be.ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(),
-                                   d_s_.data(), (gated ? d_g_ : d_u_).data(), d_u_.data(), R * F);
-        if (gated) linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, be);
-        linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), gated, be);
-        tp_sum(d_b_.data(), R * E);  // column parallel: every rank's channels' share
-    }
+    else
+        dense_ffn_backward(l, S, b, R, be);
     norm_backward(S.x_mid.data(), l.ffn_norm, l.ffn_norm_b, d_b_.data(), d_mid_.data(), R, be);
     be.add(d_mid_.data(), dx_.data(), R * E);
 
@@ -565,8 +579,7 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     }
     if (const kernels::Rope* r = rope(il)) {
         be.rope_rows_backward(*r, rope_angles(il), T, d_q_.data(), R, hp_.n_head, hp_.head_dim);
-        be.rope_rows_backward(*r, rope_angles(il), T, d_k_.data(), R, hp_.n_head_kv,
-                              hp_.head_dim);
+        be.rope_rows_backward(*r, rope_angles(il), T, d_k_.data(), R, hp_.n_head_kv, hp_.head_dim);
     }
     if (hp_.spec().qk_norm) {  // in place: d of the normed q, k -> d of the projections
         // Under tensor parallelism a rank holds some of the heads: the shared norm weights'
@@ -702,7 +715,8 @@ void TrainModel::head_backward(int64_t R, backend::Backend& be) {
 
 // The stage's layers backward from dx_ (with each distilled hidden state's gradient added at
 // its layer), then the embeddings or the previous stage's gradient.
-void TrainModel::stage_backward(int B, int T, bool hidden, const StageIO* io, backend::Backend& be) {
+void TrainModel::stage_backward(int B, int T, bool hidden, const StageIO* io,
+                                backend::Backend& be) {
     const int64_t R = static_cast<int64_t>(B) * T, E = hp_.n_embd;
     for (int il = stage_.end - 1; il >= stage_.first; --il) {
         if (const int m = hidden_slot(il); hidden && m >= 0)
@@ -729,6 +743,8 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         SYSLM_CHECK(tokens[r] >= 0 && tokens[r] < V, "training: token ", tokens[r], " at ", r,
                     " is outside the vocabulary of ", V);
     std::copy(tokens.begin(), tokens.end(), tokens_.data());
+    moe_z_sum_ = 0.0;
+    z_grad_scale_ = loss_scale;
     embed(tokens, T, io, be);
 
     const bool hidden = backward && distill && distill->teacher_hidden && !hidden_layers_.empty();
@@ -740,9 +756,9 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     for (int il = stage_.first; il < stage_.end; ++il) {
         layer_forward(il, B, T, be);
         if (const int m = hidden_slot(il); hidden && m >= 0)
-            hidden_sum += hidden_loss(static_cast<size_t>(m),
-                                      distill->teacher_hidden + m * R * hidden_embd_,
-                                      distill->hidden_weight, R, loss_scale, be);
+            hidden_sum +=
+                hidden_loss(static_cast<size_t>(m), distill->teacher_hidden + m * R * hidden_embd_,
+                            distill->hidden_weight, R, loss_scale, be);
     }
     if (!last_stage()) {  // the next stage's input; its gradient comes back as io->dy
         std::copy_n(x_.data(), R * E, io->x_out);
@@ -754,7 +770,7 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
     double loss = head_loss(targets, R, loss_scale, distill, be);
     if (!backward) return loss;
-    loss += aux_coef_ * aux + hidden_sum;
+    loss += aux_coef_ * aux + hidden_sum + (moe() ? z_coef_ * moe_z_loss() : 0.0);
     head_backward(R, be);
     stage_backward(B, T, hidden, io, be);
     return loss;
@@ -762,7 +778,8 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
 
 double TrainModel::forward_backward(std::span<const int32_t> tokens,
                                     std::span<const int32_t> targets, int B, int T,
-                                    backend::Backend& be, float loss_scale, const Distill* distill) {
+                                    backend::Backend& be, float loss_scale,
+                                    const Distill* distill) {
     return run(tokens, targets, B, T, be, true, loss_scale, distill);
 }
 
@@ -791,7 +808,8 @@ double TrainModel::vocab_parallel_xent(const int32_t* targets, int64_t R, float 
 }
 
 double TrainModel::stage_step(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                              int B, int T, backend::Backend& be, float loss_scale, const StageIO& io) {
+                              int B, int T, backend::Backend& be, float loss_scale,
+                              const StageIO& io) {
     return run(tokens, targets, B, T, be, io.backward, loss_scale, nullptr, &io);
 }
 

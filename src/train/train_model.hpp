@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "parallel/communicator.hpp"
-#include "parallel/recompute.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "model/hparams.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/recompute.hpp"
 #include "train/arena.hpp"
 #include "train/params.hpp"
 
@@ -95,6 +95,11 @@ public:
     // Weight of the MoE load-balancing loss added to the training loss (HF's
     // router_aux_loss_coef); no effect on dense models.
     void set_router_aux_coef(double c) { aux_coef_ = c; }
+    // Weight of the router z-loss (ST-MoE: the mean of lse(router logits)^2, keeping the logits
+    // small) added to the training loss; 0: none.
+    void set_router_z_coef(double c) { z_coef_ = c; }
+    // MoE: the experts the last forward's rows took, on average over rows and layers (top-k: k).
+    double experts_per_token() const;
     void set_precision(Precision p) { precision_ = p; }
     Precision precision() const { return precision_; }
     ParamStore& params() { return params_; }
@@ -149,18 +154,18 @@ private:
     struct Layer {
         Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, q_norm, k_norm, wo, bo;
         Tensor ffn_norm, ffn_norm_b, ffn_gate, ffn_up, ffn_down, ffn_up_b, ffn_down_b;
-        Tensor post_attn_norm, post_ffn_norm;  // ArchSpec::post_norms (gemma)
+        Tensor post_attn_norm, post_ffn_norm;          // ArchSpec::post_norms (gemma)
         Tensor router, gate_exps, up_exps, down_exps;  // MoE: expert e's matrix at e x its size
     };
     struct Saved {  // what a layer's backward needs, for B*T rows
         // g, u, s: B*T x n_ff (dense), or B*T*K x n_ff_exp (MoE, rows in slot order).
         Buf<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
-        Buf<float> q_raw, k_raw;  // qk_norm: the projections before their norm
+        Buf<float> q_raw, k_raw;       // qk_norm: the projections before their norm
         Buf<float> attn_out, ffn_out;  // post_norms: the blocks' outputs before their norms
         // MoE routing: router probabilities (rows x experts); each (row, k) choice's slot, where
         // slots are grouped by expert (expert e owns slots expert_begin[e] ..
         // expert_begin[e+1]); each slot's row, weight and expert output (slots x n_embd).
-        Buf<float> router_p, slot_w, eo;
+        Buf<float> router_p, slot_w, eo, router_lse;
         Buf<int32_t> route_slot, slot_row;
         Buf<int64_t> expert_begin;
         int64_t expert_of(int64_t slot) const {
@@ -206,6 +211,7 @@ private:
     void stage_backward(int B, int T, bool hidden, const StageIO* io, backend::Backend& be);
     void layer_forward(int il, int B, int T, backend::Backend& be);
     void layer_backward(int il, int B, int T, backend::Backend& be);
+    void dense_ffn_backward(Layer& l, Saved& S, const float* b, int64_t R, backend::Backend& be);
     bool moe() const { return hp_.n_expert > 0; }
     // MoE FFN (moe.cpp): routes the rows of `b` (the FFN norm's output), runs the experts on
     // their rows and writes the weighted sum to tmp_; the backward reads dL/dout from dx_ and
@@ -216,6 +222,7 @@ private:
     void moe_backward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be);
     // From the forward's counts; also sets moe_aux_grad_ (of grad_scale x the weighted loss).
     double moe_aux_loss(float grad_scale);
+    double moe_z_loss() const;  // of this step's forward (moe_z_sum_)
     kernels::Rounding rounding() const {
         return precision_ == Precision::BF16 ? kernels::Rounding::BF16 : kernels::Rounding::F16;
     }
@@ -232,12 +239,15 @@ private:
 
     model::HParams hp_;
     ParamStore params_;
-    std::unique_ptr<kernels::Rope> rope_, rope_local_;  // rope_local_: HParams::rope_local
+    // HParams::rope, rope_long (LongRoPE's long factors) and rope_local; the global layers
+    // rotate with rope_long_ when the planned T exceeds rope_orig_ctx (plan() picks active_rope_).
+    std::unique_ptr<kernels::Rope> rope_, rope_long_, rope_local_;
+    const kernels::Rope* active_rope_ = nullptr;
     std::vector<float> rope_angles_;  // Rope::angles of positions 0..T-1, made by plan()
     std::vector<float> rope_angles_local_;
     // Layer il's RoPE and its angles (the local one for windowed layers, if the model has one).
     const kernels::Rope* rope(int il) const {
-        return rope_local_ && hp_.window(il) > 0 ? rope_local_.get() : rope_.get();
+        return rope_local_ && hp_.window(il) > 0 ? rope_local_.get() : active_rope_;
     }
     const float* rope_angles(int il) const {
         return rope_local_ && hp_.window(il) > 0 ? rope_angles_local_.data() : rope_angles_.data();
@@ -258,8 +268,8 @@ private:
     std::vector<Buf<float>> inputs_;    // Full: each layer's input
     Buf<float> sel_a_, sel_b_, sel_s_;  // Selective: the recomputed intermediates
     Buf<float> x_, x_final_, xf_, logits_;
-    Buf<float> x_embed_;  // the embedding rows before embd_norm_
-    Buf<float> capped_;   // final_softcap: the soft-capped logits, for the backward
+    Buf<float> x_embed_;               // the embedding rows before embd_norm_
+    Buf<float> capped_;                // final_softcap: the soft-capped logits, for the backward
     std::vector<float> qk_norm_grad_;  // a layer's q and k norm gradients before the TP sum
     Buf<float> dx_, d_mid_, d_a_, d_q_, d_k_, d_v_, d_o_, d_b_, d_g_, d_u_, d_s_, tmp_;
     Buf<int32_t> tokens_;
@@ -269,6 +279,8 @@ private:
     // expert and the sum of its router probability (the load-balancing loss's two factors).
     int64_t ffn_width_ = 0;  // floats of g / u / s per row: n_ff, or K x n_ff_exp for MoE
     double aux_coef_ = 0.01;
+    double z_coef_ = 0.0, moe_z_sum_ = 0.0;  // the z-loss's weight, this step's sum of lse^2
+    float z_grad_scale_ = 1.0f;              // the loss scale its gradient carries
     Precision precision_ = Precision::F32;
     Buf<float> moe_in_, moe_grad_, moe_dz_, moe_slot_dw_, moe_aux_grad_;
     Buf<int64_t> moe_count_;
@@ -292,7 +304,8 @@ private:
     std::vector<double> xent_sums_;
     std::vector<int64_t> row_ids_;  // embedding rows of a call (tokens, positions)
     std::vector<float> ones_;       // unit weights for the position gradient's scatter
-    double vocab_parallel_xent(const int32_t* targets, int64_t R, float scale, backend::Backend& be);
+    double vocab_parallel_xent(const int32_t* targets, int64_t R, float scale,
+                               backend::Backend& be);
     void tp_sum(float* x, int64_t n) {  // a row-parallel output or column-parallel input grad
         if (tp_) tp_->all_reduce_sum(x, static_cast<size_t>(n));
     }

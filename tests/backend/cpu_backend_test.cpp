@@ -87,10 +87,12 @@ TEST_P(CpuBackendOps, EmbeddingsGatedAddAndRanges) {
         const auto& tt = kernels::type_traits(type);
         const size_t rb = row_bytes(type, E);
         std::vector<uint8_t> stored(rb * V);
-        for (int64_t v = 0; v < V; ++v) tt.from_float(table.data() + v * E, stored.data() + v * rb, E);
+        for (int64_t v = 0; v < V; ++v)
+            tt.from_float(table.data() + v * E, stored.data() + v * rb, E);
         std::vector<float> out(ids.size() * E), want(out.size()), row(E);
         be.embed_rows(type, stored.data(), E, ids, out.data(), false);
-        for (size_t i = 0; i < ids.size(); ++i) tt.to_float(stored.data() + ids[i] * rb, want.data() + i * E, E);
+        for (size_t i = 0; i < ids.size(); ++i)
+            tt.to_float(stored.data() + ids[i] * rb, want.data() + i * E, E);
         EXPECT_EQ(out, want) << dtype_name(type);
         be.embed_rows(type, stored.data(), E, ids, out.data(), true);  // accumulate: twice
         for (size_t i = 0; i < ids.size(); ++i) {
@@ -110,7 +112,8 @@ TEST_P(CpuBackendOps, EmbeddingsGatedAddAndRanges) {
 
     // embedding gradients: whole vocabulary and one rank's range agree on the rows both hold
     const std::vector<float> dx = rng.floats(tok.size() * E);
-    std::vector<float> whole(static_cast<size_t>(V * E), 0.0f), part(static_cast<size_t>(10 * E), 0.0f);
+    std::vector<float> whole(static_cast<size_t>(V * E), 0.0f),
+        part(static_cast<size_t>(10 * E), 0.0f);
     be.embedding_backward(tok.data(), 5, dx.data(), whole.data(), V, E);
     be.embedding_backward_range(tok.data(), 5, dx.data(), part.data(), 10, 10, E);
     for (int64_t r = 0; r < 10; ++r)
@@ -118,7 +121,8 @@ TEST_P(CpuBackendOps, EmbeddingsGatedAddAndRanges) {
 
     // gated_add: dst += sigmoid(h . gate) * src
     const int64_t rows = 7;
-    const std::vector<float> h = rng.floats(rows * E), gate = rng.floats(E), s = rng.floats(rows * E);
+    const std::vector<float> h = rng.floats(rows * E), gate = rng.floats(E),
+                             s = rng.floats(rows * E);
     std::vector<float> d = rng.floats(rows * E), dw = d;
     be.gated_add(h.data(), gate.data(), s.data(), rows, E, d.data());
     for (int64_t r = 0; r < rows; ++r) {
@@ -137,10 +141,11 @@ TEST_P(CpuBackendOps, MoeRoutingAndCombine) {
     std::vector<float> probs = rng.floats(R * X), serial = probs;
     std::vector<int32_t> ids(R * K), ids_w(R * K);
     std::vector<float> w(R * K), w_w(R * K);
-    be.moe_route_rows(probs.data(), R, X, K, true, ids.data(), w.data());
+    const kernels::MoeRouting top_k{K, K, 0.0f, true};
+    be.moe_route_rows(probs.data(), R, X, top_k, ids.data(), w.data(), nullptr);
     std::vector<int64_t> order(X);
     for (int64_t r = 0; r < R; ++r)
-        kernels::moe_route_row(serial.data() + r * X, X, K, true, order.data(), ids_w.data() + r * K,
+        kernels::moe_route_row(serial.data() + r * X, X, top_k, order.data(), ids_w.data() + r * K,
                                w_w.data() + r * K);
     EXPECT_EQ(ids, ids_w);
     EXPECT_EQ(w, w_w);
@@ -159,7 +164,8 @@ TEST_P(CpuBackendOps, MoeRoutingAndCombine) {
         slot_w[j] = w[i];
         route_slot[i] = static_cast<int32_t>(j);
     }
-    const Backend::MoeSlots m{R, K, X, route_slot.data(), slot_row.data(), slot_w.data(), begin.data()};
+    const Backend::MoeSlots m{R,           K, X, route_slot.data(), slot_row.data(), slot_w.data(),
+                              begin.data()};
     const std::vector<float> eo = rng.floats(R * K * E);
     std::vector<float> out(R * E, 9.0f), want(R * E, 0.0f);
     be.moe_combine(m, eo.data(), E, out.data());

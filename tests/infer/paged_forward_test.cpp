@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <random>
 
-#include "infer/paged_rows.hpp"
 #include "../common/random_model.hpp"
+#include "infer/paged_rows.hpp"
 
 namespace syslm::infer {
 namespace {
@@ -114,8 +114,9 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
-                         ::testing::Values("llama", "gpt2", "mixtral", "qwen3",
-                                           "llama_local_global", "bloom", "mpt", "gemma2", "gemma3"));
+                         ::testing::Values("llama", "gpt2", "mixtral", "mixtral_top_p", "qwen3",
+                                           "llama_local_global", "bloom", "mpt", "phi3", "gemma2",
+                                           "gemma3"));
 
 }  // namespace
 }  // namespace syslm::infer

@@ -182,6 +182,92 @@ TEST(HFConfig, Llama3RopeFactors) {
     EXPECT_EQ(kv(s, "llama.rope.scaling.type"), nullptr);  // llama3 is the tensor only
 }
 
+// Gemma 3 4B's released config.json (transformers 4.50): a multimodal checkpoint whose
+// text_config lists only what differs from Gemma3TextConfig's defaults, old-style rope_scaling.
+TEST(HFConfig, Gemma3MultimodalTakesTheTextConfigDefaults) {
+    const HFModelSpec s = parse_hf_config(R"({
+      "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999,
+      "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                      "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                      "sliding_window": 1024},
+      "vision_config": {"hidden_size": 1152, "image_size": 896, "model_type": "siglip_vision_model"}})",
+                                          "cfg.json");
+    EXPECT_EQ(s.arch, "gemma3");
+    EXPECT_EQ(s.tensor_prefix, "language_model.");
+    EXPECT_EQ(s.n_vocab, 262208);
+    EXPECT_EQ(s.n_head, 8);
+    EXPECT_EQ(s.n_head_kv, 4);
+    EXPECT_EQ(s.head_dim, 256);
+    EXPECT_TRUE(s.tied_embeddings);
+    EXPECT_EQ(kv(s, "gemma3.context_length")->as_u32(), 131072u);
+    EXPECT_EQ(kv(s, "gemma3.block_count")->as_u32(), 34u);
+    EXPECT_FLOAT_EQ(kv(s, "gemma3.rope.freq_base")->as_f32(), 1e6f);
+    EXPECT_FLOAT_EQ(kv(s, "gemma3.rope.freq_base_swa")->as_f32(), 1e4f);
+    EXPECT_EQ(kv(s, "gemma3.rope.scaling.type")->as_string(), "linear");
+    EXPECT_FLOAT_EQ(kv(s, "gemma3.rope.scaling.factor")->as_f32(), 8.0f);
+    EXPECT_FLOAT_EQ(kv(s, "gemma3.attention.scale")->as_f32(), 1.0f / 16);
+    EXPECT_FLOAT_EQ(kv(s, "gemma3.attention.layer_norm_rms_epsilon")->as_f32(), 1e-6f);
+    EXPECT_EQ(kv(s, "gemma3.attention.sliding_window")->as_u32(), 1024u);
+    const GGUFValue* pattern = kv(s, "gemma3.attention.sliding_window_pattern");
+    ASSERT_NE(pattern, nullptr);
+    ASSERT_EQ(pattern->size(), 34u);
+    pattern->for_each_item([](size_t il, const GGUFValue& v) {
+        EXPECT_EQ(v.as_bool(), il % 6 != 5) << il;  // every sixth layer global
+    });
+    EXPECT_EQ(kv(s, "gemma3.final_logit_softcapping"), nullptr);
+}
+
+// Gemma 2's transformers 4.x config: no layer_types, so even layers local; both caps written.
+TEST(HFConfig, Gemma2PeriodTwoAndSoftcaps) {
+    const HFModelSpec s = parse_hf_config(R"({
+      "architectures": ["Gemma2ForCausalLM"], "vocab_size": 256000, "hidden_size": 2304,
+      "intermediate_size": 9216, "num_hidden_layers": 4, "num_attention_heads": 8,
+      "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 8192,
+      "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "query_pre_attn_scalar": 224,
+      "sliding_window": 4096, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+      "hidden_activation": "gelu_pytorch_tanh"})",
+                                          "cfg.json");
+    EXPECT_EQ(s.arch, "gemma2");
+    EXPECT_FALSE(s.qk_norm);
+    EXPECT_FLOAT_EQ(kv(s, "gemma2.attn_logit_softcapping")->as_f32(), 50.0f);
+    EXPECT_FLOAT_EQ(kv(s, "gemma2.final_logit_softcapping")->as_f32(), 30.0f);
+    EXPECT_FLOAT_EQ(kv(s, "gemma2.attention.scale")->as_f32(), 1.0f / std::sqrt(224.0f));
+    EXPECT_EQ(kv(s, "gemma2.rope.freq_base_swa"), nullptr);
+    const GGUFValue* pattern = kv(s, "gemma2.attention.sliding_window_pattern");
+    ASSERT_NE(pattern, nullptr);
+    pattern->for_each_item(
+        [](size_t il, const GGUFValue& v) { EXPECT_EQ(v.as_bool(), il % 2 == 0); });
+}
+
+// Phi-3 mini 128k's config (transformers 4.x): LongRoPE's factors and llama.cpp's attention
+// factor sqrt(1 + ln(131072 / 4096) / ln(4096)).
+TEST(HFConfig, Phi3LongRope) {
+    std::string shortf = "[", longf = "[";
+    for (int i = 0; i < 48; ++i) {
+        shortf += std::to_string(1.0 + 0.01 * i) + (i < 47 ? "," : "]");
+        longf += std::to_string(1.0 + 0.5 * i) + (i < 47 ? "," : "]");
+    }
+    const HFModelSpec s = parse_hf_config(R"({
+      "architectures": ["Phi3ForCausalLM"], "vocab_size": 32064, "hidden_size": 3072,
+      "intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 32,
+      "num_key_value_heads": 32, "max_position_embeddings": 131072,
+      "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+      "sliding_window": 262144, "hidden_act": "silu",
+      "rope_scaling": {"type": "longrope", "short_factor": )" +
+                                              shortf + R"(, "long_factor": )" + longf + "}}",
+                                          "cfg.json");
+    EXPECT_EQ(s.arch, "phi3");
+    ASSERT_EQ(s.rope_factors_long.size(), 48u);
+    ASSERT_EQ(s.rope_factors_short.size(), 48u);
+    EXPECT_FLOAT_EQ(s.rope_factors_long[47], 24.5f);
+    EXPECT_FLOAT_EQ(s.rope_factors_short[47], 1.47f);
+    EXPECT_EQ(kv(s, "phi3.rope.scaling.original_context_length")->as_u32(), 4096u);
+    EXPECT_EQ(kv(s, "phi3.context_length")->as_u32(), 131072u);
+    EXPECT_EQ(kv(s, "phi3.attention.sliding_window")->as_u32(), 262144u);
+    EXPECT_FLOAT_EQ(kv(s, "phi3.rope.scaling.attn_factor")->as_f32(),
+                    static_cast<float>(std::sqrt(1 + std::log(32.0) / std::log(4096.0))));
+}
+
 TEST(HFConfig, Errors) {
     EXPECT_NE(error_of(R"({"architectures": ["FalconForCausalLM"]})")
                   .find("'FalconForCausalLM' is not supported"),

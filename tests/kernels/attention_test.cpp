@@ -73,16 +73,13 @@ std::vector<Isa> supported_isas() {
     return v;
 }
 
-void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng,
-                DType kv_type = DType::F32, float alibi_bias = 0.0f, float softcap = 0.0f) {
+void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv_type = DType::F32,
+                float alibi_bias = 0.0f, float softcap = 0.0f) {
     std::normal_distribution<float> d(0.0f, 1.0f);
     ThreadPool pool(threads);
-    AttentionShape s{c.n_head,
-                     c.n_head_kv,
-                     c.head_dim,
-                     int64_t(c.n_head_kv) * c.head_dim,
-                     c.window,
-                     1.0f / std::sqrt(float(c.head_dim)),
+    AttentionShape s{c.n_head,   c.n_head_kv,
+                     c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
+                     c.window,   1.0f / std::sqrt(float(c.head_dim)),
                      kv_type};
     const std::vector<float> slopes = alibi_slopes(c.n_head, alibi_bias);
     if (alibi_bias > 0) s.alibi = slopes.data();
@@ -152,12 +149,9 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
             for (DType kv : {DType::F32, DType::F16})
                 for (int page : {16, 5}) {
                     ThreadPool pool(2);
-                    const AttentionShape s{c.n_head,
-                                           c.n_head_kv,
-                                           c.head_dim,
-                                           int64_t(c.n_head_kv) * c.head_dim,
-                                           c.window,
-                                           1.0f / std::sqrt(float(c.head_dim)),
+                    const AttentionShape s{c.n_head,   c.n_head_kv,
+                                           c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
+                                           c.window,   1.0f / std::sqrt(float(c.head_dim)),
                                            kv};
                     const int64_t total = c.pos0 + c.n_tokens, n_pages = (total + page - 1) / page;
                     const size_t elem = kv == DType::F16 ? 2 : 4;
@@ -189,8 +183,8 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
                     std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), a(q.size()),
                         b(q.size());
                     for (auto& x : q) x = nd(rng);
-                    attention(s, q.data(), kc.data(), vc.data(), c.n_tokens, c.pos0, a.data(),
-                              pool, isa);
+                    attention(s, q.data(), kc.data(), vc.data(), c.n_tokens, c.pos0, a.data(), pool,
+                              isa);
                     attention_paged(s, q.data(), {kptr.data(), vptr.data(), page}, c.n_tokens,
                                     c.pos0, b.data(), pool, isa);
                     for (size_t i = 0; i < a.size(); ++i)
@@ -215,14 +209,14 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
     const std::vector<Seq> seqs{{1, 0},  {1, 40},  {1, 700}, {3, 97},  {70, 13}, {1, 300},
                                 {1, 64}, {2, 511}, {1, 5},   {1, 129}, {1, 1030}};
     for (Isa isa : supported_isas())
-        for (const Shape sh : {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0},
-                               Shape{6, 3, 64, 90}})
+        for (const Shape sh :
+             {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0}, Shape{6, 3, 64, 90}})
             for (DType kv : {DType::F32, DType::F16})
                 for (int threads : {1, 2, 3}) {
                     ThreadPool pool(threads);
-                    const AttentionShape s{sh.n_head,  sh.n_head_kv,
+                    const AttentionShape s{sh.n_head,   sh.n_head_kv,
                                            sh.head_dim, int64_t(sh.n_head_kv) * sh.head_dim,
-                                           sh.window,  1.0f / std::sqrt(float(sh.head_dim)),
+                                           sh.window,   1.0f / std::sqrt(float(sh.head_dim)),
                                            kv};
                     const size_t elem = kv == DType::F16 ? 2 : 4, page = 16;
                     const size_t row = static_cast<size_t>(s.kv_stride) * elem;
@@ -288,9 +282,9 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
 TEST(Attention, AlibiMatchesDenseReference) {
     std::mt19937 rng(29);
     for (Isa isa : supported_isas())
-        for (const Case c : {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0},
-                             Case{6, 2, 16, 0, 70, 5}, Case{5, 1, 24, 40, 1, 700},
-                             Case{4, 4, 16, 0, 3, 90}}) {
+        for (const Case c :
+             {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0}, Case{6, 2, 16, 0, 70, 5},
+              Case{5, 1, 24, 40, 1, 700}, Case{4, 4, 16, 0, 3, 90}}) {
             check_case(c, isa, 1, rng, DType::F32, 8.0f);
             check_case(c, isa, 3, rng, DType::F16, 8.0f);
         }
@@ -301,9 +295,9 @@ TEST(Attention, AlibiMatchesDenseReference) {
 TEST(Attention, SoftcapMatchesDenseReference) {
     std::mt19937 rng(31);
     for (Isa isa : supported_isas())
-        for (const Case c : {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0},
-                             Case{6, 2, 16, 0, 70, 5}, Case{5, 1, 24, 40, 1, 700},
-                             Case{4, 4, 16, 0, 3, 90}, Case{4, 2, 13, 7, 23, 0}}) {
+        for (const Case c :
+             {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0}, Case{6, 2, 16, 0, 70, 5},
+              Case{5, 1, 24, 40, 1, 700}, Case{4, 4, 16, 0, 3, 90}, Case{4, 2, 13, 7, 23, 0}}) {
             check_case(c, isa, 1, rng, DType::F32, 0.0f, 1.5f);
             check_case(c, isa, 3, rng, DType::F16, 0.0f, 0.7f);
             check_case(c, isa, 2, rng, DType::F32, 8.0f, 2.0f);
@@ -378,13 +372,15 @@ TEST(Attention, AmxPrefillWithinTheBf16Bound) {
     std::mt19937 rng(23);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     const double u = std::ldexp(1.0, -9);
-    for (const Case c : {Case{6, 2, 64, 0, 131, 0}, Case{4, 4, 32, 0, 70, 45},
-                         Case{8, 2, 96, 50, 97, 20}, Case{12, 12, 64, 0, 64, 0},
-                         Case{3, 1, 64, 33, 150, 300}, Case{12, 12, 64, 0, 80, 0},
-                         Case{12, 12, 64, 0, 65, 0}})
+    for (const Case c :
+         {Case{6, 2, 64, 0, 131, 0}, Case{4, 4, 32, 0, 70, 45}, Case{8, 2, 96, 50, 97, 20},
+          Case{12, 12, 64, 0, 64, 0}, Case{3, 1, 64, 33, 150, 300}, Case{12, 12, 64, 0, 80, 0},
+          Case{12, 12, 64, 0, 65, 0}})
         for (DType kv_type : {DType::F32, DType::F16}) {
-            AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
-                             c.window, 1.0f / std::sqrt(float(c.head_dim)), kv_type, true};
+            AttentionShape s{c.n_head,   c.n_head_kv,
+                             c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
+                             c.window,   1.0f / std::sqrt(float(c.head_dim)),
+                             kv_type,    true};
             const int64_t total = c.pos0 + c.n_tokens;
             std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
                 v(total * s.kv_stride), out(q.size()), f32(q.size());
@@ -425,14 +421,15 @@ TEST(Attention, AmxPrefillWithinTheBf16Bound) {
                         ASSERT_NEAR(out[i], ref[i], bound)
                             << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << D
                             << " window " << c.window << " tokens " << c.n_tokens << " pos0 "
-                            << c.pos0 << " kv " << dtype_name(kv_type) << " t " << t << " h "
-                            << h << " d " << d;
+                            << c.pos0 << " kv " << dtype_name(kv_type) << " t " << t << " h " << h
+                            << " d " << d;
                         moved = std::max(moved, double(std::fabs(out[i] - f32[i])));
                     }
                 }
-            EXPECT_GT(moved, 0.0) << "equal to the f32 kernel's output: the tiles did not run; heads "
-                                  << c.n_head << "/" << c.n_head_kv << " dim " << c.head_dim
-                                  << " tokens " << c.n_tokens << " kv " << dtype_name(kv_type);
+            EXPECT_GT(moved, 0.0)
+                << "equal to the f32 kernel's output: the tiles did not run; heads " << c.n_head
+                << "/" << c.n_head_kv << " dim " << c.head_dim << " tokens " << c.n_tokens << " kv "
+                << dtype_name(kv_type);
         }
 }
 

@@ -145,7 +145,8 @@ TEST(Backward, SwiGluAndGelu) {
     const Vec want_dx = numeric_grad(gd, gelu);
     auto gelu_erf = [&](const Vec& a) {
         double s = 0;
-        for (int64_t i = 0; i < n; ++i) s += 0.5 * a[i] * (1 + std::erf(a[i] / std::sqrt(2.0))) * rd[i];
+        for (int64_t i = 0; i < n; ++i)
+            s += 0.5 * a[i] * (1 + std::erf(a[i] / std::sqrt(2.0))) * rd[i];
         return s;
     };
     const Vec want_erf = numeric_grad(gd, gelu_erf);
@@ -299,15 +300,14 @@ TEST(Backward, LinearLayerRounded) {
                                               : static_cast<double>(f16_to_f32(f32_to_f16(v)));
         };
         for (const bool emulate : {false, true})
-            for (const auto& [T, K, N] : {std::tuple<int64_t, int64_t, int64_t>{7, 45, 29},
-                                          {70, 37, 53},
-                                          {33, 131, 96}}) {
+            for (const auto& [T, K, N] :
+                 {std::tuple<int64_t, int64_t, int64_t>{7, 45, 29}, {70, 37, 53}, {33, 131, 96}}) {
                 const auto dy = random_floats(T * N, 30), w = random_floats(N * K, 31),
                            x = random_floats(T * K, 32), bias = random_floats(N, 33);
                 ThreadPool pool(2);
                 std::vector<float> y(T * N), dx(T * K, 0.5f), dw(N * K, 0.25f), db(N, -1.0f);
-                linear_forward_rounded(rounding, x.data(), w.data(), bias.data(), T, K, N,
-                                       y.data(), pool, emulate);
+                linear_forward_rounded(rounding, x.data(), w.data(), bias.data(), T, K, N, y.data(),
+                                       pool, emulate);
                 linear_backward_input_rounded(rounding, dy.data(), w.data(), T, K, N, dx.data(),
                                               true, pool, emulate);
                 linear_backward_weight_rounded(rounding, dy.data(), x.data(), T, K, N, dw.data(),
@@ -415,7 +415,7 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
     struct Case {
         int H, HK, D, window;
         int64_t T;
-        float alibi = 0.0f;  // ALiBi's maximum bias (0: none)
+        float alibi = 0.0f;    // ALiBi's maximum bias (0: none)
         float softcap = 0.0f;  // Gemma 2's soft-capping of the scores (0: none)
     };
     for (const Case c : {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},

@@ -97,7 +97,8 @@ TEST(Elementwise, GegluMatchesTheDefinition) {
             for (int64_t i = 0; i < n; ++i) {
                 const double x = g[i];
                 const double want =
-                    0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+                    0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) *
+                    u[i];
                 ASSERT_NEAR(got[i], want,
                             6 * kUlp * std::fabs(want) + 3 * kUlp * std::fabs(x * u[i]))
                     << isa_name(isa) << " n " << n << " at " << i << " g " << x;
@@ -126,8 +127,10 @@ TEST(Elementwise, SoftcapMatchesTanh) {
                 softcap(got.data(), n, cap, isa);
                 for (int64_t i = 0; i < n; ++i) {
                     const double want = cap * std::tanh(double(x[i]) / cap);
-                    ASSERT_NEAR(got[i], want, 4 * kUlp * std::fabs(want) + 2 * kUlp * std::fabs(x[i]))
-                        << isa_name(isa) << " cap " << cap << " n " << n << " at " << i << " x " << x[i];
+                    ASSERT_NEAR(got[i], want,
+                                4 * kUlp * std::fabs(want) + 2 * kUlp * std::fabs(x[i]))
+                        << isa_name(isa) << " cap " << cap << " n " << n << " at " << i << " x "
+                        << x[i];
                 }
             }
     }

@@ -59,7 +59,7 @@ float max_rel_diff(std::span<const float> a, std::span<const float> b) {
 class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
-    const bool llama_like = GetParam() == "mixtral" || GetParam() == "llama_local_global";
+    const bool llama_like = GetParam().starts_with("mixtral") || GetParam() == "llama_local_global";
     InitConfig cfg = small(llama_like ? "llama" : GetParam());
     if (GetParam() == "llama_local_global" || GetParam().starts_with("gemma")) {  // local, global
         cfg.window = 5;
@@ -69,6 +69,11 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
     if (GetParam() == "mixtral" || GetParam() == "qwen2moe" || GetParam() == "qwen3moe") {
         cfg.n_expert = 4;
         cfg.n_expert_used = 2;
+    }
+    if (GetParam() == "mixtral_top_p") {  // 1 to 4 of 6 experts, until they reach p = 0.5
+        cfg.n_expert = 6;
+        cfg.n_expert_used = 4;
+        cfg.expert_top_p = 0.5f;
     }
     const Model m(make_model(GetParam(), cfg));
     const int n = 21, V = m.hparams().n_vocab;
@@ -142,9 +147,10 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral", "qwen2moe",
-                                           "qwen3moe", "llama_local_global", "bloom", "mpt",
-                                           "gemma2", "gemma3"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral",
+                                           "mixtral_top_p", "qwen2moe", "qwen3moe",
+                                           "llama_local_global", "bloom", "mpt", "phi3", "gemma2",
+                                           "gemma3"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.
@@ -218,10 +224,9 @@ TEST(Forward, SlidingWindowPatternKeyIsReadAsBoolsOrAPeriod) {
     // llama.cpp's period 2: layer il is local unless il % 2 == 1.
     const Model period(with("period", io::GGUFValue::u32(2)));
     for (int il = 0; il < 4; ++il) EXPECT_EQ(period.hparams().window(il), il % 2 == 1 ? 0 : 3);
-    const std::vector<io::GGUFValue> bools = {io::GGUFValue::boolean(false),
-                                              io::GGUFValue::boolean(true),
-                                              io::GGUFValue::boolean(true),
-                                              io::GGUFValue::boolean(false)};
+    const std::vector<io::GGUFValue> bools = {
+        io::GGUFValue::boolean(false), io::GGUFValue::boolean(true), io::GGUFValue::boolean(true),
+        io::GGUFValue::boolean(false)};
     const Model array(with("bools", io::GGUFValue::array(io::GGUFType::BOOL, bools)));
     for (int il = 0; il < 4; ++il)
         EXPECT_EQ(array.hparams().window(il), il == 1 || il == 2 ? 3 : 0);

@@ -9,14 +9,14 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
-#include "drift.hpp"
+#include "backend/cpu_backend.hpp"
 #include "core/error.hpp"
-#include "parallel/communicator.hpp"
-#include "world.hpp"
+#include "drift.hpp"
 #include "io/gguf.hpp"
+#include "parallel/communicator.hpp"
 #include "train/trainer.hpp"
+#include "world.hpp"
 
 namespace syslm::parallel {
 namespace {
@@ -103,9 +103,9 @@ TEST_P(TensorParallelArch, SameLossesAndWeightsAsOneProcess) {
     std::unique_ptr<Communicator> dp_group = c.split(c.rank() % tp, c.rank());
     ASSERT_EQ(tp_group->size(), tp);
     ASSERT_EQ(dp_group->size(), dp);
-    const std::string path = testing::write_test_model(
-        "tp_" + GetParam() + "_" + std::to_string(c.rank()),
-        testing::small_model_config(GetParam(), 32, 46));
+    const std::string path =
+        testing::write_test_model("tp_" + GetParam() + "_" + std::to_string(c.rank()),
+                                  testing::small_model_config(GetParam(), 32, 46));
     const io::GGUFFile file(path);
     std::mt19937 rng(81);
     std::vector<int32_t> ids(static_cast<size_t>(dp) * B * (T + 1));
@@ -127,7 +127,8 @@ TEST_P(TensorParallelArch, SameLossesAndWeightsAsOneProcess) {
     EXPECT_LT(par.losses.back(), par.losses.front());
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, TensorParallelArch, ::testing::Values("llama", "qwen3", "gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Archs, TensorParallelArch,
+                         ::testing::Values("llama", "qwen3", "gemma2", "gemma3"));
 
 // dp = 2 x tp = 2 (4 ranks): ZeRO-1 and -2 shard each tensor-parallel slice's optimizer state
 // over its data-parallel pair: the weights of plain dp x tp (which equal one process's, above),

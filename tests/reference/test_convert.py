@@ -37,7 +37,8 @@ ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
         "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE, "qwen3": gguf.MODEL_ARCH.QWEN3,
         "qwen3moe": gguf.MODEL_ARCH.QWEN3MOE,
         "gpt2": gguf.MODEL_ARCH.GPT2, "bloom": gguf.MODEL_ARCH.BLOOM, "mpt": gguf.MODEL_ARCH.MPT,
-        "gemma2": gguf.MODEL_ARCH.GEMMA2, "gemma3": gguf.MODEL_ARCH.GEMMA3}
+        "phi3": gguf.MODEL_ARCH.PHI3, "gemma2": gguf.MODEL_ARCH.GEMMA2,
+        "gemma3": gguf.MODEL_ARCH.GEMMA3}
 
 
 def bloom_group_qkv(w, n_head):
@@ -124,8 +125,10 @@ def expected_tensors(model_dir):
                  "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3ForCausalLM": "qwen3",
                  "Qwen3MoeForCausalLM": "qwen3moe",
                  "GPT2LMHeadModel": "gpt2", "BloomForCausalLM": "bloom",
-                 "MptForCausalLM": "mpt", "Gemma2ForCausalLM": "gemma2",
-                 "Gemma3ForCausalLM": "gemma3"}[cfg["architectures"][0]]
+                 "MptForCausalLM": "mpt", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2",
+                 "Gemma3ForCausalLM": "gemma3",
+                 "Gemma3ForConditionalGeneration": "gemma3"}[cfg["architectures"][0]]
+    cfg = cfg.get("text_config", cfg)  # a multimodal checkpoint's language model
     n_layer = cfg.get("num_hidden_layers", cfg.get("n_layer", cfg.get("n_layers")))
     names = gguf.get_tensor_name_map(ARCH[arch_name], n_layer)
     out, experts = {}, {}
@@ -140,7 +143,10 @@ def expected_tensors(model_dir):
             assert gname, f"gguf-py has no name for {merged}"
             experts.setdefault(gname, {})[int(m.group(2))] = w
             continue
+        if hf_name.startswith(("vision_tower.", "multi_modal_projector.")):
+            continue  # the converter takes the language model only
         mapped = hf_name.removeprefix("transformer.") if arch_name == "bloom" else hf_name
+        mapped = mapped.removeprefix("language_model.")  # as llama.cpp's Gemma3Model strips it
         gname = names.get_name(mapped, try_suffixes=(".weight", ".bias"))
         assert gname, f"gguf-py has no name for {hf_name}"
         if arch_name == "bloom" and "query_key_value" in hf_name:
@@ -187,6 +193,12 @@ def test_tensors_match_hf_state_dict(variant, models, convert):
         # All three llama3 regimes occur: kept (1), fully scaled (factor), and smoothed between.
         assert (rf.data == 1).any() and (rf.data == 8).any()
         assert ((rf.data > 1) & (rf.data < 8)).any()
+    if variant.startswith("phi3"):  # LongRoPE's factors, as config.json lists them
+        rope = config_of(d)["rope_parameters"]
+        for kind in ("long", "short"):
+            t = got.pop(f"rope_factors_{kind}.weight")
+            assert t.tensor_type == QT.F32
+            np.testing.assert_array_equal(t.data, np.float32(rope[f"{kind}_factor"]))
     assert set(got) == set(expected), (sorted(set(got) ^ set(expected)))
     if variant == "llama_tied":
         assert "output.weight" not in got  # llama.cpp reads token_embd for a tied output
@@ -251,6 +263,7 @@ def expect_kv(r, key, value):
 def test_metadata_matches_config(variant, models, convert):
     d = models(variant)
     cfg = config_of(d)
+    cfg = cfg.get("text_config", cfg)  # a multimodal checkpoint's language model
     r = gguf.GGUFReader(convert(d))
     arch = field(r, "general.architecture")
     expect_kv(r, "general.file_type", 0)
@@ -271,6 +284,25 @@ def test_metadata_matches_config(variant, models, convert):
         expect_kv(r, "mpt.attention.head_count", cfg["n_heads"])
         expect_kv(r, "mpt.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
         expect_kv(r, "mpt.attention.max_alibi_bias", cfg["attn_config"]["alibi_bias_max"])
+        return
+    if arch == "phi3":
+        rope = cfg["rope_parameters"]
+        orig = cfg["original_max_position_embeddings"]
+        expect_kv(r, "phi3.context_length", cfg["max_position_embeddings"])
+        expect_kv(r, "phi3.rope.scaling.original_context_length", orig)
+        expect_kv(r, "phi3.embedding_length", cfg["hidden_size"])
+        expect_kv(r, "phi3.feed_forward_length", cfg["intermediate_size"])
+        expect_kv(r, "phi3.block_count", cfg["num_hidden_layers"])
+        expect_kv(r, "phi3.attention.head_count", cfg["num_attention_heads"])
+        expect_kv(r, "phi3.attention.head_count_kv", cfg["num_key_value_heads"])
+        expect_kv(r, "phi3.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
+        expect_kv(r, "phi3.rope.dimension_count", cfg["hidden_size"] // cfg["num_attention_heads"])
+        expect_kv(r, "phi3.rope.freq_base", rope["rope_theta"])
+        expect_kv(r, "phi3.attention.sliding_window", cfg.get("sliding_window") or 0)
+        # llama.cpp's Phi3MiniModel: sqrt(1 + ln(max / original) / ln(original)).
+        scale = cfg["max_position_embeddings"] / orig
+        expect_kv(r, "phi3.rope.scaling.attn_factor",
+                  float(np.float32(np.sqrt(1 + np.log(scale) / np.log(orig)))))
         return
     if arch == "gemma2":
         expect_kv(r, "gemma2.context_length", cfg["max_position_embeddings"])
@@ -301,8 +333,11 @@ def test_metadata_matches_config(variant, models, convert):
         expect_kv(r, "gemma3.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
         rope = cfg["rope_parameters"]
         expect_kv(r, "gemma3.rope.freq_base", rope["full_attention"]["rope_theta"])
-        expect_kv(r, "gemma3.rope.scaling.type", "linear")
-        expect_kv(r, "gemma3.rope.scaling.factor", rope["full_attention"]["factor"])
+        if rope["full_attention"]["rope_type"] == "linear":
+            expect_kv(r, "gemma3.rope.scaling.type", "linear")
+            expect_kv(r, "gemma3.rope.scaling.factor", rope["full_attention"]["factor"])
+        else:
+            assert field(r, "gemma3.rope.scaling.type") is None
         expect_kv(r, "gemma3.rope.freq_base_swa", rope["sliding_attention"]["rope_theta"])
         expect_kv(r, "gemma3.attention.scale", float(np.float32(cfg["query_pre_attn_scalar"] ** -0.5)))
         expect_kv(r, "gemma3.attention.sliding_window", cfg["sliding_window"])

@@ -48,7 +48,7 @@ def rewrite_with_gguf_py(src, dst):
 def test_logits_match_transformers(variant, tmp_path, run_syslm):
     hf_dir = tiny_hf_models.build(variant, tmp_path / "hf")
     model = tiny_hf_models.load(hf_dir)
-    n_vocab = model.config.vocab_size
+    n_vocab = model.config.get_text_config().vocab_size  # a multimodal model's language model's
     ids = torch.Generator().manual_seed(zlib.crc32(variant.encode()))
     tokens = torch.randint(0, n_vocab, (PREFILL + DECODE,), generator=ids)
     with torch.no_grad():

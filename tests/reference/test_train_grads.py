@@ -22,7 +22,7 @@ import tiny_hf_models
 B, T = 2, 9
 TOLERANCE = 1e-4  # max |syslm - torch| / max |torch| per tensor
 DENSE = ["llama", "llama_llama3_rope", "llama_tied", "mistral_swa", "qwen2", "qwen3",
-         "qwen3_local_global", "gpt2", "bloom", "mpt", "gemma2", "gemma3"]
+         "qwen3_local_global", "gpt2", "bloom", "mpt", "phi3", "gemma2", "gemma3"]
 
 
 def read_gguf(path):
@@ -80,8 +80,9 @@ def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_sysl
         err = np.abs(g - r).max() / max(np.abs(r).max(), 1e-12)
         worst = max(worst, err)
         assert err < TOLERANCE, f"{name}: max rel err {err:.2e}"
-    # Every trainable tensor of the reference has a syslm gradient (rope_freqs is a constant).
-    assert set(ref) - {"rope_freqs.weight"} == set(got)
+    # Every trainable tensor of the reference has a syslm gradient (RoPE's factors are constants).
+    assert set(ref) - {"rope_freqs.weight", "rope_factors_long.weight",
+                       "rope_factors_short.weight"} == set(got)
     print(f"{variant}: loss {got_loss:.6f} vs {loss.item():.6f}, worst tensor rel err {worst:.2e}")
     return model_path, got_path
 
@@ -157,11 +158,12 @@ def test_gradients_match_autograd(variant, tmp_path, run_syslm):
     check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm)
 
 
-@pytest.mark.parametrize("variant", ["mixtral", "qwen3moe"])
-def test_moe_gradients_match_autograd(variant, tmp_path, run_syslm):
+@pytest.mark.parametrize("variant,z_coef", [("mixtral", 0.0), ("qwen3moe", 0.0), ("mixtral", 0.02)])
+def test_moe_gradients_match_autograd(variant, z_coef, tmp_path, run_syslm):
     """Mixtral and Qwen3-MoE (4 experts, top-2, renormalised weights): cross-entropy plus HF's
-    load-balancing auxiliary loss (router_aux_loss_coef, all layers' rows), every gradient incl.
-    the router's and each expert's."""
+    load-balancing auxiliary loss (router_aux_loss_coef, all layers' rows), and the router
+    z-loss of ST-MoE (the mean over layers and rows of logsumexp(router logits)^2, written out
+    here in PyTorch), every gradient incl. the router's and each expert's."""
     coef = 0.05  # large enough that the auxiliary loss's gradient shows in the router's
     hf_dir = tiny_hf_models.build(variant, tmp_path / "hf")
     model = tiny_hf_models.load(hf_dir)
@@ -174,8 +176,11 @@ def test_moe_gradients_match_autograd(variant, tmp_path, run_syslm):
     ce = F.cross_entropy(out.logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
     assert out.aux_loss is not None and out.aux_loss.item() > 0
     loss = ce + coef * out.aux_loss
+    if z_coef > 0:
+        z = torch.stack([torch.logsumexp(r, dim=-1).pow(2).mean() for r in out.router_logits])
+        loss = loss + z_coef * z.mean()
     loss.backward()
-    extra = ("--moe-aux-coef", coef)
+    extra = ("--moe-aux-coef", coef, "--router-z-loss", z_coef)
     model_path, got_path = check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path,
                                                   run_syslm, *extra)
     check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm, *extra)

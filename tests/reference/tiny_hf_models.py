@@ -15,7 +15,8 @@ Variants: llama (GQA), llama_linear_rope, llama_llama3_rope, llama_tied, mistral
 (sliding_window 7), mixtral (4 experts, top-2), qwen2 (QKV bias, padded vocab, chat template),
 qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), qwen3_local_global (window 5 on
 layers 0 and 1, layer 2 global), qwen3moe (the same
-with 4 experts top-2, renormalised), gpt2, bloom, mpt, gemma2 (soft-capping, 1:1 local/global), gemma3
+with 4 experts top-2, renormalised), gpt2, bloom, mpt, phi3 and phi3_long (fused QKV and gate-up, LongRoPE's short and long
+factors), gemma2 (soft-capping, 1:1 local/global), gemma3
 (local/global with two RoPE bases, post-norms, GeGLU).
 """
 from __future__ import annotations
@@ -28,7 +29,9 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (AutoModelForCausalLM, BloomConfig, BloomForCausalLM, Gemma2Config,
-                          Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config,
+                          Gemma2ForCausalLM, Gemma3Config, Gemma3ForCausalLM,
+                          Gemma3ForConditionalGeneration, Gemma3TextConfig, GPT2Config,
+                          Phi3Config, Phi3ForCausalLM,
                           MptConfig, MptForCausalLM, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
@@ -369,6 +372,36 @@ def mpt(out: Path) -> Path:
     return _finish(MptForCausalLM(config), out, 41)
 
 
+def _phi3(out: Path, seed: int, original: int, **cfg) -> Path:
+    tok = _spm_tokenizer(vocab_size=560)
+    hf_tok = _save_tokenizer(tok, out, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0,
+            "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+            "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 8.0]}
+    config = Phi3Config(vocab_size=len(hf_tok), hidden_size=HIDDEN, intermediate_size=FFN,
+                        num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                        num_key_value_heads=KV_HEADS, max_position_embeddings=256,
+                        original_max_position_embeddings=original, rope_parameters=rope,
+                        rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1,
+                        eos_token_id=2, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attention_dropout=0.0, **cfg)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    return _finish(Phi3ForCausalLM(config), out, seed)
+
+
+def phi3(out: Path) -> Path:
+    """Phi-3: fused QKV and gate-up, LongRoPE with an original context of 64 (the 27 test
+    positions take the short factors; the attention factor of 256 / 64 applies)."""
+    return _phi3(out, 51, 64)
+
+
+def phi3_long(out: Path) -> Path:
+    """Phi-3 with an original context of 16: the 27 test positions take the long factors (a
+    context longer than 16, as llama.cpp chooses); sliding window 9."""
+    return _phi3(out, 53, 16, sliding_window=9)
+
+
 def gemma2(out: Path) -> Path:
     """Gemma 2: layers alternate local (window 5) and global; scores soft-capped at 3 and logits
     at 4 (low enough that tanh bends them), four norms per block (HF's 1 + w), GeGLU, embeddings
@@ -408,6 +441,27 @@ def gemma3(out: Path) -> Path:
     return _finish(Gemma3ForCausalLM(config), out, 43)
 
 
+def gemma3_multimodal(out: Path) -> Path:
+    """Gemma3ForConditionalGeneration (how Gemma 3 4B and larger are published): gemma3's text
+    model under `language_model.`, with a tiny SigLIP vision tower and projector the converter
+    leaves out; text_config lists every key (the defaults path is checked in test_convert)."""
+    tok = _spm_tokenizer(vocab_size=560)
+    hf_tok = _save_tokenizer(tok, out, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    text = dict(vocab_size=len(hf_tok), hidden_size=HIDDEN, intermediate_size=FFN,
+                num_hidden_layers=4, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+                head_dim=16, max_position_embeddings=256, rms_norm_eps=1e-6,
+                query_pre_attn_scalar=20, sliding_window=5,
+                layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                             "sliding_attention"], bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    vision = dict(hidden_size=32, intermediate_size=40, num_hidden_layers=1, num_attention_heads=2,
+                  image_size=28, patch_size=14)
+    config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                          image_token_index=len(hf_tok) + 7)  # no text token is an image
+    config._attn_implementation = "eager"
+    torch.manual_seed(59)
+    return _finish(Gemma3ForConditionalGeneration(config), out, 59)
+
+
 VARIANTS = {
     "llama": llama,
     "llama_linear_rope": llama_linear_rope,
@@ -424,8 +478,11 @@ VARIANTS = {
     "gpt2": gpt2,
     "bloom": bloom,
     "mpt": mpt,
+    "phi3": phi3,
+    "phi3_long": phi3_long,
     "gemma2": gemma2,
     "gemma3": gemma3,
+    "gemma3_multimodal": gemma3_multimodal,
 }
 
 

@@ -185,8 +185,9 @@ const AttentionChoice& attention_prefill_choice() {
                 KernelChoice m;
                 m.value = c.amx ? "amx-bf16" : "f32";
                 char line[128];
-                std::snprintf(line, sizeof line, "f32 %.2f ms, amx-bf16 %.2f ms (1 thread, 256 tokens)",
-                              c.f32_ms, c.amx_ms);
+                std::snprintf(line, sizeof line,
+                              "f32 %.2f ms, amx-bf16 %.2f ms (1 thread, 256 tokens)", c.f32_ms,
+                              c.amx_ms);
                 m.timings = line;
                 return m;
             },
@@ -235,8 +236,8 @@ void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seq
     attention_paged_batch(s, seqs, pool, active_isa());
 }
 
-void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
-                     ThreadPool& pool, Isa isa) {
+void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs, ThreadPool& pool,
+                     Isa isa) {
     attention_paged_batch(s, seqs, pool, isa);
 }
 
@@ -278,8 +279,8 @@ void merge_slices(const AttentionShape& s, int64_t n_tokens, int64_t n_slices, c
 // A job's queries as the columns i = (t - t0) * G + g of a small matrix, transposed (or row
 // by row in row mode) with the scale folded in, each with its visible range [lo, hi] and a fresh
 // (m, l); padding columns up to nqp see nothing.
-void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t t0, int hk,
-                  int nq, int nqp, bool rows, float* qt, float* lo, float* hi, float* m, float* l,
+void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t t0, int hk, int nq,
+                  int nqp, bool rows, float* qt, float* lo, float* hi, float* m, float* l,
                   float* slope) {
     const int D = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
@@ -345,8 +346,8 @@ struct KvRows {
 
     // Positions [p0, p0 + np) of the columns [kv_off, kv_off + D): K and V row pointers and
     // their row stride (kw / vw: the job's scratch, filled when the rows are gathered here).
-    int64_t block(int64_t p0, int np, int64_t kv_off, int D, float* kw, float* vw,
-                  const float** k, const float** v) const {
+    int64_t block(int64_t p0, int np, int64_t kv_off, int D, float* kw, float* vw, const float** k,
+                  const float** v) const {
         if (up_front) {
             const int64_t at = (p0 - first_pos) * stride + kv_off;
             *k = kwide + at;
@@ -458,11 +459,11 @@ private:
         const int D = this->D();
         const int nq = static_cast<int>(t1 - t0) * G();
         const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
-        pack_columns(s, q, pos0, t0, hk, nq, nqp, nq * 4 <= kern.lanes, x.qt, x.lo, x.hi, x.m,
-                     x.l, x.slope);
+        pack_columns(s, q, pos0, t0, hk, nq, nqp, nq * 4 <= kern.lanes, x.qt, x.lo, x.hi, x.m, x.l,
+                     x.slope);
         std::fill_n(x.o, static_cast<size_t>(nq) * D, 0.0f);
-        return AttentionColumns{x.qt, x.lo, x.hi, x.m,  x.l,   x.o,
-                                x.sc, x.c,  nq,   nqp, D, s.alibi ? x.slope : nullptr,
+        return AttentionColumns{x.qt,     x.lo, x.hi, x.m, x.l, x.o,
+                                x.sc,     x.c,  nq,   nqp, D,   s.alibi ? x.slope : nullptr,
                                 s.softcap};
     }
 
@@ -492,8 +493,8 @@ private:
 
         if (amx) {
             x86::attention_job_amx({q, static_cast<int64_t>(s.n_head) * D, kv.k_rows() + kv_off,
-                                    kv.v_rows() + kv_off, kv.stride, kv.rows_first(), t0, t1,
-                                    pos0, hk, G, D, s.window, s.scale, x.m, x.l, x.o});
+                                    kv.v_rows() + kv_off, kv.stride, kv.rows_first(), t0, t1, pos0,
+                                    hk, G, D, s.window, s.scale, x.m, x.l, x.o});
             store(slice, t0, hk, nq, x);
             return;
         }
@@ -514,7 +515,8 @@ private:
         const int D = this->D(), G = this->G();
         for (int i = 0; i < nq; ++i) {
             const int64_t t = t0 + i / G;
-            const size_t si = static_cast<size_t>((slice * n_tokens + t) * s.n_head + hk * G + i % G);
+            const size_t si =
+                static_cast<size_t>((slice * n_tokens + t) * s.n_head + hk * G + i % G);
             st[2 * si] = x.m[i];
             st[2 * si + 1] = x.l[i];
             std::copy_n(x.o + static_cast<int64_t>(i) * D, D, acc_all + si * D);
@@ -594,9 +596,9 @@ void attention_impl(const AttentionShape& s, const float* q, const void* k_cache
     thread_local std::vector<float> wide;  // the caller's: workers see it through kv
     if (kv.up_front) kv.widen_span(c.first_pos, c.span, wide, pool);
 
-    const AttentionJobs aj{s,           kern,        kv,          q,          n_tokens,
-                           pos0,        c.n_tiles,   c.n_slices,  c.slice_len, c.first_pos,
-                           c.last_pos,  c.amx,       state.data(), accs.data()};
+    const AttentionJobs aj{s,          kern,      kv,           q,           n_tokens,
+                           pos0,       c.n_tiles, c.n_slices,   c.slice_len, c.first_pos,
+                           c.last_pos, c.amx,     state.data(), accs.data()};
     pool.parallel_for(c.n_tiles * s.n_head_kv * c.n_slices,
                       [&](int64_t b, int64_t e, int) { aj.run(b, e); });
     merge_slices(s, n_tokens, c.n_slices, state.data(), accs.data(), out, lse);
@@ -624,8 +626,8 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
             ++next;
             continue;
         }
-        attention_impl(s, seqs[i].q, nullptr, nullptr, &seqs[i].kv, seqs[i].n_tokens,
-                       seqs[i].pos0, seqs[i].out, pool, isa, nullptr);
+        attention_impl(s, seqs[i].q, nullptr, nullptr, &seqs[i].kv, seqs[i].n_tokens, seqs[i].pos0,
+                       seqs[i].out, pool, isa, nullptr);
     }
     if (shared.empty()) return;
 
@@ -655,8 +657,7 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
         kvs.push_back(kv_rows(kern, s, nullptr, nullptr, &q.kv, c));
         jobs.push_back(AttentionJobs{s, kern, kvs.back(), q.q, q.n_tokens, q.pos0, c.n_tiles,
                                      c.n_slices, c.slice_len, c.first_pos, c.last_pos, false,
-                                     state.data() + 2 * at[j],
-                                     accs.data() + at[j] * s.head_dim});
+                                     state.data() + 2 * at[j], accs.data() + at[j] * s.head_dim});
         for (int64_t sl = 0; sl < c.n_slices; ++sl) work.push_back({j, sl, c.slice_len});
     }
     // Longest first, handed out one at a time: sequences differ in length.

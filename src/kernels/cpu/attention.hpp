@@ -98,8 +98,8 @@ struct PagedSequence {
 };
 void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
                      ThreadPool& pool);
-void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
-                     ThreadPool& pool, Isa isa);
+void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs, ThreadPool& pool,
+                     Isa isa);
 
 // Gradients of attention over one sequence from position 0 (F32 K/V, kv_stride apart), given
 // the forward's output o and lse: dq (n_tokens x n_head*head_dim) and dk, dv (n_tokens rows
@@ -172,9 +172,9 @@ struct AttentionKernels {
 // scores and the softmax stay f32.
 struct AttentionAmxJob {
     const float* q;
-    int64_t q_stride;      // floats between tokens' query rows
-    const float *k, *v;    // the rows of KV head hk at position kv_first
-    int64_t kv_stride;     // floats between positions
+    int64_t q_stride;    // floats between tokens' query rows
+    const float *k, *v;  // the rows of KV head hk at position kv_first
+    int64_t kv_stride;   // floats between positions
     int64_t kv_first;
     int64_t t0, t1, pos0;  // tokens [t0, t1) sit at positions pos0 + t
     int hk, G, D, window;
@@ -208,8 +208,8 @@ private:
 const AttentionKernels& attention_kernels(Isa isa);
 
 namespace x86 {
-AttentionKernels attention_kernels_avx2();    // attention_avx2.cpp
-AttentionKernels attention_kernels_avx512();  // attention_avx512.cpp
+AttentionKernels attention_kernels_avx2();           // attention_avx2.cpp
+AttentionKernels attention_kernels_avx512();         // attention_avx512.cpp
 void attention_job_amx(const AttentionAmxJob& job);  // attention_amx.cpp
 }  // namespace x86
 

@@ -143,11 +143,11 @@ void attention_backward_job(const AttentionBackwardJob& j) {
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
     const int64_t kv_off = static_cast<int64_t>(j.kv_head) * D;
     constexpr int B = kAttentionBlock, TR = kBackwardTileRows;
-    float* kt = j.scratch;      // [D][B] the block's keys, transposed
-    float* vt = kt + D * B;     // [D][B] its values, transposed
-    float* pt = vt + D * B;     // [TR][B] probabilities of the tile's rows (0 where masked)
-    float* dst = pt + TR * B;   // [TR][B] scale * ds
-    float* dts = dst + TR * B;  // [n_tokens][G]: D_t = dout_t . o_t per query head
+    float* kt = j.scratch;             // [D][B] the block's keys, transposed
+    float* vt = kt + D * B;            // [D][B] its values, transposed
+    float* pt = vt + D * B;            // [TR][B] probabilities of the tile's rows (0 where masked)
+    float* dst = pt + TR * B;          // [TR][B] scale * ds
+    float* dts = dst + TR * B;         // [n_tokens][G]: D_t = dout_t . o_t per query head
     float* at = dts + j.n_tokens * G;  // [B] the block's positions (ALiBi)
     for (int64_t t = 0; t < j.n_tokens; ++t) {
         std::fill_n(j.dk + t * s.kv_stride + kv_off, D, 0.0f);
@@ -165,7 +165,8 @@ void attention_backward_job(const AttentionBackwardJob& j) {
     const float* krow[B];
     const float* vrow[B];
     const typename V::T sc = V::set1(s.scale), one = V::set1(1.0f);
-    const typename V::T cap = V::set1(s.softcap), inv_cap = V::set1(s.softcap > 0 ? 1 / s.softcap : 0);
+    const typename V::T cap = V::set1(s.softcap),
+                        inv_cap = V::set1(s.softcap > 0 ? 1 / s.softcap : 0);
     for (int64_t j0 = 0; j0 < j.n_tokens; j0 += B) {
         const int np = static_cast<int>(std::min<int64_t>(B, j.n_tokens - j0));
         for (int p = 0; p < B; ++p) at[p] = static_cast<float>(j0 + p);
@@ -209,12 +210,12 @@ void attention_backward_job(const AttentionBackwardJob& j) {
                         dcap = V::sub(one, V::mul(t, t));
                     }
                     if (s.alibi) {
-                        const typename V::T pos = n == V::W ? V::load(at + p) : V::load_n(at + p, n);
+                        const typename V::T pos =
+                            n == V::W ? V::load(at + p) : V::load_n(at + p, n);
                         arg = V::fmadd(sl, V::sub(pos, tv), arg);
                     }
                     const typename V::T pr = V::exp(arg);
-                    const typename V::T ds =
-                        V::mul(V::mul(sc, dcap), V::mul(pr, V::sub(dv, dtv)));
+                    const typename V::T ds = V::mul(V::mul(sc, dcap), V::mul(pr, V::sub(dv, dtv)));
                     if (n == V::W) {
                         V::store(prow + p, pr);
                         V::store(drow + p, ds);

@@ -145,7 +145,8 @@ void geglu_backward_scalar(const float* gate, const float* up, const float* dout
         const float v = gate[i];
         const float t = std::tanh(k * (v + c * v * v * v));
         const float gelu = 0.5f * v * (1.0f + t);
-        const float dgelu = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
+        const float dgelu =
+            0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
         dgate[i] = dout[i] * up[i] * dgelu;
         dup[i] = dout[i] * gelu;
     }
@@ -159,8 +160,8 @@ void swiglu_backward(const float* gate, const float* up, const float* dout, floa
     });
 }
 
-void geglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
-                    float* dup, int64_t n, ThreadPool& pool) {
+void geglu_backward(const float* gate, const float* up, const float* dout, float* dgate, float* dup,
+                    int64_t n, ThreadPool& pool) {
     const auto fn = elementwise_kernels(active_isa()).geglu_backward;
     pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
         fn(gate + b, up + b, dout + b, dgate + b, dup + b, e - b);
@@ -300,8 +301,8 @@ double distill_rows(float* logits, const int32_t* targets, int64_t rows, int64_t
                 " must be in [0, 1] and the temperature ", tau, " positive");
     const int64_t counted = count_targets(targets, rows, n_vocab);
     std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
-    const double inv = counted > 0 ? static_cast<double>(grad_scale) / static_cast<double>(counted)
-                                   : 0.0;
+    const double inv =
+        counted > 0 ? static_cast<double>(grad_scale) / static_cast<double>(counted) : 0.0;
     pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
         std::vector<double> q(static_cast<size_t>(n_vocab)), qt(static_cast<size_t>(n_vocab)),
             pt(static_cast<size_t>(n_support));
@@ -312,8 +313,8 @@ double distill_rows(float* logits, const int32_t* targets, int64_t rows, int64_t
                 continue;
             }
             const int32_t* support = fill_pt(r, pt);
-            row_loss[static_cast<size_t>(r)] = distill_row(z, pt, support, n_support, targets[r],
-                                                           n_vocab, alpha, tau, inv, q, qt);
+            row_loss[static_cast<size_t>(r)] =
+                distill_row(z, pt, support, n_support, targets[r], n_vocab, alpha, tau, inv, q, qt);
         }
     });
     double loss = 0;
@@ -332,16 +333,15 @@ void teacher_softmax(const float* l, int n, double tau, std::vector<double>& pt)
 
 }  // namespace
 
-double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets,
-                          int64_t rows, int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
+double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets, int64_t rows,
+                          int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
                           float grad_scale) {
-    return distill_rows(logits, targets, rows, n_vocab, alpha, tau, pool, grad_scale,
-                        static_cast<int>(n_vocab),
-                        [&](int64_t r, std::vector<double>& pt) -> const int32_t* {
-                            teacher_softmax(teacher + r * n_vocab, static_cast<int>(n_vocab), tau,
-                                            pt);
-                            return nullptr;
-                        });
+    return distill_rows(
+        logits, targets, rows, n_vocab, alpha, tau, pool, grad_scale, static_cast<int>(n_vocab),
+        [&](int64_t r, std::vector<double>& pt) -> const int32_t* {
+            teacher_softmax(teacher + r * n_vocab, static_cast<int>(n_vocab), tau, pt);
+            return nullptr;
+        });
 }
 
 double distill_loss_fused_topk(float* logits, const int32_t* teacher_ids,

@@ -32,8 +32,8 @@ void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t n, T
 void gelu_erf_backward(const float* x, const float* dy, float* dx, int64_t n, ThreadPool& pool);
 
 // out = gelu_tanh(gate) * up: dgate and dup (overwritten) from dout.
-void geglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
-                    float* dup, int64_t n, ThreadPool& pool);
+void geglu_backward(const float* gate, const float* up, const float* dout, float* dgate, float* dup,
+                    int64_t n, ThreadPool& pool);
 
 // y = cap tanh(x / cap): dy *= 1 - (y / cap)^2 in place, from the forward's output y.
 void softcap_backward(const float* y, float* dy, int64_t n, float cap, ThreadPool& pool);
@@ -60,8 +60,8 @@ double cross_entropy_fused(float* logits, const int32_t* targets, int64_t rows, 
 //   (alpha * tau * (softmax(logits / tau) - softmax(teacher / tau))
 //    + (1 - alpha) * (softmax(logits) - onehot)) * grad_scale / n_counted.
 // teacher holds rows x n_vocab logits of the same vocabulary.
-double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets,
-                          int64_t rows, int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
+double distill_loss_fused(float* logits, const float* teacher, const int32_t* targets, int64_t rows,
+                          int64_t n_vocab, float alpha, float tau, ThreadPool& pool,
                           float grad_scale = 1.0f);
 // The same against a teacher known by its top-k logits per row (offline distillation): its
 // distribution is the softmax at temperature tau over those k tokens, zero elsewhere.

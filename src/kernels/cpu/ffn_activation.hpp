@@ -25,8 +25,8 @@ const char* ffn_activation_name(FfnActivation k);
 double ffn_activation_flops(FfnActivation k);
 double ffn_activation_bytes(FfnActivation k);
 
-// a = act(a, b) in place: SwiGLU silu(a) * b, GeGLU gelu_tanh(a) * b; GeluTanh gelu_tanh(a), GeluErf gelu_erf(a) (b
-// unused, may be null).
+// a = act(a, b) in place: SwiGLU silu(a) * b, GeGLU gelu_tanh(a) * b; GeluTanh gelu_tanh(a),
+// GeluErf gelu_erf(a) (b unused, may be null).
 void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, ThreadPool& pool);
 // From the forward's inputs a (and b) and the gradient of its output: da, and db for gated
 // kinds (both overwritten; db unused otherwise).

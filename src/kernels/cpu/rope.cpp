@@ -25,6 +25,7 @@ Rope::Rope(RopeConfig cfg) : cfg_(std::move(cfg)) {
     inv_freq_.resize(half);
     double lo = 0, hi = 0;
     const bool yarn = cfg_.yarn_orig_ctx > 0;
+    mscale_ = cfg_.attn_factor;
     if (yarn) {
         lo = std::max(0.0, std::floor(yarn_corr_dim(cfg_.n_rot, cfg_.yarn_orig_ctx,
                                                     cfg_.yarn_beta_fast, cfg_.freq_base)));

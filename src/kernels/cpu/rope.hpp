@@ -22,6 +22,8 @@ struct RopeConfig {
     int yarn_orig_ctx = 0;
     float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
     float yarn_attn_factor = 1.0f;
+    // cos/sin magnitude without YaRN: LongRoPE's attention factor (Phi-3), 1 otherwise.
+    float attn_factor = 1.0f;
     RopeMode mode = RopeMode::Norm;
 };
 
