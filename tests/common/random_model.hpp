@@ -3,8 +3,11 @@
 // vocabulary of tests/fixtures/vocab.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "model/random_init.hpp"
 
@@ -38,6 +41,14 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
     }
     if (arch == "gemma3") c.rope_freq_base = 1e6f;  // the global layer's; the local one's 1e4
     return c;
+}
+
+// n token ids below 1000 (every test vocabulary is larger), seeded.
+inline std::vector<int32_t> random_ids(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> ids(n);
+    for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
+    return ids;
 }
 
 inline std::string write_test_model(const std::string& name, const model::InitConfig& c) {

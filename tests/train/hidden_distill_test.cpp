@@ -20,12 +20,7 @@
 namespace syslm::train {
 namespace {
 
-std::vector<int32_t> random_ids(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> ids(n);
-    for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
-    return ids;
-}
+using testing::random_ids;
 
 TEST(HiddenDistill, LayerMapSpreadsBlocksAtTheSameDepth) {
     using P = std::vector<std::pair<int, int>>;

@@ -19,12 +19,7 @@
 namespace syslm::train {
 namespace {
 
-std::vector<int32_t> random_ids(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> ids(n);
-    for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
-    return ids;
-}
+using testing::random_ids;
 
 model::InitConfig top_p_config(float top_p) {
     model::InitConfig c = testing::small_model_config("mixtral", 32, 17);

@@ -43,6 +43,26 @@ void map_in_place(float* x, int64_t n, F f) {
     }
 }
 
+// Visits n elements a vector at a time, the tail masked: f(ld, st), ld(p) giving the current
+// lanes of p and st(p, v) storing v there.
+template <class V, class F>
+void for_lanes(int64_t n, F f) {
+    constexpr int W = V::W;
+    auto step = [&](int64_t i, int r) {
+        auto ld = [&](const float* p) { return r == W ? V::load(p + i) : V::load_n(p + i, r); };
+        auto st = [&](float* p, typename V::T v) {
+            if (r == W)
+                V::store(p + i, v);
+            else
+                V::store_n(p + i, v, r);
+        };
+        f(ld, st);
+    };
+    int64_t i = 0;
+    for (; i + W <= n; i += W) step(i, W);
+    if (i < n) step(i, static_cast<int>(n - i));
+}
+
 template <class V>
 void gelu_tanh_v(float* x, int64_t n) {
     const typename V::T one = V::set1(1.0f), a = V::set1(-2.0f * 0.7978845608028654f),
@@ -109,24 +129,15 @@ void gelu_erf_v(float* x, int64_t n) {
 // d/dx x Phi(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi).
 template <class V>
 void gelu_erf_backward_v(const float* x, const float* dy, float* dx, int64_t n) {
-    constexpr int W = V::W;
     const typename V::T half = V::set1(0.5f), one = V::set1(1.0f), zero = V::zero(),
                         r2 = V::set1(0.70710678118654752f),
                         rpi = V::set1(0.39894228040143268f);  // 1 / sqrt(2 pi)
-    auto step = [&](int64_t i, int r) {
-        const typename V::T v = r == W ? V::load(x + i) : V::load_n(x + i, r);
-        const typename V::T g = r == W ? V::load(dy + i) : V::load_n(dy + i, r);
+    for_lanes<V>(n, [&](auto ld, auto st) {
+        const typename V::T v = ld(x);
         const typename V::T cdf = V::mul(half, V::add(one, erf_v<V>(V::mul(v, r2))));
         const typename V::T pdf = V::mul(rpi, V::exp(V::sub(zero, V::mul(half, V::mul(v, v)))));
-        const typename V::T d = V::mul(g, V::fmadd(v, pdf, cdf));
-        if (r == W)
-            V::store(dx + i, d);
-        else
-            V::store_n(dx + i, d, r);
-    };
-    int64_t i = 0;
-    for (; i + W <= n; i += W) step(i, W);
-    if (i < n) step(i, static_cast<int>(n - i));
+        st(dx, V::mul(ld(dy), V::fmadd(v, pdf, cdf)));
+    });
 }
 
 // Sum over a row with double accumulators; Op(acc, vector).
@@ -206,83 +217,50 @@ void layer_norm_v(const float* x, float* out, int64_t rows, int64_t dim, const f
 template <class V>
 void swiglu_backward_v(const float* gate, const float* up, const float* dout, float* dgate,
                        float* dup, int64_t n) {
-    constexpr int W = V::W;
     const typename V::T one = V::set1(1.0f), zero = V::zero();
-    auto step = [&](int64_t i, int r) {
-        auto ld = [&](const float* p) { return r == W ? V::load(p + i) : V::load_n(p + i, r); };
-        auto st = [&](float* p, typename V::T v) {
-            if (r == W)
-                V::store(p + i, v);
-            else
-                V::store_n(p + i, v, r);
-        };
+    for_lanes<V>(n, [&](auto ld, auto st) {
         const typename V::T a = ld(gate), u = ld(up), d = ld(dout);
         const typename V::T sg = V::div(one, V::add(one, V::exp(V::sub(zero, a))));
         const typename V::T silu = V::mul(a, sg);
         const typename V::T dsilu = V::mul(sg, V::fmadd(a, V::sub(one, sg), one));
         st(dgate, V::mul(V::mul(d, u), dsilu));
         st(dup, V::mul(d, silu));
-    };
-    int64_t i = 0;
-    for (; i + W <= n; i += W) step(i, W);
-    if (i < n) step(i, static_cast<int>(n - i));
+    });
 }
 
-// gelu_tanh(x) = x s with s = sigmoid(2y), y = k (x + c x^3) (see the top of the file):
-// d/dx = s + x * 2 s (1 - s) * k (1 + 3 c x^2).
+// gelu_tanh(x) = x s with s = sigmoid(2y), y = k (x + c x^3) (see the top of the file), and
+// its derivative d/dx = s + x * 2 s (1 - s) * k (1 + 3 c x^2): s and the derivative of x.
 template <class V>
-void gelu_tanh_backward_v(const float* x, const float* dy, float* dx, int64_t n) {
-    constexpr int W = V::W;
+void gelu_tanh_parts(typename V::T v, typename V::T& s, typename V::T& dydx) {
     const typename V::T one = V::set1(1.0f), two = V::set1(2.0f);
     const typename V::T a = V::set1(-2.0f * 0.7978845608028654f), k = V::set1(0.7978845608028654f);
     const typename V::T c = V::set1(0.044715f), c3 = V::set1(3.0f * 0.044715f);
-    auto step = [&](int64_t i, int r) {
-        const typename V::T v = r == W ? V::load(x + i) : V::load_n(x + i, r);
-        const typename V::T g = r == W ? V::load(dy + i) : V::load_n(dy + i, r);
-        const typename V::T v2 = V::mul(v, v);
-        const typename V::T s =
-            V::div(one, V::add(one, V::exp(V::mul(a, V::fmadd(V::mul(c, v), v2, v)))));
-        const typename V::T dydx = V::fmadd(V::mul(V::mul(two, v), V::mul(s, V::sub(one, s))),
-                                            V::mul(k, V::fmadd(c3, v2, one)), s);
-        if (r == W)
-            V::store(dx + i, V::mul(g, dydx));
-        else
-            V::store_n(dx + i, V::mul(g, dydx), r);
-    };
-    int64_t i = 0;
-    for (; i + W <= n; i += W) step(i, W);
-    if (i < n) step(i, static_cast<int>(n - i));
+    const typename V::T v2 = V::mul(v, v);
+    s = V::div(one, V::add(one, V::exp(V::mul(a, V::fmadd(V::mul(c, v), v2, v)))));
+    dydx = V::fmadd(V::mul(V::mul(two, v), V::mul(s, V::sub(one, s))),
+                    V::mul(k, V::fmadd(c3, v2, one)), s);
 }
 
-// GeGLU's backward: with s = sigmoid(2y) as in gelu_tanh_backward_v, gelu = g s and
-// gelu' = s + g 2 s (1 - s) k (1 + 3 c g^2); dgate = dout up gelu', dup = dout gelu.
+template <class V>
+void gelu_tanh_backward_v(const float* x, const float* dy, float* dx, int64_t n) {
+    for_lanes<V>(n, [&](auto ld, auto st) {
+        typename V::T s, dydx;
+        gelu_tanh_parts<V>(ld(x), s, dydx);
+        st(dx, V::mul(ld(dy), dydx));
+    });
+}
+
+// GeGLU's backward, gelu = g s as above: dgate = dout up gelu'(g), dup = dout gelu(g).
 template <class V>
 void geglu_backward_v(const float* gate, const float* up, const float* dout, float* dgate,
                       float* dup, int64_t n) {
-    constexpr int W = V::W;
-    const typename V::T one = V::set1(1.0f), two = V::set1(2.0f);
-    const typename V::T a = V::set1(-2.0f * 0.7978845608028654f), k = V::set1(0.7978845608028654f);
-    const typename V::T c = V::set1(0.044715f), c3 = V::set1(3.0f * 0.044715f);
-    auto step = [&](int64_t i, int r) {
-        auto ld = [&](const float* p) { return r == W ? V::load(p + i) : V::load_n(p + i, r); };
-        auto st = [&](float* p, typename V::T v) {
-            if (r == W)
-                V::store(p + i, v);
-            else
-                V::store_n(p + i, v, r);
-        };
+    for_lanes<V>(n, [&](auto ld, auto st) {
         const typename V::T g = ld(gate), u = ld(up), d = ld(dout);
-        const typename V::T g2 = V::mul(g, g);
-        const typename V::T s =
-            V::div(one, V::add(one, V::exp(V::mul(a, V::fmadd(V::mul(c, g), g2, g)))));
-        const typename V::T dgelu = V::fmadd(V::mul(V::mul(two, g), V::mul(s, V::sub(one, s))),
-                                             V::mul(k, V::fmadd(c3, g2, one)), s);
+        typename V::T s, dgelu;
+        gelu_tanh_parts<V>(g, s, dgelu);
         st(dgate, V::mul(V::mul(d, u), dgelu));
         st(dup, V::mul(d, V::mul(g, s)));
-    };
-    int64_t i = 0;
-    for (; i + W <= n; i += W) step(i, W);
-    if (i < n) step(i, static_cast<int>(n - i));
+    });
 }
 
 // Softmax cross-entropy of one row: max, then e^(z - max) stored in place and summed in double,
