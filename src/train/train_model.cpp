@@ -486,12 +486,11 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
                              S.lse.data() + r0 * hp_.n_head);
         }
     }
-    linear(l.wo, l.bo, S.o.data(), R, QD, E, tmp_.data(), be);
-    tp_sum(tmp_.data(), R * E);  // row parallel: every rank's heads' share
-    if (l.post_attn_norm.w) {    // the output is normed; its input kept for the backward
-        std::copy_n(tmp_.data(), R * E, S.attn_out.data());
-        norm_forward(S.attn_out.data(), tmp_.data(), l.post_attn_norm, {}, R, be);
-    }
+    // With a post-norm the output lands where the backward reads it, and is normed into tmp_.
+    float* attn_out = l.post_attn_norm.w ? S.attn_out.data() : tmp_.data();
+    linear(l.wo, l.bo, S.o.data(), R, QD, E, attn_out, be);
+    tp_sum(attn_out, R * E);  // row parallel: every rank's heads' share
+    if (l.post_attn_norm.w) norm_forward(attn_out, tmp_.data(), l.post_attn_norm, {}, R, be);
     be.add(x_.data(), tmp_.data(), R * E);  // x (still x_in) += attention
     std::copy_n(x_.data(), R * E, S.x_mid.data());
 
@@ -503,12 +502,10 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
         if (kernels::ffn_gated(hp_.spec().ffn)) linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), be);
         linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), be);
         activation(S, R * F, be);
-        linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, tmp_.data(), be);
-        tp_sum(tmp_.data(), R * E);
-        if (l.post_ffn_norm.w) {
-            std::copy_n(tmp_.data(), R * E, S.ffn_out.data());
-            norm_forward(S.ffn_out.data(), tmp_.data(), l.post_ffn_norm, {}, R, be);
-        }
+        float* ffn_out = l.post_ffn_norm.w ? S.ffn_out.data() : tmp_.data();
+        linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, ffn_out, be);
+        tp_sum(ffn_out, R * E);
+        if (l.post_ffn_norm.w) norm_forward(ffn_out, tmp_.data(), l.post_ffn_norm, {}, R, be);
     }
     be.add(x_.data(), tmp_.data(), R * E);  // x (still x_mid) += FFN
 }
@@ -544,7 +541,8 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     if (recompute_ == Recompute::Selective) {  // the intermediates the forward did not keep
         norm_forward(S.x_in.data(), norm1_out(S), l.attn_norm, l.attn_norm_b, R, be);
         norm_forward(S.x_mid.data(), norm2_out(S), l.ffn_norm, l.ffn_norm_b, R, be);
-        activation(S, R * F, be);
+        // MoE: the slots the routing filled (fewer than R x K with top-p).
+        activation(S, moe() ? S.expert_begin[hp_.n_expert] * hp_.n_ff_exp : R * F, be);
     }
     const float* a = norm1_out(S);
     const float* b = norm2_out(S);
