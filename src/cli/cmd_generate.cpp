@@ -8,6 +8,7 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/plan_settings.hpp"
+#include "cli/window_option.hpp"
 #include "core/error.hpp"
 #include "infer/generate.hpp"
 #include "infer/speculative.hpp"
@@ -30,12 +31,12 @@ struct GenerateArgs {
     int batch = 512;
     bool ignore_eos = false;
     bool no_bos = false;
+    std::string window;
     int64_t seed = -1;
     infer::SamplingParams sampling;
     // The options a plan sets (to tell a contradicting command line).
-    CLI::Option *threads_opt = nullptr, *batch_opt = nullptr,
-                *draft_opt = nullptr, *k_opt = nullptr, *k_min_opt = nullptr, *k_max_opt = nullptr,
-                *fixed_opt = nullptr;
+    CLI::Option *threads_opt = nullptr, *batch_opt = nullptr, *draft_opt = nullptr,
+                *k_opt = nullptr, *k_min_opt = nullptr, *k_max_opt = nullptr, *fixed_opt = nullptr;
 };
 
 // `--plan` (from `syslm tune --goal decode`): the model beside it unless -m names one, its
@@ -51,14 +52,14 @@ void apply_plan(GenerateArgs& a) {
     take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
     take_from_plan(a.batch_opt, a.batch, plan.batch, "runtime.batch");
     if (!plan.draft) {
-        usage_check(a.draft.empty(), "--draft: the plan decodes without a draft (its tune timed "
+        usage_check(a.draft.empty(),
+                    "--draft: the plan decodes without a draft (its tune timed "
                     "none faster than plain decoding, or had none)");
         return;
     }
     const tune::DraftSettings& d = *plan.draft;
     take_from_plan(a.draft_opt, a.draft, (dir / d.file).string(), "draft.file");
-    SYSLM_CHECK(std::filesystem::exists(a.draft), a.plan, ": its draft ", a.draft,
-                " is missing");
+    SYSLM_CHECK(std::filesystem::exists(a.draft), a.plan, ": its draft ", a.draft, " is missing");
     take_from_plan(a.k_opt, a.spec.k, d.k, "draft.k");
     take_from_plan(a.k_min_opt, a.spec.k_min, d.k_min, "draft.k_min");
     take_from_plan(a.k_max_opt, a.spec.k_max, d.k_max, "draft.k_max");
@@ -75,15 +76,18 @@ int run_generate(GenerateArgs& a) {
         ss << in.rdbuf();
         a.prompt = ss.str();
     }
-    const model::Model m(a.model);
+    model::Model m(a.model);
     const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
     const int n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(m.hparams().n_ctx_train, 4096);
-    model::Context ctx(m, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
 
     std::vector<int32_t> prompt = tok.encode(a.prompt, !a.no_bos, /*parse_special=*/true);
     SYSLM_CHECK(!prompt.empty(), "the prompt is empty: give -p TEXT (or a model that adds BOS)");
     SYSLM_CHECK(static_cast<int>(prompt.size()) < n_ctx, "the prompt has ", prompt.size(),
                 " tokens, which does not fit the context of ", n_ctx, " (raise -c)");
+    // The input's length for --window auto: the prompt and what is generated (up to n_ctx).
+    apply_window(m, a.window,
+                 std::min<int64_t>(n_ctx, static_cast<int64_t>(prompt.size()) + a.n_predict));
+    model::Context ctx(m, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
     a.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
     infer::Sampler sampler(a.sampling);
 
@@ -101,8 +105,8 @@ int run_generate(GenerateArgs& a) {
         const model::Model dm(a.draft);
         model::Context dctx(dm, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
         a.spec.adaptive = !a.draft_fixed;
-        st = infer::speculative_generate(ctx, dctx, tok, prompt, a.n_predict, sampler,
-                                         a.ignore_eos, print, a.spec, &spec);
+        st = infer::speculative_generate(ctx, dctx, tok, prompt, a.n_predict, sampler, a.ignore_eos,
+                                         print, a.spec, &spec);
     }
     std::printf("\n");
     std::fprintf(stderr,
@@ -137,13 +141,14 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
+    add_window_option(app, a->window, /*auto_allowed=*/true);
     a->threads_opt = app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--cache-type", a->cache_type,
                    "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")
         ->check(CLI::IsMember({"f16", "f32"}));
     a->batch_opt = app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+                       ->capture_default_str()
+                       ->check(CLI::PositiveNumber);
     app.add_option("--temp", a->sampling.temperature, "Temperature; 0 = greedy")
         ->capture_default_str()
         ->check(non_negative());
@@ -172,19 +177,23 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-s,--seed", a->seed, "Random seed (default: random, printed at the end)");
     app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-generation tokens");
     app.add_flag("--no-bos", a->no_bos, "Do not add the BOS token to the prompt");
-    a->draft_opt = app.add_option("--draft", a->draft,
-                   "Speculative decoding with this draft model (same vocabulary): it proposes "
-                   "tokens the model verifies in one call; the output is distributed exactly as "
-                   "without it (greedy: the same tokens)")
-        ->check(CLI::ExistingFile);
-    a->k_opt = app.add_option("--draft-k", a->spec.k, "Initial draft length")->capture_default_str();
+    a->draft_opt =
+        app.add_option(
+               "--draft", a->draft,
+               "Speculative decoding with this draft model (same vocabulary): it proposes "
+               "tokens the model verifies in one call; the output is distributed exactly as "
+               "without it (greedy: the same tokens)")
+            ->check(CLI::ExistingFile);
+    a->k_opt =
+        app.add_option("--draft-k", a->spec.k, "Initial draft length")->capture_default_str();
     a->k_min_opt = app.add_option("--draft-min", a->spec.k_min, "Smallest adaptive draft length")
-        ->capture_default_str();
+                       ->capture_default_str();
     a->k_max_opt = app.add_option("--draft-max", a->spec.k_max, "Largest adaptive draft length")
-        ->capture_default_str();
-    a->fixed_opt = app.add_flag("--draft-fixed", a->draft_fixed,
-                 "Keep the draft length at --draft-k (default: adapt it to the measured "
-                 "acceptance rate and draft/target cost)");
+                       ->capture_default_str();
+    a->fixed_opt =
+        app.add_flag("--draft-fixed", a->draft_fixed,
+                     "Keep the draft length at --draft-k (default: adapt it to the measured "
+                     "acceptance rate and draft/target cost)");
     return [a] { return run_generate(*a); };
 }
 

@@ -22,6 +22,7 @@ struct GradArgs {
     std::string recompute = "none";
     double moe_aux_coef = 0.01;
     double router_z_coef = 0.0;
+    double expert_capacity = 0.0;
     std::string precision = "f32";
     float loss_scale = 1.0f;
 };
@@ -42,6 +43,7 @@ int run_grad(const GradArgs& a) {
     train::TrainModel m(file, parallel::recompute_policy(a.recompute));
     m.set_router_aux_coef(a.moe_aux_coef);
     m.set_router_z_coef(a.router_z_coef);
+    m.set_expert_capacity(a.expert_capacity);
     m.set_precision(train::precision_mode(a.precision));
     backend::CpuBackend be(a.threads);
     const double loss = m.forward_backward(tokens, targets, a.batch, T, be, a.loss_scale);
@@ -81,6 +83,11 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--router-z-loss", a->router_z_coef,
                    "MoE: weight of the router z-loss (mean squared log-sum-exp of the router "
                    "logits) in the loss")
+        ->capture_default_str()
+        ->check(non_negative());
+    app.add_option("--expert-capacity", a->expert_capacity,
+                   "MoE: capacity factor (choices past ceil(F x rows x k / experts) per expert "
+                   "dropped); 0: no limit")
         ->capture_default_str()
         ->check(non_negative());
     app.add_option("--recompute", a->recompute, "Activation checkpointing: none, selective or full")

@@ -56,6 +56,9 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::NonNegativeNumber);
     app.add_option("--attn-pattern", a->attn_pattern,
                    "LOCAL:GLOBAL, e.g. 5:1 = five layers with --window, then one global, repeated");
+    app.add_option("--global-tokens", c.global_tokens,
+                   "The first N positions stay visible to every local layer (with --window)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--experts", c.n_expert, "Routed experts (MoE); 0 = dense")
         ->capture_default_str();
     app.add_option("--experts-used", c.n_expert_used, "Experts per token (top-p: the most)")
@@ -73,6 +76,8 @@ std::function<int()> setup(CLI::App& app) {
                     "init: give --vocab FILE or --vocab-size N");
         usage_check(a->attn_pattern.empty() || a->cfg.window > 0,
                     "init: --attn-pattern needs --window");
+        usage_check(a->cfg.global_tokens == 0 || a->cfg.window > 0,
+                    "init: --global-tokens needs --window");
         if (!a->attn_pattern.empty())
             a->cfg.local_layers = model::attention_pattern(a->attn_pattern, a->cfg.n_layer);
         const auto t = dtype_from_name(a->type);

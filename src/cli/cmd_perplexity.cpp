@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/window_option.hpp"
 #include "compress/perplexity.hpp"
 #include "core/error.hpp"
 #include "model/kv_cache.hpp"
@@ -21,6 +22,7 @@ struct PerplexityArgs {
     int batch = 512;
     int chunks = -1;
     bool json = false;
+    std::string window;
 };
 
 int run_perplexity(const PerplexityArgs& a) {
@@ -28,7 +30,8 @@ int run_perplexity(const PerplexityArgs& a) {
     SYSLM_CHECK(in, a.file, ": cannot open text file");
     std::stringstream ss;
     ss << in.rdbuf();
-    const model::Model m(a.model);
+    model::Model m(a.model);
+    apply_window(m, a.window, a.n_ctx);
     const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
     std::vector<int32_t> tokens =
         tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
@@ -68,6 +71,7 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--chunks", a->chunks, "Score at most this many chunks (default: all)");
+    add_window_option(app, a->window, /*auto_allowed=*/true);
     app.add_flag("--json", a->json, R"(Print {"ppl": ..., "tokens": ...} as the last line)");
     return [a] { return run_perplexity(*a); };
 }

@@ -13,6 +13,7 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/plan_settings.hpp"
+#include "cli/window_option.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "infer/engine.hpp"
@@ -28,6 +29,7 @@ struct ServeArgs {
     std::string plan;
     std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
     std::string cache_type = "f16";
+    std::string window;
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
     int64_t token_budget = 512;
     int max_queue = 256, max_tokens = 4096, max_n = 8, http_threads = 0;
@@ -49,7 +51,8 @@ void apply_plan(ServeArgs& a) {
                     "(give -m)");
     }
     take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
-    usage_check(plan.serve.has_value(), a.plan, " has no serve settings (tune it with --goal serve)");
+    usage_check(plan.serve.has_value(), a.plan,
+                " has no serve settings (tune it with --goal serve)");
     const tune::ServeSettings& s = *plan.serve;
     take_from_plan(a.parallel_opt, a.parallel, s.parallel, "serve.parallel");
     take_from_plan(a.budget_opt, a.token_budget, s.token_budget, "serve.token_budget");
@@ -98,15 +101,22 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "syslm serve: listening on http://%s:%d (loading %s)\n", a.host.c_str(),
                  server.port(), a.model.c_str());
 
-    auto model = std::make_shared<const model::Model>(a.model);
+    // One window for every request: a batched step's sequences share the attention shape, so a
+    // window per request's length (auto) is not built.
+    usage_check(a.window != "auto",
+                "serve: --window auto is not supported (requests differ in length); give N");
+    auto loaded = std::make_shared<model::Model>(a.model);
+    apply_window(*loaded, a.window, 0);
+    std::shared_ptr<const model::Model> model = std::move(loaded);
     auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     // The flag, else the model's template; a model without one gets ChatML (as llama.cpp).
     const std::string tmpl = !a.chat_template.empty()
                                  ? a.chat_template
                                  : model->file().get_string("tokenizer.chat_template", "");
     if (tmpl.empty())
-        std::fprintf(stderr, "syslm serve: the model has no chat template: using chatml "
-                             "(--chat-template to choose)\n");
+        std::fprintf(stderr,
+                     "syslm serve: the model has no chat template: using chatml "
+                     "(--chat-template to choose)\n");
     const tokenizer::ChatFormat format = tokenizer::chat_format(tmpl.empty() ? "chatml" : tmpl);
     infer::EngineConfig ec;
     ec.threads = a.threads;
@@ -130,8 +140,8 @@ int run_serve(ServeArgs& a) {
                  "syslm serve: ready: model '%s', chat template %s, %d KV pages of %d positions "
                  "(%zu MiB, %s), %d parallel, context %d, token budget %lld, %d threads\n",
                  name.c_str(), tokenizer::chat_format_name(format).c_str(), st.kv_pages_total,
-                 applied.page_size, kv_mib, std::string(dtype_name(applied.kv_type)).c_str(), applied.parallel,
-                 applied.n_ctx, static_cast<long long>(applied.token_budget),
+                 applied.page_size, kv_mib, std::string(dtype_name(applied.kv_type)).c_str(),
+                 applied.parallel, applied.n_ctx, static_cast<long long>(applied.token_budget),
                  ThreadPool::resolve(applied.threads));
 
     int sig = 0;
@@ -158,51 +168,69 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--port", a->port, "Port (0: any free one)")->capture_default_str();
     app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY'");
     app.add_option("--alias", a->alias, "Model name in the API (default: general.name)");
+    add_window_option(app, a->window, /*auto_allowed=*/false);
     app.add_option("--chat-template", a->chat_template,
                    "Chat format instead of the model's template: chatml, llama2, llama2-sys, "
                    "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, phi3, zephyr, ...");
-    a->parallel_opt = app.add_option("--parallel", a->parallel, "Sequences per step")->capture_default_str()
-        ->check(CLI::Range(1, 1024));
-    a->ctx_opt = app.add_option("-c,--ctx-size", a->ctx, "Positions per sequence (prompt + generated)")
-        ->capture_default_str()->check(CLI::PositiveNumber);
+    a->parallel_opt = app.add_option("--parallel", a->parallel, "Sequences per step")
+                          ->capture_default_str()
+                          ->check(CLI::Range(1, 1024));
+    a->ctx_opt =
+        app.add_option("-c,--ctx-size", a->ctx, "Positions per sequence (prompt + generated)")
+            ->capture_default_str()
+            ->check(CLI::PositiveNumber);
     auto pages = app.add_option("--kv-pages", a->kv_pages, "KV pages in the pool")
                      ->check(CLI::PositiveNumber);
     a->pages_opt = pages;
-    a->kv_memory_opt = app.add_option("--kv-memory", a->kv_memory, "KV pool size instead, e.g. 2GiB")
-        ->excludes(pages);
-    a->page_size_opt = app.add_option("--page-size", a->page_size, "Positions per KV page")->capture_default_str()
-        ->check(CLI::Range(1, 4096));
+    a->kv_memory_opt =
+        app.add_option("--kv-memory", a->kv_memory, "KV pool size instead, e.g. 2GiB")
+            ->excludes(pages);
+    a->page_size_opt = app.add_option("--page-size", a->page_size, "Positions per KV page")
+                           ->capture_default_str()
+                           ->check(CLI::Range(1, 4096));
     a->cache_type_opt = app.add_option("--cache-type", a->cache_type, "KV element type: f16 or f32")
-        ->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
-    a->budget_opt = app.add_option("--token-budget", a->token_budget, "Tokens per step (decode + prefill chunks)")
-        ->capture_default_str()->check(CLI::Range(1, 65536));
+                            ->capture_default_str()
+                            ->check(CLI::IsMember({"f16", "f32"}));
+    a->budget_opt = app.add_option("--token-budget", a->token_budget,
+                                   "Tokens per step (decode + prefill chunks)")
+                        ->capture_default_str()
+                        ->check(CLI::Range(1, 65536));
     app.add_option("--max-queue", a->max_queue, "Waiting requests before 429")
-        ->capture_default_str()->check(CLI::PositiveNumber);
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     app.add_option("--max-tokens", a->max_tokens, "Largest max_tokens a request may ask for")
-        ->capture_default_str()->check(CLI::PositiveNumber);
-    app.add_option("--max-n", a->max_n, "Largest n (choices) per request")->capture_default_str()
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--max-n", a->max_n, "Largest n (choices) per request")
+        ->capture_default_str()
         ->check(CLI::Range(1, 64));
     app.add_option("--max-body", a->max_body, "Largest request body in bytes")
         ->capture_default_str();
     app.add_option("--http-threads", a->http_threads,
                    "HTTP worker threads; a completion holds one while it generates, and with all "
                    "busy new requests get 503 (0: parallel + max-queue + 16, at most 4096)")
-        ->capture_default_str()->check(CLI::NonNegativeNumber);
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--request-timeout", a->request_timeout,
                    "Seconds for a request's headers and body to arrive, from its first byte "
                    "(a total, not per read); then 408 and close")
-        ->capture_default_str()->check(finite_in(0.01, 3600.0));
+        ->capture_default_str()
+        ->check(finite_in(0.01, 3600.0));
     app.add_option("--keep-alive-timeout", a->keep_alive_timeout,
                    "Seconds an idle keep-alive connection stays open")
-        ->capture_default_str()->check(finite_in(0.01, 3600.0));
+        ->capture_default_str()
+        ->check(finite_in(0.01, 3600.0));
     app.add_option("--write-timeout", a->write_timeout,
                    "Seconds a client may accept none of its pending answer before the connection "
                    "is dropped (and its request cancelled)")
-        ->capture_default_str()->check(finite_in(0.01, 3600.0));
+        ->capture_default_str()
+        ->check(finite_in(0.01, 3600.0));
     app.add_option("--max-connections", a->max_connections,
                    "Open connections; past it a new one gets 503 and is closed")
-        ->capture_default_str()->check(CLI::Range(1, 1000000));
-    a->threads_opt = app.add_option("-t,--threads", a->threads, "Compute threads (default: all cores)");
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000000));
+    a->threads_opt =
+        app.add_option("-t,--threads", a->threads, "Compute threads (default: all cores)");
     return [a] { return run_serve(*a); };
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -65,7 +66,7 @@ double flops_per_token(train::TrainModel& m, int T) {
     // Keys a token attends, summed over the layers: local ones stop at their window.
     double attended = 0;
     for (int il = 0; il < hp.n_layer; ++il)
-        attended += kernels::attention_pairs(T, 0, hp.window(il)) / T;
+        attended += kernels::attention_pairs(T, 0, hp.window(il), hp.global_tokens) / T;
     // The MFU counts the model's work, not full recompute's second forward.
     return parallel::training_flops_per_token(matrix, 0, attended, hp.q_dim(),
                                               parallel::Recompute::None);
@@ -153,9 +154,10 @@ void check_train_args(const TrainArgs& a) {
     usage_check(a.checkpoint_every == 0 || !a.checkpoint.empty(),
                 "train: --checkpoint-every needs --checkpoint DIR");
     usage_check(a.min_lr <= a.lr, "train: --min-lr ", a.min_lr, " is above --lr ", a.lr);
-    usage_check(!a.arch.empty() || (a.window == 0 && a.attn_pattern.empty()),
-                "train: --window and --attn-pattern shape a model from scratch (--arch); a "
-                "file's own attention comes with it");
+    usage_check(
+        !a.arch.empty() || (a.window == 0 && a.attn_pattern.empty() && a.global_tokens == 0),
+        "train: --window, --attn-pattern and --global-tokens shape a model from scratch "
+        "(--arch); a file's own attention comes with it");
     SYSLM_CHECK(a.offline_topk == 0 || (!a.teacher.empty() && !a.data.empty()),
                 "train: --offline-topk needs --teacher and --data");
 }
@@ -196,6 +198,8 @@ io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
     c.seed = a.seed;
     usage_check(a.attn_pattern.empty() || a.window > 0, "train: --attn-pattern needs --window");
     c.window = a.window;
+    usage_check(a.global_tokens == 0 || a.window > 0, "train: --global-tokens needs --window");
+    c.global_tokens = a.global_tokens;
     if (!a.attn_pattern.empty())
         c.local_layers = model::attention_pattern(a.attn_pattern, a.layers);
     const std::string temp = (std::filesystem::temp_directory_path() /
@@ -273,6 +277,18 @@ std::unique_ptr<train::BatchSource> open_batches(const TrainArgs& a, const RankL
                  r.world->transport().c_str(), batch);
     return std::make_unique<train::RankSlice>(std::move(data), r.replicas().rank(), r.mesh.dp,
                                               batch, a.seq);
+}
+
+// "MIN:MAX" of --window-range, 1 <= MIN <= MAX.
+std::pair<int, int> parse_window_range(const std::string& s) {
+    int lo = 0, hi = 0;
+    const char* end = s.data() + s.size();
+    const auto a = std::from_chars(s.data(), end, lo);
+    const bool ok = a.ec == std::errc() && a.ptr != end && *a.ptr == ':' &&
+                    std::from_chars(a.ptr + 1, end, hi).ptr == end;
+    usage_check(ok && lo >= 1 && lo <= hi, "train: --window-range '", s,
+                "': give MIN:MAX with 1 <= MIN <= MAX, e.g. 64:512");
+    return {lo, hi};
 }
 
 // The optimizer, schedules, clipping and the data-parallel reduction's settings.
@@ -648,6 +664,7 @@ int run_train(const TrainArgs& a) {
                             pipeline_stage(r, model::load_hparams(file).n_layer));
     model.set_router_aux_coef(a.moe_aux_coef);
     model.set_router_z_coef(a.router_z_coef);
+    model.set_expert_capacity(a.expert_capacity);
     const std::string precision = choose_precision(a, r);
     model.set_precision(train::precision_mode(precision));
     const int n_vocab = model.hparams().n_vocab;
@@ -661,6 +678,15 @@ int run_train(const TrainArgs& a) {
                      r.mesh.tp, model.hparams().n_head, model.hparams().n_head * r.mesh.tp,
                      model.hparams().n_ff, model.hparams().n_ff * r.mesh.tp);
     train::TrainOptions opt = step_options(a, r, batch, accum, model.precision());
+    if (!a.window_range.empty()) {
+        const auto [lo, hi] = parse_window_range(a.window_range);
+        SYSLM_CHECK(model.hparams().sliding_window > 0,
+                    "train: --window-range needs local attention layers (--window W from scratch, "
+                    "or a file with attention.sliding_window)");
+        opt.window_min = lo;
+        opt.window_max = hi;
+        opt.window_seed = a.seed ^ 0x77696e646f77ULL;
+    }
     const std::optional<compress::QuantTarget> qat = set_up_qat(a, file, model, opt, r.info);
     backend::CpuBackend be(a.threads);
     const Distillation distill = set_up_distillation(a, r, model, opt);
@@ -707,13 +733,21 @@ int run_train(const TrainArgs& a) {
                            {"precision", precision},
                            {"threads", ThreadPool::resolve(a.threads)},
                            {"n_vocab", n_vocab},
-                           {"tokens_per_step", tokens_per_step}};
-    if (model.hparams().n_expert > 0) summary["experts_per_token"] = model.experts_per_token();
+                           {"tokens_per_step", tokens_per_step},
+                           {"params", model.params().size()}};  // this rank's, under TP / PP
+    if (std::isfinite(o.best_val)) summary["best_val_loss"] = o.best_val;
+    if (model.hparams().n_expert > 0) {
+        summary["experts_per_token"] = model.experts_per_token();
+        summary["dropped_share"] = model.dropped_share();
+    }
     log(summary);
     if (std::isfinite(o.best_val)) std::fprintf(r.info, "best val loss %.4f\n", o.best_val);
     if (model.hparams().n_expert > 0)
-        std::fprintf(r.info, "experts per token (last step): %.3f of at most %d\n",
-                     model.experts_per_token(), model.hparams().n_expert_used);
+        std::fprintf(r.info,
+                     "experts per token (last step): %.3f of at most %d; %.1f%% of choices "
+                     "dropped by capacity\n",
+                     model.experts_per_token(), model.hparams().n_expert_used,
+                     100 * model.dropped_share());
     if (a.json) std::printf("%s\n", summary.dump().c_str());
     return o.interrupted ? 130 : 0;
 }

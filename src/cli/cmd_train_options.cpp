@@ -155,6 +155,12 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
                    "MoE: weight of the load-balancing auxiliary loss")
         ->capture_default_str()
         ->check(non_negative());
+    app.add_option("--expert-capacity", a.expert_capacity,
+                   "MoE: capacity factor; each expert takes at most ceil(F x rows x k / experts) "
+                   "of a step's choices per layer, later rows' choices past it are dropped "
+                   "(Switch Transformer); 0: no limit")
+        ->capture_default_str()
+        ->check(non_negative());
     app.add_option("--router-z-loss", a.router_z_coef,
                    "MoE: weight of the router z-loss (ST-MoE: mean squared log-sum-exp of the "
                    "router logits); 0: none")
@@ -167,6 +173,14 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--attn-pattern", a.attn_pattern,
                    "From scratch: LOCAL:GLOBAL, e.g. 5:1 = five layers with --window, then one "
                    "with global attention, repeated");
+    app.add_option("--window-range", a.window_range,
+                   "MIN:MAX: each step trains the local layers with a window drawn "
+                   "log-uniformly from [MIN, MAX], so that the model accepts any of them "
+                   "(generate/perplexity/serve --window N); evaluation and the file keep the "
+                   "model's own window");
+    app.add_option("--global-tokens", a.global_tokens,
+                   "From scratch: the first N positions stay visible to every local layer")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--ctx", a.ctx, "From scratch: context length")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 24));

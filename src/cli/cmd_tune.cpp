@@ -10,6 +10,7 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/tune_train.hpp"
+#include "cli/tune_window.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "tune/report.hpp"
@@ -34,7 +35,10 @@ double parse_duration(const std::string& s) {
         used = 0;
     }
     const std::string unit = s.substr(used);
-    const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+    const double scale = unit.empty() || unit == "s" ? 1
+                         : unit == "m"               ? 60
+                         : unit == "h"               ? 3600
+                                                     : 0;
     usage_check(used > 0 && scale > 0 && std::isfinite(v) && v > 0, "'", s,
                 "': expected a positive duration such as 90s, 30m or 1h");
     return v * scale;
@@ -42,7 +46,8 @@ double parse_duration(const std::string& s) {
 
 int run_tune(TuneArgs& a) {
     usage_check(!a.o.model.empty() && !a.o.calib.empty() && !a.o.eval.empty(),
-                "tune: give the model (-m), --calib and --eval (or `syslm tune train`)");
+                "tune: give the model (-m), --calib and --eval (or `syslm tune train`, `syslm tune "
+                "window`)");
     usage_check(a.o.out_dir.empty() != a.resume.empty(), "give -o DIR (a new or earlier tune) or ",
                 "--resume DIR (an earlier one), one of them");
     if (!a.resume.empty()) {
@@ -61,7 +66,8 @@ int run_tune(TuneArgs& a) {
     const bool keyword = a.o.prune.size() == 1 && (a.o.prune[0] == "auto" || a.o.prune[0] == "off");
     if (!keyword)
         for (const std::string& spec : a.o.prune) {
-            usage_check(spec != "auto" && spec != "off", "--prune ", spec, " stands alone, not "
+            usage_check(spec != "auto" && spec != "off", "--prune ", spec,
+                        " stands alone, not "
                         "beside levels");
             try {
                 tune::parse_prune_level(spec, a.o.recover_steps);
@@ -71,18 +77,20 @@ int run_tune(TuneArgs& a) {
         }
     a.o.log = &std::cerr;
     const tune::TuneResult r = tune::run_tune(a.o);
-    const tune::ReportContext c{a.o.goal, a.o.max_kl, std::filesystem::path(a.o.model).filename().string()};
+    const tune::ReportContext c{a.o.goal, a.o.max_kl,
+                                std::filesystem::path(a.o.model).filename().string()};
     const std::filesystem::path dir(a.o.out_dir);
     write_file_atomically((dir / "pareto.json").string(), tune::report_json(r, c));
     write_file_atomically((dir / "front.svg").string(), tune::report_svg(r, c));
     write_file_atomically((dir / "report.html").string(), tune::report_html(r, c));
     std::printf("%s", tune::report_table(r, c).c_str());
     if (r.serve_default && r.serve_tuned)
-        std::printf("serving at %d streams (medians of alternating runs): default settings %.1f "
-                    "tok/s (TTFT p99 %.3f s), tuned %.1f tok/s (TTFT p99 %.3f s): %.2fx\n",
-                    a.o.streams, r.serve_default->serve_ts, r.serve_default->ttft_p99,
-                    r.serve_tuned->serve_ts, r.serve_tuned->ttft_p99,
-                    r.serve_tuned->serve_ts / r.serve_default->serve_ts);
+        std::printf(
+            "serving at %d streams (medians of alternating runs): default settings %.1f "
+            "tok/s (TTFT p99 %.3f s), tuned %.1f tok/s (TTFT p99 %.3f s): %.2fx\n",
+            a.o.streams, r.serve_default->serve_ts, r.serve_default->ttft_p99,
+            r.serve_tuned->serve_ts, r.serve_tuned->ttft_p99,
+            r.serve_tuned->serve_ts / r.serve_default->serve_ts);
     std::printf("wrote %s/{pareto.json,front.svg,report.html%s} in %.0f s\n", a.o.out_dir.c_str(),
                 r.chosen ? ",plan.json,model.gguf" : "", r.seconds);
     return 0;
@@ -93,16 +101,17 @@ void add_serve_options(CLI::App& app, TuneArgs* a) {
     app.add_option("--streams", o.streams, "Serve goal: concurrent streams of requests")
         ->capture_default_str()
         ->check(CLI::Range(1, 4096));
-    app.add_option("--p99-ttft", a->p99_ttft, "Serve goal: limit on the p99 time to first token "
+    app.add_option("--p99-ttft", a->p99_ttft,
+                   "Serve goal: limit on the p99 time to first token "
                    "(e.g. 2s)");
-    app.add_option("--p99-itl", a->p99_itl, "Serve goal: limit on the p99 inter-token latency "
+    app.add_option("--p99-itl", a->p99_itl,
+                   "Serve goal: limit on the p99 inter-token latency "
                    "(e.g. 0.2s)");
     app.add_option("--serve-requests", o.serve_requests,
                    "Serve goal: requests per stream in each trial")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
-    app.add_option("--serve-tokens", o.serve_max_tokens,
-                   "Serve goal: tokens generated per request")
+    app.add_option("--serve-tokens", o.serve_max_tokens, "Serve goal: tokens generated per request")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
 }
@@ -160,7 +169,8 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::ExistingFile);
     app.add_option("--calib", o.calib, "Calibration text: sensitivities and importance matrix")
         ->check(CLI::ExistingFile);
-    app.add_option("--eval", o.eval, "Held-out text (disjoint from --calib): quality is measured here")
+    app.add_option("--eval", o.eval,
+                   "Held-out text (disjoint from --calib): quality is measured here")
         ->check(CLI::ExistingFile);
     app.add_option("-o,--out", o.out_dir,
                    "Directory for the report, the plan and the chosen model; a rerun continues "
@@ -177,17 +187,25 @@ std::function<int()> setup(CLI::App& app) {
                    "Quality limit: mean KL(input || tuned) on --eval, nats per token")
         ->capture_default_str()
         ->check(finite_in(0, 10, true));
-    app.add_option("--budget", a->budget, "Time for the search (90s, 30m, 1h)")->capture_default_str();
+    app.add_option("--budget", a->budget, "Time for the search (90s, 30m, 1h)")
+        ->capture_default_str();
     app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
         ->check(CLI::Range(0, 4096));
     add_search_options(app, o);
     add_serve_options(app, a.get());
     CLI::App* train = app.add_subcommand(
-        "train", "The training goal: micro-batch, accumulation, recompute and threads of a "
-                 "`syslm train` command, measured by real runs");
+        "train",
+        "The training goal: micro-batch, accumulation, recompute and threads of a "
+        "`syslm train` command, measured by real runs");
     auto run_train_tune = setup_tune_train(*train);
-    return [a, train, run_train_tune] {
+    CLI::App* window = app.add_subcommand(
+        "window",
+        "The local attention window by input length: perplexity and speed of each "
+        "(length, window) on held-out text, the policy written into the model");
+    auto run_window_tune = setup_tune_window(*window);
+    return [a, train, run_train_tune, window, run_window_tune] {
         if (train->parsed()) return run_train_tune();
+        if (window->parsed()) return run_window_tune();
         return run_tune(*a);
     };
 }

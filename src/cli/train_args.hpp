@@ -17,9 +17,12 @@ struct TrainArgs {
     float expert_top_p = 0.0f;  // top-p routing (from scratch; 0: top-k)
     int experts_used_min = 1;
     int window = 0;            // local attention (from scratch)
+    int global_tokens = 0;     // positions every local layer also sees (from scratch)
+    std::string window_range;  // "MIN:MAX": a window sampled per step for the local layers
     std::string attn_pattern;  // "L:G" local and global layers; empty: all local when window > 0
     double moe_aux_coef = 0.01;
     double router_z_coef = 0.0;
+    double expert_capacity = 0.0;  // capacity factor (0: no limit)
     std::string precision = "f32";
     float loss_scale = 65536.0f;
     int64_t token_budget = 0;

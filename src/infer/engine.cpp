@@ -66,7 +66,8 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
     const model::HParams& hp = model_->hparams();
     bool all_local = hp.sliding_window > 0;
     for (int il = 0; il < hp.n_layer; ++il) all_local = all_local && hp.window(il) > 0;
-    ring_window_ = all_local ? hp.sliding_window : 0;
+    // Global tokens would need the table's leading pages kept: every page stays instead.
+    ring_window_ = all_local && hp.global_tokens == 0 ? hp.sliding_window : 0;
     stats_.kv_pages_total = pages_.config().n_pages;
     thread_ = std::thread([this] { loop(); });
 }

@@ -54,6 +54,30 @@ std::vector<bool> local_layers(const io::GGUFFile& f, const std::string& key, in
     return local;
 }
 
+// attention.window_policy.lengths / .windows: increasing lengths, a window for each.
+void read_window_policy(const io::GGUFFile& f, const std::string& a, HParams& hp) {
+    const io::GGUFValue* lengths = f.find(a + "attention.window_policy.lengths");
+    const io::GGUFValue* windows = f.find(a + "attention.window_policy.windows");
+    if (!lengths && !windows) return;
+    try {
+        SYSLM_CHECK(lengths && windows && lengths->is_array() && windows->is_array() &&
+                        lengths->size() == windows->size() && lengths->size() > 0,
+                    "needs both keys as arrays of equal, non-zero length");
+        lengths->for_each_item(
+            [&](size_t, const io::GGUFValue& x) { hp.policy_lengths.push_back(int(x.as_u32())); });
+        windows->for_each_item(
+            [&](size_t, const io::GGUFValue& x) { hp.policy_windows.push_back(int(x.as_u32())); });
+        for (size_t i = 0; i < hp.policy_lengths.size(); ++i) {
+            SYSLM_CHECK(hp.policy_windows[i] > 0 && hp.policy_lengths[i] > 0 &&
+                            (i == 0 || hp.policy_lengths[i] > hp.policy_lengths[i - 1]),
+                        "lengths must increase and windows be positive (entry ", i, ")");
+        }
+        SYSLM_CHECK(hp.sliding_window > 0, "the model has no local attention layers");
+    } catch (const Error& e) {
+        fail(f.path(), ": ", a, "attention.window_policy: ", e.what());
+    }
+}
+
 // Every hyperparameter is checked where it is read, and an error names the file and the key: a
 // value out of range (a context of 2^32 - 1 read into an int, a NaN epsilon, a zero RoPE base)
 // would otherwise load and compute garbage.
@@ -190,6 +214,24 @@ const ArchSpec& arch_spec(Arch arch) {
     return llama;
 }
 
+void HParams::set_window(int w) {
+    SYSLM_CHECK(sliding_window > 0, "a window of ", w,
+                " needs a model with local attention layers (attention.sliding_window); this "
+                "one has none");
+    SYSLM_CHECK(w > 0 && w <= kMaxContext, "window ", w, " is out of range (1 - ", kMaxContext,
+                ")");
+    sliding_window = w;
+}
+
+int HParams::window_for_length(int64_t n) const {
+    SYSLM_CHECK(!policy_windows.empty(),
+                "--window auto needs a window policy (attention.window_policy.lengths and "
+                ".windows, written by `syslm tune window`); this model has none: give a number");
+    for (size_t i = 0; i < policy_lengths.size(); ++i)
+        if (n <= policy_lengths[i]) return policy_windows[i];
+    return policy_windows.back();
+}
+
 kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     kernels::AttentionShape s{};
     s.n_head = hp.n_head;
@@ -200,6 +242,7 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     s.scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
     if (!hp.alibi_slopes.empty()) s.alibi = hp.alibi_slopes.data();
     s.softcap = hp.attn_softcap;
+    if (s.window > 0) s.global_tokens = hp.global_tokens;
     return s;
 }
 
@@ -274,6 +317,10 @@ HParams load_hparams(const io::GGUFFile& f) {
     hp.sliding_window = r.count("attention.sliding_window", 0u, 0, kMaxContext);
     hp.local_layers = local_layers(f, a + "attention.sliding_window_pattern", hp.n_layer,
                                    hp.sliding_window > 0 ? hp.spec().swa_period : 0);
+    hp.global_tokens = r.count("attention.global_tokens", 0u, 0, kMaxContext);
+    read_window_policy(f, a, hp);
+    SYSLM_CHECK(hp.global_tokens == 0 || hp.sliding_window > 0, f.path(), ": ", a,
+                "attention.global_tokens needs attention.sliding_window");
     hp.attn_scale = r.real("attention.scale", 0.0f, 0, 1e3, false);
     // llama.cpp's gemma2 / gemma3 without the key: query_pre_attn_scalar is n_embd / n_head for
     // the 27B models (46 / 62 layers), head_dim for the others.
@@ -286,6 +333,8 @@ HParams load_hparams(const io::GGUFFile& f) {
         // llama.cpp reads it for mpt and fixes bloom's at 8, which no converter writes.
         hp.max_alibi_bias = r.real("attention.max_alibi_bias", 8.0f, 0, 1e3);
         hp.alibi_slopes = kernels::alibi_slopes(hp.n_head, hp.max_alibi_bias);
+        SYSLM_CHECK(hp.global_tokens == 0, f.path(), ": ", a,
+                    "attention.global_tokens does not combine with ALiBi");
     }
 
     hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);

@@ -96,6 +96,18 @@ struct HParams {
     int window(int il) const {  // layer il's window, 0 for global attention
         return local_layers.empty() || local_layers[static_cast<size_t>(il)] ? sliding_window : 0;
     }
+    // Runs the local layers with window w instead of the file's (a model trained with a range
+    // of windows, `syslm train --window-range`); throws Error for a model without local layers.
+    void set_window(int w);
+    // The window chosen by input length (syslm's attention.window_policy.lengths / .windows,
+    // written by `syslm tune window`): inputs up to policy_lengths[i] tokens run with
+    // policy_windows[i], longer ones than the last length with the last window. Empty: none.
+    std::vector<int> policy_lengths, policy_windows;
+    // The policy's window for an input of n tokens; throws Error naming the keys without one.
+    int window_for_length(int64_t n) const;
+    // The first global_tokens positions stay visible to the local layers besides their windows
+    // (Longformer's global tokens, StreamingLLM's sinks; syslm's attention.global_tokens).
+    int global_tokens = 0;
 
     // Mixture of experts (n_expert == 0: dense FFN).
     int n_expert = 0;

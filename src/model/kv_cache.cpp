@@ -18,6 +18,8 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
     // A batch of T stores positions up to n_past + T - 1 before its first token reads back to
     // n_past - w + 1, and a rollback leaves up to kRingRollback later positions stored: a ring
     // of w + max(T, rollback) - 1 rows never overwrites a row still to be read.
+    // Global tokens stay before the ring, in whole pages of its view.
+    const int64_t resident = (int64_t{hp.global_tokens} + kRingPage - 1) / kRingPage * kRingPage;
     size_t rows = 0;
     for (int il = 0; il < hp.n_layer; ++il) {
         const int w = hp.window(il);
@@ -25,9 +27,10 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
         if (n_batch > 0 && w > 0) {
             const int64_t need = int64_t{w} + std::max(n_batch, kRingRollback) - 1;
             const int64_t ring = (need + kRingPage - 1) / kRingPage * kRingPage;
-            if (ring < n_ctx) {
-                cap = static_cast<int>(ring);
-                max_rollback_ = std::min(max_rollback_, cap - w + 1);
+            if (resident + ring < n_ctx) {
+                cap = static_cast<int>(resident + ring);
+                resident_ = static_cast<int>(resident);
+                max_rollback_ = std::min(max_rollback_, static_cast<int>(ring) - w + 1);
             }
         }
         cap_.push_back(cap);
@@ -46,9 +49,10 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
     v_pages_.resize(cap_.size());
     for (int il = 0; il < hp.n_layer; ++il) {
         if (!ring(il)) continue;
-        const int64_t ring_pages = capacity(il) / kRingPage;
+        const int64_t kept = resident_ / kRingPage, ring_pages = capacity(il) / kRingPage - kept;
         for (int64_t j = 0; j * kRingPage < n_ctx; ++j) {
-            const size_t at = offset(il, (j % ring_pages) * kRingPage);
+            const size_t at =
+                offset(il, (j < kept ? j : kept + (j - kept) % ring_pages) * kRingPage);
             k_pages_[il].push_back(k_.data() + at);
             v_pages_[il].push_back(v_.data() + at);
         }
@@ -63,7 +67,9 @@ kernels::KvPagesView KVCache::ring_view(int il) const {
 void KVCache::store(int il, int64_t pos, const float* k, const float* v) {
     SYSLM_CHECK(pos >= 0 && pos < n_ctx_, "KV cache: position ", pos, " outside the context of ",
                 n_ctx_);
-    const int64_t row = pos % capacity(il);
+    const int64_t row = ring(il) && pos >= resident_
+                            ? resident_ + (pos - resident_) % (capacity(il) - resident_)
+                            : pos;
     uint8_t* kd = k_.data() + offset(il, row);
     uint8_t* vd = v_.data() + offset(il, row);
     if (type_ == DType::F32) {

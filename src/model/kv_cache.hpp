@@ -7,6 +7,8 @@
 // largest batch, it keeps a ring of capacity(il) rows (w + n_batch - 1 rounded up, position p at
 // row p % capacity), which attention reads through a page list whose pages alias the ring's rows
 // (ring_view). Global layers, and windows that would not save anything, keep every position.
+// With global tokens (HParams::global_tokens), a ring layer's first rows hold positions
+// [0, resident) for good, rounded up to whole pages, and the ring follows them.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,8 @@ public:
     // A ring layer's rows as pages of kRingPage positions: page j holds positions
     // [j kRingPage, (j + 1) kRingPage) as long as they are within the ring's reach.
     kernels::KvPagesView ring_view(int il) const;
+    // Positions a ring layer keeps for good before its ring (global tokens; 0: none).
+    int resident() const { return resident_; }
     // Writes one position's key and value rows (kv_dim floats each), converted to type().
     void store(int il, int64_t pos, const float* k, const float* v);
     size_t bytes() const { return k_.size() + v_.size(); }
@@ -56,6 +60,7 @@ private:
     std::vector<int> cap_;
     std::vector<size_t> first_row_;  // of each layer in k_ / v_
     int max_rollback_;
+    int resident_ = 0;
     std::vector<uint8_t> k_, v_;
     std::vector<std::vector<const void*>> k_pages_, v_pages_;  // per ring layer, else empty
 };

@@ -124,6 +124,9 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
             w.set(a + "attention.sliding_window_pattern",
                   GGUFValue::array(io::GGUFType::BOOL, local));
         }
+        // syslm's key: llama.cpp would run such a file without them.
+        if (c.global_tokens > 0)
+            w.set(a + "attention.global_tokens", GGUFValue::u32(c.global_tokens));
     }
     if (s.moe) {
         w.set(a + "expert_count", GGUFValue::u32(c.n_expert));

@@ -28,6 +28,7 @@ struct InitConfig {
     // which are (attention_pattern below).
     int window = 0;
     std::vector<bool> local_layers;
+    int global_tokens = 0;  // first positions every local layer also sees (with a window)
     float rope_freq_base = 10000.0f;
     float norm_eps = 1e-5f;
     uint64_t seed = 1;

@@ -342,7 +342,7 @@ void Forward::attention_block(int il, int64_t T) {
     const double kv_elem = static_cast<double>(dtype_info(rows.kv_type()).type_size);
     double visible = 0;  // positions attended, summed over rows (for the profile)
     for (int64_t t = 0; t < T; ++t)
-        visible += kernels::attention_pairs(1, rows.position(t), hp.window(il));
+        visible += kernels::attention_pairs(1, rows.position(t), hp.window(il), hp.global_tokens);
     SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD),
                        T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
     // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k

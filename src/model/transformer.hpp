@@ -31,6 +31,8 @@ public:
     Model(std::shared_ptr<const io::GGUFFile> file, std::vector<TensorOverride> overrides);
 
     const HParams& hparams() const { return hp_; }
+    // The local layers' window for contexts made from now on (HParams::set_window).
+    void set_window(int w) { hp_.set_window(w); }
     const Weights& weights() const { return w_; }
     const io::GGUFFile& file() const { return *file_; }
     std::shared_ptr<const io::GGUFFile> file_ptr() const { return file_; }

@@ -26,6 +26,7 @@ struct ModelCosts {
     double kv_bytes_per_position = 0;  // K and V of one position, all layers, in the cache type
     double attn_flops_per_pair = 0;    // QK^T and PV for one (query, key) pair, all layers
     std::vector<int> layer_windows;    // each layer's attention window (0: global)
+    int global_tokens = 0;             // positions local layers see besides their windows
     std::vector<MatrixCost> matrices;  // output last
 
     // (query, key) pairs of n tokens from an empty cache, averaged over the layers: n (n + 1) / 2

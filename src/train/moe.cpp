@@ -5,7 +5,9 @@
 // of Switch Transformer as HF's Mixtral computes it over all layers' rows:
 //   aux = X * sum_e f_e * P_e,  f_e = (choices of e) / (L*R),  P_e = mean router probability of e.
 // f is a count (no gradient), so d aux / d p[l, r, e] = X * f_e / (L*R). The router z-loss
-// (ST-MoE) is the mean over layers and rows of lse(router logits)^2.
+// (ST-MoE) is the mean over layers and rows of lse(router logits)^2. Expert capacity (Switch,
+// GShard) drops the choices past ceil(factor R K / X) per expert and step, in row order; f
+// counts the choices before the drop (the pressure to balance stays where the load is).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -40,13 +42,17 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
     be.moe_route_rows(S.router_p.data(), R, X, hp_.moe_routing(), S.route_slot.data(),
                       S.slot_w.data(), S.router_lse.data());
     for (int64_t r = 0; r < R; ++r) moe_z_sum_ += double(S.router_lse[r]) * S.router_lse[r];
-    // Slots grouped by expert, rows in order within an expert (deterministic).
     int64_t* count = moe_count_.data() + static_cast<size_t>(il) * X;
     std::fill_n(count, X, 0);
     for (int64_t i = 0; i < R * K; ++i)
         if (S.route_slot[i] >= 0) ++count[S.route_slot[i]];
+    moe_dropped_[static_cast<size_t>(il)] = capacity_factor_ > 0 ? apply_capacity(S, R) : 0;
+    // Slots grouped by expert, rows in order within an expert (deterministic).
+    std::array<int64_t, kMaxTrainedExperts> kept{};
+    for (int64_t i = 0; i < R * K; ++i)
+        if (S.route_slot[i] >= 0) ++kept[S.route_slot[i]];
     S.expert_begin[0] = 0;
-    for (int64_t e = 0; e < X; ++e) S.expert_begin[e + 1] = S.expert_begin[e] + count[e];
+    for (int64_t e = 0; e < X; ++e) S.expert_begin[e + 1] = S.expert_begin[e] + kept[e];
     std::array<int64_t, kMaxTrainedExperts> cursor;
     std::copy(S.expert_begin.begin(), S.expert_begin.end() - 1, cursor.begin());
     float* weight = moe_slot_dw_.data();  // scratch here; the backward's dL/dw later
@@ -86,11 +92,50 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
     be.moe_combine(slots(S, R), S.eo.data(), E, tmp_.data());
 }
 
+int64_t TrainModel::apply_capacity(Saved& S, int64_t R) const {
+    const int64_t X = hp_.n_expert, K = hp_.n_expert_used;
+    const auto cap = static_cast<int64_t>(
+        std::ceil(capacity_factor_ * static_cast<double>(R * K) / static_cast<double>(X)));
+    std::array<int64_t, kMaxTrainedExperts> taken{};
+    int64_t dropped = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        int32_t* ids = S.route_slot.data() + r * K;
+        float* w = S.slot_w.data() + r * K;
+        bool any = false;
+        for (int64_t k = 0; k < K; ++k) {
+            if (ids[k] < 0 || taken[ids[k]]++ < cap) continue;
+            ids[k] = -1;
+            w[k] = 0.0f;
+            any = true;
+            ++dropped;
+        }
+        if (!any || !hp_.expert_weights_norm) continue;
+        // Renormalised over what the row keeps (DeepSpeed's top-2 gate), as the router's
+        // backward assumes; a row left with none passes through on its residual.
+        const float* p = S.router_p.data() + r * X;
+        double top = 0;
+        for (int64_t k = 0; k < K; ++k)
+            if (ids[k] >= 0) top += p[ids[k]];
+        for (int64_t k = 0; k < K; ++k)
+            if (ids[k] >= 0) w[k] = static_cast<float>(p[ids[k]] / top);
+    }
+    return dropped;
+}
+
 double TrainModel::experts_per_token() const {
     double chosen = 0;
     for (size_t i = 0; i < moe_count_.size(); ++i) chosen += static_cast<double>(moe_count_[i]);
+    for (size_t i = 0; i < moe_dropped_.size(); ++i) chosen -= static_cast<double>(moe_dropped_[i]);
     const double rows = static_cast<double>(planned_B_) * planned_T_ * (stage_.end - stage_.first);
     return rows > 0 ? chosen / rows : 0.0;
+}
+
+double TrainModel::dropped_share() const {
+    double chosen = 0, dropped = 0;
+    for (size_t i = 0; i < moe_count_.size(); ++i) chosen += static_cast<double>(moe_count_[i]);
+    for (size_t i = 0; i < moe_dropped_.size(); ++i)
+        dropped += static_cast<double>(moe_dropped_[i]);
+    return chosen > 0 ? dropped / chosen : 0.0;
 }
 
 double TrainModel::moe_z_loss() const {

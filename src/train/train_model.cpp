@@ -377,6 +377,7 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
         a.take(moe_slot_dw_, R * K);
         a.take(moe_aux_grad_, X);
         a.take(moe_count_, static_cast<size_t>(hp_.n_layer) * X);
+        a.take(moe_dropped_, static_cast<size_t>(hp_.n_layer));
         a.take(moe_psum_, static_cast<size_t>(hp_.n_layer) * X);
     }
     for (auto* v : {&x_, &x_final_, &xf_, &dx_, &d_mid_, &d_a_, &d_b_}) a.take(*v, R * E);
@@ -476,9 +477,10 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     }
     const kernels::AttentionShape shape = model::attention_shape(hp_, il);
     {
-        SYSLM_PROFILE_SCOPE("attention",
-                            4.0 * B * kernels::attention_pairs(T, 0, hp_.window(il)) * QD,
-                            4.0 * R * (2 * QD + 2 * KD));
+        SYSLM_PROFILE_SCOPE(
+            "attention",
+            4.0 * B * kernels::attention_pairs(T, 0, hp_.window(il), hp_.global_tokens) * QD,
+            4.0 * R * (2 * QD + 2 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
             be.attention_lse(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD,
@@ -564,9 +566,10 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     linear_backward(l.wo, l.bo, S.o.data(), d_out, R, QD, E, d_o_.data(), false, be);
     const kernels::AttentionShape shape = model::attention_shape(hp_, il);
     {
-        SYSLM_PROFILE_SCOPE("attention_bwd",
-                            10.0 * B * kernels::attention_pairs(T, 0, hp_.window(il)) * QD,
-                            4.0 * R * (4 * QD + 4 * KD));
+        SYSLM_PROFILE_SCOPE(
+            "attention_bwd",
+            10.0 * B * kernels::attention_pairs(T, 0, hp_.window(il), hp_.global_tokens) * QD,
+            4.0 * R * (4 * QD + 4 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
             be.attention_backward(

@@ -98,8 +98,18 @@ public:
     // Weight of the router z-loss (ST-MoE: the mean of lse(router logits)^2, keeping the logits
     // small) added to the training loss; 0: none.
     void set_router_z_coef(double c) { z_coef_ = c; }
-    // MoE: the experts the last forward's rows took, on average over rows and layers (top-k: k).
+    // The local layers' window for the next steps (a range of windows in training: Trainer).
+    void set_window(int w) { hp_.set_window(w); }
+    // Expert capacity factor (Switch Transformer): each expert takes at most
+    // ceil(factor x rows x k / experts) of a step's choices per layer, in row order; the rest are
+    // dropped (the row keeps its other experts, renormalised where the model renormalises).
+    // 0: no limit.
+    void set_expert_capacity(double factor) { capacity_factor_ = factor; }
+    // MoE: the experts the last forward's rows took, on average over rows and layers (top-k: k,
+    // less what capacity dropped).
     double experts_per_token() const;
+    // MoE: the share of the last forward's choices that capacity dropped.
+    double dropped_share() const;
     void set_precision(Precision p) { precision_ = p; }
     Precision precision() const { return precision_; }
     ParamStore& params() { return params_; }
@@ -218,6 +228,8 @@ private:
     // writes dL/db to d_b_.
     void moe_forward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be);
     backend::Backend::MoeSlots slots(const Saved& S, int64_t R) const;
+    // Drops the choices past each expert's capacity (capacity_factor_); returns how many.
+    int64_t apply_capacity(Saved& S, int64_t R) const;
     std::vector<int64_t> slot_rows_;  // the MoE slots' rows, as gather_rows takes them
     void moe_backward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be);
     // From the forward's counts; also sets moe_aux_grad_ (of grad_scale x the weighted loss).
@@ -279,11 +291,13 @@ private:
     // expert and the sum of its router probability (the load-balancing loss's two factors).
     int64_t ffn_width_ = 0;  // floats of g / u / s per row: n_ff, or K x n_ff_exp for MoE
     double aux_coef_ = 0.01;
+    double capacity_factor_ = 0.0;
     double z_coef_ = 0.0, moe_z_sum_ = 0.0;  // the z-loss's weight, this step's sum of lse^2
     float z_grad_scale_ = 1.0f;              // the loss scale its gradient carries
     Precision precision_ = Precision::F32;
     Buf<float> moe_in_, moe_grad_, moe_dz_, moe_slot_dw_, moe_aux_grad_;
     Buf<int64_t> moe_count_;
+    Buf<int64_t> moe_dropped_;  // per layer: choices capacity dropped in the last forward
     Buf<double> moe_psum_;
 
     // Hidden-state matching: matched blocks, the teacher's width, the projections; the projected

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "core/checksum.hpp"
@@ -164,11 +164,7 @@ double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, in
 
 Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt,
                  backend::Backend& be)
-    : model_(model),
-      data_(data),
-      opt_(opt),
-      be_(be),
-      optimizer_(opt.optimizer, model.params()) {
+    : model_(model), data_(data), opt_(opt), be_(be), optimizer_(opt.optimizer, model.params()) {
     SYSLM_CHECK(opt.steps > 0 && opt.accum > 0,
                 "training: steps and accumulation must be positive");
     SYSLM_CHECK(opt.loss_scale >= 0 && std::isfinite(opt.loss_scale) && opt.scale_window > 0,
@@ -176,8 +172,9 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt,
     opt_.schedule.total = opt.steps;
     scale_ = opt.loss_scale;
     SYSLM_CHECK(!opt.teacher || opt.teacher->n_vocab() == model.hparams().n_vocab,
-                "distillation: the teacher's vocabulary (", opt.teacher ? opt.teacher->n_vocab() : 0,
-                " tokens) differs from the student's (", model.hparams().n_vocab, ")");
+                "distillation: the teacher's vocabulary (",
+                opt.teacher ? opt.teacher->n_vocab() : 0, " tokens) differs from the student's (",
+                model.hparams().n_vocab, ")");
     SYSLM_CHECK(opt.teacher_layers.size() == model.hidden_layers().size(),
                 "distillation: ", opt.teacher_layers.size(), " teacher blocks to match against ",
                 model.hidden_layers().size(), " student blocks (TrainModel::match_hidden)");
@@ -192,8 +189,7 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt,
                     "training: cannot fake-quantize ", name, " (rows of ", p->ne[0], ") to ",
                     dtype_name(type));
     }
-    SYSLM_CHECK(opt.zero >= 0 && opt.zero <= 2, "training: ZeRO stage ", opt.zero,
-                " (0, 1 or 2)");
+    SYSLM_CHECK(opt.zero >= 0 && opt.zero <= 2, "training: ZeRO stage ", opt.zero, " (0, 1 or 2)");
     if (opt.pipeline && opt.pipeline->size() > 1) {
         SYSLM_CHECK(!opt.teacher && !opt.teacher_cache && opt.fake_quant.empty(),
                     "training: pipeline parallelism with distillation or QAT is not implemented");
@@ -212,7 +208,8 @@ Trainer::Trainer(TrainModel& model, BatchSource& data, const TrainOptions& opt,
                 }
                 int64_t j = i;
                 while (j < p.numel && v[p.offset + j] == 0.0f) ++j;
-                zero_ranges_.emplace_back(static_cast<size_t>(at), p.offset + static_cast<size_t>(j));
+                zero_ranges_.emplace_back(static_cast<size_t>(at),
+                                          p.offset + static_cast<size_t>(j));
                 i = j;
             }
         }
@@ -271,7 +268,7 @@ void Trainer::make_buckets() {
         optimizer_.shard(shards_);
     }
     using Mode = parallel::GradientReducer::Mode;
-    const Mode mode = compressed        ? Mode::Compressed
+    const Mode mode = compressed       ? Mode::Compressed
                       : opt_.zero == 2 ? Mode::ReduceScatter
                                        : Mode::AllReduce;
     reducer_ = std::make_unique<parallel::GradientReducer>(
@@ -382,7 +379,6 @@ void Trainer::publish_master() {
     gather_shards(v);
 }
 
-
 double Trainer::micro_batch(float scale) {
     data_.next(tokens_, targets_);
     if (opt_.teacher_cache) {
@@ -436,7 +432,8 @@ double Trainer::accumulate_gradients(float scale) {
             if (reducer_ && micro == opt_.accum - 1) {  // the last backward makes gradients final
                 reducer_->start(model_.params().grads(), compress);
                 model_.set_gradient_hook([this](int il) {
-                    for (size_t b : il < 0 ? rest_buckets_ : block_buckets_[static_cast<size_t>(il)])
+                    for (size_t b :
+                         il < 0 ? rest_buckets_ : block_buckets_[static_cast<size_t>(il)])
                         reducer_->ready(b);
                 });
             }
@@ -458,7 +455,8 @@ double Trainer::accumulate_gradients(float scale) {
 // so the norm is finite exactly when every rank's gradients are.
 double Trainer::global_grad_norm(const std::vector<Optimizer::Range>& mine) {
     constexpr size_t kPiece = 1 << 16;
-    std::vector<backend::Backend::SquaresPiece>& pieces = norm_pieces_;  // the same every step: made once
+    std::vector<backend::Backend::SquaresPiece>& pieces =
+        norm_pieces_;  // the same every step: made once
     if (pieces.empty())
         for (const Param& p : model_.params().params())
             for (const auto& [b0, e0] : mine) {
@@ -493,8 +491,28 @@ void Trainer::apply_update(float lr, float grad_scale) {
     keep_zeros();  // after compressed updates, whose decoding may have touched the zeros
 }
 
+int Trainer::window_at(int64_t step) const {
+    uint64_t x = opt_.window_seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;  // splitmix64's finaliser
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    const double u = static_cast<double>(x >> 11) * 0x1.0p-53;  // [0, 1)
+    const double lo = std::log(opt_.window_min), hi = std::log(opt_.window_max + 1.0);
+    return std::clamp(static_cast<int>(std::exp(lo + u * (hi - lo))), opt_.window_min,
+                      opt_.window_max);
+}
+
 StepStats Trainer::step() {
     const auto t0 = std::chrono::steady_clock::now();
+    // A sampled window for this step only; evaluation between steps sees the model's own.
+    struct WindowScope {
+        TrainModel& m;
+        int own;
+        ~WindowScope() {
+            if (own > 0) m.set_window(own);
+        }
+    } window_scope{model_, opt_.window_min > 0 ? model_.hparams().sliding_window : 0};
+    if (opt_.window_min > 0) model_.set_window(window_at(next_step_));
     auto seconds = [&] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
@@ -533,8 +551,9 @@ StepStats Trainer::step() {
     // exception. Every rank has the same loss and norm (both reduced over the group), so every
     // rank stops at the same step.
     if (!std::isfinite(loss) || !std::isfinite(norm))
-        fail("training step ", next_step_ + 1, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
-             " is ", std::isfinite(loss) ? norm : loss / opt_.accum,
+        fail("training step ", next_step_ + 1, ": the ",
+             std::isfinite(loss) ? "gradient norm" : "loss", " is ",
+             std::isfinite(loss) ? norm : loss / opt_.accum,
              ": stopped before the update, so the weights and the last checkpoint are the previous "
              "step's (a lower --lr, a longer --warmup or --clip may help; check the data)");
     apply_update(lr, clip_coefficient(norm, opt_.clip));  // clipping fused into the update
@@ -630,7 +649,8 @@ void Trainer::save_checkpoint(const std::string& dir,
                               const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
                               const io::GGUFFile* constants) {
     publish_master();  // compressed updates: the exact weights are saved
-    if (model_.tensor_parallel() || pipeline_) return save_split_checkpoint(dir, metadata, constants);
+    if (model_.tensor_parallel() || pipeline_)
+        return save_split_checkpoint(dir, metadata, constants);
     // With data parallelism every rank calls this; rank 0 writes the files, and with ZeRO each
     // rank its optimizer shard.
     parallel::Communicator* group =
@@ -670,13 +690,14 @@ void Trainer::save_checkpoint(const std::string& dir,
 // Tensor / pipeline parallel: the whole model and whole optimizer moments, gathered within each
 // stage's tensor-parallel group and then across the stages, written by the one rank that is
 // first in every group, in the layout a single process has: any layout (or one process) resumes.
-void Trainer::save_split_checkpoint(const std::string& dir,
-                                    const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
-                                    const io::GGUFFile* constants) {
+void Trainer::save_split_checkpoint(
+    const std::string& dir, const std::vector<std::pair<std::string, io::GGUFValue>>& metadata,
+    const io::GGUFFile* constants) {
     SYSLM_CHECK(constants, "checkpoint: a tensor- or pipeline-parallel run needs its model file");
     const ParamStore& ps = model_.params();
-    SYSLM_CHECK(ps.auxiliary_size() == 0, "checkpoints of tensor- or pipeline-parallel runs with "
-                                          "hidden-state distillation are not implemented");
+    SYSLM_CHECK(ps.auxiliary_size() == 0,
+                "checkpoints of tensor- or pipeline-parallel runs with "
+                "hidden-state distillation are not implemented");
     parallel::Communicator* tp = model_.tensor_parallel();
     auto whole = [&](const ParamStore& s) {
         std::optional<ParamStore> w;
@@ -751,9 +772,11 @@ void Trainer::load_residual(const std::string& dir) {
         reducer_->divisors().clear();
         for (const auto& e : fs::directory_iterator(dir))
             if (e.path().filename().string().rfind("residual", 0) == 0) {
-                std::fprintf(stderr, "note: %s holds gradient-compression residuals of another "
+                std::fprintf(stderr,
+                             "note: %s holds gradient-compression residuals of another "
                              "layout of ranks; this run starts without them (what the compression "
-                             "had not yet delivered is dropped)\n", dir.c_str());
+                             "had not yet delivered is dropped)\n",
+                             dir.c_str());
                 break;
             }
         return;
@@ -833,10 +856,13 @@ void assemble_shards(const std::string& dir, uint32_t shards, const ParamStore& 
             SYSLM_CHECK(b <= e && e <= ps.size() && at + (e - b) <= fm.size() &&
                             (fv.empty() || at + (e - b) <= fv.size()),
                         f.path(), ": range [", b, ", ", e, ") does not fit the model");
-            std::copy_n(fm.begin() + static_cast<std::ptrdiff_t>(at), e - b, m.begin() + static_cast<std::ptrdiff_t>(b));
+            std::copy_n(fm.begin() + static_cast<std::ptrdiff_t>(at), e - b,
+                        m.begin() + static_cast<std::ptrdiff_t>(b));
             if (!fv.empty())
-                std::copy_n(fv.begin() + static_cast<std::ptrdiff_t>(at), e - b, v_full.begin() + static_cast<std::ptrdiff_t>(b));
-            std::fill(covered.begin() + static_cast<std::ptrdiff_t>(b), covered.begin() + static_cast<std::ptrdiff_t>(e), 1);
+                std::copy_n(fv.begin() + static_cast<std::ptrdiff_t>(at), e - b,
+                            v_full.begin() + static_cast<std::ptrdiff_t>(b));
+            std::fill(covered.begin() + static_cast<std::ptrdiff_t>(b),
+                      covered.begin() + static_cast<std::ptrdiff_t>(e), 1);
             at += e - b;
         }
     }
@@ -876,8 +902,8 @@ void Trainer::load_state(const std::string& dir) {
         int64_t clean = 0;
         r.read(&scale, sizeof scale, "loss scale");
         r.read(&clean, sizeof clean, "loss scale window");
-        SYSLM_CHECK(std::isfinite(scale) && scale >= 0 && clean >= 0, path,
-                    ": corrupt loss scale ", scale);
+        SYSLM_CHECK(std::isfinite(scale) && scale >= 0 && clean >= 0, path, ": corrupt loss scale ",
+                    scale);
         SYSLM_CHECK((scale > 0) == (scale_ > 0), path, ": the checkpoint was written ",
                     scale > 0 ? "with" : "without", " loss scaling, this run is ",
                     scale_ > 0 ? "with" : "without", " (another --precision?)");
@@ -915,8 +941,9 @@ void Trainer::load_state(const std::string& dir) {
     r.expect_end();
     if (shards > 0) assemble_shards(dir, shards, ps, m, v);  // ZeRO: every rank's file
     if (split) {
-        SYSLM_CHECK(shards == 0, dir, ": a ZeRO checkpoint cannot resume a tensor- or pipeline-"
-                                      "parallel run");
+        SYSLM_CHECK(shards == 0, dir,
+                    ": a ZeRO checkpoint cannot resume a tensor- or pipeline-"
+                    "parallel run");
         const int tp_rank = model_.tensor_parallel() ? model_.tensor_parallel()->rank() : 0;
         m = ps.local_part(m, *whole_file, tp_rank);
         if (!v.empty()) v = ps.local_part(v, *whole_file, tp_rank);

@@ -118,6 +118,11 @@ struct TrainOptions {
     // Pruning recovery: weights of the blocks' matrices that are exactly zero when training
     // starts stay zero after every step (the sparsity pattern of `syslm prune` survives).
     bool keep_zeros = false;
+    // Windows sampled per step (--window-range): each optimizer step runs the local layers with
+    // a window drawn log-uniformly from [window_min, window_max] by (seed, step), the same on
+    // every rank and after a resume; evaluation and the saved file keep the model's own. 0: off.
+    int window_min = 0, window_max = 0;
+    uint64_t window_seed = 0;
     // Quantization-aware training: these parameters are fake-quantized (quantized to the type and
     // back with ggml's reference quantizer) for the forward and backward of every step, and the
     // gradients found there update the float master weights (the straight-through estimator).
@@ -140,9 +145,10 @@ struct TrainOptions {
     // block of every gradient bucket, then the parameters are all-gathered); 2 also reduces the
     // gradients with reduce-scatter (each rank gets only its blocks' sums). 0: off.
     int zero = 0;
-    // Compressed data parallelism with error feedback (parallel::GradientReducer::Mode::Compressed):
-    // gradients to each block's owner, the owner's updates back; shards the optimizer state
-    // as ZeRO does, with or without `zero`. Not combined with tensor or pipeline parallelism.
+    // Compressed data parallelism with error feedback
+    // (parallel::GradientReducer::Mode::Compressed): gradients to each block's owner, the owner's
+    // updates back; shards the optimizer state as ZeRO does, with or without `zero`. Not combined
+    // with tensor or pipeline parallelism.
     parallel::Compression grad_compress = parallel::Compression::None;
     double topk_ratio = 0.15;
     // Steps reduced exactly before compression starts (1-bit Adam's warm-up).
@@ -158,7 +164,7 @@ struct StepStats {
     double loss;       // mean over the step's micro-batches
     double grad_norm;  // before clipping
     float lr;
-    double seconds;  // wall time of the whole step
+    double seconds;           // wall time of the whole step
     bool skipped = false;     // loss scaling: non-finite gradients, no update
     float loss_scale = 0.0f;  // the scale the step ran with (0: no scaling)
 };
@@ -171,6 +177,8 @@ public:
     // The next optimizer step. A loss or gradient that is not finite (outside loss scaling's
     // overflow skips) throws before the update: the weights and the state stay the last good ones.
     StepStats step();
+    // The window step `step` trains with (window_min > 0).
+    int window_at(int64_t step) const;
     // Data parallel: share of the reduction's time hidden behind the backward (0 without).
     double overlap() const { return reducer_ ? reducer_->overlap() : 0; }
     double comm_seconds() const { return reducer_ ? reducer_->comm_seconds() : 0; }
@@ -215,7 +223,7 @@ private:
     int64_t clean_steps_ = 0;  // finite steps since the scale last changed
     std::vector<int32_t> tokens_, targets_;
     std::vector<backend::Backend::Range> zero_ranges_;  // keep_zeros: value index ranges
-    std::vector<float> qat_master_;     // fake_quant: the master values while a step runs
+    std::vector<float> qat_master_;      // fake_quant: the master values while a step runs
     std::vector<float> teacher_logits_;  // distillation: one micro-batch of the teacher's
     std::vector<int32_t> teacher_ids_;   // offline distillation: its top-k tokens
     std::vector<float> teacher_hidden_;  // hidden-state matching: its residuals
@@ -254,7 +262,7 @@ private:
     std::string residual_file() const;
     void write_residual(const std::string& dir);
     void load_residual(const std::string& dir);
-    void fake_quantize();               // master -> qat_master_, values -> Q(values)
+    void fake_quantize();  // master -> qat_master_, values -> Q(values)
     void restore_master();
     // The parts of a step: one micro-batch's forward and backward (with the teacher's targets
     // where distilling); the step's gradients summed over its micro-batches and the group,

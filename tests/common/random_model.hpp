@@ -15,10 +15,11 @@ namespace syslm::testing {
 
 // 2 layers, width 48, 6 heads on 2 KV heads (6 for gpt2), FFN 72; "mixtral" is llama with 4
 // experts, top-2, "mixtral_top_p" with 6, top-p 0.5 (1 to 4 each); "llama_local_global", "gemma2"
-// and "gemma3" have a local layer 0 and a global layer 1.
+// and "gemma3" have a local layer 0 and a global layer 1; "llama_local_global_tokens" the same
+// with 2 global tokens.
 inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, uint64_t seed) {
     model::InitConfig c;
-    c.arch = arch.starts_with("mixtral") || arch == "llama_local_global" ? "llama" : arch;
+    c.arch = arch.starts_with("mixtral") || arch.starts_with("llama_local_global") ? "llama" : arch;
     c.n_layer = 2;
     c.n_embd = 48;
     c.n_head = 6;
@@ -35,10 +36,11 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
         c.n_expert_used = 4;
         c.expert_top_p = 0.5f;
     }
-    if (arch == "llama_local_global" || arch.starts_with("gemma")) {  // layer 0 local (5), 1 global
-        c.window = 5;
+    if (arch.starts_with("llama_local_global") || arch.starts_with("gemma")) {
+        c.window = 5;  // layer 0 local, 1 global
         c.local_layers = {true, false};
     }
+    if (arch == "llama_local_global_tokens") c.global_tokens = 2;
     if (arch == "gemma3") c.rope_freq_base = 1e6f;  // the global layer's; the local one's 1e4
     return c;
 }

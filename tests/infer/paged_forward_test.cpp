@@ -115,8 +115,8 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
                          ::testing::Values("llama", "gpt2", "mixtral", "mixtral_top_p", "qwen3",
-                                           "llama_local_global", "bloom", "mpt", "phi3", "gemma2",
-                                           "gemma3"));
+                                           "llama_local_global", "llama_local_global_tokens",
+                                           "bloom", "mpt", "phi3", "gemma2", "gemma3"));
 
 }  // namespace
 }  // namespace syslm::infer

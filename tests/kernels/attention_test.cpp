@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
 
@@ -28,7 +29,8 @@ std::vector<float> dense_reference(const AttentionShape& s, const std::vector<fl
             std::vector<double> score(total);
             for (int64_t p = 0; p < total; ++p) {
                 const int64_t qp = pos0 + t;
-                const bool visible = p <= qp && (s.window == 0 || qp - p < s.window);
+                const bool visible =
+                    p <= qp && (s.window == 0 || qp - p < s.window || p < s.global_tokens);
                 double dot = 0;
                 for (int d = 0; d < s.head_dim; ++d)
                     dot += double(q[(t * s.n_head + h) * s.head_dim + d]) *
@@ -64,6 +66,7 @@ std::vector<uint16_t> to_f16_in_place(std::vector<float>& x) {
 struct Case {
     int n_head, n_head_kv, head_dim, window;
     int64_t n_tokens, pos0;
+    int global = 0;  // global tokens (with a window)
 };
 
 std::vector<Isa> supported_isas() {
@@ -84,6 +87,7 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv
     const std::vector<float> slopes = alibi_slopes(c.n_head, alibi_bias);
     if (alibi_bias > 0) s.alibi = slopes.data();
     s.softcap = softcap;
+    s.global_tokens = c.global;
     const int64_t total = c.pos0 + c.n_tokens;
     std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
         v(total * s.kv_stride), out(q.size());
@@ -102,7 +106,35 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv
             << isa_name(isa) << " threads " << threads << " heads " << c.n_head << "/"
             << c.n_head_kv << " dim " << c.head_dim << " window " << c.window << " tokens "
             << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv_type) << " ALiBi "
-            << alibi_bias << " softcap " << softcap << " at " << i;
+            << alibi_bias << " softcap " << softcap << " global " << c.global << " at " << i;
+}
+
+// Global tokens before a window: fewer than, as many as and more than a position block, inside
+// and past the window; prefill of several tiles, decode (row mode, MHA, and position slices
+// over long caches with one KV head), prompts continuing a cache, F32 and F16, soft-capping.
+TEST(Attention, GlobalTokensMatchDenseReference) {
+    std::mt19937 rng(37);
+    for (Isa isa : supported_isas())
+        for (const Case c : {Case{4, 2, 12, 7, 40, 0, 3}, Case{4, 1, 10, 5, 23, 0, 1},
+                             Case{6, 2, 16, 30, 150, 0, 64}, Case{4, 2, 8, 70, 37, 100, 90},
+                             Case{12, 12, 20, 40, 1, 300, 4}, Case{4, 1, 16, 50, 1, 900, 70},
+                             Case{8, 2, 12, 300, 1, 1200, 130}, Case{5, 5, 20, 30, 2, 90, 2},
+                             Case{3, 3, 14, 8, 65, 129, 200}}) {
+            check_case(c, isa, 1, rng);
+            check_case(c, isa, 3, rng);
+            check_case(c, isa, 2, rng, DType::F16);
+            check_case(c, isa, 2, rng, DType::F32, 0.0f, 1.5f);
+        }
+}
+
+TEST(Attention, GlobalTokensRefuseAlibi) {
+    const std::vector<float> slopes = alibi_slopes(2, 8.0f);
+    AttentionShape s{2, 2, 8, 16, 4, 0.35f};
+    s.alibi = slopes.data();
+    s.global_tokens = 2;
+    std::vector<float> q(2 * 16, 0.5f), k(2 * 16, 0.25f), v(2 * 16, 1.0f), out(q.size());
+    ThreadPool pool(1);
+    EXPECT_THROW(attention(s, q.data(), k.data(), v.data(), 2, 0, out.data(), pool), Error);
 }
 
 TEST(Attention, MatchesDenseMaskedReference) {
@@ -145,14 +177,16 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (Isa isa : supported_isas())
         for (const Case c : {Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 16, 0, 1, 700},
-                             Case{4, 2, 8, 70, 37, 100}, Case{8, 8, 64, 0, 3, 130}})
+                             Case{4, 2, 8, 70, 37, 100}, Case{8, 8, 64, 0, 3, 130},
+                             Case{4, 2, 8, 30, 37, 100, 20}, Case{4, 1, 16, 40, 1, 700, 70}})
             for (DType kv : {DType::F32, DType::F16})
                 for (int page : {16, 5}) {
                     ThreadPool pool(2);
-                    const AttentionShape s{c.n_head,   c.n_head_kv,
-                                           c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
-                                           c.window,   1.0f / std::sqrt(float(c.head_dim)),
-                                           kv};
+                    AttentionShape s{c.n_head,   c.n_head_kv,
+                                     c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
+                                     c.window,   1.0f / std::sqrt(float(c.head_dim)),
+                                     kv};
+                    s.global_tokens = c.global;
                     const int64_t total = c.pos0 + c.n_tokens, n_pages = (total + page - 1) / page;
                     const size_t elem = kv == DType::F16 ? 2 : 4;
                     const size_t row = static_cast<size_t>(s.kv_stride) * elem;
@@ -202,6 +236,7 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     struct Shape {
         int n_head, n_head_kv, head_dim, window;
+        int global = 0;
     };
     struct Seq {
         int64_t n_tokens, pos0;
@@ -209,15 +244,16 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
     const std::vector<Seq> seqs{{1, 0},  {1, 40},  {1, 700}, {3, 97},  {70, 13}, {1, 300},
                                 {1, 64}, {2, 511}, {1, 5},   {1, 129}, {1, 1030}};
     for (Isa isa : supported_isas())
-        for (const Shape sh :
-             {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0}, Shape{6, 3, 64, 90}})
+        for (const Shape sh : {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0},
+                               Shape{6, 3, 64, 90}, Shape{4, 1, 20, 60, 17}})
             for (DType kv : {DType::F32, DType::F16})
                 for (int threads : {1, 2, 3}) {
                     ThreadPool pool(threads);
-                    const AttentionShape s{sh.n_head,   sh.n_head_kv,
-                                           sh.head_dim, int64_t(sh.n_head_kv) * sh.head_dim,
-                                           sh.window,   1.0f / std::sqrt(float(sh.head_dim)),
-                                           kv};
+                    AttentionShape s{sh.n_head,   sh.n_head_kv,
+                                     sh.head_dim, int64_t(sh.n_head_kv) * sh.head_dim,
+                                     sh.window,   1.0f / std::sqrt(float(sh.head_dim)),
+                                     kv};
+                    s.global_tokens = sh.global;
                     const size_t elem = kv == DType::F16 ? 2 : 4, page = 16;
                     const size_t row = static_cast<size_t>(s.kv_stride) * elem;
                     const int64_t q_dim = int64_t(sh.n_head) * sh.head_dim;

@@ -417,15 +417,21 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
         int64_t T;
         float alibi = 0.0f;    // ALiBi's maximum bias (0: none)
         float softcap = 0.0f;  // Gemma 2's soft-capping of the scores (0: none)
+        int global = 0;        // global tokens before the window
     };
-    for (const Case c : {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},
-                         Case{2, 1, 64, 100, 200}, Case{2, 2, 130, 0, 70},
-                         Case{6, 6, 16, 0, 140, 8.0f}, Case{4, 2, 12, 50, 90, 8.0f},
-                         // caps low enough that tanh bends most scores
-                         Case{4, 2, 12, 0, 150, 0.0f, 1.5f}, Case{3, 3, 20, 70, 131, 0.0f, 0.8f}}) {
+    for (const Case c :
+         {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},
+          Case{2, 1, 64, 100, 200}, Case{2, 2, 130, 0, 70}, Case{6, 6, 16, 0, 140, 8.0f},
+          Case{4, 2, 12, 50, 90, 8.0f},
+          // caps low enough that tanh bends most scores
+          Case{4, 2, 12, 0, 150, 0.0f, 1.5f}, Case{3, 3, 20, 70, 131, 0.0f, 0.8f},
+          // global tokens: inside one block, across blocks, with a cap
+          Case{4, 2, 12, 20, 150, 0.0f, 0.0f, 3}, Case{3, 3, 20, 10, 200, 0.0f, 0.0f, 70},
+          Case{2, 1, 16, 5, 131, 0.0f, 1.5f, 9}}) {
         const int64_t QS = c.H * c.D, KS = c.HK * c.D;
         AttentionShape shape{c.H, c.HK, c.D, KS, c.window, 1.0f / std::sqrt(float(c.D))};
         shape.softcap = c.softcap;
+        shape.global_tokens = c.global;
         const std::vector<float> slopes = alibi_slopes(c.H, c.alibi);
         if (c.alibi > 0) shape.alibi = slopes.data();
         const auto q = random_floats(c.T * QS, 40), k = random_floats(c.T * KS, 41),
@@ -443,7 +449,8 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
                 for (int d = 0; d < c.D; ++d) Dt += double(r[qa + d]) * o[qa + d];
                 const int64_t first = c.window > 0 ? std::max<int64_t>(0, t - c.window + 1) : 0;
                 double psum = 0;  // 1 when the forward's lse includes what the scores add
-                for (int64_t j = first; j <= t; ++j) {
+                for (int64_t j = 0; j <= t; ++j) {
+                    if (j < first && j >= c.global) continue;  // neither in the window nor global
                     const int64_t ka = j * KS + hk * c.D;
                     double sdot = 0, pdot = 0;
                     for (int d = 0; d < c.D; ++d) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "kernels/isa.hpp"
@@ -59,12 +60,14 @@ float max_rel_diff(std::span<const float> a, std::span<const float> b) {
 class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
-    const bool llama_like = GetParam().starts_with("mixtral") || GetParam() == "llama_local_global";
+    const bool llama_like =
+        GetParam().starts_with("mixtral") || GetParam().starts_with("llama_local_global");
     InitConfig cfg = small(llama_like ? "llama" : GetParam());
-    if (GetParam() == "llama_local_global" || GetParam().starts_with("gemma")) {  // local, global
-        cfg.window = 5;
+    if (GetParam().starts_with("llama_local_global") || GetParam().starts_with("gemma")) {
+        cfg.window = 5;  // local, global
         cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
     }
+    if (GetParam() == "llama_local_global_tokens") cfg.global_tokens = 2;
     if (GetParam() == "gemma3") cfg.rope_freq_base = 1e6f;  // the global layer's (local: 1e4)
     if (GetParam() == "mixtral" || GetParam() == "qwen2moe" || GetParam() == "qwen3moe") {
         cfg.n_expert = 4;
@@ -98,25 +101,33 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
 
 // Windowed layers keep a ring of their last positions (KVCache): the logits are the same bits
 // as with every position kept, for a prefill longer than the ring, chunked prefill, decode, a
-// speculative rollback, F16 and F32; global layers of the same model keep every position.
+// speculative rollback, F16 and F32; global layers of the same model keep every position. With
+// global tokens the ring layers keep a page of first positions for good.
 TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
-    for (const bool all_local : {true, false}) {
+    for (const auto [all_local, global] :
+         {std::pair{true, 0}, std::pair{false, 0}, std::pair{true, 3}, std::pair{false, 3}}) {
         InitConfig cfg = small("llama");
         cfg.n_ctx = 600;
         cfg.window = 7;
+        cfg.global_tokens = global;
         if (!all_local) cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
-        const Model m(make_model(all_local ? "ring_local" : "ring_local_global", cfg));
+        const Model m(make_model(
+            std::string(all_local ? "ring_local" : "ring_local_global") + std::to_string(global),
+            cfg));
         const int n = 420, V = m.hparams().n_vocab;
         const auto tokens = random_tokens(n, V, 9);
         for (const DType kv : {DType::F32, DType::F16})
             for (const int n_batch : {512, 5}) {
                 Context full(m, 600, 2, n_batch, kv, /*rings=*/false);
                 Context ring(m, 600, 2, n_batch, kv);
-                // w + max(batch, 64) - 1 rows, rounded up to 64: 576 of 600, or 128.
-                const int cap = n_batch == 512 ? 576 : 128;
-                ASSERT_TRUE(ring.kv_cache().ring(0));
+                // w + max(batch, 64) - 1 rows, rounded up to 64: 576 of 600, or 128; a page
+                // more for the global tokens (then 640 saves nothing: no ring).
+                const int rows = (global > 0 ? 64 : 0) + (n_batch == 512 ? 576 : 128);
+                const int cap = rows < 600 ? rows : 600;
+                EXPECT_EQ(ring.kv_cache().ring(0), cap < 600);
                 EXPECT_EQ(ring.kv_cache().capacity(0), cap);
-                EXPECT_EQ(ring.kv_cache().ring(1), all_local);
+                EXPECT_EQ(ring.kv_cache().resident(), cap < 600 && global > 0 ? 64 : 0);
+                EXPECT_EQ(ring.kv_cache().ring(1), all_local && cap < 600);
                 EXPECT_EQ(ring.kv_cache().capacity(1), all_local ? cap : 600);
                 EXPECT_EQ(ring.kv_cache().bytes() * 600,
                           full.kv_cache().bytes() / 2 * (cap + ring.kv_cache().capacity(1)));
@@ -140,8 +151,9 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
                         << "decode " << i << ", batch " << n_batch << " " << dtype_name(kv);
                 }
                 // Rolling back past what the ring keeps is an error, not a wrong answer.
-                EXPECT_THROW(ring.truncate(ring.n_past() - ring.kv_cache().max_rollback() - 1),
-                             Error);
+                if (cap < 600)
+                    EXPECT_THROW(ring.truncate(ring.n_past() - ring.kv_cache().max_rollback() - 1),
+                                 Error);
             }
     }
 }
@@ -149,8 +161,8 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral",
                                            "mixtral_top_p", "qwen2moe", "qwen3moe",
-                                           "llama_local_global", "bloom", "mpt", "phi3", "gemma2",
-                                           "gemma3"));
+                                           "llama_local_global", "llama_local_global_tokens",
+                                           "bloom", "mpt", "phi3", "gemma2", "gemma3"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.
@@ -232,6 +244,68 @@ TEST(Forward, SlidingWindowPatternKeyIsReadAsBoolsOrAPeriod) {
         EXPECT_EQ(array.hparams().window(il), il == 1 || il == 2 ? 3 : 0);
     const std::vector<io::GGUFValue> three(bools.begin(), bools.begin() + 3);
     EXPECT_THROW(Model(with("short", io::GGUFValue::array(io::GGUFType::BOOL, three))), Error);
+}
+
+// A model whose local layers run with another window (Model::set_window, --window N) computes
+// what a file with that window computes, bit for bit; a model without local layers refuses it.
+TEST(Forward, SetWindowEqualsAFileWithThatWindow) {
+    InitConfig cfg = small("llama");
+    cfg.window = 9;
+    cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
+    const std::string nine = make_model("set_window_9", cfg);
+    cfg.window = 4;
+    const std::string four = make_model("set_window_4", cfg);  // the same weights (same seed)
+    Model changed(nine);
+    changed.set_window(4);
+    const Model file_four(four), file_nine(nine);
+    const auto tokens = random_tokens(30, file_four.hparams().n_vocab, 3);
+    Context a(changed, 32, 2), b(file_four, 32, 2), c(file_nine, 32, 2);
+    const auto la = a.forward(tokens, true);
+    const std::vector<float> want(la.begin(), la.end());
+    const auto lb = b.forward(tokens, true);
+    EXPECT_EQ(std::memcmp(lb.data(), want.data(), want.size() * sizeof(float)), 0);
+    EXPECT_GT(max_rel_diff(c.forward(tokens, true), want), 1e-4f);
+    Model global(make_model("set_window_global", small("llama")));
+    EXPECT_THROW(global.set_window(4), Error);
+    EXPECT_THROW(changed.set_window(0), Error);
+}
+
+// attention.window_policy.lengths / .windows: read, applied by input length, and refused when
+// malformed (naming the key) or on a model without local layers.
+TEST(Forward, WindowPolicyMapsInputLengthToAWindow) {
+    InitConfig cfg = small("llama");
+    cfg.window = 8;
+    io::GGUFFile base(make_model("policy_base", cfg));
+    auto with = [&](const char* tag, std::vector<uint32_t> lengths, std::vector<uint32_t> windows,
+                    bool local = true) {
+        io::GGUFWriter w;
+        for (const auto& [k, v] : base.metadata())
+            if (local || k != "llama.attention.sliding_window") w.set(k, v);
+        w.set("llama.attention.window_policy.lengths", io::GGUFValue::u32s(lengths));
+        w.set("llama.attention.window_policy.windows", io::GGUFValue::u32s(windows));
+        for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+        const std::string path = std::string(SYSLM_TEST_TMP) + "/model_policy_" + tag + ".gguf";
+        w.write(path);
+        return path;
+    };
+    const Model m(with("ok", {16, 64}, {3, 8}));
+    EXPECT_EQ(m.hparams().window_for_length(1), 3);
+    EXPECT_EQ(m.hparams().window_for_length(16), 3);
+    EXPECT_EQ(m.hparams().window_for_length(17), 8);
+    EXPECT_EQ(m.hparams().window_for_length(5000), 8);
+    EXPECT_THROW(Model(make_model("policy_none", cfg)).hparams().window_for_length(10), Error);
+    for (const auto& [tag, l, w] :
+         {std::tuple{"decreasing", std::vector<uint32_t>{64, 16}, std::vector<uint32_t>{3, 8}},
+          std::tuple{"uneven", std::vector<uint32_t>{16, 64}, std::vector<uint32_t>{3}},
+          std::tuple{"zero", std::vector<uint32_t>{16}, std::vector<uint32_t>{0}}}) {
+        try {
+            Model bad(with(tag, l, w));
+            ADD_FAILURE() << tag << " loaded";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("window_policy"), std::string::npos) << e.what();
+        }
+    }
+    EXPECT_THROW(Model(with("global", {16}, {3}, /*local=*/false)), Error);
 }
 
 // The residual stream entering each layer, as observe_residual reports it.

@@ -23,8 +23,9 @@ def rel_err_per_position(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.abs(got - ref).max(axis=1) / np.abs(ref).max(axis=1)
 
 
-def rewrite_with_gguf_py(src, dst):
-    """Copies every key and tensor of src into dst with gguf-py's GGUFWriter."""
+def rewrite_with_gguf_py(src, dst, extra_u32=None):
+    """Copies every key and tensor of src into dst with gguf-py's GGUFWriter, adding the uint32
+    keys of extra_u32 (name -> value)."""
     import gguf
 
     reader = gguf.GGUFReader(src)
@@ -36,6 +37,8 @@ def rewrite_with_gguf_py(src, dst):
         vtype = gguf.GGUFValueType(field.types[0])
         sub = gguf.GGUFValueType(field.types[1]) if vtype == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(name, field.contents(), vtype, sub_type=sub)
+    for name, value in (extra_u32 or {}).items():
+        writer.add_uint32(name, value)
     for t in reader.tensors:
         writer.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
     writer.write_header_to_file()
@@ -71,6 +74,43 @@ def test_logits_match_transformers(variant, tmp_path, run_syslm):
               f"decode {err[PREFILL:].max():.2e}")
         assert err[:PREFILL].max() < TOLERANCE, f"prefill rel err {err[:PREFILL]}"
         assert err[PREFILL:].max() < TOLERANCE, f"decode rel err {err[PREFILL:]}"
+
+
+def global_token_masks(T, window, n_global):
+    """transformers' per-layer-type 4D masks for T positions: the local layers see their window
+    and the first n_global positions (syslm's attention.global_tokens), the global ones all."""
+    t = torch.arange(T)[:, None]
+    p = torch.arange(T)[None, :]
+    causal = p <= t
+    local = causal & ((t - p < window) | (p < n_global))
+    as_float = lambda m: torch.zeros(T, T).masked_fill(~m, float("-inf"))[None, None]
+    return {"full_attention": as_float(causal), "sliding_attention": as_float(local)}
+
+
+def test_global_tokens_match_masked_transformers(tmp_path, run_syslm):
+    """Global tokens (the first G positions visible to every local layer besides its window),
+    checked against transformers' Qwen3 run with the same visibility as an explicit mask: prefill
+    and decode through the KV cache (the ring cache: KvRing in tests/model)."""
+    hf_dir = tiny_hf_models.build("qwen3_local_global", tmp_path / "hf")  # window 5 on layers 0, 1
+    model = tiny_hf_models.load(hf_dir)
+    n = 40
+    tokens = torch.randint(0, model.config.vocab_size, (n,), generator=torch.Generator().manual_seed(3))
+    gguf_path = tmp_path / "model.gguf"
+    run_syslm("convert", "--hf", hf_dir, "-o", gguf_path)
+    for n_global in (1, 3):
+        with torch.no_grad():
+            ref = model(tokens[None], attention_mask=global_token_masks(n, 5, n_global)).logits[0].numpy()
+            plain = model(tokens[None]).logits[0].numpy()
+        assert np.abs(ref - plain)[8:].max() > 1e-2  # the global tokens change what follows
+        path = tmp_path / f"global{n_global}.gguf"
+        rewrite_with_gguf_py(str(gguf_path), str(path), {"qwen3.attention.global_tokens": n_global})
+        out = tmp_path / "logits.npy"
+        run_syslm("logits", "-m", path, "--ids", ",".join(map(str, tokens.tolist())),
+                  "--prefill", 12, "-o", out, "-t", 2, "--cache-type", "f32")
+        err = rel_err_per_position(np.load(out), ref)
+        print(f"global tokens {n_global}: max rel err prefill {err[:12].max():.2e}, "
+              f"decode {err[12:].max():.2e}")
+        assert err.max() < TOLERANCE, err
 
 
 @pytest.mark.parametrize("variant", ["llama", "gpt2", "mixtral"])

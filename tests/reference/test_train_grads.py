@@ -34,9 +34,11 @@ def read_gguf(path):
     return tensors, fields
 
 
-def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_syslm, *extra):
-    """Runs `syslm grad` on the converted model; checks its loss and every gradient against
-    PyTorch's (loss.backward() already run) and returns the syslm model and gradient paths."""
+def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_syslm, *extra,
+                           extra_keys=None):
+    """Runs `syslm grad` on the converted model (with the uint32 keys extra_keys added); checks its
+    loss and every gradient against PyTorch's (loss.backward() already run) and returns the syslm
+    model and gradient paths."""
     # PyTorch's gradients as a checkpoint of the same model, converted like the weights.
     grad_dir = tmp_path / "grads_hf"
     shutil.copytree(hf_dir, grad_dir)
@@ -51,6 +53,12 @@ def check_against_autograd(variant, model, hf_dir, ids, loss, tmp_path, run_sysl
 
     model_path = tmp_path / "model.gguf"
     run_syslm("convert", "--hf", hf_dir, "-o", model_path)
+    if extra_keys:
+        from test_model_logits import rewrite_with_gguf_py
+
+        edited = tmp_path / "model-keys.gguf"
+        rewrite_with_gguf_py(str(model_path), str(edited), extra_keys)
+        model_path = edited
     got_path = tmp_path / "grads.gguf"
     out = run_syslm("grad", "-m", model_path, "--ids", ",".join(map(str, ids.reshape(-1).tolist())),
                     "--batch", B, "-o", got_path, "-t", 2, *extra).stdout
@@ -156,6 +164,23 @@ def test_gradients_match_autograd(variant, tmp_path, run_syslm):
                                                   run_syslm)
     # Activation recompute, selective or full, gives bit-identical gradients.
     check_recompute_is_bit_identical(model_path, got_path, ids, tmp_path, run_syslm)
+
+
+def test_global_token_gradients_match_autograd(tmp_path, run_syslm):
+    """Global tokens (syslm's attention.global_tokens = 2 on Qwen3's local layers, window 5):
+    the loss and gradients of a batch of 17 tokens against PyTorch with the same visibility as
+    an explicit mask."""
+    from test_model_logits import global_token_masks
+
+    hf_dir = tiny_hf_models.build("qwen3_local_global", tmp_path / "hf")
+    model = tiny_hf_models.load(hf_dir)
+    n_vocab, length = model.config.vocab_size, 17
+    ids = torch.randint(0, n_vocab, (B, length + 1), generator=torch.Generator().manual_seed(5))
+    logits = model(input_ids=ids[:, :length], attention_mask=global_token_masks(length, 5, 2)).logits
+    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
+    loss.backward()
+    check_against_autograd("qwen3_local_global", model, hf_dir, ids, loss, tmp_path, run_syslm,
+                           extra_keys={"qwen3.attention.global_tokens": 2})
 
 
 @pytest.mark.parametrize("variant,z_coef", [("mixtral", 0.0), ("qwen3moe", 0.0), ("mixtral", 0.02)])

@@ -276,18 +276,26 @@ void merge_slices(const AttentionShape& s, int64_t n_tokens, int64_t n_slices, c
         }
 }
 
+// Whether the first positions stay visible to every query besides its window.
+bool has_globals(const AttentionShape& s) {
+    return s.window > 0 && s.global_tokens > 0;
+}
+
 // A job's queries as the columns i = (t - t0) * G + g of a small matrix, transposed (or row
 // by row in row mode) with the scale folded in, each with its visible range [lo, hi] and a fresh
-// (m, l); padding columns up to nqp see nothing.
+// (m, l); padding columns up to nqp see nothing. With global tokens, [0, ghi] is what a column
+// sees of them before its window (empty, ghi = -1, where the window covers them).
 void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t t0, int hk, int nq,
                   int nqp, bool rows, float* qt, float* lo, float* hi, float* m, float* l,
-                  float* slope) {
+                  float* slope, float* glo, float* ghi) {
     const int D = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t q_stride = static_cast<int64_t>(s.n_head) * D;
     for (int i = 0; i < nqp; ++i) {
         m[i] = kNoMax;
         l[i] = 0.0f;
         slope[i] = 0.0f;
+        glo[i] = 0.0f;
+        ghi[i] = -1.0f;
         if (i >= nq) {  // padding: sees nothing
             lo[i] = 0.0f;
             hi[i] = -1.0f;
@@ -303,7 +311,10 @@ void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t
                 qv[d] * s.scale;
         hi[i] = static_cast<float>(pos);
         if (s.alibi) slope[i] = s.alibi[h];
-        lo[i] = static_cast<float>(s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0);
+        const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+        lo[i] = static_cast<float>(first);
+        if (has_globals(s))
+            ghi[i] = static_cast<float>(std::min<int64_t>(s.global_tokens, first) - 1);
     }
 }
 
@@ -403,17 +414,23 @@ struct AttentionJobs {
         cols.resize(static_cast<size_t>(H));
         const bool rows = nq * 4 <= kern.lanes;
         for (int hk = 0; hk < H; ++hk) cols[hk] = begin(0, n_tokens, hk, head_scratch(sc, hk));
-        const auto [lo_p, hi_p] = block_range(slice, 0, n_tokens);
         const auto block = rows ? kern.block_rows : kern.block;
-        for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
-            const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
-            for (int hk = 0; hk < H; ++hk) {
-                const float *k, *v;
-                const int64_t stride =
-                    kv.block(p0, np, static_cast<int64_t>(hk) * D, D, sc.kw, sc.vw, &k, &v);
-                block(cols[hk], k, v, stride, p0, np);
+        const auto visit = [&](int64_t lo_p, int64_t hi_p, bool global) {
+            for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
+                const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
+                for (int hk = 0; hk < H; ++hk) {
+                    const float *k, *v;
+                    const int64_t stride =
+                        kv.block(p0, np, static_cast<int64_t>(hk) * D, D, sc.kw, sc.vw, &k, &v);
+                    block(global ? globals(cols[hk], head_scratch(sc, hk)) : cols[hk], k, v, stride,
+                          p0, np);
+                }
             }
-        }
+        };
+        const auto [glo_p, ghi_p] = global_range(slice, n_tokens);
+        visit(glo_p, ghi_p, true);
+        const auto [lo_p, hi_p] = block_range(slice, 0, n_tokens);
+        visit(lo_p, hi_p, false);
         for (int hk = 0; hk < H; ++hk) store(slice, 0, hk, nq, head_scratch(sc, hk));
     }
 
@@ -421,7 +438,7 @@ private:
     // A job's working memory; run_heads keeps `heads` sets of the per-column parts (queries,
     // visible ranges, m, l, o) and shares the rest (scores, rescale factors, gathered rows).
     struct Scratch {
-        float *qt, *lo, *hi, *m, *l, *slope, *c, *sc, *o, *kw, *vw;
+        float *qt, *lo, *hi, *m, *l, *slope, *glo, *ghi, *c, *sc, *o, *kw, *vw;
         size_t head_floats;  // distance between two heads' per-column parts
     };
 
@@ -430,7 +447,7 @@ private:
         const size_t nqp = static_cast<size_t>((nq + kern.lanes - 1) / kern.lanes * kern.lanes);
         const size_t kv_block =
             kv.gathered && !kv.up_front ? static_cast<size_t>(kAttentionBlock) * D : 0;
-        const size_t per_head = nqp * (D + 5) + static_cast<size_t>(nq) * D;
+        const size_t per_head = nqp * (D + 7) + static_cast<size_t>(nq) * D;
         buf.resize(per_head * heads + nqp * (1 + kAttentionBlock + 8) + 2 * kv_block);
         Scratch x;
         x.head_floats = per_head;
@@ -440,7 +457,9 @@ private:
         x.m = x.hi + nqp;
         x.l = x.m + nqp;
         x.slope = x.l + nqp;
-        x.o = x.slope + nqp;                  // nq * D
+        x.glo = x.slope + nqp;
+        x.ghi = x.glo + nqp;
+        x.o = x.ghi + nqp;                    // nq * D
         x.c = buf.data() + per_head * heads;  // shared from here on
         x.sc = x.c + nqp;
         x.kw = x.sc + nqp * (kAttentionBlock + 8);  // widened F16 block rows
@@ -450,7 +469,8 @@ private:
 
     static Scratch head_scratch(Scratch x, int hk) {
         const size_t at = x.head_floats * static_cast<size_t>(hk);
-        for (float** p : {&x.qt, &x.lo, &x.hi, &x.m, &x.l, &x.slope, &x.o}) *p += at;
+        for (float** p : {&x.qt, &x.lo, &x.hi, &x.m, &x.l, &x.slope, &x.glo, &x.ghi, &x.o})
+            *p += at;
         return x;
     }
 
@@ -460,11 +480,28 @@ private:
         const int nq = static_cast<int>(t1 - t0) * G();
         const int nqp = (nq + kern.lanes - 1) / kern.lanes * kern.lanes;
         pack_columns(s, q, pos0, t0, hk, nq, nqp, nq * 4 <= kern.lanes, x.qt, x.lo, x.hi, x.m, x.l,
-                     x.slope);
+                     x.slope, x.glo, x.ghi);
         std::fill_n(x.o, static_cast<size_t>(nq) * D, 0.0f);
         return AttentionColumns{x.qt,     x.lo, x.hi, x.m, x.l, x.o,
                                 x.sc,     x.c,  nq,   nqp, D,   s.alibi ? x.slope : nullptr,
                                 s.softcap};
+    }
+
+    // The same columns seeing only the global tokens before their windows (pack_columns).
+    static AttentionColumns globals(AttentionColumns c, const Scratch& x) {
+        c.lo = x.glo;
+        c.hi = x.ghi;
+        return c;
+    }
+
+    // The global positions [lo, hi) slice `slice` visits for tokens [t0, t1) (the columns mask
+    // what their windows cover); slice 0 also takes those before the call's first position.
+    std::pair<int64_t, int64_t> global_range(int64_t slice, int64_t t1) const {
+        if (!has_globals(s)) return {0, 0};
+        const int64_t lo_p = slice == 0 ? 0 : first_pos + slice * slice_len;
+        const int64_t hi_p = std::min({int64_t{s.global_tokens}, last_pos + 1,
+                                       first_pos + (slice + 1) * slice_len, pos0 + t1});
+        return {lo_p, hi_p};
     }
 
     // The positions [lo, hi) of slice `slice` that some token of [t0, t1) can see.
@@ -499,14 +536,19 @@ private:
             return;
         }
         const AttentionColumns cols = begin(t0, t1, hk, x);
-        const auto [lo_p, hi_p] = block_range(slice, t0, t1);
         const auto block = nq * 4 <= kern.lanes ? kern.block_rows : kern.block;  // row mode
-        for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
-            const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
-            const float *k, *v;
-            const int64_t stride = kv.block(p0, np, kv_off, D, x.kw, x.vw, &k, &v);
-            block(cols, k, v, stride, p0, np);
-        }
+        const auto visit = [&](const AttentionColumns& c, int64_t lo_p, int64_t hi_p) {
+            for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
+                const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
+                const float *k, *v;
+                const int64_t stride = kv.block(p0, np, kv_off, D, x.kw, x.vw, &k, &v);
+                block(c, k, v, stride, p0, np);
+            }
+        };
+        const auto [glo_p, ghi_p] = global_range(slice, t1);
+        visit(globals(cols, x), glo_p, ghi_p);
+        const auto [lo_p, hi_p] = block_range(slice, t0, t1);
+        visit(cols, lo_p, hi_p);
         store(slice, t0, hk, nq, x);
     }
 
@@ -553,9 +595,9 @@ CallCut cut_call(const AttentionShape& s, int64_t n_tokens, int64_t pos0, int th
     // probabilities. Decided before the call takes its thread_local buffers: the first decision
     // measures both kernels through attention_impl on this thread, which resizes those same
     // buffers (taken after it, a 64-token prefill of 12 heads wrote through freed memory).
-    c.amx = s.bf16_products && !lse && !s.alibi && s.softcap == 0 && c.n_slices == 1 &&
-            n_tokens * (s.n_head / s.n_head_kv) >= kAmxMinRows && isa == Isa::Avx512 &&
-            use_amx_attention(s.head_dim);
+    c.amx = s.bf16_products && !lse && !s.alibi && s.softcap == 0 && !has_globals(s) &&
+            c.n_slices == 1 && n_tokens * (s.n_head / s.n_head_kv) >= kAmxMinRows &&
+            isa == Isa::Avx512 && use_amx_attention(s.head_dim);
     return c;
 }
 
@@ -567,17 +609,14 @@ KvRows kv_rows(const AttentionKernels& kern, const AttentionShape& s, const void
                const void* v_cache, const KvPagesView* paged, const CallCut& c) {
     SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
                 dtype_name(s.kv_type), " is not supported");
+    // ALiBi reads a column's query position from its hi, which the global columns change.
+    SYSLM_CHECK(!has_globals(s) || !s.alibi, "attention: global tokens do not combine with ALiBi");
     const bool f16 = s.kv_type == DType::F16, gathered = f16 || paged != nullptr;
-    return KvRows{&kern,
-                  f16,
-                  k_cache,
-                  v_cache,
-                  paged ? paged->k : nullptr,
-                  paged ? paged->v : nullptr,
-                  paged ? paged->page_size : 0,
-                  s.kv_stride,
-                  gathered,
-                  gathered && (c.n_tiles > 1 || c.amx)};
+    return KvRows{
+        &kern, f16, k_cache, v_cache, paged ? paged->k : nullptr, paged ? paged->v : nullptr,
+        paged ? paged->page_size : 0, s.kv_stride, gathered,
+        // The span widened up front starts at the window: global rows come block by block.
+        gathered && (c.n_tiles > 1 || c.amx) && !has_globals(s)};
 }
 
 void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,

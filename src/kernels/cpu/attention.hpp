@@ -4,6 +4,7 @@
 // h / (n_head / n_head_kv). Only the visible positions are scanned.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -33,6 +34,9 @@ struct AttentionShape {
     // Soft-capping (Gemma 2): each scaled score s becomes softcap tanh(s / softcap) before the
     // mask, ALiBi and softmax. 0: none.
     float softcap = 0.0f;
+    // Global tokens (Longformer, StreamingLLM's sinks): with a window, the first global_tokens
+    // positions stay visible to every later query besides its window. 0: none. Not with ALiBi.
+    int global_tokens = 0;
 };
 
 // ALiBi's slopes for n_head heads and a maximum bias (8 in BLOOM and MPT): for the n heads of
@@ -51,12 +55,24 @@ inline std::vector<float> alibi_slopes(int n_head, float max_bias) {
 }
 
 // (query, key) pairs a causal attention visits for queries at positions pos0 .. pos0 + n - 1,
-// each seeing the `window` positions up to its own (0: all of them): the profiles' work count.
-inline double attention_pairs(int64_t n_tokens, int64_t pos0, int window) {
+// each seeing the `window` positions up to its own (0: all of them) and the first `global`
+// positions before its window: the profiles' work count.
+inline double attention_pairs(int64_t n_tokens, int64_t pos0, int window, int global = 0) {
+    if (n_tokens <= 0) return 0;
+    if (window > 0 && global > 0) {
+        // Query p sees min(global, p - window + 1) positions before its window, when p >= window.
+        double extra = 0;
+        const int64_t first = std::max<int64_t>(pos0, window), last = pos0 + n_tokens - 1;
+        for (int64_t p = first; p <= last && p - window + 1 < global; ++p)
+            extra += static_cast<double>(p - window + 1);
+        if (last - window + 1 >= global)
+            extra += static_cast<double>(global) *
+                     static_cast<double>(last - std::max(first, int64_t{global} + window - 1) + 1);
+        return attention_pairs(n_tokens, pos0, window) + extra;
+    }
     // Query p sees p + 1 keys up to the window: an arithmetic run, then a flat one.
     const auto run = [](double from, double to) { return (from + to) * (to - from + 1) / 2; };
     const int64_t first = pos0 + 1, last = pos0 + n_tokens;  // keys seen without a window
-    if (n_tokens <= 0) return 0;
     if (window <= 0 || last <= window) return run(first, last);
     if (first > window) return static_cast<double>(n_tokens) * window;
     return run(first, window) + static_cast<double>(last - window) * window;

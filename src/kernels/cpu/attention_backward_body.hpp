@@ -178,9 +178,12 @@ void attention_backward_job(const AttentionBackwardJob& j) {
                 vt[d * B + p] = vrow[p][d];
             }
         }
-        // Queries that see some of the block: t >= j0, and within the window of its last key.
-        const int64_t t_end =
-            s.window > 0 ? std::min<int64_t>(j.n_tokens, j0 + np - 1 + s.window) : j.n_tokens;
+        // Queries that see some of the block: t >= j0, and within the window of its last key
+        // (every later one where the block holds global tokens).
+        const int64_t g = s.window > 0 ? s.global_tokens : 0;
+        const int64_t t_end = s.window > 0 && j0 >= g
+                                  ? std::min<int64_t>(j.n_tokens, j0 + np - 1 + s.window)
+                                  : j.n_tokens;
         // Rows (t, g) in order, TR at a time.
         for (int64_t row0 = j0 * G; row0 < t_end * G; row0 += TR) {
             const int nr = static_cast<int>(std::min<int64_t>(TR, t_end * G - row0));
@@ -229,7 +232,7 @@ void attention_backward_job(const AttentionBackwardJob& j) {
                 const int ja = static_cast<int>(std::clamp<int64_t>(lo - j0, 0, np));
                 const int jz = static_cast<int>(std::clamp<int64_t>(t - j0 + 1, 0, np));
                 for (int p = 0; p < np; ++p)
-                    if (p < ja || p >= jz) prow[p] = drow[p] = 0.0f;
+                    if ((p < ja && j0 + p >= g) || p >= jz) prow[p] = drow[p] = 0.0f;
                 // dq_t += sum_p ds_p k_p
                 accumulate_rows<V>(j.dq + t * q_stride + h * D, krow, drow, 1, 0, np, D);
             }
