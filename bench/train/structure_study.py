@@ -75,7 +75,8 @@ def svg(rows, path):
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
            'font-family="sans-serif" font-size="12">',
            f'<text x="10" y="20" font-size="14">syslm structure study: held-out loss (left, '
-           f'lower is better) and training tokens/s (right)</text>']
+           f'lower is better; bars from 0.98 x the lowest) and training tokens/s (right, from '
+           f'0)</text>']
     panels = [("val_loss", "held-out loss", left, 300, "#4472c4"),
               ("tokens_per_s", "tokens/s", left + 360, 300, "#ed7d31")]
     for key, label, x0, width, colour in panels:

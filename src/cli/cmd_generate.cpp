@@ -141,7 +141,7 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
-    add_window_option(app, a->window, /*auto_allowed=*/true);
+    add_window_option(app, a->window);
     a->threads_opt = app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--cache-type", a->cache_type,
                    "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")

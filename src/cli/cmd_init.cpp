@@ -16,6 +16,30 @@ struct InitArgs {
     int vocab_size = 0;
 };
 
+int run_init(InitArgs& a) {
+    usage_check(!a.vocab.empty() || a.vocab_size > 0, "init: give --vocab FILE or --vocab-size N");
+    usage_check(a.attn_pattern.empty() || a.cfg.window > 0, "init: --attn-pattern needs --window");
+    usage_check(a.cfg.global_tokens == 0 || a.cfg.window > 0,
+                "init: --global-tokens needs --window");
+    if (!a.attn_pattern.empty())
+        a.cfg.local_layers = model::attention_pattern(a.attn_pattern, a.cfg.n_layer);
+    const auto t = dtype_from_name(a.type);
+    SYSLM_CHECK(t, "--type: unknown type '", a.type, "'");
+    a.cfg.type = *t;
+    std::string vocab = a.vocab;
+    if (vocab.empty()) vocab = write_byte_fallback_vocab(a.vocab_size, a.out + ".vocab.gguf");
+    struct Remove {
+        std::string path;
+        ~Remove() {
+            if (!path.empty()) std::remove(path.c_str());
+        }
+    } remove_vocab{a.vocab.empty() ? vocab : ""};
+    model::write_random_model(a.cfg, vocab, a.out);
+    std::printf("wrote %s (%s, random init, seed %llu)\n", a.out.c_str(), a.cfg.arch.c_str(),
+                static_cast<unsigned long long>(a.cfg.seed));
+    return 0;
+}
+
 std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<InitArgs>();
     auto& c = a->cfg;
@@ -71,31 +95,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--seed", c.seed, "Random seed")->capture_default_str();
     app.add_option("--type", a->type, "Matrix type: f32 | f16 | bf16")->capture_default_str();
     app.add_option("--name", c.name, "general.name")->capture_default_str();
-    return [a] {
-        usage_check(!a->vocab.empty() || a->vocab_size > 0,
-                    "init: give --vocab FILE or --vocab-size N");
-        usage_check(a->attn_pattern.empty() || a->cfg.window > 0,
-                    "init: --attn-pattern needs --window");
-        usage_check(a->cfg.global_tokens == 0 || a->cfg.window > 0,
-                    "init: --global-tokens needs --window");
-        if (!a->attn_pattern.empty())
-            a->cfg.local_layers = model::attention_pattern(a->attn_pattern, a->cfg.n_layer);
-        const auto t = dtype_from_name(a->type);
-        SYSLM_CHECK(t, "--type: unknown type '", a->type, "'");
-        a->cfg.type = *t;
-        std::string vocab = a->vocab;
-        if (vocab.empty()) vocab = write_byte_fallback_vocab(a->vocab_size, a->out + ".vocab.gguf");
-        struct Remove {
-            std::string path;
-            ~Remove() {
-                if (!path.empty()) std::remove(path.c_str());
-            }
-        } remove_vocab{a->vocab.empty() ? vocab : ""};
-        model::write_random_model(a->cfg, vocab, a->out);
-        std::printf("wrote %s (%s, random init, seed %llu)\n", a->out.c_str(), a->cfg.arch.c_str(),
-                    static_cast<unsigned long long>(a->cfg.seed));
-        return 0;
-    };
+    return [a] { return run_init(*a); };
 }
 
 }  // namespace

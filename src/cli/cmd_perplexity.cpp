@@ -71,7 +71,7 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--chunks", a->chunks, "Score at most this many chunks (default: all)");
-    add_window_option(app, a->window, /*auto_allowed=*/true);
+    add_window_option(app, a->window);
     app.add_flag("--json", a->json, R"(Print {"ppl": ..., "tokens": ...} as the last line)");
     return [a] { return run_perplexity(*a); };
 }

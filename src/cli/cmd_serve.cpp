@@ -101,12 +101,9 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "syslm serve: listening on http://%s:%d (loading %s)\n", a.host.c_str(),
                  server.port(), a.model.c_str());
 
-    // One window for every request: a batched step's sequences share the attention shape, so a
-    // window per request's length (auto) is not built.
-    usage_check(a.window != "auto",
-                "serve: --window auto is not supported (requests differ in length); give N");
+    // --window N: every request's; auto: each request's own, by its length (the engine's).
     auto loaded = std::make_shared<model::Model>(a.model);
-    apply_window(*loaded, a.window, 0);
+    if (a.window != "auto") apply_window(*loaded, a.window, 0);
     std::shared_ptr<const model::Model> model = std::move(loaded);
     auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     // The flag, else the model's template; a model without one gets ChatML (as llama.cpp).
@@ -128,6 +125,7 @@ int run_serve(ServeArgs& a) {
     ec.token_budget = a.token_budget;
     ec.max_waiting = a.max_queue;
     ec.n_ctx = a.ctx;
+    ec.window_auto = a.window == "auto";
     auto engine = std::make_unique<infer::Engine>(model, tok, ec);
     const auto st = engine->stats();
     std::string name = a.alias;
@@ -168,7 +166,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--port", a->port, "Port (0: any free one)")->capture_default_str();
     app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY'");
     app.add_option("--alias", a->alias, "Model name in the API (default: general.name)");
-    add_window_option(app, a->window, /*auto_allowed=*/false);
+    add_window_option(app, a->window);
     app.add_option("--chat-template", a->chat_template,
                    "Chat format instead of the model's template: chatml, llama2, llama2-sys, "
                    "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, phi3, zephyr, ...");

@@ -286,9 +286,33 @@ std::pair<int, int> parse_window_range(const std::string& s) {
     const auto a = std::from_chars(s.data(), end, lo);
     const bool ok = a.ec == std::errc() && a.ptr != end && *a.ptr == ':' &&
                     std::from_chars(a.ptr + 1, end, hi).ptr == end;
-    usage_check(ok && lo >= 1 && lo <= hi, "train: --window-range '", s,
-                "': give MIN:MAX with 1 <= MIN <= MAX, e.g. 64:512");
+    usage_check(ok && lo >= 1 && lo <= hi && hi <= (1 << 24), "train: --window-range '", s,
+                "': give MIN:MAX with 1 <= MIN <= MAX <= 16777216, e.g. 64:512");
     return {lo, hi};
+}
+
+// --window-range: the windows the steps draw (train/trainer.hpp).
+void set_window_range(const TrainArgs& a, const model::HParams& hp, train::TrainOptions& opt) {
+    if (a.window_range.empty()) return;
+    const auto [lo, hi] = parse_window_range(a.window_range);
+    SYSLM_CHECK(hp.sliding_window > 0,
+                "train: --window-range needs local attention layers (--window W from scratch, "
+                "or a file with attention.sliding_window)");
+    opt.window_min = lo;
+    opt.window_max = hi;
+    opt.window_seed = a.seed ^ 0x77696e646f77ULL;
+}
+
+// MoE: the experts per token of the last step and the share capacity dropped.
+void report_experts(const train::TrainModel& model, nlohmann::json& summary, FILE* info) {
+    if (model.hparams().n_expert == 0) return;
+    summary["experts_per_token"] = model.experts_per_token();
+    summary["dropped_share"] = model.dropped_share();
+    std::fprintf(info,
+                 "experts per token (last step): %.3f of at most %d; %.1f%% of choices dropped "
+                 "by capacity\n",
+                 model.experts_per_token(), model.hparams().n_expert_used,
+                 100 * model.dropped_share());
 }
 
 // The optimizer, schedules, clipping and the data-parallel reduction's settings.
@@ -678,15 +702,7 @@ int run_train(const TrainArgs& a) {
                      r.mesh.tp, model.hparams().n_head, model.hparams().n_head * r.mesh.tp,
                      model.hparams().n_ff, model.hparams().n_ff * r.mesh.tp);
     train::TrainOptions opt = step_options(a, r, batch, accum, model.precision());
-    if (!a.window_range.empty()) {
-        const auto [lo, hi] = parse_window_range(a.window_range);
-        SYSLM_CHECK(model.hparams().sliding_window > 0,
-                    "train: --window-range needs local attention layers (--window W from scratch, "
-                    "or a file with attention.sliding_window)");
-        opt.window_min = lo;
-        opt.window_max = hi;
-        opt.window_seed = a.seed ^ 0x77696e646f77ULL;
-    }
+    set_window_range(a, model.hparams(), opt);
     const std::optional<compress::QuantTarget> qat = set_up_qat(a, file, model, opt, r.info);
     backend::CpuBackend be(a.threads);
     const Distillation distill = set_up_distillation(a, r, model, opt);
@@ -736,18 +752,9 @@ int run_train(const TrainArgs& a) {
                            {"tokens_per_step", tokens_per_step},
                            {"params", model.params().size()}};  // this rank's, under TP / PP
     if (std::isfinite(o.best_val)) summary["best_val_loss"] = o.best_val;
-    if (model.hparams().n_expert > 0) {
-        summary["experts_per_token"] = model.experts_per_token();
-        summary["dropped_share"] = model.dropped_share();
-    }
+    report_experts(model, summary, r.info);
     log(summary);
     if (std::isfinite(o.best_val)) std::fprintf(r.info, "best val loss %.4f\n", o.best_val);
-    if (model.hparams().n_expert > 0)
-        std::fprintf(r.info,
-                     "experts per token (last step): %.3f of at most %d; %.1f%% of choices "
-                     "dropped by capacity\n",
-                     model.experts_per_token(), model.hparams().n_expert_used,
-                     100 * model.dropped_share());
     if (a.json) std::printf("%s\n", summary.dump().c_str());
     return o.interrupted ? 130 : 0;
 }

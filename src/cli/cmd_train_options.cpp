@@ -117,26 +117,8 @@ void add_parallel_options(CLI::App& app, TrainArgs& a) {
 }
 
 // The model trained: fine-tuned, from scratch (its shape), or a checkpoint resumed.
-void add_model_options(CLI::App& app, TrainArgs& a) {
-    app.add_option("--init", a.init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
-    app.add_option("--arch", a.arch,
-                   "Train from scratch: llama | qwen2 | qwen3 | qwen3moe (with --experts) | gpt2 | "
-                   "bloom | mpt (ALiBi) | phi3 | gemma2 | gemma3")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "gpt2", "bloom", "mpt",
-                               "phi3", "gemma2", "gemma3"}));
-    app.add_option("--layers", a.layers, "From scratch: layers")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 16));
-    app.add_option("--heads", a.heads, "From scratch: attention heads")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 16));
-    app.add_option("--kv-heads", a.kv_heads, "From scratch: KV heads (0: as --heads)")
-        ->check(CLI::Range(0, 1 << 16));
-    app.add_option("--dim", a.dim, "From scratch: embedding width")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 1 << 20));
-    app.add_option("--ffn", a.ffn, "From scratch: FFN width (0: the architecture's default)")
-        ->check(CLI::Range(0, 1 << 24));
+// Mixture of experts: routing (from scratch) and its training losses and capacity.
+void add_moe_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--experts", a.experts, "From scratch: routed experts per layer (0: dense)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1 << 16));
@@ -157,8 +139,8 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
         ->check(non_negative());
     app.add_option("--expert-capacity", a.expert_capacity,
                    "MoE: capacity factor; each expert takes at most ceil(F x rows x k / experts) "
-                   "of a step's choices per layer, later rows' choices past it are dropped "
-                   "(Switch Transformer); 0: no limit")
+                   "of a micro-batch's choices per layer, later rows' choices past it are "
+                   "dropped (Switch Transformer; evaluation routes without it); 0: no limit")
         ->capture_default_str()
         ->check(non_negative());
     app.add_option("--router-z-loss", a.router_z_coef,
@@ -166,6 +148,29 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
                    "router logits); 0: none")
         ->capture_default_str()
         ->check(non_negative());
+}
+
+void add_model_options(CLI::App& app, TrainArgs& a) {
+    app.add_option("--init", a.init, "Fine-tune this GGUF model")->check(CLI::ExistingFile);
+    app.add_option("--arch", a.arch,
+                   "Train from scratch: llama | qwen2 | qwen3 | qwen3moe (with --experts) | gpt2 | "
+                   "bloom | mpt (ALiBi) | phi3 | gemma2 | gemma3")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "gpt2", "bloom", "mpt",
+                               "phi3", "gemma2", "gemma3"}));
+    app.add_option("--layers", a.layers, "From scratch: layers")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--heads", a.heads, "From scratch: attention heads")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--kv-heads", a.kv_heads, "From scratch: KV heads (0: as --heads)")
+        ->check(CLI::Range(0, 1 << 16));
+    app.add_option("--dim", a.dim, "From scratch: embedding width")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--ffn", a.ffn, "From scratch: FFN width (0: the architecture's default)")
+        ->check(CLI::Range(0, 1 << 24));
+    add_moe_options(app, a);
     app.add_option("--window", a.window,
                    "From scratch: local attention over the last N positions (every layer, or "
                    "the local ones of --attn-pattern)")

@@ -11,8 +11,7 @@
 
 namespace syslm::cli {
 
-// `auto_allowed`: whether the run knows its input length (serve's requests differ).
-void add_window_option(CLI::App& app, std::string& value, bool auto_allowed);
+void add_window_option(CLI::App& app, std::string& value);
 // Sets m's window for an input of n_tokens: a number, or "auto" (the model's policy,
 // HParams::window_for_length); empty leaves the file's. Prints the choice to stderr.
 void apply_window(model::Model& m, const std::string& value, int64_t n_tokens);

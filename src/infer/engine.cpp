@@ -66,8 +66,10 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
     const model::HParams& hp = model_->hparams();
     bool all_local = hp.sliding_window > 0;
     for (int il = 0; il < hp.n_layer; ++il) all_local = all_local && hp.window(il) > 0;
-    // Global tokens would need the table's leading pages kept: every page stays instead.
-    ring_window_ = all_local && hp.global_tokens == 0 ? hp.sliding_window : 0;
+    ring_window_ = all_local ? hp.sliding_window : 0;
+    if (cfg.window_auto) hp.window_for_length(1);  // throws now for a model without a policy
+    // The pages of the global tokens stay with their sequence.
+    ring_keep_ = (hp.global_tokens + cfg.page_size - 1) / cfg.page_size;
     stats_.kv_pages_total = pages_.config().n_pages;
     thread_ = std::thread([this] { loop(); });
 }
@@ -117,6 +119,9 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
         return refuse(e.what());
     }
     a->seq.n_prompt = static_cast<int64_t>(prompt.size());
+    if (cfg_.window_auto)
+        a->seq.window = model_->hparams().window_for_length(
+            std::min<int64_t>(cfg_.n_ctx, a->seq.n_prompt + params.max_tokens));
     for (int32_t t : prompt) a->sampler.accept(t);
     a->seq.tokens = std::move(prompt);
     a->t_submit = now_s();
@@ -262,7 +267,7 @@ void Engine::step() {
         rows_.clear();
         for (const ScheduledWork& w : work) {
             Sequence& s = *w.seq;
-            rows_.add(s.table, s.computed, w.n);
+            rows_.add(s.table, s.computed, w.n, s.window);
             batch.insert(batch.end(), s.tokens.begin() + s.computed,
                          s.tokens.begin() + s.computed + w.n);
             if (s.computed + w.n == static_cast<int64_t>(s.tokens.size())) {
@@ -276,7 +281,7 @@ void Engine::step() {
         for (size_t i = 0; i < sampled.size(); ++i) {
             Active& a = *active_.at(sampled[i]->id);
             if (!a.published) {  // the prompt's full pages, for later requests with its prefix
-                pages_.publish(a.seq.table, a.seq.tokens);
+                pages_.publish(a.seq.table, a.seq.tokens, a.seq.window);
                 a.published = true;
             }
             const std::span<const float> row(logits_.data() + i * V, V);
@@ -290,7 +295,9 @@ void Engine::step() {
             for (Sequence* s : scheduler_.running())
                 if (const auto it = active_.find(s->id);
                     it != active_.end() && it->second->published)
-                    pages_.drop_before(s->table, s->computed - ring_window_ + 1);
+                    pages_.drop_before(s->table,
+                                       s->computed - (s->window > 0 ? s->window : ring_window_) + 1,
+                                       static_cast<size_t>(ring_keep_));
     }
     for (auto it = active_.begin(); it != active_.end();)
         it = it->second->finished ? active_.erase(it) : std::next(it);

@@ -38,6 +38,9 @@ struct EngineConfig {
     int64_t token_budget = 512;
     int max_waiting = 256;
     int n_ctx = 4096;          // positions per sequence (prompt + generated)
+    // Each request's local layers run with the window the model's policy gives its length
+    // (prompt + max_tokens; HParams::window_for_length, `serve --window auto`).
+    bool window_auto = false;
 };
 
 struct GenerationParams {
@@ -143,6 +146,7 @@ private:
     // The window when every layer has one (Mistral-style): pages before each sequence's window
     // go back to the pool (KvPages::drop_before). 0: some layer reads every position.
     int ring_window_ = 0;
+    int ring_keep_ = 0;  // leading pages a sequence keeps (global tokens)
 
     std::mutex mu_;
     std::condition_variable cv_, idle_cv_;

@@ -114,22 +114,30 @@ bool KvPages::append(BlockTable& t, int64_t n) {
 }
 
 BlockTable KvPages::fork(const BlockTable& t) {
-    for (size_t i = t.dropped; i < t.pages.size(); ++i) retain(t.pages[i]);
+    for (PageId p : t.pages)
+        if (p >= 0) retain(p);
     return t;
 }
 
 void KvPages::release(BlockTable& t) {
-    for (size_t i = t.dropped; i < t.pages.size(); ++i) drop(t.pages[i]);
+    for (PageId p : t.pages)
+        if (p >= 0) drop(p);
     t.pages.clear();
     t.length = 0;
+    t.kept = 0;
     t.dropped = 0;
 }
 
-void KvPages::drop_before(BlockTable& t, int64_t pos) {
+void KvPages::drop_before(BlockTable& t, int64_t pos, size_t keep) {
     const size_t ps = static_cast<size_t>(cfg_.page_size);
-    while (t.dropped + 1 < t.pages.size() && static_cast<int64_t>((t.dropped + 1) * ps) <= pos) {
-        drop(t.pages[t.dropped]);
-        t.pages[t.dropped++] = -1;
+    if (t.dropped == 0) t.kept = keep;
+    SYSLM_CHECK(t.kept == keep, "KV pages: a table's kept pages changed from ", t.kept, " to ",
+                keep);
+    for (size_t i = t.kept + t.dropped;
+         i + 1 < t.pages.size() && static_cast<int64_t>((i + 1) * ps) <= pos; ++i) {
+        drop(t.pages[i]);
+        t.pages[i] = -1;
+        ++t.dropped;
     }
 }
 
@@ -147,12 +155,12 @@ void KvPages::store(const BlockTable& t, int il, int64_t pos, const float* k, co
                   cfg_.kv_dim);
 }
 
-int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens) {
+int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, uint64_t variant) {
     SYSLM_CHECK(t.pages.empty() && t.length == 0, "KV pages: match_prefix needs an empty table");
     if (tokens.empty()) return 0;
     const size_t ps = static_cast<size_t>(cfg_.page_size);
     const size_t max_pages = (tokens.size() - 1) / ps;  // leave a token to compute
-    uint64_t key = 0;
+    uint64_t key = variant;
     for (size_t i = 0; i < max_pages; ++i) {
         const auto page_tokens = tokens.subspan(i * ps, ps);
         key = chain(key, page_tokens);
@@ -167,12 +175,12 @@ int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens) {
     return t.length;
 }
 
-void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens) {
+void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens, uint64_t variant) {
     if (t.dropped > 0) return;  // the chain of a prefix starts at its first page
     const size_t ps = static_cast<size_t>(cfg_.page_size);
-    const size_t full = static_cast<size_t>(std::min<int64_t>(
-                            t.length, static_cast<int64_t>(tokens.size()))) / ps;
-    uint64_t key = 0;
+    const size_t full =
+        static_cast<size_t>(std::min<int64_t>(t.length, static_cast<int64_t>(tokens.size()))) / ps;
+    uint64_t key = variant;
     for (size_t i = 0; i < full; ++i) {
         const auto page_tokens = tokens.subspan(i * ps, ps);
         key = chain(key, page_tokens);
@@ -193,8 +201,9 @@ void KvPages::check_invariants(std::span<const BlockTable* const> live) const {
                     t->length, " positions has ", t->pages.size(), " pages");
         for (size_t i = 0; i < t->pages.size(); ++i) {
             const PageId p = t->pages[i];
-            SYSLM_CHECK((p < 0) == (i < t->dropped), "KV pages: entry ", i, " of a table with ",
-                        t->dropped, " dropped pages is ", p);
+            SYSLM_CHECK((p < 0) == (i >= t->kept && i < t->kept + t->dropped), "KV pages: entry ",
+                        i, " of a table with ", t->dropped, " dropped pages after ", t->kept,
+                        " kept is ", p);
             if (p >= 0) ++refs[static_cast<size_t>(p)];
         }
     }
@@ -203,8 +212,8 @@ void KvPages::check_invariants(std::span<const BlockTable* const> live) const {
     for (PageId p : lru_) where[static_cast<size_t>(p)] += 2;
     for (size_t p = 0; p < pages_.size(); ++p) {
         const Page& pg = pages_[p];
-        SYSLM_CHECK(pg.refs == refs[p], "KV pages: page ", p, " count ", pg.refs, " but ",
-                    refs[p], " tables hold it");
+        SYSLM_CHECK(pg.refs == refs[p], "KV pages: page ", p, " count ", pg.refs, " but ", refs[p],
+                    " tables hold it");
         const int expect = pg.refs > 0 ? 0 : pg.published ? 2 : 1;
         SYSLM_CHECK(where[p] == expect, "KV pages: page ", p, " (count ", pg.refs,
                     pg.published ? ", published" : "", ") is in the wrong lists (", where[p], ")");
@@ -215,8 +224,9 @@ void KvPages::check_invariants(std::span<const BlockTable* const> live) const {
         }
     }
     for (const auto& [key, p] : index_)
-        SYSLM_CHECK(pages_[static_cast<size_t>(p)].published && pages_[static_cast<size_t>(p)].key == key,
-                    "KV pages: the index names page ", p, " which is not published there");
+        SYSLM_CHECK(
+            pages_[static_cast<size_t>(p)].published && pages_[static_cast<size_t>(p)].key == key,
+            "KV pages: the index names page ", p, " which is not published there");
 }
 
 }  // namespace syslm::infer

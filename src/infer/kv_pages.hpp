@@ -25,8 +25,9 @@ using PageId = int32_t;
 struct BlockTable {
     std::vector<PageId> pages;  // pages[i] holds positions [i * page_size, (i + 1) * page_size)
     int64_t length = 0;         // positions reserved (and written, once the step has run)
-    // Leading pages given back (drop_before: positions no layer of a sliding-window model reads
-    // again); their entries are -1.
+    // Pages given back (drop_before: positions no layer of a sliding-window model reads again):
+    // entries [kept, kept + dropped) are -1; the `kept` leading ones hold the global tokens.
+    size_t kept = 0;
     size_t dropped = 0;
 };
 
@@ -62,8 +63,9 @@ public:
     // Gives back the table's pages that end at or before position `pos` (never its last page):
     // a model whose every layer has a window w needs only positions from n - w + 1 on to compute
     // position n, so its pages work as a ring. A forked or published page stays with its other
-    // holders; the table's held positions stay contiguous.
-    void drop_before(BlockTable& t, int64_t pos);
+    // holders. The first `keep` pages stay (global tokens every layer still reads); the held
+    // positions are those pages and one contiguous run from the last dropped page on.
+    void drop_before(BlockTable& t, int64_t pos, size_t keep = 0);
     // Positions of the table in pages it still holds.
     int64_t held(const BlockTable& t) const {
         return t.length - static_cast<int64_t>(t.dropped) * cfg_.page_size;
@@ -81,9 +83,11 @@ public:
     // Prefix sharing. match_prefix fills an empty table with the cached full pages that hold
     // exactly the first tokens of `tokens` (always leaving at least one token to compute, so
     // the caller gets logits), and returns the positions covered. publish registers the table's
-    // full pages, whose K/V are those of `tokens` (all written), for later matches.
-    int64_t match_prefix(BlockTable& t, std::span<const int32_t> tokens);
-    void publish(const BlockTable& t, std::span<const int32_t> tokens);
+    // full pages, whose K/V are those of `tokens` (all written), for later matches. `variant`
+    // tells K/V computed differently from the same tokens apart (a sequence's own attention
+    // window): pages match only within one variant.
+    int64_t match_prefix(BlockTable& t, std::span<const int32_t> tokens, uint64_t variant = 0);
+    void publish(const BlockTable& t, std::span<const int32_t> tokens, uint64_t variant = 0);
 
     // Checks that every page is in exactly one state and the counts are consistent with the
     // given live tables (tests); throws Error naming the first violation.

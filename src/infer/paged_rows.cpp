@@ -9,10 +9,10 @@ void PagedRows::clear() {
     row_seg_.clear();
 }
 
-void PagedRows::add(const BlockTable& t, int64_t pos0, int64_t n) {
+void PagedRows::add(const BlockTable& t, int64_t pos0, int64_t n, int window) {
     SYSLM_CHECK(n > 0 && pos0 >= 0 && pos0 + n <= t.length, "paged rows: positions ", pos0, "..",
                 pos0 + n - 1, " outside a table of ", t.length);
-    segs_.push_back({&t, pos0, n, size()});
+    segs_.push_back({&t, pos0, n, size(), window});
     row_seg_.insert(row_seg_.end(), static_cast<size_t>(n), static_cast<int32_t>(segs_.size() - 1));
 }
 
@@ -41,7 +41,7 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
     for (const Segment& s : segs_) {
         seqs_.push_back({{k_ptr_.data() + first_page, v_ptr_.data() + first_page,
                           pages_.config().page_size},
-                         q + s.row0 * q_dim, out + s.row0 * q_dim, s.n, s.pos0});
+                         q + s.row0 * q_dim, out + s.row0 * q_dim, s.n, s.pos0, s.window});
         first_page += s.table->pages.size();
     }
     be.attention_paged(shape, seqs_);  // every sequence in one call: one pool loop for decode

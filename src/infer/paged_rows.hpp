@@ -17,8 +17,9 @@ public:
 
     // Starts a new step's layout (keeps capacity).
     void clear();
-    // The next n rows are positions pos0 .. pos0 + n - 1 of the sequence whose table is t.
-    void add(const BlockTable& t, int64_t pos0, int64_t n);
+    // The next n rows are positions pos0 .. pos0 + n - 1 of the sequence whose table is t; its
+    // local layers attend over `window` positions (0: the model's).
+    void add(const BlockTable& t, int64_t pos0, int64_t n, int window = 0);
     int64_t size() const { return static_cast<int64_t>(row_seg_.size()); }
 
     int64_t position(int64_t row) const override;
@@ -31,6 +32,7 @@ private:
     struct Segment {
         const BlockTable* table;
         int64_t pos0, n, row0;
+        int window;
     };
     KvPages& pages_;
     std::vector<Segment> segs_;

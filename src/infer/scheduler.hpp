@@ -25,6 +25,7 @@ struct Sequence {
     int64_t computed = 0;  // positions whose K/V are in `table`
     BlockTable table;
     bool too_long = false;  // cannot fit in the whole pool: the engine ends it with an error
+    int window = 0;         // the local layers' window for this sequence (0: the model's)
     int64_t preemptions = 0;
 };
 

@@ -4,11 +4,13 @@
 // (exact: the reference tests against HF transformers use it).
 //
 // A layer with a sliding window w (HParams::window) needs only its last w positions: given the
-// largest batch, it keeps a ring of capacity(il) rows (w + n_batch - 1 rounded up, position p at
-// row p % capacity), which attention reads through a page list whose pages alias the ring's rows
-// (ring_view). Global layers, and windows that would not save anything, keep every position.
-// With global tokens (HParams::global_tokens), a ring layer's first rows hold positions
-// [0, resident) for good, rounded up to whole pages, and the ring follows them.
+// largest batch, it keeps a ring of w + max(n_batch, kRingRollback) - 1 rows rounded up to
+// kRingPage (position p at ring row p % ring size), which attention reads through a page list
+// whose pages alias the ring's rows (ring_view). With global tokens (HParams::global_tokens)
+// the first resident() rows (the tokens, rounded up to whole pages) hold positions
+// [0, resident) for good and the ring follows them (position p >= resident at row resident +
+// (p - resident) % ring size). Global layers, and rings that would not save anything, keep
+// every position.
 #pragma once
 
 #include <cstdint>

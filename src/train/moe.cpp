@@ -94,8 +94,10 @@ void TrainModel::moe_forward(int il, Saved& S, const float* b, int64_t R, backen
 
 int64_t TrainModel::apply_capacity(Saved& S, int64_t R) const {
     const int64_t X = hp_.n_expert, K = hp_.n_expert_used;
+    // At most every choice: a huge factor cannot overflow the count.
     const auto cap = static_cast<int64_t>(
-        std::ceil(capacity_factor_ * static_cast<double>(R * K) / static_cast<double>(X)));
+        std::min(std::ceil(capacity_factor_ * static_cast<double>(R * K) / static_cast<double>(X)),
+                 static_cast<double>(R * K)));
     std::array<int64_t, kMaxTrainedExperts> taken{};
     int64_t dropped = 0;
     for (int64_t r = 0; r < R; ++r) {
@@ -122,20 +124,14 @@ int64_t TrainModel::apply_capacity(Saved& S, int64_t R) const {
     return dropped;
 }
 
-double TrainModel::experts_per_token() const {
-    double chosen = 0;
-    for (size_t i = 0; i < moe_count_.size(); ++i) chosen += static_cast<double>(moe_count_[i]);
-    for (size_t i = 0; i < moe_dropped_.size(); ++i) chosen -= static_cast<double>(moe_dropped_[i]);
-    const double rows = static_cast<double>(planned_B_) * planned_T_ * (stage_.end - stage_.first);
-    return rows > 0 ? chosen / rows : 0.0;
-}
-
-double TrainModel::dropped_share() const {
+void TrainModel::record_routing() {
     double chosen = 0, dropped = 0;
     for (size_t i = 0; i < moe_count_.size(); ++i) chosen += static_cast<double>(moe_count_[i]);
     for (size_t i = 0; i < moe_dropped_.size(); ++i)
         dropped += static_cast<double>(moe_dropped_[i]);
-    return chosen > 0 ? dropped / chosen : 0.0;
+    const double rows = static_cast<double>(planned_B_) * planned_T_ * (stage_.end - stage_.first);
+    experts_per_token_ = rows > 0 ? (chosen - dropped) / rows : 0.0;
+    dropped_share_ = chosen > 0 ? dropped / chosen : 0.0;
 }
 
 double TrainModel::moe_z_loss() const {

@@ -769,6 +769,7 @@ double TrainModel::run(std::span<const int32_t> tokens, std::span<const int32_t>
         return 0.0;
     }
     const double aux = moe() && backward ? moe_aux_loss(loss_scale) : 0.0;
+    if (moe() && backward) record_routing();  // training steps only, not evaluation
     double loss = head_loss(targets, R, loss_scale, distill, be);
     if (!backward) return loss;
     loss += aux_coef_ * aux + hidden_sum + (moe() ? z_coef_ * moe_z_loss() : 0.0);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/error.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
@@ -101,15 +103,21 @@ public:
     // The local layers' window for the next steps (a range of windows in training: Trainer).
     void set_window(int w) { hp_.set_window(w); }
     // Expert capacity factor (Switch Transformer): each expert takes at most
-    // ceil(factor x rows x k / experts) of a step's choices per layer, in row order; the rest are
-    // dropped (the row keeps its other experts, renormalised where the model renormalises).
-    // 0: no limit.
-    void set_expert_capacity(double factor) { capacity_factor_ = factor; }
-    // MoE: the experts the last forward's rows took, on average over rows and layers (top-k: k,
-    // less what capacity dropped).
-    double experts_per_token() const;
-    // MoE: the share of the last forward's choices that capacity dropped.
-    double dropped_share() const;
+    // ceil(factor x rows x k / experts) of a forward's choices per layer (one micro-batch on one
+    // rank), in row order; the rest are dropped (the row keeps its other experts, renormalised
+    // where the model renormalises). 0: no limit. Throws Error for a dense model.
+    void set_expert_capacity(double factor) {
+        SYSLM_CHECK(std::isfinite(factor) && factor >= 0 && (factor == 0 || moe()),
+                    "expert capacity ", factor, " needs a mixture-of-experts model and a "
+                    "finite factor >= 0");
+        capacity_factor_ = factor;
+    }
+    double expert_capacity() const { return capacity_factor_; }
+    // MoE: the experts the last training forward's rows took, on average over rows and layers
+    // (top-k: k, less what capacity dropped).
+    double experts_per_token() const { return experts_per_token_; }
+    // MoE: the share of the last training forward's choices that capacity dropped.
+    double dropped_share() const { return dropped_share_; }
     void set_precision(Precision p) { precision_ = p; }
     Precision precision() const { return precision_; }
     ParamStore& params() { return params_; }
@@ -230,6 +238,9 @@ private:
     backend::Backend::MoeSlots slots(const Saved& S, int64_t R) const;
     // Drops the choices past each expert's capacity (capacity_factor_); returns how many.
     int64_t apply_capacity(Saved& S, int64_t R) const;
+    // experts_per_token_ and dropped_share_ from this forward's counts.
+    void record_routing();
+    double experts_per_token_ = 0, dropped_share_ = 0;
     std::vector<int64_t> slot_rows_;  // the MoE slots' rows, as gather_rows takes them
     void moe_backward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be);
     // From the forward's counts; also sets moe_aux_grad_ (of grad_scale x the weighted loss).

@@ -143,6 +143,12 @@ double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, in
     data::SequentialLoader val(data::split_shard_paths(data_dir, "val"), B, T,
                                static_cast<uint64_t>(model.hparams().n_vocab));
     std::vector<int32_t> rows, tokens(static_cast<size_t>(B) * T), targets(tokens.size());
+    struct NoCapacity {  // restored on every exit
+        TrainModel& m;
+        double factor;
+        ~NoCapacity() { m.set_expert_capacity(factor); }
+    } no_capacity{model, model.expert_capacity()};
+    model.set_expert_capacity(0);
     double sum = 0;
     int n = 0;
     while (max_batches <= 0 || n < max_batches) {

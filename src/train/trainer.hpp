@@ -99,7 +99,8 @@ private:
     std::vector<uint64_t> windows_;
 };
 
-// Mean loss over the full batches of a data directory's val split (at most max_batches; 0 = all).
+// Mean loss over the full batches of a data directory's val split (at most max_batches; 0 = all),
+// routed as inference routes: without an expert capacity.
 double evaluate(TrainModel& model, const std::string& data_dir, int B, int T, int max_batches,
                 backend::Backend& be);
 

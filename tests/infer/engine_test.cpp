@@ -9,15 +9,18 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
+#include <tuple>
 
 #include "../common/random_model.hpp"
+#include "core/error.hpp"
+#include "io/gguf.hpp"
 
 namespace syslm::infer {
 namespace {
 
 std::shared_ptr<const model::Model> make_model() {
-    return std::make_shared<const model::Model>(testing::write_test_model(
-        "engine_llama", testing::small_model_config("llama", 128, 33)));
+    return std::make_shared<const model::Model>(
+        testing::write_test_model("engine_llama", testing::small_model_config("llama", 128, 33)));
 }
 
 // Collects one request's events.
@@ -53,8 +56,8 @@ std::vector<int32_t> greedy_alone(const model::Model& m, const tokenizer::Tokeni
     std::vector<int32_t> out;
     auto logits = ctx.forward(prompt);
     for (int i = 0; i < n; ++i) {
-        const int32_t t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                               logits.begin());
+        const int32_t t =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         if (tok.is_eog(t)) break;
         out.push_back(t);
         logits = ctx.forward(std::span<const int32_t>(&t, 1));
@@ -113,46 +116,117 @@ TEST(Engine, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
 // A model whose every layer has a window gives back each sequence's pages before its window
 // (KvPages::drop_before): 4 sequences of 70 positions (18 pages of 4 each) run in a pool of 24
 // pages without a preemption, and each gets the tokens it gets alone.
+// With global tokens (3: one page of 4) each sequence also keeps its first page.
 TEST(Engine, AWindowedModelHoldsOnlyEachWindowsPages) {
-    model::InitConfig c = testing::small_model_config("llama", 128, 35);
+    for (const int global : {0, 3}) {
+        model::InitConfig c = testing::small_model_config("llama", 128, 35);
+        c.window = 6;
+        c.global_tokens = global;
+        const auto m = std::make_shared<const model::Model>(
+            testing::write_test_model("engine_swa" + std::to_string(global), c));
+        const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+        EngineConfig cfg;
+        cfg.threads = 2;
+        cfg.page_size = 4;
+        cfg.n_pages = global > 0 ? 28 : 24;
+        cfg.parallel = 4;
+        cfg.token_budget = 16;
+        cfg.n_ctx = 128;
+        Engine engine(m, tok, cfg);
+        std::mt19937 rng(3);
+        const int V = m->hparams().n_vocab;
+        std::vector<std::vector<int32_t>> prompts(4);
+        for (auto& p : prompts)
+            for (int i = 0; i < 10; ++i) p.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+        std::vector<Collector> got(4);
+        GenerationParams gp = greedy(60);
+        gp.ignore_eos = true;
+        for (int r = 0; r < 4; ++r) {
+            Refusal err;
+            ASSERT_TRUE(engine.submit(prompts[r], gp, got[r].callback(), nullptr, &err))
+                << err.message;
+        }
+        for (auto& g : got) g.wait();
+        EXPECT_EQ(engine.stats().preemptions, 0);
+        for (int r = 0; r < 4; ++r) {
+            EXPECT_EQ(got[r].tokens.size(), 60u);
+            model::Context ctx(*m, 128, 2);
+            auto logits = ctx.forward(prompts[r]);
+            for (size_t i = 0; i < got[r].tokens.size(); ++i) {
+                const int32_t t = static_cast<int32_t>(
+                    std::max_element(logits.begin(), logits.end()) - logits.begin());
+                ASSERT_EQ(got[r].tokens[i], t) << "request " << r << " token " << i;
+                logits = ctx.forward(std::span<const int32_t>(&t, 1));
+            }
+        }
+        engine.drain();
+        EXPECT_EQ(engine.stats().kv_pages_used, 0);
+    }
+}
+
+// window_auto: each request's local layers run with the window the model's policy gives its
+// length (prompt + max_tokens): 3 up to 20 positions, 6 beyond. A request of either kind gets
+// the tokens a context with that window gets alone, and a longer request whose prompt starts
+// with a shorter one's cached pages does not take them (their K/V came from the other window).
+TEST(Engine, AutoWindowRunsEachRequestWithItsPolicysWindow) {
+    model::InitConfig c = testing::small_model_config("llama", 128, 37);
     c.window = 6;
-    const auto m = std::make_shared<const model::Model>(testing::write_test_model("engine_swa", c));
+    const io::GGUFFile base(testing::write_test_model("engine_auto_window_base", c));
+    io::GGUFWriter w;
+    for (const auto& [k, v] : base.metadata()) w.set(k, v);
+    const std::vector<uint32_t> lengths = {20, 1000}, windows = {3, 6};
+    w.set("llama.attention.window_policy.lengths", io::GGUFValue::u32s(lengths));
+    w.set("llama.attention.window_policy.windows", io::GGUFValue::u32s(windows));
+    for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+    const std::string path = std::string(SYSLM_TEST_TMP) + "/engine_auto_window.gguf";
+    w.write(path);
+    const auto m = std::make_shared<const model::Model>(path);
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
     EngineConfig cfg;
     cfg.threads = 2;
     cfg.page_size = 4;
-    cfg.n_pages = 24;
-    cfg.parallel = 4;
-    cfg.token_budget = 16;
+    cfg.n_pages = 64;
     cfg.n_ctx = 128;
+    cfg.window_auto = true;
     Engine engine(m, tok, cfg);
-    std::mt19937 rng(3);
+    std::mt19937 rng(5);
     const int V = m->hparams().n_vocab;
-    std::vector<std::vector<int32_t>> prompts(4);
-    for (auto& p : prompts)
-        for (int i = 0; i < 10; ++i) p.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
-    std::vector<Collector> got(4);
-    GenerationParams gp = greedy(60);
+    std::vector<int32_t> short_prompt, long_prompt;
+    for (int i = 0; i < 9; ++i) short_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    long_prompt = short_prompt;  // shares its two full pages
+    // Short enough that its first generated tokens still attend (at layer 1) to positions of
+    // those pages whose K/V depend on the window.
+    for (int i = 0; i < 3; ++i) long_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    GenerationParams gp = greedy(10);
     gp.ignore_eos = true;
-    for (int r = 0; r < 4; ++r) {
-        Refusal err;
-        ASSERT_TRUE(engine.submit(prompts[r], gp, got[r].callback(), nullptr, &err)) << err.message;
-    }
-    for (auto& g : got) g.wait();
-    EXPECT_EQ(engine.stats().preemptions, 0);
-    for (int r = 0; r < 4; ++r) {
-        EXPECT_EQ(got[r].tokens.size(), 60u);
-        model::Context ctx(*m, 128, 2);
-        auto logits = ctx.forward(prompts[r]);
-        for (size_t i = 0; i < got[r].tokens.size(); ++i) {
-            const int32_t t = static_cast<int32_t>(
-                std::max_element(logits.begin(), logits.end()) - logits.begin());
-            ASSERT_EQ(got[r].tokens[i], t) << "request " << r << " token " << i;
+    Collector a, b;
+    ASSERT_TRUE(engine.submit(short_prompt, gp, a.callback(), nullptr, nullptr));  // 19: w 3
+    a.wait();
+    ASSERT_TRUE(engine.submit(long_prompt, gp, b.callback(), nullptr, nullptr));  // 22: w 6
+    b.wait();
+    EXPECT_EQ(engine.stats().prefix_hit_tokens, 0);  // the short one's pages are window 3's
+    Collector again;  // the short prompt once more: its own window's pages are taken
+    ASSERT_TRUE(engine.submit(short_prompt, gp, again.callback(), nullptr, nullptr));
+    again.wait();
+    EXPECT_EQ(engine.stats().prefix_hit_tokens, 8);
+    EXPECT_EQ(again.tokens, a.tokens);
+    for (const auto& [got, prompt, window] :
+         {std::tuple{&a, &short_prompt, 3}, std::tuple{&b, &long_prompt, 6}}) {
+        model::Model alone(path);
+        alone.set_window(window);
+        model::Context ctx(alone, 128, 2);
+        auto logits = ctx.forward(*prompt);
+        ASSERT_EQ(got->tokens.size(), 10u);
+        for (size_t i = 0; i < got->tokens.size(); ++i) {
+            const int32_t t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                                   logits.begin());
+            ASSERT_EQ(got->tokens[i], t) << "window " << window << " token " << i;
             logits = ctx.forward(std::span<const int32_t>(&t, 1));
         }
     }
+    EngineConfig no_policy = cfg;
+    EXPECT_THROW({ Engine refused(make_model(), tok, no_policy); }, syslm::Error);
     engine.drain();
-    EXPECT_EQ(engine.stats().kv_pages_used, 0);
 }
 
 TEST(Engine, StopsCancelsAndRefuses) {
@@ -225,17 +299,18 @@ TEST(Engine, ARequestLargerThanTheKvPoolEndsWithItsOwnFailureKind) {
         FinishReason reason = FinishReason::Stop;
         Refusal error;
     } ended;
-    ASSERT_TRUE(engine.submit(big, greedy(4),
-                              [&](const Event& e) {
-                                  if (!e.done) return true;
-                                  std::lock_guard lk(ended.mu);
-                                  ended.done = true;
-                                  ended.reason = e.finish_reason;
-                                  ended.error = e.error;
-                                  ended.cv.notify_all();
-                                  return true;
-                              },
-                              nullptr, nullptr));
+    ASSERT_TRUE(engine.submit(
+        big, greedy(4),
+        [&](const Event& e) {
+            if (!e.done) return true;
+            std::lock_guard lk(ended.mu);
+            ended.done = true;
+            ended.reason = e.finish_reason;
+            ended.error = e.error;
+            ended.cv.notify_all();
+            return true;
+        },
+        nullptr, nullptr));
     {
         std::unique_lock lk(ended.mu);
         ended.cv.wait(lk, [&] { return ended.done; });

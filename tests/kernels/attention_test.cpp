@@ -119,7 +119,9 @@ TEST(Attention, GlobalTokensMatchDenseReference) {
                              Case{6, 2, 16, 30, 150, 0, 64}, Case{4, 2, 8, 70, 37, 100, 90},
                              Case{12, 12, 20, 40, 1, 300, 4}, Case{4, 1, 16, 50, 1, 900, 70},
                              Case{8, 2, 12, 300, 1, 1200, 130}, Case{5, 5, 20, 30, 2, 90, 2},
-                             Case{3, 3, 14, 8, 65, 129, 200}}) {
+                             Case{3, 3, 14, 8, 65, 129, 200},
+                             // decode split into position slices, global tokens in several
+                             Case{4, 1, 16, 600, 1, 1200, 1000}, Case{2, 1, 8, 300, 1, 2000, 1500}}) {
             check_case(c, isa, 1, rng);
             check_case(c, isa, 3, rng);
             check_case(c, isa, 2, rng, DType::F16);

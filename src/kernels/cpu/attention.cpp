@@ -494,13 +494,14 @@ private:
         return c;
     }
 
-    // The global positions [lo, hi) slice `slice` visits for tokens [t0, t1) (the columns mask
-    // what their windows cover); slice 0 also takes those before the call's first position.
+    // The global positions [lo, hi) slice `slice` visits for tokens before t1 (the columns mask
+    // what their windows cover); slice 0 also takes those before the call's first position. No
+    // column sees a global position at or past the last token's window start.
     std::pair<int64_t, int64_t> global_range(int64_t slice, int64_t t1) const {
         if (!has_globals(s)) return {0, 0};
         const int64_t lo_p = slice == 0 ? 0 : first_pos + slice * slice_len;
-        const int64_t hi_p = std::min({int64_t{s.global_tokens}, last_pos + 1,
-                                       first_pos + (slice + 1) * slice_len, pos0 + t1});
+        const int64_t hi_p = std::min(
+            {int64_t{s.global_tokens}, pos0 + t1 - s.window, first_pos + (slice + 1) * slice_len});
         return {lo_p, hi_p};
     }
 
@@ -652,11 +653,15 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
     // Per-call lists are thread_local like the state below: a step allocates nothing.
     thread_local std::vector<size_t> shared;
     thread_local std::vector<CallCut> cuts;
+    thread_local std::vector<AttentionShape> shapes;  // each sequence's (its own window)
     shared.clear();
     cuts.clear();
-    for (const PagedSequence& q : seqs) {
+    shapes.assign(seqs.size(), s);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        const PagedSequence& q = seqs[i];
         SYSLM_CHECK(q.kv.page_size > 0 && q.kv.k && q.kv.v, "attention: empty page view");
-        cuts.push_back(cut_call(s, q.n_tokens, q.pos0, pool.size(), isa, false));
+        if (s.window > 0 && q.window > 0) shapes[i].window = q.window;
+        cuts.push_back(cut_call(shapes[i], q.n_tokens, q.pos0, pool.size(), isa, false));
         if (cuts.back().n_tiles == 1 && !cuts.back().amx) shared.push_back(cuts.size() - 1);
     }
     if (shared.size() < 2 * static_cast<size_t>(pool.size())) shared.clear();
@@ -665,8 +670,8 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
             ++next;
             continue;
         }
-        attention_impl(s, seqs[i].q, nullptr, nullptr, &seqs[i].kv, seqs[i].n_tokens, seqs[i].pos0,
-                       seqs[i].out, pool, isa, nullptr);
+        attention_impl(shapes[i], seqs[i].q, nullptr, nullptr, &seqs[i].kv, seqs[i].n_tokens,
+                       seqs[i].pos0, seqs[i].out, pool, isa, nullptr);
     }
     if (shared.empty()) return;
 
@@ -693,8 +698,9 @@ void attention_paged_batch(const AttentionShape& s, std::span<const PagedSequenc
     for (size_t j = 0; j < shared.size(); ++j) {
         const PagedSequence& q = seqs[shared[j]];
         const CallCut& c = cuts[shared[j]];
-        kvs.push_back(kv_rows(kern, s, nullptr, nullptr, &q.kv, c));
-        jobs.push_back(AttentionJobs{s, kern, kvs.back(), q.q, q.n_tokens, q.pos0, c.n_tiles,
+        const AttentionShape& sh = shapes[shared[j]];
+        kvs.push_back(kv_rows(kern, sh, nullptr, nullptr, &q.kv, c));
+        jobs.push_back(AttentionJobs{sh, kern, kvs.back(), q.q, q.n_tokens, q.pos0, c.n_tiles,
                                      c.n_slices, c.slice_len, c.first_pos, c.last_pos, false,
                                      state.data() + 2 * at[j], accs.data() + at[j] * s.head_dim});
         for (int64_t sl = 0; sl < c.n_slices; ++sl) work.push_back({j, sl, c.slice_len});

@@ -111,6 +111,8 @@ struct PagedSequence {
     const float* q;  // n_tokens rows of n_head*head_dim
     float* out;      // the same shape
     int64_t n_tokens, pos0;
+    // This sequence's window where the shape has one (a local layer); 0: the shape's.
+    int window = 0;
 };
 void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
                      ThreadPool& pool);
