@@ -40,20 +40,29 @@ ARMS = [
     ("MoE top-2, capacity 1.25", "as top-2, each expert at most 1.25 R k / X rows",
      ["--experts", "8", "--experts-used", "2", "--ffn", "44", "--expert-capacity", "1.25"]),
     ("BigBird", None, None),
-    ("linear attention", None, None),
-    ("shared layers (ALBERT)", None, None),
+    ("linear attention", "every layer linear: elu + 1 feature map, prefix sums",
+     ["--linear-attn", "1:0"]),
+    ("linear attention 5:1", "5 linear layers, then 1 softmax layer",
+     ["--linear-attn", "5:1"]),
+    # Sharing at the baseline's parameters: 12 layers cycling over 6 blocks (twice the compute).
+    ("shared layers (ALBERT)", "12 layers over 6 shared blocks (cycle): the same parameters",
+     ["--layers", "12", "--share-blocks", "6"]),
+    ("shared layers, half", "6 layers over 3 shared blocks (cycle): half the block parameters",
+     ["--share-blocks", "3"]),
     ("conv hybrid", None, None),
-    ("Swish-beta", None, None),
+    ("Swish-beta", "SwiGLU's gate x sigmoid(beta x) with a learned beta per channel",
+     ["--swish-beta"]),
 ]
 
 
 def run_arm(args, name, extra, out_dir):
     tag = "".join(c if c.isalnum() else "_" for c in name).strip("_")
     opts = BASE + extra
-    # A later --arch replaces the base one.
-    if "--arch" in extra:
-        i = opts.index("--arch")
-        del opts[i:i + 2]
+    # A later --arch or --layers replaces the base one.
+    for flag in ("--arch", "--layers"):
+        if flag in extra:
+            i = opts.index(flag)
+            del opts[i:i + 2]
     cmd = [args.syslm, "train", *opts, "--tokenizer", args.tokenizer, "--data", args.data,
            "--steps", args.steps, "--batch", args.batch, "--seq", args.seq, "--ctx", args.seq,
            "--lr", "1e-3", "--warmup", max(1, int(args.steps) // 10), "--seed", args.seed,

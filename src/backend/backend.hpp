@@ -71,6 +71,10 @@ public:
 
     // The dense FFN's activation in place on a (n floats), with the gated ones' up in b.
     virtual void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) = 0;
+    // Swish-beta GLU on rows x n_ff (a = a sigmoid(beta a) b, beta per channel: kernels/cpu/
+    // ffn_activation.hpp), instead of the architecture's SwiGLU where a model learns beta.
+    virtual void swish_beta_glu(float* a, const float* b, const float* beta, int64_t rows,
+                                int64_t n_ff) = 0;
     // x = cap tanh(x / cap) in place (Gemma 2's soft-capped logits), and its backward from the
     // capped values y: dy *= 1 - (y / cap)^2.
     virtual void softcap(float* x, int64_t n, float cap) = 0;
@@ -128,6 +132,10 @@ public:
                                float eps) = 0;
     virtual void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                          const float* dout, float* da, float* db, int64_t n) = 0;
+    // da, db overwritten; dbeta (n_ff) accumulated.
+    virtual void swish_beta_glu_backward(const float* a, const float* b, const float* beta,
+                                         const float* dout, float* da, float* db, float* dbeta,
+                                         int64_t rows, int64_t n_ff) = 0;
     // Causal attention of one sequence from position 0 with each row's log-sum-exp (lse, per
     // row and head), and its backward from those.
     virtual void attention_lse(const kernels::AttentionShape& s, const float* q, const float* k,

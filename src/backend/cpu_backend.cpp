@@ -57,6 +57,11 @@ void CpuBackend::ffn_activation(kernels::FfnActivation k, float* a, const float*
     kernels::ffn_activation(k, a, b, n, pool_);
 }
 
+void CpuBackend::swish_beta_glu(float* a, const float* b, const float* beta, int64_t rows,
+                                int64_t n_ff) {
+    kernels::swish_beta_glu(a, b, beta, rows, n_ff, pool_);
+}
+
 void CpuBackend::softcap(float* x, int64_t n, float cap) {
     kernels::softcap(x, n, cap, pool_);
 }

@@ -29,6 +29,8 @@ public:
     void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
               const float* weight, const float* bias, float eps) override;
     void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) override;
+    void swish_beta_glu(float* a, const float* b, const float* beta, int64_t rows,
+                        int64_t n_ff) override;
     void softcap(float* x, int64_t n, float cap) override;
     void softcap_backward(const float* y, float* dy, int64_t n, float cap) override;
     void rope_angles(const kernels::Rope& rope, std::span<const int64_t> positions,
@@ -66,6 +68,9 @@ public:
                        float eps) override;
     void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                  const float* dout, float* da, float* db, int64_t n) override;
+    void swish_beta_glu_backward(const float* a, const float* b, const float* beta,
+                                 const float* dout, float* da, float* db, float* dbeta,
+                                 int64_t rows, int64_t n_ff) override;
     void attention_lse(const kernels::AttentionShape& s, const float* q, const float* k,
                        const float* v, int64_t rows, float* out, float* lse) override;
     void attention_backward(const kernels::AttentionShape& s, const float* q, const float* k,

@@ -63,6 +63,12 @@ void CpuBackend::ffn_activation_backward(kernels::FfnActivation k, const float* 
     kernels::ffn_activation_backward(k, a, b, dout, da, db, n, pool_);
 }
 
+void CpuBackend::swish_beta_glu_backward(const float* a, const float* b, const float* beta,
+                                         const float* dout, float* da, float* db, float* dbeta,
+                                         int64_t rows, int64_t n_ff) {
+    kernels::swish_beta_glu_backward(a, b, beta, dout, da, db, dbeta, rows, n_ff, pool_);
+}
+
 void CpuBackend::attention_lse(const kernels::AttentionShape& s, const float* q, const float* k,
                                const float* v, int64_t rows, float* out, float* lse) {
     kernels::attention(s, q, k, v, rows, 0, out, pool_, lse);

@@ -9,12 +9,14 @@
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "io/hf_convert.hpp"
+#include "model/shared_blocks.hpp"
 
 namespace syslm::cli {
 namespace {
 
 struct ConvertArgs {
     std::string hf_dir;
+    std::string unshare;  // a GGUF whose layers share blocks
     std::string output;
     std::string outtype = "f32";
     std::string pre;
@@ -24,6 +26,12 @@ struct ConvertArgs {
 };
 
 int run_convert(const ConvertArgs& a) {
+    usage_check(a.hf_dir.empty() != a.unshare.empty(), "convert: give --hf DIR or --unshare FILE");
+    if (!a.unshare.empty()) {
+        model::unshare_blocks(io::GGUFFile(a.unshare), a.output);
+        std::printf("%s: %s with every layer's own block\n", a.output.c_str(), a.unshare.c_str());
+        return 0;
+    }
     std::string t = a.outtype;
     std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
     io::HFConvertOptions opt;
@@ -75,9 +83,13 @@ std::function<int()> setup(CLI::App& app) {
         "temporary file and renamed into place, so a failed run leaves no partial file. Any "
         "unsupported architecture, missing, unexpected or mis-shaped tensor, or corrupt "
         "safetensors file is one error naming the file and tensor, and exit code 1.");
-    app.add_option("--hf", a->hf_dir, "Hugging Face model folder")
-        ->required()
-        ->check(CLI::ExistingDirectory);
+    auto* hf = app.add_option("--hf", a->hf_dir, "Hugging Face model folder")
+                   ->check(CLI::ExistingDirectory);
+    app.add_option("--unshare", a->unshare,
+                   "Instead of --hf: a GGUF whose layers share blocks (--share-blocks) -> the same "
+                   "model with each layer's own copy, which llama.cpp loads")
+        ->check(CLI::ExistingFile)
+        ->excludes(hf);
     app.add_option("-o,--output", a->output, "Output .gguf file")->required();
     app.add_option("--outtype", a->outtype, "Type of 2-D+ weights: f32 (default), f16 or bf16");
     app.add_option("--pre", a->pre,
@@ -91,6 +103,9 @@ std::function<int()> setup(CLI::App& app) {
 
 }  // namespace
 
-SYSLM_COMMAND(convert, "convert", "Convert a Hugging Face model (safetensors) to GGUF", setup);
+SYSLM_COMMAND(convert, "convert",
+              "Convert a Hugging Face model (safetensors) to GGUF, or unshare a GGUF's shared "
+              "blocks",
+              setup);
 
 }  // namespace syslm::cli

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/length_options.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/plan_settings.hpp"
-#include "cli/window_option.hpp"
 #include "core/error.hpp"
 #include "infer/generate.hpp"
 #include "infer/speculative.hpp"
@@ -31,7 +31,7 @@ struct GenerateArgs {
     int batch = 512;
     bool ignore_eos = false;
     bool no_bos = false;
-    std::string window;
+    std::string window, expert_top_p;
     int64_t seed = -1;
     infer::SamplingParams sampling;
     // The options a plan sets (to tell a contradicting command line).
@@ -85,8 +85,10 @@ int run_generate(GenerateArgs& a) {
     SYSLM_CHECK(static_cast<int>(prompt.size()) < n_ctx, "the prompt has ", prompt.size(),
                 " tokens, which does not fit the context of ", n_ctx, " (raise -c)");
     // The input's length for --window auto: the prompt and what is generated (up to n_ctx).
-    apply_window(m, a.window,
-                 std::min<int64_t>(n_ctx, static_cast<int64_t>(prompt.size()) + a.n_predict));
+    const int64_t length =
+        std::min<int64_t>(n_ctx, static_cast<int64_t>(prompt.size()) + a.n_predict);
+    apply_window(m, a.window, length);
+    apply_expert_top_p(m, a.expert_top_p, length);
     model::Context ctx(m, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
     a.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
     infer::Sampler sampler(a.sampling);
@@ -141,7 +143,7 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
-    add_window_option(app, a->window);
+    add_length_options(app, a->window, a->expert_top_p);
     a->threads_opt = app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--cache-type", a->cache_type,
                    "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")

@@ -12,7 +12,7 @@ namespace {
 
 struct InitArgs {
     model::InitConfig cfg;
-    std::string vocab, out, type = "f32", attn_pattern;
+    std::string vocab, out, type = "f32", attn_pattern, share_blocks, linear_attn;
     int vocab_size = 0;
 };
 
@@ -21,8 +21,16 @@ int run_init(InitArgs& a) {
     usage_check(a.attn_pattern.empty() || a.cfg.window > 0, "init: --attn-pattern needs --window");
     usage_check(a.cfg.global_tokens == 0 || a.cfg.window > 0,
                 "init: --global-tokens needs --window");
+    const int L = a.cfg.n_layer;
     if (!a.attn_pattern.empty())
-        a.cfg.local_layers = model::attention_pattern(a.attn_pattern, a.cfg.n_layer);
+        a.cfg.local_layers = option_value(
+            "--attn-pattern", [&] { return model::attention_pattern(a.attn_pattern, L); });
+    if (!a.linear_attn.empty())
+        a.cfg.linear_layers = option_value(
+            "--linear-attn", [&] { return model::attention_pattern(a.linear_attn, L); });
+    if (!a.share_blocks.empty())
+        a.cfg.block_source =
+            option_value("--share-blocks", [&] { return model::shared_blocks(a.share_blocks, L); });
     const auto t = dtype_from_name(a.type);
     SYSLM_CHECK(t, "--type: unknown type '", a.type, "'");
     a.cfg.type = *t;
@@ -83,6 +91,15 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--global-tokens", c.global_tokens,
                    "The first N positions stay visible to every local layer (with --window)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--linear-attn", a->linear_attn,
+                   "LINEAR:SOFTMAX, e.g. 5:1 = five layers of linear attention (elu + 1 feature "
+                   "map, prefix sums: O(T)), then one of softmax attention, repeated; 1:0 = all");
+    app.add_option("--share-blocks", a->share_blocks,
+                   "U[:cycle|sequence]: the layers share U blocks of weights (ALBERT), layer i "
+                   "taking block i % U (cycle) or runs of layers one block (sequence)");
+    app.add_flag("--swish-beta", c.swish_beta,
+                 "SwiGLU's gate with a learned Swish beta per channel (x sigmoid(beta x), "
+                 "starting at SwiGLU's beta = 1)");
     app.add_option("--experts", c.n_expert, "Routed experts (MoE); 0 = dense")
         ->capture_default_str();
     app.add_option("--experts-used", c.n_expert_used, "Experts per token (top-p: the most)")

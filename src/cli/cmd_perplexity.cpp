@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
-#include "cli/window_option.hpp"
+#include "cli/length_options.hpp"
 #include "compress/perplexity.hpp"
 #include "core/error.hpp"
 #include "model/kv_cache.hpp"
@@ -22,7 +22,7 @@ struct PerplexityArgs {
     int batch = 512;
     int chunks = -1;
     bool json = false;
-    std::string window;
+    std::string window, expert_top_p;
 };
 
 int run_perplexity(const PerplexityArgs& a) {
@@ -32,6 +32,7 @@ int run_perplexity(const PerplexityArgs& a) {
     ss << in.rdbuf();
     model::Model m(a.model);
     apply_window(m, a.window, a.n_ctx);
+    apply_expert_top_p(m, a.expert_top_p, a.n_ctx);
     const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
     std::vector<int32_t> tokens =
         tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
@@ -71,7 +72,7 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.add_option("--chunks", a->chunks, "Score at most this many chunks (default: all)");
-    add_window_option(app, a->window);
+    add_length_options(app, a->window, a->expert_top_p);
     app.add_flag("--json", a->json, R"(Print {"ppl": ..., "tokens": ...} as the last line)");
     return [a] { return run_perplexity(*a); };
 }

@@ -11,9 +11,9 @@
 #include <filesystem>
 
 #include "cli/command.hpp"
+#include "cli/length_options.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/plan_settings.hpp"
-#include "cli/window_option.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "infer/engine.hpp"
@@ -29,7 +29,7 @@ struct ServeArgs {
     std::string plan;
     std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
     std::string cache_type = "f16";
-    std::string window;
+    std::string window, expert_top_p;
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
     int64_t token_budget = 512;
     int max_queue = 256, max_tokens = 4096, max_n = 8, http_threads = 0;
@@ -104,6 +104,7 @@ int run_serve(ServeArgs& a) {
     // --window N: every request's; auto: each request's own, by its length (the engine's).
     auto loaded = std::make_shared<model::Model>(a.model);
     if (a.window != "auto") apply_window(*loaded, a.window, 0);
+    apply_expert_top_p(*loaded, a.expert_top_p, 0);  // every request's
     std::shared_ptr<const model::Model> model = std::move(loaded);
     auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     // The flag, else the model's template; a model without one gets ChatML (as llama.cpp).
@@ -166,7 +167,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--port", a->port, "Port (0: any free one)")->capture_default_str();
     app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY'");
     app.add_option("--alias", a->alias, "Model name in the API (default: general.name)");
-    add_window_option(app, a->window);
+    add_length_options(app, a->window, a->expert_top_p, /*top_p_auto=*/false);
     app.add_option("--chat-template", a->chat_template,
                    "Chat format instead of the model's template: chatml, llama2, llama2-sys, "
                    "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, phi3, zephyr, ...");
@@ -219,8 +220,8 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(finite_in(0.01, 3600.0));
     app.add_option("--write-timeout", a->write_timeout,
-                   "Seconds a client may accept none of its pending answer before the connection "
-                   "is dropped (and its request cancelled)")
+                   "Seconds a client may take none of its pending answer; then the connection "
+                   "drops, its request cancelled")
         ->capture_default_str()
         ->check(finite_in(0.01, 3600.0));
     app.add_option("--max-connections", a->max_connections,

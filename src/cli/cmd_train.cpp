@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -57,16 +58,21 @@ double flops_per_token(train::TrainModel& m, int T) {
     for (const train::Param& p : m.params().params()) {
         if (p.auxiliary) continue;  // distillation's projections: not the model's work
         if (p.name == "output.weight") tied = false;
+        double uses = 1;  // a shared block computes once for each layer that takes it
+        if (hp.shares_blocks() && p.name.starts_with("blk.")) {
+            const int b = std::stoi(p.name.substr(4));
+            uses =
+                static_cast<double>(std::count(hp.block_source.begin(), hp.block_source.end(), b));
+        }
         if (p.ne.size() == 2 && p.name != "token_embd.weight" && p.name != "position_embd.weight")
-            matrix += static_cast<double>(p.numel);
+            matrix += static_cast<double>(p.numel) * uses;
         if (p.ne.size() == 3)  // experts
-            matrix += static_cast<double>(p.numel) * hp.n_expert_used / hp.n_expert;
+            matrix += static_cast<double>(p.numel) * uses * hp.n_expert_used / hp.n_expert;
     }
     if (tied) matrix += static_cast<double>(hp.n_vocab) * hp.n_embd;
     // Keys a token attends, summed over the layers: local ones stop at their window.
     double attended = 0;
-    for (int il = 0; il < hp.n_layer; ++il)
-        attended += kernels::attention_pairs(T, 0, hp.window(il), hp.global_tokens) / T;
+    for (int il = 0; il < hp.n_layer; ++il) attended += model::attention_pairs(hp, il, T) / T;
     // The MFU counts the model's work, not full recompute's second forward.
     return parallel::training_flops_per_token(matrix, 0, attended, hp.q_dim(),
                                               parallel::Recompute::None);
@@ -155,9 +161,10 @@ void check_train_args(const TrainArgs& a) {
                 "train: --checkpoint-every needs --checkpoint DIR");
     usage_check(a.min_lr <= a.lr, "train: --min-lr ", a.min_lr, " is above --lr ", a.lr);
     usage_check(
-        !a.arch.empty() || (a.window == 0 && a.attn_pattern.empty() && a.global_tokens == 0),
-        "train: --window, --attn-pattern and --global-tokens shape a model from scratch "
-        "(--arch); a file's own attention comes with it");
+        !a.arch.empty() || (a.window == 0 && a.attn_pattern.empty() && a.global_tokens == 0 &&
+                            a.share_blocks.empty() && !a.swish_beta && a.linear_attn.empty()),
+        "train: --window, --attn-pattern, --global-tokens, --linear-attn, --share-blocks and "
+        "--swish-beta shape a model from scratch (--arch); a file's own structure comes with it");
     SYSLM_CHECK(a.offline_topk == 0 || (!a.teacher.empty() && !a.data.empty()),
                 "train: --offline-topk needs --teacher and --data");
 }
@@ -201,7 +208,15 @@ io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
     usage_check(a.global_tokens == 0 || a.window > 0, "train: --global-tokens needs --window");
     c.global_tokens = a.global_tokens;
     if (!a.attn_pattern.empty())
-        c.local_layers = model::attention_pattern(a.attn_pattern, a.layers);
+        c.local_layers = option_value(
+            "--attn-pattern", [&] { return model::attention_pattern(a.attn_pattern, a.layers); });
+    if (!a.linear_attn.empty())
+        c.linear_layers = option_value(
+            "--linear-attn", [&] { return model::attention_pattern(a.linear_attn, a.layers); });
+    if (!a.share_blocks.empty())
+        c.block_source = option_value(
+            "--share-blocks", [&] { return model::shared_blocks(a.share_blocks, a.layers); });
+    c.swish_beta = a.swish_beta;
     const std::string temp = (std::filesystem::temp_directory_path() /
                               ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
                                  .string();

@@ -186,6 +186,17 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--global-tokens", a.global_tokens,
                    "From scratch: the first N positions stay visible to every local layer")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--linear-attn", a.linear_attn,
+                   "From scratch: LINEAR:SOFTMAX, e.g. 5:1 = five layers of linear attention "
+                   "(elu + 1 feature map, prefix sums: O(T)), then one of softmax attention, "
+                   "repeated; 1:0 = every layer linear");
+    app.add_option("--share-blocks", a.share_blocks,
+                   "From scratch: U[:cycle|sequence], the layers share U blocks of weights "
+                   "(ALBERT): layer i takes block i % U (cycle) or runs of layers one block "
+                   "(sequence); a shared block's gradient sums over its layers");
+    app.add_flag("--swish-beta", a.swish_beta,
+                 "From scratch: SwiGLU's gate with a learned Swish beta per channel "
+                 "(x sigmoid(beta x), starting at beta = 1)");
     app.add_option("--ctx", a.ctx, "From scratch: context length")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 24));

@@ -9,8 +9,8 @@
 
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "cli/tune_by_length.hpp"
 #include "cli/tune_train.hpp"
-#include "cli/tune_window.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "tune/report.hpp"
@@ -47,7 +47,7 @@ double parse_duration(const std::string& s) {
 int run_tune(TuneArgs& a) {
     usage_check(!a.o.model.empty() && !a.o.calib.empty() && !a.o.eval.empty(),
                 "tune: give the model (-m), --calib and --eval (or `syslm tune train`, `syslm tune "
-                "window`)");
+                "window`, `syslm tune experts`)");
     usage_check(a.o.out_dir.empty() != a.resume.empty(), "give -o DIR (a new or earlier tune) or ",
                 "--resume DIR (an earlier one), one of them");
     if (!a.resume.empty()) {
@@ -202,10 +202,16 @@ std::function<int()> setup(CLI::App& app) {
         "window",
         "The local attention window by input length: perplexity and speed of each "
         "(length, window) on held-out text, the policy written into the model");
-    auto run_window_tune = setup_tune_window(*window);
-    return [a, train, run_train_tune, window, run_window_tune] {
+    auto run_window_tune = setup_tune_by_length(*window, tune::window_knob());
+    CLI::App* experts = app.add_subcommand(
+        "experts",
+        "A top-p MoE model's p by input length: perplexity and speed of each (length, p) on "
+        "held-out text, the policy written into the model");
+    auto run_experts_tune = setup_tune_by_length(*experts, tune::experts_knob());
+    return [a, train, run_train_tune, window, run_window_tune, experts, run_experts_tune] {
         if (train->parsed()) return run_train_tune();
         if (window->parsed()) return run_window_tune();
+        if (experts->parsed()) return run_experts_tune();
         return run_tune(*a);
     };
 }

@@ -42,6 +42,16 @@ template <class... Args>
 void usage_check(bool cond, Args&&... args) {
     if (!cond) throw UsageError(cat(std::forward<Args>(args)...));
 }
+// An option's value that can be checked only against the model's shape (a layer pattern for
+// so many layers): its Error becomes a command-line error naming the option.
+template <class F>
+auto option_value(const char* option, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const Error& e) {
+        throw UsageError(cat(option, ": ", e.what()));
+    }
+}
 bool register_command(CommandEntry entry);
 
 }  // namespace syslm::cli

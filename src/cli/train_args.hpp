@@ -20,6 +20,9 @@ struct TrainArgs {
     int global_tokens = 0;     // positions every local layer also sees (from scratch)
     std::string window_range;  // "MIN:MAX": a window sampled per step for the local layers
     std::string attn_pattern;  // "L:G" local and global layers; empty: all local when window > 0
+    bool swish_beta = false;   // a learned Swish beta per FFN channel (from scratch)
+    std::string linear_attn;   // "L:S": linear and softmax attention layers; empty: softmax
+    std::string share_blocks;  // "U[:cycle|sequence]": ALBERT-style shared blocks; empty: none
     double moe_aux_coef = 0.01;
     double router_z_coef = 0.0;
     double expert_capacity = 0.0;  // capacity factor (0: no limit)

@@ -95,8 +95,14 @@ public:
     AwqPlanner(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeOfTensor& type_of,
                int threads, std::ostream* log, int search_rows, std::vector<double> alphas,
                AwqPlan& plan)
-        : in_(in), im_(im), type_of_(type_of), pool_(threads), log_(log),
-          search_rows_(search_rows), alphas_(std::move(alphas)), plan_(plan) {}
+        : in_(in),
+          im_(im),
+          type_of_(type_of),
+          pool_(threads),
+          log_(log),
+          search_rows_(search_rows),
+          alphas_(std::move(alphas)),
+          plan_(plan) {}
 
     // Norm-fed groups: the norm must be a plain (bias-free) RMSNorm weight.
     void norm_group(const std::string& norm, const std::vector<std::string>& names) {
@@ -114,11 +120,12 @@ public:
         g.input = names[0];
         g.mats = names;
         g.folded_into = norm;
-        search(g, mats, imp, [&](double a) { return scales_for(imp, a); },
-               [&](const std::vector<float>& s) {
-                   for (const std::string& n : names) plan_.column_scale[n] = s;
-                   scale_vector(norm, s);
-               });
+        search(
+            g, mats, imp, [&](double a) { return scales_for(imp, a); },
+            [&](const std::vector<float>& s) {
+                for (const std::string& n : names) plan_.column_scale[n] = s;
+                scale_vector(norm, s);
+            });
     }
 
     // ffn_down <- rows of ffn_up (layer prefix p, "blk.N.").
@@ -128,11 +135,12 @@ public:
         const std::vector<float> imp = im_.importance(down->name, 0, down->ne[0]);
         if (imp.empty()) return;
         AwqGroup g{down->name, {down->name}, up->name};
-        search(g, {down}, imp, [&](double a) { return scales_for(imp, a); },
-               [&](const std::vector<float>& s) {
-                   plan_.column_scale[down->name] = s;
-                   scale_rows(up->name, p + "ffn_up.bias", s);
-               });
+        search(
+            g, {down}, imp, [&](double a) { return scales_for(imp, a); },
+            [&](const std::vector<float>& s) {
+                plan_.column_scale[down->name] = s;
+                scale_rows(up->name, p + "ffn_up.bias", s);
+            });
     }
 
     // attn_output <- rows of attn_v; query heads sharing a KV head share its scales.
@@ -157,13 +165,14 @@ public:
             return s;
         };
         AwqGroup g{wo->name, {wo->name}, wv->name};
-        search(g, {wo}, imp, [&](double a) { return expand(scales_for(imp_kv, a)); },
-               [&](const std::vector<float>& s) {
-                   plan_.column_scale[wo->name] = s;
-                   std::vector<float> s_kv(static_cast<size_t>(kv));
-                   for (int64_t c = 0; c < wo->ne[0]; ++c) s_kv[kv_channel(c)] = s[c];
-                   scale_rows(wv->name, p + "attn_v.bias", s_kv);
-               });
+        search(
+            g, {wo}, imp, [&](double a) { return expand(scales_for(imp_kv, a)); },
+            [&](const std::vector<float>& s) {
+                plan_.column_scale[wo->name] = s;
+                std::vector<float> s_kv(static_cast<size_t>(kv));
+                for (int64_t c = 0; c < wo->ne[0]; ++c) s_kv[kv_channel(c)] = s[c];
+                scale_rows(wv->name, p + "attn_v.bias", s_kv);
+            });
     }
 
     const io::GGUFTensor* find(const std::string& n) const { return in_.find_tensor(n); }
@@ -256,6 +265,10 @@ AwqPlan plan_awq(const io::GGUFFile& in, const ImportanceMatrix& im, const TypeO
         plan.skipped = cat(arch, ": LayerNorm with bias / fused QKV or MoE experts: not scaled");
         return plan;
     }
+    if (in.find(arch + ".block_source")) {
+        plan.skipped = cat(arch, ": layers share blocks (block_source): not scaled");
+        return plan;
+    }
     AwqPlanner planner(in, im, type_of, threads, log, search_rows, std::move(alphas), plan);
     for (uint32_t il = 0; il < n_layer; ++il) {
         const std::string p = cat("blk.", il, ".");
@@ -323,7 +336,8 @@ AwqPlan plan_smoothquant(const io::GGUFFile& in, const ImportanceMatrix& im, dou
     for (uint32_t il = 0; il < n_layer; ++il) {
         const std::string p = cat("blk.", il, ".");
         if (!in.find_tensor(p + "attn_qkv.weight"))
-            group(p + "attn_norm.weight", {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
+            group(p + "attn_norm.weight",
+                  {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
         group(p + "ffn_norm.weight", {p + "ffn_gate.weight", p + "ffn_up.weight"});
         group(p + "ffn_up.weight", {p + "ffn_down.weight"}, /*rows_of=*/true);
     }

@@ -22,11 +22,11 @@ bool is_float(DType t) {
 // The blocks' weight matrices pruning applies to.
 bool is_block_matrix(const io::GGUFTensor& t) {
     if (t.name.rfind("blk.", 0) != 0 || t.ne.size() < 2) return false;
-    for (const char* k : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight",
-                          ".attn_output.weight", ".ffn_gate.weight", ".ffn_up.weight",
-                          ".ffn_down.weight", ".ffn_gate_exps.weight", ".ffn_up_exps.weight",
-                          ".ffn_down_exps.weight", ".ffn_gate_shexp.weight", ".ffn_up_shexp.weight",
-                          ".ffn_down_shexp.weight"})
+    for (const char* k :
+         {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight",
+          ".attn_output.weight", ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight",
+          ".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight",
+          ".ffn_gate_shexp.weight", ".ffn_up_shexp.weight", ".ffn_down_shexp.weight"})
         if (t.name.ends_with(k)) return true;
     return false;
 }
@@ -137,8 +137,8 @@ void log_unstructured(std::ostream& log, const PruneResult& r, const PruneOption
 PruneResult prune_unstructured(const std::string& in_path, const std::string& out_path,
                                const PruneOptions& o) {
     const bool pattern = o.pattern_m > 0;
-    SYSLM_CHECK(!pattern || (o.pattern_n > 0 && o.pattern_n < o.pattern_m),
-                "prune: pattern ", o.pattern_n, ":", o.pattern_m, " must keep 0 < N < M");
+    SYSLM_CHECK(!pattern || (o.pattern_n > 0 && o.pattern_n < o.pattern_m), "prune: pattern ",
+                o.pattern_n, ":", o.pattern_m, " must keep 0 < N < M");
     SYSLM_CHECK(pattern || (o.sparsity > 0 && o.sparsity < 1), "prune: sparsity ", o.sparsity,
                 " must be in (0, 1)");
     SYSLM_CHECK(o.score == PruneScore::Magnitude || o.imatrix,
@@ -200,6 +200,9 @@ DenseShape read_dense_shape(const io::GGUFFile& in, const std::string& path) {
                 path,
                 ": structured pruning supports dense models with separate Q/K/V (llama, qwen2); ",
                 arch, " is not one");
+    SYSLM_CHECK(!in.find(a + "block_source"), path,
+                ": structured pruning of a model whose layers share blocks (", a,
+                "block_source) is not implemented");
     DenseShape s{};
     s.n_layer = in.get_u32(a + "block_count");
     s.n_head = in.get_u32(a + "attention.head_count");
@@ -215,7 +218,9 @@ DenseShape read_dense_shape(const io::GGUFFile& in, const std::string& path) {
 class CalibrationLoss {
 public:
     CalibrationLoss(const std::string& path, const PruneOptions& o)
-        : o_(o), m_(path), ctx_(m_, o.calib_ctx, o.threads, std::min(o.calib_ctx, 512), DType::F32) {
+        : o_(o),
+          m_(path),
+          ctx_(m_, o.calib_ctx, o.threads, std::min(o.calib_ctx, 512), DType::F32) {
         chunks_ = std::min<int64_t>(o.calib_chunks,
                                     static_cast<int64_t>(o.calib_tokens.size()) / o.calib_ctx);
         SYSLM_CHECK(chunks_ > 0, "prune: choosing layers needs calibration text of at least ",
@@ -391,7 +396,8 @@ std::vector<float> apply_selection(const io::GGUFTensor& t, const Selection& sel
         for (int64_t i : sel.rows) out.push_back(v[i]);
         ne = {static_cast<int64_t>(out.size())};
     } else if (!sel.rows.empty()) {
-        for (int64_t rr : sel.rows) out.insert(out.end(), v.begin() + rr * n, v.begin() + (rr + 1) * n);
+        for (int64_t rr : sel.rows)
+            out.insert(out.end(), v.begin() + rr * n, v.begin() + (rr + 1) * n);
         ne = {n, static_cast<int64_t>(sel.rows.size())};
     } else {
         for (int64_t rr = 0; rr < rows; ++rr)
@@ -407,7 +413,8 @@ void set_pruned_shape(const io::GGUFFile& in, const DenseShape& s, const PruneRe
     const std::string a = in.get_string("general.architecture") + ".";
     w.set(a + "block_count", io::GGUFValue::u32(s.n_layer - static_cast<uint32_t>(layers_removed)));
     w.set(a + "attention.head_count", io::GGUFValue::u32(static_cast<uint32_t>(r.heads_after)));
-    w.set(a + "attention.head_count_kv", io::GGUFValue::u32(static_cast<uint32_t>(r.kv_heads_after)));
+    w.set(a + "attention.head_count_kv",
+          io::GGUFValue::u32(static_cast<uint32_t>(r.kv_heads_after)));
     w.set(a + "attention.key_length", io::GGUFValue::u32(s.head_dim));
     w.set(a + "attention.value_length", io::GGUFValue::u32(s.head_dim));
     w.set(a + "feed_forward_length", io::GGUFValue::u32(static_cast<uint32_t>(r.ffn_after)));
@@ -496,8 +503,8 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
         const std::string p = cat("blk.", il, ".");
         keep[il].kv = kept_kv_groups(in.tensor(p + "attn_output.weight"), *o.imatrix, s,
                                      s.n_head_kv - drop_kv, in_path);
-        keep[il].ff =
-            kept_ffn_channels(in.tensor(p + "ffn_down.weight"), *o.imatrix, s.n_ff, keep_ff, in_path);
+        keep[il].ff = kept_ffn_channels(in.tensor(p + "ffn_down.weight"), *o.imatrix, s.n_ff,
+                                        keep_ff, in_path);
     }
 
     io::GGUFWriter w;

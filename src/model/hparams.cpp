@@ -54,28 +54,53 @@ std::vector<bool> local_layers(const io::GGUFFile& f, const std::string& key, in
     return local;
 }
 
-// attention.window_policy.lengths / .windows: increasing lengths, a window for each.
-void read_window_policy(const io::GGUFFile& f, const std::string& a, HParams& hp) {
-    const io::GGUFValue* lengths = f.find(a + "attention.window_policy.lengths");
-    const io::GGUFValue* windows = f.find(a + "attention.window_policy.windows");
-    if (!lengths && !windows) return;
+// block_source: one block index per layer, each at most its layer and its own source (a
+// block is first used by the layer it is named after).
+std::vector<int> block_source(const io::GGUFFile& f, const std::string& key, int n_layer) {
+    const io::GGUFValue* v = f.find(key);
+    if (!v) return {};
+    std::vector<int> src(static_cast<size_t>(n_layer));
     try {
-        SYSLM_CHECK(lengths && windows && lengths->is_array() && windows->is_array() &&
-                        lengths->size() == windows->size() && lengths->size() > 0,
+        SYSLM_CHECK(v->is_array() && v->size() == src.size(), "expected an array of ", n_layer,
+                    " block indices, one per layer");
+        v->for_each_item([&](size_t i, const io::GGUFValue& x) {
+            const uint32_t b = x.as_u32();
+            SYSLM_CHECK(b <= i, "layer ", i, " takes block ", b, ", a later one");
+            SYSLM_CHECK(b == i || src[b] == static_cast<int>(b), "layer ", i, " takes block ", b,
+                        ", which itself takes block ", src[b]);
+            src[i] = static_cast<int>(b);
+        });
+    } catch (const Error& e) {
+        fail(f.path(), ": ", key, ": ", e.what());
+    }
+    return src;
+}
+
+// <prefix>lengths / <prefix><values>: increasing lengths, a value in [lo, hi] for each
+// (attention.window_policy.windows, expert_policy.top_p).
+LengthPolicy read_length_policy(const io::GGUFFile& f, const std::string& prefix,
+                                const std::string& values_name, double lo, double hi) {
+    const io::GGUFValue* lengths = f.find(prefix + "lengths");
+    const io::GGUFValue* values = f.find(prefix + values_name);
+    LengthPolicy p;
+    if (!lengths && !values) return p;
+    try {
+        SYSLM_CHECK(lengths && values && lengths->is_array() && values->is_array() &&
+                        lengths->size() == values->size() && lengths->size() > 0,
                     "needs both keys as arrays of equal, non-zero length");
         lengths->for_each_item(
-            [&](size_t, const io::GGUFValue& x) { hp.policy_lengths.push_back(int(x.as_u32())); });
-        windows->for_each_item(
-            [&](size_t, const io::GGUFValue& x) { hp.policy_windows.push_back(int(x.as_u32())); });
-        for (size_t i = 0; i < hp.policy_lengths.size(); ++i) {
-            SYSLM_CHECK(hp.policy_windows[i] > 0 && hp.policy_lengths[i] > 0 &&
-                            (i == 0 || hp.policy_lengths[i] > hp.policy_lengths[i - 1]),
-                        "lengths must increase and windows be positive (entry ", i, ")");
-        }
-        SYSLM_CHECK(hp.sliding_window > 0, "the model has no local attention layers");
+            [&](size_t, const io::GGUFValue& x) { p.lengths.push_back(int(x.as_u32())); });
+        values->for_each_item(
+            [&](size_t, const io::GGUFValue& x) { p.values.push_back(x.as_f64()); });
+        for (size_t i = 0; i < p.lengths.size(); ++i)
+            SYSLM_CHECK(p.lengths[i] > 0 && (i == 0 || p.lengths[i] > p.lengths[i - 1]) &&
+                            p.values[i] >= lo && p.values[i] <= hi,
+                        "lengths must increase and ", values_name, " lie in [", lo, ", ", hi,
+                        "] (entry ", i, ")");
     } catch (const Error& e) {
-        fail(f.path(), ": ", a, "attention.window_policy: ", e.what());
+        fail(f.path(), ": ", prefix, "*: ", e.what());
     }
+    return p;
 }
 
 // Every hyperparameter is checked where it is read, and an error names the file and the key: a
@@ -224,12 +249,25 @@ void HParams::set_window(int w) {
 }
 
 int HParams::window_for_length(int64_t n) const {
-    SYSLM_CHECK(!policy_windows.empty(),
+    SYSLM_CHECK(!window_policy.empty(),
                 "--window auto needs a window policy (attention.window_policy.lengths and "
                 ".windows, written by `syslm tune window`); this model has none: give a number");
-    for (size_t i = 0; i < policy_lengths.size(); ++i)
-        if (n <= policy_lengths[i]) return policy_windows[i];
-    return policy_windows.back();
+    return static_cast<int>(window_policy.at(n));
+}
+
+void HParams::set_expert_top_p(float p) {
+    SYSLM_CHECK(expert_top_p > 0, "an expert top-p of ", p,
+                " needs a model routed by top-p (expert_top_p); this one routes ",
+                n_expert > 0 ? "top-k" : "no experts");
+    SYSLM_CHECK(p > 0 && p <= 1, "expert top-p ", p, " is outside (0, 1]");
+    expert_top_p = p;
+}
+
+float HParams::top_p_for_length(int64_t n) const {
+    SYSLM_CHECK(!expert_policy.empty(),
+                "--expert-top-p auto needs an expert policy (expert_policy.lengths and .top_p, "
+                "written by `syslm tune experts`); this model has none: give a number");
+    return static_cast<float>(expert_policy.at(n));
 }
 
 kernels::AttentionShape attention_shape(const HParams& hp, int il) {
@@ -243,7 +281,15 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     if (!hp.alibi_slopes.empty()) s.alibi = hp.alibi_slopes.data();
     s.softcap = hp.attn_softcap;
     if (s.window > 0) s.global_tokens = hp.global_tokens;
+    s.linear = hp.linear_attention(il);
     return s;
+}
+
+double attention_pairs(const HParams& hp, int il, int64_t T) {
+    if (hp.linear_attention(il))
+        return static_cast<double>(T) * hp.head_dim * (hp.n_head + hp.n_head_kv) /
+               (2.0 * hp.n_head);
+    return kernels::attention_pairs(T, 0, hp.window(il), hp.global_tokens);
 }
 
 namespace {
@@ -293,6 +339,54 @@ void read_rope(const Reader& r, const io::GGUFFile& f, const std::string& a, HPa
 
 }  // namespace
 
+namespace {
+
+// MoE: the experts, their routing (top-k or top-p) and its length policy; without experts, the
+// dense FFN's width.
+void read_experts(const Reader& r, const io::GGUFFile& f, const std::string& a, HParams& hp) {
+    hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);
+    if (hp.n_expert > 0) {
+        hp.n_expert_used = r.count("expert_used_count", std::nullopt, 1, hp.n_expert);
+        hp.n_ff_exp = r.count("expert_feed_forward_length", static_cast<uint32_t>(hp.n_ff), 1,
+                              kMaxWidth * 64);
+        hp.n_ff_shexp = r.count("expert_shared_feed_forward_length", 0u, 0, kMaxWidth * 64);
+        // Mixtral and Qwen3-MoE renormalise the top-k weights; Qwen2-MoE (norm_topk_prob=false)
+        // does not.
+        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.spec().renorm_experts);
+        hp.expert_top_p = r.real("expert_top_p", 0.0f, 0, 1, false);
+        hp.expert_used_min = r.count("expert_used_count_min", 1u, 1, hp.n_expert_used);
+        hp.expert_policy = read_length_policy(f, a + "expert_policy.", "top_p", 1e-6, 1);
+        SYSLM_CHECK(hp.expert_policy.empty() || hp.expert_top_p > 0, f.path(), ": ", a,
+                    "expert_policy: the model does not route top-p");
+    } else {
+        hp.n_expert_used = r.count("expert_used_count", 0u, 0, kMaxCount);
+        SYSLM_CHECK(hp.n_ff > 0, f.path(), ": ", a, "feed_forward_length must be positive");
+    }
+}
+
+// syslm's structure keys: linear attention layers, blocks shared by several layers, and a
+// learned Swish beta in the FFN.
+void read_structure(const io::GGUFFile& f, const std::string& a, HParams& hp) {
+    hp.block_source = block_source(f, a + "block_source", hp.n_layer);
+    hp.swish_beta = f.get_bool(a + "feed_forward.swish_beta", false);
+    // The same forms as the window's pattern: bools (true: linear), or a period n (layer il
+    // linear unless il % n == n - 1).
+    if (f.find(a + "attention.linear_pattern"))
+        hp.linear_layers = local_layers(f, a + "attention.linear_pattern", hp.n_layer, 0);
+    for (int il = 0; il < hp.n_layer; ++il)
+        SYSLM_CHECK(!hp.linear_attention(il) || (hp.window(il) == 0 && hp.attn_softcap == 0 &&
+                                                 hp.spec().position != PositionKind::Alibi),
+                    f.path(), ": ", a, "attention.linear_pattern: layer ", il,
+                    " is linear, which takes no window, soft-capping or ALiBi");
+
+    SYSLM_CHECK(!hp.swish_beta || (hp.spec().ffn == kernels::FfnActivation::SwiGLU &&
+                                   !hp.spec().fused_gate_up && hp.n_expert == 0),
+                f.path(), ": ", a,
+                "feed_forward.swish_beta needs a dense FFN with a separate SwiGLU gate");
+}
+
+}  // namespace
+
 HParams load_hparams(const io::GGUFFile& f) {
     HParams hp;
     hp.arch_name = f.get_string("general.architecture");
@@ -318,7 +412,10 @@ HParams load_hparams(const io::GGUFFile& f) {
     hp.local_layers = local_layers(f, a + "attention.sliding_window_pattern", hp.n_layer,
                                    hp.sliding_window > 0 ? hp.spec().swa_period : 0);
     hp.global_tokens = r.count("attention.global_tokens", 0u, 0, kMaxContext);
-    read_window_policy(f, a, hp);
+    hp.window_policy = read_length_policy(f, a + "attention.window_policy.", "windows", 1,
+                                          static_cast<double>(kMaxContext));
+    SYSLM_CHECK(hp.window_policy.empty() || hp.sliding_window > 0, f.path(), ": ", a,
+                "attention.window_policy: the model has no local attention layers");
     SYSLM_CHECK(hp.global_tokens == 0 || hp.sliding_window > 0, f.path(), ": ", a,
                 "attention.global_tokens needs attention.sliding_window");
     hp.attn_scale = r.real("attention.scale", 0.0f, 0, 1e3, false);
@@ -337,22 +434,8 @@ HParams load_hparams(const io::GGUFFile& f) {
                     "attention.global_tokens does not combine with ALiBi");
     }
 
-    hp.n_expert = r.count("expert_count", 0u, 0, kMaxCount);
-    if (hp.n_expert > 0) {
-        hp.n_expert_used = r.count("expert_used_count", std::nullopt, 1, hp.n_expert);
-        hp.n_ff_exp = r.count("expert_feed_forward_length", static_cast<uint32_t>(hp.n_ff), 1,
-                              kMaxWidth * 64);
-        hp.n_ff_shexp = r.count("expert_shared_feed_forward_length", 0u, 0, kMaxWidth * 64);
-        // Mixtral and Qwen3-MoE renormalise the top-k weights; Qwen2-MoE (norm_topk_prob=false)
-        // does not.
-        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm", hp.spec().renorm_experts);
-        hp.expert_top_p = r.real("expert_top_p", 0.0f, 0, 1, false);
-        hp.expert_used_min = r.count("expert_used_count_min", 1u, 1, hp.n_expert_used);
-    } else {
-        hp.n_expert_used = r.count("expert_used_count", 0u, 0, kMaxCount);
-        SYSLM_CHECK(hp.n_ff > 0, f.path(), ": ", a, "feed_forward_length must be positive");
-    }
-
+    read_experts(r, f, a, hp);
+    read_structure(f, a, hp);
     if (hp.has_rope()) read_rope(r, f, a, hp);
     return hp;
 }

@@ -76,6 +76,19 @@ const ArchSpec& arch_spec(Arch arch);
 // The architecture of a general.architecture name; an error names `where` and the supported ones.
 Arch parse_arch(const std::string& name, const std::string& where);
 
+// A setting chosen by input length: inputs up to lengths[i] tokens take values[i], longer ones
+// than the last length the last value (HParams::window_policy, expert_policy).
+struct LengthPolicy {
+    std::vector<int> lengths;  // increasing
+    std::vector<double> values;
+    bool empty() const { return values.empty(); }
+    double at(int64_t n) const {
+        for (size_t i = 0; i < lengths.size(); ++i)
+            if (n <= lengths[i]) return values[i];
+        return values.back();
+    }
+};
+
 struct HParams {
     Arch arch;
     const ArchSpec& spec() const { return arch_spec(arch); }
@@ -100,14 +113,31 @@ struct HParams {
     // of windows, `syslm train --window-range`); throws Error for a model without local layers.
     void set_window(int w);
     // The window chosen by input length (syslm's attention.window_policy.lengths / .windows,
-    // written by `syslm tune window`): inputs up to policy_lengths[i] tokens run with
-    // policy_windows[i], longer ones than the last length with the last window. Empty: none.
-    std::vector<int> policy_lengths, policy_windows;
+    // written by `syslm tune window`). Empty: none.
+    LengthPolicy window_policy;
     // The policy's window for an input of n tokens; throws Error naming the keys without one.
     int window_for_length(int64_t n) const;
     // The first global_tokens positions stay visible to the local layers besides their windows
     // (Longformer's global tokens, StreamingLLM's sinks; syslm's attention.global_tokens).
     int global_tokens = 0;
+    // Cross-layer parameter sharing (ALBERT; syslm's block_source): layer il computes with block
+    // block_source[il]'s tensors, which the file holds once. Every source is at most its layer
+    // and its own source, so a shared block's last use in the backward is its own layer.
+    // Empty: every layer has its own block.
+    std::vector<int> block_source;
+    int block_of(int il) const {
+        return block_source.empty() ? il : block_source[static_cast<size_t>(il)];
+    }
+    bool shares_blocks() const { return !block_source.empty(); }
+    // Layers whose attention is linear (syslm's attention.linear_pattern; AttentionShape::
+    // linear): phi(q).phi(k) prefix sums instead of the softmax. Empty: none.
+    std::vector<bool> linear_layers;
+    bool linear_attention(int il) const {
+        return !linear_layers.empty() && linear_layers[static_cast<size_t>(il)];
+    }
+    // The dense SwiGLU's gate with a learned Swish beta per channel, blk.N.ffn_act_beta
+    // (syslm's feed_forward.swish_beta; kernels::swish_beta_glu).
+    bool swish_beta = false;
 
     // Mixture of experts (n_expert == 0: dense FFN).
     int n_expert = 0;
@@ -123,6 +153,14 @@ struct HParams {
     kernels::MoeRouting moe_routing() const {
         return {n_expert_used, expert_used_min, expert_top_p, expert_weights_norm};
     }
+    // Runs a top-p routed model with another p (fewer or more experts per token; `generate` /
+    // `perplexity --expert-top-p`); throws Error for a model that does not route top-p.
+    void set_expert_top_p(float p);
+    // Top-p chosen by input length (seed 000 §3.1: the active experts follow the input; syslm's
+    // expert_policy.lengths / .top_p, written by `syslm tune experts`). Empty: none.
+    LengthPolicy expert_policy;
+    // The policy's p for an input of n tokens; throws Error naming the keys without one.
+    float top_p_for_length(int64_t n) const;
 
     bool has_rope() const { return spec().position == PositionKind::Rope; }
     // ALiBi: attention.max_alibi_bias (bloom and mpt: 8) and the slopes it gives each head.
@@ -152,6 +190,11 @@ struct HParams {
 // forward and the training model both read. The KV cache's element type is the caller's (F32
 // here).
 kernels::AttentionShape attention_shape(const HParams& hp, int il);
+
+// The (query, key) pairs layer il's attention visits for T tokens from position 0, the work
+// count of profiles and MFU; a linear layer's prefix sums as the pairs of the same FLOPs
+// (2 T d^2 (n_head + n_head_kv) = 4 pairs q_dim).
+double attention_pairs(const HParams& hp, int il, int64_t T);
 
 // Reads and checks hyper-parameters; errors name the file and the key.
 HParams load_hparams(const io::GGUFFile& file);

@@ -89,6 +89,29 @@ InitShape check_config(const InitConfig& c) {
     SYSLM_CHECK(c.window >= 0 && (c.local_layers.empty() ||
                                   (c.window > 0 && c.local_layers.size() == size_t(c.n_layer))),
                 "init: an attention pattern needs a window and one entry per layer");
+    if (!c.block_source.empty()) {
+        SYSLM_CHECK(c.block_source.size() == size_t(c.n_layer), "init: ", c.block_source.size(),
+                    " block sources for ", c.n_layer, " layers");
+        for (int il = 0; il < c.n_layer; ++il) {
+            const int b = c.block_source[il];
+            SYSLM_CHECK(0 <= b && b <= il && c.block_source[b] == b, "init: layer ", il,
+                        " cannot share block ", b);
+        }
+    }
+    if (!c.linear_layers.empty()) {
+        SYSLM_CHECK(c.linear_layers.size() == size_t(c.n_layer), "init: ", c.linear_layers.size(),
+                    " linear-attention entries for ", c.n_layer, " layers");
+        SYSLM_CHECK(spec.position != PositionKind::Alibi && spec.attn_softcap == 0,
+                    "init: linear attention takes no ALiBi or soft-capping (", c.arch, ")");
+        for (int il = 0; il < c.n_layer; ++il)
+            SYSLM_CHECK(!c.linear_layers[il] || c.window == 0 ||
+                            (!c.local_layers.empty() && !c.local_layers[il]),
+                        "init: layer ", il, " cannot be both linear and local (--window)");
+    }
+    SYSLM_CHECK(!c.swish_beta ||
+                    (spec.ffn == kernels::FfnActivation::SwiGLU && !spec.fused_gate_up && !s.moe),
+                "init: a learned Swish beta needs a dense FFN with a separate SwiGLU gate "
+                "(llama, qwen2, qwen3)");
     s.n_ff = c.n_ff;
     if (s.n_ff <= 0) s.n_ff = s.gpt2 ? 4 * c.n_embd : (8 * c.n_embd / 3 + 31) / 32 * 32;
     return s;
@@ -127,6 +150,17 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
         // syslm's key: llama.cpp would run such a file without them.
         if (c.global_tokens > 0)
             w.set(a + "attention.global_tokens", GGUFValue::u32(c.global_tokens));
+    }
+    if (!c.linear_layers.empty()) {  // syslm's key: llama.cpp would run softmax attention
+        std::vector<GGUFValue> linear;
+        for (bool b : c.linear_layers) linear.push_back(GGUFValue::boolean(b));
+        w.set(a + "attention.linear_pattern", GGUFValue::array(io::GGUFType::BOOL, linear));
+    }
+    if (c.swish_beta) w.set(a + "feed_forward.swish_beta", GGUFValue::boolean(true));  // syslm's
+    if (!c.block_source.empty()) {  // syslm's key: llama.cpp would miss the shared blocks
+        std::vector<GGUFValue> src;
+        for (int b : c.block_source) src.push_back(GGUFValue::u32(b));
+        w.set(a + "block_source", GGUFValue::array(io::GGUFType::U32, src));
     }
     if (s.moe) {
         w.set(a + "expert_count", GGUFValue::u32(c.n_expert));
@@ -211,6 +245,7 @@ void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c, 
         t.normal(p + "ffn_gate.weight", {E, F}, std);
         t.normal(p + "ffn_up.weight", {E, F}, std);
         t.normal(p + "ffn_down.weight", {F, E}, proj_std);
+        if (c.swish_beta) t.constant(p + "ffn_act_beta.weight", {F}, 1.0f);  // SwiGLU at first
     }
 }
 
@@ -254,6 +289,7 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
         if (s.norm_bias) t.constant("token_embd_norm.bias", {E}, 0.0f);
     }
     for (int il = 0; il < c.n_layer; ++il) {
+        if (!c.block_source.empty() && c.block_source[il] != il) continue;  // shared: held once
         const std::string p = "blk." + std::to_string(il) + ".";
         t.constant(p + "attn_norm.weight", {E}, 1.0f);
         t.constant(p + "ffn_norm.weight", {E}, 1.0f);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "model/shared_blocks.hpp"
 
 namespace syslm::model {
 
@@ -29,6 +30,12 @@ struct InitConfig {
     int window = 0;
     std::vector<bool> local_layers;
     int global_tokens = 0;  // first positions every local layer also sees (with a window)
+    // Cross-layer sharing: layer il computes with block block_source[il] (HParams); empty: none.
+    std::vector<int> block_source;
+    // Layers with linear attention (HParams::linear_layers; attention_pattern "L:S" gives L
+    // linear, then S softmax layers); empty: none.
+    std::vector<bool> linear_layers;
+    bool swish_beta = false;  // SwiGLU's gate with a learned Swish beta per channel (init 1)
     float rope_freq_base = 10000.0f;
     float norm_eps = 1e-5f;
     uint64_t seed = 1;

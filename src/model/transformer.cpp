@@ -165,7 +165,9 @@ std::span<const float> Context::forward_from(int first_layer, std::span<const fl
 void Forward::observe(int il, const char* what, const float* x, int64_t rows, int64_t n_in,
                       int expert) {
     if (!observer_) return;
-    observer_->observe(cat("blk.", il, ".", what, ".weight"), expert, x, rows, n_in);
+    // A shared block's importance sums over every layer that uses it.
+    observer_->observe(cat("blk.", model_.hparams().block_of(il), ".", what, ".weight"), expert, x,
+                       rows, n_in);
 }
 
 void Forward::run(std::span<const int32_t> tokens, KvRows& rows,
@@ -408,10 +410,14 @@ void Forward::ffn_block(int il, int64_t T) {
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         backend_.matmul(l.ffn_up, h_.data(), T, ff_a_.data(), bias(l.ffn_up_b));
     }
-    SYSLM_PROFILE_STEP(prof, kernels::ffn_activation_name(act),
-                       kernels::ffn_activation_flops(act) * T * F,
+    const bool beta = !l.ffn_act_beta.empty();  // a learned Swish-beta instead of SwiGLU's 1
+    SYSLM_PROFILE_STEP(prof, beta ? "swish_beta" : kernels::ffn_activation_name(act),
+                       (kernels::ffn_activation_flops(act) + beta) * T * F,
                        kernels::ffn_activation_bytes(act) * T * F);
-    backend_.ffn_activation(act, ff_a_.data(), ff_b_.data(), T * F);
+    if (beta)
+        backend_.swish_beta_glu(ff_a_.data(), ff_b_.data(), l.ffn_act_beta.data(), T, F);
+    else
+        backend_.ffn_activation(act, ff_a_.data(), ff_b_.data(), T * F);
     observe(il, "ffn_down", ff_a_.data(), T, F);
     SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
     backend_.matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), bias(l.ffn_down_b));

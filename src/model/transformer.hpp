@@ -33,6 +33,8 @@ public:
     const HParams& hparams() const { return hp_; }
     // The local layers' window for contexts made from now on (HParams::set_window).
     void set_window(int w) { hp_.set_window(w); }
+    // The top-p of a top-p routed model for contexts made from now on (HParams::set_expert_top_p).
+    void set_expert_top_p(float p) { hp_.set_expert_top_p(p); }
     const Weights& weights() const { return w_; }
     const io::GGUFFile& file() const { return *file_; }
     std::shared_ptr<const io::GGUFFile> file_ptr() const { return file_; }

@@ -254,6 +254,7 @@ void bind_ffn(Binder& b, const HParams& hp, const std::string& p, LayerWeights& 
         if (kernels::ffn_gated(spec.ffn)) l.ffn_gate = b.matrix(p + "ffn_gate.weight", E, hp.n_ff);
         l.ffn_up = b.matrix(p + "ffn_up.weight", E, hp.n_ff);
         l.ffn_down = b.matrix(p + "ffn_down.weight", hp.n_ff, E);
+        if (hp.swish_beta) l.ffn_act_beta = b.vector(p + "ffn_act_beta.weight", hp.n_ff);
         if (spec.linear_biases) {
             l.ffn_up_b = b.vector(p + "ffn_up.bias", hp.n_ff);
             l.ffn_down_b = b.vector(p + "ffn_down.bias", E);
@@ -320,6 +321,10 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
     for (int il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights l;
+        if (hp.block_of(il) != il) {  // a shared block: bound once, copied below
+            w.layers.push_back(std::move(l));
+            continue;
+        }
         l.attn_norm = b.vector(p + "attn_norm.weight", E);
         l.ffn_norm = b.vector(p + "ffn_norm.weight", E);
         if (kernels::norm_has_bias(spec.norm)) {
@@ -331,6 +336,8 @@ Weights load_weights(const io::GGUFFile& f, HParams& hp,
         w.layers.push_back(std::move(l));
     }
     place_matrices(w, copy_weights(), repack_weights(), f.mapped(), overrides);
+    for (int il = 0; il < hp.n_layer; ++il)  // the same matrices, placed once
+        if (hp.block_of(il) != il) w.layers[il] = w.layers[hp.block_of(il)];
     return w;
 }
 

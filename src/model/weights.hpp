@@ -43,7 +43,8 @@ struct LayerWeights {
     Vector ffn_norm, ffn_norm_b;
     Matrix ffn_gate{}, ffn_up{}, ffn_down{};  // dense FFN (ffn_gate absent for gpt2)
     Vector ffn_up_b, ffn_down_b;
-    Matrix ffn_gate_inp{};                        // MoE router
+    Vector ffn_act_beta;    // HParams::swish_beta: the gate's Swish beta per channel (n_ff)
+    Matrix ffn_gate_inp{};  // MoE router
     Experts gate_exps{}, up_exps{}, down_exps{};  // routed experts
     Vector ffn_gate_inp_shexp;                    // qwen2moe shared-expert gate (n_embd)
     Matrix ffn_gate_shexp{}, ffn_up_shexp{}, ffn_down_shexp{};

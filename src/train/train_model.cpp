@@ -59,6 +59,7 @@ Slicer tensor_parallel_slicer(const model::HParams& hp, parallel::Communicator* 
         if (name.ends_with(".ffn_gate.weight") || name.ends_with(".ffn_up.weight"))
             return cut(1, F);
         if (name.ends_with(".ffn_down.weight")) return cut(0, F);
+        if (name.ends_with(".ffn_act_beta.weight")) return cut(0, F);
         // Vocabulary parallel: the embedding's and the head's rows (tokens), when they divide.
         if ((name == "token_embd.weight" || name == "output.weight") && ne.size() == 2 &&
             ne[1] % p == 0)
@@ -108,6 +109,11 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
                     "implemented");
         SYSLM_CHECK(hp_.n_expert == 0 && !hp_.spec().dense_unsplit_training,
                     "pipeline parallelism: implemented for dense llama / mistral / qwen2 models");
+        for (int il = stage_.first; il < stage_.end; ++il)
+            SYSLM_CHECK(hp_.block_of(il) >= stage_.first, file.path(), ": layer ", il,
+                        " shares block ", hp_.block_of(il),
+                        ", which another pipeline stage holds; stages must not split a shared "
+                        "block's layers");
     }
     if (tensor_parallel && tensor_parallel->size() > 1) {  // this rank's heads and channels
         tp_ = tensor_parallel;
@@ -158,12 +164,37 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
     bind_all();
 }
 
+// Layer p's FFN: routed experts, phi3's fused gate-up, or the dense gate / up / down (with a
+// learned Swish beta, or biases).
+void TrainModel::bind_ffn(const std::string& p, Layer& l) {
+    const int64_t E = hp_.n_embd, F = hp_.n_ff, X = hp_.n_expert, FX = hp_.n_ff_exp;
+    const model::ArchSpec& spec = hp_.spec();
+    if (moe()) {
+        l.router = bind(p + "ffn_gate_inp.weight", {E, X});
+        l.gate_exps = bind(p + "ffn_gate_exps.weight", {E, FX, X});
+        l.up_exps = bind(p + "ffn_up_exps.weight", {E, FX, X});
+        l.down_exps = bind(p + "ffn_down_exps.weight", {FX, E, X});
+    } else if (spec.fused_gate_up) {  // one tensor: the gate's rows, then up's (phi3)
+        const Tensor both = bind(p + "ffn_up.weight", {E, 2 * F});
+        l.ffn_gate = both;
+        l.ffn_up = {both.w + E * F, both.g + E * F};
+        l.ffn_down = bind(p + "ffn_down.weight", {F, E});
+    } else {
+        if (kernels::ffn_gated(spec.ffn)) l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
+        l.ffn_up = bind(p + "ffn_up.weight", {E, F});
+        l.ffn_down = bind(p + "ffn_down.weight", {F, E});
+        if (hp_.swish_beta) l.ffn_beta = bind(p + "ffn_act_beta.weight", {F});
+        if (spec.linear_biases) {
+            l.ffn_up_b = bind(p + "ffn_up.bias", {F});
+            l.ffn_down_b = bind(p + "ffn_down.bias", {E});
+        }
+    }
+}
+
 // Every parameter pointer, from the store's current arrays (again after they grow).
 void TrainModel::bind_all() {
-    const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim(),
-                  F = hp_.n_ff;
+    const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim();
     const model::ArchSpec& spec = hp_.spec();
-    const int64_t X = hp_.n_expert, FX = hp_.n_ff_exp;
     layers_.clear();
     const int64_t VL = vocab_parallel_ ? vocab_local_ : V;  // this rank's tokens
     if (first_stage()) token_embd_ = bind("token_embd.weight", {E, VL});
@@ -184,6 +215,10 @@ void TrainModel::bind_all() {
         Layer l;
         if (il < stage_.first || il >= stage_.end) {  // another pipeline stage's block
             layers_.push_back(l);
+            continue;
+        }
+        if (hp_.block_of(il) != il) {  // a shared block: its uses add into one gradient
+            layers_.push_back(layers_[static_cast<size_t>(hp_.block_of(il))]);
             continue;
         }
         l.attn_norm = bind(p + "attn_norm.weight", {E});
@@ -213,25 +248,7 @@ void TrainModel::bind_all() {
             l.post_attn_norm = bind(p + "post_attention_norm.weight", {E});
             l.post_ffn_norm = bind(p + "post_ffw_norm.weight", {E});
         }
-        if (moe()) {
-            l.router = bind(p + "ffn_gate_inp.weight", {E, X});
-            l.gate_exps = bind(p + "ffn_gate_exps.weight", {E, FX, X});
-            l.up_exps = bind(p + "ffn_up_exps.weight", {E, FX, X});
-            l.down_exps = bind(p + "ffn_down_exps.weight", {FX, E, X});
-        } else if (spec.fused_gate_up) {  // one tensor: the gate's rows, then up's (phi3)
-            const Tensor both = bind(p + "ffn_up.weight", {E, 2 * F});
-            l.ffn_gate = both;
-            l.ffn_up = {both.w + E * F, both.g + E * F};
-            l.ffn_down = bind(p + "ffn_down.weight", {F, E});
-        } else {
-            if (kernels::ffn_gated(spec.ffn)) l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
-            l.ffn_up = bind(p + "ffn_up.weight", {E, F});
-            l.ffn_down = bind(p + "ffn_down.weight", {F, E});
-            if (spec.linear_biases) {
-                l.ffn_up_b = bind(p + "ffn_up.bias", {F});
-                l.ffn_down_b = bind(p + "ffn_down.bias", {E});
-            }
-        }
+        bind_ffn(p, l);
         layers_.push_back(l);
     }
     for (size_t m = 0; m < hidden_layers_.size(); ++m)
@@ -433,11 +450,14 @@ void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* 
     be.linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, rounded);
 }
 
-void TrainModel::activation(Saved& S, int64_t n, backend::Backend& be) {
+void TrainModel::activation(Saved& S, int64_t n, backend::Backend& be, const float* beta) {
     float* s = act_out(S);
     const bool gated = kernels::ffn_gated(hp_.spec().ffn);
     std::copy_n((gated ? S.g : S.u).data(), n, s);
-    be.ffn_activation(hp_.spec().ffn, s, S.u.data(), n);
+    if (beta)
+        be.swish_beta_glu(s, S.u.data(), beta, n / ffn_width_, ffn_width_);
+    else
+        be.ffn_activation(hp_.spec().ffn, s, S.u.data(), n);
 }
 
 void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
@@ -477,10 +497,8 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     }
     const kernels::AttentionShape shape = model::attention_shape(hp_, il);
     {
-        SYSLM_PROFILE_SCOPE(
-            "attention",
-            4.0 * B * kernels::attention_pairs(T, 0, hp_.window(il), hp_.global_tokens) * QD,
-            4.0 * R * (2 * QD + 2 * KD));
+        SYSLM_PROFILE_SCOPE("attention", 4.0 * B * model::attention_pairs(hp_, il, T) * QD,
+                            4.0 * R * (2 * QD + 2 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
             be.attention_lse(shape, S.q.data() + r0 * QD, S.k.data() + r0 * KD,
@@ -503,7 +521,7 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     } else {
         if (kernels::ffn_gated(hp_.spec().ffn)) linear(l.ffn_gate, {}, b, R, E, F, S.g.data(), be);
         linear(l.ffn_up, l.ffn_up_b, b, R, E, F, S.u.data(), be);
-        activation(S, R * F, be);
+        activation(S, R * F, be, l.ffn_beta.w);
         float* ffn_out = l.post_ffn_norm.w ? S.ffn_out.data() : tmp_.data();
         linear(l.ffn_down, l.ffn_down_b, act_out(S), R, F, E, ffn_out, be);
         tp_sum(ffn_out, R * E);
@@ -523,8 +541,12 @@ void TrainModel::dense_ffn_backward(Layer& l, Saved& S, const float* b, int64_t 
     }
     linear_backward(l.ffn_down, l.ffn_down_b, act_out(S), d_down, R, F, E, d_s_.data(), false, be);
     const bool gated = kernels::ffn_gated(hp_.spec().ffn);
-    be.ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(), d_s_.data(),
-                               (gated ? d_g_ : d_u_).data(), d_u_.data(), R * F);
+    if (l.ffn_beta.w)
+        be.swish_beta_glu_backward(S.g.data(), S.u.data(), l.ffn_beta.w, d_s_.data(), d_g_.data(),
+                                   d_u_.data(), l.ffn_beta.g, R, F);
+    else
+        be.ffn_activation_backward(hp_.spec().ffn, (gated ? S.g : S.u).data(), S.u.data(),
+                                   d_s_.data(), (gated ? d_g_ : d_u_).data(), d_u_.data(), R * F);
     if (gated) linear_backward(l.ffn_gate, {}, b, d_g_.data(), R, E, F, d_b_.data(), false, be);
     linear_backward(l.ffn_up, l.ffn_up_b, b, d_u_.data(), R, E, F, d_b_.data(), gated, be);
     tp_sum(d_b_.data(), R * E);  // column parallel: every rank's channels' share
@@ -544,7 +566,8 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
         norm_forward(S.x_in.data(), norm1_out(S), l.attn_norm, l.attn_norm_b, R, be);
         norm_forward(S.x_mid.data(), norm2_out(S), l.ffn_norm, l.ffn_norm_b, R, be);
         // MoE: the slots the routing filled (fewer than R x K with top-p).
-        activation(S, moe() ? S.expert_begin[hp_.n_expert] * hp_.n_ff_exp : R * F, be);
+        activation(S, moe() ? S.expert_begin[hp_.n_expert] * hp_.n_ff_exp : R * F, be,
+                   l.ffn_beta.w);
     }
     const float* a = norm1_out(S);
     const float* b = norm2_out(S);
@@ -566,10 +589,8 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
     linear_backward(l.wo, l.bo, S.o.data(), d_out, R, QD, E, d_o_.data(), false, be);
     const kernels::AttentionShape shape = model::attention_shape(hp_, il);
     {
-        SYSLM_PROFILE_SCOPE(
-            "attention_bwd",
-            10.0 * B * kernels::attention_pairs(T, 0, hp_.window(il), hp_.global_tokens) * QD,
-            4.0 * R * (4 * QD + 4 * KD));
+        SYSLM_PROFILE_SCOPE("attention_bwd", 10.0 * B * model::attention_pairs(hp_, il, T) * QD,
+                            4.0 * R * (4 * QD + 4 * KD));
         for (int b = 0; b < B; ++b) {
             const int64_t r0 = static_cast<int64_t>(b) * T;
             be.attention_backward(

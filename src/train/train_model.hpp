@@ -108,7 +108,8 @@ public:
     // where the model renormalises). 0: no limit. Throws Error for a dense model.
     void set_expert_capacity(double factor) {
         SYSLM_CHECK(std::isfinite(factor) && factor >= 0 && (factor == 0 || moe()),
-                    "expert capacity ", factor, " needs a mixture-of-experts model and a "
+                    "expert capacity ", factor,
+                    " needs a mixture-of-experts model and a "
                     "finite factor >= 0");
         capacity_factor_ = factor;
     }
@@ -172,6 +173,7 @@ private:
     struct Layer {
         Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, q_norm, k_norm, wo, bo;
         Tensor ffn_norm, ffn_norm_b, ffn_gate, ffn_up, ffn_down, ffn_up_b, ffn_down_b;
+        Tensor ffn_beta;  // HParams::swish_beta: the gate's Swish beta per channel
         Tensor post_attn_norm, post_ffn_norm;          // ArchSpec::post_norms (gemma)
         Tensor router, gate_exps, up_exps, down_exps;  // MoE: expert e's matrix at e x its size
     };
@@ -194,6 +196,7 @@ private:
 
     Tensor bind(const std::string& name, std::vector<int64_t> ne, bool required = true);
     void bind_all();  // every Tensor below from params_'s current arrays
+    void bind_ffn(const std::string& prefix, Layer& l);
     static std::string hidden_name(int il);
     int hidden_slot(int il) const {  // index into hidden_layers_, or -1
         const auto it = std::find(hidden_layers_.begin(), hidden_layers_.end(), il);
@@ -215,7 +218,8 @@ private:
     float* act_out(Saved& S) {
         return recompute_ == Recompute::Selective ? sel_s_.data() : S.s.data();
     }
-    void activation(Saved& S, int64_t n, backend::Backend& be);  // act_out(S) from S.g / S.u
+    // act_out(S) from S.g / S.u; with beta (n_ff floats) the Swish-beta GLU.
+    void activation(Saved& S, int64_t n, backend::Backend& be, const float* beta = nullptr);
     void plan(int B, int T);
     void layout(int B, int T, ArenaLayout& a);  // every activation buffer, in one fixed order
     double run(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,

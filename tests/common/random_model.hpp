@@ -16,10 +16,12 @@ namespace syslm::testing {
 // 2 layers, width 48, 6 heads on 2 KV heads (6 for gpt2), FFN 72; "mixtral" is llama with 4
 // experts, top-2, "mixtral_top_p" with 6, top-p 0.5 (1 to 4 each); "llama_local_global", "gemma2"
 // and "gemma3" have a local layer 0 and a global layer 1; "llama_local_global_tokens" the same
-// with 2 global tokens.
+// with 2 global tokens; "llama_shared" has 3 layers, the last computing with layer 0's block;
+// "llama_swish_beta" learns a Swish beta per FFN channel; "llama_linear" has linear attention in
+// layer 0.
 inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, uint64_t seed) {
     model::InitConfig c;
-    c.arch = arch.starts_with("mixtral") || arch.starts_with("llama_local_global") ? "llama" : arch;
+    c.arch = arch.starts_with("mixtral") || arch.starts_with("llama_") ? "llama" : arch;
     c.n_layer = 2;
     c.n_embd = 48;
     c.n_head = 6;
@@ -41,6 +43,12 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
         c.local_layers = {true, false};
     }
     if (arch == "llama_local_global_tokens") c.global_tokens = 2;
+    if (arch == "llama_shared") {
+        c.n_layer = 3;
+        c.block_source = {0, 1, 0};
+    }
+    c.swish_beta = arch == "llama_swish_beta";
+    if (arch == "llama_linear") c.linear_layers = {true, false};
     if (arch == "gemma3") c.rope_freq_base = 1e6f;  // the global layer's; the local one's 1e4
     return c;
 }

@@ -116,6 +116,7 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
 INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
                          ::testing::Values("llama", "gpt2", "mixtral", "mixtral_top_p", "qwen3",
                                            "llama_local_global", "llama_local_global_tokens",
+                                           "llama_shared", "llama_swish_beta", "llama_linear",
                                            "bloom", "mpt", "phi3", "gemma2", "gemma3"));
 
 }  // namespace

@@ -12,9 +12,11 @@
 
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/backward.hpp"
 #include "kernels/cpu/elementwise_kernels.hpp"
+#include "kernels/cpu/ffn_activation.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/rope.hpp"
 
@@ -187,6 +189,61 @@ TEST(Backward, SwiGluAndGelu) {
     geglu_backward(g.data(), u.data(), r.data(), dg.data(), du.data(), n, pool);
     expect_grad_near(dg, want_geg, "pool");
     expect_grad_near(du, want_geu, "pool");
+}
+
+// Swish-beta GLU: y = g sigmoid(beta g) u with beta per channel, rows x n_ff. The gradients of
+// g, u and beta (summed over rows) against central differences of the double-precision
+// forward, for every ISA's kernel pair and the pooled entry points (channel ranges per thread).
+TEST(Backward, SwishBetaGlu) {
+    const int64_t rows = 5, F = 43;  // tails for every vector width
+    const int64_t n = rows * F;
+    const auto g = random_floats(n, 11, 3.0f), u = random_floats(n, 12), r = random_floats(n, 13);
+    const auto beta = random_floats(F, 14, 1.5f);  // negative and positive betas
+    const Vec gd = to_double(g), ud = to_double(u), rd = to_double(r), bd = to_double(beta);
+    auto forward = [&](const Vec& a, const Vec& b, const Vec& be) {
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i)
+            s += a[i] / (1 + std::exp(-be[i % F] * a[i])) * b[i] * rd[i];
+        return s;
+    };
+    const Vec want_dg = numeric_grad(gd, [&](const Vec& p) { return forward(p, ud, bd); });
+    const Vec want_du = numeric_grad(ud, [&](const Vec& p) { return forward(gd, p, bd); });
+    const Vec want_db = numeric_grad(bd, [&](const Vec& p) { return forward(gd, ud, p); });
+    std::vector<float> want_y(n);
+    for (int64_t i = 0; i < n; ++i)
+        want_y[i] = static_cast<float>(gd[i] / (1 + std::exp(-bd[i % F] * gd[i])) * ud[i]);
+    auto check = [&](const std::vector<float>& y, const std::vector<float>& dg,
+                     const std::vector<float>& du, const std::vector<float>& db, const char* what) {
+        for (int64_t i = 0; i < n; ++i)  // a few ulps of exp and the division
+            ASSERT_NEAR(y[i], want_y[i], 1e-5f * (1 + std::fabs(want_y[i]))) << what << " " << i;
+        expect_grad_near(dg, want_dg, what);
+        expect_grad_near(du, want_du, what);
+        expect_grad_near(db, want_db, what);
+    };
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!isa_supported(isa)) continue;
+        const ElementwiseKernels& k = elementwise_kernels(isa);
+        std::vector<float> y = g, dg(n), du(n), db(F, 0.0f);
+        for (int64_t row = 0; row < rows; ++row) {
+            k.swish_beta(y.data() + row * F, u.data() + row * F, beta.data(), F);
+            k.swish_beta_backward(g.data() + row * F, u.data() + row * F, beta.data(),
+                                  r.data() + row * F, dg.data() + row * F, du.data() + row * F,
+                                  db.data(), F);
+        }
+        check(y, dg, du, db, isa_name(isa));
+    }
+    ThreadPool pool(3);
+    std::vector<float> y = g, dg(n), du(n), db(F, 0.0f);
+    swish_beta_glu(y.data(), u.data(), beta.data(), rows, F, pool);
+    swish_beta_glu_backward(g.data(), u.data(), beta.data(), r.data(), dg.data(), du.data(),
+                            db.data(), rows, F, pool);
+    check(y, dg, du, db, "pool");
+    // At beta = 1 it is SwiGLU.
+    const std::vector<float> ones(F, 1.0f);
+    std::vector<float> a = g, b = g;
+    swish_beta_glu(a.data(), u.data(), ones.data(), rows, F, pool);
+    swiglu(b.data(), u.data(), n, pool);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 1e-6f * (1 + std::fabs(b[i]))) << i;
 }
 
 // RoPE is linear in x: the backward must be its adjoint, <R x, dy> = <x, R^T dy>, for both

@@ -60,9 +60,14 @@ float max_rel_diff(std::span<const float> a, std::span<const float> b) {
 class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
-    const bool llama_like =
-        GetParam().starts_with("mixtral") || GetParam().starts_with("llama_local_global");
+    const bool llama_like = GetParam().starts_with("mixtral") || GetParam().starts_with("llama_");
     InitConfig cfg = small(llama_like ? "llama" : GetParam());
+    if (GetParam() == "llama_shared") {  // layer 2 computes with layer 0's block
+        cfg.n_layer = 3;
+        cfg.block_source = {0, 1, 0};
+    }
+    cfg.swish_beta = GetParam() == "llama_swish_beta";
+    if (GetParam() == "llama_linear") cfg.linear_layers = {true, false};
     if (GetParam().starts_with("llama_local_global") || GetParam().starts_with("gemma")) {
         cfg.window = 5;  // local, global
         cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
@@ -162,6 +167,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral",
                                            "mixtral_top_p", "qwen2moe", "qwen3moe",
                                            "llama_local_global", "llama_local_global_tokens",
+                                           "llama_shared", "llama_swish_beta", "llama_linear",
                                            "bloom", "mpt", "phi3", "gemma2", "gemma3"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {

@@ -7,21 +7,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <cstdio>
 #include <random>
 #include <vector>
 
-#include "backend/cpu_backend.hpp"
 #include "../common/random_model.hpp"
+#include "backend/cpu_backend.hpp"
 #include "drift.hpp"
+#include "io/gguf.hpp"
 #include "parallel/communicator.hpp"
-#include "world.hpp"
 #include "parallel/data_parallel.hpp"
 #include "parallel/grad_compress.hpp"
-#include "io/gguf.hpp"
 #include "train/trainer.hpp"
+#include "world.hpp"
 
 namespace syslm::parallel {
 namespace {
@@ -81,7 +81,7 @@ struct TrainSetup {
 
 // Trains on the rows [first, first + rows) of the global batch.
 TrainRun train(const std::string& path, const std::vector<int32_t>& ids, int first, int rows, int T,
-          int accum, Communicator* dp, const TrainSetup& setup = {}) {
+               int accum, Communicator* dp, const TrainSetup& setup = {}) {
     const io::GGUFFile file(setup.resume.empty() ? path : setup.resume + "/model.gguf");
     train::TrainModel m(file);
     std::vector<int32_t> mine(ids.begin() + static_cast<ptrdiff_t>(first) * (T + 1),
@@ -142,15 +142,15 @@ int64_t longest_sum(const std::string& path) {
     return io::GGUFFile(path).tensor("token_embd.weight").ne[1];
 }
 
-void check_equivalence(int accum) {
+void check_equivalence(int accum, const std::string& arch = "llama") {
     Communicator& c = world_comm();
     const int p = c.size(), B = 2, T = 11;
     const std::string path = testing::write_test_model(
-        "dp_equiv_" + std::to_string(c.rank()), testing::small_model_config("llama", 32, 41));
+        "dp_equiv_" + arch + std::to_string(c.rank()), testing::small_model_config(arch, 32, 41));
     std::mt19937 rng(77);
     std::vector<int32_t> ids(static_cast<size_t>(p) * B * (T + 1));
     for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);
-    const TrainRun one = train(path, ids, 0, p * B, T, accum, nullptr);            // 1 process, p x B
+    const TrainRun one = train(path, ids, 0, p * B, T, accum, nullptr);  // 1 process, p x B
     const TrainRun dp = train(path, ids, c.rank() * B, B, T, accum, p > 1 ? &c : nullptr);
     ASSERT_EQ(one.weights.size(), dp.weights.size());
     const int64_t n = longest_sum(path);
@@ -164,8 +164,16 @@ void check_equivalence(int accum) {
     EXPECT_LT(dp.losses.back(), dp.losses.front());
 }
 
-TEST(DataParallel, RanksWithBRowsEqualOneProcessWithPTimesBRows) { check_equivalence(1); }
-TEST(DataParallel, SameWithGradientAccumulation) { check_equivalence(2); }
+TEST(DataParallel, RanksWithBRowsEqualOneProcessWithPTimesBRows) {
+    check_equivalence(1);
+}
+TEST(DataParallel, SameWithGradientAccumulation) {
+    check_equivalence(2);
+}
+// A shared block's buckets are reduced when its own layer's backward ends, after its later uses.
+TEST(DataParallel, SameWithSharedBlocks) {
+    check_equivalence(1, "llama_shared");
+}
 
 TEST(Zero, StagesOneAndTwoGivePlainDataParallelWeightsWithAPthOfTheState) {
     Communicator& c = world_comm();
@@ -194,8 +202,9 @@ TEST(Zero, StagesOneAndTwoGivePlainDataParallelWeightsWithAPthOfTheState) {
 // the exact run's progress (drift.hpp, expect_follows). AdamW divides by the root of the second
 // moment, which turns small compression errors in small-gradient coordinates into full-size
 // steps, so it starts with exact steps (5, as 1-bit Adam's warm-up). The KJV benchmark
-// (bench/parallel/bench_grad_compress.py) measures how close they come on real text. Every rank ends with the same
-// weights (compressed updates), the optimizer state is sharded (1/p per rank, with or without
+// (bench/parallel/bench_grad_compress.py) measures how close they come on real text. Every rank
+// ends with the same weights (compressed updates), the optimizer state is sharded (1/p per rank,
+// with or without
 // --zero), and a checkpoint holds the exact weights.
 TEST(GradCompressTraining, FollowsTheUncompressedLoss) {
     Communicator& c = world_comm();
@@ -240,7 +249,8 @@ TEST(GradCompressTraining, FollowsTheUncompressedLoss) {
         const io::GGUFFile saved(s.save_at_10 + "/model.gguf");
         train::TrainModel at10(saved);
         EXPECT_TRUE(std::equal(r.weights_after_save.begin(), r.weights_after_save.end(),
-                               at10.params().values())) << what;
+                               at10.params().values()))
+            << what;
         EXPECT_NE(r.weights_before_save, r.weights_after_save) << what;
         // Resumed from that checkpoint by the same ranks: the uninterrupted run's weights, bit
         // for bit (each rank's error-feedback residual is in the checkpoint).
@@ -252,8 +262,8 @@ TEST(GradCompressTraining, FollowsTheUncompressedLoss) {
         EXPECT_EQ(resumed.weights, r.weights) << what << ": resumed";
         c.barrier();  // the next case rewrites the checkpoint
         if (c.rank() == 0)
-            std::printf("%s: final loss %.4f, uncompressed %.4f\n", what.c_str(),
-                        r.losses.back(), plain.losses.back());
+            std::printf("%s: final loss %.4f, uncompressed %.4f\n", what.c_str(), r.losses.back(),
+                        plain.losses.back());
     }
 }
 
@@ -277,8 +287,8 @@ TEST(GradCompressTraining, KeepsAPrunedModelsZeros) {
                 ++zeros;
             }
     }
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/compress_zeros_" +
-                             std::to_string(c.rank()) + ".gguf";
+    const std::string path =
+        std::string(SYSLM_TEST_TMP) + "/compress_zeros_" + std::to_string(c.rank()) + ".gguf";
     pruned.params().write_gguf(path, file.metadata(), false, &file);
     std::vector<int32_t> ids(static_cast<size_t>(p) * B * (T + 1));
     for (auto& v : ids) v = static_cast<int32_t>(rng() % 1000);

@@ -183,3 +183,32 @@ def test_out_of_range_hyperparameters_are_refused_at_load(syslm_bin, tiny_model,
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(bytes(data))
     expect_error(run(syslm_bin, "generate", "-m", bad, "-p", "x", "-n", 1), 1, str(bad), says)
+
+
+@pytest.mark.parametrize("option,value,says", [
+    ("--share-blocks", "0", "--share-blocks"), ("--share-blocks", "2:ring", "cycle or sequence"),
+    ("--share-blocks", "9", "9 blocks for 1 layers"), ("--linear-attn", "x", "--linear-attn"),
+    ("--attn-pattern", "5", "--attn-pattern"),
+])
+def test_structure_options_refuse_nonsense_as_usage_errors(syslm_bin, option, value, says):
+    extra = ["--window", "8"] if option == "--attn-pattern" else []
+    expect_error(run(syslm_bin, "train", *TINY, *extra, option, value, "--steps", "1"), 2, says)
+
+
+def test_expert_top_p_options(syslm_bin, tiny_model, tmp_path):
+    """--expert-top-p takes a p in (0, 1] or auto; a top-k (or dense) model refuses a p, a model
+    without a policy refuses auto, and serve refuses auto before it starts."""
+    expect_error(run(syslm_bin, "perplexity", "-m", tiny_model, "-f", tiny_model,
+                     "--expert-top-p", "0"), 2, "--expert-top-p")
+    moe = tmp_path / "moe.gguf"
+    run(syslm_bin, "init", "--vocab-size", 300, "--layers", 1, "--dim", 32, "--heads", 4,
+        "--experts", 4, "--experts-used", 2, "--expert-top-p", 0.5, "-o", moe)
+    expect_error(run(syslm_bin, "generate", "-m", tiny_model, "-p", "hi", "-n", 1,
+                     "--expert-top-p", "0.5"), 1, "top-p")
+    expect_error(run(syslm_bin, "generate", "-m", moe, "-p", "hi", "-n", 1,
+                     "--expert-top-p", "auto"), 1, "syslm tune experts")
+    ok = subprocess.run([str(syslm_bin), "generate", "-m", str(moe), "-p", "hi", "-n", "2",
+                         "--expert-top-p", "0.2"], capture_output=True, timeout=600)
+    assert ok.returncode == 0 and b"experts: top-p 0.2" in ok.stderr, ok.stderr  # any bytes out
+    expect_error(run(syslm_bin, "serve", "-m", moe, "--port", 0, "--expert-top-p", "auto"), 2,
+                 "--expert-top-p auto is not built")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import gguf_edit
 import tiny_hf_models
 
 PREFILL, DECODE = 11, 16
@@ -26,25 +27,7 @@ def rel_err_per_position(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
 def rewrite_with_gguf_py(src, dst, extra_u32=None):
     """Copies every key and tensor of src into dst with gguf-py's GGUFWriter, adding the uint32
     keys of extra_u32 (name -> value)."""
-    import gguf
-
-    reader = gguf.GGUFReader(src)
-    arch = reader.get_field("general.architecture").contents()
-    writer = gguf.GGUFWriter(dst, arch)
-    for name, field in reader.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        vtype = gguf.GGUFValueType(field.types[0])
-        sub = gguf.GGUFValueType(field.types[1]) if vtype == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(name, field.contents(), vtype, sub_type=sub)
-    for name, value in (extra_u32 or {}).items():
-        writer.add_uint32(name, value)
-    for t in reader.tensors:
-        writer.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    gguf_edit.rewrite(src, dst, keys=extra_u32)
 
 
 @pytest.mark.parametrize("variant", list(tiny_hf_models.VARIANTS))

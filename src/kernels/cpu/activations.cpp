@@ -31,6 +31,15 @@ void softcap_scalar(float* x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
+}  // namespace
+
+void swish_beta_scalar(float* gate, const float* up, const float* beta, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        gate[i] = gate[i] * up[i] / (1.0f + std::exp(-beta[i] * gate[i]));
+}
+
+namespace {
+
 void gelu_erf_scalar(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678f));
 }
@@ -53,7 +62,8 @@ const ElementwiseKernels& elementwise_kernels(Isa isa) {
         ElementwiseKernels{Isa::Scalar, swiglu_scalar, gelu_tanh_scalar, rms_norm_scalar,
                            layer_norm_scalar, xent_row_scalar, swiglu_backward_scalar,
                            gelu_tanh_backward_scalar, gelu_erf_scalar, gelu_erf_backward_scalar,
-                           geglu_scalar, geglu_backward_scalar, softcap_scalar},
+                           geglu_scalar, geglu_backward_scalar, softcap_scalar, swish_beta_scalar,
+                           swish_beta_backward_scalar},
         isa_supported(Isa::Avx2) ? x86::elementwise_kernels_avx2() : ElementwiseKernels{},
         isa_supported(Isa::Avx512) ? x86::elementwise_kernels_avx512() : ElementwiseKernels{},
     };

@@ -25,6 +25,7 @@
 #include "kernels/cpu/attention_backward_body.hpp"
 #include "kernels/cpu/attention_body.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/linear_attention.hpp"
 #include "kernels/cpu/timing_inputs.hpp"
 
 namespace syslm::kernels {
@@ -217,6 +218,8 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa, float* lse) {
+    if (s.linear)  // lse: the denominators its backward reads instead
+        return linear_attention(s, q, k_cache, v_cache, nullptr, n_tokens, pos0, out, pool, lse);
     attention_impl(s, q, k_cache, v_cache, nullptr, n_tokens, pos0, out, pool, isa, lse);
 }
 
@@ -228,16 +231,21 @@ void attention_paged(const AttentionShape& s, const float* q, const KvPagesView&
 void attention_paged(const AttentionShape& s, const float* q, const KvPagesView& kv,
                      int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa) {
     const PagedSequence one{kv, q, out, n_tokens, pos0};
-    attention_paged_batch(s, {&one, 1}, pool, isa);
+    attention_paged(s, {&one, 1}, pool, isa);
 }
 
 void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
                      ThreadPool& pool) {
-    attention_paged_batch(s, seqs, pool, active_isa());
+    attention_paged(s, seqs, pool, active_isa());
 }
 
 void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs, ThreadPool& pool,
                      Isa isa) {
+    if (s.linear) {
+        for (const PagedSequence& q : seqs)
+            linear_attention(s, q.q, nullptr, nullptr, &q.kv, q.n_tokens, q.pos0, q.out, pool);
+        return;
+    }
     attention_paged_batch(s, seqs, pool, isa);
 }
 

@@ -37,6 +37,10 @@ struct AttentionShape {
     // Global tokens (Longformer, StreamingLLM's sinks): with a window, the first global_tokens
     // positions stay visible to every later query besides its window. 0: none. Not with ALiBi.
     int global_tokens = 0;
+    // Linear attention (kernels/cpu/linear_attention.hpp): phi(q).phi(k) with phi = elu + 1
+    // instead of the softmax, as prefix sums; scale, window, ALiBi and soft-capping unused.
+    // The entry points below branch there; lse then holds its denominators.
+    bool linear = false;
 };
 
 // ALiBi's slopes for n_head heads and a maximum bias (8 in BLOOM and MPT): for the n heads of

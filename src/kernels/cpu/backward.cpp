@@ -137,6 +137,19 @@ void gelu_erf_backward_scalar(const float* x, const float* dy, float* dx, int64_
     }
 }
 
+void swish_beta_backward_scalar(const float* gate, const float* up, const float* beta,
+                                const float* dout, float* dgate, float* dup, float* dbeta,
+                                int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i], bg = beta[i] * g;
+        const float s = 1.0f / (1.0f + std::exp(-bg));
+        const float du = dout[i] * up[i];
+        dgate[i] = du * s * (1.0f + bg * (1.0f - s));
+        dup[i] = dout[i] * g * s;
+        dbeta[i] += du * g * g * s * (1.0f - s);
+    }
+}
+
 void geglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
                            float* dup, int64_t n) {
     constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)

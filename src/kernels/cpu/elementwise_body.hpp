@@ -228,6 +228,33 @@ void swiglu_backward_v(const float* gate, const float* up, const float* dout, fl
     });
 }
 
+// Swish-beta: y = g s u with s = sigmoid(beta g); dy/dg = s (1 + beta g (1 - s)),
+// dy/dbeta = g^2 s (1 - s), dy/du = g s.
+template <class V>
+void swish_beta_v(float* gate, const float* up, const float* beta, int64_t n) {
+    const typename V::T one = V::set1(1.0f), zero = V::zero();
+    for_lanes<V>(n, [&](auto ld, auto st) {
+        const typename V::T g = ld(gate);
+        const typename V::T e = V::exp(V::sub(zero, V::mul(ld(beta), g)));
+        st(gate, V::div(V::mul(g, ld(up)), V::add(one, e)));
+    });
+}
+
+template <class V>
+void swish_beta_backward_v(const float* gate, const float* up, const float* beta, const float* dout,
+                           float* dgate, float* dup, float* dbeta, int64_t n) {
+    const typename V::T one = V::set1(1.0f), zero = V::zero();
+    for_lanes<V>(n, [&](auto ld, auto st) {
+        const typename V::T g = ld(gate), u = ld(up), d = ld(dout), b = ld(beta);
+        const typename V::T bg = V::mul(b, g);
+        const typename V::T s = V::div(one, V::add(one, V::exp(V::sub(zero, bg))));
+        const typename V::T s1 = V::sub(one, s), du = V::mul(d, u);
+        st(dgate, V::mul(du, V::mul(s, V::fmadd(bg, s1, one))));
+        st(dup, V::mul(d, V::mul(g, s)));
+        st(dbeta, V::fmadd(V::mul(du, V::mul(g, g)), V::mul(s, s1), ld(dbeta)));
+    });
+}
+
 // gelu_tanh(x) = x s with s = sigmoid(2y), y = k (x + c x^3) (see the top of the file), and
 // its derivative d/dx = s + x * 2 s (1 - s) * k (1 + 3 c x^2): s and the derivative of x.
 template <class V>
@@ -316,6 +343,8 @@ ElementwiseKernels elementwise_table(Isa isa) {
     k.geglu = geglu_v<V>;
     k.geglu_backward = geglu_backward_v<V>;
     k.softcap = softcap_array_v<V>;
+    k.swish_beta = swish_beta_v<V>;
+    k.swish_beta_backward = swish_beta_backward_v<V>;
     return k;
 }
 

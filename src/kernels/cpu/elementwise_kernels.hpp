@@ -34,6 +34,12 @@ struct ElementwiseKernels {
                            float* dup, int64_t n);
     // x = cap tanh(x / cap): Gemma 2's soft-capped logits.
     void (*softcap)(float* x, int64_t n, float cap);
+    // Swish-beta GLU over n channels of a row: gate = gate sigmoid(beta gate) up with a learned
+    // beta per channel; its backward writes dgate and dup and adds into dbeta.
+    void (*swish_beta)(float* gate, const float* up, const float* beta, int64_t n);
+    void (*swish_beta_backward)(const float* gate, const float* up, const float* beta,
+                                const float* dout, float* dgate, float* dup, float* dbeta,
+                                int64_t n);
 };
 
 // The scalar references of the training entries (backward.cpp): xent_row's exp and sums in
@@ -45,6 +51,10 @@ void gelu_tanh_backward_scalar(const float* x, const float* dy, float* dx, int64
 void gelu_erf_backward_scalar(const float* x, const float* dy, float* dx, int64_t n);
 void geglu_backward_scalar(const float* gate, const float* up, const float* dout, float* dgate,
                            float* dup, int64_t n);
+void swish_beta_scalar(float* gate, const float* up, const float* beta, int64_t n);
+void swish_beta_backward_scalar(const float* gate, const float* up, const float* beta,
+                                const float* dout, float* dgate, float* dup, float* dbeta,
+                                int64_t n);
 
 // The table for `isa` (throws Error if this CPU lacks it).
 const ElementwiseKernels& elementwise_kernels(Isa isa);

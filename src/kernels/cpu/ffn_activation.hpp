@@ -33,4 +33,14 @@ void ffn_activation(FfnActivation k, float* a, const float* b, int64_t n, Thread
 void ffn_activation_backward(FfnActivation k, const float* a, const float* b, const float* dout,
                              float* da, float* db, int64_t n, ThreadPool& pool);
 
+// Swish-beta GLU (Ramachandran et al.'s Swish with a learned beta per channel; syslm's
+// feed_forward.swish_beta): a = a sigmoid(beta a) b over rows x n_ff, beta (n_ff floats) the
+// same for every row. beta = 1 is SwiGLU.
+void swish_beta_glu(float* a, const float* b, const float* beta, int64_t rows, int64_t n_ff,
+                    ThreadPool& pool);
+// From the forward's inputs and dout: da and db (overwritten), and dbeta (added).
+void swish_beta_glu_backward(const float* a, const float* b, const float* beta, const float* dout,
+                             float* da, float* db, float* dbeta, int64_t rows, int64_t n_ff,
+                             ThreadPool& pool);
+
 }  // namespace syslm::kernels

@@ -1,0 +1,33 @@
+// Linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"): the softmax's
+// similarity e^(q.k) replaced by phi(q).phi(k) with phi(x) = elu(x) + 1 > 0, so a causal layer is
+//   out_t = S_t^T phi(q_t) / (phi(q_t) . z_t),  S_t = sum_{p <= t} phi(k_p) v_p^T,
+//   z_t = sum_{p <= t} phi(k_p),
+// prefix sums of d x d per KV head: O(T d^2) for T tokens instead of O(T^2 d). No score scale,
+// window, ALiBi or soft-capping (AttentionShape::linear refuses them at load). The attention
+// entry points (attention.hpp) branch here for a shape with `linear`.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.hpp"
+#include "kernels/cpu/attention.hpp"
+
+namespace syslm::kernels {
+
+// Queries at positions pos0 .. pos0 + n_tokens - 1 over the cache's positions up to each (K/V
+// rows of s.kv_type, contiguous from position 0, or through `paged` when it is not null).
+// Prefix sums over the cache when the batch is longer than a head (prefill), else the direct
+// sum phi(q).phi(k_p) v_p over the cached rows (decode: O(T d) a token, as softmax attention).
+// den (may be null): n_tokens x n_head denominators phi(q_t) . z_t, what the backward needs.
+void linear_attention(const AttentionShape& s, const float* q, const void* k_cache,
+                      const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
+                      float* out, ThreadPool& pool, float* den = nullptr);
+
+// Gradients over one sequence from position 0 (F32 K/V rows kv_stride apart), from the
+// forward's output o and den: dq, and dk, dv (the KV heads' columns) overwritten. The forward's
+// prefix sums are rebuilt, then a reverse scan sums each key's later queries.
+void linear_attention_backward(const AttentionShape& s, const float* q, const float* k,
+                               const float* v, const float* o, const float* den, const float* dout,
+                               int64_t n_tokens, float* dq, float* dk, float* dv, ThreadPool& pool);
+
+}  // namespace syslm::kernels

@@ -1,0 +1,79 @@
+"""Linear attention (syslm's <arch>.attention.linear_pattern) against PyTorch: transformers' Llama
+with an attention function registered for the test, which runs the layers marked linear as the
+dense masked form of elu(x) + 1 feature-map attention (Katharopoulos et al. 2020):
+    out_t = sum_{p <= t} phi(q_t).phi(k_p) v_p / sum_{p <= t} phi(q_t).phi(k_p)
+and the others as ordinary causal softmax attention. syslm computes the linear layers by prefix
+sums (training, prefill) or direct sums over the KV cache (decode): logits at prefill and every
+decode step, and every gradient, must match.
+"""
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+import gguf_edit
+import tiny_hf_models
+from syslm_checks import check_logits
+from test_model_logits import rel_err_per_position
+from test_train_grads import B, check_against_autograd
+
+PATTERN = [True, False, True]  # layers 0 and 2 linear, layer 1 softmax
+
+
+def attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    groups = query.shape[1] // key.shape[1]
+    key = key.repeat_interleave(groups, dim=1)
+    value = value.repeat_interleave(groups, dim=1)
+    n_q, n_k = query.shape[2], key.shape[2]
+    causal = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)
+    if PATTERN[module.layer_idx]:
+        weights = (F.elu(query) + 1) @ (F.elu(key) + 1).transpose(2, 3)
+        weights = weights.masked_fill(~causal, 0)
+        weights = weights / weights.sum(-1, keepdim=True)
+    else:
+        scores = (query @ key.transpose(2, 3)) * scaling
+        weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+    return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+AttentionInterface.register("syslm_linear_test", attention)
+# The function masks by itself; transformers still builds a mask for the name.
+AttentionMaskInterface.register("syslm_linear_test", ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+def linear_model(tmp_path, run_syslm):
+    hf_dir = tiny_hf_models.build("llama", tmp_path / "hf")  # 3 layers
+    model = tiny_hf_models.load(hf_dir)
+    model.set_attn_implementation("syslm_linear_test")
+    base = tmp_path / "base.gguf"
+    run_syslm("convert", "--hf", hf_dir, "-o", base)
+    path = tmp_path / "linear.gguf"
+    gguf_edit.rewrite(base, path, keys={"llama.attention.linear_pattern": PATTERN})
+    return hf_dir, model, base, path
+
+
+def test_linear_attention_logits_match(tmp_path, run_syslm):
+    _, model, base, path = linear_model(tmp_path, run_syslm)
+    tokens = torch.randint(0, model.config.vocab_size, (27,),
+                           generator=torch.Generator().manual_seed(12))
+    # Prefill 15 tokens (prefix sums: more than a head's 12 dimensions), then 12 decode steps.
+    ref = check_logits(run_syslm, path, model, tokens, 15, tmp_path, "linear attention")
+    out = tmp_path / "logits.npy"
+    ids = ",".join(map(str, tokens.tolist()))
+    # The pattern matters: the file without it is the softmax model.
+    run_syslm("logits", "-m", base, "--ids", ids, "--prefill", 15, "-o", out, "-t", 2,
+              "--cache-type", "f32")
+    assert rel_err_per_position(np.load(out), ref).max() > 1e-2
+
+
+def test_linear_attention_gradients_match(tmp_path, run_syslm):
+    hf_dir, model, _, _ = linear_model(tmp_path, run_syslm)
+    n_vocab = model.config.vocab_size
+    length = 17  # more tokens than a head's 12 dimensions: the training forward's prefix sums
+    ids = torch.randint(0, n_vocab, (B, length + 1), generator=torch.Generator().manual_seed(21))
+    logits = model(input_ids=ids[:, :length]).logits
+    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
+    loss.backward()
+    check_against_autograd("llama", model, hf_dir, ids, loss, tmp_path, run_syslm,
+                           extra_keys={"llama.attention.linear_pattern": PATTERN})
