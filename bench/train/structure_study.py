@@ -49,7 +49,7 @@ ARMS = [
      ["--layers", "12", "--share-blocks", "6"]),
     ("shared layers, half", "6 layers over 3 shared blocks (cycle): half the block parameters",
      ["--share-blocks", "3"]),
-    ("conv hybrid", None, None),
+    ("conv hybrid", "a causal depthwise conv of 4 taps before every attention", ["--conv", "4"]),
     ("Swish-beta", "SwiGLU's gate x sigmoid(beta x) with a learned beta per channel",
      ["--swish-beta"]),
 ]
@@ -125,24 +125,29 @@ def main():
             rows.append({"arm": name, "what": "not built yet"})
             continue
         s = run_arm(args, name, extra, out_dir)
+        tag = "".join(c if c.isalnum() else "_" for c in name).strip("_")
         row = {"arm": name, "what": what, "val_loss": s.get("best_val_loss"),
-               "tokens_per_s": s["tokens_per_s"], "params": s.get("params")}
+               "tokens_per_s": s["tokens_per_s"], "params": s.get("params"),
+               "peak_rss_mib": s.get("peak_rss_mib"),
+               "file_mb": (out_dir / f"{tag}.gguf").stat().st_size / 1e6}
         if "experts_per_token" in s:
             row["experts_per_token"] = s["experts_per_token"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     (out_dir / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    lines = ["| arm | what differs | parameters | held-out loss | train tokens/s |",
-             "| --- | --- | ---: | ---: | ---: |"]
+    lines = ["| arm | what differs | parameters | file MB | peak RSS MiB | held-out loss | "
+             "train tokens/s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if r.get("val_loss") is None:
-            lines.append(f"| {r['arm']} | {r['what']} | | | |")
+            lines.append(f"| {r['arm']} | {r['what']} | | | | | |")
             continue
         what = r["what"] + (f"; {r['experts_per_token']:.2f} experts per token"
                             if "experts_per_token" in r else "")
         params = f"{r['params'] / 1e6:.2f}M" if r.get("params") else ""
-        lines.append(f"| {r['arm']} | {what} | {params} | {r['val_loss']:.4f} | "
-                     f"{r['tokens_per_s']:.0f} |")
+        rss = f"{r['peak_rss_mib']:.0f}" if r.get("peak_rss_mib") else ""
+        lines.append(f"| {r['arm']} | {what} | {params} | {r['file_mb']:.1f} | {rss} | "
+                     f"{r['val_loss']:.4f} | {r['tokens_per_s']:.0f} |")
     (out_dir / "table.md").write_text("\n".join(lines) + "\n")
     svg(rows, out_dir / "study.svg")
     print("\n".join(lines))

@@ -71,6 +71,10 @@ public:
 
     // The dense FFN's activation in place on a (n floats), with the gated ones' up in b.
     virtual void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) = 0;
+    // Conv hybrids' causal depthwise convolution over B sequences of T rows of dim channels,
+    // k taps per channel (kernels/cpu/causal_conv.hpp); out must not alias a.
+    virtual void causal_conv(const float* a, const float* w, int k, int64_t B, int64_t T,
+                             int64_t dim, float* out) = 0;
     // Swish-beta GLU on rows x n_ff (a = a sigmoid(beta a) b, beta per channel: kernels/cpu/
     // ffn_activation.hpp), instead of the architecture's SwiGLU where a model learns beta.
     virtual void swish_beta_glu(float* a, const float* b, const float* beta, int64_t rows,
@@ -132,6 +136,9 @@ public:
                                float eps) = 0;
     virtual void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                          const float* dout, float* da, float* db, int64_t n) = 0;
+    // da overwritten, dw (k x dim) accumulated.
+    virtual void causal_conv_backward(const float* a, const float* w, const float* dout, int k,
+                                      int64_t B, int64_t T, int64_t dim, float* da, float* dw) = 0;
     // da, db overwritten; dbeta (n_ff) accumulated.
     virtual void swish_beta_glu_backward(const float* a, const float* b, const float* beta,
                                          const float* dout, float* da, float* db, float* dbeta,

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "kernels/type_traits.hpp"
 
@@ -55,6 +56,11 @@ void CpuBackend::norm(kernels::NormKind k, const float* x, float* out, int64_t r
 
 void CpuBackend::ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) {
     kernels::ffn_activation(k, a, b, n, pool_);
+}
+
+void CpuBackend::causal_conv(const float* a, const float* w, int k, int64_t B, int64_t T,
+                             int64_t dim, float* out) {
+    kernels::causal_conv(a, w, k, B, T, dim, out, pool_);
 }
 
 void CpuBackend::swish_beta_glu(float* a, const float* b, const float* beta, int64_t rows,

@@ -31,6 +31,8 @@ public:
     void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) override;
     void swish_beta_glu(float* a, const float* b, const float* beta, int64_t rows,
                         int64_t n_ff) override;
+    void causal_conv(const float* a, const float* w, int k, int64_t B, int64_t T, int64_t dim,
+                     float* out) override;
     void softcap(float* x, int64_t n, float cap) override;
     void softcap_backward(const float* y, float* dy, int64_t n, float cap) override;
     void rope_angles(const kernels::Rope& rope, std::span<const int64_t> positions,
@@ -68,6 +70,8 @@ public:
                        float eps) override;
     void ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                  const float* dout, float* da, float* db, int64_t n) override;
+    void causal_conv_backward(const float* a, const float* w, const float* dout, int k, int64_t B,
+                              int64_t T, int64_t dim, float* da, float* dw) override;
     void swish_beta_glu_backward(const float* a, const float* b, const float* beta,
                                  const float* dout, float* da, float* db, float* dbeta,
                                  int64_t rows, int64_t n_ff) override;

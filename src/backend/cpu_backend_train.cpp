@@ -8,6 +8,7 @@
 #include "backend/cpu_backend.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/backward.hpp"
+#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/moe_routing.hpp"
 #include "kernels/cpu/optimizer_update.hpp"
 #include "kernels/type_traits.hpp"
@@ -61,6 +62,11 @@ void CpuBackend::softcap_backward(const float* y, float* dy, int64_t n, float ca
 void CpuBackend::ffn_activation_backward(kernels::FfnActivation k, const float* a, const float* b,
                                          const float* dout, float* da, float* db, int64_t n) {
     kernels::ffn_activation_backward(k, a, b, dout, da, db, n, pool_);
+}
+
+void CpuBackend::causal_conv_backward(const float* a, const float* w, const float* dout, int k,
+                                      int64_t B, int64_t T, int64_t dim, float* da, float* dw) {
+    kernels::causal_conv_backward(a, w, dout, k, B, T, dim, da, dw, pool_);
 }
 
 void CpuBackend::swish_beta_glu_backward(const float* a, const float* b, const float* beta,

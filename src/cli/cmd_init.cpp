@@ -97,6 +97,10 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--share-blocks", a->share_blocks,
                    "U[:cycle|sequence]: the layers share U blocks of weights (ALBERT), layer i "
                    "taking block i % U (cycle) or runs of layers one block (sequence)");
+    app.add_option("--conv", c.conv_kernel,
+                   "K: a causal depthwise convolution of K taps over the attention norm's output "
+                   "before every attention (conv + attention hybrid); 0 = none")
+        ->check(CLI::Range(0, 64));
     app.add_flag("--swish-beta", c.swish_beta,
                  "SwiGLU's gate with a learned Swish beta per channel (x sigmoid(beta x), "
                  "starting at SwiGLU's beta = 1)");

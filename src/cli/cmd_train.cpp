@@ -162,9 +162,11 @@ void check_train_args(const TrainArgs& a) {
     usage_check(a.min_lr <= a.lr, "train: --min-lr ", a.min_lr, " is above --lr ", a.lr);
     usage_check(
         !a.arch.empty() || (a.window == 0 && a.attn_pattern.empty() && a.global_tokens == 0 &&
-                            a.share_blocks.empty() && !a.swish_beta && a.linear_attn.empty()),
-        "train: --window, --attn-pattern, --global-tokens, --linear-attn, --share-blocks and "
-        "--swish-beta shape a model from scratch (--arch); a file's own structure comes with it");
+                            a.share_blocks.empty() && !a.swish_beta && a.linear_attn.empty() &&
+                            a.conv_kernel == 0),
+        "train: --window, --attn-pattern, --global-tokens, --linear-attn, --share-blocks, --conv "
+        "and --swish-beta shape a model from scratch (--arch); a file's own structure comes "
+        "with it");
     SYSLM_CHECK(a.offline_topk == 0 || (!a.teacher.empty() && !a.data.empty()),
                 "train: --offline-topk needs --teacher and --data");
 }
@@ -217,6 +219,7 @@ io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
         c.block_source = option_value(
             "--share-blocks", [&] { return model::shared_blocks(a.share_blocks, a.layers); });
     c.swish_beta = a.swish_beta;
+    c.conv_kernel = a.conv_kernel;
     const std::string temp = (std::filesystem::temp_directory_path() /
                               ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
                                  .string();

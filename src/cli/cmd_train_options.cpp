@@ -194,6 +194,10 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
                    "From scratch: U[:cycle|sequence], the layers share U blocks of weights "
                    "(ALBERT): layer i takes block i % U (cycle) or runs of layers one block "
                    "(sequence); a shared block's gradient sums over its layers");
+    app.add_option("--conv", a.conv_kernel,
+                   "From scratch: a causal depthwise convolution of K taps over the attention "
+                   "norm's output before every attention (conv + attention hybrid); 0 = none")
+        ->check(CLI::Range(0, 64));
     app.add_flag("--swish-beta", a.swish_beta,
                  "From scratch: SwiGLU's gate with a learned Swish beta per channel "
                  "(x sigmoid(beta x), starting at beta = 1)");

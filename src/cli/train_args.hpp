@@ -21,6 +21,7 @@ struct TrainArgs {
     std::string window_range;  // "MIN:MAX": a window sampled per step for the local layers
     std::string attn_pattern;  // "L:G" local and global layers; empty: all local when window > 0
     bool swish_beta = false;   // a learned Swish beta per FFN channel (from scratch)
+    int conv_kernel = 0;       // taps of the conv before each attention (from scratch)
     std::string linear_attn;   // "L:S": linear and softmax attention layers; empty: softmax
     std::string share_blocks;  // "U[:cycle|sequence]": ALBERT-style shared blocks; empty: none
     double moe_aux_coef = 0.01;

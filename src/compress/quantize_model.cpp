@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
-#include <regex>
 #include <exception>
+#include <map>
 #include <ostream>
+#include <regex>
 #include <thread>
 
 #include "compress/awq.hpp"
@@ -42,6 +42,7 @@ bool is_quantizable_weight(std::string_view name, std::span<const int64_t> ne) {
     static constexpr std::string_view kKeep[] = {"_norm.weight",
                                                  "ffn_gate_inp.weight",
                                                  "ssm_conv1d.weight",
+                                                 "attn_conv.weight",  // syslm's conv taps
                                                  "time_mix_first.weight",
                                                  "time_mix_w1.weight",
                                                  "time_mix_w2.weight",
@@ -136,7 +137,9 @@ DType recipe_type(std::string_view name, const QuantTarget& target, const ModelF
         else if (q3 && mix == KMix::L)
             t = falcon ? DType::Q4_K : DType::Q5_K;
         else if (q4 && mix == KMix::M)
-            t = falcon ? (il < nl / 16 ? DType::Q6_K : more ? DType::Q5_K : DType::Q4_K)
+            t = falcon ? (il < nl / 16 ? DType::Q6_K
+                          : more       ? DType::Q5_K
+                                       : DType::Q4_K)
                        : (more ? DType::Q6_K : DType::Q4_K);
         else if (q5 && mix == KMix::M && more)
             t = DType::Q6_K;
@@ -168,9 +171,9 @@ DType recipe_type(std::string_view name, const QuantTarget& target, const ModelF
             t = DType::Q6_K;
     }
     if (t != base)
-        *note = cat(quant_target_name(target), t == DType::Q4_1 || t == DType::Q5_1
-                                                   ? " with an importance matrix"
-                                                   : " recipe");
+        *note =
+            cat(quant_target_name(target),
+                t == DType::Q4_1 || t == DType::Q5_1 ? " with an importance matrix" : " recipe");
     return t;
 }
 
@@ -183,8 +186,8 @@ std::vector<float> importance_of(const ImportanceMatrix& im, const std::string& 
     if (it == im.entries().end()) return {};
     const ImportanceMatrix::Entry& e = it->second;
     SYSLM_CHECK(e.n_in == n_per_row && e.n_mat() == n_mat, what, ": the imatrix entry has ",
-                e.n_mat(), " x ", e.n_in, " values, the tensor ", n_mat, " matrices of ",
-                n_per_row, " columns (an imatrix of another model?)");
+                e.n_mat(), " x ", e.n_in, " values, the tensor ", n_mat, " matrices of ", n_per_row,
+                " columns (an imatrix of another model?)");
     std::vector<float> out(static_cast<size_t>(n_mat * n_per_row), 0.0f);
     std::vector<double> mean(static_cast<size_t>(n_per_row), 0.0);
     std::vector<bool> missing(static_cast<size_t>(n_mat), false);
@@ -196,7 +199,8 @@ std::vector<float> importance_of(const ImportanceMatrix& im, const std::string& 
             continue;
         }
         std::copy(w.begin(), w.end(), out.begin() + m * n_per_row);
-        for (int64_t j = 0; j < n_per_row; ++j) mean[static_cast<size_t>(j)] += w[static_cast<size_t>(j)];
+        for (int64_t j = 0; j < n_per_row; ++j)
+            mean[static_cast<size_t>(j)] += w[static_cast<size_t>(j)];
         ++seen;
     }
     for (int64_t m = 0; m < n_mat; ++m) {
@@ -211,8 +215,8 @@ std::vector<float> importance_of(const ImportanceMatrix& im, const std::string& 
 
 void log_tensor(std::ostream& log, size_t i, size_t n_tensors, const TensorResult& tr) {
     char head[160];
-    std::snprintf(head, sizeof head, "[%4zu/%4zu] %-40s %-18s ", i + 1, n_tensors,
-                  tr.name.c_str(), shape_str(tr.ne).c_str());
+    std::snprintf(head, sizeof head, "[%4zu/%4zu] %-40s %-18s ", i + 1, n_tensors, tr.name.c_str(),
+                  shape_str(tr.ne).c_str());
     log << head;
     char line[96];
     if (tr.converted)
@@ -260,8 +264,8 @@ std::optional<QuantTarget> parse_quant_target(std::string_view name) {
          {std::pair{"_M", KMix::M}, std::pair{"_S", KMix::S}, std::pair{"_L", KMix::L}}) {
         if (upper.ends_with(suffix)) {
             const auto base = dtype_from_name(upper.substr(0, upper.size() - 2));
-            if (base == DType::Q3_K || ((base == DType::Q4_K || base == DType::Q5_K) &&
-                                        mix != KMix::L))
+            if (base == DType::Q3_K ||
+                ((base == DType::Q4_K || base == DType::Q5_K) && mix != KMix::L))
                 return QuantTarget{*base, mix};
             return std::nullopt;
         }
@@ -290,8 +294,8 @@ std::vector<std::string> quant_target_names() {
 }
 
 uint32_t llama_ftype_of(const QuantTarget& t) {
-    if (t.type == DType::Q3_K && t.mix == KMix::M) return 12;  // MOSTLY_Q3_K_M
-    if (t.type == DType::Q3_K && t.mix == KMix::L) return 13;  // MOSTLY_Q3_K_L
+    if (t.type == DType::Q3_K && t.mix == KMix::M) return 12;      // MOSTLY_Q3_K_M
+    if (t.type == DType::Q3_K && t.mix == KMix::L) return 13;      // MOSTLY_Q3_K_L
     if (t.mix == KMix::M) return t.type == DType::Q4_K ? 15 : 17;  // MOSTLY_Q4_K_M / Q5_K_M
     return llama_ftype_of(t.type);  // _S and plain K types are the _S file types
 }
@@ -464,14 +468,15 @@ TensorTypeRule parse_tensor_type_rule(std::string_view text) {
     const std::string type_name(text.substr(eq + 1));
     const auto target = parse_quant_target(type_name);
     SYSLM_CHECK(target && target->mix == KMix::None && !target->w8a8, "tensor type rule '", text,
-                "': '", type_name, "' is not a tensor type (a recipe such as Q4_K_M mixes types; "
+                "': '", type_name,
+                "' is not a tensor type (a recipe such as Q4_K_M mixes types; "
                 "name one type, e.g. Q4_K)");
     TensorTypeRule rule{std::string(text.substr(0, eq)), target->type};
     try {
         (void)std::regex(rule.pattern);
     } catch (const std::regex_error& e) {
-        fail("tensor type rule '", text, "': '", rule.pattern, "' is not a valid regex: ",
-             e.what());
+        fail("tensor type rule '", text, "': '", rule.pattern,
+             "' is not a valid regex: ", e.what());
     }
     return rule;
 }
@@ -527,8 +532,8 @@ void copy_header(const io::GGUFFile& in, const QuantTarget& target, io::GGUFWrit
     for (const auto& [key, value] : in.metadata()) writer.set(key, value);
     writer.set("general.quantization_version", io::GGUFValue::u32(2));  // GGML_QNT_VERSION
     writer.set("general.file_type", io::GGUFValue::u32(llama_ftype_of(target)));
-    for (const char* key : {"split.no", "split.count", "split.tensors.count",
-                            "syslm.w8a8.tensors", "syslm.w8a8.act_scales"})
+    for (const char* key : {"split.no", "split.count", "split.tensors.count", "syslm.w8a8.tensors",
+                            "syslm.w8a8.act_scales"})
         writer.remove(key);
 }
 
@@ -537,14 +542,17 @@ AwqPlan plan_scales(const io::GGUFFile& in, const QuantizeOptions& options, cons
                     const ModelFacts& facts) {
     const QuantTarget& target = options.target;
     if (target.w8a8) {
-        SYSLM_CHECK(options.imatrix, "W8A8 needs calibration text (--calib) for its activation "
-                                     "scales");
+        SYSLM_CHECK(options.imatrix,
+                    "W8A8 needs calibration text (--calib) for its activation "
+                    "scales");
         bool maxima = false;
         for (const auto& [name, e] : options.imatrix->entries()) maxima |= !e.max_abs.empty();
-        SYSLM_CHECK(maxima, "W8A8 needs calibration text (--calib): an imatrix file holds no "
-                            "activation maxima");
-        return options.smooth_alpha > 0 ? plan_smoothquant(in, *options.imatrix, options.smooth_alpha)
-                                        : AwqPlan{};
+        SYSLM_CHECK(maxima,
+                    "W8A8 needs calibration text (--calib): an imatrix file holds no "
+                    "activation maxima");
+        return options.smooth_alpha > 0
+                   ? plan_smoothquant(in, *options.imatrix, options.smooth_alpha)
+                   : AwqPlan{};
     }
     if (!options.awq) return {};
     SYSLM_CHECK(options.imatrix, "AWQ scaling needs an importance matrix (--imatrix)");
@@ -589,8 +597,8 @@ struct W8a8Scales {
 // per-channel Q8_0 with a calibrated activation scale (W8A8).
 void add_converted(const io::GGUFTensor& t, const TypeChoice& choice,
                    std::span<const float> col_scale, std::span<const float> row_scale,
-                   const QuantizeOptions& options, const std::string& what,
-                   io::GGUFWriter& writer, TensorResult& tr, W8a8Scales& w8a8) {
+                   const QuantizeOptions& options, const std::string& what, io::GGUFWriter& writer,
+                   TensorResult& tr, W8a8Scales& w8a8) {
     SYSLM_CHECK(kernels::has_type_traits(t.type), what, " has type ", dtype_name(t.type),
                 ", which syslm cannot convert to ", dtype_name(choice.type));
     const int64_t n_per_row = t.ne[0];
@@ -617,7 +625,7 @@ void add_converted(const io::GGUFTensor& t, const TypeChoice& choice,
             !it->second.max_abs.empty())
             cal = &it->second;
     const size_t nbytes = row_bytes(choice.type, n_per_row) * static_cast<size_t>(rows);
-    if (cal) {  // choice.type is Q8_0
+    if (cal) {            // choice.type is Q8_0
         float x_max = 0;  // after smoothing, input j carries x_j / s_j
         for (int64_t j = 0; j < n_per_row; ++j)
             x_max = std::max(x_max, cal->max_abs[j] / (col_scale.empty() ? 1.0f : col_scale[j]));
@@ -631,13 +639,13 @@ void add_converted(const io::GGUFTensor& t, const TypeChoice& choice,
                                                           col_scale, row_scale, what);
                           });
     } else {
-        writer.add_tensor(t.name, choice.type, t.ne, nbytes,
-                          [&t, to = choice.type, n_per_row, rows, what, n_mat,
-                           importance = std::move(importance), col_scale, row_scale,
-                           threads = options.threads](uint8_t* dst) {
-                              convert_rows(t.type, t.data, to, dst, n_per_row, rows, threads,
-                                           what, importance, rows / n_mat, col_scale, row_scale);
-                          });
+        writer.add_tensor(
+            t.name, choice.type, t.ne, nbytes,
+            [&t, to = choice.type, n_per_row, rows, what, n_mat, importance = std::move(importance),
+             col_scale, row_scale, threads = options.threads](uint8_t* dst) {
+                convert_rows(t.type, t.data, to, dst, n_per_row, rows, threads, what, importance,
+                             rows / n_mat, col_scale, row_scale);
+            });
     }
     tr.bytes_after = nbytes;
     tr.converted = true;

@@ -20,6 +20,7 @@ KvPagesConfig pool_config(const model::Model& m, const EngineConfig& c) {
     KvPagesConfig k;
     k.n_layer = m.hparams().n_layer;
     k.kv_dim = m.hparams().kv_dim();
+    k.conv_dim = m.hparams().conv_kernel > 1 ? m.hparams().n_embd : 0;
     k.page_size = c.page_size;
     k.type = c.kv_type;
     SYSLM_CHECK(c.page_size > 0 && c.parallel > 0 && c.n_ctx > 0 && c.token_budget > 0,

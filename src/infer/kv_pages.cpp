@@ -28,7 +28,7 @@ KvPages::KvPages(const KvPagesConfig& cfg) : cfg_(cfg) {
     elem_ = cfg.type == DType::F16 ? 2 : 4;
     row_bytes_ = static_cast<size_t>(cfg.kv_dim) * elem_;
     layer_bytes_ = row_bytes_ * static_cast<size_t>(cfg.page_size);
-    page_bytes_ = 2 * layer_bytes_ * static_cast<size_t>(cfg.n_layer);
+    page_bytes_ = cfg.page_bytes();
     try {
         data_.resize(page_bytes_ * static_cast<size_t>(cfg.n_pages));
     } catch (const std::bad_alloc&) {
@@ -40,9 +40,13 @@ KvPages::KvPages(const KvPagesConfig& cfg) : cfg_(cfg) {
     for (PageId p = cfg.n_pages - 1; p >= 0; --p) free_.push_back(p);  // page 0 first out
 }
 
+size_t KvPagesConfig::page_bytes() const {
+    const size_t elem = type == DType::F16 ? 2 : 4;
+    return elem * static_cast<size_t>(2 * kv_dim + conv_dim) * page_size * n_layer;
+}
+
 int KvPages::pages_for_bytes(const KvPagesConfig& cfg, size_t bytes) {
-    const size_t elem = cfg.type == DType::F16 ? 2 : 4;
-    const size_t page = 2 * elem * static_cast<size_t>(cfg.kv_dim) * cfg.page_size * cfg.n_layer;
+    const size_t page = cfg.page_bytes();
     SYSLM_CHECK(page > 0 && bytes >= page, "KV pages: ", bytes, " bytes hold no page of ", page);
     return static_cast<int>(std::min<size_t>(bytes / page, 1u << 30));
 }
@@ -153,6 +157,30 @@ void KvPages::store(const BlockTable& t, int il, int64_t pos, const float* k, co
     tt.from_float(k, base(p) + il * layer_bytes_ + row, cfg_.kv_dim);
     tt.from_float(v, base(p) + (static_cast<size_t>(cfg_.n_layer) + il) * layer_bytes_ + row,
                   cfg_.kv_dim);
+}
+
+// Page and byte offset of the conv row of layer il at position pos of t.
+std::pair<PageId, size_t> KvPages::conv_at(const BlockTable& t, int il, int64_t pos) const {
+    SYSLM_CHECK(cfg_.conv_dim > 0 && pos >= 0 && pos < t.length && il >= 0 && il < cfg_.n_layer,
+                "KV pages: no conv row for position ", pos, " of layer ", il);
+    const PageId p = t.pages[static_cast<size_t>(pos / cfg_.page_size)];
+    SYSLM_CHECK(p >= 0, "KV pages: the page of position ", pos, " was given back");
+    const size_t row = static_cast<size_t>(cfg_.conv_dim) * elem_;
+    return {p, 2 * static_cast<size_t>(cfg_.n_layer) * layer_bytes_ +
+                   (static_cast<size_t>(il) * cfg_.page_size + pos % cfg_.page_size) * row};
+}
+
+const void* KvPages::conv_row(const BlockTable& t, int il, int64_t pos) const {
+    const auto [p, at] = conv_at(t, il, pos);
+    return base(p) + at;
+}
+
+void KvPages::store_conv(const BlockTable& t, int il, int64_t pos, const float* a) {
+    const auto [p, at] = conv_at(t, il, pos);
+    const Page& pg = pages_[static_cast<size_t>(p)];
+    SYSLM_CHECK(pg.refs == 1 && !pg.published, "KV pages: page ", p, " of position ", pos,
+                " is shared; append() copies it before a write");
+    kernels::type_traits(cfg_.type).from_float(a, base(p) + at, cfg_.conv_dim);
 }
 
 int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, uint64_t variant) {

@@ -14,6 +14,7 @@
 #include <list>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -37,6 +38,10 @@ struct KvPagesConfig {
     int page_size = 16;
     int n_pages = 0;
     DType type = DType::F16;  // F16 or F32
+    // Conv hybrids: each position also keeps a row of conv_dim elements per layer (its
+    // attention-norm output, read by the next positions' convolution); 0: none.
+    int64_t conv_dim = 0;
+    size_t page_bytes() const;
 };
 
 class KvPages {
@@ -79,6 +84,10 @@ public:
     const void* v(PageId p, int il) const {
         return base(p) + (static_cast<size_t>(cfg_.n_layer) + il) * layer_bytes_;
     }
+    // A conv hybrid's kept row of layer il at position pos of table t (conv_dim elements of the
+    // pool's type), and its write (the page must be the table's own).
+    const void* conv_row(const BlockTable& t, int il, int64_t pos) const;
+    void store_conv(const BlockTable& t, int il, int64_t pos, const float* a);
 
     // Prefix sharing. match_prefix fills an empty table with the cached full pages that hold
     // exactly the first tokens of `tokens` (always leaving at least one token to compute, so
@@ -97,12 +106,13 @@ private:
     struct Page {
         int32_t refs = 0;
         bool published = false;
-        uint64_t key = 0;               // chained hash of the prefix this page ends
-        PageId parent = -1;             // the page before it in that prefix (-1: first)
-        std::vector<int32_t> tokens;    // its page_size tokens (published pages)
+        uint64_t key = 0;                 // chained hash of the prefix this page ends
+        PageId parent = -1;               // the page before it in that prefix (-1: first)
+        std::vector<int32_t> tokens;      // its page_size tokens (published pages)
         std::list<PageId>::iterator lru;  // valid while cached
     };
 
+    std::pair<PageId, size_t> conv_at(const BlockTable& t, int il, int64_t pos) const;
     uint8_t* base(PageId p) { return data_.data() + static_cast<size_t>(p) * page_bytes_; }
     const uint8_t* base(PageId p) const {
         return data_.data() + static_cast<size_t>(p) * page_bytes_;

@@ -1,6 +1,7 @@
 #include "infer/paged_rows.hpp"
 
 #include "core/error.hpp"
+#include "kernels/type_traits.hpp"
 
 namespace syslm::infer {
 
@@ -39,12 +40,33 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
     seqs_.clear();
     size_t first_page = 0;
     for (const Segment& s : segs_) {
-        seqs_.push_back({{k_ptr_.data() + first_page, v_ptr_.data() + first_page,
-                          pages_.config().page_size},
-                         q + s.row0 * q_dim, out + s.row0 * q_dim, s.n, s.pos0, s.window});
+        seqs_.push_back(
+            {{k_ptr_.data() + first_page, v_ptr_.data() + first_page, pages_.config().page_size},
+             q + s.row0 * q_dim,
+             out + s.row0 * q_dim,
+             s.n,
+             s.pos0,
+             s.window});
         first_page += s.table->pages.size();
     }
     be.attention_paged(shape, seqs_);  // every sequence in one call: one pool loop for decode
+}
+
+const float* PagedRows::conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
+                                 float* scratch) {
+    const Segment& s = segs_[static_cast<size_t>(row_seg_[static_cast<size_t>(row)])];
+    if (row - lag >= s.row0)  // this step's row, as the pages will keep it
+        return as_kept(pages_.config().type, a + (row - lag) * dim, dim, scratch);
+    const int64_t pos = s.pos0 + (row - s.row0) - lag;
+    if (pos < 0) return nullptr;
+    kernels::type_traits(pages_.config().type)
+        .to_float(pages_.conv_row(*s.table, il, pos), scratch, dim);
+    return scratch;
+}
+
+void PagedRows::store_conv(int il, int64_t row, const float* a) {
+    const Segment& s = segs_[static_cast<size_t>(row_seg_[static_cast<size_t>(row)])];
+    pages_.store_conv(*s.table, il, s.pos0 + (row - s.row0), a);
 }
 
 }  // namespace syslm::infer

@@ -27,6 +27,9 @@ public:
     void store(int il, int64_t row, const float* k, const float* v) override;
     void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
                 backend::Backend& be) override;
+    const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
+                          float* scratch) override;
+    void store_conv(int il, int64_t row, const float* a) override;
 
 private:
     struct Segment {
@@ -36,7 +39,7 @@ private:
     };
     KvPages& pages_;
     std::vector<Segment> segs_;
-    std::vector<int32_t> row_seg_;          // segment of each row
+    std::vector<int32_t> row_seg_;            // segment of each row
     std::vector<const void*> k_ptr_, v_ptr_;  // one layer's page pointers, segment after segment
     std::vector<kernels::PagedSequence> seqs_;
 };

@@ -369,6 +369,7 @@ void read_experts(const Reader& r, const io::GGUFFile& f, const std::string& a, 
 void read_structure(const io::GGUFFile& f, const std::string& a, HParams& hp) {
     hp.block_source = block_source(f, a + "block_source", hp.n_layer);
     hp.swish_beta = f.get_bool(a + "feed_forward.swish_beta", false);
+    hp.conv_kernel = Reader(f, a).count("attention.conv_kernel", 0u, 0, 64);
     // The same forms as the window's pattern: bools (true: linear), or a period n (layer il
     // linear unless il % n == n - 1).
     if (f.find(a + "attention.linear_pattern"))

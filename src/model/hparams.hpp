@@ -135,6 +135,10 @@ struct HParams {
     bool linear_attention(int il) const {
         return !linear_layers.empty() && linear_layers[static_cast<size_t>(il)];
     }
+    // Conv + attention hybrids (syslm's attention.conv_kernel): every layer's attention input
+    // is a causal depthwise convolution of k taps over its attention norm's output
+    // (kernels/cpu/causal_conv.hpp; taps blk.N.attn_conv.weight, k rows of n_embd). 0: none.
+    int conv_kernel = 0;
     // The dense SwiGLU's gate with a learned Swish beta per channel, blk.N.ffn_act_beta
     // (syslm's feed_forward.swish_beta; kernels::swish_beta_glu).
     bool swish_beta = false;

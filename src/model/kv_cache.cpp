@@ -45,6 +45,16 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
         fail("cannot allocate the KV cache: ", 2 * n >> 20, " MiB for ", n_ctx,
              " positions; use a smaller context size");
     }
+    if (hp.conv_kernel > 1) {  // lags read before the batch stores; a rollback keeps them
+        embd_ = hp.n_embd;
+        conv_cap_ = std::min(n_ctx, hp.conv_kernel - 1 + kRingRollback);
+        max_rollback_ = std::min(max_rollback_, conv_cap_ - (hp.conv_kernel - 1));
+        try {
+            conv_.resize(static_cast<size_t>(hp.n_layer) * conv_cap_ * embd_ * elem_);
+        } catch (const std::bad_alloc&) {
+            fail("cannot allocate the conv rows of the KV cache");
+        }
+    }
     k_pages_.resize(cap_.size());
     v_pages_.resize(cap_.size());
     for (int il = 0; il < hp.n_layer; ++il) {
@@ -80,6 +90,23 @@ void KVCache::store(int il, int64_t pos, const float* k, const float* v) {
     const kernels::TypeTraits& tt = kernels::type_traits(type_);
     tt.from_float_fast(k, kd, kv_dim_);
     tt.from_float_fast(v, vd, kv_dim_);
+}
+
+void KVCache::store_conv(int il, int64_t pos, const float* a) {
+    SYSLM_CHECK(conv_cap_ > 0 && pos >= 0 && pos < n_ctx_, "KV cache: no conv row for position ",
+                pos);
+    uint8_t* d =
+        conv_.data() + ((size_t(il) * conv_cap_ + size_t(pos % conv_cap_)) * embd_) * elem_;
+    if (type_ == DType::F32)
+        std::memcpy(d, a, embd_ * sizeof(float));
+    else
+        kernels::type_traits(type_).from_float_fast(a, d, embd_);
+}
+
+void KVCache::load_conv(int il, int64_t pos, float* dst) const {
+    const uint8_t* s =
+        conv_.data() + ((size_t(il) * conv_cap_ + size_t(pos % conv_cap_)) * embd_) * elem_;
+    kernels::type_traits(type_).to_float(s, dst, embd_);
 }
 
 DType kv_cache_type(const std::string& name) {

@@ -10,7 +10,7 @@
 // the first resident() rows (the tokens, rounded up to whole pages) hold positions
 // [0, resident) for good and the ring follows them (position p >= resident at row resident +
 // (p - resident) % ring size). Global layers, and rings that would not save anything, keep
-// every position.
+// every position. A conv hybrid's layers also keep their last attention-norm outputs.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,13 @@ public:
     int resident() const { return resident_; }
     // Writes one position's key and value rows (kv_dim floats each), converted to type().
     void store(int il, int64_t pos, const float* k, const float* v);
-    size_t bytes() const { return k_.size() + v_.size(); }
+    // Conv hybrids: a ring of the last conv_capacity() positions' attention-norm outputs per
+    // layer (n_embd elements of type()), enough for the kernel's k - 1 lags after a rollback.
+    int conv_capacity() const { return conv_cap_; }
+    void store_conv(int il, int64_t pos, const float* a);
+    // Position pos's row widened into dst (n_embd floats); pos must be one of the last kept.
+    void load_conv(int il, int64_t pos, float* dst) const;
+    size_t bytes() const { return k_.size() + v_.size() + conv_.size(); }
 
     static constexpr int kRingPage = 64;      // positions per page of a ring's view
     static constexpr int kRingRollback = 64;  // what a ring keeps for truncate (speculation)
@@ -63,7 +69,9 @@ private:
     std::vector<size_t> first_row_;  // of each layer in k_ / v_
     int max_rollback_;
     int resident_ = 0;
-    std::vector<uint8_t> k_, v_;
+    int64_t embd_ = 0;
+    int conv_cap_ = 0;
+    std::vector<uint8_t> k_, v_, conv_;
     std::vector<std::vector<const void*>> k_pages_, v_pages_;  // per ring layer, else empty
 };
 

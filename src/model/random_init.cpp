@@ -3,6 +3,7 @@
 #include "model/hparams.hpp"
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -29,6 +30,14 @@ public:
     void constant(const std::string& name, std::vector<int64_t> ne, float value) {
         add(name, std::move(ne), std::vector<float>(count(ne), value));
     }
+    // A causal convolution's k rows of dim taps, F32 (as llama.cpp keeps its conv weights):
+    // lag 0 one (the identity), the other lags N(0, std).
+    void conv_taps(const std::string& name, int64_t dim, int k, float std) {
+        std::normal_distribution<float> dist(0.0f, std);
+        std::vector<float> v(static_cast<size_t>(dim) * k, 1.0f);
+        for (size_t i = static_cast<size_t>(dim); i < v.size(); ++i) v[i] = dist(rng_);
+        add(name, {dim, k}, v, DType::F32);
+    }
 
 private:
     static size_t count(const std::vector<int64_t>& ne) {
@@ -36,8 +45,9 @@ private:
         for (int64_t d : ne) n *= static_cast<size_t>(d);
         return n;
     }
-    void add(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v) {
-        const DType t = ne.size() >= 2 ? type_ : DType::F32;
+    void add(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v,
+             std::optional<DType> as = std::nullopt) {
+        const DType t = as ? *as : ne.size() >= 2 ? type_ : DType::F32;
         std::vector<uint8_t> bytes(row_bytes(t, ne[0]) * (v.size() / ne[0]));
         kernels::type_traits(t).from_float(v.data(), bytes.data(), static_cast<int64_t>(v.size()));
         w_.add_tensor(name, t, std::move(ne), std::move(bytes));
@@ -112,6 +122,8 @@ InitShape check_config(const InitConfig& c) {
                     (spec.ffn == kernels::FfnActivation::SwiGLU && !spec.fused_gate_up && !s.moe),
                 "init: a learned Swish beta needs a dense FFN with a separate SwiGLU gate "
                 "(llama, qwen2, qwen3)");
+    SYSLM_CHECK(c.conv_kernel >= 0 && c.conv_kernel <= 64, "init: conv kernel ", c.conv_kernel,
+                " is outside 0..64");
     s.n_ff = c.n_ff;
     if (s.n_ff <= 0) s.n_ff = s.gpt2 ? 4 * c.n_embd : (8 * c.n_embd / 3 + 31) / 32 * 32;
     return s;
@@ -156,6 +168,8 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
         for (bool b : c.linear_layers) linear.push_back(GGUFValue::boolean(b));
         w.set(a + "attention.linear_pattern", GGUFValue::array(io::GGUFType::BOOL, linear));
     }
+    if (c.conv_kernel > 0)  // syslm's key: llama.cpp would run the attention without the conv
+        w.set(a + "attention.conv_kernel", GGUFValue::u32(c.conv_kernel));
     if (c.swish_beta) w.set(a + "feed_forward.swish_beta", GGUFValue::boolean(true));  // syslm's
     if (!c.block_source.empty()) {  // syslm's key: llama.cpp would miss the shared blocks
         std::vector<GGUFValue> src;
@@ -293,6 +307,7 @@ void write_random_model(const InitConfig& c, const std::string& vocab_path,
         const std::string p = "blk." + std::to_string(il) + ".";
         t.constant(p + "attn_norm.weight", {E}, 1.0f);
         t.constant(p + "ffn_norm.weight", {E}, 1.0f);
+        if (c.conv_kernel > 0) t.conv_taps(p + "attn_conv.weight", E, c.conv_kernel, 0.1f);
         if (s.gpt2)
             add_gpt2_block(t, p, E, c.n_head * s.head_dim, s.n_head_kv * s.head_dim, s.n_ff, std,
                            proj_std, s.biases, s.norm_bias);

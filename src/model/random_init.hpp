@@ -35,7 +35,10 @@ struct InitConfig {
     // Layers with linear attention (HParams::linear_layers; attention_pattern "L:S" gives L
     // linear, then S softmax layers); empty: none.
     std::vector<bool> linear_layers;
-    bool swish_beta = false;  // SwiGLU's gate with a learned Swish beta per channel (init 1)
+    bool swish_beta = false;
+    // Conv + attention hybrid: taps of the causal depthwise convolution before every layer's
+    // attention (HParams::conv_kernel; lag 0 starts at 1, the others near 0); 0: none.
+    int conv_kernel = 0;  // SwiGLU's gate with a learned Swish beta per channel (init 1)
     float rope_freq_base = 10000.0f;
     float norm_eps = 1e-5f;
     uint64_t seed = 1;

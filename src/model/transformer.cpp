@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "core/profiler.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -29,6 +30,12 @@ Model::Model(std::shared_ptr<const io::GGUFFile> file, std::vector<TensorOverrid
     if (hp_.rope_long) rope_long_ = std::make_unique<kernels::Rope>(*hp_.rope_long);
 }
 
+const float* KvRows::as_kept(DType type, const float* row, int64_t dim, float* dst) {
+    if (type == DType::F32) return row;
+    for (int64_t c = 0; c < dim; ++c) dst[c] = f16_to_f32(f32_to_f16(row[c]));
+    return dst;
+}
+
 namespace {
 
 // One sequence's new rows over its contiguous cache, from position n_past.
@@ -49,6 +56,16 @@ public:
         }
         const kernels::PagedSequence seq{cache_.ring_view(il), q, out, n_rows_, n_past_};
         be.attention_paged(shape, {&seq, 1});  // the same bits as the contiguous cache
+    }
+    const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
+                          float* scratch) override {
+        if (row >= lag) return as_kept(cache_.type(), a + (row - lag) * dim, dim, scratch);
+        if (n_past_ + row < lag) return nullptr;
+        cache_.load_conv(il, n_past_ + row - lag, scratch);
+        return scratch;
+    }
+    void store_conv(int il, int64_t row, const float* a) override {
+        cache_.store_conv(il, n_past_ + row, a);
     }
 
 private:
@@ -318,6 +335,32 @@ Forward::QkvRows Forward::project_qkv(int il, int64_t T, profiler::Steps& prof) 
     return {attn_.data(), k_.data(), v_.data(), QD, KD};
 }
 
+// The attention norm's output in h_ becomes its causal depthwise convolution with the rows of
+// the k - 1 positions before each (this call's, or those kept by earlier calls), in the order
+// of kernels::causal_conv's sums; then every row is kept for the positions after it.
+void Forward::conv_block(int il, int64_t T) {
+    const HParams& hp = model_.hparams();
+    const int k = hp.conv_kernel;
+    const int64_t E = hp.n_embd;
+    const float* w = model_.weights().layers[il].attn_conv.data();
+    float* out = ff_out_.data();  // free until the FFN
+    conv_lag_.resize(static_cast<size_t>(E));
+    for (int64_t t = 0; t < T; ++t) {
+        const float* a = h_.data() + t * E;
+        float* o = out + t * E;
+        for (int64_t c = 0; c < E; ++c) o[c] = w[c] * a[c];
+        for (int j = 1; j < k; ++j) {
+            const float* x = rows_->conv_lag(il, t, j, h_.data(), E, conv_lag_.data());
+            if (!x) break;  // before position 0
+            const float* wj = w + j * E;
+            for (int64_t c = 0; c < E; ++c) o[c] += wj[c] * x[c];
+        }
+    }
+    if (k > 1)
+        for (int64_t t = 0; t < T; ++t) rows_->store_conv(il, t, h_.data() + t * E);
+    std::copy_n(out, T * E, h_.data());
+}
+
 void Forward::attention_block(int il, int64_t T) {
     const HParams& hp = model_.hparams();
     const LayerWeights& l = model_.weights().layers[il];
@@ -327,6 +370,11 @@ void Forward::attention_block(int il, int64_t T) {
     SYSLM_PROFILE_STEPS(prof);
     SYSLM_PROFILE_STEP(prof, "attn_norm", kernels::norm_flops(hp.spec().norm) * T * E, 8 * T * E);
     norm(x_.data(), h_.data(), T, l.attn_norm, l.attn_norm_b);
+    if (hp.conv_kernel > 0) {
+        SYSLM_PROFILE_STEP(prof, "attn_conv", 2.0 * hp.conv_kernel * T * E,
+                           4.0 * (2 + hp.conv_kernel) * T * E);
+        conv_block(il, T);
+    }
 
     const QkvRows p = project_qkv(il, T, prof);
     if (hp.spec().qk_norm) {  // per head, in place (the rows are separate q and k: not fused)

@@ -60,6 +60,8 @@ private:
 // sequences over paged caches.
 class KvRows {
 public:
+    // A row of dim floats as a cache of `type` keeps it: itself for F32, else rounded into dst.
+    static const float* as_kept(DType type, const float* row, int64_t dim, float* dst);
     virtual ~KvRows() = default;
     virtual int64_t position(int64_t row) const = 0;
     virtual DType kv_type() const = 0;
@@ -67,6 +69,15 @@ public:
     // out (rows x q_dim) = each row's attention over its sequence's visible keys and values.
     virtual void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
                         backend::Backend& be) = 0;
+    // Conv hybrids (HParams::conv_kernel): each position's attention-norm output of layer il is
+    // kept for the convolution of the next positions. conv_lag gives that of position(row) - lag
+    // (lag >= 1) as the cache keeps it (rounded to kv_type(), widened into scratch): the
+    // batch's own row of `a` (rows of dim floats) when that position is among this call's rows
+    // of the same sequence, else the kept one, so that a position's value does not depend on
+    // how the sequence was cut into calls; null before position 0. store_conv keeps row's.
+    virtual const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
+                                  float* scratch) = 0;
+    virtual void store_conv(int il, int64_t row, const float* a) = 0;
 };
 
 // Sees the float input of every weight-matrix product of Forward::run (importance matrices,
@@ -120,6 +131,7 @@ private:
     };
     QkvRows project_qkv(int il, int64_t T, profiler::Steps& prof);
     void attention_block(int il, int64_t T);
+    void conv_block(int il, int64_t T);  // HParams::conv_kernel: h_ = its causal convolution
     void ffn_block(int il, int64_t T);
     void moe_block(int il, int64_t T);
     // Reports a matrix input to the observer, if any: tensor "blk.<il>.<what>.weight".
@@ -144,6 +156,7 @@ private:
     backend::Buffer rope_angles_local_;  // the same for Model::rope_local(), if any
     std::vector<int64_t> positions_;     // of the running call's rows
     std::vector<int64_t> row_ids_;       // token ids, or rows to gather, of one call
+    std::vector<float> conv_lag_;        // conv_block: a kept row, widened
     kernels::SharedActivations shared_input_;  // normed input, converted once per partner type
     // MoE: the router's probabilities and each expert's gathered rows (n_batch rows at most);
     // routing state kept so that routing allocates nothing once warm. Routing reads the

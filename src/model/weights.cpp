@@ -106,6 +106,13 @@ public:
         return {t->type, n_in, n_out, n_expert, t->data};
     }
 
+    // A small tensor of any shape (a conv's taps) as floats, row after row.
+    Vector floats(const std::string& name, const std::vector<int64_t>& ne) {
+        const io::GGUFTensor* t = find(name, ne, true);
+        Vector v(static_cast<size_t>(t->numel()));
+        kernels::type_traits(t->type).to_float(t->data, v.data(), t->numel());
+        return v;
+    }
     Vector vector(const std::string& name, int64_t n, bool required = true) {
         const io::GGUFTensor* t = find(name, {n}, required);
         if (!t) return {};
@@ -228,6 +235,7 @@ void bind_attention(Binder& b, const io::GGUFFile& f, const HParams& hp, const s
         l.bk = b.vector(p + "attn_k.bias", hp.kv_dim(), spec.qkv_bias);
         l.bv = b.vector(p + "attn_v.bias", hp.kv_dim(), spec.qkv_bias);
     }
+    if (hp.conv_kernel > 0) l.attn_conv = b.floats(p + "attn_conv.weight", {E, hp.conv_kernel});
     if (spec.qk_norm) {
         l.attn_q_norm = b.vector(p + "attn_q_norm.weight", hp.head_dim);
         l.attn_k_norm = b.vector(p + "attn_k_norm.weight", hp.head_dim);

@@ -43,6 +43,7 @@ struct LayerWeights {
     Vector ffn_norm, ffn_norm_b;
     Matrix ffn_gate{}, ffn_up{}, ffn_down{};  // dense FFN (ffn_gate absent for gpt2)
     Vector ffn_up_b, ffn_down_b;
+    Vector attn_conv;       // HParams::conv_kernel: k rows of n_embd taps (row j: lag j)
     Vector ffn_act_beta;    // HParams::swish_beta: the gate's Swish beta per channel (n_ff)
     Matrix ffn_gate_inp{};  // MoE router
     Experts gate_exps{}, up_exps{}, down_exps{};  // routed experts

@@ -223,6 +223,7 @@ void TrainModel::bind_all() {
         }
         l.attn_norm = bind(p + "attn_norm.weight", {E});
         l.ffn_norm = bind(p + "ffn_norm.weight", {E});
+        if (hp_.conv_kernel > 0) l.attn_conv = bind(p + "attn_conv.weight", {E, hp_.conv_kernel});
         if (kernels::norm_has_bias(spec.norm)) {
             l.attn_norm_b = bind(p + "attn_norm.bias", {E});
             l.ffn_norm_b = bind(p + "ffn_norm.bias", {E});
@@ -369,6 +370,7 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
             a.take(s.attn_out, R * E);
             a.take(s.ffn_out, R * E);
         }
+        if (hp_.conv_kernel > 0) a.take(s.conv, R * E);
         a.take(s.lse, R * H);
         for (auto* v : {&s.g, &s.u}) a.take(*v, R * F);
         if (recompute_ != Recompute::Selective) a.take(s.s, R * F);
@@ -470,6 +472,10 @@ void TrainModel::layer_forward(int il, int B, int T, backend::Backend& be) {
     if (recompute_ == Recompute::Full) std::copy_n(x_.data(), R * E, inputs_[il].data());
     float* a = norm1_out(S);
     norm_forward(S.x_in.data(), a, l.attn_norm, l.attn_norm_b, R, be);
+    if (hp_.conv_kernel > 0) {  // the projections read the convolution of the normed rows
+        be.causal_conv(a, l.attn_conv.w, hp_.conv_kernel, B, T, E, S.conv.data());
+        a = S.conv.data();
+    }
     if (hp_.spec().fused_qkv) {
         const int64_t W = QD + 2 * KD;
         linear(l.wqkv, l.bqkv, a, R, E, W, tmp_.data(), be);
@@ -569,7 +575,8 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
         activation(S, moe() ? S.expert_begin[hp_.n_expert] * hp_.n_ff_exp : R * F, be,
                    l.ffn_beta.w);
     }
-    const float* a = norm1_out(S);
+    // The projections' input: the normed rows, or their convolution (conv hybrids).
+    const float* a = hp_.conv_kernel > 0 ? S.conv.data() : norm1_out(S);
     const float* b = norm2_out(S);
 
     // FFN: out = x_mid + [post-norm](down(s)).
@@ -635,7 +642,13 @@ void TrainModel::layer_backward(int il, int B, int T, backend::Backend& be) {
         linear_backward(l.wv, l.bv, a, d_v_.data(), R, E, KD, d_a_.data(), true, be);
     }
     tp_sum(d_a_.data(), R * E);
-    norm_backward(S.x_in.data(), l.attn_norm, l.attn_norm_b, d_a_.data(), dx_.data(), R, be);
+    const float* d_normed = d_a_.data();
+    if (hp_.conv_kernel > 0) {  // through the convolution, into d_b_ (free since the FFN's)
+        be.causal_conv_backward(norm1_out(S), l.attn_conv.w, d_a_.data(), hp_.conv_kernel, B, T, E,
+                                d_b_.data(), l.attn_conv.g);
+        d_normed = d_b_.data();
+    }
+    norm_backward(S.x_in.data(), l.attn_norm, l.attn_norm_b, d_normed, dx_.data(), R, be);
     be.add(dx_.data(), d_mid_.data(), R * E);
 }
 

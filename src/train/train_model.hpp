@@ -174,7 +174,8 @@ private:
         Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, q_norm, k_norm, wo, bo;
         Tensor ffn_norm, ffn_norm_b, ffn_gate, ffn_up, ffn_down, ffn_up_b, ffn_down_b;
         Tensor ffn_beta;  // HParams::swish_beta: the gate's Swish beta per channel
-        Tensor post_attn_norm, post_ffn_norm;          // ArchSpec::post_norms (gemma)
+        Tensor post_attn_norm, post_ffn_norm;  // ArchSpec::post_norms (gemma)
+        Tensor attn_conv;                      // HParams::conv_kernel: k rows of n_embd taps
         Tensor router, gate_exps, up_exps, down_exps;  // MoE: expert e's matrix at e x its size
     };
     struct Saved {  // what a layer's backward needs, for B*T rows
@@ -182,6 +183,7 @@ private:
         Buf<float> x_in, a, q, k, v, o, lse, x_mid, b, g, u, s;
         Buf<float> q_raw, k_raw;       // qk_norm: the projections before their norm
         Buf<float> attn_out, ffn_out;  // post_norms: the blocks' outputs before their norms
+        Buf<float> conv;               // conv hybrids: the attention input (conv of a)
         // MoE routing: router probabilities (rows x experts); each (row, k) choice's slot, where
         // slots are grouped by expert (expert e owns slots expert_begin[e] ..
         // expert_begin[e+1]); each slot's row, weight and expert output (slots x n_embd).

@@ -18,7 +18,7 @@ namespace syslm::testing {
 // and "gemma3" have a local layer 0 and a global layer 1; "llama_local_global_tokens" the same
 // with 2 global tokens; "llama_shared" has 3 layers, the last computing with layer 0's block;
 // "llama_swish_beta" learns a Swish beta per FFN channel; "llama_linear" has linear attention in
-// layer 0.
+// layer 0; "llama_conv" a causal convolution of 3 taps before each attention.
 inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, uint64_t seed) {
     model::InitConfig c;
     c.arch = arch.starts_with("mixtral") || arch.starts_with("llama_") ? "llama" : arch;
@@ -49,6 +49,7 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
     }
     c.swish_beta = arch == "llama_swish_beta";
     if (arch == "llama_linear") c.linear_layers = {true, false};
+    if (arch == "llama_conv") c.conv_kernel = 3;
     if (arch == "gemma3") c.rope_freq_base = 1e6f;  // the global layer's; the local one's 1e4
     return c;
 }

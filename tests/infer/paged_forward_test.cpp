@@ -55,6 +55,7 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
     KvPagesConfig cfg;
     cfg.n_layer = m.hparams().n_layer;
     cfg.kv_dim = m.hparams().kv_dim();
+    cfg.conv_dim = m.hparams().conv_kernel > 1 ? m.hparams().n_embd : 0;
     cfg.page_size = 8;
     cfg.n_pages = 24;
     KvPages pages(cfg);
@@ -117,7 +118,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, PagedForward,
                          ::testing::Values("llama", "gpt2", "mixtral", "mixtral_top_p", "qwen3",
                                            "llama_local_global", "llama_local_global_tokens",
                                            "llama_shared", "llama_swish_beta", "llama_linear",
-                                           "bloom", "mpt", "phi3", "gemma2", "gemma3"));
+                                           "llama_conv", "bloom", "mpt", "phi3", "gemma2",
+                                           "gemma3"));
 
 }  // namespace
 }  // namespace syslm::infer

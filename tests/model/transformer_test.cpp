@@ -68,6 +68,7 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
     }
     cfg.swish_beta = GetParam() == "llama_swish_beta";
     if (GetParam() == "llama_linear") cfg.linear_layers = {true, false};
+    if (GetParam() == "llama_conv") cfg.conv_kernel = 3;
     if (GetParam().starts_with("llama_local_global") || GetParam().starts_with("gemma")) {
         cfg.window = 5;  // local, global
         cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
@@ -168,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                                            "mixtral_top_p", "qwen2moe", "qwen3moe",
                                            "llama_local_global", "llama_local_global_tokens",
                                            "llama_shared", "llama_swish_beta", "llama_linear",
-                                           "bloom", "mpt", "phi3", "gemma2", "gemma3"));
+                                           "llama_conv", "bloom", "mpt", "phi3", "gemma2",
+                                           "gemma3"));
 
 TEST(Forward, SlidingWindowOnlySeesRecentTokens) {
     // With a window of 4, the last token's logits cannot depend on tokens 4+ positions back.

@@ -5,6 +5,7 @@ import shutil
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 import tiny_hf_models
 from test_model_logits import TOLERANCE, rel_err_per_position
@@ -23,6 +24,29 @@ def check_logits(run_syslm, path, model, tokens, prefill, tmp_path, label):
           f"decode {err[prefill:].max():.2e}")
     assert err.max() < TOLERANCE, err
     return ref
+
+
+def check_changes_logits(run_syslm, path, tokens, prefill, ref, tmp_path):
+    """The file without the feature (`path`) gives other logits than the reference: the
+    feature under test matters."""
+    out = tmp_path / "logits-without.npy"
+    run_syslm("logits", "-m", path, "--ids", ",".join(map(str, tokens.tolist())),
+              "--prefill", prefill, "-o", out, "-t", 2, "--cache-type", "f32")
+    assert rel_err_per_position(np.load(out), ref).max() > 1e-2
+
+
+def reference_gradients(run_syslm, model, hf_dir, ids, tmp_path):
+    """PyTorch's loss on the batch `ids` (B x T+1) and the gradients of every tensor the
+    checkpoint in hf_dir holds, converted to GGUF names and layouts by `syslm convert`."""
+    n_vocab = model.config.vocab_size
+    logits = model(input_ids=ids[:, :-1]).logits
+    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
+    loss.backward()
+    save_untied(hf_dir, {k: v.grad for k, v in model.state_dict(keep_vars=True).items()},
+                tmp_path / "grads_hf")
+    ref_path = tmp_path / "grads_ref.gguf"
+    run_syslm("convert", "--hf", tmp_path / "grads_hf", "-o", ref_path)
+    return loss, read_gguf(ref_path)[0]
 
 
 def check_gradients(run_syslm, path, ids, loss, ref, tmp_path, label):

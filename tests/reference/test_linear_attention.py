@@ -6,7 +6,6 @@ and the others as ordinary causal softmax attention. syslm computes the linear l
 sums (training, prefill) or direct sums over the KV cache (decode): logits at prefill and every
 decode step, and every gradient, must match.
 """
-import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
@@ -14,8 +13,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 
 import gguf_edit
 import tiny_hf_models
-from syslm_checks import check_logits
-from test_model_logits import rel_err_per_position
+from syslm_checks import check_changes_logits, check_logits
 from test_train_grads import B, check_against_autograd
 
 PATTERN = [True, False, True]  # layers 0 and 2 linear, layer 1 softmax
@@ -59,12 +57,7 @@ def test_linear_attention_logits_match(tmp_path, run_syslm):
                            generator=torch.Generator().manual_seed(12))
     # Prefill 15 tokens (prefix sums: more than a head's 12 dimensions), then 12 decode steps.
     ref = check_logits(run_syslm, path, model, tokens, 15, tmp_path, "linear attention")
-    out = tmp_path / "logits.npy"
-    ids = ",".join(map(str, tokens.tolist()))
-    # The pattern matters: the file without it is the softmax model.
-    run_syslm("logits", "-m", base, "--ids", ids, "--prefill", 15, "-o", out, "-t", 2,
-              "--cache-type", "f32")
-    assert rel_err_per_position(np.load(out), ref).max() > 1e-2
+    check_changes_logits(run_syslm, base, tokens, 15, ref, tmp_path)  # the softmax model's
 
 
 def test_linear_attention_gradients_match(tmp_path, run_syslm):

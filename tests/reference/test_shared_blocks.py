@@ -11,11 +11,10 @@ import os
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 import gguf_edit
 import tiny_hf_models
-from syslm_checks import check_gradients, check_logits, save_untied
+from syslm_checks import check_gradients, check_logits, reference_gradients, save_untied
 from test_train_grads import read_gguf
 
 SOURCE = [0, 1, 0]
@@ -65,16 +64,8 @@ def test_shared_blocks_match_tied_transformers(tmp_path, run_syslm):
     check_logits(run_syslm, shared, model, tokens, 9, tmp_path, "shared blocks")
 
     # Gradients: PyTorch sums a tied module's over its uses; syslm writes one per stored tensor.
-    B, T = 2, 9
-    ids = torch.randint(0, n_vocab, (B, T + 1), generator=torch.Generator().manual_seed(4))
-    logits = model(input_ids=ids[:, :T]).logits
-    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
-    loss.backward()
-    grads = {k: v.grad for k, v in model.state_dict(keep_vars=True).items()}
-    save_untied(hf_dir, grads, tmp_path / "grads_hf")
-    ref_path = tmp_path / "grads_ref.gguf"
-    run_syslm("convert", "--hf", tmp_path / "grads_hf", "-o", ref_path)
-    ref, _ = read_gguf(ref_path)
+    ids = torch.randint(0, n_vocab, (2, 10), generator=torch.Generator().manual_seed(4))
+    loss, ref = reference_gradients(run_syslm, model, hf_dir, ids, tmp_path)
     check_gradients(run_syslm, shared, ids, loss,
                     {n: g for n, g in ref.items() if not n.startswith("blk.2.")}, tmp_path,
                     "shared blocks")

@@ -8,12 +8,11 @@ PyTorch's. A short `syslm train --swish-beta` run must move the betas away from 
 """
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 import gguf_edit
 import tiny_hf_models
-from syslm_checks import check_gradients, check_logits, save_untied
-from test_model_logits import rel_err_per_position
+from syslm_checks import (check_changes_logits, check_gradients, check_logits,
+                          reference_gradients)
 from test_train_grads import read_gguf
 
 
@@ -43,22 +42,11 @@ def test_swish_beta_matches_transformers(tmp_path, run_syslm):
     n_vocab = model.config.vocab_size
     tokens = torch.randint(0, n_vocab, (20,), generator=torch.Generator().manual_seed(2))
     ref = check_logits(run_syslm, path, model, tokens, 8, tmp_path, "swish beta")
-    out = tmp_path / "logits.npy"
     # The betas matter: the same file read as SwiGLU (beta = 1) gives other logits.
-    run_syslm("logits", "-m", base, "--ids", ",".join(map(str, tokens.tolist())),
-              "--prefill", 8, "-o", out, "-t", 2, "--cache-type", "f32")
-    assert rel_err_per_position(np.load(out), ref).max() > 1e-2
+    check_changes_logits(run_syslm, base, tokens, 8, ref, tmp_path)
 
-    B, T = 2, 9
-    ids = torch.randint(0, n_vocab, (B, T + 1), generator=torch.Generator().manual_seed(6))
-    logits = model(input_ids=ids[:, :T]).logits
-    loss = F.cross_entropy(logits.reshape(-1, n_vocab), ids[:, 1:].reshape(-1))
-    loss.backward()
-    save_untied(hf_dir, {k: v.grad for k, v in model.state_dict(keep_vars=True).items()},
-                tmp_path / "grads_hf")
-    ref_path = tmp_path / "grads_ref.gguf"
-    run_syslm("convert", "--hf", tmp_path / "grads_hf", "-o", ref_path)
-    ref, _ = read_gguf(ref_path)
+    ids = torch.randint(0, n_vocab, (2, 10), generator=torch.Generator().manual_seed(6))
+    loss, ref = reference_gradients(run_syslm, model, hf_dir, ids, tmp_path)
     for il, layer in enumerate(model.model.layers):
         ref[f"blk.{il}.ffn_act_beta.weight"] = layer.mlp.act_fn.beta.grad.numpy()
     check_gradients(run_syslm, path, ids, loss, ref, tmp_path, "swish beta")
