@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/command.hpp"
+#include "cli/structure_options.hpp"
 #include "cli/vocab_file.hpp"
 #include "core/error.hpp"
 #include "model/random_init.hpp"
@@ -12,25 +13,14 @@ namespace {
 
 struct InitArgs {
     model::InitConfig cfg;
-    std::string vocab, out, type = "f32", attn_pattern, share_blocks, linear_attn;
+    std::string vocab, out, type = "f32";
+    StructureOptions structure;
     int vocab_size = 0;
 };
 
 int run_init(InitArgs& a) {
     usage_check(!a.vocab.empty() || a.vocab_size > 0, "init: give --vocab FILE or --vocab-size N");
-    usage_check(a.attn_pattern.empty() || a.cfg.window > 0, "init: --attn-pattern needs --window");
-    usage_check(a.cfg.global_tokens == 0 || a.cfg.window > 0,
-                "init: --global-tokens needs --window");
-    const int L = a.cfg.n_layer;
-    if (!a.attn_pattern.empty())
-        a.cfg.local_layers = option_value(
-            "--attn-pattern", [&] { return model::attention_pattern(a.attn_pattern, L); });
-    if (!a.linear_attn.empty())
-        a.cfg.linear_layers = option_value(
-            "--linear-attn", [&] { return model::attention_pattern(a.linear_attn, L); });
-    if (!a.share_blocks.empty())
-        a.cfg.block_source =
-            option_value("--share-blocks", [&] { return model::shared_blocks(a.share_blocks, L); });
+    apply_structure_options(a.structure, "init", a.cfg);
     const auto t = dtype_from_name(a.type);
     SYSLM_CHECK(t, "--type: unknown type '", a.type, "'");
     a.cfg.type = *t;
@@ -82,28 +72,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--ctx", c.n_ctx, "Trained context length")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    app.add_option("--window", c.window,
-                   "Local attention over the last N positions (every layer, or the local ones "
-                   "of --attn-pattern); 0 = global")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--attn-pattern", a->attn_pattern,
-                   "LOCAL:GLOBAL, e.g. 5:1 = five layers with --window, then one global, repeated");
-    app.add_option("--global-tokens", c.global_tokens,
-                   "The first N positions stay visible to every local layer (with --window)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--linear-attn", a->linear_attn,
-                   "LINEAR:SOFTMAX, e.g. 5:1 = five layers of linear attention (elu + 1 feature "
-                   "map, prefix sums: O(T)), then one of softmax attention, repeated; 1:0 = all");
-    app.add_option("--share-blocks", a->share_blocks,
-                   "U[:cycle|sequence]: the layers share U blocks of weights (ALBERT), layer i "
-                   "taking block i % U (cycle) or runs of layers one block (sequence)");
-    app.add_option("--conv", c.conv_kernel,
-                   "K: a causal depthwise convolution of K taps over the attention norm's output "
-                   "before every attention (conv + attention hybrid); 0 = none")
-        ->check(CLI::Range(0, 64));
-    app.add_flag("--swish-beta", c.swish_beta,
-                 "SwiGLU's gate with a learned Swish beta per channel (x sigmoid(beta x), "
-                 "starting at SwiGLU's beta = 1)");
+    add_structure_options(app, a->structure);
     app.add_option("--experts", c.n_expert, "Routed experts (MoE); 0 = dense")
         ->capture_default_str();
     app.add_option("--experts-used", c.n_expert_used, "Experts per token (top-p: the most)")

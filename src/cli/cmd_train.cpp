@@ -161,9 +161,7 @@ void check_train_args(const TrainArgs& a) {
                 "train: --checkpoint-every needs --checkpoint DIR");
     usage_check(a.min_lr <= a.lr, "train: --min-lr ", a.min_lr, " is above --lr ", a.lr);
     usage_check(
-        !a.arch.empty() || (a.window == 0 && a.attn_pattern.empty() && a.global_tokens == 0 &&
-                            a.share_blocks.empty() && !a.swish_beta && a.linear_attn.empty() &&
-                            a.conv_kernel == 0),
+        !a.arch.empty() || !a.structure.any(),
         "train: --window, --attn-pattern, --global-tokens, --linear-attn, --share-blocks, --conv "
         "and --swish-beta shape a model from scratch (--arch); a file's own structure comes "
         "with it");
@@ -205,21 +203,7 @@ io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
     c.n_expert_used_min = a.experts_used_min;
     c.n_ctx = a.ctx;
     c.seed = a.seed;
-    usage_check(a.attn_pattern.empty() || a.window > 0, "train: --attn-pattern needs --window");
-    c.window = a.window;
-    usage_check(a.global_tokens == 0 || a.window > 0, "train: --global-tokens needs --window");
-    c.global_tokens = a.global_tokens;
-    if (!a.attn_pattern.empty())
-        c.local_layers = option_value(
-            "--attn-pattern", [&] { return model::attention_pattern(a.attn_pattern, a.layers); });
-    if (!a.linear_attn.empty())
-        c.linear_layers = option_value(
-            "--linear-attn", [&] { return model::attention_pattern(a.linear_attn, a.layers); });
-    if (!a.share_blocks.empty())
-        c.block_source = option_value(
-            "--share-blocks", [&] { return model::shared_blocks(a.share_blocks, a.layers); });
-    c.swish_beta = a.swish_beta;
-    c.conv_kernel = a.conv_kernel;
+    apply_structure_options(a.structure, "train", c);
     const std::string temp = (std::filesystem::temp_directory_path() /
                               ("syslm-train-init-" + std::to_string(getpid()) + ".gguf"))
                                  .string();

@@ -171,36 +171,12 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--ffn", a.ffn, "From scratch: FFN width (0: the architecture's default)")
         ->check(CLI::Range(0, 1 << 24));
     add_moe_options(app, a);
-    app.add_option("--window", a.window,
-                   "From scratch: local attention over the last N positions (every layer, or "
-                   "the local ones of --attn-pattern)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--attn-pattern", a.attn_pattern,
-                   "From scratch: LOCAL:GLOBAL, e.g. 5:1 = five layers with --window, then one "
-                   "with global attention, repeated");
+    add_structure_options(app, a.structure, "From scratch: ");
     app.add_option("--window-range", a.window_range,
                    "MIN:MAX: each step trains the local layers with a window drawn "
                    "log-uniformly from [MIN, MAX], so that the model accepts any of them "
                    "(generate/perplexity/serve --window N); evaluation and the file keep the "
                    "model's own window");
-    app.add_option("--global-tokens", a.global_tokens,
-                   "From scratch: the first N positions stay visible to every local layer")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--linear-attn", a.linear_attn,
-                   "From scratch: LINEAR:SOFTMAX, e.g. 5:1 = five layers of linear attention "
-                   "(elu + 1 feature map, prefix sums: O(T)), then one of softmax attention, "
-                   "repeated; 1:0 = every layer linear");
-    app.add_option("--share-blocks", a.share_blocks,
-                   "From scratch: U[:cycle|sequence], the layers share U blocks of weights "
-                   "(ALBERT): layer i takes block i % U (cycle) or runs of layers one block "
-                   "(sequence); a shared block's gradient sums over its layers");
-    app.add_option("--conv", a.conv_kernel,
-                   "From scratch: a causal depthwise convolution of K taps over the attention "
-                   "norm's output before every attention (conv + attention hybrid); 0 = none")
-        ->check(CLI::Range(0, 64));
-    app.add_flag("--swish-beta", a.swish_beta,
-                 "From scratch: SwiGLU's gate with a learned Swish beta per channel "
-                 "(x sigmoid(beta x), starting at beta = 1)");
     app.add_option("--ctx", a.ctx, "From scratch: context length")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 24));

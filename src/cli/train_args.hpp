@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/structure_options.hpp"
+
 namespace syslm::cli::train_cmd {
 
 struct TrainArgs {
@@ -16,14 +18,8 @@ struct TrainArgs {
     int experts = 0, experts_used = 2;
     float expert_top_p = 0.0f;  // top-p routing (from scratch; 0: top-k)
     int experts_used_min = 1;
-    int window = 0;            // local attention (from scratch)
-    int global_tokens = 0;     // positions every local layer also sees (from scratch)
-    std::string window_range;  // "MIN:MAX": a window sampled per step for the local layers
-    std::string attn_pattern;  // "L:G" local and global layers; empty: all local when window > 0
-    bool swish_beta = false;   // a learned Swish beta per FFN channel (from scratch)
-    int conv_kernel = 0;       // taps of the conv before each attention (from scratch)
-    std::string linear_attn;   // "L:S": linear and softmax attention layers; empty: softmax
-    std::string share_blocks;  // "U[:cycle|sequence]": ALBERT-style shared blocks; empty: none
+    StructureOptions structure;  // local / linear attention, sharing, conv, Swish beta
+    std::string window_range;    // "MIN:MAX": a window sampled per step for the local layers
     double moe_aux_coef = 0.01;
     double router_z_coef = 0.0;
     double expert_capacity = 0.0;  // capacity factor (0: no limit)

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/random_values.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/activations.hpp"
@@ -24,14 +25,7 @@ namespace syslm::kernels {
 namespace {
 
 using Vec = std::vector<double>;
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
+using testing::random_floats;
 
 Vec to_double(const std::vector<float>& v) {
     return Vec(v.begin(), v.end());

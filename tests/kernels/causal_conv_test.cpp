@@ -2,6 +2,7 @@
 // against a direct double sum, the backward against central differences; two sequences that
 // must not see each other, more channels than one job's range, a kernel longer than a sequence.
 #include "kernels/cpu/causal_conv.hpp"
+#include "../common/random_values.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,14 +13,6 @@
 
 namespace syslm::kernels {
 namespace {
-
-std::vector<float> randoms(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-}
 
 constexpr int64_t B = 2, T = 7, D = 70;
 
@@ -39,8 +32,9 @@ std::vector<double> reference(const std::vector<float>& a, const std::vector<flo
 TEST(CausalConv, ForwardAndBackwardMatchTheReference) {
     ThreadPool pool(3);
     for (int k : {1, 3, 9}) {  // 9 > T: the first rows see only what precedes them
-        const auto a = randoms(B * T * D, 1 + k), w = randoms(k * D, 2 + k),
-                   r = randoms(B * T * D, 3 + k);
+        const auto a = testing::random_floats(B * T * D, 1 + k),
+                   w = testing::random_floats(k * D, 2 + k),
+                   r = testing::random_floats(B * T * D, 3 + k);
         std::vector<float> out(a.size());
         causal_conv(a.data(), w.data(), k, B, T, D, out.data(), pool);
         const auto want = reference(a, w, k);

@@ -8,26 +8,21 @@
 #include <random>
 #include <vector>
 
+#include "../common/random_values.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/backward.hpp"
 
 namespace syslm::kernels {
 namespace {
 
-std::vector<float> randoms(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, 2.0f);
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-}
-
 TEST(FfnActivation, EachKindIsItsKernelsForwardAndBackward) {
     ThreadPool pool(2);
     EXPECT_TRUE(ffn_gated(FfnActivation::SwiGLU));
     EXPECT_FALSE(ffn_gated(FfnActivation::GeluTanh));
     for (const int64_t n : {1, 37, 1031}) {
-        const std::vector<float> a = randoms(n, 1), b = randoms(n, 2), dout = randoms(n, 3);
+        const std::vector<float> a = testing::random_floats(n, 1, 2.0f),
+                                 b = testing::random_floats(n, 2, 2.0f),
+                                 dout = testing::random_floats(n, 3, 2.0f);
         // SwiGLU: silu(a) * b.
         std::vector<float> got = a, want = a;
         ffn_activation(FfnActivation::SwiGLU, got.data(), b.data(), n, pool);

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/random_values.hpp"
 #include "core/half.hpp"
 
 namespace syslm::kernels {
@@ -18,14 +19,6 @@ namespace {
 
 constexpr int kHeads = 4, kKvHeads = 2, kDim = 7;
 constexpr int64_t QD = kHeads * kDim, KD = kKvHeads * kDim;
-
-std::vector<float> randoms(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-}
 
 AttentionShape shape() {
     AttentionShape s{};
@@ -74,11 +67,11 @@ TEST(LinearAttention, PrefillAndDecodeMatchTheDenseReference) {
     ThreadPool pool(2);
     const AttentionShape s = shape();
     const int64_t n_ctx = 29;
-    const auto k = randoms(n_ctx * KD, 1), v = randoms(n_ctx * KD, 2);
+    const auto k = testing::random_floats(n_ctx * KD, 1), v = testing::random_floats(n_ctx * KD, 2);
     // Prefill from 0 (prefix sums: more tokens than a head's size), then queries from 20 on
     // (direct sums), and a chunk of 9 at position 20 (prefix sums over the cache first).
     for (auto [n, pos0] : {std::pair<int64_t, int64_t>{20, 0}, {3, 20}, {9, 20}}) {
-        const auto q = randoms(n * QD, 3 + static_cast<uint32_t>(n));
+        const auto q = testing::random_floats(n * QD, 3 + static_cast<uint32_t>(n));
         const auto want = reference(q, k, v, n, pos0);
         std::vector<float> out(n * QD), den(n * kHeads);
         linear_attention(s, q.data(), k.data(), v.data(), nullptr, n, pos0, out.data(), pool,
@@ -135,8 +128,9 @@ TEST(LinearAttention, BackwardMatchesCentralDifferences) {
     ThreadPool pool(2);
     const AttentionShape s = shape();
     const int64_t T = 11;
-    const auto q = randoms(T * QD, 7), k = randoms(T * KD, 8), v = randoms(T * KD, 9);
-    const auto r = randoms(T * QD, 10);  // dL/dout: L = sum out * r
+    const auto q = testing::random_floats(T * QD, 7), k = testing::random_floats(T * KD, 8),
+               v = testing::random_floats(T * KD, 9);
+    const auto r = testing::random_floats(T * QD, 10);  // dL/dout: L = sum out * r
     std::vector<float> out(T * QD), den(T * kHeads);
     attention(s, q.data(), k.data(), v.data(), T, 0, out.data(), pool, den.data());
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());

@@ -85,7 +85,13 @@ void linear_attention(const AttentionShape& s, const float* q, const void* k_cac
     const CacheRows rows(s, k_cache, v_cache, paged);
     const bool scan = n_tokens > d;  // prefix sums cost d^2 a position, the direct sum d a pair
     pool.parallel_for(s.n_head_kv, [&](int64_t b, int64_t e, int) {
-        std::vector<float> S(scan ? size_t(d) * d : 0), z(d), f(d), g(d), v(d), acc(d);
+        // Per thread, sized once: decoding allocates nothing per token.
+        thread_local std::vector<float> S, z, f, g, v, acc, dn;
+        S.assign(scan ? size_t(d) * d : 0, 0.0f);
+        for (auto* x : {&z, &g, &v}) x->resize(size_t(d));
+        f.resize(size_t(G) * d);
+        acc.resize(size_t(G) * d);
+        dn.resize(size_t(G));
         for (int hk = static_cast<int>(b); hk < e; ++hk) {
             if (scan) {
                 std::fill(S.begin(), S.end(), 0.0f);
@@ -100,31 +106,41 @@ void linear_attention(const AttentionShape& s, const float* q, const void* k_cac
                     for (int h = hk * G; h < (hk + 1) * G; ++h) {
                         const float* qr = q + t * QD + int64_t{h} * d;
                         for (int i = 0; i < d; ++i) f[i] = phi(qr[i]);
-                        const float dn =
+                        const float r =
                             query(S.data(), z.data(), f.data(), d, out + t * QD + int64_t{h} * d);
-                        if (den) den[t * s.n_head + h] = dn;
+                        if (den) den[t * s.n_head + h] = r;
                     }
                 }
                 continue;
             }
-            for (int64_t t = 0; t < n_tokens; ++t)
-                for (int h = hk * G; h < (hk + 1) * G; ++h) {
-                    const float* qr = q + t * QD + int64_t{h} * d;
-                    for (int i = 0; i < d; ++i) f[i] = phi(qr[i]);
-                    std::fill(acc.begin(), acc.end(), 0.0f);
-                    float dn = 0;
-                    for (int64_t p = 0; p <= pos0 + t; ++p) {
-                        rows.key(p, hk, g.data());
-                        float w = 0;
-                        for (int i = 0; i < d; ++i) w += f[i] * phi(g[i]);
-                        rows.value(p, hk, v.data());
-                        for (int j = 0; j < d; ++j) acc[j] += w * v[j];
-                        dn += w;
-                    }
-                    float* o = out + t * QD + int64_t{h} * d;
-                    for (int j = 0; j < d; ++j) o[j] = acc[j] / dn;
-                    if (den) den[t * s.n_head + h] = dn;
+            // Direct sums: each cached row read and mapped once for the group's G heads.
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                for (int gi = 0; gi < G; ++gi) {
+                    const float* qr = q + t * QD + int64_t{hk * G + gi} * d;
+                    for (int i = 0; i < d; ++i) f[size_t(gi) * d + i] = phi(qr[i]);
                 }
+                std::fill(acc.begin(), acc.end(), 0.0f);
+                std::fill(dn.begin(), dn.end(), 0.0f);
+                for (int64_t p = 0; p <= pos0 + t; ++p) {
+                    rows.key(p, hk, g.data());
+                    for (float& x : g) x = phi(x);
+                    rows.value(p, hk, v.data());
+                    for (int gi = 0; gi < G; ++gi) {
+                        const float* fg = f.data() + size_t(gi) * d;
+                        float w = 0;
+                        for (int i = 0; i < d; ++i) w += fg[i] * g[i];
+                        float* a = acc.data() + size_t(gi) * d;
+                        for (int j = 0; j < d; ++j) a[j] += w * v[j];
+                        dn[gi] += w;
+                    }
+                }
+                for (int gi = 0; gi < G; ++gi) {
+                    const int h = hk * G + gi;
+                    float* o = out + t * QD + int64_t{h} * d;
+                    for (int j = 0; j < d; ++j) o[j] = acc[size_t(gi) * d + j] / dn[gi];
+                    if (den) den[t * s.n_head + h] = dn[gi];
+                }
+            }
         }
     });
 }
@@ -137,8 +153,12 @@ void linear_attention_backward(const AttentionShape& s, const float* q, const fl
     const int64_t QD = int64_t{s.n_head} * d, KS = s.kv_stride, T = n_tokens;
     pool.parallel_for(s.n_head_kv, [&](int64_t b, int64_t e, int) {
         // Per query row and head of the group: dnum = dout / den, dden = -(dout . o) / den.
-        std::vector<float> S(size_t(d) * d), z(d), g(d), f(d), dnum(size_t(T) * G * d),
-            dden(size_t(T) * G);
+        // Per thread, sized once per batch shape.
+        thread_local std::vector<float> S, z, g, f, dnum, dden;
+        S.resize(size_t(d) * d);
+        for (auto* x : {&z, &g, &f}) x->resize(size_t(d));
+        dnum.resize(size_t(T) * G * d);
+        dden.resize(size_t(T) * G);
         for (int hk = static_cast<int>(b); hk < e; ++hk) {
             std::fill(S.begin(), S.end(), 0.0f);
             std::fill(z.begin(), z.end(), 0.0f);
