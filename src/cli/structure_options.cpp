@@ -1,6 +1,7 @@
 #include "cli/structure_options.hpp"
 
 #include <cctype>
+#include <tuple>
 
 #include "cli/command.hpp"
 
@@ -23,6 +24,10 @@ void add_structure_options(CLI::App& app, StructureOptions& s, const std::string
                    says("the first N positions stay visible to every local layer (with "
                         "--window)"))
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--random-blocks", s.random_blocks,
+                   says("R[:B], BigBird: each block of B positions (default 64) of a local "
+                        "layer's queries also sees R key blocks drawn at random from before its "
+                        "window (with --window)"));
     app.add_option("--linear-attn", s.linear_attn,
                    says("LINEAR:SOFTMAX, e.g. 5:1 = five layers of linear attention (elu + 1 "
                         "feature map, prefix sums: O(T)), then one of softmax attention, "
@@ -44,6 +49,11 @@ void apply_structure_options(const StructureOptions& s, const std::string& comma
                              model::InitConfig& c) {
     usage_check(s.attn_pattern.empty() || s.window > 0, command, ": --attn-pattern needs --window");
     usage_check(s.global_tokens == 0 || s.window > 0, command, ": --global-tokens needs --window");
+    usage_check(s.random_blocks.empty() || s.window > 0, command,
+                ": --random-blocks needs --window");
+    if (!s.random_blocks.empty())
+        std::tie(c.random_blocks, c.random_block_size) = option_value(
+            "--random-blocks", [&] { return model::random_blocks_spec(s.random_blocks); });
     c.window = s.window;
     c.global_tokens = s.global_tokens;
     c.conv_kernel = s.conv_kernel;

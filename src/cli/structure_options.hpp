@@ -1,7 +1,7 @@
 // The options that shape a new model's blocks beyond its sizes, the same for `syslm init` and
 // `syslm train --arch` (whose help says "From scratch: "): local attention (window, pattern,
-// global tokens), linear attention, blocks shared by several layers, the conv + attention
-// hybrid and a learned Swish beta.
+// global tokens, BigBird's random blocks), linear attention, blocks shared by several layers, the
+// conv + attention hybrid and a learned Swish beta.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,10 +15,11 @@ namespace syslm::cli {
 struct StructureOptions {
     int window = 0, global_tokens = 0, conv_kernel = 0;
     bool swish_beta = false;
-    std::string attn_pattern, linear_attn, share_blocks;
+    std::string attn_pattern, linear_attn, share_blocks, random_blocks;
     bool any() const {
         return window > 0 || global_tokens > 0 || conv_kernel > 0 || swish_beta ||
-               !attn_pattern.empty() || !linear_attn.empty() || !share_blocks.empty();
+               !attn_pattern.empty() || !linear_attn.empty() || !share_blocks.empty() ||
+               !random_blocks.empty();
     }
 };
 

@@ -67,7 +67,8 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
     const model::HParams& hp = model_->hparams();
     bool all_local = hp.sliding_window > 0;
     for (int il = 0; il < hp.n_layer; ++il) all_local = all_local && hp.window(il) > 0;
-    ring_window_ = all_local ? hp.sliding_window : 0;
+    // BigBird's random blocks read pages from before the window: they stay.
+    ring_window_ = all_local && hp.random_blocks == 0 ? hp.sliding_window : 0;
     if (cfg.window_auto) hp.window_for_length(1);  // throws now for a model without a policy
     // The pages of the global tokens stay with their sequence.
     ring_keep_ = (hp.global_tokens + cfg.page_size - 1) / cfg.page_size;

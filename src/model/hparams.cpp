@@ -280,7 +280,13 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
     s.scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
     if (!hp.alibi_slopes.empty()) s.alibi = hp.alibi_slopes.data();
     s.softcap = hp.attn_softcap;
-    if (s.window > 0) s.global_tokens = hp.global_tokens;
+    if (s.window > 0) {
+        s.global_tokens = hp.global_tokens;
+        s.random_blocks = hp.random_blocks;
+        s.random_block_size = hp.random_block_size;
+        s.random_seed =
+            kernels::splitmix64(uint64_t{hp.random_seed} << 32 | static_cast<uint32_t>(il));
+    }
     s.linear = hp.linear_attention(il);
     return s;
 }
@@ -289,7 +295,7 @@ double attention_pairs(const HParams& hp, int il, int64_t T) {
     if (hp.linear_attention(il))
         return static_cast<double>(T) * hp.head_dim * (hp.n_head + hp.n_head_kv) /
                (2.0 * hp.n_head);
-    return kernels::attention_pairs(T, 0, hp.window(il), hp.global_tokens);
+    return kernels::attention_pairs(attention_shape(hp, il), T, 0);
 }
 
 namespace {
@@ -419,6 +425,14 @@ HParams load_hparams(const io::GGUFFile& f) {
                 "attention.window_policy: the model has no local attention layers");
     SYSLM_CHECK(hp.global_tokens == 0 || hp.sliding_window > 0, f.path(), ": ", a,
                 "attention.global_tokens needs attention.sliding_window");
+    hp.random_blocks = r.count("attention.random_blocks", 0u, 0, kernels::kMaxRandomBlocks);
+    if (hp.random_blocks > 0) {
+        SYSLM_CHECK(hp.sliding_window > 0, f.path(), ": ", a,
+                    "attention.random_blocks needs attention.sliding_window");
+        hp.random_block_size = r.count("attention.random_block_size", std::nullopt,
+                                       kernels::kMinRandomBlockSize, kMaxContext);
+        hp.random_seed = static_cast<uint32_t>(r.count("attention.random_seed", 0u, 0, INT32_MAX));
+    }
     hp.attn_scale = r.real("attention.scale", 0.0f, 0, 1e3, false);
     // llama.cpp's gemma2 / gemma3 without the key: query_pre_attn_scalar is n_embd / n_head for
     // the 27B models (46 / 62 layers), head_dim for the others.
@@ -431,8 +445,8 @@ HParams load_hparams(const io::GGUFFile& f) {
         // llama.cpp reads it for mpt and fixes bloom's at 8, which no converter writes.
         hp.max_alibi_bias = r.real("attention.max_alibi_bias", 8.0f, 0, 1e3);
         hp.alibi_slopes = kernels::alibi_slopes(hp.n_head, hp.max_alibi_bias);
-        SYSLM_CHECK(hp.global_tokens == 0, f.path(), ": ", a,
-                    "attention.global_tokens does not combine with ALiBi");
+        SYSLM_CHECK(hp.global_tokens == 0 && hp.random_blocks == 0, f.path(), ": ", a,
+                    "attention.global_tokens and .random_blocks do not combine with ALiBi");
     }
 
     read_experts(r, f, a, hp);

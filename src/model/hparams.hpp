@@ -120,6 +120,13 @@ struct HParams {
     // The first global_tokens positions stay visible to the local layers besides their windows
     // (Longformer's global tokens, StreamingLLM's sinks; syslm's attention.global_tokens).
     int global_tokens = 0;
+    // BigBird's random blocks (syslm's attention.random_blocks, .random_block_size and
+    // .random_seed): each local layer's query block of random_block_size positions also sees
+    // random_blocks key blocks drawn before its window (kernels::random_key_blocks; the draw
+    // differs by layer). 0: none. Their layers keep every position's K/V (no ring).
+    int random_blocks = 0;
+    int random_block_size = 0;
+    uint32_t random_seed = 0;
     // Cross-layer parameter sharing (ALBERT; syslm's block_source): layer il computes with block
     // block_source[il]'s tensors, which the file holds once. Every source is at most its layer
     // and its own source, so a shared block's last use in the backward is its own layer.

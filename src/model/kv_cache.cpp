@@ -24,7 +24,8 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
     for (int il = 0; il < hp.n_layer; ++il) {
         const int w = hp.window(il);
         int cap = n_ctx;
-        if (n_batch > 0 && w > 0) {
+        // BigBird's random blocks reach back anywhere: their layers keep every position.
+        if (n_batch > 0 && w > 0 && hp.random_blocks == 0) {
             const int64_t need = int64_t{w} + std::max(n_batch, kRingRollback) - 1;
             const int64_t ring = (need + kRingPage - 1) / kRingPage * kRingPage;
             if (resident + ring < n_ctx) {

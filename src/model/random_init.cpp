@@ -2,6 +2,7 @@
 
 #include "model/hparams.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -162,6 +163,11 @@ void set_hparams(const InitConfig& c, const InitShape& s, io::GGUFWriter& w) {
         // syslm's key: llama.cpp would run such a file without them.
         if (c.global_tokens > 0)
             w.set(a + "attention.global_tokens", GGUFValue::u32(c.global_tokens));
+        if (c.random_blocks > 0) {
+            w.set(a + "attention.random_blocks", GGUFValue::u32(c.random_blocks));
+            w.set(a + "attention.random_block_size", GGUFValue::u32(c.random_block_size));
+            w.set(a + "attention.random_seed", GGUFValue::u32(c.seed & 0x7fffffff));
+        }
     }
     if (!c.linear_layers.empty()) {  // syslm's key: llama.cpp would run softmax attention
         std::vector<GGUFValue> linear;
@@ -264,6 +270,19 @@ void add_llama_block(TensorMaker& t, const std::string& p, const InitConfig& c, 
 }
 
 }  // namespace
+
+std::pair<int, int> random_blocks_spec(const std::string& spec) {
+    int r = 0, b = 64;
+    const char* end = spec.data() + spec.size();
+    std::from_chars_result x = std::from_chars(spec.data(), end, r);
+    if (x.ec == std::errc{} && x.ptr < end && *x.ptr == ':') x = std::from_chars(x.ptr + 1, end, b);
+    SYSLM_CHECK(x.ec == std::errc{} && x.ptr == end, "random blocks '", spec,
+                "': expected R or R:B (R blocks of B positions)");
+    SYSLM_CHECK(1 <= r && r <= kernels::kMaxRandomBlocks && b >= kernels::kMinRandomBlockSize,
+                "random blocks '", spec, "': R between 1 and ", kernels::kMaxRandomBlocks,
+                ", B at least ", kernels::kMinRandomBlockSize);
+    return {r, b};
+}
 
 std::vector<bool> attention_pattern(const std::string& spec, int n_layer) {
     const size_t colon = spec.find(':');

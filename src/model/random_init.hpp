@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -30,6 +31,9 @@ struct InitConfig {
     int window = 0;
     std::vector<bool> local_layers;
     int global_tokens = 0;  // first positions every local layer also sees (with a window)
+    // BigBird: random key blocks each local layer's query block also sees (HParams), drawn
+    // with the seed below; 0: none.
+    int random_blocks = 0, random_block_size = 64;
     // Cross-layer sharing: layer il computes with block block_source[il] (HParams); empty: none.
     std::vector<int> block_source;
     // Layers with linear attention (HParams::linear_layers; attention_pattern "L:S" gives L
@@ -45,6 +49,9 @@ struct InitConfig {
     DType type = DType::F32;  // F32 | F16 | BF16 for the matrices
     std::string name = "syslm random-init";
 };
+
+// "R[:B]" (e.g. "3:64"): R random blocks of B positions (default 64), within the kernels' limits.
+std::pair<int, int> random_blocks_spec(const std::string& spec);
 
 // "L:G" (e.g. "5:1"): L local layers, then G global ones, repeated over n_layer layers.
 std::vector<bool> attention_pattern(const std::string& spec, int n_layer);

@@ -391,8 +391,8 @@ void Forward::attention_block(int il, int64_t T) {
     KvRows& rows = *rows_;
     const double kv_elem = static_cast<double>(dtype_info(rows.kv_type()).type_size);
     double visible = 0;  // positions attended, summed over rows (for the profile)
-    for (int64_t t = 0; t < T; ++t)
-        visible += kernels::attention_pairs(1, rows.position(t), hp.window(il), hp.global_tokens);
+    kernels::AttentionShape shape = attention_shape(hp, il);
+    for (int64_t t = 0; t < T; ++t) visible += kernels::attention_pairs(shape, 1, rows.position(t));
     SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD),
                        T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
     // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k
@@ -408,7 +408,6 @@ void Forward::attention_block(int il, int64_t T) {
     for (int64_t t = 0; t < T; ++t) rows.store(il, t, k_.data() + t * KD, v + t * kv_stride);
     SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * visible,
                        2 * kv_elem * KD * (rows.position(T - 1) + 1) + 8.0 * QD * T);
-    kernels::AttentionShape shape = attention_shape(hp, il);
     shape.kv_type = rows.kv_type();
     shape.bf16_products = (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32;
     float* out = ff_a_.data();

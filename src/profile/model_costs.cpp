@@ -45,8 +45,10 @@ ModelCosts model_costs(const model::Model& m, DType kv_type) {
     c.kv_bytes_per_position =
         2.0 * hp.n_layer * hp.kv_dim() * static_cast<double>(dtype_info(kv_type).type_size);
     c.attn_flops_per_pair = 4.0 * hp.n_layer * hp.q_dim();
-    for (int il = 0; il < hp.n_layer; ++il) c.layer_windows.push_back(hp.window(il));
-    c.global_tokens = hp.global_tokens;
+    for (int il = 0; il < hp.n_layer; ++il) {
+        c.layer_attention.push_back(model::attention_shape(hp, il));
+        c.layer_attention.back().alibi = nullptr;  // not needed, and the model may go first
+    }
 
     for (const model::LayerWeights& l : w.layers) {
         add_matrix(c, "attn_qkv", l.wqkv);
@@ -90,10 +92,11 @@ double matmul_peak(DType type, const ProbeResult& probe, int threads) {
 }
 
 double ModelCosts::attention_pairs(int64_t n) const {
-    if (layer_windows.empty()) return kernels::attention_pairs(n, 0, 0);
+    if (layer_attention.empty()) return kernels::attention_pairs(n, 0, 0);
     double pairs = 0;
-    for (int w : layer_windows) pairs += kernels::attention_pairs(n, 0, w, global_tokens);
-    return pairs / static_cast<double>(layer_windows.size());
+    for (const kernels::AttentionShape& s : layer_attention)
+        pairs += kernels::attention_pairs(s, n, 0);
+    return pairs / static_cast<double>(layer_attention.size());
 }
 
 double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,

@@ -25,8 +25,8 @@ struct ModelCosts {
                                        // share used), norms, one embedding row
     double kv_bytes_per_position = 0;  // K and V of one position, all layers, in the cache type
     double attn_flops_per_pair = 0;    // QK^T and PV for one (query, key) pair, all layers
-    std::vector<int> layer_windows;    // each layer's attention window (0: global)
-    int global_tokens = 0;             // positions local layers see besides their windows
+    // Each layer's attention (model::attention_shape: window, global tokens, random blocks).
+    std::vector<kernels::AttentionShape> layer_attention;
     std::vector<MatrixCost> matrices;  // output last
 
     // (query, key) pairs of n tokens from an empty cache, averaged over the layers: n (n + 1) / 2

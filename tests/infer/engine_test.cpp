@@ -116,19 +116,23 @@ TEST(Engine, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
 // A model whose every layer has a window gives back each sequence's pages before its window
 // (KvPages::drop_before): 4 sequences of 70 positions (18 pages of 4 each) run in a pool of 24
 // pages without a preemption, and each gets the tokens it gets alone.
-// With global tokens (3: one page of 4) each sequence also keeps its first page.
+// With global tokens (3: one page of 4) each sequence also keeps its first page. With BigBird's
+// random blocks (2 of 16 positions) nothing is dropped: the same tokens from a pool that holds
+// every page.
 TEST(Engine, AWindowedModelHoldsOnlyEachWindowsPages) {
-    for (const int global : {0, 3}) {
+    for (const auto [global, random] : {std::pair{0, 0}, std::pair{3, 0}, std::pair{0, 2}}) {
         model::InitConfig c = testing::small_model_config("llama", 128, 35);
         c.window = 6;
         c.global_tokens = global;
-        const auto m = std::make_shared<const model::Model>(
-            testing::write_test_model("engine_swa" + std::to_string(global), c));
+        c.random_blocks = random;
+        c.random_block_size = 16;
+        const auto m = std::make_shared<const model::Model>(testing::write_test_model(
+            "engine_swa" + std::to_string(global) + "_" + std::to_string(random), c));
         const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
         EngineConfig cfg;
         cfg.threads = 2;
         cfg.page_size = 4;
-        cfg.n_pages = global > 0 ? 28 : 24;
+        cfg.n_pages = random > 0 ? 4 * 18 : global > 0 ? 28 : 24;
         cfg.parallel = 4;
         cfg.token_budget = 16;
         cfg.n_ctx = 128;

@@ -18,6 +18,14 @@
 namespace syslm::kernels {
 namespace {
 
+// Whether the query at position qp sees position p through BigBird's random blocks.
+bool sees_random(const AttentionShape& s, int64_t qp, int64_t p) {
+    if (s.window == 0 || s.random_blocks == 0) return false;
+    int64_t drawn[kMaxRandomBlocks];
+    const int n = random_key_blocks(s, qp / s.random_block_size, drawn);
+    return std::find(drawn, drawn + n, p / s.random_block_size) != drawn + n;
+}
+
 std::vector<float> dense_reference(const AttentionShape& s, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
                                    int64_t n_tokens, int64_t pos0) {
@@ -29,8 +37,8 @@ std::vector<float> dense_reference(const AttentionShape& s, const std::vector<fl
             std::vector<double> score(total);
             for (int64_t p = 0; p < total; ++p) {
                 const int64_t qp = pos0 + t;
-                const bool visible =
-                    p <= qp && (s.window == 0 || qp - p < s.window || p < s.global_tokens);
+                const bool visible = p <= qp && (s.window == 0 || qp - p < s.window ||
+                                                 p < s.global_tokens || sees_random(s, qp, p));
                 double dot = 0;
                 for (int d = 0; d < s.head_dim; ++d)
                     dot += double(q[(t * s.n_head + h) * s.head_dim + d]) *
@@ -66,7 +74,8 @@ std::vector<uint16_t> to_f16_in_place(std::vector<float>& x) {
 struct Case {
     int n_head, n_head_kv, head_dim, window;
     int64_t n_tokens, pos0;
-    int global = 0;  // global tokens (with a window)
+    int global = 0;               // global tokens (with a window)
+    int random = 0, rblock = 16;  // BigBird's random blocks (with a window) and their size
 };
 
 std::vector<Isa> supported_isas() {
@@ -88,6 +97,9 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv
     if (alibi_bias > 0) s.alibi = slopes.data();
     s.softcap = softcap;
     s.global_tokens = c.global;
+    s.random_blocks = c.random;
+    s.random_block_size = c.rblock;
+    s.random_seed = 0x5eed0000u + static_cast<uint64_t>(c.n_tokens);
     const int64_t total = c.pos0 + c.n_tokens;
     std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
         v(total * s.kv_stride), out(q.size());
@@ -106,7 +118,8 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv
             << isa_name(isa) << " threads " << threads << " heads " << c.n_head << "/"
             << c.n_head_kv << " dim " << c.head_dim << " window " << c.window << " tokens "
             << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv_type) << " ALiBi "
-            << alibi_bias << " softcap " << softcap << " global " << c.global << " at " << i;
+            << alibi_bias << " softcap " << softcap << " global " << c.global << " random "
+            << c.random << "x" << c.rblock << " at " << i;
 }
 
 // Global tokens before a window: fewer than, as many as and more than a position block, inside
@@ -115,13 +128,83 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv
 TEST(Attention, GlobalTokensMatchDenseReference) {
     std::mt19937 rng(37);
     for (Isa isa : supported_isas())
-        for (const Case c : {Case{4, 2, 12, 7, 40, 0, 3}, Case{4, 1, 10, 5, 23, 0, 1},
-                             Case{6, 2, 16, 30, 150, 0, 64}, Case{4, 2, 8, 70, 37, 100, 90},
-                             Case{12, 12, 20, 40, 1, 300, 4}, Case{4, 1, 16, 50, 1, 900, 70},
-                             Case{8, 2, 12, 300, 1, 1200, 130}, Case{5, 5, 20, 30, 2, 90, 2},
-                             Case{3, 3, 14, 8, 65, 129, 200},
-                             // decode split into position slices, global tokens in several
-                             Case{4, 1, 16, 600, 1, 1200, 1000}, Case{2, 1, 8, 300, 1, 2000, 1500}}) {
+        for (const Case c :
+             {Case{4, 2, 12, 7, 40, 0, 3}, Case{4, 1, 10, 5, 23, 0, 1},
+              Case{6, 2, 16, 30, 150, 0, 64}, Case{4, 2, 8, 70, 37, 100, 90},
+              Case{12, 12, 20, 40, 1, 300, 4}, Case{4, 1, 16, 50, 1, 900, 70},
+              Case{8, 2, 12, 300, 1, 1200, 130}, Case{5, 5, 20, 30, 2, 90, 2},
+              Case{3, 3, 14, 8, 65, 129, 200},
+              // decode split into position slices, global tokens in several
+              Case{4, 1, 16, 600, 1, 1200, 1000}, Case{2, 1, 8, 300, 1, 2000, 1500}}) {
+            check_case(c, isa, 1, rng);
+            check_case(c, isa, 3, rng);
+            check_case(c, isa, 2, rng, DType::F16);
+            check_case(c, isa, 2, rng, DType::F32, 0.0f, 1.5f);
+        }
+}
+
+// BigBird's draw: distinct blocks, ascending, all of them candidates (after the global tokens,
+// before the first query's window), min(R, candidates) of them, the same on every call, and
+// spread: over many query blocks each candidate is drawn about as often as the others.
+TEST(Attention, RandomKeyBlocksAreDistinctCandidatesSpreadEvenly) {
+    AttentionShape s{4, 2, 8, 16, 40, 0.35f};
+    s.global_tokens = 20;
+    s.random_blocks = 3;
+    s.random_block_size = 16;
+    s.random_seed = 99;
+    std::vector<int> hits(64);
+    int64_t a[kMaxRandomBlocks], b[kMaxRandomBlocks];
+    for (int64_t qb = 0; qb < 4000; ++qb) {
+        const int64_t c0 = 2, c1 = std::max<int64_t>(c0, (qb * 16 - 40 + 1) / 16);  // qb >= 3
+        const int n = random_key_blocks(s, qb, a);
+        ASSERT_EQ(n, std::min<int64_t>(3, c1 - c0)) << qb;
+        ASSERT_EQ(random_key_blocks(s, qb, b), n);
+        for (int i = 0; i < n; ++i) {
+            ASSERT_EQ(a[i], b[i]);
+            ASSERT_GE(a[i], c0);
+            ASSERT_LT(a[i], c1);
+            if (i > 0) ASSERT_LT(a[i - 1], a[i]);
+            if (qb == 66 + 2) ++hits[a[i]];  // 64 candidates: one query block
+        }
+    }
+    // Query blocks with exactly 64 candidates would be one draw each; instead count over the
+    // first 64 candidates across many query blocks: each of 3 of n is drawn with chance 3 / n.
+    std::vector<double> freq(64);
+    for (int64_t qb = 500; qb < 4000; ++qb) {
+        const int n = random_key_blocks(s, qb, a);
+        const double cand = static_cast<double>(std::max<int64_t>(2, (qb * 16 - 39) / 16) - 2);
+        for (int i = 0; i < n; ++i)
+            if (a[i] < 2 + 64) freq[a[i] - 2] += cand / 3;  // expected 1 per query block
+    }
+    // 3500 query blocks: each candidate's weighted count is 3500 +- about 4 sigma (sqrt of the
+    // variance of a sum of Bernoulli(3 / n) scaled by n / 3: at most about 3500 * 1000 / 3).
+    for (int i = 0; i < 64; ++i)
+        EXPECT_NEAR(freq[i], 3500.0, 4 * std::sqrt(3500.0 * 1400 / 3)) << i;
+    // A layer's seed changes the draw.
+    s.random_seed = 100;
+    int differ = 0;
+    for (int64_t qb = 100; qb < 200; ++qb) {
+        random_key_blocks(s, qb, a);
+        s.random_seed = 99;
+        random_key_blocks(s, qb, b);
+        s.random_seed = 100;
+        differ += !std::equal(a, a + 3, b);
+    }
+    EXPECT_GT(differ, 80);
+}
+
+// Random blocks with and without global tokens: blocks of 16 and 24 (not a multiple of the
+// kernels' 64-position blocks), prefill of several tiles (tiles spanning several query blocks),
+// decode (row mode, position slices over long caches), prompts continuing a cache, F32 and F16,
+// soft-capping.
+TEST(Attention, RandomBlocksMatchDenseReference) {
+    std::mt19937 rng(41);
+    for (Isa isa : supported_isas())
+        for (const Case c :
+             {Case{4, 2, 12, 20, 150, 0, 0, 2, 16}, Case{4, 1, 10, 33, 200, 0, 5, 3, 24},
+              Case{6, 3, 16, 16, 90, 70, 0, 4, 16}, Case{8, 2, 12, 40, 1, 900, 0, 3, 16},
+              Case{4, 4, 20, 30, 1, 1200, 30, 2, 64}, Case{2, 1, 8, 64, 3, 2000, 0, 8, 32},
+              Case{5, 5, 20, 17, 70, 300, 9, 5, 17}}) {
             check_case(c, isa, 1, rng);
             check_case(c, isa, 3, rng);
             check_case(c, isa, 2, rng, DType::F16);
@@ -178,9 +261,11 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
     std::mt19937 rng(17);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (Isa isa : supported_isas())
-        for (const Case c : {Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 16, 0, 1, 700},
-                             Case{4, 2, 8, 70, 37, 100}, Case{8, 8, 64, 0, 3, 130},
-                             Case{4, 2, 8, 30, 37, 100, 20}, Case{4, 1, 16, 40, 1, 700, 70}})
+        for (const Case c :
+             {Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 16, 0, 1, 700}, Case{4, 2, 8, 70, 37, 100},
+              Case{8, 8, 64, 0, 3, 130}, Case{4, 2, 8, 30, 37, 100, 20},
+              Case{4, 1, 16, 40, 1, 700, 70}, Case{4, 2, 8, 30, 70, 150, 5, 3, 16},
+              Case{4, 1, 16, 40, 1, 700, 0, 4, 32}})
             for (DType kv : {DType::F32, DType::F16})
                 for (int page : {16, 5}) {
                     ThreadPool pool(2);
@@ -189,6 +274,9 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
                                      c.window,   1.0f / std::sqrt(float(c.head_dim)),
                                      kv};
                     s.global_tokens = c.global;
+                    s.random_blocks = c.random;
+                    s.random_block_size = c.rblock;
+                    s.random_seed = 7;
                     const int64_t total = c.pos0 + c.n_tokens, n_pages = (total + page - 1) / page;
                     const size_t elem = kv == DType::F16 ? 2 : 4;
                     const size_t row = static_cast<size_t>(s.kv_stride) * elem;
@@ -239,6 +327,7 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
     struct Shape {
         int n_head, n_head_kv, head_dim, window;
         int global = 0;
+        int random = 0;  // random blocks of 16
     };
     struct Seq {
         int64_t n_tokens, pos0;
@@ -246,8 +335,9 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
     const std::vector<Seq> seqs{{1, 0},  {1, 40},  {1, 700}, {3, 97},  {70, 13}, {1, 300},
                                 {1, 64}, {2, 511}, {1, 5},   {1, 129}, {1, 1030}};
     for (Isa isa : supported_isas())
-        for (const Shape sh : {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0},
-                               Shape{6, 3, 64, 90}, Shape{4, 1, 20, 60, 17}})
+        for (const Shape sh :
+             {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0}, Shape{6, 3, 64, 90},
+              Shape{4, 1, 20, 60, 17}, Shape{4, 2, 16, 40, 3, 3}})
             for (DType kv : {DType::F32, DType::F16})
                 for (int threads : {1, 2, 3}) {
                     ThreadPool pool(threads);
@@ -256,6 +346,9 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
                                      sh.window,   1.0f / std::sqrt(float(sh.head_dim)),
                                      kv};
                     s.global_tokens = sh.global;
+                    s.random_blocks = sh.random;
+                    s.random_block_size = 16;
+                    s.random_seed = 11;
                     const size_t elem = kv == DType::F16 ? 2 : 4, page = 16;
                     const size_t row = static_cast<size_t>(s.kv_stride) * elem;
                     const int64_t q_dim = int64_t(sh.n_head) * sh.head_dim;

@@ -466,9 +466,10 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
     struct Case {
         int H, HK, D, window;
         int64_t T;
-        float alibi = 0.0f;    // ALiBi's maximum bias (0: none)
-        float softcap = 0.0f;  // Gemma 2's soft-capping of the scores (0: none)
-        int global = 0;        // global tokens before the window
+        float alibi = 0.0f;           // ALiBi's maximum bias (0: none)
+        float softcap = 0.0f;         // Gemma 2's soft-capping of the scores (0: none)
+        int global = 0;               // global tokens before the window
+        int random = 0, rblock = 16;  // BigBird's random blocks before the window
     };
     for (const Case c :
          {Case{4, 2, 12, 0, 150}, Case{3, 3, 20, 70, 131}, Case{8, 1, 16, 0, 65},
@@ -478,11 +479,25 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
           Case{4, 2, 12, 0, 150, 0.0f, 1.5f}, Case{3, 3, 20, 70, 131, 0.0f, 0.8f},
           // global tokens: inside one block, across blocks, with a cap
           Case{4, 2, 12, 20, 150, 0.0f, 0.0f, 3}, Case{3, 3, 20, 10, 200, 0.0f, 0.0f, 70},
-          Case{2, 1, 16, 5, 131, 0.0f, 1.5f, 9}}) {
+          Case{2, 1, 16, 5, 131, 0.0f, 1.5f, 9},
+          // BigBird's random blocks: of 16 and 24 positions, with global tokens, a long sequence
+          // (rows reached only through a random block), a cap
+          Case{4, 2, 12, 20, 150, 0.0f, 0.0f, 0, 2, 16},
+          Case{3, 3, 20, 17, 200, 0.0f, 0.0f, 5, 3, 24},
+          Case{2, 1, 16, 16, 400, 0.0f, 0.0f, 0, 4, 16},
+          Case{2, 2, 12, 30, 140, 0.0f, 1.5f, 0, 2, 32}}) {
         const int64_t QS = c.H * c.D, KS = c.HK * c.D;
         AttentionShape shape{c.H, c.HK, c.D, KS, c.window, 1.0f / std::sqrt(float(c.D))};
         shape.softcap = c.softcap;
         shape.global_tokens = c.global;
+        shape.random_blocks = c.random;
+        shape.random_block_size = c.rblock;
+        shape.random_seed = 1234;
+        const auto drawn = [&](int64_t t, int64_t j) {  // t sees j through a random block
+            int64_t b[kMaxRandomBlocks];
+            const int n = random_key_blocks(shape, t / c.rblock, b);
+            return std::find(b, b + n, j / c.rblock) != b + n;
+        };
         const std::vector<float> slopes = alibi_slopes(c.H, c.alibi);
         if (c.alibi > 0) shape.alibi = slopes.data();
         const auto q = random_floats(c.T * QS, 40), k = random_floats(c.T * KS, 41),
@@ -501,7 +516,8 @@ TEST(Backward, AttentionVariantsOnLongSequences) {
                 const int64_t first = c.window > 0 ? std::max<int64_t>(0, t - c.window + 1) : 0;
                 double psum = 0;  // 1 when the forward's lse includes what the scores add
                 for (int64_t j = 0; j <= t; ++j) {
-                    if (j < first && j >= c.global) continue;  // neither in the window nor global
+                    // neither in the window, nor global, nor in a random block
+                    if (j < first && j >= c.global && !(c.random > 0 && drawn(t, j))) continue;
                     const int64_t ka = j * KS + hk * c.D;
                     double sdot = 0, pdot = 0;
                     for (int d = 0; d < c.D; ++d) {

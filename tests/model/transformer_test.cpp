@@ -164,6 +164,44 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
     }
 }
 
+// BigBird (window 6, 2 global tokens, 2 random blocks of 16 on the local layer): prefill,
+// chunked prefill and decode agree over 150 positions, the local layer keeps every position (no
+// ring: a random block may lie anywhere before the window), and the random blocks change what
+// the late positions see (the same weights without them give other logits there, and the same
+// ones before the first query block that draws).
+TEST(BigBird, PrefillChunkedAndDecodeAgreeAndRandomBlocksMatter) {
+    InitConfig cfg = small("llama");
+    cfg.n_ctx = 256;
+    cfg.window = 6;
+    cfg.global_tokens = 2;
+    cfg.local_layers = attention_pattern("1:1", cfg.n_layer);
+    cfg.random_block_size = 16;
+    const Model plain(make_model("bigbird_plain", cfg));
+    cfg.random_blocks = 2;
+    const Model m(make_model("bigbird", cfg));
+    const int n = 150, V = m.hparams().n_vocab;
+    const auto tokens = random_tokens(n, V, 13);
+    Context full(m, 256, 2, 512);
+    EXPECT_FALSE(full.kv_cache().ring(0));
+    const auto a = full.forward(tokens, true);
+    const std::vector<float> ref(a.begin(), a.end());
+    Context chunked(m, 256, 2, 7);
+    const auto b = chunked.forward(tokens, true);
+    EXPECT_LT(max_rel_diff(b, ref), 1e-5f);
+    Context decode(m, 256, 1);
+    decode.forward(std::span(tokens).first(40), true);
+    for (int i = 40; i < n; ++i) {
+        const auto row = decode.forward(std::span(tokens).subspan(i, 1));
+        ASSERT_LT(max_rel_diff(row, std::span(ref).subspan(size_t(i) * V, V)), 1e-5f) << i;
+    }
+    // Query block 2 (positions 32-47) is the first with a candidate: block 0 (before 32 - 6 + 1).
+    Context other(plain, 256, 2, 512);
+    const auto c = other.forward(tokens, true);
+    EXPECT_LT(max_rel_diff(std::span(c).first(32 * V), std::span(ref).first(32 * V)), 1e-6f);
+    EXPECT_GT(max_rel_diff(std::span(c).subspan(100 * V, V), std::span(ref).subspan(100 * V, V)),
+              1e-3f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardConsistency,
                          ::testing::Values("llama", "qwen2", "qwen3", "gpt2", "mixtral",
                                            "mixtral_top_p", "qwen2moe", "qwen3moe",

@@ -188,11 +188,15 @@ def test_out_of_range_hyperparameters_are_refused_at_load(syslm_bin, tiny_model,
 @pytest.mark.parametrize("option,value,says", [
     ("--share-blocks", "0", "--share-blocks"), ("--share-blocks", "2:ring", "cycle or sequence"),
     ("--share-blocks", "9", "9 blocks for 1 layers"), ("--linear-attn", "x", "--linear-attn"),
-    ("--attn-pattern", "5", "--attn-pattern"),
+    ("--attn-pattern", "5", "--attn-pattern"), ("--random-blocks", "3:8", "B at least 16"),
+    ("--random-blocks", "2:", "--random-blocks"), ("--random-blocks", "17", "between 1 and 16"),
 ])
 def test_structure_options_refuse_nonsense_as_usage_errors(syslm_bin, option, value, says):
-    extra = ["--window", "8"] if option == "--attn-pattern" else []
+    extra = ["--window", "8"] if option in ("--attn-pattern", "--random-blocks") else []
     expect_error(run(syslm_bin, "train", *TINY, *extra, option, value, "--steps", "1"), 2, says)
+    if extra:  # and without the window they need
+        expect_error(run(syslm_bin, "train", *TINY, option, value, "--steps", "1"), 2,
+                     "needs --window")
 
 
 def test_expert_top_p_options(syslm_bin, tiny_model, tmp_path):

@@ -289,6 +289,37 @@ bool has_globals(const AttentionShape& s) {
     return s.window > 0 && s.global_tokens > 0;
 }
 
+// BigBird: the random key blocks of the query blocks holding a tile's tokens.
+struct TileDraws {
+    static constexpr int kMaxQueryBlocks = kTileTokens / kMinRandomBlockSize + 1;
+    int64_t qb0 = 0;  // the first token's query block
+    int n_qb = 0;
+    int n_drawn[kMaxQueryBlocks];
+    int64_t drawn[kMaxQueryBlocks][kMaxRandomBlocks];
+    int n_blocks = 0;  // their union, ascending
+    int64_t blocks[kMaxQueryBlocks * kMaxRandomBlocks];
+
+    TileDraws(const AttentionShape& s, int64_t first, int64_t last) {  // query positions
+        if (!has_random_blocks(s)) return;
+        const int64_t B = s.random_block_size;
+        qb0 = first / B;
+        n_qb = static_cast<int>(last / B - qb0 + 1);
+        SYSLM_CHECK(n_qb <= kMaxQueryBlocks, "attention: a tile spans ", n_qb, " random blocks");
+        for (int i = 0; i < n_qb; ++i) {
+            n_drawn[i] = random_key_blocks(s, qb0 + i, drawn[i]);
+            for (int k = 0; k < n_drawn[i]; ++k) blocks[n_blocks++] = drawn[i][k];
+        }
+        std::sort(blocks, blocks + n_blocks);
+        n_blocks = static_cast<int>(std::unique(blocks, blocks + n_blocks) - blocks);
+    }
+
+    // Whether the query at position pos sees key block kb.
+    bool sees(const AttentionShape& s, int64_t pos, int64_t kb) const {
+        const int i = static_cast<int>(pos / s.random_block_size - qb0);
+        return std::find(drawn[i], drawn[i] + n_drawn[i], kb) != drawn[i] + n_drawn[i];
+    }
+};
+
 // A job's queries as the columns i = (t - t0) * G + g of a small matrix, transposed (or row
 // by row in row mode) with the scale folded in, each with its visible range [lo, hi] and a fresh
 // (m, l); padding columns up to nqp see nothing. With global tokens, [0, ghi] is what a column
@@ -437,6 +468,16 @@ struct AttentionJobs {
         };
         const auto [glo_p, ghi_p] = global_range(slice, n_tokens);
         visit(glo_p, ghi_p, true);
+        const TileDraws draws(s, pos0, pos0 + n_tokens - 1);
+        for (int b = 0; b < draws.n_blocks; ++b) {
+            const auto [rlo_p, rhi_p] = random_range(slice, draws.blocks[b]);
+            if (rlo_p >= rhi_p) continue;
+            for (int hk = 0; hk < H; ++hk) {
+                const Scratch hx = head_scratch(sc, hk);
+                random_columns(draws, draws.blocks[b], 0, nq, cols[hk].nqp, hx.glo, hx.ghi);
+            }
+            visit(rlo_p, rhi_p, true);
+        }
         const auto [lo_p, hi_p] = block_range(slice, 0, n_tokens);
         visit(lo_p, hi_p, false);
         for (int hk = 0; hk < H; ++hk) store(slice, 0, hk, nq, head_scratch(sc, hk));
@@ -513,6 +554,26 @@ private:
         return {lo_p, hi_p};
     }
 
+    // The positions [lo, hi) of random block kb in slice `slice` (slice 0 also takes those
+    // before the call's first position).
+    std::pair<int64_t, int64_t> random_range(int64_t slice, int64_t kb) const {
+        const int64_t B = s.random_block_size;
+        const int64_t lo_p = std::max(kb * B, slice == 0 ? 0 : first_pos + slice * slice_len);
+        return {lo_p, std::min(kb * B + B, first_pos + (slice + 1) * slice_len)};
+    }
+
+    // Columns [0, nq) of tokens from t0 see random block kb where their query block drew it
+    // ([lo, hi] = the block), nothing otherwise (hi = -1).
+    void random_columns(const TileDraws& d, int64_t kb, int64_t t0, int nq, int nqp, float* lo,
+                        float* hi) const {
+        const int64_t B = s.random_block_size;
+        for (int i = 0; i < nqp; ++i) {
+            const bool sees = i < nq && d.sees(s, pos0 + t0 + i / G(), kb);
+            lo[i] = sees ? static_cast<float>(kb * B) : 0.0f;
+            hi[i] = sees ? static_cast<float>(kb * B + B - 1) : -1.0f;
+        }
+    }
+
     // The positions [lo, hi) of slice `slice` that some token of [t0, t1) can see.
     std::pair<int64_t, int64_t> block_range(int64_t slice, int64_t t0, int64_t t1) const {
         const int64_t tile_first =
@@ -556,6 +617,13 @@ private:
         };
         const auto [glo_p, ghi_p] = global_range(slice, t1);
         visit(globals(cols, x), glo_p, ghi_p);
+        const TileDraws draws(s, pos0 + t0, pos0 + t1 - 1);
+        for (int b = 0; b < draws.n_blocks; ++b) {
+            const auto [rlo_p, rhi_p] = random_range(slice, draws.blocks[b]);
+            if (rlo_p >= rhi_p) continue;
+            random_columns(draws, draws.blocks[b], t0, nq, cols.nqp, x.glo, x.ghi);
+            visit(globals(cols, x), rlo_p, rhi_p);
+        }
         const auto [lo_p, hi_p] = block_range(slice, t0, t1);
         visit(cols, lo_p, hi_p);
         store(slice, t0, hk, nq, x);
@@ -605,8 +673,9 @@ CallCut cut_call(const AttentionShape& s, int64_t n_tokens, int64_t pos0, int th
     // measures both kernels through attention_impl on this thread, which resizes those same
     // buffers (taken after it, a 64-token prefill of 12 heads wrote through freed memory).
     c.amx = s.bf16_products && !lse && !s.alibi && s.softcap == 0 && !has_globals(s) &&
-            c.n_slices == 1 && n_tokens * (s.n_head / s.n_head_kv) >= kAmxMinRows &&
-            isa == Isa::Avx512 && use_amx_attention(s.head_dim);
+            !has_random_blocks(s) && c.n_slices == 1 &&
+            n_tokens * (s.n_head / s.n_head_kv) >= kAmxMinRows && isa == Isa::Avx512 &&
+            use_amx_attention(s.head_dim);
     return c;
 }
 
@@ -619,13 +688,14 @@ KvRows kv_rows(const AttentionKernels& kern, const AttentionShape& s, const void
     SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
                 dtype_name(s.kv_type), " is not supported");
     // ALiBi reads a column's query position from its hi, which the global columns change.
-    SYSLM_CHECK(!has_globals(s) || !s.alibi, "attention: global tokens do not combine with ALiBi");
+    SYSLM_CHECK((!has_globals(s) && !has_random_blocks(s)) || !s.alibi,
+                "attention: global tokens and random blocks do not combine with ALiBi");
     const bool f16 = s.kv_type == DType::F16, gathered = f16 || paged != nullptr;
-    return KvRows{
-        &kern, f16, k_cache, v_cache, paged ? paged->k : nullptr, paged ? paged->v : nullptr,
-        paged ? paged->page_size : 0, s.kv_stride, gathered,
-        // The span widened up front starts at the window: global rows come block by block.
-        gathered && (c.n_tiles > 1 || c.amx) && !has_globals(s)};
+    return KvRows{&kern, f16, k_cache, v_cache, paged ? paged->k : nullptr,
+                  paged ? paged->v : nullptr, paged ? paged->page_size : 0, s.kv_stride, gathered,
+                  // The span widened up front starts at the window: global rows and random blocks
+                  // come block by block.
+                  gathered && (c.n_tiles > 1 || c.amx) && !has_globals(s) && !has_random_blocks(s)};
 }
 
 void attention_impl(const AttentionShape& s, const float* q, const void* k_cache,

@@ -37,6 +37,13 @@ struct AttentionShape {
     // Global tokens (Longformer, StreamingLLM's sinks): with a window, the first global_tokens
     // positions stay visible to every later query besides its window. 0: none. Not with ALiBi.
     int global_tokens = 0;
+    // BigBird's random blocks: with a window, the positions are cut into blocks of
+    // random_block_size and each query block also sees random_blocks key blocks drawn from those
+    // wholly after the global tokens and wholly before its first query's window
+    // (random_key_blocks), the same for every head. 0: none. Not with ALiBi.
+    int random_blocks = 0;
+    int random_block_size = 0;
+    uint64_t random_seed = 0;  // the layer's: model::attention_shape mixes in the layer index
     // Linear attention (kernels/cpu/linear_attention.hpp): phi(q).phi(k) with phi = elu + 1
     // instead of the softmax, as prefix sums; scale, window, ALiBi and soft-capping unused.
     // The entry points below branch there; lse then holds its denominators.
@@ -81,6 +88,31 @@ inline double attention_pairs(int64_t n_tokens, int64_t pos0, int window, int gl
     if (first > window) return static_cast<double>(n_tokens) * window;
     return run(first, window) + static_cast<double>(last - window) * window;
 }
+
+constexpr int kMaxRandomBlocks = 16;     // random key blocks per query block
+constexpr int kMinRandomBlockSize = 16;  // positions per random block, at least
+
+// SplitMix64's finaliser (Steele et al.): the random blocks' draw, the same in the PyTorch
+// reference (tests/reference/test_bigbird.py).
+constexpr uint64_t splitmix64(uint64_t x) {
+    uint64_t z = x + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+bool has_random_blocks(const AttentionShape& s);
+// The key blocks query block qb (positions [qb B, qb B + B)) draws, ascending, into
+// out[0 .. kMaxRandomBlocks); returns how many: min(random_blocks, candidates), where the
+// candidates are the blocks wholly at or after the global tokens and wholly before
+// qb B - window + 1 (the first query's window), so they never overlap what a query already sees.
+// Floyd's sampling without replacement, each step's number splitmix64(key + j) with
+// key = splitmix64(seed ^ splitmix64(qb)).
+int random_key_blocks(const AttentionShape& s, int64_t qb, int64_t* out);
+// The (query, key) pairs the random blocks add for queries at positions pos0 .. pos0 + n - 1.
+double random_block_pairs(const AttentionShape& s, int64_t n_tokens, int64_t pos0);
+// attention_pairs of a shape: window, global tokens and random blocks (linear layers excluded).
+double attention_pairs(const AttentionShape& s, int64_t n_tokens, int64_t pos0);
 
 // q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa(). F16
 // caches are widened to float block by block (kAttentionBlock positions of one KV head) into

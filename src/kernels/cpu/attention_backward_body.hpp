@@ -164,6 +164,23 @@ void attention_backward_job(const AttentionBackwardJob& j) {
     const float* orow[TR];  // dout rows
     const float* krow[B];
     const float* vrow[B];
+    // BigBird's random blocks (of RB positions; 0: none): the draw of the last query block
+    // asked for, kept while the rows walk through it.
+    const int64_t RB = has_random_blocks(s) ? s.random_block_size : 0;
+    int64_t drawn[kMaxRandomBlocks];
+    int64_t drawn_qb = -1;
+    int drawn_n = 0;
+    const auto drawn_for = [&](int64_t t) {
+        if (RB == 0) return 0;
+        if (t / RB != drawn_qb) {
+            drawn_qb = t / RB;
+            drawn_n = random_key_blocks(s, drawn_qb, drawn);
+        }
+        return drawn_n;
+    };
+    const auto drawn_has = [&](int n, int64_t kb) {
+        return std::find(drawn, drawn + n, kb) != drawn + n;
+    };
     const typename V::T sc = V::set1(s.scale), one = V::set1(1.0f);
     const typename V::T cap = V::set1(s.softcap),
                         inv_cap = V::set1(s.softcap > 0 ? 1 / s.softcap : 0);
@@ -184,64 +201,88 @@ void attention_backward_job(const AttentionBackwardJob& j) {
         const int64_t t_end = s.window > 0 && j0 >= g
                                   ? std::min<int64_t>(j.n_tokens, j0 + np - 1 + s.window)
                                   : j.n_tokens;
-        // Rows (t, g) in order, TR at a time.
-        for (int64_t row0 = j0 * G; row0 < t_end * G; row0 += TR) {
-            const int nr = static_cast<int>(std::min<int64_t>(TR, t_end * G - row0));
-            for (int r = 0; r < nr; ++r) {
-                const int64_t t = (row0 + r) / G,
-                              h = static_cast<int64_t>(j.kv_head) * G + (row0 + r) % G;
-                qrow[r] = j.q + t * q_stride + h * D;
-                orow[r] = j.dout + t * q_stride + h * D;
-                float* prow = pt + r * B;
-                float* drow = dst + r * B;
-                rowvec_times_t<V>(qrow[r], kt, B, D, np, prow);
-                rowvec_times_t<V>(orow[r], vt, B, D, np, drow);
-                const typename V::T nl = V::set1(-j.lse[t * s.n_head + h]);
-                // ALiBi: the forward's slope * (p - t), added to the scaled score.
-                const typename V::T sl = V::set1(s.alibi ? s.alibi[h] : 0.0f);
-                const typename V::T tv = V::set1(static_cast<float>(t));
-                const typename V::T dtv = V::set1(dts[(row0 + r)]);
-                for (int p = 0; p < np; p += V::W) {
-                    const int n = std::min(V::W, np - p);
-                    const typename V::T sv = n == V::W ? V::load(prow + p) : V::load_n(prow + p, n);
-                    const typename V::T dv = n == V::W ? V::load(drow + p) : V::load_n(drow + p, n);
-                    typename V::T arg = V::fmadd(sv, sc, nl);
-                    typename V::T dcap = one;  // soft-capping: d(c tanh(x / c)) / dx = 1 - tanh^2
-                    if (s.softcap > 0) {
-                        const typename V::T t = tanh_v<V>(V::mul(V::mul(sv, sc), inv_cap));
-                        arg = V::fmadd(cap, t, nl);
-                        dcap = V::sub(one, V::mul(t, t));
+        // Rows (t, g) in order, TR at a time, of tokens [ta, tz).
+        const auto rows = [&](int64_t ta, int64_t tz) {
+            for (int64_t row0 = ta * G; row0 < tz * G; row0 += TR) {
+                const int nr = static_cast<int>(std::min<int64_t>(TR, tz * G - row0));
+                for (int r = 0; r < nr; ++r) {
+                    const int64_t t = (row0 + r) / G,
+                                  h = static_cast<int64_t>(j.kv_head) * G + (row0 + r) % G;
+                    qrow[r] = j.q + t * q_stride + h * D;
+                    orow[r] = j.dout + t * q_stride + h * D;
+                    float* prow = pt + r * B;
+                    float* drow = dst + r * B;
+                    rowvec_times_t<V>(qrow[r], kt, B, D, np, prow);
+                    rowvec_times_t<V>(orow[r], vt, B, D, np, drow);
+                    const typename V::T nl = V::set1(-j.lse[t * s.n_head + h]);
+                    // ALiBi: the forward's slope * (p - t), added to the scaled score.
+                    const typename V::T sl = V::set1(s.alibi ? s.alibi[h] : 0.0f);
+                    const typename V::T tv = V::set1(static_cast<float>(t));
+                    const typename V::T dtv = V::set1(dts[(row0 + r)]);
+                    for (int p = 0; p < np; p += V::W) {
+                        const int n = std::min(V::W, np - p);
+                        const typename V::T sv =
+                            n == V::W ? V::load(prow + p) : V::load_n(prow + p, n);
+                        const typename V::T dv =
+                            n == V::W ? V::load(drow + p) : V::load_n(drow + p, n);
+                        typename V::T arg = V::fmadd(sv, sc, nl);
+                        typename V::T dcap =
+                            one;  // soft-capping: d(c tanh(x / c)) / dx = 1 - tanh^2
+                        if (s.softcap > 0) {
+                            const typename V::T t = tanh_v<V>(V::mul(V::mul(sv, sc), inv_cap));
+                            arg = V::fmadd(cap, t, nl);
+                            dcap = V::sub(one, V::mul(t, t));
+                        }
+                        if (s.alibi) {
+                            const typename V::T pos =
+                                n == V::W ? V::load(at + p) : V::load_n(at + p, n);
+                            arg = V::fmadd(sl, V::sub(pos, tv), arg);
+                        }
+                        const typename V::T pr = V::exp(arg);
+                        const typename V::T ds =
+                            V::mul(V::mul(sc, dcap), V::mul(pr, V::sub(dv, dtv)));
+                        if (n == V::W) {
+                            V::store(prow + p, pr);
+                            V::store(drow + p, ds);
+                        } else {
+                            V::store_n(prow + p, pr, n);
+                            V::store_n(drow + p, ds, n);
+                        }
                     }
-                    if (s.alibi) {
-                        const typename V::T pos =
-                            n == V::W ? V::load(at + p) : V::load_n(at + p, n);
-                        arg = V::fmadd(sl, V::sub(pos, tv), arg);
-                    }
-                    const typename V::T pr = V::exp(arg);
-                    const typename V::T ds = V::mul(V::mul(sc, dcap), V::mul(pr, V::sub(dv, dtv)));
-                    if (n == V::W) {
-                        V::store(prow + p, pr);
-                        V::store(drow + p, ds);
-                    } else {
-                        V::store_n(prow + p, pr, n);
-                        V::store_n(drow + p, ds, n);
-                    }
+                    // Masked positions: p and ds exactly 0, so the sums below can run over the
+                    // block.
+                    const int64_t lo = s.window > 0 ? std::max<int64_t>(0, t - s.window + 1) : 0;
+                    const int ja = static_cast<int>(std::clamp<int64_t>(lo - j0, 0, np));
+                    const int jz = static_cast<int>(std::clamp<int64_t>(t - j0 + 1, 0, np));
+                    const int n_drawn = drawn_for(t);
+                    for (int p = 0; p < np; ++p)
+                        if (((p < ja && j0 + p >= g) || p >= jz) &&
+                            !(n_drawn > 0 && drawn_has(n_drawn, (j0 + p) / RB)))
+                            prow[p] = drow[p] = 0.0f;
+                    // dq_t += sum_p ds_p k_p
+                    accumulate_rows<V>(j.dq + t * q_stride + h * D, krow, drow, 1, 0, np, D);
                 }
-                // Masked positions: p and ds exactly 0, so the sums below can run over the block.
-                const int64_t lo = s.window > 0 ? std::max<int64_t>(0, t - s.window + 1) : 0;
-                const int ja = static_cast<int>(std::clamp<int64_t>(lo - j0, 0, np));
-                const int jz = static_cast<int>(std::clamp<int64_t>(t - j0 + 1, 0, np));
-                for (int p = 0; p < np; ++p)
-                    if ((p < ja && j0 + p >= g) || p >= jz) prow[p] = drow[p] = 0.0f;
-                // dq_t += sum_p ds_p k_p
-                accumulate_rows<V>(j.dq + t * q_stride + h * D, krow, drow, 1, 0, np, D);
+                for (int p = 0; p < np; ++p) {
+                    float* dkp = j.dk + (j0 + p) * s.kv_stride + kv_off;
+                    float* dvp = j.dv + (j0 + p) * s.kv_stride + kv_off;
+                    accumulate_rows<V>(dkp, qrow, dst, B, p, nr, D);  // dk_p += sum_r ds_rp q_r
+                    accumulate_rows<V>(dvp, orow, pt, B, p, nr, D);   // dv_p += sum_r p_rp dout_r
+                }
             }
-            for (int p = 0; p < np; ++p) {
-                float* dkp = j.dk + (j0 + p) * s.kv_stride + kv_off;
-                float* dvp = j.dv + (j0 + p) * s.kv_stride + kv_off;
-                accumulate_rows<V>(dkp, qrow, dst, B, p, nr, D);  // dk_p += sum_r ds_rp q_r
-                accumulate_rows<V>(dvp, orow, pt, B, p, nr, D);   // dv_p += sum_r p_rp dout_r
-            }
+        };
+        rows(j0, t_end);
+        // BigBird: the later query blocks that drew a random block overlapping this one, for
+        // their tokens past the window's rows.
+        if (RB == 0 || t_end >= j.n_tokens) continue;
+        for (int64_t qb = std::max<int64_t>(1, t_end / RB); qb * RB < j.n_tokens; ++qb) {
+            const int n = random_key_blocks(s, qb, drawn);
+            const bool overlaps = std::any_of(drawn, drawn + n, [&](int64_t kb) {
+                return kb * RB < j0 + np && kb * RB + RB > j0;
+            });
+            if (!overlaps) continue;
+            drawn_qb = qb;
+            drawn_n = n;
+            rows(std::max(t_end, qb * RB), std::min(j.n_tokens, qb * RB + RB));
         }
     }
 }
