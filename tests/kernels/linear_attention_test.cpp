@@ -1,7 +1,8 @@
 // Linear attention (kernels/cpu/linear_attention.hpp) against a dense causal reference in double
 // (sum_p phi(q).phi(k_p) v_p / sum_p phi(q).phi(k_p)): prefill by prefix sums, decode by the
 // direct sum, over F32 and F16 caches, contiguous and paged; the backward against central
-// differences. GQA (4 heads on 2 KV heads), an awkward head size.
+// differences. GQA (4 heads on 2 KV heads), head sizes shorter than a vector (7) and with a
+// tail after whole vectors (37), for every ISA this CPU supports.
 #include "kernels/cpu/linear_attention.hpp"
 
 #include <gtest/gtest.h>
@@ -17,8 +18,22 @@
 namespace syslm::kernels {
 namespace {
 
-constexpr int kHeads = 4, kKvHeads = 2, kDim = 7;
-constexpr int64_t QD = kHeads * kDim, KD = kKvHeads * kDim;
+constexpr int kHeads = 4, kKvHeads = 2;
+int kDim = 7;  // the case's head size (set by each test's loop)
+int64_t QD = kHeads * kDim, KD = kKvHeads * kDim;
+
+void set_dim(int d) {
+    kDim = d;
+    QD = kHeads * kDim;
+    KD = kKvHeads * kDim;
+}
+
+std::vector<Isa> supported_isas() {
+    std::vector<Isa> v;
+    for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+        if (isa_supported(i)) v.push_back(i);
+    return v;
+}
 
 AttentionShape shape() {
     AttentionShape s{};
@@ -63,24 +78,36 @@ void expect_near(const std::vector<float>& got, const std::vector<double>& want,
         ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " " << i;
 }
 
+void check_prefill_and_decode(Isa isa);
+
 TEST(LinearAttention, PrefillAndDecodeMatchTheDenseReference) {
+    for (const int dim : {7, 37})
+        for (const Isa isa : supported_isas()) {
+            SCOPED_TRACE(::testing::Message() << "dim " << dim << " " << isa_name(isa));
+            set_dim(dim);
+            check_prefill_and_decode(isa);
+        }
+}
+
+void check_prefill_and_decode(Isa isa) {
     ThreadPool pool(2);
     const AttentionShape s = shape();
-    const int64_t n_ctx = 29;
+    const int64_t n_ctx = kDim + 29;
     const auto k = testing::random_floats(n_ctx * KD, 1), v = testing::random_floats(n_ctx * KD, 2);
     // Prefill from 0 (prefix sums: more tokens than a head's size), then queries from 20 on
-    // (direct sums), and a chunk of 9 at position 20 (prefix sums over the cache first).
-    for (auto [n, pos0] : {std::pair<int64_t, int64_t>{20, 0}, {3, 20}, {9, 20}}) {
+    // (direct sums), and a chunk of 9 at position 20 (prefix sums over the cache first, for the
+    // head of 7).
+    for (auto [n, pos0] : {std::pair<int64_t, int64_t>{kDim + 13, 0}, {3, 20}, {9, 20}}) {
         const auto q = testing::random_floats(n * QD, 3 + static_cast<uint32_t>(n));
         const auto want = reference(q, k, v, n, pos0);
         std::vector<float> out(n * QD), den(n * kHeads);
-        linear_attention(s, q.data(), k.data(), v.data(), nullptr, n, pos0, out.data(), pool,
+        linear_attention(s, q.data(), k.data(), v.data(), nullptr, n, pos0, out.data(), pool, isa,
                          den.data());
         expect_near(out, want, 1e-5, "f32");
         for (float x : den) EXPECT_GT(x, 0);
         // The attention entry point branches here for a linear shape.
         std::vector<float> via(n * QD);
-        attention(s, q.data(), k.data(), v.data(), n, pos0, via.data(), pool);
+        attention(s, q.data(), k.data(), v.data(), n, pos0, via.data(), pool, isa);
         EXPECT_EQ(via, out);
         // F16 cache: the reference on the rounded rows.
         std::vector<uint16_t> kh(k.size()), vh(v.size());
@@ -93,7 +120,8 @@ TEST(LinearAttention, PrefillAndDecodeMatchTheDenseReference) {
         }
         AttentionShape sh = s;
         sh.kv_type = DType::F16;
-        linear_attention(sh, q.data(), kh.data(), vh.data(), nullptr, n, pos0, out.data(), pool);
+        linear_attention(sh, q.data(), kh.data(), vh.data(), nullptr, n, pos0, out.data(), pool,
+                         isa);
         expect_near(out, reference(q, kr, vr, n, pos0), 1e-5, "f16");
         // Paged (pages of 4 positions, in reverse order in memory): the contiguous result.
         const int ps = 4, n_pages = (n_ctx + ps - 1) / ps;
@@ -111,20 +139,31 @@ TEST(LinearAttention, PrefillAndDecodeMatchTheDenseReference) {
         }
         std::vector<float> paged(n * QD), contiguous(n * QD);
         attention_paged(s, q.data(), KvPagesView{kpages.data(), vpages.data(), ps}, n, pos0,
-                        paged.data(), pool);
-        linear_attention(s, q.data(), k.data(), v.data(), nullptr, n, pos0, contiguous.data(),
-                         pool);
+                        paged.data(), pool, isa);
+        linear_attention(s, q.data(), k.data(), v.data(), nullptr, n, pos0, contiguous.data(), pool,
+                         isa);
         EXPECT_EQ(paged, contiguous);
         // The serving step's entry point (several sequences) too.
         std::vector<float> batched(n * QD);
         const PagedSequence seq{KvPagesView{kpages.data(), vpages.data(), ps}, q.data(),
                                 batched.data(), n, pos0};
-        attention_paged(s, std::span(&seq, 1), pool);
+        attention_paged(s, std::span(&seq, 1), pool, isa);
         EXPECT_EQ(batched, contiguous);
     }
 }
 
+void check_backward(Isa isa);
+
 TEST(LinearAttention, BackwardMatchesCentralDifferences) {
+    for (const int dim : {7, 37})
+        for (const Isa isa : supported_isas()) {
+            SCOPED_TRACE(::testing::Message() << "dim " << dim << " " << isa_name(isa));
+            set_dim(dim);
+            check_backward(isa);
+        }
+}
+
+void check_backward(Isa isa) {
     ThreadPool pool(2);
     const AttentionShape s = shape();
     const int64_t T = 11;
@@ -132,10 +171,10 @@ TEST(LinearAttention, BackwardMatchesCentralDifferences) {
                v = testing::random_floats(T * KD, 9);
     const auto r = testing::random_floats(T * QD, 10);  // dL/dout: L = sum out * r
     std::vector<float> out(T * QD), den(T * kHeads);
-    attention(s, q.data(), k.data(), v.data(), T, 0, out.data(), pool, den.data());
+    attention(s, q.data(), k.data(), v.data(), T, 0, out.data(), pool, isa, den.data());
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
     attention_backward(s, q.data(), k.data(), v.data(), out.data(), den.data(), r.data(), T,
-                       dq.data(), dk.data(), dv.data(), pool);
+                       dq.data(), dk.data(), dv.data(), pool, isa);
     auto loss = [&](const std::vector<float>& qq, const std::vector<float>& kk,
                     const std::vector<float>& vv) {
         const auto o = reference(qq, kk, vv, T, 0);

@@ -26,6 +26,7 @@
 #include "kernels/cpu/attention_body.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/linear_attention.hpp"
+#include "kernels/cpu/linear_attention_body.hpp"
 #include "kernels/cpu/timing_inputs.hpp"
 
 namespace syslm::kernels {
@@ -202,7 +203,7 @@ const AttentionChoice& attention_prefill_choice() {
 const AttentionKernels& attention_kernels(Isa isa) {
     static const AttentionKernels tables[3] = {
         AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr, widen_f16_scalar,
-                         backward_job_scalar},
+                         backward_job_scalar, linear_attention_table<VScalar>()},
         isa_supported(Isa::Avx2) ? x86::attention_kernels_avx2() : AttentionKernels{},
         isa_supported(Isa::Avx512) ? x86::attention_kernels_avx512() : AttentionKernels{},
     };
@@ -219,7 +220,8 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool, Isa isa, float* lse) {
     if (s.linear)  // lse: the denominators its backward reads instead
-        return linear_attention(s, q, k_cache, v_cache, nullptr, n_tokens, pos0, out, pool, lse);
+        return linear_attention(s, q, k_cache, v_cache, nullptr, n_tokens, pos0, out, pool, isa,
+                                lse);
     attention_impl(s, q, k_cache, v_cache, nullptr, n_tokens, pos0, out, pool, isa, lse);
 }
 
@@ -243,7 +245,7 @@ void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seq
                      Isa isa) {
     if (s.linear) {
         for (const PagedSequence& q : seqs)
-            linear_attention(s, q.q, nullptr, nullptr, &q.kv, q.n_tokens, q.pos0, q.out, pool);
+            linear_attention(s, q.q, nullptr, nullptr, &q.kv, q.n_tokens, q.pos0, q.out, pool, isa);
         return;
     }
     attention_paged_batch(s, seqs, pool, isa);

@@ -202,6 +202,22 @@ inline int64_t attention_backward_scratch(const AttentionShape& s, int64_t n_tok
            n_tokens * (s.n_head / s.n_head_kv) + kAttentionBlock;  // 16: kBackwardTileRows
 }
 
+// Linear attention's vector loops (linear_attention_body.hpp): d x d sums S (row i for feature i)
+// and z, and rows of d.
+struct LinearAttentionKernels {
+    void (*update)(float* S, float* z, const float* g, const float* v, float c,
+                   int d);  // S += g v^T, z += c g
+    float (*query)(const float* S, const float* z, const float* f, int d,
+                   float* out);  // out = S^T f; f . z
+    void (*rows_dot)(const float* S, const float* z, const float* a, float c, int d,
+                     float* df);                                       // df_i = S_i . a + z_i c
+    void (*grad_v)(const float* S, const float* g, int d, float* dv);  // dv = S^T g
+    float (*dot)(const float* a, const float* b, int n);
+    void (*axpy)(float* y, float a, const float* x, int n);  // y += a x
+    void (*phi)(const float* x, float* y, int n);            // y = elu(x) + 1 (y may be x)
+    void (*mul_dphi)(const float* x, float* y, int n);       // y *= phi'(x)
+};
+
 struct AttentionKernels {
     Isa isa;
     int lanes;  // vector width in floats: columns are padded to a multiple of it
@@ -217,6 +233,7 @@ struct AttentionKernels {
     // dst[j * d + i] = src[j * stride + i] (f16 -> float) for j < np, i < d.
     void (*widen_f16)(const uint16_t* src, int64_t stride, int np, int d, float* dst);
     void (*backward_job)(const AttentionBackwardJob& job);
+    LinearAttentionKernels linear;
 };
 
 // One prefill job on the AMX tiles (x86/attention_amx.cpp): the queries of tokens [t0, t1) and

@@ -18,7 +18,7 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
                         const float* o, const float* lse, const float* dout, int64_t n_tokens,
                         float* dq, float* dk, float* dv, ThreadPool& pool, Isa isa) {
     if (s.linear)  // lse holds the forward's denominators
-        return linear_attention_backward(s, q, k, v, o, lse, dout, n_tokens, dq, dk, dv, pool);
+        return linear_attention_backward(s, q, k, v, o, lse, dout, n_tokens, dq, dk, dv, pool, isa);
     const AttentionKernels& kern = attention_kernels(isa);
     const int64_t scratch = attention_backward_scratch(s, n_tokens);
     pool.parallel_for(s.n_head_kv, [&](int64_t b, int64_t e, int) {

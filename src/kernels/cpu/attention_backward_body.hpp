@@ -178,8 +178,11 @@ void attention_backward_job(const AttentionBackwardJob& j) {
         }
         return drawn_n;
     };
+    // Plain loops, no std::find: an ISA file's std:: instances could serve other files.
     const auto drawn_has = [&](int n, int64_t kb) {
-        return std::find(drawn, drawn + n, kb) != drawn + n;
+        for (int i = 0; i < n; ++i)
+            if (drawn[i] == kb) return true;
+        return false;
     };
     const typename V::T sc = V::set1(s.scale), one = V::set1(1.0f);
     const typename V::T cap = V::set1(s.softcap),
@@ -276,9 +279,9 @@ void attention_backward_job(const AttentionBackwardJob& j) {
         if (RB == 0 || t_end >= j.n_tokens) continue;
         for (int64_t qb = std::max<int64_t>(1, t_end / RB); qb * RB < j.n_tokens; ++qb) {
             const int n = random_key_blocks(s, qb, drawn);
-            const bool overlaps = std::any_of(drawn, drawn + n, [&](int64_t kb) {
-                return kb * RB < j0 + np && kb * RB + RB > j0;
-            });
+            bool overlaps = false;
+            for (int i = 0; i < n; ++i)
+                overlaps = overlaps || (drawn[i] * RB < j0 + np && drawn[i] * RB + RB > j0);
             if (!overlaps) continue;
             drawn_qb = qb;
             drawn_n = n;

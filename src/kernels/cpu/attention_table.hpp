@@ -7,6 +7,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/attention_backward_body.hpp"
 #include "kernels/cpu/attention_body.hpp"
+#include "kernels/cpu/linear_attention_body.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -20,6 +21,7 @@ AttentionKernels attention_table(Isa isa) {
     k.block_rows = attend_block_rows<V>;
     k.widen_f16 = widen_f16_rows<V>;
     k.backward_job = attention_backward_job<V>;
+    k.linear = linear_attention_table<V>();
     return k;
 }
 

@@ -8,13 +8,6 @@
 namespace syslm::kernels {
 namespace {
 
-inline float phi(float x) {
-    return x > 0 ? x + 1.0f : std::exp(x);
-}
-inline float dphi(float x) {
-    return x > 0 ? 1.0f : std::exp(x);
-}
-
 // Row p of KV head hk of a layer's keys or values, widened to floats.
 class CacheRows {
 public:
@@ -51,35 +44,12 @@ private:
     int64_t elem_;
 };
 
-// S += g v^T (d x d, row i of S for feature i), z += g.
-void accumulate(float* S, float* z, const float* g, const float* v, int d) {
-    for (int i = 0; i < d; ++i) {
-        const float gi = g[i];
-        float* row = S + int64_t{i} * d;
-        for (int j = 0; j < d; ++j) row[j] += gi * v[j];
-        z[i] += gi;
-    }
-}
-
-// out = S^T f / (f . z); returns f . z.
-float query(const float* S, const float* z, const float* f, int d, float* out) {
-    float den = 0;
-    for (int j = 0; j < d; ++j) out[j] = 0;
-    for (int i = 0; i < d; ++i) {
-        const float fi = f[i];
-        den += fi * z[i];
-        const float* row = S + int64_t{i} * d;
-        for (int j = 0; j < d; ++j) out[j] += fi * row[j];
-    }
-    for (int j = 0; j < d; ++j) out[j] /= den;
-    return den;
-}
-
 }  // namespace
 
 void linear_attention(const AttentionShape& s, const float* q, const void* k_cache,
                       const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
-                      float* out, ThreadPool& pool, float* den) {
+                      float* out, ThreadPool& pool, Isa isa, float* den) {
+    const LinearAttentionKernels& la = attention_kernels(isa).linear;
     const int d = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t QD = int64_t{s.n_head} * d;
     const CacheRows rows(s, k_cache, v_cache, paged);
@@ -98,16 +68,17 @@ void linear_attention(const AttentionShape& s, const float* q, const void* k_cac
                 std::fill(z.begin(), z.end(), 0.0f);
                 for (int64_t p = 0; p < pos0 + n_tokens; ++p) {
                     rows.key(p, hk, g.data());
-                    for (float& x : g) x = phi(x);
+                    la.phi(g.data(), g.data(), d);
                     rows.value(p, hk, v.data());
-                    accumulate(S.data(), z.data(), g.data(), v.data(), d);
+                    la.update(S.data(), z.data(), g.data(), v.data(), 1.0f, d);
                     if (p < pos0) continue;
                     const int64_t t = p - pos0;
                     for (int h = hk * G; h < (hk + 1) * G; ++h) {
                         const float* qr = q + t * QD + int64_t{h} * d;
-                        for (int i = 0; i < d; ++i) f[i] = phi(qr[i]);
-                        const float r =
-                            query(S.data(), z.data(), f.data(), d, out + t * QD + int64_t{h} * d);
+                        la.phi(qr, f.data(), d);
+                        float* o = out + t * QD + int64_t{h} * d;
+                        const float r = la.query(S.data(), z.data(), f.data(), d, o);
+                        for (int j = 0; j < d; ++j) o[j] /= r;
                         if (den) den[t * s.n_head + h] = r;
                     }
                 }
@@ -117,20 +88,17 @@ void linear_attention(const AttentionShape& s, const float* q, const void* k_cac
             for (int64_t t = 0; t < n_tokens; ++t) {
                 for (int gi = 0; gi < G; ++gi) {
                     const float* qr = q + t * QD + int64_t{hk * G + gi} * d;
-                    for (int i = 0; i < d; ++i) f[size_t(gi) * d + i] = phi(qr[i]);
+                    la.phi(qr, f.data() + size_t(gi) * d, d);
                 }
                 std::fill(acc.begin(), acc.end(), 0.0f);
                 std::fill(dn.begin(), dn.end(), 0.0f);
                 for (int64_t p = 0; p <= pos0 + t; ++p) {
                     rows.key(p, hk, g.data());
-                    for (float& x : g) x = phi(x);
+                    la.phi(g.data(), g.data(), d);
                     rows.value(p, hk, v.data());
                     for (int gi = 0; gi < G; ++gi) {
-                        const float* fg = f.data() + size_t(gi) * d;
-                        float w = 0;
-                        for (int i = 0; i < d; ++i) w += fg[i] * g[i];
-                        float* a = acc.data() + size_t(gi) * d;
-                        for (int j = 0; j < d; ++j) a[j] += w * v[j];
+                        const float w = la.dot(f.data() + size_t(gi) * d, g.data(), d);
+                        la.axpy(acc.data() + size_t(gi) * d, w, v.data(), d);
                         dn[gi] += w;
                     }
                 }
@@ -147,8 +115,9 @@ void linear_attention(const AttentionShape& s, const float* q, const void* k_cac
 
 void linear_attention_backward(const AttentionShape& s, const float* q, const float* k,
                                const float* v, const float* o, const float* den, const float* dout,
-                               int64_t n_tokens, float* dq, float* dk, float* dv,
-                               ThreadPool& pool) {
+                               int64_t n_tokens, float* dq, float* dk, float* dv, ThreadPool& pool,
+                               Isa isa) {
+    const LinearAttentionKernels& la = attention_kernels(isa).linear;
     const int d = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t QD = int64_t{s.n_head} * d, KS = s.kv_stride, T = n_tokens;
     pool.parallel_for(s.n_head_kv, [&](int64_t b, int64_t e, int) {
@@ -164,8 +133,8 @@ void linear_attention_backward(const AttentionShape& s, const float* q, const fl
             std::fill(z.begin(), z.end(), 0.0f);
             for (int64_t t = 0; t < T; ++t) {  // the forward's prefix sums again: dq
                 const float* kr = k + t * KS + int64_t{hk} * d;
-                for (int i = 0; i < d; ++i) g[i] = phi(kr[i]);
-                accumulate(S.data(), z.data(), g.data(), v + t * KS + int64_t{hk} * d, d);
+                la.phi(kr, g.data(), d);
+                la.update(S.data(), z.data(), g.data(), v + t * KS + int64_t{hk} * d, 1.0f, d);
                 for (int gi = 0; gi < G; ++gi) {
                     const int h = hk * G + gi;
                     const int64_t r = t * QD + int64_t{h} * d;
@@ -177,12 +146,8 @@ void linear_attention_backward(const AttentionShape& s, const float* q, const fl
                         dot += dout[r + j] * o[r + j];
                     }
                     const float dd = dden[t * G + gi] = -dot / dn;
-                    for (int i = 0; i < d; ++i) {  // df_i = S_i . dnum + z_i dden
-                        const float* row = S.data() + int64_t{i} * d;
-                        float df = z[i] * dd;
-                        for (int j = 0; j < d; ++j) df += row[j] * dnu[j];
-                        dq[r + i] = df * dphi(q[r + i]);
-                    }
+                    la.rows_dot(S.data(), z.data(), dnu, dd, d, dq + r);  // S_i.dnum + z_i dden
+                    la.mul_dphi(q + r, dq + r, d);
                 }
             }
             // Reverse: R = sum_{t >= p} phi(q_t) dnum_t^T, r = sum_{t >= p} phi(q_t) dden_t.
@@ -191,30 +156,18 @@ void linear_attention_backward(const AttentionShape& s, const float* q, const fl
             for (int64_t t = T - 1; t >= 0; --t) {
                 for (int gi = 0; gi < G; ++gi) {
                     const float* qr = q + t * QD + int64_t{hk * G + gi} * d;
-                    for (int i = 0; i < d; ++i) f[i] = phi(qr[i]);
-                    const float* dnu = dnum.data() + (t * G + gi) * d;
-                    const float dd = dden[t * G + gi];
-                    for (int i = 0; i < d; ++i) {
-                        float* row = S.data() + int64_t{i} * d;
-                        for (int j = 0; j < d; ++j) row[j] += f[i] * dnu[j];
-                        z[i] += f[i] * dd;
-                    }
+                    la.phi(qr, f.data(), d);
+                    la.update(S.data(), z.data(), f.data(), dnum.data() + (t * G + gi) * d,
+                              dden[t * G + gi], d);
                 }
                 const float* kr = k + t * KS + int64_t{hk} * d;
                 const float* vr = v + t * KS + int64_t{hk} * d;
                 float* dkr = dk + t * KS + int64_t{hk} * d;
                 float* dvr = dv + t * KS + int64_t{hk} * d;
-                for (int j = 0; j < d; ++j) dvr[j] = 0;
-                for (int i = 0; i < d; ++i) {  // dg_i = R_i . v + r_i; dv += g_i R_i
-                    const float* row = S.data() + int64_t{i} * d;
-                    const float gi = phi(kr[i]);
-                    float dg = z[i];
-                    for (int j = 0; j < d; ++j) {
-                        dg += row[j] * vr[j];
-                        dvr[j] += gi * row[j];
-                    }
-                    dkr[i] = dg * dphi(kr[i]);
-                }
+                la.phi(kr, g.data(), d);
+                la.grad_v(S.data(), g.data(), d, dvr);              // dv = R^T g
+                la.rows_dot(S.data(), z.data(), vr, 1.0f, d, dkr);  // dg_i = R_i . v + r_i
+                la.mul_dphi(kr, dkr, d);
             }
         }
     });

@@ -21,13 +21,14 @@ namespace syslm::kernels {
 // den (may be null): n_tokens x n_head denominators phi(q_t) . z_t, what the backward needs.
 void linear_attention(const AttentionShape& s, const float* q, const void* k_cache,
                       const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
-                      float* out, ThreadPool& pool, float* den = nullptr);
+                      float* out, ThreadPool& pool, Isa isa, float* den = nullptr);
 
 // Gradients over one sequence from position 0 (F32 K/V rows kv_stride apart), from the
 // forward's output o and den: dq, and dk, dv (the KV heads' columns) overwritten. The forward's
 // prefix sums are rebuilt, then a reverse scan sums each key's later queries.
 void linear_attention_backward(const AttentionShape& s, const float* q, const float* k,
                                const float* v, const float* o, const float* den, const float* dout,
-                               int64_t n_tokens, float* dq, float* dk, float* dv, ThreadPool& pool);
+                               int64_t n_tokens, float* dq, float* dk, float* dv, ThreadPool& pool,
+                               Isa isa);
 
 }  // namespace syslm::kernels
