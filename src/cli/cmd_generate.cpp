@@ -36,7 +36,8 @@ struct GenerateArgs {
     infer::SamplingParams sampling;
     // The options a plan sets (to tell a contradicting command line).
     CLI::Option *threads_opt = nullptr, *batch_opt = nullptr, *draft_opt = nullptr,
-                *k_opt = nullptr, *k_min_opt = nullptr, *k_max_opt = nullptr, *fixed_opt = nullptr;
+                *k_opt = nullptr, *k_min_opt = nullptr, *k_max_opt = nullptr, *fixed_opt = nullptr,
+                *window_opt = nullptr, *top_p_opt = nullptr;
 };
 
 // `--plan` (from `syslm tune --goal decode`): the model beside it unless -m names one, its
@@ -51,6 +52,9 @@ void apply_plan(GenerateArgs& a) {
     }
     take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
     take_from_plan(a.batch_opt, a.batch, plan.batch, "runtime.batch");
+    if (!plan.window.empty()) take_from_plan(a.window_opt, a.window, plan.window, "runtime.window");
+    if (!plan.expert_top_p.empty())
+        take_from_plan(a.top_p_opt, a.expert_top_p, plan.expert_top_p, "runtime.expert_top_p");
     if (!plan.draft) {
         usage_check(a.draft.empty(),
                     "--draft: the plan decodes without a draft (its tune timed "
@@ -144,6 +148,8 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::NonNegativeNumber);
     app.add_option("-c,--ctx-size", a->n_ctx, "Context size (default: min(trained, 4096))");
     add_length_options(app, a->window, a->expert_top_p);
+    a->window_opt = app.get_option("--window");
+    a->top_p_opt = app.get_option("--expert-top-p");
     a->threads_opt = app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--cache-type", a->cache_type,
                    "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")

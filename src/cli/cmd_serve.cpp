@@ -39,7 +39,8 @@ struct ServeArgs {
     // The options a plan sets (to tell a contradicting command line).
     const CLI::Option *model_opt = nullptr, *parallel_opt = nullptr, *ctx_opt = nullptr,
                       *pages_opt = nullptr, *kv_memory_opt = nullptr, *page_size_opt = nullptr,
-                      *cache_type_opt = nullptr, *budget_opt = nullptr, *threads_opt = nullptr;
+                      *cache_type_opt = nullptr, *budget_opt = nullptr, *threads_opt = nullptr,
+                      *window_opt = nullptr;
 };
 
 // `--plan`: the model beside the plan unless -m names one, and the plan's engine settings.
@@ -51,6 +52,10 @@ void apply_plan(ServeArgs& a) {
                     "(give -m)");
     }
     take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
+    if (!plan.window.empty()) take_from_plan(a.window_opt, a.window, plan.window, "runtime.window");
+    usage_check(plan.expert_top_p.empty(), a.plan,
+                ": runtime.expert_top_p auto is for generate and perplexity (the engine routes a "
+                "step's rows with one p)");
     usage_check(plan.serve.has_value(), a.plan,
                 " has no serve settings (tune it with --goal serve)");
     const tune::ServeSettings& s = *plan.serve;
@@ -168,6 +173,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY'");
     app.add_option("--alias", a->alias, "Model name in the API (default: general.name)");
     add_length_options(app, a->window, a->expert_top_p, /*top_p_auto=*/false);
+    a->window_opt = app.get_option("--window");
     app.add_option("--chat-template", a->chat_template,
                    "Chat format instead of the model's template: chatml, llama2, llama2-sys, "
                    "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, phi3, zephyr, ...");

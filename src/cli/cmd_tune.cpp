@@ -156,6 +156,14 @@ void add_search_options(CLI::App& app, tune::TuneOptions& o) {
                    "against plain decoding (adaptive length, and 2, 4, 8), it enters the plan, "
                    "with the draft beside it, only if it wins")
         ->check(CLI::ExistingFile | CLI::IsMember({"auto"}));
+    app.add_option("--length-ppl-increase", o.length_max_ppl_increase,
+                   "Models with local attention layers (or top-p experts): the chosen file's "
+                   "window (top-p) is measured at a quarter, one and four chunks of held-out "
+                   "text, and per input length the smallest within this relative perplexity "
+                   "increase of that length's best enters model.gguf, which the plan runs with "
+                   "--window auto (--expert-top-p auto); -1: not tuned")
+        ->capture_default_str()
+        ->check(CLI::Range(-1.0, 10.0));
     app.add_option("--recover-steps", o.recover_steps,
                    "Structure: distillation steps (8 sequences each) after pruning (default: "
                    "400, at most 4 passes over --calib; 0: none)")

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <initializer_list>
 #include <set>
-#include <string_view>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
@@ -30,8 +30,8 @@ void check_keys(const nlohmann::json& j, const char* section,
                 std::initializer_list<std::string_view> known) {
     SYSLM_CHECK(j.is_object(), section, " must be an object");
     for (const auto& item : j.items())
-        SYSLM_CHECK(std::find(known.begin(), known.end(), item.key()) != known.end(), section,
-                    ".", item.key(), " is not a setting of the plan");
+        SYSLM_CHECK(std::find(known.begin(), known.end(), item.key()) != known.end(), section, ".",
+                    item.key(), " is not a setting of the plan");
 }
 
 template <typename T>
@@ -54,9 +54,12 @@ std::string one_of(const nlohmann::json& j, const char* section, const char* key
 nlohmann::json Plan::to_json() const {
     nlohmann::json types = nlohmann::json::object();
     for (const auto& [name, type] : tensor_types) types[name] = dtype_name(type);
-    nlohmann::json j = {{"syslm_plan", kVersion},
-                        {"model", {{"recipe", recipe}, {"imatrix", imatrix}, {"tensor_types", types}}},
-                        {"runtime", {{"threads", threads}, {"batch", batch}}}};
+    nlohmann::json j = {
+        {"syslm_plan", kVersion},
+        {"model", {{"recipe", recipe}, {"imatrix", imatrix}, {"tensor_types", types}}},
+        {"runtime", {{"threads", threads}, {"batch", batch}}}};
+    if (!window.empty()) j["runtime"]["window"] = window;
+    if (!expert_top_p.empty()) j["runtime"]["expert_top_p"] = expert_top_p;
     if (prune)
         j["model"]["prune"] = {{"ffn", prune->ffn},
                                {"heads", prune->heads},
@@ -67,15 +70,23 @@ nlohmann::json Plan::to_json() const {
                                {"n_head", prune->n_head},
                                {"n_ff", prune->n_ff}};
     if (serve)
-        j["serve"] = {{"parallel", serve->parallel},   {"token_budget", serve->token_budget},
-                      {"page_size", serve->page_size}, {"kv_pages", serve->kv_pages},
-                      {"ctx", serve->ctx},             {"cache_type", serve->cache_type}};
+        j["serve"] = {{"parallel", serve->parallel},
+                      {"token_budget", serve->token_budget},
+                      {"page_size", serve->page_size},
+                      {"kv_pages", serve->kv_pages},
+                      {"ctx", serve->ctx},
+                      {"cache_type", serve->cache_type}};
     if (train)
-        j["train"] = {{"micro_batch", train->micro_batch}, {"accum", train->accum},
-                      {"recompute", train->recompute},     {"precision", train->precision}};
+        j["train"] = {{"micro_batch", train->micro_batch},
+                      {"accum", train->accum},
+                      {"recompute", train->recompute},
+                      {"precision", train->precision}};
     if (draft)
-        j["draft"] = {{"file", draft->file},   {"k", draft->k},         {"adaptive", draft->adaptive},
-                      {"k_min", draft->k_min}, {"k_max", draft->k_max}};
+        j["draft"] = {{"file", draft->file},
+                      {"k", draft->k},
+                      {"adaptive", draft->adaptive},
+                      {"k_min", draft->k_min},
+                      {"k_max", draft->k_max}};
     return j;
 }
 
@@ -102,8 +113,9 @@ Plan Plan::from_json(const nlohmann::json& j) {
         check_keys(m, "model", {"recipe", "imatrix", "tensor_types", "prune"});
         if (m.contains("prune")) {
             const nlohmann::json& q = m["prune"];
-            check_keys(q, "model.prune", {"ffn", "heads", "layers", "recover_steps", "recover_lr",
-                                          "n_layer", "n_head", "n_ff"});
+            check_keys(q, "model.prune",
+                       {"ffn", "heads", "layers", "recover_steps", "recover_lr", "n_layer",
+                        "n_head", "n_ff"});
             PruneSettings d;
             d.ffn = in_range(q, "model.prune", "ffn", 0.0, 0.0, 0.99);
             d.heads = in_range(q, "model.prune", "heads", 0.0, 0.0, 0.99);
@@ -116,16 +128,19 @@ Plan Plan::from_json(const nlohmann::json& j) {
             p.prune = d;
         }
         const nlohmann::json r = j.value("runtime", nlohmann::json::object());
-        check_keys(r, "runtime", {"threads", "batch"});
+        check_keys(r, "runtime", {"threads", "batch", "window", "expert_top_p"});
         p.threads = in_range(r, "runtime", "threads", 0, 0, 4096);
         p.batch = in_range(r, "runtime", "batch", 512, 1, 65536);
+        p.window = one_of(r, "runtime", "window", "", {"", "auto"});
+        p.expert_top_p = one_of(r, "runtime", "expert_top_p", "", {"", "auto"});
         if (j.contains("serve")) {
             const nlohmann::json& s = j["serve"];
             check_keys(s, "serve",
                        {"parallel", "token_budget", "page_size", "kv_pages", "ctx", "cache_type"});
             ServeSettings d;
             d.parallel = in_range(s, "serve", "parallel", d.parallel, 1, 4096);
-            d.token_budget = in_range<int64_t>(s, "serve", "token_budget", d.token_budget, 1, 1 << 20);
+            d.token_budget =
+                in_range<int64_t>(s, "serve", "token_budget", d.token_budget, 1, 1 << 20);
             d.page_size = in_range(s, "serve", "page_size", d.page_size, 1, 4096);
             d.kv_pages = in_range(s, "serve", "kv_pages", d.kv_pages, 0, 1 << 24);
             d.ctx = in_range(s, "serve", "ctx", d.ctx, 1, 1 << 24);
@@ -138,7 +153,8 @@ Plan Plan::from_json(const nlohmann::json& j) {
             TrainSettings d;
             d.micro_batch = in_range(t, "train", "micro_batch", d.micro_batch, 1, 1 << 16);
             d.accum = in_range(t, "train", "accum", d.accum, 1, 1 << 16);
-            d.recompute = one_of(t, "train", "recompute", d.recompute, {"none", "selective", "full"});
+            d.recompute =
+                one_of(t, "train", "recompute", d.recompute, {"none", "selective", "full"});
             d.precision = one_of(t, "train", "precision", d.precision, {"f32", "bf16", "f16"});
             p.train = d;
         }
@@ -195,7 +211,8 @@ compress::QuantizeOptions quantize_options(const Plan& plan, DType input_type) {
         o.target = *compress::parse_quant_target(plan.recipe);
     else
         o.target.type = input_type;  // unlisted matrices keep the input's (float) type
-    for (const auto& [name, type] : plan.tensor_types) o.tensor_types.push_back({anchored(name), type});
+    for (const auto& [name, type] : plan.tensor_types)
+        o.tensor_types.push_back({anchored(name), type});
     return o;
 }
 

@@ -18,19 +18,19 @@ namespace syslm::tune {
 
 // `serve --plan`: the engine's settings (infer::EngineConfig; defaults are `syslm serve`'s).
 struct ServeSettings {
-    int parallel = 16;         // sequences per step
+    int parallel = 16;           // sequences per step
     int64_t token_budget = 512;  // tokens per step (decode + prefill chunks)
-    int page_size = 16;        // positions per KV page
-    int kv_pages = 0;          // 0: enough for parallel x ctx
-    int ctx = 4096;            // positions per sequence
+    int page_size = 16;          // positions per KV page
+    int kv_pages = 0;            // 0: enough for parallel x ctx
+    int ctx = 4096;              // positions per sequence
     std::string cache_type = "f16";
     bool operator==(const ServeSettings&) const = default;
 };
 
 // `train --plan`: how a step's sequences are computed (the global batch is the run's own).
 struct TrainSettings {
-    int micro_batch = 8;   // sequences per forward/backward
-    int accum = 1;         // micro-batches per optimizer step
+    int micro_batch = 8;             // sequences per forward/backward
+    int accum = 1;                   // micro-batches per optimizer step
     std::string recompute = "none";  // none | selective | full
     std::string precision = "f32";   // f32 | bf16 | f16
     bool operator==(const TrainSettings&) const = default;
@@ -54,8 +54,8 @@ struct PruneSettings {
 // file is the draft's path relative to the plan's directory (`syslm tune` copies it there).
 struct DraftSettings {
     std::string file = "draft.gguf";
-    int k = 4;              // the draft length (the initial one when adaptive)
-    bool adaptive = true;   // k adapts to the measured acceptance, within [k_min, k_max]
+    int k = 4;             // the draft length (the initial one when adaptive)
+    bool adaptive = true;  // k adapts to the measured acceptance, within [k_min, k_max]
     int k_min = 1, k_max = 16;
     std::string label() const;  // "adaptive k (from 4, 1-16)", "k = 2"
     bool operator==(const DraftSettings&) const = default;
@@ -72,6 +72,9 @@ struct Plan {
     // Runtime: threads (0: all cores) and prompt tokens per forward call.
     int threads = 0;
     int batch = 512;
+    // "auto": the local layers' window / the experts' top-p by the input's length, the policy
+    // the tune wrote into the model (model::LengthPolicy); empty: the file's own setting.
+    std::string window, expert_top_p;
     // Present only in plans tuned for that goal.
     std::optional<ServeSettings> serve;
     std::optional<TrainSettings> train;

@@ -20,10 +20,14 @@ namespace {
 
 std::string goal_label(Goal g) {
     switch (g) {
-        case Goal::Decode: return "decode tokens/s";
-        case Goal::Prefill: return "prefill tokens/s";
-        case Goal::Size: return "file size, MB (smaller is better)";
-        case Goal::Serve: return "serving tokens/s";
+        case Goal::Decode:
+            return "decode tokens/s";
+        case Goal::Prefill:
+            return "prefill tokens/s";
+        case Goal::Size:
+            return "file size, MB (smaller is better)";
+        case Goal::Serve:
+            return "serving tokens/s";
     }
     return "";
 }
@@ -53,11 +57,30 @@ std::string draft_summary(const DraftResult& d) {
     return s;
 }
 
+// Each length knob's table and the policy written into model.gguf.
+std::string length_summary(const LengthPolicyResult& p) {
+    std::string s = cat(p.knob,
+                        " by input length on the chosen file (perplexity on the held-out "
+                        "text, tokens/s of its chunks):\n");
+    for (const LengthMeasurement& m : p.table)
+        s += cat("  length ", m.length, ", ", p.knob, " ", fmt("%g", m.value), ": perplexity ",
+                 fmt("%.4f", m.ppl), ", ", fmt("%.0f", m.tokens_per_s), " tok/s (", m.chunks,
+                 " chunks)\n");
+    s += cat("  policy (the smallest within ", fmt("%.2f", 100 * p.max_increase),
+             "% of each length's best):");
+    for (size_t i = 0; i < p.lengths.size(); ++i)
+        s += cat(i ? "," : "", " up to ", p.lengths[i], i + 1 == p.lengths.size() ? "+" : "",
+                 " tokens ", fmt("%g", p.values[i]));
+    return s + "\n";
+}
+
 // The chosen plan is a measured point's, plus the draft when one won (timed apart).
 bool is_chosen(const Point& p, const TuneResult& r) {
     if (!r.chosen) return false;
     Plan plan = r.chosen->plan;
     plan.draft.reset();
+    plan.window.clear();  // set after the points were measured (Tuner::length_phase)
+    plan.expert_top_p.clear();
     return plan.key() == p.plan.key();
 }
 
@@ -72,9 +95,12 @@ std::string plan_summary(const Plan& p) {
     std::string s = p.recipe.empty() ? "" : p.recipe + (p.imatrix ? " + imatrix" : "");
     for (const auto& [c, t] : by) s += cat(s.empty() ? "" : ", ", t, " ", -c);
     if (p.serve)
-        s += cat("; threads ", p.threads, ", parallel ", p.serve->parallel, ", token budget ",
-                 p.serve->token_budget, ", page ", p.serve->page_size, ", KV ", p.serve->cache_type);
+        s +=
+            cat("; threads ", p.threads, ", parallel ", p.serve->parallel, ", token budget ",
+                p.serve->token_budget, ", page ", p.serve->page_size, ", KV ", p.serve->cache_type);
     if (p.draft) s += cat("; draft ", p.draft->label());
+    if (!p.window.empty()) s += "; window by input length";
+    if (!p.expert_top_p.empty()) s += "; expert top-p by input length";
     return s;
 }
 
@@ -93,7 +119,8 @@ std::string report_json(const TuneResult& r, const ReportContext& c) {
     if (r.draft) {
         nlohmann::json trials = nlohmann::json::array();
         for (const DraftTrial& t : r.draft->trials)
-            trials.push_back({{"setting", t.settings.label()}, {"tokens_per_s", t.ts},
+            trials.push_back({{"setting", t.settings.label()},
+                              {"tokens_per_s", t.ts},
                               {"acceptance", t.acceptance}});
         j["draft"] = {{"file", r.draft->draft_path},
                       {"plain_tokens_per_s", r.draft->plain_ts},
@@ -102,6 +129,20 @@ std::string report_json(const TuneResult& r, const ReportContext& c) {
                       {"prompts", r.draft->prompts},
                       {"tokens", r.draft->tokens},
                       {"chosen", r.draft->best ? r.draft->best->settings.label() : "none"}};
+    }
+    for (const LengthPolicyResult& p : r.length_policies) {
+        nlohmann::json table = nlohmann::json::array();
+        for (const LengthMeasurement& m : p.table)
+            table.push_back({{"length", m.length},
+                             {"value", m.value},
+                             {"ppl", m.ppl},
+                             {"tokens_per_s", m.tokens_per_s},
+                             {"chunks", m.chunks}});
+        j["length_policies"].push_back({{"knob", p.knob},
+                                        {"max_ppl_increase", p.max_increase},
+                                        {"table", table},
+                                        {"lengths", p.lengths},
+                                        {"values", p.values}});
     }
     return j.dump(2) + "\n";
 }
@@ -141,13 +182,12 @@ Frame frame_of(const TuneResult& r, const ReportContext& c) {
 
 // The title, the axes with decades of KL and five ticks of the goal, and the limit.
 void draw_axes(std::ostream& s, const Frame& f, const ReportContext& c) {
-    const double W = Frame::W, H = Frame::H, L = Frame::L, R = Frame::R, T = Frame::T,
-                 B = Frame::B;
+    const double W = Frame::W, H = Frame::H, L = Frame::L, R = Frame::R, T = Frame::T, B = Frame::B;
     s << "<text x='" << L << "' y='18' font-size='13'>" << escape_html(c.model) << ": "
       << goal_label(c.goal) << " against KL on held-out text</text>\n";
     s << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B
-      << "' stroke='black'/><line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='"
-      << H - B << "' stroke='black'/>\n";
+      << "' stroke='black'/><line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B
+      << "' stroke='black'/>\n";
     for (int e = static_cast<int>(std::floor(std::log10(f.kl_lo)));
          e <= static_cast<int>(std::ceil(std::log10(f.kl_hi))); ++e) {
         if (e < -6) continue;
@@ -159,8 +199,8 @@ void draw_axes(std::ostream& s, const Frame& f, const ReportContext& c) {
     }
     for (int k = 0; k <= 4; ++k) {
         const double v = f.y_lo + (f.y_hi - f.y_lo) * k / 4, y = f.y(v);
-        s << "<text x='" << L - 6 << "' y='" << y + 4 << "' text-anchor='end'>"
-          << fmt("%.4g", v) << "</text>\n";
+        s << "<text x='" << L - 6 << "' y='" << y + 4 << "' text-anchor='end'>" << fmt("%.4g", v)
+          << "</text>\n";
     }
     s << "<text x='" << (L + W - R) / 2 << "' y='" << H - 12
       << "' text-anchor='middle'>mean KL(input || file), nats per token (log scale)</text>\n";
@@ -197,8 +237,7 @@ void draw_point(std::ostream& s, const Point& p, const Frame& f, const TuneResul
                                   escape_html(p.label), "</text>"));
     else
         s << "<circle cx='" << x << "' cy='" << y << "' r='" << (chosen ? 6 : 4) << "' fill='"
-          << (on_front(p, r) ? "#36c" : "#9bd") << "'" << (chosen ? " stroke='black'" : "")
-          << "/>";
+          << (on_front(p, r) ? "#36c" : "#9bd") << "'" << (chosen ? " stroke='black'" : "") << "/>";
     s << "</g>\n";
 }
 
@@ -234,13 +273,13 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
     for (const Point& p : pts) w = std::max(w, std::min(120, static_cast<int>(p.label.size())));
     std::snprintf(line, sizeof line, "%-*s %9s %10s %10s %8s %7s %7s %10s %10s %10s%s  %s\n", w,
                   "point", "MB", "KL", "predicted", "PPL", "top-1", "tokens", "decode t/s",
-                  "predicted", "prefill",
-                  serve ? "  serve t/s  TTFT p99" : "", "front");
+                  "predicted", "prefill", serve ? "  serve t/s  TTFT p99" : "", "front");
     s << line;
     for (const Point& p : pts) {
         const std::string served =
-            !serve ? "" : p.streams ? fmt(" %10.1f", p.serve_ts) + fmt(" %8.3fs", p.ttft_p99)
-                                    : cat(" ", std::string(10, ' '), "-", std::string(8, ' '), "-");
+            !serve      ? ""
+            : p.streams ? fmt(" %10.1f", p.serve_ts) + fmt(" %8.3fs", p.ttft_p99)
+                        : cat(" ", std::string(10, ' '), "-", std::string(8, ' '), "-");
         std::snprintf(line, sizeof line,
                       "%-*s %9.2f %10.5f %10s %8.3f %6.1f%% %7s %10.1f %10s %10.1f%s  %s%s\n", w,
                       p.label.c_str(), p.file_bytes / 1e6, p.kl,
@@ -248,8 +287,7 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
                       100 * p.top1, p.eval_tokens > 0 ? cat(p.eval_tokens).c_str() : "-",
                       p.decode_ts,
                       p.predicted_decode_ts > 0 ? fmt("%.1f", p.predicted_decode_ts).c_str() : "-",
-                      p.prefill_ts, served.c_str(),
-                      on_front(p, r) ? "*" : "",
+                      p.prefill_ts, served.c_str(), on_front(p, r) ? "*" : "",
                       is_chosen(p, r) ? " chosen" : "");
         s << line;
     }
@@ -260,6 +298,7 @@ std::string report_table(const TuneResult& r, const ReportContext& c) {
     else
         s << "no tuned point is within KL " << c.max_kl << "\n";
     if (r.draft) s << draft_summary(*r.draft);
+    for (const LengthPolicyResult& p : r.length_policies) s << length_summary(p);
     return s.str();
 }
 
@@ -272,9 +311,11 @@ std::string report_html(const TuneResult& r, const ReportContext& c) {
     s << "<h1>syslm tune</h1><p>" << escape_html(r.analysis) << "</p>\n" << report_svg(r, c);
     s << "<p>Every point is measured on the held-out text and timed on this machine; hover a "
          "point for its plan. Limit: KL &le; "
-      << c.max_kl << ". Quality is measured by successive halving: a file whose KL on the "
+      << c.max_kl
+      << ". Quality is measured by successive halving: a file whose KL on the "
          "first quarter of the held-out text is more than two standard errors above the limit is "
-         "not measured on the rest (the <i>tokens</i> column: held-out tokens scored).</p>\n<pre>" << escape_html(report_table(r, c)) << "</pre></body></html>\n";
+         "not measured on the rest (the <i>tokens</i> column: held-out tokens scored).</p>\n<pre>"
+      << escape_html(report_table(r, c)) << "</pre></body></html>\n";
     return s.str();
 }
 

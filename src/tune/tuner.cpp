@@ -120,9 +120,10 @@ void Tuner::choose_and_write(TuneResult& r) {
     if (!r.chosen) return;
     const fs::path dir(o_.out_dir);
     if (!draft_.empty()) draft_phase(r);
-    save_plan(r.chosen->plan, (dir / "plan.json").string());
     fs::copy_file(file_of(r.chosen->plan), dir / "model.gguf",
                   fs::copy_options::overwrite_existing);
+    length_phase(r);
+    save_plan(r.chosen->plan, (dir / "plan.json").string());
     // A pruned plan is quantized from its recovered base: `quantize --plan` takes it.
     if (r.chosen->plan.prune) {
         const Base& b = base_of(*r.chosen->plan.prune);

@@ -93,6 +93,10 @@ private:
     // draft copied beside it) only when it beats plain decoding.
     void draft_phase(TuneResult& r);
 
+    // The length knobs (TuneOptions::length_max_ppl_increase) on the chosen file, model.gguf:
+    // each policy is written into it and the chosen plan runs it.
+    void length_phase(TuneResult& r);
+
     // A draft distilled on the spot (--draft auto): the input with all but a quarter of its
     // layers removed (at least one kept; the layers whose removal costs least on the calibration
     // text go), distilled back towards the input on that text like a pruned base, and quantized

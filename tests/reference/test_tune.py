@@ -352,3 +352,55 @@ def test_draft_auto_distils_a_quarter_of_the_layers_and_times_it(syslm_bin, tmp_
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "draft: one layer, no smaller draft to distil" in proc.stderr
     assert "draft" not in json.loads((d / "tuned-one" / "pareto.json").read_text())
+
+
+def test_length_knob_writes_the_window_policy_and_the_plan_runs_it(syslm_bin, tmp_path):
+    """A model with local attention layers: the chosen file's window (32, 16, 8) is measured at
+    inputs of 16, 64 and 256 tokens on the held-out text; per length the smallest within the
+    limit enters model.gguf as its window policy (read back with gguf-py), the plan runs it
+    (runtime.window auto, which `generate --plan` takes and a contradicting --window refuses),
+    and -1 leaves the file and the plan as they were."""
+    d = tmp_path
+    subprocess.run([str(syslm_bin), "init", "--vocab-size", "300", "--layers", "2", "--dim", "64",
+                    "--heads", "4", "--ctx", "256", "--window", "32", "--attn-pattern", "1:1",
+                    "--seed", "5", "-o", str(d / "model.gguf")], check=True, capture_output=True)
+    (d / "calib.txt").write_text(text(21, 900))
+    (d / "heldout.txt").write_text(text(22, 900))
+
+    def run_tune(out, *extra):
+        args = [str(syslm_bin), "tune", "-m", d / "model.gguf", "--calib", d / "calib.txt",
+                "--eval", d / "heldout.txt", "--goal", "size", "--max-kl", "0.05", "-o", out,
+                "--budget", "5m", "-c", "64", "--eval-chunks", "2", "--sensitivity-chunks", "1",
+                "-t", "2", "--rounds", "1", "--prune", "off", "--no-stock", *extra]
+        proc = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return proc
+
+    proc = run_tune(d / "tuned", "--length-ppl-increase", "0.02")
+    report = json.loads((d / "tuned" / "pareto.json").read_text())
+    (policy,) = report["length_policies"]
+    assert policy["knob"] == "window" and policy["lengths"] == [16, 64, 256]
+    table = policy["table"]
+    assert [(m["length"], m["value"]) for m in table] == \
+        [(n, w) for n in (16, 64, 256) for w in (8, 16, 32)]
+    for n, chosen in zip(policy["lengths"], policy["values"]):
+        rows = {m["value"]: m["ppl"] for m in table if m["length"] == n}
+        best = min(rows.values())
+        assert rows[chosen] <= best * 1.02  # within the limit
+        assert all(rows[w] > best * 1.02 for w in rows if w < chosen)  # and the smallest so
+    reader = gguf.GGUFReader(str(d / "tuned" / "model.gguf"))
+    assert list(reader.get_field("llama.attention.window_policy.lengths").contents()) == \
+        [16, 64, 256]
+    assert list(reader.get_field("llama.attention.window_policy.windows").contents()) == \
+        policy["values"]
+    plan = json.loads((d / "tuned" / "plan.json").read_text())
+    assert plan["runtime"]["window"] == "auto"
+    assert "window by input length" in proc.stdout
+    _, log = generate(syslm_bin, "--plan", d / "tuned" / "plan.json")
+    assert "the model's policy for this input length" in log, log
+    clash = subprocess.run([str(syslm_bin), "generate", "--plan", d / "tuned" / "plan.json",
+                            "-p", "x", "--window", "16"], capture_output=True, text=True)
+    assert clash.returncode == 2 and "runtime.window" in clash.stderr
+    run_tune(d / "untuned", "--length-ppl-increase", "-1")
+    assert "length_policies" not in json.loads((d / "untuned" / "pareto.json").read_text())
+    assert "window" not in json.loads((d / "untuned" / "plan.json").read_text())["runtime"]

@@ -39,6 +39,16 @@ TEST(Plan, RoundTripsThroughJsonAndRefusesWhatIsNotAPlan) {
     bad = p.to_json();
     bad["runtime"]["threads"] = -1;
     EXPECT_THROW(Plan::from_json(bad), Error);
+    // The length knobs: "auto" round-trips, anything else is refused.
+    p.window = "auto";
+    p.expert_top_p = "auto";
+    const Plan a = Plan::from_json(nlohmann::json::parse(p.to_json().dump()));
+    EXPECT_EQ(a.window, "auto");
+    EXPECT_EQ(a.expert_top_p, "auto");
+    EXPECT_EQ(a.key(), p.key());
+    bad = p.to_json();
+    bad["runtime"]["window"] = "64";
+    EXPECT_THROW(Plan::from_json(bad), Error);
     std::ofstream(path) << "{ not json";
     EXPECT_THROW(load_plan(path), Error);
 }
@@ -101,9 +111,9 @@ TEST(Plan, CarriesTheDraftOutsideTheModelHalf) {
     EXPECT_EQ(d.label(), "k = 3");
     d.adaptive = true;
     EXPECT_EQ(d.label(), "adaptive k (from 3, 2-9)");
-    for (const char* edit : {R"({"draft": {"k": 0}})", R"({"draft": {"k_max": 1}})",
-                             R"({"draft": {"file": ""}})", R"({"draft": {"length": 4}})",
-                             R"({"draft": {"adaptive": "yes"}})"}) {
+    for (const char* edit :
+         {R"({"draft": {"k": 0}})", R"({"draft": {"k_max": 1}})", R"({"draft": {"file": ""}})",
+          R"({"draft": {"length": 4}})", R"({"draft": {"adaptive": "yes"}})"}) {
         nlohmann::json bad = p.to_json();
         bad.merge_patch(nlohmann::json::parse(edit));
         EXPECT_THROW(Plan::from_json(bad), Error) << edit;
@@ -130,10 +140,10 @@ TEST(Plan, CarriesTheStructureInTheModelHalf) {
     unpruned.recipe = "Q8_0";
     EXPECT_NE(q.model_key(), unpruned.model_key());  // a different file
     EXPECT_FALSE(Plan::from_json(unpruned.to_json()).prune);
-    for (const char* edit : {R"({"model": {"prune": {"fnn": 0.2}}})",
-                             R"({"model": {"prune": {"ffn": 1.5}}})",
-                             R"({"model": {"prune": {"recover_steps": -1}}})",
-                             R"({"model": {"prune": {"n_ff": 0}}})"}) {
+    for (const char* edit :
+         {R"({"model": {"prune": {"fnn": 0.2}}})", R"({"model": {"prune": {"ffn": 1.5}}})",
+          R"({"model": {"prune": {"recover_steps": -1}}})",
+          R"({"model": {"prune": {"n_ff": 0}}})"}) {
         nlohmann::json bad = p.to_json();
         bad.merge_patch(nlohmann::json::parse(edit));
         EXPECT_THROW(Plan::from_json(bad), Error) << edit;
