@@ -157,7 +157,7 @@ double TrainModel::moe_aux_loss(float grad_scale) {
 
 void TrainModel::moe_backward(int il, Saved& S, const float* b, int64_t R, backend::Backend& be) {
     Layer& l = layers_[static_cast<size_t>(il)];
-    const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert, K = hp_.n_expert_used;
+    const int64_t E = hp_.n_embd, F = hp_.n_ff_exp, X = hp_.n_expert;
     const int64_t m = E * F;
 
     // Per slot: dL/d(expert output) = w * dL/dout[row]; dL/dw = dL/dout[row] . expert output.

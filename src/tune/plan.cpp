@@ -49,6 +49,39 @@ std::string one_of(const nlohmann::json& j, const char* section, const char* key
     return v;
 }
 
+// The plan's model section: the recipe, the per-tensor types and the structure.
+void read_model(const nlohmann::json& m, Plan& p) {
+    p.recipe = m.value("recipe", "");
+    if (!p.recipe.empty())
+        SYSLM_CHECK(compress::parse_quant_target(p.recipe), "model.recipe '", p.recipe,
+                    "' is not a quantize target");
+    p.imatrix = m.value("imatrix", false);
+    const nlohmann::json types = m.value("tensor_types", nlohmann::json::object());
+    SYSLM_CHECK(types.is_object(), "model.tensor_types must be an object of name: type");
+    for (const auto& [name, type] : types.items()) {
+        const auto t = compress::parse_quant_target(type.get<std::string>());
+        SYSLM_CHECK(t && t->mix == compress::KMix::None && !t->w8a8, "model.tensor_types.", name,
+                    ": '", type.get<std::string>(), "' is not a tensor type");
+        p.tensor_types[name] = t->type;
+    }
+    check_keys(m, "model", {"recipe", "imatrix", "tensor_types", "prune"});
+    if (!m.contains("prune")) return;
+    const nlohmann::json& q = m["prune"];
+    check_keys(
+        q, "model.prune",
+        {"ffn", "heads", "layers", "recover_steps", "recover_lr", "n_layer", "n_head", "n_ff"});
+    PruneSettings d;
+    d.ffn = in_range(q, "model.prune", "ffn", 0.0, 0.0, 0.99);
+    d.heads = in_range(q, "model.prune", "heads", 0.0, 0.0, 0.99);
+    d.layers = in_range(q, "model.prune", "layers", 0, 0, 1 << 16);
+    d.recover_steps = in_range(q, "model.prune", "recover_steps", 0, 0, 1 << 24);
+    d.recover_lr = in_range(q, "model.prune", "recover_lr", d.recover_lr, 0.0, 1.0);
+    d.n_layer = in_range(q, "model.prune", "n_layer", 0, 1, 1 << 16);
+    d.n_head = in_range(q, "model.prune", "n_head", 0, 1, 1 << 16);
+    d.n_ff = in_range(q, "model.prune", "n_ff", 0, 1, 1 << 24);
+    p.prune = d;
+}
+
 }  // namespace
 
 nlohmann::json Plan::to_json() const {
@@ -95,38 +128,8 @@ Plan Plan::from_json(const nlohmann::json& j) {
         SYSLM_CHECK(j.is_object() && j.value("syslm_plan", 0) == kVersion,
                     "not a syslm plan of version ", kVersion, " (key \"syslm_plan\")");
         Plan p;
-        const nlohmann::json& m = j.at("model");
-        p.recipe = m.value("recipe", "");
-        if (!p.recipe.empty())
-            SYSLM_CHECK(compress::parse_quant_target(p.recipe), "model.recipe '", p.recipe,
-                        "' is not a quantize target");
-        p.imatrix = m.value("imatrix", false);
-        const nlohmann::json types = m.value("tensor_types", nlohmann::json::object());
-        SYSLM_CHECK(types.is_object(), "model.tensor_types must be an object of name: type");
-        for (const auto& [name, type] : types.items()) {
-            const auto t = compress::parse_quant_target(type.get<std::string>());
-            SYSLM_CHECK(t && t->mix == compress::KMix::None && !t->w8a8, "model.tensor_types.",
-                        name, ": '", type.get<std::string>(), "' is not a tensor type");
-            p.tensor_types[name] = t->type;
-        }
         check_keys(j, "the plan", {"syslm_plan", "model", "runtime", "serve", "train", "draft"});
-        check_keys(m, "model", {"recipe", "imatrix", "tensor_types", "prune"});
-        if (m.contains("prune")) {
-            const nlohmann::json& q = m["prune"];
-            check_keys(q, "model.prune",
-                       {"ffn", "heads", "layers", "recover_steps", "recover_lr", "n_layer",
-                        "n_head", "n_ff"});
-            PruneSettings d;
-            d.ffn = in_range(q, "model.prune", "ffn", 0.0, 0.0, 0.99);
-            d.heads = in_range(q, "model.prune", "heads", 0.0, 0.0, 0.99);
-            d.layers = in_range(q, "model.prune", "layers", 0, 0, 1 << 16);
-            d.recover_steps = in_range(q, "model.prune", "recover_steps", 0, 0, 1 << 24);
-            d.recover_lr = in_range(q, "model.prune", "recover_lr", d.recover_lr, 0.0, 1.0);
-            d.n_layer = in_range(q, "model.prune", "n_layer", 0, 1, 1 << 16);
-            d.n_head = in_range(q, "model.prune", "n_head", 0, 1, 1 << 16);
-            d.n_ff = in_range(q, "model.prune", "n_ff", 0, 1, 1 << 24);
-            p.prune = d;
-        }
+        read_model(j.at("model"), p);
         const nlohmann::json r = j.value("runtime", nlohmann::json::object());
         check_keys(r, "runtime", {"threads", "batch", "window", "expert_top_p"});
         p.threads = in_range(r, "runtime", "threads", 0, 0, 4096);

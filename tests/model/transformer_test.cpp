@@ -110,7 +110,7 @@ TEST_P(ForwardConsistency, PrefillChunkedAndDecodeAgree) {
 // speculative rollback, F16 and F32; global layers of the same model keep every position. With
 // global tokens the ring layers keep a page of first positions for good.
 TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
-    for (const auto [all_local, global] :
+    for (const auto& [all_local, global] :
          {std::pair{true, 0}, std::pair{false, 0}, std::pair{true, 3}, std::pair{false, 3}}) {
         InitConfig cfg = small("llama");
         cfg.n_ctx = 600;
@@ -157,9 +157,10 @@ TEST(KvRing, LogitsEqualTheFullCacheBitForBit) {
                         << "decode " << i << ", batch " << n_batch << " " << dtype_name(kv);
                 }
                 // Rolling back past what the ring keeps is an error, not a wrong answer.
-                if (cap < 600)
+                if (cap < 600) {
                     EXPECT_THROW(ring.truncate(ring.n_past() - ring.kv_cache().max_rollback() - 1),
                                  Error);
+                }
             }
     }
 }

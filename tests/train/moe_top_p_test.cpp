@@ -120,7 +120,7 @@ TEST(MoeCapacity, DropsOnlyWhatExceedsIt) {
     backend::CpuBackend be(2);
     std::vector<std::vector<float>> grads;
     std::vector<double> losses;
-    for (const auto [factor, rc] :
+    for (const auto& [factor, rc] :
          {std::pair{0.0, Recompute::None}, std::pair{3.0, Recompute::None},
           std::pair{0.6, Recompute::None}, std::pair{0.6, Recompute::Full},
           std::pair{0.6, Recompute::Selective}}) {
