@@ -407,10 +407,32 @@ std::vector<float> apply_selection(const io::GGUFTensor& t, const Selection& sel
     return out;
 }
 
-// The smaller model's shape in its metadata.
+// The smaller model's shape in its metadata. Per-layer keys keep the kept layers' entries: the
+// local/global pattern and the linear layers as one bool per layer (a period would shift), and
+// BigBird's draws keyed by each kept layer's original index (attention.random_layers).
 void set_pruned_shape(const io::GGUFFile& in, const DenseShape& s, const PruneResult& r,
-                      int layers_removed, io::GGUFWriter& w) {
+                      const std::vector<bool>& removed, io::GGUFWriter& w) {
     const std::string a = in.get_string("general.architecture") + ".";
+    const int layers_removed = static_cast<int>(std::count(removed.begin(), removed.end(), true));
+    if (layers_removed > 0) {
+        const model::HParams hp = model::load_hparams(in);
+        std::vector<io::GGUFValue> local, linear;
+        std::vector<uint32_t> ids;
+        for (uint32_t il = 0; il < s.n_layer; ++il) {
+            if (removed[il]) continue;
+            if (!hp.local_layers.empty())
+                local.push_back(io::GGUFValue::boolean(hp.local_layers[il]));
+            if (!hp.linear_layers.empty())
+                linear.push_back(io::GGUFValue::boolean(hp.linear_layers[il]));
+            ids.push_back(hp.random_layers.empty() ? il : hp.random_layers[il]);
+        }
+        if (!local.empty())
+            w.set(a + "attention.sliding_window_pattern",
+                  io::GGUFValue::array(io::GGUFType::BOOL, local));
+        if (!linear.empty())
+            w.set(a + "attention.linear_pattern", io::GGUFValue::array(io::GGUFType::BOOL, linear));
+        if (hp.random_blocks > 0) w.set(a + "attention.random_layers", io::GGUFValue::u32s(ids));
+    }
     w.set(a + "block_count", io::GGUFValue::u32(s.n_layer - static_cast<uint32_t>(layers_removed)));
     w.set(a + "attention.head_count", io::GGUFValue::u32(static_cast<uint32_t>(r.heads_after)));
     w.set(a + "attention.head_count_kv",
@@ -509,7 +531,7 @@ PruneResult prune_structured(const std::string& in_path, const std::string& out_
 
     io::GGUFWriter w;
     copy_metadata(in, w);
-    if (!o.mask_only) set_pruned_shape(in, s, r, o.layers, w);
+    if (!o.mask_only) set_pruned_shape(in, s, r, removed, w);
     for (const io::GGUFTensor& t : in.tensors()) {
         r.params_before += t.numel();
         r.params_after += add_pruned_tensor(t, s, removed, new_index, keep, o, in_path, w);

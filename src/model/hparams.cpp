@@ -284,8 +284,9 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
         s.global_tokens = hp.global_tokens;
         s.random_blocks = hp.random_blocks;
         s.random_block_size = hp.random_block_size;
-        s.random_seed =
-            kernels::splitmix64(uint64_t{hp.random_seed} << 32 | static_cast<uint32_t>(il));
+        const uint32_t key = hp.random_layers.empty() ? static_cast<uint32_t>(il)
+                                                      : hp.random_layers[static_cast<size_t>(il)];
+        s.random_seed = kernels::splitmix64(uint64_t{hp.random_seed} << 32 | key);
     }
     s.linear = hp.linear_attention(il);
     return s;
@@ -432,6 +433,16 @@ HParams load_hparams(const io::GGUFFile& f) {
         hp.random_block_size = r.count("attention.random_block_size", std::nullopt,
                                        kernels::kMinRandomBlockSize, kMaxContext);
         hp.random_seed = static_cast<uint32_t>(r.count("attention.random_seed", 0u, 0, INT32_MAX));
+        if (const io::GGUFValue* v = f.find(a + "attention.random_layers")) {
+            SYSLM_CHECK(v->is_array() && v->size() == static_cast<size_t>(hp.n_layer), f.path(),
+                        ": ", a, "attention.random_layers: one layer index per layer (", hp.n_layer,
+                        ")");
+            for (const int32_t x : v->as_i32s()) {
+                SYSLM_CHECK(x >= 0, f.path(), ": ", a, "attention.random_layers: ", x,
+                            " is not a layer index");
+                hp.random_layers.push_back(static_cast<uint32_t>(x));
+            }
+        }
     }
     hp.attn_scale = r.real("attention.scale", 0.0f, 0, 1e3, false);
     // llama.cpp's gemma2 / gemma3 without the key: query_pre_attn_scalar is n_embd / n_head for

@@ -127,6 +127,9 @@ struct HParams {
     int random_blocks = 0;
     int random_block_size = 0;
     uint32_t random_seed = 0;
+    // The layer index each layer's draw is keyed by (syslm's attention.random_layers, written by
+    // `prune` when it removes layers, so the kept layers keep their blocks). Empty: its own.
+    std::vector<uint32_t> random_layers;
     // Cross-layer parameter sharing (ALBERT; syslm's block_source): layer il computes with block
     // block_source[il]'s tensors, which the file holds once. Every source is at most its layer
     // and its own source, so a shared block's last use in the backward is its own layer.

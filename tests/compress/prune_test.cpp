@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_backend.hpp"
 #include "../common/model_checks.hpp"
 #include "../common/random_model.hpp"
+#include "backend/cpu_backend.hpp"
 #include "compress/imatrix.hpp"
 #include "compress/prune.hpp"
 #include "io/gguf.hpp"
@@ -113,7 +113,8 @@ TEST(Prune, TwoFourPatternAndWandaProtectsLargeActivations) {
     const std::string out = tmp("pruned_24.gguf");
     prune_unstructured(f.path, out, o);
     const io::GGUFFile dst(out);
-    for (const char* name : {"blk.0.attn_q.weight", "blk.1.ffn_down.weight", "blk.0.attn_output.weight"}) {
+    for (const char* name :
+         {"blk.0.attn_q.weight", "blk.1.ffn_down.weight", "blk.0.attn_output.weight"}) {
         const io::GGUFTensor& t = dst.tensor(name);
         const std::vector<float> w = floats(t);
         const int64_t n = t.ne[0];
@@ -207,6 +208,52 @@ TEST(Prune, LayerRemovalEqualsBypass) {
     EXPECT_LT(diff, 1e-4);
 }
 
+// Removing a layer keeps the other layers' per-layer settings: the local/global pattern and the
+// linear layers become one bool per kept layer, and BigBird's draws stay keyed by each layer's
+// original index, so the smaller model equals the original with that layer bypassed (masked)
+// over a sequence long enough for random blocks to be drawn.
+TEST(Prune, LayerRemovalKeepsPerLayerAttention) {
+    model::InitConfig c = testing::small_model_config("llama", 128, 41);
+    c.n_layer = 4;
+    c.window = 6;
+    c.local_layers = {true, false, true, false};
+    c.linear_layers = {false, false, false, true};
+    c.random_blocks = 2;
+    c.random_block_size = 16;
+    const std::string path = testing::write_test_model("prune_per_layer", c);
+    const model::Model m(path);
+    ImatrixOptions io;
+    io.n_ctx = 48;
+    const ImportanceMatrix im =
+        collect_imatrix(m, random_tokens(96, m.hparams().n_vocab, 3), -1, io);
+    PruneOptions o;
+    o.layers = 1;
+    o.imatrix = &im;
+    o.calib_tokens = random_tokens(200, m.hparams().n_vocab, 12);
+    o.calib_ctx = 48;
+    const PruneResult r = prune_structured(path, tmp("per_layer.gguf"), o);
+    ASSERT_EQ(r.removed_layers.size(), 1u);
+    o.mask_only = true;
+    prune_structured(path, tmp("per_layer_mask.gguf"), o);
+    const model::Model small(tmp("per_layer.gguf"));
+    const model::HParams &a = m.hparams(), &b = small.hparams();
+    ASSERT_EQ(b.n_layer, 3);
+    ASSERT_EQ(b.random_layers.size(), 3u);
+    for (int il = 0, j = 0; il < 4; ++il) {
+        if (il == r.removed_layers[0]) continue;
+        EXPECT_EQ(b.window(j), a.window(il)) << il;
+        EXPECT_EQ(b.linear_attention(j), a.linear_attention(il)) << il;
+        EXPECT_EQ(b.random_layers[static_cast<size_t>(j)], static_cast<uint32_t>(il));
+        ++j;
+    }
+    const std::vector<int32_t> tokens = random_tokens(100, a.n_vocab, 8);
+    const std::vector<float> x = logits_of(tmp("per_layer.gguf"), tokens, 128);
+    const std::vector<float> y = logits_of(tmp("per_layer_mask.gguf"), tokens, 128);
+    double diff = 0;
+    for (size_t i = 0; i < x.size(); ++i) diff = std::max(diff, std::fabs(double(x[i]) - y[i]));
+    EXPECT_LT(diff, 1e-4);
+}
+
 TEST(Prune, FineTuningKeepsZeros) {
     const Fixture& f = gqa_model();
     PruneOptions o;
@@ -217,7 +264,8 @@ TEST(Prune, FineTuningKeepsZeros) {
     const io::GGUFFile file(out);
     train::TrainModel m(file);
     backend::CpuBackend be(2);
-    std::vector<int32_t> ids = random_tokens(2 * 17, m.params().find("token_embd.weight")->ne[1], 4);
+    std::vector<int32_t> ids =
+        random_tokens(2 * 17, m.params().find("token_embd.weight")->ne[1], 4);
     train::FixedBatch data(ids, 2, 16);
     train::TrainOptions opt;
     opt.B = 2;
@@ -232,8 +280,10 @@ TEST(Prune, FineTuningKeepsZeros) {
     while (!t.done()) t.step();
     int64_t zeros = 0, changed = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (start[i] == 0.0f) zeros += before[i] == 0.0f;
-        else changed += before[i] != start[i];
+        if (start[i] == 0.0f)
+            zeros += before[i] == 0.0f;
+        else
+            changed += before[i] != start[i];
     }
     EXPECT_EQ(zeros, n / 2);
     EXPECT_GT(changed, n / 4);  // the others did train
