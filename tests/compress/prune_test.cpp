@@ -42,19 +42,24 @@ struct Fixture {
     ImportanceMatrix im;
 };
 
+// The model of c written as `name`, with its importance matrix on random tokens.
+Fixture make_fixture(const std::string& name, const model::InitConfig& c) {
+    Fixture x;
+    x.path = testing::write_test_model(name, c);
+    const model::Model m(x.path);
+    ImatrixOptions o;
+    o.n_ctx = 48;
+    x.im = collect_imatrix(m, random_tokens(96, m.hparams().n_vocab, 3), -1, o);
+    return x;
+}
+
 const Fixture& gqa_model() {
     static const Fixture f = [] {
         model::InitConfig c = testing::small_model_config("llama", 64, 31);
         c.n_embd = 64;
         c.n_head = 4;  // on 2 KV heads
         c.n_ff = 96;
-        Fixture x;
-        x.path = testing::write_test_model("prune_llama", c);
-        const model::Model m(x.path);
-        ImatrixOptions o;
-        o.n_ctx = 48;
-        x.im = collect_imatrix(m, random_tokens(96, m.hparams().n_vocab, 3), -1, o);
-        return x;
+        return make_fixture("prune_llama", c);
     }();
     return f;
 }
@@ -220,15 +225,12 @@ TEST(Prune, LayerRemovalKeepsPerLayerAttention) {
     c.linear_layers = {false, false, false, true};
     c.random_blocks = 2;
     c.random_block_size = 16;
-    const std::string path = testing::write_test_model("prune_per_layer", c);
+    const Fixture f = make_fixture("prune_per_layer", c);
+    const std::string& path = f.path;
     const model::Model m(path);
-    ImatrixOptions io;
-    io.n_ctx = 48;
-    const ImportanceMatrix im =
-        collect_imatrix(m, random_tokens(96, m.hparams().n_vocab, 3), -1, io);
     PruneOptions o;
     o.layers = 1;
-    o.imatrix = &im;
+    o.imatrix = &f.im;
     o.calib_tokens = random_tokens(200, m.hparams().n_vocab, 12);
     o.calib_ctx = 48;
     const PruneResult r = prune_structured(path, tmp("per_layer.gguf"), o);

@@ -35,6 +35,17 @@ def check_changes_logits(run_syslm, path, tokens, prefill, ref, tmp_path):
     assert rel_err_per_position(np.load(out), ref).max() > 1e-2
 
 
+def llama_with_attention(tmp_path, run_syslm, implementation):
+    """transformers' 3-layer test Llama running the attention function registered as
+    `implementation`, its checkpoint directory, and its conversion by `syslm convert`."""
+    hf_dir = tiny_hf_models.build("llama", tmp_path / "hf")
+    model = tiny_hf_models.load(hf_dir)
+    model.set_attn_implementation(implementation)
+    base = tmp_path / "base.gguf"
+    run_syslm("convert", "--hf", hf_dir, "-o", base)
+    return hf_dir, model, base
+
+
 def reference_gradients(run_syslm, model, hf_dir, ids, tmp_path):
     """PyTorch's loss on the batch `ids` (B x T+1) and the gradients of every tensor the
     checkpoint in hf_dir holds, converted to GGUF names and layouts by `syslm convert`."""

@@ -13,8 +13,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 import gguf_edit
-import tiny_hf_models
-from syslm_checks import check_changes_logits, check_logits
+from syslm_checks import check_changes_logits, check_logits, llama_with_attention
 from test_train_grads import B, check_against_autograd
 
 LOCAL = [True, False, True]  # layers 0 and 2 local (BigBird), layer 1 global
@@ -90,11 +89,7 @@ def test_draw_reaches_beyond_the_window():
 
 
 def bigbird_model(tmp_path, run_syslm):
-    hf_dir = tiny_hf_models.build("llama", tmp_path / "hf")  # 3 layers
-    model = tiny_hf_models.load(hf_dir)
-    model.set_attn_implementation("syslm_bigbird_test")
-    base = tmp_path / "base.gguf"
-    run_syslm("convert", "--hf", hf_dir, "-o", base)
+    hf_dir, model, base = llama_with_attention(tmp_path, run_syslm, "syslm_bigbird_test")
     path = tmp_path / "bigbird.gguf"
     gguf_edit.rewrite(base, path, keys=KEYS)
     plain = tmp_path / "window.gguf"  # the same window and global tokens, no random blocks

@@ -12,8 +12,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 import gguf_edit
-import tiny_hf_models
-from syslm_checks import check_changes_logits, check_logits
+from syslm_checks import check_changes_logits, check_logits, llama_with_attention
 from test_train_grads import B, check_against_autograd
 
 PATTERN = [True, False, True]  # layers 0 and 2 linear, layer 1 softmax
@@ -41,11 +40,7 @@ AttentionMaskInterface.register("syslm_linear_test", ALL_MASK_ATTENTION_FUNCTION
 
 
 def linear_model(tmp_path, run_syslm):
-    hf_dir = tiny_hf_models.build("llama", tmp_path / "hf")  # 3 layers
-    model = tiny_hf_models.load(hf_dir)
-    model.set_attn_implementation("syslm_linear_test")
-    base = tmp_path / "base.gguf"
-    run_syslm("convert", "--hf", hf_dir, "-o", base)
+    hf_dir, model, base = llama_with_attention(tmp_path, run_syslm, "syslm_linear_test")
     path = tmp_path / "linear.gguf"
     gguf_edit.rewrite(base, path, keys={"llama.attention.linear_pattern": PATTERN})
     return hf_dir, model, base, path

@@ -56,36 +56,30 @@ void la_grad_v(const float* S, const float* g, int d, float* dv) {
     for (int i = 0; i < d; ++i) la_axpy<V>(dv, g[i], S + static_cast<int64_t>(i) * d, d);
 }
 
+// y[j] = f(x[j], y[j]) over whole vectors, then the tail.
+template <class V, class F>
+void la_map(const float* x, float* y, int n, F f) {
+    int j = 0;
+    for (; j + V::W <= n; j += V::W) V::store(y + j, f(V::load(x + j), V::load(y + j)));
+    if (j < n) V::store_n(y + j, f(V::load_n(x + j, n - j), V::load_n(y + j, n - j)), n - j);
+}
+
 // The feature map phi(x) = elu(x) + 1: x + 1 above 0, e^x below; y may be x.
 template <class V>
 void la_phi(const float* x, float* y, int n) {
     const typename V::T zero = V::zero(), one = V::set1(1.0f);
-    int j = 0;
-    for (; j + V::W <= n; j += V::W) {
-        const typename V::T v = V::load(x + j);
-        V::store(y + j, V::select(V::le(v, zero), V::exp(v), V::add(v, one)));
-    }
-    if (j < n) {
-        const typename V::T v = V::load_n(x + j, n - j);
-        V::store_n(y + j, V::select(V::le(v, zero), V::exp(v), V::add(v, one)), n - j);
-    }
+    la_map<V>(x, y, n, [=](typename V::T v, typename V::T) {
+        return V::select(V::le(v, zero), V::exp(v), V::add(v, one));
+    });
 }
 
 // y *= phi'(x): 1 above 0, e^x below.
 template <class V>
 void la_mul_dphi(const float* x, float* y, int n) {
     const typename V::T zero = V::zero(), one = V::set1(1.0f);
-    int j = 0;
-    for (; j + V::W <= n; j += V::W) {
-        const typename V::T v = V::load(x + j);
-        V::store(y + j, V::mul(V::load(y + j), V::select(V::le(v, zero), V::exp(v), one)));
-    }
-    if (j < n) {
-        const typename V::T v = V::load_n(x + j, n - j);
-        V::store_n(y + j,
-                   V::mul(V::load_n(y + j, n - j), V::select(V::le(v, zero), V::exp(v), one)),
-                   n - j);
-    }
+    la_map<V>(x, y, n, [=](typename V::T v, typename V::T w) {
+        return V::mul(w, V::select(V::le(v, zero), V::exp(v), one));
+    });
 }
 
 template <class V>
