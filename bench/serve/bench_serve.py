@@ -15,6 +15,12 @@ inter-token latency p50/p99 (gaps between streamed chunks), and for syslm the KV
     bench/serve/bench_serve.py --model bench/models/L110M-Q8_0.gguf \\
         [--syslm build/syslm] [--llama-server /path/to/llama-server] [--streams 1,4,16,64]
 
+--prefix-words N starts every prompt with the same N words (a shared system prompt, for the
+prefix cache); --syslm-arg passes an argument on to `syslm serve` (e.g. --syslm-arg=--no-kv-ring
+to keep every page of a sliding-window model's local layers, for comparison). A second table
+gives syslm's KV pool and its peak held bytes, the prefix cache's hit rate (prompt tokens served
+from cached pages) and the preemptions.
+
 Peers are not built here: give the path of a `llama-server` you built (llama.cpp's CMake target
 `llama-server`).
 """
@@ -32,14 +38,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def kjv_prompts(n, seed=1):
+def kjv_prompts(n, seed=1, prefix_words=0):
+    """n prompts of mixed lengths; each starts with the same prefix_words words (a shared
+    system prompt, from Psalms) when prefix_words > 0."""
     text = subprocess.run(["bible", "-f", "Genesis1:1-Exodus40:38"], capture_output=True,
                           text=True, check=True).stdout
     words = re.sub(r"(?m)^\S+ ", "", text).split()
+    prefix = ""
+    if prefix_words:
+        psalms = subprocess.run(["bible", "-f", "Psalms1:1-150:6"], capture_output=True,
+                                text=True, check=True).stdout
+        prefix = " ".join(re.sub(r"(?m)^\S+ ", "", psalms).split()[:prefix_words]) + "\n\n"
     out, pos = [], seed * 97
     for i in range(n):
         length = [24, 60, 120, 200][i % 4]  # mixed prompt lengths (words)
-        out.append(" ".join(words[pos:pos + length]))
+        out.append(prefix + " ".join(words[pos:pos + length]))
         pos = (pos + 1009) % (len(words) - 300)
     return out
 
@@ -82,6 +95,15 @@ def one_request(port, prompt, gen):
     return t0, times, n
 
 
+def metrics(port):
+    """syslm's /metrics gauges and counters by name (without the syslm_ prefix)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^syslm_(\w+) (\S+)$", text, re.M)}
+
+
 def run_phase(port, streams, rounds, gen, prompts, sample_metrics):
     results, lock = [], threading.Lock()
     waste = []
@@ -93,21 +115,21 @@ def run_phase(port, streams, rounds, gen, prompts, sample_metrics):
                 results.append(res)
 
     stop = threading.Event()
+    peak_bytes = [0.0]
 
     def sampler():
         while not stop.wait(0.5):
             try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                c.request("GET", "/metrics")
-                text = c.getresponse().read().decode()
-                used = float(re.search(r"^syslm_kv_pages_used (\S+)", text, re.M).group(1))
-                pos = float(re.search(r"^syslm_kv_positions_used (\S+)", text, re.M).group(1))
+                m = metrics(port)
+                used, pos = m["kv_pages_used"], m["kv_positions_used"]
+                peak_bytes[0] = max(peak_bytes[0], m["kv_bytes_used"])
                 if used > 0:
                     waste.append((used, pos))
             except Exception:
                 pass
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(streams)]
+    before = metrics(port) if sample_metrics else None
     t0 = time.perf_counter()
     mt = threading.Thread(target=sampler) if sample_metrics else None
     if mt:
@@ -128,6 +150,15 @@ def run_phase(port, streams, rounds, gen, prompts, sample_metrics):
         return v[min(len(v) - 1, int(p / 100 * len(v)))] * 1e3 if v else float("nan")
     row = {"streams": streams, "tok_s": tokens / wall, "ttft_p50": pct(ttft, 50),
            "ttft_p99": pct(ttft, 99), "itl_p50": pct(itl, 50), "itl_p99": pct(itl, 99)}
+    if before:  # syslm's own counters over the phase
+        after = metrics(port)
+        d = {k: after[k] - before[k] for k in ("prompt_tokens_total",
+                                                "prefix_cache_hit_tokens_total",
+                                                "preemptions_total")}
+        row["prefix_hit_rate"] = d["prefix_cache_hit_tokens_total"] / max(1, d["prompt_tokens_total"])
+        row["preemptions"] = d["preemptions_total"]
+        row["kv_mib_total"] = after["kv_bytes_total"] / 2**20
+        row["kv_mib_peak"] = peak_bytes[0] / 2**20
     if waste:
         return row, waste
     return row, None
@@ -143,16 +174,20 @@ def main():
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=512, help="positions per slot")
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--prefix-words", type=int, default=0,
+                    help="a shared system prompt of this many words before every prompt")
+    ap.add_argument("--syslm-arg", action="append", default=[],
+                    help="an extra argument for syslm serve (repeat), e.g. --syslm-arg=--no-kv-ring")
     args = ap.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
-    prompts = kjv_prompts(256)
+    prompts = kjv_prompts(256, prefix_words=args.prefix_words)
     page = 16
 
     def command(name, n):
         if name == "syslm":
             return [args.syslm, "serve", "-m", args.model, "--port", "18181", "--parallel", str(n),
                     "--ctx-size", str(args.ctx), "-t", str(args.threads), "--page-size", str(page),
-                    "--max-queue", "1024"]
+                    "--max-queue", "1024"] + args.syslm_arg
         return [args.llama_server, "-m", args.model, "--port", "18182", "-np", str(n), "-c",
                 str(args.ctx * n), "-t", str(args.threads), "-tb", str(args.threads), "--no-webui"]
 
@@ -167,7 +202,8 @@ def main():
                 wait_ready(port)
                 one_request(port, prompts[0], 8)  # warm-up
                 row, waste = run_phase(port, n, args.rounds, args.gen, prompts, name == "syslm")
-                if waste:
+                if waste and not args.prefix_words:  # shared pages count once, positions per
+                    # sequence: with a shared prefix "unused" positions go negative
                     # Unused over allocated KV bytes, both summed over the phase's samples (a
                     # mean of per-sample ratios would weight a ramp-down sample holding one
                     # sequence's two pages like one holding 200 pages).
@@ -195,6 +231,13 @@ def main():
         print(f"| {n} | {s['tok_s']:.1f} | {l['tok_s']:.1f} | {ratio} | {lat(s, 'ttft')} | "
               f"{lat(l, 'ttft')} | {lat(s, 'itl')} | {lat(l, 'itl')} | {waste} |" if l else
               f"| {n} | {s['tok_s']:.1f} | - | - | {lat(s, 'ttft')} | - | {lat(s, 'itl')} | - | {waste} |")
+    print()
+    print("| streams | syslm KV pool MiB | peak held MiB | prefix hit rate | preemptions |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for n in streams:
+        s = table[("syslm", n)]
+        print(f"| {n} | {s['kv_mib_total']:.1f} | {s['kv_mib_peak']:.1f} | "
+              f"{100 * s['prefix_hit_rate']:.1f}% | {s['preemptions']:.0f} |")
 
 
 if __name__ == "__main__":

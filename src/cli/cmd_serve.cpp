@@ -34,6 +34,7 @@ struct ServeArgs {
     int64_t token_budget = 512;
     int max_queue = 256, max_tokens = 4096, max_n = 8, http_threads = 0;
     int max_connections = 1024;
+    bool no_kv_ring = false;
     double request_timeout = 5, keep_alive_timeout = 30, write_timeout = 30;
     size_t max_body = 1 << 20;
     // The options a plan sets (to tell a contradicting command line).
@@ -132,18 +133,23 @@ int run_serve(ServeArgs& a) {
     ec.max_waiting = a.max_queue;
     ec.n_ctx = a.ctx;
     ec.window_auto = a.window == "auto";
+    ec.kv_ring = !a.no_kv_ring;
     auto engine = std::make_unique<infer::Engine>(model, tok, ec);
-    const auto st = engine->stats();
     std::string name = a.alias;
     if (name.empty()) name = model->file().get_string("general.name", "");
     if (name.empty()) name = std::filesystem::path(a.model).stem().string();
-    const size_t kv_mib = st.kv_pages_total * engine->kv_page_bytes() >> 20;
+    const infer::KvPagesConfig& kv = engine->kv_config();
+    const size_t kv_mib = kv.bytes() >> 20;
+    std::string pages = std::to_string(kv.n_pages) + " KV pages";
+    if (kv.groups() == 2)  // local/global: the windowed layers' pages are a ring of their own
+        pages +=
+            " (global layers) and " + std::to_string(kv.ring_pages) + " (windowed layers' ring)";
     const infer::EngineConfig applied = engine->config();
     server.set_engine(std::move(engine), name, format);  // before "ready": clients may wait for it
     std::fprintf(stderr,
-                 "syslm serve: ready: model '%s', chat template %s, %d KV pages of %d positions "
+                 "syslm serve: ready: model '%s', chat template %s, %s of %d positions "
                  "(%zu MiB, %s), %d parallel, context %d, token budget %lld, %d threads\n",
-                 name.c_str(), tokenizer::chat_format_name(format).c_str(), st.kv_pages_total,
+                 name.c_str(), tokenizer::chat_format_name(format).c_str(), pages.c_str(),
                  applied.page_size, kv_mib, std::string(dtype_name(applied.kv_type)).c_str(),
                  applied.parallel, applied.n_ctx, static_cast<long long>(applied.token_budget),
                  ThreadPool::resolve(applied.threads));
@@ -193,6 +199,10 @@ std::function<int()> setup(CLI::App& app) {
     a->page_size_opt = app.add_option("--page-size", a->page_size, "Positions per KV page")
                            ->capture_default_str()
                            ->check(CLI::Range(1, 4096));
+    app.add_flag("--no-kv-ring", a->no_kv_ring,
+                 "Sliding-window layers keep every KV page, as global ones do (by default they "
+                 "give back the pages before each sequence's window, in a ring of their own when "
+                 "the model also has global layers)");
     a->cache_type_opt = app.add_option("--cache-type", a->cache_type, "KV element type: f16 or f32")
                             ->capture_default_str()
                             ->check(CLI::IsMember({"f16", "f32"}));

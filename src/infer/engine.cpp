@@ -16,25 +16,74 @@ double now_s() {
         .count();
 }
 
-KvPagesConfig pool_config(const model::Model& m, const EngineConfig& c) {
+int ceil_div(int64_t a, int64_t b) {
+    return static_cast<int>((a + b - 1) / b);
+}
+
+// The sliding-window layers whose pages can be a ring: not linear attention (its prefix sums read
+// every position) and no BigBird random blocks (they read pages before the window).
+void ring_config(const model::HParams& hp, const EngineConfig& c, KvPagesConfig& k) {
+    if (!c.kv_ring || hp.sliding_window <= 0 || hp.random_blocks > 0) return;
+    for (int il = 0; il < hp.n_layer; ++il)
+        k.ring_layers.push_back(hp.window(il) > 0 && !hp.linear_attention(il));
+    if (std::find(k.ring_layers.begin(), k.ring_layers.end(), true) == k.ring_layers.end()) {
+        k.ring_layers.clear();
+        return;
+    }
+    k.window = hp.sliding_window;
+    k.keep_pages = ceil_div(hp.global_tokens, c.page_size);
+}
+
+}  // namespace
+
+KvPagesConfig kv_pages_config(const model::Model& m, const EngineConfig& c) {
+    const model::HParams& hp = m.hparams();
     KvPagesConfig k;
-    k.n_layer = m.hparams().n_layer;
-    k.kv_dim = m.hparams().kv_dim();
-    k.conv_dim = m.hparams().conv_kernel > 1 ? m.hparams().n_embd : 0;
+    k.n_layer = hp.n_layer;
+    k.kv_dim = hp.kv_dim();
+    k.conv_dim = hp.conv_kernel > 1 ? hp.n_embd : 0;
     k.page_size = c.page_size;
     k.type = c.kv_type;
     SYSLM_CHECK(c.page_size > 0 && c.parallel > 0 && c.n_ctx > 0 && c.token_budget > 0,
                 "engine: page size, parallel, context and token budget must be positive");
-    if (c.n_pages > 0)
-        k.n_pages = c.n_pages;
-    else if (c.kv_memory > 0)
-        k.n_pages = KvPages::pages_for_bytes(k, c.kv_memory);
-    else
-        k.n_pages = c.parallel * ((c.n_ctx + c.page_size - 1) / c.page_size);
+    ring_config(hp, c, k);
+    const int per_sequence = ceil_div(c.n_ctx, c.page_size);
+    if (k.groups() == 1) {
+        if (c.n_pages > 0)
+            k.n_pages = c.n_pages;
+        else if (c.kv_memory > 0)
+            k.n_pages = KvPages::pages_for_bytes(k, c.kv_memory);
+        else
+            k.n_pages = c.parallel * per_sequence;
+        return k;
+    }
+    // Local and global layers: the ring group holds, per sequence, at most its kept pages, the
+    // window's and its chunk of the step (every chunk together within the token budget), plus
+    // one window more per sequence for cached prefix pages. It never needs more pages than the
+    // global group, and at least what one sequence needs alone.
+    int w = hp.sliding_window;
+    if (c.window_auto)
+        for (double v : hp.window_policy.values) w = std::max(w, static_cast<int>(v));
+    const int window_pages = ceil_div(w - 1, c.page_size);
+    const int ring_pages =
+        c.parallel * (k.keep_pages + 2 * window_pages + 3) + ceil_div(c.token_budget, c.page_size);
+    const int ring_alone = k.keep_pages + window_pages + ceil_div(c.token_budget, c.page_size) + 2;
+    k.n_pages = c.n_pages > 0 ? c.n_pages : c.parallel * per_sequence;
+    k.ring_pages = ring_pages;
+    if (c.n_pages == 0 && c.kv_memory > 0) {  // both groups scaled to the budget together
+        const double f = static_cast<double>(c.kv_memory) / static_cast<double>(k.bytes());
+        k.n_pages = static_cast<int>(std::min(f * k.n_pages, double{1 << 30}));
+        k.ring_pages =
+            std::min(k.n_pages, std::max(static_cast<int>(f * k.ring_pages), ring_alone));
+        SYSLM_CHECK(k.n_pages > 0 && k.bytes() <= c.kv_memory, "KV pages: ", c.kv_memory,
+                    " bytes hold too few pages for one sequence: ", k.n_pages,
+                    " of the global "
+                    "layers and ",
+                    ring_alone, " of the windowed layers' ring take ", k.bytes());
+    }
+    k.ring_pages = std::min(k.n_pages, k.ring_pages);
     return k;
 }
-
-}  // namespace
 
 struct Engine::Active {
     Sequence seq;
@@ -45,7 +94,7 @@ struct Engine::Active {
     std::string text;    // generated text so far
     size_t emitted = 0;  // bytes of it sent
     int64_t n_generated = 0;
-    bool published = false, finished = false;
+    bool finished = false;
     double t_submit = 0, t_last = 0;
 
     Active(const GenerationParams& p, Callback c)
@@ -57,22 +106,16 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
     : model_(std::move(model)),
       tok_(std::move(tok)),
       cfg_(cfg),
-      pages_(pool_config(*model_, cfg)),
+      pages_(kv_pages_config(*model_, cfg)),
       scheduler_({cfg.token_budget, cfg.parallel, cfg.max_waiting}, pages_),
       forward_(*model_, static_cast<int>(cfg.token_budget), cfg.threads, cfg.n_ctx),
       rows_(pages_) {
     if (model_->hparams().spec().position == model::PositionKind::Learned)
         cfg_.n_ctx = std::min(cfg_.n_ctx, model_->hparams().n_ctx_train);
     logits_.resize(static_cast<size_t>(cfg.parallel) * model_->hparams().n_vocab);
-    const model::HParams& hp = model_->hparams();
-    bool all_local = hp.sliding_window > 0;
-    for (int il = 0; il < hp.n_layer; ++il) all_local = all_local && hp.window(il) > 0;
-    // BigBird's random blocks read pages from before the window: they stay.
-    ring_window_ = all_local && hp.random_blocks == 0 ? hp.sliding_window : 0;
-    if (cfg.window_auto) hp.window_for_length(1);  // throws now for a model without a policy
-    // The pages of the global tokens stay with their sequence.
-    ring_keep_ = (hp.global_tokens + cfg.page_size - 1) / cfg.page_size;
-    stats_.kv_pages_total = pages_.config().n_pages;
+    if (cfg.window_auto) model_->hparams().window_for_length(1);  // throws without a policy
+    stats_.kv_pages_total = pages_.total_pages();
+    stats_.kv_bytes_total = static_cast<int64_t>(pages_.config().bytes());
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -279,27 +322,26 @@ void Engine::step() {
         }
         forward_.run(batch, rows_, logit_rows, logits_.data());
         scheduler_.completed(work);
+        // The prompt's full pages computed so far, for later requests with its prefix: published
+        // before a ring gives them back, they stay cached for a match until the pool needs them.
+        for (const ScheduledWork& w : work) {
+            const Sequence& s = *w.seq;
+            if (s.computed - w.n < s.n_prompt)
+                pages_.publish(s.table, std::span(s.tokens).first(static_cast<size_t>(s.n_prompt)),
+                               s.window);
+        }
         const size_t V = static_cast<size_t>(model_->hparams().n_vocab);
         for (size_t i = 0; i < sampled.size(); ++i) {
             Active& a = *active_.at(sampled[i]->id);
-            if (!a.published) {  // the prompt's full pages, for later requests with its prefix
-                pages_.publish(a.seq.table, a.seq.tokens, a.seq.window);
-                a.published = true;
-            }
             const std::span<const float> row(logits_.data() + i * V, V);
             const int32_t token = a.sampler.sample(row);
             a.sampler.accept(token);
             on_token(a, token, row);
         }
-        // Positions before a sequence's window are read by no layer again (once its prompt's
-        // pages are published for prefix sharing).
-        if (ring_window_ > 0)
-            for (Sequence* s : scheduler_.running())
-                if (const auto it = active_.find(s->id);
-                    it != active_.end() && it->second->published)
-                    pages_.drop_before(s->table,
-                                       s->computed - (s->window > 0 ? s->window : ring_window_) + 1,
-                                       static_cast<size_t>(ring_keep_));
+        // A ring's positions before a sequence's window are read by no layer of it again.
+        const int window = pages_.config().window;
+        for (Sequence* s : scheduler_.running())
+            pages_.drop_before(s->table, s->computed - (s->window > 0 ? s->window : window) + 1);
     }
     for (auto it = active_.begin(); it != active_.end();)
         it = it->second->finished ? active_.erase(it) : std::next(it);
@@ -310,6 +352,7 @@ void Engine::step() {
     stats_.waiting = static_cast<int>(scheduler_.waiting().size());
     stats_.kv_pages_used = pages_.used_pages();
     stats_.kv_pages_cached = pages_.cached_pages();
+    stats_.kv_bytes_used = pages_.used_bytes();
     stats_.kv_positions = 0;
     for (const Sequence* s : scheduler_.running()) stats_.kv_positions += pages_.held(s->table);
     stats_.preemptions = scheduler_.preemptions();
@@ -333,6 +376,7 @@ void Engine::loop() {
                 stats_.running = stats_.waiting = 0;
                 stats_.kv_pages_used = pages_.used_pages();
                 stats_.kv_pages_cached = pages_.cached_pages();
+                stats_.kv_bytes_used = pages_.used_bytes();
                 stats_.kv_positions = 0;
                 stats_.tokens_per_s = 0;  // idle: no rate to report
                 rate_.clear();

@@ -29,19 +29,29 @@
 namespace syslm::infer {
 
 struct EngineConfig {
-    int threads = 0;           // 0: all cores
-    int page_size = 16;        // positions per KV page
-    int n_pages = 0;           // 0: from kv_memory
-    size_t kv_memory = 0;      // bytes of K/V (when n_pages is 0); 0: enough for `parallel` x n_ctx
+    int threads = 0;       // 0: all cores
+    int page_size = 16;    // positions per KV page
+    int n_pages = 0;       // 0: from kv_memory
+    size_t kv_memory = 0;  // bytes of K/V (when n_pages is 0); 0: enough for `parallel` x n_ctx
     DType kv_type = DType::F16;
-    int parallel = 16;         // sequences per step
+    int parallel = 16;  // sequences per step
     int64_t token_budget = 512;
     int max_waiting = 256;
-    int n_ctx = 4096;          // positions per sequence (prompt + generated)
+    int n_ctx = 4096;  // positions per sequence (prompt + generated)
     // Each request's local layers run with the window the model's policy gives its length
     // (prompt + max_tokens; HParams::window_for_length, `serve --window auto`).
     bool window_auto = false;
+    // Sliding-window layers give back the pages before each sequence's window (a ring of their
+    // own pages when the model also has global layers). false: they keep every page, as global
+    // layers do (vLLM's --disable-hybrid-kv-cache-manager; `serve --no-kv-ring`).
+    bool kv_ring = true;
 };
+
+// The engine's KV pool for a model: every layer's pages in one group, or, for a model that mixes
+// sliding-window layers with global ones, the windowed layers' in a ring of their own sized for
+// `parallel` sequences' windows (KvPagesConfig::ring_layers). n_pages (else kv_memory, else
+// parallel x n_ctx positions) sizes the global layers' group.
+KvPagesConfig kv_pages_config(const model::Model& m, const EngineConfig& c);
 
 struct GenerationParams {
     int max_tokens = 16;
@@ -98,11 +108,12 @@ struct LatencyHistogram {
 
 struct EngineStats {
     int running = 0, waiting = 0;
-    int kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;
+    int kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;  // over every page group
+    int64_t kv_bytes_used = 0, kv_bytes_total = 0;
     int64_t kv_positions = 0;  // positions the running sequences hold (for the waste figure)
     int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0;
     int64_t preemptions = 0, prefix_hit_tokens = 0, steps = 0;
-    double tokens_per_s = 0;  // generated, over the last few seconds
+    double tokens_per_s = 0;     // generated, over the last few seconds
     LatencyHistogram ttft, itl;  // time to first token, inter-token latency (seconds)
 };
 
@@ -125,7 +136,7 @@ public:
     const model::Model& model() const { return *model_; }
     const tokenizer::Tokenizer& tokenizer() const { return tok_; }
     const EngineConfig& config() const { return cfg_; }
-    size_t kv_page_bytes() const { return pages_.page_bytes(); }
+    const KvPagesConfig& kv_config() const { return pages_.config(); }
 
 private:
     struct Active;
@@ -143,10 +154,6 @@ private:
     model::Forward forward_;
     PagedRows rows_;
     std::vector<float> logits_;
-    // The window when every layer has one (Mistral-style): pages before each sequence's window
-    // go back to the pool (KvPages::drop_before). 0: some layer reads every position.
-    int ring_window_ = 0;
-    int ring_keep_ = 0;  // leading pages a sequence keeps (global tokens)
 
     std::mutex mu_;
     std::condition_variable cv_, idle_cv_;

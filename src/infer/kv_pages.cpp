@@ -17,7 +17,43 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
     return x ^ (x >> 31);
 }
 
+size_t elem_bytes(DType t) {
+    return t == DType::F16 ? 2 : 4;
+}
+
 }  // namespace
+
+int KvPagesConfig::groups() const {
+    const auto n_ring = std::count(ring_layers.begin(), ring_layers.end(), true);
+    return n_ring > 0 && n_ring < n_layer ? 2 : 1;
+}
+
+bool KvPagesConfig::ring_group(int g) const {
+    const auto n_ring = std::count(ring_layers.begin(), ring_layers.end(), true);
+    return n_ring > 0 && (g == 1 || n_ring == n_layer);
+}
+
+int KvPagesConfig::group_of(int il) const {
+    return groups() == 2 && ring_layers[static_cast<size_t>(il)] ? 1 : 0;
+}
+
+int KvPagesConfig::group_layers(int g) const {
+    if (groups() == 1) return n_layer;
+    const int n_ring = static_cast<int>(std::count(ring_layers.begin(), ring_layers.end(), true));
+    return g == 1 ? n_ring : n_layer - n_ring;
+}
+
+size_t KvPagesConfig::page_bytes(int g) const {
+    const int64_t conv = g == 0 ? conv_dim * n_layer : 0;  // every layer's conv rows: group 0
+    return elem_bytes(type) * static_cast<size_t>(2 * kv_dim * group_layers(g) + conv) *
+           static_cast<size_t>(page_size);
+}
+
+size_t KvPagesConfig::bytes() const {
+    size_t b = 0;
+    for (int g = 0; g < groups(); ++g) b += page_bytes(g) * static_cast<size_t>(group_pages(g));
+    return b;
+}
 
 KvPages::KvPages(const KvPagesConfig& cfg) : cfg_(cfg) {
     SYSLM_CHECK(cfg.n_layer > 0 && cfg.kv_dim > 0 && cfg.page_size > 0 && cfg.n_pages > 0,
@@ -25,24 +61,35 @@ KvPages::KvPages(const KvPagesConfig& cfg) : cfg_(cfg) {
                 cfg.n_layer, " layers x ", cfg.kv_dim, " is empty");
     SYSLM_CHECK(cfg.type == DType::F16 || cfg.type == DType::F32,
                 "KV pages: element type must be f16 or f32");
-    elem_ = cfg.type == DType::F16 ? 2 : 4;
+    SYSLM_CHECK(cfg.ring_layers.empty() || static_cast<int>(cfg.ring_layers.size()) == cfg.n_layer,
+                "KV pages: ", cfg.ring_layers.size(), " ring flags for ", cfg.n_layer, " layers");
+    SYSLM_CHECK(cfg.groups() == 1 || cfg.ring_pages > 0,
+                "KV pages: the windowed layers' group has no pages");
+    SYSLM_CHECK(cfg.keep_pages >= 0 && cfg.window >= 0, "KV pages: negative window or kept pages");
+    elem_ = elem_bytes(cfg.type);
     row_bytes_ = static_cast<size_t>(cfg.kv_dim) * elem_;
-    layer_bytes_ = row_bytes_ * static_cast<size_t>(cfg.page_size);
-    page_bytes_ = cfg.page_bytes();
-    try {
-        data_.resize(page_bytes_ * static_cast<size_t>(cfg.n_pages));
-    } catch (const std::bad_alloc&) {
-        fail("KV pages: cannot allocate ", (page_bytes_ * cfg.n_pages) >> 20, " MiB for ",
-             cfg.n_pages, " pages");
+    groups_.resize(static_cast<size_t>(cfg.groups()));
+    for (int g = 0; g < groups(); ++g) {
+        Group& G = group(g);
+        G.ring = cfg.ring_group(g);
+        G.n_layer = cfg.group_layers(g);
+        G.layer_bytes = row_bytes_ * static_cast<size_t>(cfg.page_size);
+        G.page_bytes = cfg.page_bytes(g);
+        const int n = cfg.group_pages(g);
+        try {
+            G.data.resize(G.page_bytes * static_cast<size_t>(n));
+        } catch (const std::bad_alloc&) {
+            fail("KV pages: cannot allocate ", (G.page_bytes * n) >> 20, " MiB for ", n, " pages");
+        }
+        G.pages.resize(static_cast<size_t>(n));
+        G.free.reserve(static_cast<size_t>(n));
+        for (PageId p = n - 1; p >= 0; --p) G.free.push_back(p);  // page 0 first out
     }
-    pages_.resize(static_cast<size_t>(cfg.n_pages));
-    free_.reserve(static_cast<size_t>(cfg.n_pages));
-    for (PageId p = cfg.n_pages - 1; p >= 0; --p) free_.push_back(p);  // page 0 first out
-}
-
-size_t KvPagesConfig::page_bytes() const {
-    const size_t elem = type == DType::F16 ? 2 : 4;
-    return elem * static_cast<size_t>(2 * kv_dim + conv_dim) * page_size * n_layer;
+    int slots[BlockTable::kMaxGroups] = {};
+    for (int il = 0; il < cfg.n_layer; ++il) {
+        layer_group_.push_back(cfg.group_of(il));
+        layer_slot_.push_back(slots[layer_group_.back()]++);
+    }
 }
 
 int KvPages::pages_for_bytes(const KvPagesConfig& cfg, size_t bytes) {
@@ -51,45 +98,73 @@ int KvPages::pages_for_bytes(const KvPagesConfig& cfg, size_t bytes) {
     return static_cast<int>(std::min<size_t>(bytes / page, 1u << 30));
 }
 
+int KvPages::free_pages(int g) const {
+    if (g >= 0) return static_cast<int>(group(g).free.size());
+    int n = 0;
+    for (int i = 0; i < groups(); ++i) n += free_pages(i);
+    return n;
+}
+
+int KvPages::cached_pages(int g) const {
+    if (g >= 0) return static_cast<int>(group(g).lru.size());
+    int n = 0;
+    for (int i = 0; i < groups(); ++i) n += cached_pages(i);
+    return n;
+}
+
+int KvPages::total_pages(int g) const {
+    if (g >= 0) return static_cast<int>(group(g).pages.size());
+    int n = 0;
+    for (int i = 0; i < groups(); ++i) n += total_pages(i);
+    return n;
+}
+
+int64_t KvPages::used_bytes() const {
+    int64_t b = 0;
+    for (int g = 0; g < groups(); ++g)
+        b += static_cast<int64_t>(used_pages(g)) * static_cast<int64_t>(group(g).page_bytes);
+    return b;
+}
+
 uint64_t KvPages::chain(uint64_t parent_key, std::span<const int32_t> tokens) const {
     uint64_t h = mix(parent_key ^ 0x5A17A5u);
     for (int32_t t : tokens) h = mix(h ^ static_cast<uint32_t>(t));
     return h;
 }
 
-PageId KvPages::take_page() {
-    if (!free_.empty()) {
-        const PageId p = free_.back();
-        free_.pop_back();
+PageId KvPages::take_page(Group& g) {
+    if (!g.free.empty()) {
+        const PageId p = g.free.back();
+        g.free.pop_back();
         return p;
     }
-    if (lru_.empty()) return -1;
-    const PageId p = lru_.front();  // evict the least recently used cached prefix page
-    lru_.pop_front();
-    unpublish(p);
+    if (g.lru.empty()) return -1;
+    const PageId p = g.lru.front();  // evict the least recently used cached prefix page
+    g.lru.pop_front();
+    unpublish(g, p);
     return p;
 }
 
-void KvPages::retain(PageId p) {
-    Page& pg = pages_[static_cast<size_t>(p)];
-    if (pg.refs == 0 && pg.published) lru_.erase(pg.lru);  // cached -> referenced
+void KvPages::retain(Group& g, PageId p) {
+    Page& pg = g.pages[static_cast<size_t>(p)];
+    if (pg.refs == 0 && pg.published) g.lru.erase(pg.lru);  // cached -> referenced
     ++pg.refs;
 }
 
-void KvPages::drop(PageId p) {
-    Page& pg = pages_[static_cast<size_t>(p)];
+void KvPages::drop(Group& g, PageId p) {
+    Page& pg = g.pages[static_cast<size_t>(p)];
     SYSLM_CHECK(pg.refs > 0, "KV pages: page ", p, " released more often than taken");
     if (--pg.refs > 0) return;
     if (pg.published)
-        pg.lru = lru_.insert(lru_.end(), p);  // most recently used last
+        pg.lru = g.lru.insert(g.lru.end(), p);  // most recently used last
     else
-        free_.push_back(p);
+        g.free.push_back(p);
 }
 
-void KvPages::unpublish(PageId p) {
-    Page& pg = pages_[static_cast<size_t>(p)];
-    const auto it = index_.find(pg.key);
-    if (it != index_.end() && it->second == p) index_.erase(it);
+void KvPages::unpublish(Group& g, PageId p) {
+    Page& pg = g.pages[static_cast<size_t>(p)];
+    const auto it = g.index.find(pg.key);
+    if (it != g.index.end() && it->second == p) g.index.erase(it);
     pg.published = false;
     pg.tokens.clear();
 }
@@ -98,163 +173,252 @@ bool KvPages::append(BlockTable& t, int64_t n) {
     SYSLM_CHECK(n >= 0, "KV pages: cannot append ", n, " positions");
     if (n == 0) return true;
     const int64_t ps = cfg_.page_size, len = t.length + n;
-    const size_t new_pages = static_cast<size_t>((len + ps - 1) / ps) - t.pages.size();
-    const bool cow = t.length % ps != 0 && pages_[static_cast<size_t>(t.pages.back())].refs > 1;
-    if (new_pages + (cow ? 1 : 0) > free_.size() + lru_.size()) return false;
-    if (cow) {  // the partly filled last page is shared: write into a copy of it
-        const PageId old = t.pages.back(), copy = take_page();
-        std::memcpy(base(copy), base(old), page_bytes_);
-        retain(copy);
-        drop(old);
-        t.pages.back() = copy;
+    const size_t new_pages = static_cast<size_t>((len + ps - 1) / ps) - t.pages(0).size();
+    bool cow[BlockTable::kMaxGroups] = {};
+    for (int g = 0; g < groups(); ++g) {  // all or nothing: every group must have room
+        Group& G = group(g);
+        const auto& pages = t.pages(g);
+        cow[g] = t.length % ps != 0 && G.pages[static_cast<size_t>(pages.back())].refs > 1;
+        if (new_pages + (cow[g] ? 1 : 0) > G.free.size() + G.lru.size()) return false;
     }
-    for (size_t i = 0; i < new_pages; ++i) {
-        const PageId p = take_page();
-        retain(p);
-        t.pages.push_back(p);
+    for (int g = 0; g < groups(); ++g) {
+        Group& G = group(g);
+        std::vector<PageId>& pages = t.runs[static_cast<size_t>(g)].pages;
+        if (cow[g]) {  // the partly filled last page is shared: write into a copy of it
+            const PageId old = pages.back(), copy = take_page(G);
+            std::memcpy(G.base(copy), G.base(old), G.page_bytes);
+            retain(G, copy);
+            drop(G, old);
+            pages.back() = copy;
+        }
+        for (size_t i = 0; i < new_pages; ++i) {
+            const PageId p = take_page(G);
+            retain(G, p);
+            pages.push_back(p);
+        }
     }
     t.length = len;
     return true;
 }
 
 BlockTable KvPages::fork(const BlockTable& t) {
-    for (PageId p : t.pages)
-        if (p >= 0) retain(p);
+    for (int g = 0; g < groups(); ++g)
+        for (PageId p : t.pages(g))
+            if (p >= 0) retain(group(g), p);
     return t;
 }
 
 void KvPages::release(BlockTable& t) {
-    for (PageId p : t.pages)
-        if (p >= 0) drop(p);
-    t.pages.clear();
-    t.length = 0;
-    t.kept = 0;
-    t.dropped = 0;
+    for (int g = 0; g < groups(); ++g) {
+        for (PageId p : t.pages(g))
+            if (p >= 0) drop(group(g), p);
+    }
+    t = BlockTable{};
 }
 
-void KvPages::drop_before(BlockTable& t, int64_t pos, size_t keep) {
+void KvPages::drop_before(BlockTable& t, int64_t pos) {
     const size_t ps = static_cast<size_t>(cfg_.page_size);
-    if (t.dropped == 0) t.kept = keep;
-    SYSLM_CHECK(t.kept == keep, "KV pages: a table's kept pages changed from ", t.kept, " to ",
-                keep);
-    for (size_t i = t.kept + t.dropped;
-         i + 1 < t.pages.size() && static_cast<int64_t>((i + 1) * ps) <= pos; ++i) {
-        drop(t.pages[i]);
-        t.pages[i] = -1;
-        ++t.dropped;
+    for (int g = 0; g < groups(); ++g) {
+        if (!group(g).ring) continue;
+        PageRun& r = t.runs[static_cast<size_t>(g)];
+        if (r.dropped == 0) r.kept = static_cast<size_t>(cfg_.keep_pages);
+        for (size_t i = r.kept + r.dropped;
+             i + 1 < r.pages.size() && static_cast<int64_t>((i + 1) * ps) <= pos; ++i) {
+            drop(group(g), r.pages[i]);
+            r.pages[i] = -1;
+            ++r.dropped;
+        }
     }
+}
+
+int64_t KvPages::held(const BlockTable& t) const {
+    int64_t n = 0;
+    for (int g = 0; g < groups(); ++g)
+        n += t.length -
+             static_cast<int64_t>(t.runs[static_cast<size_t>(g)].dropped) * cfg_.page_size;
+    return n;
+}
+
+size_t KvPages::layer_offset(int il, bool value) const {
+    const Group& G = group(layer_group_[static_cast<size_t>(il)]);
+    const int slot = layer_slot_[static_cast<size_t>(il)] + (value ? G.n_layer : 0);
+    return static_cast<size_t>(slot) * G.layer_bytes;
+}
+
+const void* KvPages::k(PageId p, int il) const {
+    return group(layer_group_[static_cast<size_t>(il)]).base(p) + layer_offset(il, false);
+}
+
+const void* KvPages::v(PageId p, int il) const {
+    return group(layer_group_[static_cast<size_t>(il)]).base(p) + layer_offset(il, true);
 }
 
 void KvPages::store(const BlockTable& t, int il, int64_t pos, const float* k, const float* v) {
     SYSLM_CHECK(pos >= 0 && pos < t.length && il >= 0 && il < cfg_.n_layer, "KV pages: position ",
                 pos, " of layer ", il, " is outside the table (", t.length, " positions)");
-    const PageId p = t.pages[static_cast<size_t>(pos / cfg_.page_size)];
-    const Page& pg = pages_[static_cast<size_t>(p)];
+    const int g = layer_group_[static_cast<size_t>(il)];
+    Group& G = group(g);
+    const PageId p = t.pages(g)[static_cast<size_t>(pos / cfg_.page_size)];
+    SYSLM_CHECK(p >= 0, "KV pages: the page of position ", pos, " was given back");
+    const Page& pg = G.pages[static_cast<size_t>(p)];
     SYSLM_CHECK(pg.refs == 1 && !pg.published, "KV pages: page ", p, " of position ", pos,
                 " is shared; append() copies it before a write");
     const size_t row = static_cast<size_t>(pos % cfg_.page_size) * row_bytes_;
     const auto& tt = kernels::type_traits(cfg_.type);
-    tt.from_float(k, base(p) + il * layer_bytes_ + row, cfg_.kv_dim);
-    tt.from_float(v, base(p) + (static_cast<size_t>(cfg_.n_layer) + il) * layer_bytes_ + row,
-                  cfg_.kv_dim);
+    tt.from_float(k, G.base(p) + layer_offset(il, false) + row, cfg_.kv_dim);
+    tt.from_float(v, G.base(p) + layer_offset(il, true) + row, cfg_.kv_dim);
 }
 
-// Page and byte offset of the conv row of layer il at position pos of t.
+// Page (of group 0) and byte offset of the conv row of layer il at position pos of t.
 std::pair<PageId, size_t> KvPages::conv_at(const BlockTable& t, int il, int64_t pos) const {
     SYSLM_CHECK(cfg_.conv_dim > 0 && pos >= 0 && pos < t.length && il >= 0 && il < cfg_.n_layer,
                 "KV pages: no conv row for position ", pos, " of layer ", il);
-    const PageId p = t.pages[static_cast<size_t>(pos / cfg_.page_size)];
+    const PageId p = t.pages(0)[static_cast<size_t>(pos / cfg_.page_size)];
     SYSLM_CHECK(p >= 0, "KV pages: the page of position ", pos, " was given back");
     const size_t row = static_cast<size_t>(cfg_.conv_dim) * elem_;
-    return {p, 2 * static_cast<size_t>(cfg_.n_layer) * layer_bytes_ +
+    return {p, 2 * static_cast<size_t>(group(0).n_layer) * group(0).layer_bytes +
                    (static_cast<size_t>(il) * cfg_.page_size + pos % cfg_.page_size) * row};
 }
 
 const void* KvPages::conv_row(const BlockTable& t, int il, int64_t pos) const {
     const auto [p, at] = conv_at(t, il, pos);
-    return base(p) + at;
+    return group(0).base(p) + at;
 }
 
 void KvPages::store_conv(const BlockTable& t, int il, int64_t pos, const float* a) {
     const auto [p, at] = conv_at(t, il, pos);
-    const Page& pg = pages_[static_cast<size_t>(p)];
+    Group& G = group(0);
+    const Page& pg = G.pages[static_cast<size_t>(p)];
     SYSLM_CHECK(pg.refs == 1 && !pg.published, "KV pages: page ", p, " of position ", pos,
                 " is shared; append() copies it before a write");
-    kernels::type_traits(cfg_.type).from_float(a, base(p) + at, cfg_.conv_dim);
+    kernels::type_traits(cfg_.type).from_float(a, G.base(p) + at, cfg_.conv_dim);
 }
 
-int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, uint64_t variant) {
-    SYSLM_CHECK(t.pages.empty() && t.length == 0, "KV pages: match_prefix needs an empty table");
+PageId KvPages::find(const Group& g, uint64_t key, std::span<const int32_t> tokens) const {
+    const auto it = g.index.find(key);
+    if (it == g.index.end()) return -1;
+    const Page& pg = g.pages[static_cast<size_t>(it->second)];
+    return std::equal(tokens.begin(), tokens.end(), pg.tokens.begin(), pg.tokens.end()) ? it->second
+                                                                                        : -1;
+}
+
+size_t KvPages::ring_first(int64_t pos, int window) const {
+    const int w = window > 0 ? window : cfg_.window;
+    if (w <= 0 || pos - w + 1 <= 0) return 0;
+    return static_cast<size_t>((pos - w + 1) / cfg_.page_size);
+}
+
+int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, int window) {
+    SYSLM_CHECK(t.pages(0).empty() && t.length == 0, "KV pages: match_prefix needs an empty table");
     if (tokens.empty()) return 0;
     const size_t ps = static_cast<size_t>(cfg_.page_size);
-    const size_t max_pages = (tokens.size() - 1) / ps;  // leave a token to compute
-    uint64_t key = variant;
-    for (size_t i = 0; i < max_pages; ++i) {
-        const auto page_tokens = tokens.subspan(i * ps, ps);
-        key = chain(key, page_tokens);
-        const auto it = index_.find(key);
-        if (it == index_.end()) break;
-        const Page& pg = pages_[static_cast<size_t>(it->second)];
-        if (!std::equal(page_tokens.begin(), page_tokens.end(), pg.tokens.begin())) break;
-        retain(it->second);
-        t.pages.push_back(it->second);
+    const size_t keep = static_cast<size_t>(cfg_.keep_pages);
+    size_t m = (tokens.size() - 1) / ps;  // leave a token to compute
+    auto page_tokens = [&](size_t i) { return tokens.subspan(i * ps, ps); };
+    std::vector<uint64_t> keys(m);
+    uint64_t key = static_cast<uint64_t>(window);
+    for (size_t i = 0; i < m; ++i) keys[i] = key = chain(key, page_tokens(i));
+    // The first page a ring holds for a match of m pages (the window before position m * ps;
+    // the last page always, the one the next token may share).
+    auto first = [&](size_t m) { return std::min(ring_first(int64_t(m * ps), window), m - 1); };
+    auto ring_holds = [&](const Group& G, size_t m) {
+        for (size_t i = 0; i < m; ++i)
+            if ((i < keep || i >= first(m)) && find(G, keys[i], page_tokens(i)) < 0) return false;
+        return true;
+    };
+    for (const Group& G : groups_) {  // the longest match every group holds
+        if (G.ring) {
+            while (m > 0 && !ring_holds(G, m)) --m;
+        } else {
+            for (size_t i = 0; i < m; ++i)
+                if (find(G, keys[i], page_tokens(i)) < 0) m = i;
+        }
     }
-    t.length = static_cast<int64_t>(t.pages.size() * ps);
+    for (int g = 0; g < groups(); ++g) {
+        Group& G = group(g);
+        PageRun& r = t.runs[static_cast<size_t>(g)];
+        r.kept = keep;
+        for (size_t i = 0; i < m; ++i) {
+            if (G.ring && i >= keep && i < first(m)) {
+                r.pages.push_back(-1);
+                ++r.dropped;
+                continue;
+            }
+            const PageId p = find(G, keys[i], page_tokens(i));
+            retain(G, p);
+            r.pages.push_back(p);
+        }
+    }
+    t.length = static_cast<int64_t>(m * ps);
     return t.length;
 }
 
-void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens, uint64_t variant) {
-    if (t.dropped > 0) return;  // the chain of a prefix starts at its first page
+void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens, int window) {
     const size_t ps = static_cast<size_t>(cfg_.page_size);
     const size_t full =
         static_cast<size_t>(std::min<int64_t>(t.length, static_cast<int64_t>(tokens.size()))) / ps;
-    uint64_t key = variant;
+    uint64_t key = static_cast<uint64_t>(window);
     for (size_t i = 0; i < full; ++i) {
         const auto page_tokens = tokens.subspan(i * ps, ps);
         key = chain(key, page_tokens);
-        Page& pg = pages_[static_cast<size_t>(t.pages[i])];
-        if (pg.published || index_.count(key)) continue;  // already cached, here or elsewhere
-        pg.published = true;
-        pg.key = key;
-        pg.tokens.assign(page_tokens.begin(), page_tokens.end());
-        index_[key] = t.pages[i];
+        for (int g = 0; g < groups(); ++g) {
+            Group& G = group(g);
+            const PageId p = t.pages(g)[i];
+            if (p < 0) continue;  // given back: not this table's to publish
+            Page& pg = G.pages[static_cast<size_t>(p)];
+            if (pg.published || G.index.count(key)) continue;  // already cached somewhere
+            pg.published = true;
+            pg.key = key;
+            pg.tokens.assign(page_tokens.begin(), page_tokens.end());
+            G.index[key] = p;
+        }
+    }
+}
+
+void KvPages::check_run(const BlockTable& t, int g, std::vector<int32_t>& refs) const {
+    const PageRun& r = t.runs[static_cast<size_t>(g)];
+    const int64_t need = (t.length + cfg_.page_size - 1) / cfg_.page_size;
+    SYSLM_CHECK(static_cast<int64_t>(r.pages.size()) == need, "KV pages: a table of ", t.length,
+                " positions has ", r.pages.size(), " pages in group ", g);
+    SYSLM_CHECK(r.dropped == 0 || group(g).ring, "KV pages: group ", g,
+                " is not a ring but a table dropped ", r.dropped, " of its pages");
+    for (size_t i = 0; i < r.pages.size(); ++i) {
+        const PageId p = r.pages[i];
+        SYSLM_CHECK((p < 0) == (i >= r.kept && i < r.kept + r.dropped), "KV pages: entry ", i,
+                    " of group ", g, " in a table with ", r.dropped, " dropped pages after ",
+                    r.kept, " kept is ", p);
+        if (p >= 0) ++refs[static_cast<size_t>(p)];
     }
 }
 
 void KvPages::check_invariants(std::span<const BlockTable* const> live) const {
-    std::vector<int32_t> refs(pages_.size(), 0);
-    for (const BlockTable* t : live) {
-        const int64_t need = (t->length + cfg_.page_size - 1) / cfg_.page_size;
-        SYSLM_CHECK(static_cast<int64_t>(t->pages.size()) == need, "KV pages: a table of ",
-                    t->length, " positions has ", t->pages.size(), " pages");
-        for (size_t i = 0; i < t->pages.size(); ++i) {
-            const PageId p = t->pages[i];
-            SYSLM_CHECK((p < 0) == (i >= t->kept && i < t->kept + t->dropped), "KV pages: entry ",
-                        i, " of a table with ", t->dropped, " dropped pages after ", t->kept,
-                        " kept is ", p);
-            if (p >= 0) ++refs[static_cast<size_t>(p)];
+    for (int g = 0; g < groups(); ++g) {
+        const Group& G = group(g);
+        std::vector<int32_t> refs(G.pages.size(), 0);
+        for (const BlockTable* t : live) check_run(*t, g, refs);
+        std::vector<int> where(G.pages.size(), 0);  // 1 free, 2 cached
+        for (PageId p : G.free) where[static_cast<size_t>(p)] += 1;
+        for (PageId p : G.lru) where[static_cast<size_t>(p)] += 2;
+        for (size_t p = 0; p < G.pages.size(); ++p) {
+            const Page& pg = G.pages[p];
+            SYSLM_CHECK(pg.refs == refs[p], "KV pages: page ", p, " of group ", g, " count ",
+                        pg.refs, " but ", refs[p], " tables hold it");
+            const int expect = pg.refs > 0 ? 0 : pg.published ? 2 : 1;
+            SYSLM_CHECK(where[p] == expect, "KV pages: page ", p, " of group ", g, " (count ",
+                        pg.refs, pg.published ? ", published" : "", ") is in the wrong lists (",
+                        where[p], ")");
+            if (pg.published) {
+                const auto it = G.index.find(pg.key);
+                SYSLM_CHECK(it != G.index.end() && it->second == static_cast<PageId>(p),
+                            "KV pages: published page ", p, " of group ", g, " is not indexed");
+            }
         }
+        for (const auto& [key, p] : G.index)
+            SYSLM_CHECK(G.pages[static_cast<size_t>(p)].published &&
+                            G.pages[static_cast<size_t>(p)].key == key,
+                        "KV pages: the index of group ", g, " names page ", p,
+                        " which is not published there");
     }
-    std::vector<int> where(pages_.size(), 0);  // 1 free, 2 cached
-    for (PageId p : free_) where[static_cast<size_t>(p)] += 1;
-    for (PageId p : lru_) where[static_cast<size_t>(p)] += 2;
-    for (size_t p = 0; p < pages_.size(); ++p) {
-        const Page& pg = pages_[p];
-        SYSLM_CHECK(pg.refs == refs[p], "KV pages: page ", p, " count ", pg.refs, " but ", refs[p],
-                    " tables hold it");
-        const int expect = pg.refs > 0 ? 0 : pg.published ? 2 : 1;
-        SYSLM_CHECK(where[p] == expect, "KV pages: page ", p, " (count ", pg.refs,
-                    pg.published ? ", published" : "", ") is in the wrong lists (", where[p], ")");
-        if (pg.published) {
-            const auto it = index_.find(pg.key);
-            SYSLM_CHECK(it != index_.end() && it->second == static_cast<PageId>(p),
-                        "KV pages: published page ", p, " is not indexed");
-        }
-    }
-    for (const auto& [key, p] : index_)
-        SYSLM_CHECK(
-            pages_[static_cast<size_t>(p)].published && pages_[static_cast<size_t>(p)].key == key,
-            "KV pages: the index names page ", p, " which is not published there");
 }
 
 }  // namespace syslm::infer

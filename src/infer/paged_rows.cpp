@@ -33,7 +33,7 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
     k_ptr_.clear();
     v_ptr_.clear();
     for (const Segment& s : segs_)
-        for (PageId p : s.table->pages) {  // dropped pages (-1) lie outside every window
+        for (PageId p : pages_.pages_of(*s.table, il)) {  // dropped (-1): outside the window
             k_ptr_.push_back(p < 0 ? nullptr : pages_.k(p, il));
             v_ptr_.push_back(p < 0 ? nullptr : pages_.v(p, il));
         }
@@ -47,7 +47,7 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
              s.n,
              s.pos0,
              s.window});
-        first_page += s.table->pages.size();
+        first_page += pages_.pages_of(*s.table, il).size();
     }
     be.attention_paged(shape, seqs_);  // every sequence in one call: one pool loop for decode
 }

@@ -38,10 +38,15 @@ std::string prometheus_text(const infer::EngineStats& s) {
     metric(o, "kv_pages_cached", "gauge", "Free KV pages still holding a cached prefix",
            s.kv_pages_cached);
     metric(o, "kv_pages_total", "gauge", "KV pages in the pool", s.kv_pages_total);
+    metric(o, "kv_bytes_used", "gauge", "Bytes of the KV pages held by sequences",
+           static_cast<double>(s.kv_bytes_used));
+    metric(o, "kv_bytes_total", "gauge", "Bytes of the KV pool (every page group)",
+           static_cast<double>(s.kv_bytes_total));
     metric(o, "kv_positions_used", "gauge", "Positions held by running sequences",
            static_cast<double>(s.kv_positions));
     metric(o, "prefix_cache_hit_tokens_total", "counter",
-           "Prompt tokens served from cached prefix pages", static_cast<double>(s.prefix_hit_tokens));
+           "Prompt tokens served from cached prefix pages",
+           static_cast<double>(s.prefix_hit_tokens));
     metric(o, "preemptions_total", "counter", "Sequences preempted for KV pages (recomputed)",
            static_cast<double>(s.preemptions));
     metric(o, "engine_steps_total", "counter", "Batched forward steps",
@@ -84,6 +89,8 @@ nlohmann::json stats_json(const infer::EngineStats& s) {
             {"kv_pages_used", s.kv_pages_used},
             {"kv_pages_cached", s.kv_pages_cached},
             {"kv_pages_total", s.kv_pages_total},
+            {"kv_bytes_used", s.kv_bytes_used},
+            {"kv_bytes_total", s.kv_bytes_total},
             {"kv_positions_used", s.kv_positions},
             {"requests", s.requests},
             {"generated_tokens", s.generated_tokens},

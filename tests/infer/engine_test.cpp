@@ -118,25 +118,38 @@ TEST(Engine, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
 // pages without a preemption, and each gets the tokens it gets alone.
 // With global tokens (3: one page of 4) each sequence also keeps its first page. With BigBird's
 // random blocks (2 of 16 positions) nothing is dropped: the same tokens from a pool that holds
-// every page.
+// every page. A model with a local and a global layer keeps every page of its global layer
+// (4 x 18) and a ring of 32 pages for the local one (which would need 72 without dropping);
+// with kv_ring off, one group of 72 pages.
 TEST(Engine, AWindowedModelHoldsOnlyEachWindowsPages) {
-    for (const auto [global, random] : {std::pair{0, 0}, std::pair{3, 0}, std::pair{0, 2}}) {
+    struct Case {
+        int global, random;
+        bool mixed, ring = true;
+    };
+    for (const Case& k : {Case{0, 0, false}, Case{3, 0, false}, Case{0, 2, false}, Case{0, 0, true},
+                          Case{0, 0, true, false}}) {
         model::InitConfig c = testing::small_model_config("llama", 128, 35);
         c.window = 6;
-        c.global_tokens = global;
-        c.random_blocks = random;
+        c.global_tokens = k.global;
+        c.random_blocks = k.random;
         c.random_block_size = 16;
-        const auto m = std::make_shared<const model::Model>(testing::write_test_model(
-            "engine_swa" + std::to_string(global) + "_" + std::to_string(random), c));
+        if (k.mixed) c.local_layers = {true, false};
+        const auto m = std::make_shared<const model::Model>(
+            testing::write_test_model("engine_swa" + std::to_string(k.global) + "_" +
+                                          std::to_string(k.random) + (k.mixed ? "_mixed" : ""),
+                                      c));
         const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
         EngineConfig cfg;
         cfg.threads = 2;
         cfg.page_size = 4;
-        cfg.n_pages = random > 0 ? 4 * 18 : global > 0 ? 28 : 24;
+        cfg.n_pages = k.random > 0 || k.mixed ? 4 * 18 : k.global > 0 ? 28 : 24;
+        cfg.kv_ring = k.ring;
         cfg.parallel = 4;
         cfg.token_budget = 16;
         cfg.n_ctx = 128;
         Engine engine(m, tok, cfg);
+        EXPECT_EQ(engine.kv_config().groups(), k.mixed && k.ring ? 2 : 1);
+        EXPECT_EQ(engine.kv_config().ring_pages, k.mixed && k.ring ? 32 : 0);
         std::mt19937 rng(3);
         const int V = m->hparams().n_vocab;
         std::vector<std::vector<int32_t>> prompts(4);
@@ -166,6 +179,35 @@ TEST(Engine, AWindowedModelHoldsOnlyEachWindowsPages) {
         engine.drain();
         EXPECT_EQ(engine.stats().kv_pages_used, 0);
     }
+}
+
+// The pool of a local/global model: by default the global layer's pages for parallel x n_ctx
+// positions and a ring of each sequence's window and chunk (twice the window, for cached
+// prefixes); a --kv-memory budget scales both together and refuses one that holds too little.
+TEST(Engine, KvMemorySplitsBetweenTheGlobalPagesAndTheRing) {
+    const model::Model m(testing::write_test_model(
+        "engine_kv_split", testing::small_model_config("llama_local_global", 128, 5)));
+    EngineConfig c;
+    c.page_size = 4;
+    c.parallel = 4;
+    c.token_budget = 16;
+    c.n_ctx = 128;
+    KvPagesConfig k = kv_pages_config(m, c);
+    ASSERT_EQ(k.groups(), 2);
+    EXPECT_EQ(k.n_pages, 4 * 32);
+    EXPECT_EQ(k.ring_pages, 4 * (2 * 1 + 3) + 4);  // window 5: one page of 4 before a position
+    EXPECT_EQ(k.page_bytes(0), 2u * 16 * 2 * 4);   // one layer's K and V, 16 wide, f16
+    EXPECT_EQ(k.page_bytes(1), k.page_bytes(0));
+    c.kv_memory = k.bytes() / 2;
+    k = kv_pages_config(m, c);
+    EXPECT_EQ(k.n_pages, 64);
+    EXPECT_EQ(k.ring_pages, 12);
+    EXPECT_LE(k.bytes(), c.kv_memory);
+    c.kv_memory = 1000;
+    EXPECT_THROW(kv_pages_config(m, c), Error);
+    c.kv_ring = false;
+    c.kv_memory = 0;
+    EXPECT_EQ(kv_pages_config(m, c).groups(), 1);
 }
 
 // window_auto: each request's local layers run with the window the model's policy gives its

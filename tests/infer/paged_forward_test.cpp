@@ -9,6 +9,7 @@
 #include <random>
 
 #include "../common/random_model.hpp"
+#include "infer/engine.hpp"
 #include "infer/paged_rows.hpp"
 
 namespace syslm::infer {
@@ -52,13 +53,16 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
 
     // Batched: step 0 runs A's and B's prompts together; B's pages are published; C starts from
     // them and joins in step 1 with its two remaining tokens, beside A's and B's decode tokens.
-    KvPagesConfig cfg;
-    cfg.n_layer = m.hparams().n_layer;
-    cfg.kv_dim = m.hparams().kv_dim();
-    cfg.conv_dim = m.hparams().conv_kernel > 1 ? m.hparams().n_embd : 0;
-    cfg.page_size = 8;
-    cfg.n_pages = 24;
+    // The engine's pool: a local/global model's windowed layer gets a ring of its own pages.
+    EngineConfig ec;
+    ec.page_size = 8;
+    ec.n_pages = 24;
+    ec.parallel = 3;
+    ec.token_budget = 32;
+    ec.n_ctx = 64;
+    KvPagesConfig cfg = kv_pages_config(m, ec);
     KvPages pages(cfg);
+    EXPECT_EQ(pages.groups(), m.hparams().local_layers.empty() ? 1 : 2);
     model::Forward fwd(m, 64, 2);
     PagedRows rows(pages);
     std::vector<BlockTable> tables(3);
@@ -90,6 +94,8 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
         logits.resize(last_rows.size() * V);
         fwd.run(batch, rows, last_rows, logits.data());
         if (step == 0) pages.publish(tables[1], tokens[1]);
+        for (size_t s : which)  // a ring gives back the pages before the window (then C's match
+            pages.drop_before(tables[s], done[s] - cfg.window + 1);  // holds only the window's)
         for (size_t i = 0; i < which.size(); ++i) {
             const size_t s = which[i];
             const std::span<const float> got(logits.data() + i * V, V);

@@ -7,7 +7,8 @@ streaming (role chunk, content, finish_reason, include_usage, [DONE]) equal to t
 answer; stop sequences; n and logprobs; 16 concurrent greedy requests equal to the same requests
 served one at a time; OpenAI error objects and codes (bad model 404, bad types 400, bad JSON 400,
 missing key 401); /tokenize and /detokenize; a client that disconnects mid-stream frees its KV
-pages; SIGTERM finishes an in-flight stream before exiting.
+pages; SIGTERM finishes an in-flight stream before exiting; a local/global model (Gemma 3's
+shape) served from a ring of its local layers' pages answers as `syslm generate` does.
 """
 import concurrent.futures
 import json
@@ -269,3 +270,31 @@ def test_full_queue_answers_429(syslm_bin, tmp_path, vocab_dir):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def test_a_local_global_model_serves_from_a_ring_of_its_own(syslm_bin, tmp_path, vocab_dir,
+                                                            run_syslm):
+    """Gemma 3's shape (local layers with a window of 8 beside a global one): the local layers'
+    pages are a ring of their own, smaller than the pool of every page (--no-kv-ring), and the
+    greedy answer past several windows equals `syslm generate` both ways."""
+    model = init_model(syslm_bin, vocab_dir, tmp_path / "g3.gguf", 3, 64, 4, 512, "--arch",
+                       "gemma3", "--kv-heads", 2, "--window", 8, "--attn-pattern", "2:1")
+    prompt = "In the beginning God created the heaven and the earth, and the earth was void"
+    want = run_syslm("generate", "-m", model, "-p", prompt, "-n", 40, "--temp", 0, "-t", 2,
+                     "--ignore-eos").stdout[len(prompt):].rstrip("\n")
+    pool = {}
+    for extra in ([], ["--no-kv-ring"]):
+        proc, port = start_server(syslm_bin, model, "--ctx-size", "256", "--parallel", "4",
+                                  "--page-size", "4", "--token-budget", "32", *extra)
+        try:
+            c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused")
+            r = c.completions.create(model=c.models.list().data[0].id, prompt=prompt, max_tokens=40, temperature=0,
+                                     extra_body={"ignore_eos": True})
+            assert r.choices[0].text == want, extra
+            pool[bool(extra)] = metric(port, "kv_bytes_total")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    # One global layer of three; the ring holds 4 x (2 windows + 3) + 8 pages of 4 positions
+    # for the two local layers, against 4 x 64 pages each without it: 328 / 768 of the bytes.
+    assert pool[False] == pytest.approx(328 / 768 * pool[True], rel=1e-3), pool
