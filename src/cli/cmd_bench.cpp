@@ -163,9 +163,7 @@ void print_roofline_note(const BenchArgs& a, const profile::ProbeResult& probe,
         "where no GEMM runs; %d threads), attention at the FP32 FMA peak, from `syslm probe` "
         "(%s).\n",
         probe.read_gbs_for(a.threads),
-        (costs.decode_weight_bytes +
-         costs.kv_bytes_per_position * costs.attention_pairs(a.n_gen) / std::max(a.n_gen, 1)) /
-            1e6,
+        (costs.decode_weight_bytes + costs.decode_kv_bytes(a.n_gen) / std::max(a.n_gen, 1)) / 1e6,
         probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads), amx,
         probe.int8_for(a.threads), a.threads, profile::probe_cache_path().c_str());
 }

@@ -312,7 +312,8 @@ void Engine::step() {
         rows_.clear();
         for (const ScheduledWork& w : work) {
             Sequence& s = *w.seq;
-            rows_.add(s.table, s.computed, w.n, s.window);
+            s.linear.resize(static_cast<size_t>(model_->hparams().n_layer));
+            rows_.add(s.table, s.computed, w.n, s.window, s.linear.data());
             batch.insert(batch.end(), s.tokens.begin() + s.computed,
                          s.tokens.begin() + s.computed + w.n);
             if (s.computed + w.n == static_cast<int64_t>(s.tokens.size())) {

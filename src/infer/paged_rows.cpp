@@ -10,10 +10,11 @@ void PagedRows::clear() {
     row_seg_.clear();
 }
 
-void PagedRows::add(const BlockTable& t, int64_t pos0, int64_t n, int window) {
+void PagedRows::add(const BlockTable& t, int64_t pos0, int64_t n, int window,
+                    kernels::LinearState* linear) {
     SYSLM_CHECK(n > 0 && pos0 >= 0 && pos0 + n <= t.length, "paged rows: positions ", pos0, "..",
                 pos0 + n - 1, " outside a table of ", t.length);
-    segs_.push_back({&t, pos0, n, size(), window});
+    segs_.push_back({&t, pos0, n, size(), window, linear});
     row_seg_.insert(row_seg_.end(), static_cast<size_t>(n), static_cast<int32_t>(segs_.size() - 1));
 }
 
@@ -46,7 +47,8 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
              out + s.row0 * q_dim,
              s.n,
              s.pos0,
-             s.window});
+             s.window,
+             s.linear ? s.linear + il : nullptr});
         first_page += pages_.pages_of(*s.table, il).size();
     }
     be.attention_paged(shape, seqs_);  // every sequence in one call: one pool loop for decode

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "infer/kv_pages.hpp"
+#include "kernels/cpu/linear_attention.hpp"
 #include "model/transformer.hpp"
 
 namespace syslm::infer {
@@ -18,8 +19,10 @@ public:
     // Starts a new step's layout (keeps capacity).
     void clear();
     // The next n rows are positions pos0 .. pos0 + n - 1 of the sequence whose table is t; its
-    // local layers attend over `window` positions (0: the model's).
-    void add(const BlockTable& t, int64_t pos0, int64_t n, int window = 0);
+    // local layers attend over `window` positions (0: the model's); its linear-attention layers
+    // carry the recurrent states linear[il] (one per layer; null: sums over the pages).
+    void add(const BlockTable& t, int64_t pos0, int64_t n, int window = 0,
+             kernels::LinearState* linear = nullptr);
     int64_t size() const { return static_cast<int64_t>(row_seg_.size()); }
 
     int64_t position(int64_t row) const override;
@@ -36,6 +39,7 @@ private:
         const BlockTable* table;
         int64_t pos0, n, row0;
         int window;
+        kernels::LinearState* linear;
     };
     KvPages& pages_;
     std::vector<Segment> segs_;

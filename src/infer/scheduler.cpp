@@ -26,6 +26,7 @@ bool Scheduler::submit(Sequence* s) {
 void Scheduler::preempt(Sequence* s) {
     running_.erase(std::find(running_.begin(), running_.end(), s));
     pages_.release(s->table);
+    for (auto& l : s->linear) l.reset();
     s->computed = 0;  // recomputed from its tokens (prompt + generated) when readmitted
     ++s->preemptions;
     ++preemptions_;
@@ -104,6 +105,7 @@ void Scheduler::remove(Sequence* s) {
     if (auto it = std::find(waiting_.begin(), waiting_.end(), s); it != waiting_.end())
         waiting_.erase(it);
     pages_.release(s->table);
+    for (auto& l : s->linear) l.reset();
     s->computed = 0;
 }
 

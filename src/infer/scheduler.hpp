@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "infer/kv_pages.hpp"
+#include "kernels/cpu/linear_attention.hpp"
 
 namespace syslm::infer {
 
@@ -26,6 +27,9 @@ struct Sequence {
     BlockTable table;
     bool too_long = false;  // cannot fit in the whole pool: the engine ends it with an error
     int window = 0;         // the local layers' window for this sequence (0: the model's)
+    // Linear-attention layers' recurrent states (one per layer; empty until the engine sizes
+    // it), reset whenever the sequence's K/V are given back.
+    std::vector<kernels::LinearState> linear;
     int64_t preemptions = 0;
 };
 

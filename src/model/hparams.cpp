@@ -293,9 +293,6 @@ kernels::AttentionShape attention_shape(const HParams& hp, int il) {
 }
 
 double attention_pairs(const HParams& hp, int il, int64_t T) {
-    if (hp.linear_attention(il))
-        return static_cast<double>(T) * hp.head_dim * (hp.n_head + hp.n_head_kv) /
-               (2.0 * hp.n_head);
     return kernels::attention_pairs(attention_shape(hp, il), T, 0);
 }
 

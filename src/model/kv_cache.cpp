@@ -15,6 +15,7 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
     SYSLM_CHECK(type == DType::F16 || type == DType::F32, "KV cache type ", dtype_name(type),
                 " is not supported (f16 or f32)");
     elem_ = dtype_info(type).type_size;
+    linear_.resize(static_cast<size_t>(hp.n_layer));
     // A batch of T stores positions up to n_past + T - 1 before its first token reads back to
     // n_past - w + 1, and a rollback leaves up to kRingRollback later positions stored: a ring
     // of w + max(T, rollback) - 1 rows never overwrites a row still to be read.

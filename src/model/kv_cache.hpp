@@ -19,6 +19,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/linear_attention.hpp"
 #include "model/hparams.hpp"
 
 namespace syslm::model {
@@ -53,6 +54,9 @@ public:
     // Position pos's row widened into dst (n_embd floats); pos must be one of the last kept.
     void load_conv(int il, int64_t pos, float* dst) const;
     size_t bytes() const { return k_.size() + v_.size() + conv_.size(); }
+    // A linear-attention layer's recurrent state over this cache's rows (the kernel keeps it in
+    // step with the positions it is called at).
+    kernels::LinearState& linear_state(int il) { return linear_[static_cast<size_t>(il)]; }
 
     static constexpr int kRingPage = 64;      // positions per page of a ring's view
     static constexpr int kRingRollback = 64;  // what a ring keeps for truncate (speculation)
@@ -73,6 +77,7 @@ private:
     int conv_cap_ = 0;
     std::vector<uint8_t> k_, v_, conv_;
     std::vector<std::vector<const void*>> k_pages_, v_pages_;  // per ring layer, else empty
+    std::vector<kernels::LinearState> linear_;                 // per layer (used by linear ones)
 };
 
 // "f16" / "f32" (the names of --cache-type) to the type; throws Error naming the choices.

@@ -50,6 +50,15 @@ public:
     }
     void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
                 backend::Backend& be) override {
+        if (shape.linear) {  // over its recurrent state: O(d^2) a decoded token
+            k_page_ = cache_.k(il);
+            v_page_ = cache_.v(il);
+            kernels::PagedSequence seq{
+                {&k_page_, &v_page_, cache_.n_ctx()}, q, out, n_rows_, n_past_};
+            seq.linear = &cache_.linear_state(il);
+            be.attention_paged(shape, {&seq, 1});
+            return;
+        }
         if (!cache_.ring(il)) {
             be.attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out);
             return;
@@ -71,6 +80,7 @@ public:
 private:
     KVCache& cache_;
     int64_t n_past_, n_rows_;
+    const void *k_page_ = nullptr, *v_page_ = nullptr;  // a linear layer's cache as one page
 };
 
 // The profile's cost of products run as one step: each matrix's, summed.

@@ -1,5 +1,6 @@
 #include "profile/model_costs.hpp"
 
+#include <algorithm>
 #include <string_view>
 
 #include "kernels/cpu/attention.hpp"
@@ -99,12 +100,22 @@ double ModelCosts::attention_pairs(int64_t n) const {
     return pairs / static_cast<double>(layer_attention.size());
 }
 
+double ModelCosts::decode_kv_bytes(int64_t n) const {
+    const double per_layer = kv_bytes_per_position / std::max<size_t>(layer_attention.size(), 1);
+    if (layer_attention.empty()) return kv_bytes_per_position * kernels::attention_pairs(n, 0, 0);
+    double bytes = 0;
+    for (const kernels::AttentionShape& s : layer_attention)
+        bytes += s.linear ? static_cast<double>(n) * s.n_head_kv * s.head_dim * (s.head_dim + 1) * 4
+                          : per_layer * kernels::attention_pairs(s, n, 0);
+    return bytes;
+}
+
 double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,
                                int threads) {
-    // Step p reads the weights and positions 0..p of the cache (the last w of a local layer).
+    // Step p reads the weights and positions 0..p of the cache (the last w of a local layer, a
+    // linear layer's state).
     const double n = n_gen;
-    const double bytes =
-        n * c.decode_weight_bytes + c.kv_bytes_per_position * c.attention_pairs(n_gen);
+    const double bytes = n * c.decode_weight_bytes + c.decode_kv_bytes(n_gen);
     return bytes / (probe.read_gbs_for(threads) * 1e9);
 }
 

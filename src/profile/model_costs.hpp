@@ -30,8 +30,13 @@ struct ModelCosts {
     std::vector<MatrixCost> matrices;  // output last
 
     // (query, key) pairs of n tokens from an empty cache, averaged over the layers: n (n + 1) / 2
-    // when every layer is global; a local layer's queries see at most its window.
+    // when every layer is global; a local layer's queries see at most its window; a linear
+    // layer's prefix sums as the pairs of the same FLOPs.
     double attention_pairs(int64_t n) const;
+    // Bytes of cache that n decode steps from an empty cache read: each position's K and V rows
+    // once per later query (the last w of a local layer), a linear layer's recurrent state once
+    // a step (n_head_kv x d x (d + 1) floats).
+    double decode_kv_bytes(int64_t n) const;
 };
 
 ModelCosts model_costs(const model::Model& m, DType kv_type);

@@ -18,9 +18,9 @@
 namespace syslm::infer {
 namespace {
 
-std::shared_ptr<const model::Model> make_model() {
+std::shared_ptr<const model::Model> make_model(const std::string& arch = "llama") {
     return std::make_shared<const model::Model>(
-        testing::write_test_model("engine_llama", testing::small_model_config("llama", 128, 33)));
+        testing::write_test_model("engine_" + arch, testing::small_model_config(arch, 128, 33)));
 }
 
 // Collects one request's events.
@@ -72,8 +72,12 @@ GenerationParams greedy(int n) {
     return p;
 }
 
-TEST(Engine, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
-    const auto m = make_model();
+// Also with a linear-attention layer: its recurrent state starts anew after a preemption and
+// catches up over a matched prefix's pages.
+class EngineArchs : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineArchs, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
+    const auto m = make_model(GetParam());
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
     EngineConfig cfg;
     cfg.threads = 2;
@@ -112,6 +116,8 @@ TEST(Engine, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
     engine.drain();
     EXPECT_EQ(engine.stats().kv_pages_used, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engine, EngineArchs, ::testing::Values("llama", "llama_linear"));
 
 // A model whose every layer has a window gives back each sequence's pages before its window
 // (KvPages::drop_before): 4 sequences of 70 positions (18 pages of 4 each) run in a pool of 24

@@ -69,6 +69,9 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
     std::vector<std::vector<int32_t>> tokens = prompts;  // each sequence's tokens so far
     std::vector<int64_t> done(3, 0);                     // positions already in the cache
     std::vector<int> step_of(3, 0);
+    // Linear layers' recurrent states per sequence, as the engine keeps them.
+    std::vector<std::vector<kernels::LinearState>> linear(
+        3, std::vector<kernels::LinearState>(static_cast<size_t>(m.hparams().n_layer)));
     std::vector<float> logits;
     for (int step = 0; step <= steps + 1; ++step) {
         std::vector<int32_t> batch;
@@ -84,7 +87,7 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
             }
             const int64_t n = static_cast<int64_t>(tokens[s].size()) - done[s];
             ASSERT_TRUE(pages.append(tables[s], n));
-            rows.add(tables[s], done[s], n);
+            rows.add(tables[s], done[s], n, 0, linear[s].data());
             batch.insert(batch.end(), tokens[s].begin() + done[s], tokens[s].end());
             last_rows.push_back(static_cast<int64_t>(batch.size()) - 1);
             which.push_back(s);

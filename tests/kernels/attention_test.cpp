@@ -163,7 +163,9 @@ TEST(Attention, RandomKeyBlocksAreDistinctCandidatesSpreadEvenly) {
             ASSERT_EQ(a[i], b[i]);
             ASSERT_GE(a[i], c0);
             ASSERT_LT(a[i], c1);
-            if (i > 0) ASSERT_LT(a[i - 1], a[i]);
+            if (i > 0) {
+                ASSERT_LT(a[i - 1], a[i]);
+            }
             if (qb == 66 + 2) ++hits[a[i]];  // 64 candidates: one query block
         }
     }

@@ -1,8 +1,9 @@
 // Linear attention (kernels/cpu/linear_attention.hpp) against a dense causal reference in double
 // (sum_p phi(q).phi(k_p) v_p / sum_p phi(q).phi(k_p)): prefill by prefix sums, decode by the
-// direct sum, over F32 and F16 caches, contiguous and paged; the backward against central
-// differences. GQA (4 heads on 2 KV heads), head sizes shorter than a vector (7) and with a
-// tail after whole vectors (37), for every ISA this CPU supports.
+// direct sum, over F32 and F16 caches, contiguous and paged; generation over a recurrent state
+// with rollbacks; the backward against central differences. GQA (4 heads on 2 KV heads), head sizes
+// shorter than a vector (7) and with a tail after whole vectors (37), for every ISA this CPU
+// supports.
 #include "kernels/cpu/linear_attention.hpp"
 
 #include <gtest/gtest.h>
@@ -150,6 +151,61 @@ void check_prefill_and_decode(Isa isa) {
         attention_paged(s, std::span(&seq, 1), pool, isa);
         EXPECT_EQ(batched, contiguous);
     }
+}
+
+// Generation over a recurrent state (LinearState): a prefill, tokens decoded one at a time, a
+// rollback before the last call's checkpoint (recomputed from position 0) and one into it (from
+// the checkpoint), each time with the rolled-back rows rewritten, as speculative decoding does,
+// and a reset (a preempted sequence):
+// every output is the dense reference's over the cache as it then is; the paged entry point
+// carries a state the same way, bit for bit.
+TEST(LinearAttention, ARecurrentStateDecodesAndRollsBackAsTheReference) {
+    for (const int dim : {7, 37})
+        for (const Isa isa : supported_isas()) {
+            SCOPED_TRACE(::testing::Message() << "dim " << dim << " " << isa_name(isa));
+            set_dim(dim);
+            ThreadPool pool(2);
+            const AttentionShape s = shape();
+            const int64_t n_ctx = 40;
+            auto k = testing::random_floats(n_ctx * KD, 11),
+                 v = testing::random_floats(n_ctx * KD, 12);
+            LinearState st, paged_st;
+            const KvPagesView view{nullptr, nullptr, static_cast<int>(n_ctx)};
+            int call = 0;
+            auto run = [&](int64_t pos0, int64_t n) {
+                const auto q = testing::random_floats(n * QD, 100 + call++);
+                std::vector<float> out(n * QD), paged(n * QD);
+                linear_attention(s, q.data(), k.data(), v.data(), nullptr, n, pos0, out.data(),
+                                 pool, isa, nullptr, &st);
+                expect_near(out, reference(q, k, v, n, pos0), 1e-5, "state");
+                const void* kp = k.data();
+                const void* vp = v.data();
+                PagedSequence seq{KvPagesView{&kp, &vp, view.page_size}, q.data(), paged.data(), n,
+                                  pos0};
+                seq.linear = &paged_st;
+                attention_paged(s, std::span(&seq, 1), pool, isa);
+                EXPECT_EQ(paged, out);
+                EXPECT_EQ(st.pos, pos0 + n);
+            };
+            auto rewrite = [&](int64_t from, uint32_t seed) {  // new drafts' rows from `from` on
+                const auto nk = testing::random_floats(n_ctx * KD, seed);
+                const auto nv = testing::random_floats(n_ctx * KD, seed + 1);
+                std::copy(nk.begin() + from * KD, nk.end(), k.begin() + from * KD);
+                std::copy(nv.begin() + from * KD, nv.end(), v.begin() + from * KD);
+            };
+            run(0, 10);
+            for (int64_t p = 10; p < 15; ++p) run(p, 1);
+            rewrite(12, 21);
+            run(12, 2);  // before the checkpoint (14): from position 0
+            run(14, 4);  // a verify call of 4: checkpoint at 14
+            rewrite(16, 23);
+            run(16, 3);  // into it: from the checkpoint
+            EXPECT_EQ(st.saved_pos, 16);
+            st.reset();  // given back (a preempted sequence): anew over rewritten rows
+            paged_st.reset();
+            rewrite(0, 25);
+            run(0, 3);
+        }
 }
 
 void check_backward(Isa isa);

@@ -245,7 +245,8 @@ void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seq
                      Isa isa) {
     if (s.linear) {
         for (const PagedSequence& q : seqs)
-            linear_attention(s, q.q, nullptr, nullptr, &q.kv, q.n_tokens, q.pos0, q.out, pool, isa);
+            linear_attention(s, q.q, nullptr, nullptr, &q.kv, q.n_tokens, q.pos0, q.out, pool, isa,
+                             nullptr, q.linear);
         return;
     }
     attention_paged_batch(s, seqs, pool, isa);

@@ -129,6 +129,8 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 // K/V of one layer in pages (the serving engine's paged cache, infer/kv_pages.hpp): position p's
 // row is row p % page_size of page p / page_size; k[i] / v[i] point at page i's rows of this
 // layer (page_size rows, kv_stride elements apart, of kv_type).
+struct LinearState;  // linear_attention.hpp
+
 struct KvPagesView {
     const void* const* k;
     const void* const* v;
@@ -149,6 +151,8 @@ struct PagedSequence {
     int64_t n_tokens, pos0;
     // This sequence's window where the shape has one (a local layer); 0: the shape's.
     int window = 0;
+    // A linear layer's recurrent state for this sequence (linear_attention.hpp); null: none.
+    LinearState* linear = nullptr;
 };
 void attention_paged(const AttentionShape& s, std::span<const PagedSequence> seqs,
                      ThreadPool& pool);

@@ -68,6 +68,9 @@ double random_block_pairs(const AttentionShape& s, int64_t n_tokens, int64_t pos
 }
 
 double attention_pairs(const AttentionShape& s, int64_t n_tokens, int64_t pos0) {
+    if (s.linear)  // the FLOPs of its d x d updates and reads, as pairs of 4 n_head d FLOPs
+        return static_cast<double>(n_tokens) * s.head_dim * (s.n_head + s.n_head_kv) /
+               (2.0 * s.n_head);
     return attention_pairs(n_tokens, pos0, s.window, s.window > 0 ? s.global_tokens : 0) +
            random_block_pairs(s, n_tokens, pos0);
 }

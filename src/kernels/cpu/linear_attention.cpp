@@ -1,5 +1,6 @@
 #include "kernels/cpu/linear_attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -46,13 +47,80 @@ private:
 
 }  // namespace
 
+namespace {
+
+// With a recurrent state: its sums are brought to pos0 from the cached rows, checkpointed there,
+// then carried through the new rows, each query read against them.
+void linear_attention_recurrent(const AttentionShape& s, const float* q, const CacheRows& rows,
+                                int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool,
+                                const LinearAttentionKernels& la, float* den, LinearState& st) {
+    if (n_tokens <= 0) return;
+    const int d = s.head_dim, G = s.n_head / s.n_head_kv;
+    const int64_t QD = int64_t{s.n_head} * d;
+    const size_t dd = size_t(d) * d, heads = size_t(s.n_head_kv);
+    if (st.S.size() != heads * dd) {
+        st.S.assign(heads * dd, 0.0f);
+        st.z.assign(heads * size_t(d), 0.0f);
+        st.saved_S.resize(st.S.size());
+        st.saved_z.resize(st.z.size());
+        st.reset();
+    }
+    if (st.pos > pos0) {  // rolled back: from the checkpoint when it is not past pos0, else anew
+        if (st.saved_pos >= 0 && st.saved_pos <= pos0) {
+            st.S = st.saved_S;
+            st.z = st.saved_z;
+            st.pos = st.saved_pos;
+        } else {
+            st.pos = 0;
+        }
+    }
+    if (st.pos == 0) {  // nothing absorbed yet (new, reset or rolled back to the start)
+        std::fill(st.S.begin(), st.S.end(), 0.0f);
+        std::fill(st.z.begin(), st.z.end(), 0.0f);
+    }
+    const int64_t from = st.pos;
+    pool.parallel_for(s.n_head_kv, [&](int64_t b, int64_t e, int) {
+        thread_local std::vector<float> f, g, v;
+        for (auto* x : {&f, &g, &v}) x->resize(size_t(d));
+        for (int hk = static_cast<int>(b); hk < e; ++hk) {
+            float* S = st.S.data() + size_t(hk) * dd;
+            float* z = st.z.data() + size_t(hk) * d;
+            for (int64_t p = from; p < pos0 + n_tokens; ++p) {
+                if (p == pos0) {  // the checkpoint: this call's first position
+                    std::copy(S, S + dd, st.saved_S.data() + size_t(hk) * dd);
+                    std::copy(z, z + d, st.saved_z.data() + size_t(hk) * d);
+                }
+                rows.key(p, hk, g.data());
+                la.phi(g.data(), g.data(), d);
+                rows.value(p, hk, v.data());
+                la.update(S, z, g.data(), v.data(), 1.0f, d);
+                if (p < pos0) continue;
+                const int64_t t = p - pos0;
+                for (int h = hk * G; h < (hk + 1) * G; ++h) {
+                    la.phi(q + t * QD + int64_t{h} * d, f.data(), d);
+                    float* o = out + t * QD + int64_t{h} * d;
+                    const float r = la.query(S, z, f.data(), d, o);
+                    for (int j = 0; j < d; ++j) o[j] /= r;
+                    if (den) den[t * s.n_head + h] = r;
+                }
+            }
+        }
+    });
+    st.saved_pos = pos0;
+    st.pos = pos0 + n_tokens;
+}
+
+}  // namespace
+
 void linear_attention(const AttentionShape& s, const float* q, const void* k_cache,
                       const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
-                      float* out, ThreadPool& pool, Isa isa, float* den) {
+                      float* out, ThreadPool& pool, Isa isa, float* den, LinearState* state) {
     const LinearAttentionKernels& la = attention_kernels(isa).linear;
     const int d = s.head_dim, G = s.n_head / s.n_head_kv;
     const int64_t QD = int64_t{s.n_head} * d;
     const CacheRows rows(s, k_cache, v_cache, paged);
+    if (state)
+        return linear_attention_recurrent(s, q, rows, n_tokens, pos0, out, pool, la, den, *state);
     const bool scan = n_tokens > d;  // prefix sums cost d^2 a position, the direct sum d a pair
     pool.parallel_for(s.n_head_kv, [&](int64_t b, int64_t e, int) {
         // Per thread, sized once: decoding allocates nothing per token.

@@ -8,20 +8,39 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/thread_pool.hpp"
 #include "kernels/cpu/attention.hpp"
 
 namespace syslm::kernels {
 
+// The recurrent state of one sequence's linear layer in generation: the prefix sums S and z of
+// every KV head over positions [0, pos), so a decode token costs O(d^2) however long the
+// sequence (the RNN view), and a checkpoint of them at the start of the last call, so a
+// rollback into that call (speculative decoding's rejected tokens) resumes from it.
+struct LinearState {
+    std::vector<float> S, z;  // n_head_kv x d x d, n_head_kv x d
+    int64_t pos = 0;
+    std::vector<float> saved_S, saved_z;
+    int64_t saved_pos = -1;  // -1: no checkpoint
+    void reset() {           // the next call starts from position 0's empty sums
+        pos = 0;
+        saved_pos = -1;
+    }
+};
+
 // Queries at positions pos0 .. pos0 + n_tokens - 1 over the cache's positions up to each (K/V
 // rows of s.kv_type, contiguous from position 0, or through `paged` when it is not null).
-// Prefix sums over the cache when the batch is longer than a head (prefill), else the direct
-// sum phi(q).phi(k_p) v_p over the cached rows (decode: O(T d) a token, as softmax attention).
+// With a state: its sums are brought to pos0 from the cached rows (from its checkpoint, or from
+// position 0, when it is past pos0), then carried through the new rows. Without one: prefix sums
+// over the cache when the batch is longer than a head (prefill), else the direct sum
+// phi(q).phi(k_p) v_p over the cached rows (O(T d) a token).
 // den (may be null): n_tokens x n_head denominators phi(q_t) . z_t, what the backward needs.
 void linear_attention(const AttentionShape& s, const float* q, const void* k_cache,
                       const void* v_cache, const KvPagesView* paged, int64_t n_tokens, int64_t pos0,
-                      float* out, ThreadPool& pool, Isa isa, float* den = nullptr);
+                      float* out, ThreadPool& pool, Isa isa, float* den = nullptr,
+                      LinearState* state = nullptr);
 
 // Gradients over one sequence from position 0 (F32 K/V rows kv_stride apart), from the
 // forward's output o and den: dq, and dk, dv (the KV heads' columns) overwritten. The forward's
