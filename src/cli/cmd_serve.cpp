@@ -41,7 +41,7 @@ struct ServeArgs {
     const CLI::Option *model_opt = nullptr, *parallel_opt = nullptr, *ctx_opt = nullptr,
                       *pages_opt = nullptr, *kv_memory_opt = nullptr, *page_size_opt = nullptr,
                       *cache_type_opt = nullptr, *budget_opt = nullptr, *threads_opt = nullptr,
-                      *window_opt = nullptr;
+                      *window_opt = nullptr, *expert_opt = nullptr;
 };
 
 // `--plan`: the model beside the plan unless -m names one, and the plan's engine settings.
@@ -54,9 +54,8 @@ void apply_plan(ServeArgs& a) {
     }
     take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
     if (!plan.window.empty()) take_from_plan(a.window_opt, a.window, plan.window, "runtime.window");
-    usage_check(plan.expert_top_p.empty(), a.plan,
-                ": runtime.expert_top_p auto is for generate and perplexity (the engine routes a "
-                "step's rows with one p)");
+    if (!plan.expert_top_p.empty())
+        take_from_plan(a.expert_opt, a.expert_top_p, plan.expert_top_p, "runtime.expert_top_p");
     usage_check(plan.serve.has_value(), a.plan,
                 " has no serve settings (tune it with --goal serve)");
     const tune::ServeSettings& s = *plan.serve;
@@ -107,10 +106,11 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "syslm serve: listening on http://%s:%d (loading %s)\n", a.host.c_str(),
                  server.port(), a.model.c_str());
 
-    // --window N: every request's; auto: each request's own, by its length (the engine's).
+    // --window / --expert-top-p N: every request's; auto: each request's own, by its length (the
+    // engine's).
     auto loaded = std::make_shared<model::Model>(a.model);
     if (a.window != "auto") apply_window(*loaded, a.window, 0);
-    apply_expert_top_p(*loaded, a.expert_top_p, 0);  // every request's
+    if (a.expert_top_p != "auto") apply_expert_top_p(*loaded, a.expert_top_p, 0);
     std::shared_ptr<const model::Model> model = std::move(loaded);
     auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     // The flag, else the model's template; a model without one gets ChatML (as llama.cpp).
@@ -133,6 +133,7 @@ int run_serve(ServeArgs& a) {
     ec.max_waiting = a.max_queue;
     ec.n_ctx = a.ctx;
     ec.window_auto = a.window == "auto";
+    ec.expert_auto = a.expert_top_p == "auto";
     ec.kv_ring = !a.no_kv_ring;
     auto engine = std::make_unique<infer::Engine>(model, tok, ec);
     std::string name = a.alias;
@@ -178,8 +179,9 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--port", a->port, "Port (0: any free one)")->capture_default_str();
     app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY'");
     app.add_option("--alias", a->alias, "Model name in the API (default: general.name)");
-    add_length_options(app, a->window, a->expert_top_p, /*top_p_auto=*/false);
+    add_length_options(app, a->window, a->expert_top_p);
     a->window_opt = app.get_option("--window");
+    a->expert_opt = app.get_option("--expert-top-p");
     app.add_option("--chat-template", a->chat_template,
                    "Chat format instead of the model's template: chatml, llama2, llama2-sys, "
                    "llama3, mistral-v1, mistral-v3, mistral-v7, gemma, phi3, zephyr, ...");

@@ -40,21 +40,16 @@ void add_window_option(CLI::App& app, std::string& value) {
             "N|auto"));
 }
 
-void add_expert_top_p_option(CLI::App& app, std::string& value, bool allow_auto) {
+void add_expert_top_p_option(CLI::App& app, std::string& value) {
     app.add_option("--expert-top-p", value,
-                   allow_auto ? "A top-p MoE model's p: P in (0, 1], or auto (the model's policy "
-                                "for the input's length, from `syslm tune experts`); default: "
-                                "the file's"
-                              : "A top-p MoE model's p for every request, in (0, 1]; default: "
-                                "the file's")
+                   "A top-p MoE model's p: P in (0, 1], or auto (the model's policy for the "
+                   "input's length, from `syslm tune experts`; serve: each request's prompt + "
+                   "max_tokens); default: the file's")
         ->check(CLI::Validator(
-            [allow_auto](const std::string& v) -> std::string {
-                if (v == "auto" && !allow_auto)
-                    return "--expert-top-p auto is not built here (the engine routes every "
-                           "request of a step alike); give a number";
+            [](const std::string& v) -> std::string {
                 return parse_top_p(v) > 0 || v == "auto" ? "" : "give a p in (0, 1] or auto";
             },
-            allow_auto ? "P|auto" : "P"));
+            "P|auto"));
 }
 
 }  // namespace
@@ -77,10 +72,9 @@ void apply_expert_top_p(model::Model& m, const std::string& value, int64_t n_tok
                  value == "auto" ? " (the model's policy for this input length)" : "");
 }
 
-void add_length_options(CLI::App& app, std::string& window, std::string& expert_top_p,
-                        bool top_p_auto) {
+void add_length_options(CLI::App& app, std::string& window, std::string& expert_top_p) {
     add_window_option(app, window);
-    add_expert_top_p_option(app, expert_top_p, top_p_auto);
+    add_expert_top_p_option(app, expert_top_p);
 }
 
 }  // namespace syslm::cli

@@ -14,10 +14,8 @@
 
 namespace syslm::cli {
 
-// --window and --expert-top-p; top_p_auto false (serve, which routes all of a step's rows
-// alike): --expert-top-p takes a number only.
-void add_length_options(CLI::App& app, std::string& window, std::string& expert_top_p,
-                        bool top_p_auto = true);
+// --window and --expert-top-p: a number, or auto.
+void add_length_options(CLI::App& app, std::string& window, std::string& expert_top_p);
 // Sets m's window for an input of n_tokens: a number, or "auto" (the model's policy,
 // HParams::window_for_length); empty leaves the file's. Prints the choice to stderr.
 void apply_window(model::Model& m, const std::string& value, int64_t n_tokens);

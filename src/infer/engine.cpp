@@ -114,6 +114,7 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
         cfg_.n_ctx = std::min(cfg_.n_ctx, model_->hparams().n_ctx_train);
     logits_.resize(static_cast<size_t>(cfg.parallel) * model_->hparams().n_vocab);
     if (cfg.window_auto) model_->hparams().window_for_length(1);  // throws without a policy
+    if (cfg.expert_auto) model_->hparams().top_p_for_length(1);
     stats_.kv_pages_total = pages_.total_pages();
     stats_.kv_bytes_total = static_cast<int64_t>(pages_.config().bytes());
     thread_ = std::thread([this] { loop(); });
@@ -164,9 +165,9 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
         return refuse(e.what());
     }
     a->seq.n_prompt = static_cast<int64_t>(prompt.size());
-    if (cfg_.window_auto)
-        a->seq.window = model_->hparams().window_for_length(
-            std::min<int64_t>(cfg_.n_ctx, a->seq.n_prompt + params.max_tokens));
+    const int64_t length = std::min<int64_t>(cfg_.n_ctx, a->seq.n_prompt + params.max_tokens);
+    if (cfg_.window_auto) a->seq.window = model_->hparams().window_for_length(length);
+    if (cfg_.expert_auto) a->seq.expert_top_p = model_->hparams().top_p_for_length(length);
     for (int32_t t : prompt) a->sampler.accept(t);
     a->seq.tokens = std::move(prompt);
     a->t_submit = now_s();
@@ -313,7 +314,9 @@ void Engine::step() {
         for (const ScheduledWork& w : work) {
             Sequence& s = *w.seq;
             s.linear.resize(static_cast<size_t>(model_->hparams().n_layer));
-            rows_.add(s.table, s.computed, w.n, s.window, s.linear.data());
+            rows_.add(
+                s.table, s.computed, w.n,
+                {.window = s.window, .expert_top_p = s.expert_top_p, .linear = s.linear.data()});
             batch.insert(batch.end(), s.tokens.begin() + s.computed,
                          s.tokens.begin() + s.computed + w.n);
             if (s.computed + w.n == static_cast<int64_t>(s.tokens.size())) {
@@ -329,7 +332,7 @@ void Engine::step() {
             const Sequence& s = *w.seq;
             if (s.computed - w.n < s.n_prompt)
                 pages_.publish(s.table, std::span(s.tokens).first(static_cast<size_t>(s.n_prompt)),
-                               s.window);
+                               s.window, s.variant());
         }
         const size_t V = static_cast<size_t>(model_->hparams().n_vocab);
         for (size_t i = 0; i < sampled.size(); ++i) {

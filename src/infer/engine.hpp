@@ -41,6 +41,8 @@ struct EngineConfig {
     // Each request's local layers run with the window the model's policy gives its length
     // (prompt + max_tokens; HParams::window_for_length, `serve --window auto`).
     bool window_auto = false;
+    // And a top-p MoE model's p (HParams::top_p_for_length, `serve --expert-top-p auto`).
+    bool expert_auto = false;
     // Sliding-window layers give back the pages before each sequence's window (a ring of their
     // own pages when the model also has global layers). false: they keep every page, as global
     // layers do (vLLM's --disable-hybrid-kv-cache-manager; `serve --no-kv-ring`).

@@ -308,7 +308,8 @@ size_t KvPages::ring_first(int64_t pos, int window) const {
     return static_cast<size_t>((pos - w + 1) / cfg_.page_size);
 }
 
-int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, int window) {
+int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, int window,
+                              uint32_t variant) {
     SYSLM_CHECK(t.pages(0).empty() && t.length == 0, "KV pages: match_prefix needs an empty table");
     if (tokens.empty()) return 0;
     const size_t ps = static_cast<size_t>(cfg_.page_size);
@@ -316,7 +317,7 @@ int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, in
     size_t m = (tokens.size() - 1) / ps;  // leave a token to compute
     auto page_tokens = [&](size_t i) { return tokens.subspan(i * ps, ps); };
     std::vector<uint64_t> keys(m);
-    uint64_t key = static_cast<uint64_t>(window);
+    uint64_t key = uint64_t{variant} << 32 | static_cast<uint32_t>(window);
     for (size_t i = 0; i < m; ++i) keys[i] = key = chain(key, page_tokens(i));
     // The first page a ring holds for a match of m pages (the window before position m * ps;
     // the last page always, the one the next token may share).
@@ -353,11 +354,12 @@ int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, in
     return t.length;
 }
 
-void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens, int window) {
+void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens, int window,
+                      uint32_t variant) {
     const size_t ps = static_cast<size_t>(cfg_.page_size);
     const size_t full =
         static_cast<size_t>(std::min<int64_t>(t.length, static_cast<int64_t>(tokens.size()))) / ps;
-    uint64_t key = static_cast<uint64_t>(window);
+    uint64_t key = uint64_t{variant} << 32 | static_cast<uint32_t>(window);
     for (size_t i = 0; i < full; ++i) {
         const auto page_tokens = tokens.subspan(i * ps, ps);
         key = chain(key, page_tokens);

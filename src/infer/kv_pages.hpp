@@ -129,9 +129,12 @@ public:
     // of the window before the match point (and its kept ones); the others are entered as
     // dropped. publish registers the table's full pages (those it still holds), whose K/V are
     // those of `tokens` (all written), for later matches. `window` is the sequence's own
-    // attention window (0: the model's): pages match only within one window, whose K/V differ.
-    int64_t match_prefix(BlockTable& t, std::span<const int32_t> tokens, int window = 0);
-    void publish(const BlockTable& t, std::span<const int32_t> tokens, int window = 0);
+    // attention window (0: the model's), `variant` anything else its K/V depend on (a top-p MoE
+    // model's p): pages match only within one window and variant.
+    int64_t match_prefix(BlockTable& t, std::span<const int32_t> tokens, int window = 0,
+                         uint32_t variant = 0);
+    void publish(const BlockTable& t, std::span<const int32_t> tokens, int window = 0,
+                 uint32_t variant = 0);
 
     // Checks that every page is in exactly one state and the counts are consistent with the
     // given live tables (tests); throws Error naming the first violation.

@@ -10,11 +10,10 @@ void PagedRows::clear() {
     row_seg_.clear();
 }
 
-void PagedRows::add(const BlockTable& t, int64_t pos0, int64_t n, int window,
-                    kernels::LinearState* linear) {
+void PagedRows::add(const BlockTable& t, int64_t pos0, int64_t n, const Options& o) {
     SYSLM_CHECK(n > 0 && pos0 >= 0 && pos0 + n <= t.length, "paged rows: positions ", pos0, "..",
                 pos0 + n - 1, " outside a table of ", t.length);
-    segs_.push_back({&t, pos0, n, size(), window, linear});
+    segs_.push_back({&t, pos0, n, size(), o});
     row_seg_.insert(row_seg_.end(), static_cast<size_t>(n), static_cast<int32_t>(segs_.size() - 1));
 }
 
@@ -47,8 +46,8 @@ void PagedRows::attend(int il, const kernels::AttentionShape& shape, const float
              out + s.row0 * q_dim,
              s.n,
              s.pos0,
-             s.window,
-             s.linear ? s.linear + il : nullptr});
+             s.o.window,
+             s.o.linear ? s.o.linear + il : nullptr});
         first_page += pages_.pages_of(*s.table, il).size();
     }
     be.attention_paged(shape, seqs_);  // every sequence in one call: one pool loop for decode
@@ -64,6 +63,10 @@ const float* PagedRows::conv_lag(int il, int64_t row, int lag, const float* a, i
     kernels::type_traits(pages_.config().type)
         .to_float(pages_.conv_row(*s.table, il, pos), scratch, dim);
     return scratch;
+}
+
+float PagedRows::expert_top_p(int64_t row) const {
+    return segs_[static_cast<size_t>(row_seg_[static_cast<size_t>(row)])].o.expert_top_p;
 }
 
 void PagedRows::store_conv(int il, int64_t row, const float* a) {

@@ -18,11 +18,16 @@ public:
 
     // Starts a new step's layout (keeps capacity).
     void clear();
-    // The next n rows are positions pos0 .. pos0 + n - 1 of the sequence whose table is t; its
-    // local layers attend over `window` positions (0: the model's); its linear-attention layers
-    // carry the recurrent states linear[il] (one per layer; null: sums over the pages).
-    void add(const BlockTable& t, int64_t pos0, int64_t n, int window = 0,
-             kernels::LinearState* linear = nullptr);
+    // What a sequence runs with besides its pages.
+    struct Options {
+        int window = 0;          // its local layers' window (0: the model's)
+        float expert_top_p = 0;  // a top-p MoE model's p (0: the model's)
+        // Its linear-attention layers' recurrent states, linear[il] (null: sums over the pages).
+        kernels::LinearState* linear = nullptr;
+    };
+    // The next n rows are positions pos0 .. pos0 + n - 1 of the sequence whose table is t.
+    void add(const BlockTable& t, int64_t pos0, int64_t n, const Options& o);
+    void add(const BlockTable& t, int64_t pos0, int64_t n) { add(t, pos0, n, Options{}); }
     int64_t size() const { return static_cast<int64_t>(row_seg_.size()); }
 
     int64_t position(int64_t row) const override;
@@ -33,13 +38,13 @@ public:
     const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
                           float* scratch) override;
     void store_conv(int il, int64_t row, const float* a) override;
+    float expert_top_p(int64_t row) const override;
 
 private:
     struct Segment {
         const BlockTable* table;
         int64_t pos0, n, row0;
-        int window;
-        kernels::LinearState* linear;
+        Options o;
     };
     KvPages& pages_;
     std::vector<Segment> segs_;

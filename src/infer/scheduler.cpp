@@ -78,7 +78,7 @@ std::vector<ScheduledWork> Scheduler::schedule() {
             rejected_.push_back(s);
             continue;
         }
-        const int64_t hit = pages_.match_prefix(s->table, s->tokens, s->window);
+        const int64_t hit = pages_.match_prefix(s->table, s->tokens, s->window, s->variant());
         s->computed = hit;
         const int64_t n = std::min(pending(s), budget);
         if (!pages_.append(s->table, n)) {

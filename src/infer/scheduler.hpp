@@ -9,6 +9,7 @@
 // Pure policy over KvPages: no model, no threads (the engine calls it between steps).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -25,8 +26,12 @@ struct Sequence {
     int64_t n_prompt = 0;
     int64_t computed = 0;  // positions whose K/V are in `table`
     BlockTable table;
-    bool too_long = false;  // cannot fit in the whole pool: the engine ends it with an error
-    int window = 0;         // the local layers' window for this sequence (0: the model's)
+    bool too_long = false;   // cannot fit in the whole pool: the engine ends it with an error
+    int window = 0;          // the local layers' window for this sequence (0: the model's)
+    float expert_top_p = 0;  // a top-p MoE model's p for this sequence (0: the model's)
+    // What its K/V depend on besides the tokens and window: its cached pages serve only
+    // sequences with the same.
+    uint32_t variant() const { return std::bit_cast<uint32_t>(expert_top_p); }
     // Linear-attention layers' recurrent states (one per layer; empty until the engine sizes
     // it), reset whenever the sequence's K/V are given back.
     std::vector<kernels::LinearState> linear;

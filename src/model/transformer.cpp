@@ -513,8 +513,13 @@ void Forward::moe_block(int il, int64_t T) {
     order.resize(static_cast<size_t>(X));
     moe_ids_.resize(static_cast<size_t>(K));
     moe_weights_.resize(static_cast<size_t>(K));
-    const kernels::MoeRouting routing = hp.moe_routing();
+    kernels::MoeRouting routing = hp.moe_routing();
+    const float model_p = routing.top_p;
     for (int64_t t = 0; t < T; ++t) {
+        if (model_p > 0) {  // top-p routing: the row's sequence may have its own p
+            const float p = rows_->expert_top_p(t);
+            routing.top_p = p > 0 ? p : model_p;
+        }
         const int64_t n = kernels::moe_route_row(probs + t * X, X, routing, order.data(),
                                                  moe_ids_.data(), moe_weights_.data());
         for (int64_t j = 0; j < n; ++j) {  // top-p: n of the K may be chosen

@@ -78,6 +78,9 @@ public:
     virtual const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
                                   float* scratch) = 0;
     virtual void store_conv(int il, int64_t row, const float* a) = 0;
+    // A top-p routed MoE model's p for row's sequence (0: the model's; the serving engine's
+    // requests each have their own under `--expert-top-p auto`).
+    virtual float expert_top_p(int64_t /*row*/) const { return 0; }
 };
 
 // Sees the float input of every weight-matrix product of Forward::run (importance matrices,

@@ -27,8 +27,7 @@ void Tuner::length_phase(TuneResult& r) {
     std::vector<const LengthKnob*> knobs;
     for (int il = 0; il < hp.n_layer && knobs.empty(); ++il)
         if (hp.window(il) > 0) knobs.push_back(&window_knob());
-    // The serving engine routes every row of a step with one p: no per-request policy there.
-    if (hp.expert_top_p > 0 && o_.goal != Goal::Serve) knobs.push_back(&experts_knob());
+    if (hp.expert_top_p > 0) knobs.push_back(&experts_knob());
     if (knobs.empty()) return;
     // A quarter of the chunk, the chunk and four of them, where the text holds two of each.
     std::vector<int> lengths;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -28,13 +29,17 @@ struct Collector {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<int32_t> tokens;
-    std::string text, finish;  // finish_reason_name
+    std::vector<float> logprobs;  // of each token (with GenerationParams::logprobs >= 0)
+    std::string text, finish;     // finish_reason_name
     bool done = false;
     int stop_after = -1;  // cancel after this many tokens
     Engine::Callback callback() {
         return [this](const Event& e) {
             std::lock_guard lk(mu);
-            if (e.token >= 0) tokens.push_back(e.token);
+            if (e.token >= 0) {
+                tokens.push_back(e.token);
+                logprobs.push_back(e.logprob);
+            }
             text += e.text;
             if (e.done) {
                 done = true;
@@ -278,6 +283,73 @@ TEST(Engine, AutoWindowRunsEachRequestWithItsPolicysWindow) {
     }
     EngineConfig no_policy = cfg;
     EXPECT_THROW({ Engine refused(make_model(), tok, no_policy); }, syslm::Error);
+    engine.drain();
+}
+
+// expert_auto: each request's top-p MoE layers route with the p the model's policy gives its
+// length (prompt + max_tokens): 0.2 up to 20 positions, 0.9 beyond. Two such requests in the
+// same steps get the tokens a context with their p gets alone, and the cached pages of one p
+// serve only requests with that p.
+TEST(Engine, AutoExpertTopPRoutesEachRequestWithItsPolicysP) {
+    const io::GGUFFile base(testing::write_test_model(
+        "engine_auto_experts_base", testing::small_model_config("mixtral_top_p", 128, 41)));
+    io::GGUFWriter w;
+    for (const auto& [k, v] : base.metadata()) w.set(k, v);
+    w.set("llama.expert_policy.lengths", io::GGUFValue::u32s(std::vector<uint32_t>{20, 1000}));
+    w.set("llama.expert_policy.top_p", io::GGUFValue::f32s(std::vector<float>{0.2f, 0.9f}));
+    for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+    const std::string path = std::string(SYSLM_TEST_TMP) + "/engine_auto_experts.gguf";
+    w.write(path);
+    const auto m = std::make_shared<const model::Model>(path);
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    EngineConfig cfg;
+    cfg.threads = 2;
+    cfg.page_size = 4;
+    cfg.n_pages = 64;
+    cfg.n_ctx = 128;
+    cfg.expert_auto = true;
+    Engine engine(m, tok, cfg);
+    std::mt19937 rng(7);
+    const int V = m->hparams().n_vocab;
+    std::vector<int32_t> short_prompt, long_prompt;
+    for (int i = 0; i < 9; ++i) short_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    long_prompt = short_prompt;  // the same first two pages
+    for (int i = 0; i < 3; ++i) long_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    GenerationParams gp = greedy(10);
+    gp.ignore_eos = true;
+    gp.logprobs = 0;  // each token's log-probability: what routing changes, if not the argmax
+    Collector a, b, a2, b2;
+    ASSERT_TRUE(engine.submit(short_prompt, gp, a.callback(), nullptr, nullptr));  // 19: p 0.2
+    a.wait();
+    ASSERT_TRUE(engine.submit(long_prompt, gp, b.callback(), nullptr, nullptr));  // 22: p 0.9
+    b.wait();
+    EXPECT_EQ(engine.stats().prefix_hit_tokens, 0);  // the short one's pages are p 0.2's
+    // Both once more, in the same steps: each takes the pages of its own p, routes its own way.
+    ASSERT_TRUE(engine.submit(short_prompt, gp, a2.callback(), nullptr, nullptr));
+    ASSERT_TRUE(engine.submit(long_prompt, gp, b2.callback(), nullptr, nullptr));
+    a2.wait();
+    b2.wait();
+    EXPECT_EQ(engine.stats().prefix_hit_tokens, 16);
+    EXPECT_EQ(a2.tokens, a.tokens);
+    EXPECT_EQ(b2.tokens, b.tokens);
+    for (const auto& [got, prompt, p] :
+         {std::tuple{&a, &short_prompt, 0.2f}, std::tuple{&b, &long_prompt, 0.9f}}) {
+        model::Model alone(path);
+        alone.set_expert_top_p(p);
+        model::Context ctx(alone, 128, 2);
+        auto logits = ctx.forward(*prompt);
+        ASSERT_EQ(got->tokens.size(), 10u);
+        for (size_t i = 0; i < got->tokens.size(); ++i) {
+            const int32_t t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                                   logits.begin());
+            ASSERT_EQ(got->tokens[i], t) << "top-p " << p << " token " << i;
+            double sum = 0;
+            for (float l : logits) sum += std::exp(static_cast<double>(l - logits[t]));
+            // The same rows' math alone: float rounding apart, far below routing's differences.
+            EXPECT_NEAR(got->logprobs[i], -std::log(sum), 1e-4) << "top-p " << p << " " << i;
+            logits = ctx.forward(std::span<const int32_t>(&t, 1));
+        }
+    }
     engine.drain();
 }
 

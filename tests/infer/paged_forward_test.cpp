@@ -87,7 +87,7 @@ TEST_P(PagedForward, BatchedSequencesMatchEachAlone) {
             }
             const int64_t n = static_cast<int64_t>(tokens[s].size()) - done[s];
             ASSERT_TRUE(pages.append(tables[s], n));
-            rows.add(tables[s], done[s], n, 0, linear[s].data());
+            rows.add(tables[s], done[s], n, {.linear = linear[s].data()});
             batch.insert(batch.end(), tokens[s].begin() + done[s], tokens[s].end());
             last_rows.push_back(static_cast<int64_t>(batch.size()) - 1);
             which.push_back(s);
