@@ -22,7 +22,8 @@ import tiny_hf_models
 B, T = 2, 9
 TOLERANCE = 1e-4  # max |syslm - torch| / max |torch| per tensor
 DENSE = ["llama", "llama_llama3_rope", "llama_tied", "mistral_swa", "qwen2", "qwen3",
-         "qwen3_local_global", "gpt2", "bloom", "mpt", "phi3", "gemma2", "gemma3"]
+         "qwen3_local_global", "gpt2", "bloom", "mpt", "phi3", "phi3_long_train", "gemma2",
+         "gemma3"]
 
 
 def read_gguf(path):

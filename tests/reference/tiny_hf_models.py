@@ -15,7 +15,7 @@ Variants: llama (GQA), llama_linear_rope, llama_llama3_rope, llama_tied, mistral
 (sliding_window 7), mixtral (4 experts, top-2), qwen2 (QKV bias, padded vocab, chat template),
 qwen2moe (4 experts top-2 + shared expert), qwen3 (q/k norms, head_dim 16), qwen3_local_global (window 5 on
 layers 0 and 1, layer 2 global), qwen3moe (the same
-with 4 experts top-2, renormalised), gpt2, bloom, mpt, phi3 and phi3_long (fused QKV and gate-up, LongRoPE's short and long
+with 4 experts top-2, renormalised), gpt2, bloom, mpt, phi3, phi3_long and phi3_long_train (fused QKV and gate-up, LongRoPE's short and long
 factors), gemma2 (soft-capping, 1:1 local/global), gemma3
 (local/global with two RoPE bases, post-norms, GeGLU).
 """
@@ -402,6 +402,12 @@ def phi3_long(out: Path) -> Path:
     return _phi3(out, 53, 16, sliding_window=9)
 
 
+def phi3_long_train(out: Path) -> Path:
+    """Phi-3 with an original context of 4: a training batch of 9 positions takes the long
+    factors (transformers chooses by the sequence's length, syslm's trainer by T)."""
+    return _phi3(out, 57, 4)
+
+
 def gemma2(out: Path) -> Path:
     """Gemma 2: layers alternate local (window 5) and global; scores soft-capped at 3 and logits
     at 4 (low enough that tanh bends them), four norms per block (HF's 1 + w), GeGLU, embeddings
@@ -480,6 +486,7 @@ VARIANTS = {
     "mpt": mpt,
     "phi3": phi3,
     "phi3_long": phi3_long,
+    "phi3_long_train": phi3_long_train,
     "gemma2": gemma2,
     "gemma3": gemma3,
     "gemma3_multimodal": gemma3_multimodal,
