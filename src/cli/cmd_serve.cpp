@@ -78,6 +78,23 @@ int default_http_threads(const ServeArgs& a) {
     return static_cast<int>(std::min<int64_t>(int64_t{a.parallel} + a.max_queue + 16, 4096));
 }
 
+infer::EngineConfig engine_config(const ServeArgs& a) {
+    infer::EngineConfig ec;
+    ec.threads = a.threads;
+    ec.page_size = a.page_size;
+    ec.n_pages = a.kv_pages;
+    ec.kv_memory = a.kv_memory.empty() ? 0 : train::parse_memory_size(a.kv_memory);
+    ec.kv_type = model::kv_cache_type(a.cache_type);
+    ec.parallel = a.parallel;
+    ec.token_budget = a.token_budget;
+    ec.max_waiting = a.max_queue;
+    ec.n_ctx = a.ctx;
+    ec.window_auto = a.window == "auto";
+    ec.expert_auto = a.expert_top_p == "auto";
+    ec.kv_ring = !a.no_kv_ring;
+    return ec;
+}
+
 int run_serve(ServeArgs& a) {
     if (!a.plan.empty()) apply_plan(a);
     usage_check(!a.model.empty(), "give the model (-m) or a tuned plan (--plan)");
@@ -122,20 +139,7 @@ int run_serve(ServeArgs& a) {
                      "syslm serve: the model has no chat template: using chatml "
                      "(--chat-template to choose)\n");
     const tokenizer::ChatFormat format = tokenizer::chat_format(tmpl.empty() ? "chatml" : tmpl);
-    infer::EngineConfig ec;
-    ec.threads = a.threads;
-    ec.page_size = a.page_size;
-    ec.n_pages = a.kv_pages;
-    ec.kv_memory = a.kv_memory.empty() ? 0 : train::parse_memory_size(a.kv_memory);
-    ec.kv_type = model::kv_cache_type(a.cache_type);
-    ec.parallel = a.parallel;
-    ec.token_budget = a.token_budget;
-    ec.max_waiting = a.max_queue;
-    ec.n_ctx = a.ctx;
-    ec.window_auto = a.window == "auto";
-    ec.expert_auto = a.expert_top_p == "auto";
-    ec.kv_ring = !a.no_kv_ring;
-    auto engine = std::make_unique<infer::Engine>(model, tok, ec);
+    auto engine = std::make_unique<infer::Engine>(model, tok, engine_config(a));
     std::string name = a.alias;
     if (name.empty()) name = model->file().get_string("general.name", "");
     if (name.empty()) name = std::filesystem::path(a.model).stem().string();
@@ -162,6 +166,27 @@ int run_serve(ServeArgs& a) {
     server.drain_and_stop();
     std::fprintf(stderr, "syslm serve: stopped\n");
     return 0;
+}
+
+// The KV pool's size, pages and element type.
+void add_kv_options(CLI::App& app, ServeArgs& a) {
+    auto pages = app.add_option("--kv-pages", a.kv_pages,
+                                "KV pages in the pool (a local/global model: the global layers' "
+                                "pages; its windowed layers get a ring of their own beside them)")
+                     ->check(CLI::PositiveNumber);
+    a.pages_opt = pages;
+    a.kv_memory_opt = app.add_option("--kv-memory", a.kv_memory, "KV pool size instead, e.g. 2GiB")
+                          ->excludes(pages);
+    a.page_size_opt = app.add_option("--page-size", a.page_size, "Positions per KV page")
+                          ->capture_default_str()
+                          ->check(CLI::Range(1, 4096));
+    app.add_flag("--no-kv-ring", a.no_kv_ring,
+                 "Sliding-window layers keep every KV page, as global ones do (by default they "
+                 "give back the pages before each sequence's window, in a ring of their own when "
+                 "the model also has global layers)");
+    a.cache_type_opt = app.add_option("--cache-type", a.cache_type, "KV element type: f16 or f32")
+                           ->capture_default_str()
+                           ->check(CLI::IsMember({"f16", "f32"}));
 }
 
 std::function<int()> setup(CLI::App& app) {
@@ -192,22 +217,7 @@ std::function<int()> setup(CLI::App& app) {
         app.add_option("-c,--ctx-size", a->ctx, "Positions per sequence (prompt + generated)")
             ->capture_default_str()
             ->check(CLI::PositiveNumber);
-    auto pages = app.add_option("--kv-pages", a->kv_pages, "KV pages in the pool")
-                     ->check(CLI::PositiveNumber);
-    a->pages_opt = pages;
-    a->kv_memory_opt =
-        app.add_option("--kv-memory", a->kv_memory, "KV pool size instead, e.g. 2GiB")
-            ->excludes(pages);
-    a->page_size_opt = app.add_option("--page-size", a->page_size, "Positions per KV page")
-                           ->capture_default_str()
-                           ->check(CLI::Range(1, 4096));
-    app.add_flag("--no-kv-ring", a->no_kv_ring,
-                 "Sliding-window layers keep every KV page, as global ones do (by default they "
-                 "give back the pages before each sequence's window, in a ring of their own when "
-                 "the model also has global layers)");
-    a->cache_type_opt = app.add_option("--cache-type", a->cache_type, "KV element type: f16 or f32")
-                            ->capture_default_str()
-                            ->check(CLI::IsMember({"f16", "f32"}));
+    add_kv_options(app, *a);
     a->budget_opt = app.add_option("--token-budget", a->token_budget,
                                    "Tokens per step (decode + prefill chunks)")
                         ->capture_default_str()
