@@ -165,6 +165,7 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
         return refuse(e.what());
     }
     a->seq.n_prompt = static_cast<int64_t>(prompt.size());
+    a->seq.priority = params.priority;
     const int64_t length = std::min<int64_t>(cfg_.n_ctx, a->seq.n_prompt + params.max_tokens);
     if (cfg_.window_auto) a->seq.window = model_->hparams().window_for_length(length);
     if (cfg_.expert_auto) a->seq.expert_top_p = model_->hparams().top_p_for_length(length);

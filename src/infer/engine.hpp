@@ -61,6 +61,7 @@ struct GenerationParams {
     std::vector<std::string> stop;
     bool ignore_eos = false;
     int logprobs = -1;  // top alternatives to report per token; -1: no logprobs
+    int priority = 0;   // the scheduler runs lower values first, preempting higher ones
 };
 
 struct TokenLogprob {

@@ -169,22 +169,29 @@ void KvPages::unpublish(Group& g, PageId p) {
     pg.tokens.clear();
 }
 
+bool KvPages::can_append(const BlockTable& t, int64_t n) const {
+    const int64_t ps = cfg_.page_size;
+    const size_t new_pages = static_cast<size_t>((t.length + n + ps - 1) / ps) - t.pages(0).size();
+    for (int g = 0; g < groups(); ++g) {
+        const Group& G = group(g);
+        const auto& pages = t.pages(g);
+        const bool cow = t.length % ps != 0 && G.pages[static_cast<size_t>(pages.back())].refs > 1;
+        if (new_pages + (cow ? 1 : 0) > G.free.size() + G.lru.size()) return false;
+    }
+    return true;
+}
+
 bool KvPages::append(BlockTable& t, int64_t n) {
     SYSLM_CHECK(n >= 0, "KV pages: cannot append ", n, " positions");
     if (n == 0) return true;
+    if (!can_append(t, n)) return false;  // all or nothing: every group must have room
     const int64_t ps = cfg_.page_size, len = t.length + n;
     const size_t new_pages = static_cast<size_t>((len + ps - 1) / ps) - t.pages(0).size();
-    bool cow[BlockTable::kMaxGroups] = {};
-    for (int g = 0; g < groups(); ++g) {  // all or nothing: every group must have room
-        Group& G = group(g);
-        const auto& pages = t.pages(g);
-        cow[g] = t.length % ps != 0 && G.pages[static_cast<size_t>(pages.back())].refs > 1;
-        if (new_pages + (cow[g] ? 1 : 0) > G.free.size() + G.lru.size()) return false;
-    }
     for (int g = 0; g < groups(); ++g) {
         Group& G = group(g);
         std::vector<PageId>& pages = t.runs[static_cast<size_t>(g)].pages;
-        if (cow[g]) {  // the partly filled last page is shared: write into a copy of it
+        if (t.length % ps != 0 && G.pages[static_cast<size_t>(pages.back())].refs > 1) {
+            // The partly filled last page is shared: write into a copy of it.
             const PageId old = pages.back(), copy = take_page(G);
             std::memcpy(G.base(copy), G.base(old), G.page_bytes);
             retain(G, copy);

@@ -95,6 +95,7 @@ public:
     // page first if that page is shared. All or nothing: false (t unchanged) when some group,
     // after evicting every cached page, has too few.
     bool append(BlockTable& t, int64_t n);
+    bool can_append(const BlockTable& t, int64_t n) const;  // whether append would succeed
     // A new table sharing every page of `t`.
     BlockTable fork(const BlockTable& t);
     // Gives the table's pages back (published ones stay cached); t becomes empty.

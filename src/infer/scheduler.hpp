@@ -1,7 +1,9 @@
 // Continuous batching: which sequences run in the next step, and how many of their tokens. A
 // step has a token budget; running sequences come first, oldest first (a decode token each, or
 // the next chunk of a prompt), then waiting ones are admitted first come first served with
-// chunks of their prompts while budget, pages and running slots last. When pages run out, the
+// chunks of their prompts while budget, pages and running slots last. A request's priority
+// (lower first, as vLLM's) orders both, and a waiting request more urgent than a running one
+// preempts it for its slot or pages and goes first. When pages run out, the
 // newest running sequence is preempted: its pages go back to the pool and it returns to the
 // head of the waiting queue, to be recomputed (prompt and generated tokens) later — no request
 // fails for lack of KV memory unless it cannot fit alone. The waiting queue is bounded.
@@ -22,6 +24,7 @@ namespace syslm::infer {
 struct Sequence {
     int64_t id = 0;
     int64_t arrival = 0;          // order of submission (FCFS; set by submit)
+    int priority = 0;             // lower first (vLLM's convention), then by arrival
     std::vector<int32_t> tokens;  // prompt, then the generated tokens
     int64_t n_prompt = 0;
     int64_t computed = 0;  // positions whose K/V are in `table`
@@ -71,6 +74,9 @@ public:
 
 private:
     void preempt(Sequence* s);
+    // Takes the waiting queue's head into the running set with the first chunk of what it has
+    // to compute (after a prefix match); false when the pages are lacking (it stays waiting).
+    bool admit(Sequence* s, std::vector<ScheduledWork>& out, int64_t& budget);
 
     SchedulerConfig cfg_;
     KvPages& pages_;

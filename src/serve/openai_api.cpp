@@ -76,6 +76,8 @@ void common(const json& body, ParsedRequest& r, const infer::Engine& engine,
     const int64_t seed = integer(body, "seed", -1, INT64_MIN, INT64_MAX);
     s.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
     r.params.ignore_eos = boolean(body, "ignore_eos", false);
+    // vLLM's: lower values are scheduled first, and preempt running requests of higher ones.
+    r.params.priority = static_cast<int>(integer(body, "priority", 0, -1000000, 1000000));
     r.n = static_cast<int>(integer(body, "n", 1, 1, limits.max_n));
     r.stream = boolean(body, "stream", false);
     if (const json* so = field(body, "stream_options", [](const json& j) { return j.is_object(); },

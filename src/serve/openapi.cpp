@@ -20,6 +20,7 @@ json sampling_properties(const ApiLimits& limits) {
         {"stream", {{"type", "boolean"}}},
         {"seed", {{"type", "integer"}}},
         {"ignore_eos", {{"type", "boolean"}}},
+        {"priority", {{"type", "integer"}, {"minimum", -1000000}, {"maximum", 1000000}}},
         {"stop",
          {{"oneOf",
            {{{"type", "string"}},

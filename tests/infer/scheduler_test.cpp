@@ -1,7 +1,7 @@
 // Continuous batching decisions (infer/scheduler.hpp) on a real page pool: the token budget and
 // chunked prefill, running slots, the bounded waiting queue, first come first served,
 // preemption of the newest sequence when pages run out (and its recompute later), sequences too
-// long for the pool, and prefix hits.
+// long for the pool, prefix hits, and priorities.
 #include "infer/scheduler.hpp"
 
 #include <gtest/gtest.h>
@@ -102,6 +102,56 @@ TEST(Scheduler, PreemptsTheNewestWhenPagesRunOutAndRecomputesItLater) {
     w = sch.schedule();
     EXPECT_EQ(work_of(w, b), int64_t(b.tokens.size()));
     EXPECT_EQ(b.tokens.size(), 13u);
+}
+
+// Priorities (lower first): the waiting queue is ordered by them; a more urgent request takes
+// the slot of the least urgent newest running one, and its pages when the pool is full, and runs
+// in the same step; a request of equal priority waits its turn.
+TEST(Scheduler, AMoreUrgentRequestPreemptsForItsSlotAndPages) {
+    {  // slots
+        KvPages pages(pool(64));
+        Scheduler sch({512, 2, 8}, pages);
+        Sequence a = seq(1, 5), b = seq(2, 5), c = seq(3, 5), d = seq(4, 5), e = seq(5, 5);
+        ASSERT_TRUE(sch.submit(&a));
+        ASSERT_TRUE(sch.submit(&b));
+        auto w = sch.schedule();
+        step_done(sch, w);
+        c.priority = -1;
+        d.priority = 1;
+        ASSERT_TRUE(sch.submit(&d));
+        ASSERT_TRUE(sch.submit(&e));  // priority 0, after d in arrival but before it in order
+        ASSERT_TRUE(sch.submit(&c));
+        EXPECT_EQ(sch.waiting().front(), &c);
+        w = sch.schedule();
+        EXPECT_EQ(work_of(w, c), 5);  // admitted: b (newest of priority 0) gave its slot
+        EXPECT_EQ(work_of(w, a), 1);
+        EXPECT_EQ(work_of(w, b), 0);
+        EXPECT_EQ(sch.preemptions(), 1);
+        ASSERT_EQ(sch.running().size(), 2u);
+        EXPECT_EQ(sch.running().front(), &c);
+        const std::vector<Sequence*> order(sch.waiting().begin(), sch.waiting().end());
+        EXPECT_EQ(order, (std::vector<Sequence*>{&b, &e, &d}));
+        step_done(sch, w);
+        w = sch.schedule();  // e (priority 0) does not preempt a (priority 0)
+        EXPECT_EQ(sch.preemptions(), 1);
+        EXPECT_EQ(work_of(w, e), 0);
+    }
+    {  // pages: a holds 3 of the 4; the urgent b needs 2 and takes a's
+        KvPages pages(pool(4));
+        Scheduler sch({512, 16, 8}, pages);
+        Sequence a = seq(1, 12), b = seq(2, 6, 100);
+        ASSERT_TRUE(sch.submit(&a));
+        auto w = sch.schedule();
+        step_done(sch, w);
+        EXPECT_EQ(pages.free_pages(), 1);
+        b.priority = -5;
+        ASSERT_TRUE(sch.submit(&b));
+        w = sch.schedule();
+        EXPECT_EQ(work_of(w, b), 6);
+        EXPECT_EQ(work_of(w, a), 0);
+        EXPECT_EQ(a.computed, 0);
+        EXPECT_EQ(sch.waiting().front(), &a);
+    }
 }
 
 TEST(Scheduler, RejectsWhatCannotFitAloneAndCountsPrefixHits) {

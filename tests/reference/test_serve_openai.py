@@ -298,3 +298,48 @@ def test_a_local_global_model_serves_from_a_ring_of_its_own(syslm_bin, tmp_path,
     # One global layer of three; the ring holds 4 x (2 windows + 3) + 8 pages of 4 positions
     # for the two local layers, against 4 x 64 pages each without it: 328 / 768 of the bytes.
     assert pool[False] == pytest.approx(328 / 768 * pool[True], rel=1e-3), pool
+
+
+def test_a_more_urgent_request_preempts_and_both_answers_stay_exact(syslm_bin, model):
+    """vLLM's `priority` (lower first): with one slot, a request of priority -1 arriving while a
+    long one streams takes the slot (the long one is preempted and later recomputed) and
+    finishes first; both answers equal those of the same requests alone. A priority that is not
+    an integer is a 400."""
+    proc, port = start_server(syslm_bin, model, "--ctx-size", "512", "--parallel", "1")
+    try:
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused")
+        name = c.models.list().data[0].id
+        code, body = http(port, "POST", "/v1/completions",
+                          {"model": name, "prompt": "x", "priority": "high"})
+        assert code == 400 and "priority" in json.loads(body)["error"]["message"]
+        finished = []
+        long_text = []
+
+        def long_request():
+            s = c.completions.create(model=name, prompt="Once upon a time", max_tokens=200,
+                                     temperature=0, stream=True, extra_body={"ignore_eos": True})
+            for chunk in s:
+                long_text.append(chunk.choices[0].text if chunk.choices else "")
+            finished.append("long")
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            fut = pool.submit(long_request)
+            deadline = time.time() + 30
+            while not long_text and time.time() < deadline:
+                time.sleep(0.01)
+            assert long_text, "the long request never started"
+            r = c.completions.create(model=name, prompt="The quick brown fox", max_tokens=8,
+                                     temperature=0, extra_body={"priority": -1,
+                                                                "ignore_eos": True})
+            finished.append("urgent")
+            fut.result(timeout=120)
+        assert finished == ["urgent", "long"]
+        assert metric(port, "preemptions_total") >= 1
+        for prompt, n, text in (("The quick brown fox", 8, r.choices[0].text),
+                                ("Once upon a time", 200, "".join(long_text))):
+            alone = c.completions.create(model=name, prompt=prompt, max_tokens=n, temperature=0,
+                                         extra_body={"ignore_eos": True})
+            assert alone.choices[0].text == text, prompt
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
