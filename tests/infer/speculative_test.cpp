@@ -70,7 +70,8 @@ TEST(Speculative, GreedyTokensEqualTheTargetsAlone) {
         const std::vector<int32_t> want = greedy_plain(prompt, n);
         for (const model::Model* draft : {&m.draft, &m.target}) {
             for (bool adaptive : {true, false}) {
-                model::Context tc(m.target, 256, 2, 64, DType::F32), dc(*draft, 256, 2, 64, DType::F32);
+                model::Context tc(m.target, 256, 2, 64, DType::F32),
+                    dc(*draft, 256, 2, 64, DType::F32);
                 SamplingParams sp;
                 sp.temperature = 0;
                 Sampler s(sp);
@@ -99,6 +100,43 @@ TEST(Speculative, GreedyTokensEqualTheTargetsAlone) {
 }
 
 // The rule's output is distributed as p for any q: simulated.
+// A target with a linear-attention layer: each rejected draft rolls its recurrent state back
+// (to the verify call's checkpoint), and the greedy tokens stay the target's own.
+TEST(Speculative, ALinearAttentionTargetRollsItsStateBack) {
+    Models& m = models();
+    model::InitConfig c = testing::small_model_config("llama_linear", 256, 43);
+    const model::Model target(testing::write_test_model("spec_target_linear", c));
+    std::vector<int32_t> prompt(9);
+    std::mt19937 rng(11);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % 2000 + 10);
+    const int n = 30;
+    SamplingParams sp;
+    sp.temperature = 0;
+    std::vector<int32_t> want;
+    {
+        model::Context ctx(target, 256, 2, 64, DType::F32);
+        Sampler s(sp);
+        std::span<const float> logits = ctx.forward(prompt);
+        for (int i = 0; i < n; ++i) {
+            const int32_t t = s.sample(logits);
+            want.push_back(t);
+            logits = ctx.forward(std::span<const int32_t>(&t, 1));
+        }
+    }
+    model::Context tc(target, 256, 2, 64, DType::F32), dc(m.draft, 256, 2, 64, DType::F32);
+    Sampler s(sp);
+    SpeculativeOptions o;
+    o.k = 4;
+    o.adaptive = false;
+    SpeculativeStats st;
+    std::string text;
+    speculative_generate(
+        tc, dc, m.tok, prompt, n, s, /*ignore_eos=*/true, [&](std::string_view t) { text += t; }, o,
+        &st);
+    EXPECT_EQ(text, decode_all(want));
+    EXPECT_LT(st.accepted, st.drafted) << "an unrelated draft: rejections (rollbacks) expected";
+}
+
 TEST(Speculative, VerifyRuleReproducesTheTargetDistribution) {
     const std::vector<TokenProb> p = {{3, 0.5f}, {1, 0.3f}, {4, 0.15f}, {0, 0.05f}};
     const std::vector<TokenProb> q = {{1, 0.6f}, {2, 0.25f}, {3, 0.1f}, {0, 0.05f}};
@@ -134,16 +172,16 @@ TEST(Speculative, SamplingRunsAndRefusesPenalties) {
     sp.seed = 3;
     Sampler s(sp);
     SpeculativeStats st;
-    const GenerateStats g = speculative_generate(tc, dc, m.tok, prompt, 50, s, true,
-                                                 [](std::string_view) {}, {}, &st);
+    const GenerateStats g = speculative_generate(
+        tc, dc, m.tok, prompt, 50, s, true, [](std::string_view) {}, {}, &st);
     EXPECT_EQ(g.n_generated, 50);
     EXPECT_GT(st.drafted, 0);
 
     model::Context tc2(m.target, 256, 2, 64, DType::F32), dc2(m.draft, 256, 2, 64, DType::F32);
     sp.repeat_penalty = 1.1f;
     Sampler pen(sp);
-    EXPECT_THROW(speculative_generate(tc2, dc2, m.tok, prompt, 5, pen, true,
-                                      [](std::string_view) {}, {}, nullptr),
+    EXPECT_THROW(speculative_generate(
+                     tc2, dc2, m.tok, prompt, 5, pen, true, [](std::string_view) {}, {}, nullptr),
                  Error);
 }
 
@@ -162,13 +200,13 @@ TEST(Speculative, ADraftLongerThanAWindowRingTakesBackIsRefused) {
     Sampler s(sp);
     SpeculativeOptions o;
     o.k_max = tc.kv_cache().max_rollback();
-    EXPECT_THROW(speculative_generate(tc, dc, m.tok, prompt, 5, s, true, [](std::string_view) {},
-                                      o, nullptr),
+    EXPECT_THROW(speculative_generate(
+                     tc, dc, m.tok, prompt, 5, s, true, [](std::string_view) {}, o, nullptr),
                  Error);
     o.k_max = 16;  // within the ring: runs
     model::Context tc2(windowed, 256, 2, 16, DType::F32), dc2(m.draft, 256, 2, 16, DType::F32);
-    EXPECT_EQ(speculative_generate(tc2, dc2, m.tok, prompt, 40, s, true, [](std::string_view) {},
-                                   o, nullptr)
+    EXPECT_EQ(speculative_generate(
+                  tc2, dc2, m.tok, prompt, 40, s, true, [](std::string_view) {}, o, nullptr)
                   .n_generated,
               40);
 }
