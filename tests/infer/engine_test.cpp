@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <tuple>
@@ -29,7 +30,7 @@ struct Collector {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<int32_t> tokens;
-    std::vector<float> logprobs;  // of each token (with GenerationParams::logprobs >= 0)
+    std::vector<float> logprobs;  // of each token (meaningful with GenerationParams::logprobs >= 0)
     std::string text, finish;     // finish_reason_name
     bool done = false;
     int stop_after = -1;  // cancel after this many tokens
@@ -75,6 +76,26 @@ GenerationParams greedy(int n) {
     p.max_tokens = n;
     p.sampling.temperature = 0;
     return p;
+}
+
+// A request's greedy tokens (and with `logprobs` their log-probabilities) against a context of
+// `alone` given the same prompt.
+void expect_as_alone(const model::Model& alone, const std::vector<int32_t>& prompt,
+                     const Collector& got, const std::string& what, bool logprobs = false) {
+    model::Context ctx(alone, 128, 2);
+    auto logits = ctx.forward(prompt);
+    for (size_t i = 0; i < got.tokens.size(); ++i) {
+        const int32_t t =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        ASSERT_EQ(got.tokens[i], t) << what << " token " << i;
+        if (logprobs) {
+            double sum = 0;
+            for (float l : logits) sum += std::exp(static_cast<double>(l - logits[t]));
+            // The same rows' math alone: float rounding apart, far below routing's differences.
+            EXPECT_NEAR(got.logprobs[i], -std::log(sum), 1e-4) << what << " token " << i;
+        }
+        logits = ctx.forward(std::span<const int32_t>(&t, 1));
+    }
 }
 
 // Also with a linear-attention layer: its recurrent state starts anew after a preemption and
@@ -178,14 +199,7 @@ TEST(Engine, AWindowedModelHoldsOnlyEachWindowsPages) {
         EXPECT_EQ(engine.stats().preemptions, 0);
         for (int r = 0; r < 4; ++r) {
             EXPECT_EQ(got[r].tokens.size(), 60u);
-            model::Context ctx(*m, 128, 2);
-            auto logits = ctx.forward(prompts[r]);
-            for (size_t i = 0; i < got[r].tokens.size(); ++i) {
-                const int32_t t = static_cast<int32_t>(
-                    std::max_element(logits.begin(), logits.end()) - logits.begin());
-                ASSERT_EQ(got[r].tokens[i], t) << "request " << r << " token " << i;
-                logits = ctx.forward(std::span<const int32_t>(&t, 1));
-            }
+            expect_as_alone(*m, prompts[r], got[r], "request " + std::to_string(r));
         }
         engine.drain();
         EXPECT_EQ(engine.stats().kv_pages_used, 0);
@@ -221,6 +235,40 @@ TEST(Engine, KvMemorySplitsBetweenTheGlobalPagesAndTheRing) {
     EXPECT_EQ(kv_pages_config(m, c).groups(), 1);
 }
 
+// A test model with the length-policy keys `keys` adds (the file `syslm tune` writes).
+std::string with_policy(const std::string& name, const model::InitConfig& c,
+                        const std::function<void(io::GGUFWriter&)>& keys) {
+    const io::GGUFFile base(testing::write_test_model(name + "_base", c));
+    io::GGUFWriter w;
+    for (const auto& [k, v] : base.metadata()) w.set(k, v);
+    keys(w);
+    for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+    const std::string path = std::string(SYSLM_TEST_TMP) + "/" + name + ".gguf";
+    w.write(path);
+    return path;
+}
+
+// The policy tests' engine: 64 pages of 4, contexts of 128.
+EngineConfig policy_engine() {
+    EngineConfig cfg;
+    cfg.threads = 2;
+    cfg.page_size = 4;
+    cfg.n_pages = 64;
+    cfg.n_ctx = 128;
+    return cfg;
+}
+
+// A prompt of 9 tokens and one of 12 starting with it (their first two pages equal): with
+// max_tokens 10, lengths 19 and 22 either side of a policy's 20.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> short_and_long(uint32_t seed, int V) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> short_prompt, long_prompt;
+    for (int i = 0; i < 9; ++i) short_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    long_prompt = short_prompt;
+    for (int i = 0; i < 3; ++i) long_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    return {short_prompt, long_prompt};
+}
+
 // window_auto: each request's local layers run with the window the model's policy gives its
 // length (prompt + max_tokens): 3 up to 20 positions, 6 beyond. A request of either kind gets
 // the tokens a context with that window gets alone, and a longer request whose prompt starts
@@ -228,32 +276,19 @@ TEST(Engine, KvMemorySplitsBetweenTheGlobalPagesAndTheRing) {
 TEST(Engine, AutoWindowRunsEachRequestWithItsPolicysWindow) {
     model::InitConfig c = testing::small_model_config("llama", 128, 37);
     c.window = 6;
-    const io::GGUFFile base(testing::write_test_model("engine_auto_window_base", c));
-    io::GGUFWriter w;
-    for (const auto& [k, v] : base.metadata()) w.set(k, v);
-    const std::vector<uint32_t> lengths = {20, 1000}, windows = {3, 6};
-    w.set("llama.attention.window_policy.lengths", io::GGUFValue::u32s(lengths));
-    w.set("llama.attention.window_policy.windows", io::GGUFValue::u32s(windows));
-    for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/engine_auto_window.gguf";
-    w.write(path);
+    const std::string path = with_policy("engine_auto_window", c, [](io::GGUFWriter& w) {
+        const std::vector<uint32_t> lengths = {20, 1000}, windows = {3, 6};
+        w.set("llama.attention.window_policy.lengths", io::GGUFValue::u32s(lengths));
+        w.set("llama.attention.window_policy.windows", io::GGUFValue::u32s(windows));
+    });
     const auto m = std::make_shared<const model::Model>(path);
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
-    EngineConfig cfg;
-    cfg.threads = 2;
-    cfg.page_size = 4;
-    cfg.n_pages = 64;
-    cfg.n_ctx = 128;
+    EngineConfig cfg = policy_engine();
     cfg.window_auto = true;
     Engine engine(m, tok, cfg);
-    std::mt19937 rng(5);
-    const int V = m->hparams().n_vocab;
-    std::vector<int32_t> short_prompt, long_prompt;
-    for (int i = 0; i < 9; ++i) short_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
-    long_prompt = short_prompt;  // shares its two full pages
-    // Short enough that its first generated tokens still attend (at layer 1) to positions of
-    // those pages whose K/V depend on the window.
-    for (int i = 0; i < 3; ++i) long_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    // The long prompt is short enough that its first generated tokens still attend (at layer 1)
+    // to positions of the shared pages, whose K/V depend on the window.
+    const auto [short_prompt, long_prompt] = short_and_long(5, m->hparams().n_vocab);
     GenerationParams gp = greedy(10);
     gp.ignore_eos = true;
     Collector a, b;
@@ -271,15 +306,8 @@ TEST(Engine, AutoWindowRunsEachRequestWithItsPolicysWindow) {
          {std::tuple{&a, &short_prompt, 3}, std::tuple{&b, &long_prompt, 6}}) {
         model::Model alone(path);
         alone.set_window(window);
-        model::Context ctx(alone, 128, 2);
-        auto logits = ctx.forward(*prompt);
         ASSERT_EQ(got->tokens.size(), 10u);
-        for (size_t i = 0; i < got->tokens.size(); ++i) {
-            const int32_t t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                                   logits.begin());
-            ASSERT_EQ(got->tokens[i], t) << "window " << window << " token " << i;
-            logits = ctx.forward(std::span<const int32_t>(&t, 1));
-        }
+        expect_as_alone(alone, *prompt, *got, "window " + std::to_string(window));
     }
     EngineConfig no_policy = cfg;
     EXPECT_THROW({ Engine refused(make_model(), tok, no_policy); }, syslm::Error);
@@ -291,30 +319,20 @@ TEST(Engine, AutoWindowRunsEachRequestWithItsPolicysWindow) {
 // same steps get the tokens a context with their p gets alone, and the cached pages of one p
 // serve only requests with that p.
 TEST(Engine, AutoExpertTopPRoutesEachRequestWithItsPolicysP) {
-    const io::GGUFFile base(testing::write_test_model(
-        "engine_auto_experts_base", testing::small_model_config("mixtral_top_p", 128, 41)));
-    io::GGUFWriter w;
-    for (const auto& [k, v] : base.metadata()) w.set(k, v);
-    w.set("llama.expert_policy.lengths", io::GGUFValue::u32s(std::vector<uint32_t>{20, 1000}));
-    w.set("llama.expert_policy.top_p", io::GGUFValue::f32s(std::vector<float>{0.2f, 0.9f}));
-    for (const auto& t : base.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/engine_auto_experts.gguf";
-    w.write(path);
+    const std::string path =
+        with_policy("engine_auto_experts", testing::small_model_config("mixtral_top_p", 128, 41),
+                    [](io::GGUFWriter& w) {
+                        const std::vector<uint32_t> lengths = {20, 1000};
+                        const std::vector<float> top_p = {0.2f, 0.9f};
+                        w.set("llama.expert_policy.lengths", io::GGUFValue::u32s(lengths));
+                        w.set("llama.expert_policy.top_p", io::GGUFValue::f32s(top_p));
+                    });
     const auto m = std::make_shared<const model::Model>(path);
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
-    EngineConfig cfg;
-    cfg.threads = 2;
-    cfg.page_size = 4;
-    cfg.n_pages = 64;
-    cfg.n_ctx = 128;
+    EngineConfig cfg = policy_engine();
     cfg.expert_auto = true;
     Engine engine(m, tok, cfg);
-    std::mt19937 rng(7);
-    const int V = m->hparams().n_vocab;
-    std::vector<int32_t> short_prompt, long_prompt;
-    for (int i = 0; i < 9; ++i) short_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
-    long_prompt = short_prompt;  // the same first two pages
-    for (int i = 0; i < 3; ++i) long_prompt.push_back(static_cast<int32_t>(3 + rng() % (V - 3)));
+    const auto [short_prompt, long_prompt] = short_and_long(7, m->hparams().n_vocab);
     GenerationParams gp = greedy(10);
     gp.ignore_eos = true;
     gp.logprobs = 0;  // each token's log-probability: what routing changes, if not the argmax
@@ -336,19 +354,9 @@ TEST(Engine, AutoExpertTopPRoutesEachRequestWithItsPolicysP) {
          {std::tuple{&a, &short_prompt, 0.2f}, std::tuple{&b, &long_prompt, 0.9f}}) {
         model::Model alone(path);
         alone.set_expert_top_p(p);
-        model::Context ctx(alone, 128, 2);
-        auto logits = ctx.forward(*prompt);
         ASSERT_EQ(got->tokens.size(), 10u);
-        for (size_t i = 0; i < got->tokens.size(); ++i) {
-            const int32_t t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                                   logits.begin());
-            ASSERT_EQ(got->tokens[i], t) << "top-p " << p << " token " << i;
-            double sum = 0;
-            for (float l : logits) sum += std::exp(static_cast<double>(l - logits[t]));
-            // The same rows' math alone: float rounding apart, far below routing's differences.
-            EXPECT_NEAR(got->logprobs[i], -std::log(sum), 1e-4) << "top-p " << p << " " << i;
-            logits = ctx.forward(std::span<const int32_t>(&t, 1));
-        }
+        ASSERT_EQ(got->logprobs.size(), 10u);
+        expect_as_alone(alone, *prompt, *got, "top-p " + std::to_string(p), /*logprobs=*/true);
     }
     engine.drain();
 }
