@@ -37,9 +37,9 @@ Models& models() {
     return m;
 }
 
-std::vector<int32_t> greedy_plain(const std::vector<int32_t>& prompt, int n) {
-    Models& m = models();
-    model::Context ctx(m.target, 256, 2, 64, DType::F32);
+std::vector<int32_t> greedy_plain(const std::vector<int32_t>& prompt, int n,
+                                  const model::Model& target = models().target) {
+    model::Context ctx(target, 256, 2, 64, DType::F32);
     SamplingParams sp;
     sp.temperature = 0;
     Sampler s(sp);
@@ -110,19 +110,9 @@ TEST(Speculative, ALinearAttentionTargetRollsItsStateBack) {
     std::mt19937 rng(11);
     for (auto& t : prompt) t = static_cast<int32_t>(rng() % 2000 + 10);
     const int n = 30;
+    const std::vector<int32_t> want = greedy_plain(prompt, n, target);
     SamplingParams sp;
     sp.temperature = 0;
-    std::vector<int32_t> want;
-    {
-        model::Context ctx(target, 256, 2, 64, DType::F32);
-        Sampler s(sp);
-        std::span<const float> logits = ctx.forward(prompt);
-        for (int i = 0; i < n; ++i) {
-            const int32_t t = s.sample(logits);
-            want.push_back(t);
-            logits = ctx.forward(std::span<const int32_t>(&t, 1));
-        }
-    }
     model::Context tc(target, 256, 2, 64, DType::F32), dc(m.draft, 256, 2, 64, DType::F32);
     Sampler s(sp);
     SpeculativeOptions o;
