@@ -49,8 +49,8 @@ private:
 
 namespace {
 
-// With a recurrent state: its sums are brought to pos0 from the cached rows, checkpointed there,
-// then carried through the new rows, each query read against them.
+// With a recurrent state: its sums are brought to pos0 from the cached rows, checkpointed there
+// (calls of several tokens), then carried through the new rows, each query read against them.
 void linear_attention_recurrent(const AttentionShape& s, const float* q, const CacheRows& rows,
                                 int64_t n_tokens, int64_t pos0, float* out, ThreadPool& pool,
                                 const LinearAttentionKernels& la, float* den, LinearState& st) {
@@ -79,6 +79,11 @@ void linear_attention_recurrent(const AttentionShape& s, const float* q, const C
         std::fill(st.z.begin(), st.z.end(), 0.0f);
     }
     const int64_t from = st.pos;
+    // A call of several tokens (a prefill chunk, speculative decoding's verify) may be rolled
+    // back into: keep its first position's sums. A single token's call keeps the older
+    // checkpoint (also valid: rows after it are caught up from the cache), so plain decoding
+    // copies no state per token.
+    const bool checkpoint = n_tokens > 1;
     pool.parallel_for(s.n_head_kv, [&](int64_t b, int64_t e, int) {
         thread_local std::vector<float> f, g, v;
         for (auto* x : {&f, &g, &v}) x->resize(size_t(d));
@@ -86,7 +91,7 @@ void linear_attention_recurrent(const AttentionShape& s, const float* q, const C
             float* S = st.S.data() + size_t(hk) * dd;
             float* z = st.z.data() + size_t(hk) * d;
             for (int64_t p = from; p < pos0 + n_tokens; ++p) {
-                if (p == pos0) {  // the checkpoint: this call's first position
+                if (p == pos0 && checkpoint) {  // this call's first position
                     std::copy(S, S + dd, st.saved_S.data() + size_t(hk) * dd);
                     std::copy(z, z + d, st.saved_z.data() + size_t(hk) * d);
                 }
@@ -106,7 +111,7 @@ void linear_attention_recurrent(const AttentionShape& s, const float* q, const C
             }
         }
     });
-    st.saved_pos = pos0;
+    if (checkpoint) st.saved_pos = pos0;
     st.pos = pos0 + n_tokens;
 }
 

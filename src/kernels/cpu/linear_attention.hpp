@@ -17,8 +17,9 @@ namespace syslm::kernels {
 
 // The recurrent state of one sequence's linear layer in generation: the prefix sums S and z of
 // every KV head over positions [0, pos), so a decode token costs O(d^2) however long the
-// sequence (the RNN view), and a checkpoint of them at the start of the last call, so a
-// rollback into that call (speculative decoding's rejected tokens) resumes from it.
+// sequence (the RNN view), and a checkpoint of them at the start of the last call of several
+// tokens, so a rollback into or after it (speculative decoding's rejected tokens) resumes from
+// it.
 struct LinearState {
     std::vector<float> S, z;  // n_head_kv x d x d, n_head_kv x d
     int64_t pos = 0;
