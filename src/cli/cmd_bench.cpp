@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "cli/cache_type_options.hpp"
 #include "cli/command.hpp"
 #include "core/cpu_features.hpp"
 #include "core/error.hpp"
@@ -13,7 +14,6 @@
 #include "core/utc_time.hpp"
 #include "kernels/cpu/decode_streams.hpp"
 #include "kernels/isa.hpp"
-#include "model/kv_cache.hpp"
 #include "profile/bench_runner.hpp"
 #include "profile/machine_probe.hpp"
 #include "profile/model_costs.hpp"
@@ -29,7 +29,8 @@ struct BenchArgs {
     int threads = 2;
     int reps = 5;
     int n_batch = 2048;
-    std::string cache_type = "f16";
+    int n_depth = 0;
+    CacheTypeArgs cache_type;
     bool json = false;
     bool profile = false;
     std::string trace;
@@ -115,15 +116,15 @@ nlohmann::json bench_json(const BenchArgs& a, const profile::ProbeResult& probe,
         {"n_batch", a.n_batch},
         {"n_ubatch", std::min(a.n_batch, std::max(test.n_prompt, 1))},
         {"n_threads", a.threads},
-        {"type_k", a.cache_type},
-        {"type_v", a.cache_type},
+        {"type_k", model::kv_cache_type_name(a.cache_type.types().k)},
+        {"type_v", model::kv_cache_type_name(a.cache_type.types().v)},
         {"n_gpu_layers", 0},
         {"flash_attn", false},
         {"use_mmap", true},
         {"embeddings", false},
         {"n_prompt", test.n_prompt},
         {"n_gen", test.n_gen},
-        {"n_depth", 0},
+        {"n_depth", test.n_depth},
         {"test_time", test_time},
         {"avg_ns", static_cast<uint64_t>(r.avg_ns)},
         {"stddev_ns", static_cast<uint64_t>(r.stddev_ns)},
@@ -188,12 +189,12 @@ void print_profiles(const BenchArgs& a, const std::vector<profile::OpReport>& re
 
 // One test's options; when profiling, the profiler runs during the timed repetitions only, and
 // the trace keeps the first (enough to see, small to load).
-profile::BenchOptions bench_options(const BenchArgs& a, DType kv_type, bool profiling) {
+profile::BenchOptions bench_options(const BenchArgs& a, bool profiling) {
     profile::BenchOptions opt;
     opt.threads = a.threads;
     opt.reps = a.reps;
     opt.n_batch = a.n_batch;
-    opt.kv_type = kv_type;
+    opt.kv_types = a.cache_type.types();
     if (profiling) {
         opt.before_rep = [trace = !a.trace.empty()](int rep) {
             profiler::set_trace(trace && rep == 0);
@@ -223,16 +224,15 @@ int run_bench_cmd(const BenchArgs& a) {
         std::fprintf(stderr, "bench: measured this machine's limits (cached in %s)\n",
                      profile::probe_cache_path().c_str());
 
-    const DType kv_type = model::kv_cache_type(a.cache_type);
     const model::Model m(a.model);
-    const profile::ModelCosts costs = profile::model_costs(m, kv_type);
+    const profile::ModelCosts costs = profile::model_costs(m, a.cache_type.types());
     const uint32_t ftype = m.file().get_u32("general.file_type", 0);
     const std::string model_type =
         m.hparams().arch_name + " " + params_label(costs.n_params) + " " + ftype_name(ftype);
 
     std::vector<profile::BenchTest> tests;
-    if (a.n_prompt > 0) tests.push_back({a.n_prompt, 0});
-    if (a.n_gen > 0) tests.push_back({0, a.n_gen});
+    if (a.n_prompt > 0) tests.push_back({a.n_prompt, 0, a.n_depth});
+    if (a.n_gen > 0) tests.push_back({0, a.n_gen, a.n_depth});
 
     const bool profiling = a.profile || !a.trace.empty();
     nlohmann::json out = nlohmann::json::array();
@@ -240,13 +240,14 @@ int run_bench_cmd(const BenchArgs& a) {
     if (!a.json) print_table_header();
     for (const profile::BenchTest& test : tests) {
         if (profiling) profiler::reset();
-        const profile::BenchOptions opt = bench_options(a, kv_type, profiling);
+        const profile::BenchOptions opt = bench_options(a, profiling);
         const std::string test_time = utc_now();
         const profile::BenchResult r = profile::run_bench(m, test, opt);
         const bool decode = test.n_gen > 0;
-        const double roof_s =
-            decode ? profile::decode_roofline_seconds(costs, test.n_gen, probe, a.threads)
-                   : profile::prefill_roofline_seconds(costs, test.n_prompt, probe, a.threads);
+        const double roof_s = decode ? profile::decode_roofline_seconds(costs, test.n_gen, probe,
+                                                                        a.threads, a.n_depth)
+                                     : profile::prefill_roofline_seconds(
+                                           costs, test.n_prompt, probe, a.threads, a.n_depth);
         const double roof_ts = test.n_tokens() / roof_s;
         char basis[96];
         if (decode)
@@ -281,7 +282,8 @@ std::function<int()> setup(CLI::App& app) {
     auto a = std::make_shared<BenchArgs>();
     app.footer(
         "Method (as llama-bench): pp<p> processes one batch of p random tokens from an empty "
-        "cache; tg<n> decodes n tokens one at a time from an empty cache. Each test runs once "
+        "cache; tg<n> decodes n tokens one at a time from an empty cache; with -d D both start "
+        "after D random tokens already cached (prefilled untimed). Each test runs once "
         "untimed, then -r times; t/s is the mean ± sample standard deviation over the "
         "repetitions. 'of roof' is the figure as a fraction of its roofline: decode against the "
         "read bandwidth measured by `syslm probe` divided by the bytes a step reads (weights "
@@ -307,9 +309,11 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-b,--batch-size", a->n_batch, "Prompt tokens per forward call")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 20));
-    app.add_option("--cache-type", a->cache_type, "KV cache element type: f16 or f32")
+    app.add_option("-d,--n-depth", a->n_depth,
+                   "Positions already in the KV cache when each test starts (llama-bench -d)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"f16", "f32"}));
+        ->check(CLI::Range(0, 1 << 22));
+    add_cache_type_options(app, a->cache_type);
     app.add_flag("--json", a->json,
                  "Print a JSON array, one object per test (llama-bench -o json)");
     app.add_flag("--profile", a->profile,

@@ -9,6 +9,7 @@
 #include "compress/evaluate.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
+#include "model/kv_cache.hpp"
 
 namespace syslm::cli {
 namespace {
@@ -40,7 +41,9 @@ std::function<int()> setup(CLI::App& app) {
         "The first -m is the reference: KL divergence and top-1 agreement compare every model's "
         "next-token distribution with it on the same positions. Perplexity follows "
         "llama-perplexity (chunks of -c tokens starting with BOS, second half scored). Speeds: "
-        "llama-bench's pp and tg tests. All models must share the reference's vocabulary.");
+        "llama-bench's pp and tg tests. All models must share the reference's vocabulary. "
+        "With --cache-types each model runs with each KV cache type (KL of a quantized cache "
+        "against the F16 one: --cache-types f16,q8_0,q4_0).");
     app.add_option("-m,--model", a->models, "GGUF model (repeat; the first is the reference)")
         ->required()
         ->check(CLI::ExistingFile);
@@ -61,6 +64,23 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-r,--repetitions", a->o.speed_reps, "Timed repetitions per speed test")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    app.add_option("-d,--n-depth", a->o.speed_depth,
+                   "Positions cached before each speed test (llama-bench -d)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--cache-types", a->o.cache_types,
+                   "KV cache types to evaluate every model with (comma-separated; a pair as "
+                   "K/V, e.g. f16,q8_0,q4_0,q8_0/q4_0): the first type of the first model is "
+                   "the reference. Default: f16")
+        ->delimiter(',')
+        ->check([](const std::string& v) {
+            try {
+                model::kv_types_from_name(v);
+                return std::string();
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+        });
     app.add_option("--report", a->report, "Write an HTML page with the table and charts");
     app.add_option("--json", a->json, "Write the figures as JSON");
     return [a] { return run_eval(*a); };

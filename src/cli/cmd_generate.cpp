@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "cli/cache_type_options.hpp"
 #include "cli/command.hpp"
 #include "cli/length_options.hpp"
 #include "cli/option_checks.hpp"
@@ -12,7 +13,6 @@
 #include "core/error.hpp"
 #include "infer/generate.hpp"
 #include "infer/speculative.hpp"
-#include "model/kv_cache.hpp"
 #include "model/transformer.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tune/plan.hpp"
@@ -27,7 +27,7 @@ struct GenerateArgs {
     int n_predict = 128;
     int n_ctx = 0;
     int threads = 0;
-    std::string cache_type = "f16";
+    CacheTypeArgs cache_type;
     int batch = 512;
     bool ignore_eos = false;
     bool no_bos = false;
@@ -93,7 +93,7 @@ int run_generate(GenerateArgs& a) {
         std::min<int64_t>(n_ctx, static_cast<int64_t>(prompt.size()) + a.n_predict);
     apply_window(m, a.window, length);
     apply_expert_top_p(m, a.expert_top_p, length);
-    model::Context ctx(m, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
+    model::Context ctx(m, n_ctx, a.threads, a.batch, a.cache_type.types());
     a.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
     infer::Sampler sampler(a.sampling);
 
@@ -109,7 +109,7 @@ int run_generate(GenerateArgs& a) {
         st = infer::generate(ctx, tok, prompt, a.n_predict, sampler, a.ignore_eos, print);
     } else {
         const model::Model dm(a.draft);
-        model::Context dctx(dm, n_ctx, a.threads, a.batch, model::kv_cache_type(a.cache_type));
+        model::Context dctx(dm, n_ctx, a.threads, a.batch, a.cache_type.types());
         a.spec.adaptive = !a.draft_fixed;
         st = infer::speculative_generate(ctx, dctx, tok, prompt, a.n_predict, sampler, a.ignore_eos,
                                          print, a.spec, &spec);
@@ -151,9 +151,7 @@ std::function<int()> setup(CLI::App& app) {
     a->window_opt = app.get_option("--window");
     a->top_p_opt = app.get_option("--expert-top-p");
     a->threads_opt = app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
-    app.add_option("--cache-type", a->cache_type,
-                   "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")
-        ->check(CLI::IsMember({"f16", "f32"}));
+    add_cache_type_options(app, a->cache_type);
     a->batch_opt = app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
                        ->capture_default_str()
                        ->check(CLI::PositiveNumber);

@@ -4,11 +4,11 @@
 // against a reference (tests/reference/test_model_logits.py) and to debug.
 #include <cstdio>
 
+#include "cli/cache_type_options.hpp"
 #include "cli/command.hpp"
 #include "cli/token_ids.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
-#include "model/kv_cache.hpp"
 #include "model/transformer.hpp"
 
 namespace syslm::cli {
@@ -18,7 +18,7 @@ struct LogitsArgs {
     std::string model, ids, out;
     int prefill = -1;
     int threads = 0;
-    std::string cache_type = "f16";
+    CacheTypeArgs cache_type;
 };
 
 void write_npy(const std::string& path, const std::vector<float>& data, size_t rows, size_t cols) {
@@ -43,8 +43,7 @@ int run_logits(const LogitsArgs& a) {
     SYSLM_CHECK(prefill >= 1 && prefill <= static_cast<int>(ids.size()), "--prefill ", prefill,
                 " must be between 1 and the number of ids (", ids.size(), ")");
     const model::Model m(a.model);
-    model::Context ctx(m, static_cast<int>(ids.size()), a.threads, 512,
-                       model::kv_cache_type(a.cache_type));
+    model::Context ctx(m, static_cast<int>(ids.size()), a.threads, 512, a.cache_type.types());
     const size_t V = static_cast<size_t>(m.hparams().n_vocab);
     std::vector<float> all;
     auto logits = ctx.forward(std::span(ids).first(prefill), /*all_logits=*/true);
@@ -67,9 +66,7 @@ std::function<int()> setup(CLI::App& app) {
                    "at a time (default: all in one batch)");
     app.add_option("-o,--out", a->out, "Output .npy file (float32, [n_ids, n_vocab])")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
-    app.add_option("--cache-type", a->cache_type,
-                   "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")
-        ->check(CLI::IsMember({"f16", "f32"}));
+    add_cache_type_options(app, a->cache_type);
     return [a] { return run_logits(*a); };
 }
 

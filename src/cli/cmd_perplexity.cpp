@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/cache_type_options.hpp"
 #include "cli/command.hpp"
 #include "cli/length_options.hpp"
 #include "compress/perplexity.hpp"
 #include "core/error.hpp"
-#include "model/kv_cache.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace syslm::cli {
@@ -18,7 +18,7 @@ struct PerplexityArgs {
     std::string model, file;
     int n_ctx = 512;
     int threads = 0;
-    std::string cache_type = "f16";
+    CacheTypeArgs cache_type;
     int batch = 512;
     int chunks = -1;
     bool json = false;
@@ -36,8 +36,7 @@ int run_perplexity(const PerplexityArgs& a) {
     const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
     std::vector<int32_t> tokens =
         tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
-    model::Context ctx(m, a.n_ctx, a.threads, std::min(a.batch, a.n_ctx),
-                       model::kv_cache_type(a.cache_type));
+    model::Context ctx(m, a.n_ctx, a.threads, std::min(a.batch, a.n_ctx), a.cache_type.types());
     std::fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %d\n", tokens.size(),
                  tokens.size() / static_cast<size_t>(a.n_ctx), a.n_ctx);
     const auto r =
@@ -65,9 +64,7 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(8, 1 << 20));
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
-    app.add_option("--cache-type", a->cache_type,
-                   "KV cache element type: f16 (default, as llama.cpp) or f32 (exact)")
-        ->check(CLI::IsMember({"f16", "f32"}));
+    add_cache_type_options(app, a->cache_type);
     app.add_option("-b,--batch-size", a->batch, "Tokens per forward batch")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/cache_type_options.hpp"
 #include "cli/command.hpp"
 #include "cli/length_options.hpp"
 #include "cli/option_checks.hpp"
@@ -17,7 +18,6 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "infer/engine.hpp"
-#include "model/kv_cache.hpp"
 #include "serve/api_server.hpp"
 #include "train/batch_plan.hpp"
 #include "tune/plan.hpp"
@@ -28,7 +28,7 @@ namespace {
 struct ServeArgs {
     std::string plan;
     std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
-    std::string cache_type = "f16";
+    CacheTypeArgs cache_type;
     std::string window, expert_top_p;
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
     int64_t token_budget = 512;
@@ -40,8 +40,8 @@ struct ServeArgs {
     // The options a plan sets (to tell a contradicting command line).
     const CLI::Option *model_opt = nullptr, *parallel_opt = nullptr, *ctx_opt = nullptr,
                       *pages_opt = nullptr, *kv_memory_opt = nullptr, *page_size_opt = nullptr,
-                      *cache_type_opt = nullptr, *budget_opt = nullptr, *threads_opt = nullptr,
-                      *window_opt = nullptr, *expert_opt = nullptr;
+                      *budget_opt = nullptr, *threads_opt = nullptr, *window_opt = nullptr,
+                      *expert_opt = nullptr;
 };
 
 // `--plan`: the model beside the plan unless -m names one, and the plan's engine settings.
@@ -63,7 +63,11 @@ void apply_plan(ServeArgs& a) {
     take_from_plan(a.budget_opt, a.token_budget, s.token_budget, "serve.token_budget");
     take_from_plan(a.page_size_opt, a.page_size, s.page_size, "serve.page_size");
     take_from_plan(a.ctx_opt, a.ctx, s.ctx, "serve.ctx");
-    take_from_plan(a.cache_type_opt, a.cache_type, s.cache_type, "serve.cache_type");
+    const model::KvTypes planned = model::kv_types_from_name(s.cache_type);
+    usage_check(!a.cache_type.given() || a.cache_type.types() == planned, "--cache-type ",
+                a.cache_type.types().name(), " contradicts the plan's serve.cache_type ",
+                s.cache_type);
+    a.cache_type = {"", model::kv_cache_type_name(planned.k), model::kv_cache_type_name(planned.v)};
     if (s.kv_pages > 0) {
         usage_check(a.kv_memory_opt->count() == 0, "--kv-memory contradicts the plan's ",
                     "serve.kv_pages ", s.kv_pages);
@@ -84,7 +88,7 @@ infer::EngineConfig engine_config(const ServeArgs& a) {
     ec.page_size = a.page_size;
     ec.n_pages = a.kv_pages;
     ec.kv_memory = a.kv_memory.empty() ? 0 : train::parse_memory_size(a.kv_memory);
-    ec.kv_type = model::kv_cache_type(a.cache_type);
+    ec.kv_types = a.cache_type.types();
     ec.parallel = a.parallel;
     ec.token_budget = a.token_budget;
     ec.max_waiting = a.max_queue;
@@ -155,8 +159,8 @@ int run_serve(ServeArgs& a) {
                  "syslm serve: ready: model '%s', chat template %s, %s of %d positions "
                  "(%zu MiB, %s), %d parallel, context %d, token budget %lld, %d threads\n",
                  name.c_str(), tokenizer::chat_format_name(format).c_str(), pages.c_str(),
-                 applied.page_size, kv_mib, std::string(dtype_name(applied.kv_type)).c_str(),
-                 applied.parallel, applied.n_ctx, static_cast<long long>(applied.token_budget),
+                 applied.page_size, kv_mib, applied.kv_types.name().c_str(), applied.parallel,
+                 applied.n_ctx, static_cast<long long>(applied.token_budget),
                  ThreadPool::resolve(applied.threads));
 
     int sig = 0;
@@ -184,9 +188,7 @@ void add_kv_options(CLI::App& app, ServeArgs& a) {
                  "Sliding-window layers keep every KV page, as global ones do (by default they "
                  "give back the pages before each sequence's window, in a ring of their own when "
                  "the model also has global layers)");
-    a.cache_type_opt = app.add_option("--cache-type", a.cache_type, "KV element type: f16 or f32")
-                           ->capture_default_str()
-                           ->check(CLI::IsMember({"f16", "f32"}));
+    add_cache_type_options(app, a.cache_type);
 }
 
 std::function<int()> setup(CLI::App& app) {

@@ -97,7 +97,7 @@ std::string eval_html(const EvalReport& r) {
          ".frame{fill:none;stroke:#888}.grid{stroke:#eee}.lbl{fill:#333}"
          ".p0{fill:#1f77b4}.p1{fill:#d62728}.p2{fill:#2ca02c}.p3{fill:#9467bd}.p4{fill:#ff7f0e}"
          ".p5{fill:#8c564b}</style></head><body><h1>syslm eval</h1><p>Reference: <b>"
-      << escape_html(r.models.empty() ? "" : base(r.models[0].path))
+      << escape_html(r.models.empty() ? "" : eval_label(r, r.models[0]))
       << "</b>. Perplexity as llama-perplexity computes it (chunks of " << r.n_ctx
       << " tokens, second half scored); KL is KL(reference&nbsp;||&nbsp;model) of the "
          "next-token distributions in nats per token, top-1 the share of positions where both "
@@ -109,7 +109,7 @@ std::string eval_html(const EvalReport& r) {
     h << "</tr>";
     for (size_t i = 0; i < r.models.size(); ++i) {
         const ModelEval& m = r.models[i];
-        h << "<tr><td>" << i + 1 << "</td><td>" << escape_html(base(m.path)) << "</td><td>"
+        h << "<tr><td>" << i + 1 << "</td><td>" << escape_html(eval_label(r, m)) << "</td><td>"
           << num(static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), 2) << "</td><td>"
           << num(m.bits_per_weight, 2) << "</td><td>" << escape_html(m.types) << "</td><td>"
           << num(m.prefill_ts, 1) << "</td><td>" << num(m.decode_ts, 1) << "</td>";
@@ -126,8 +126,8 @@ std::string eval_html(const EvalReport& r) {
             const double ppl = m.texts[t].ppl;
             const std::string number = std::to_string(i + 1);
             by_size.push_back({static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), ppl, number,
-                               base(m.path)});
-            if (m.decode_ts > 0) by_speed.push_back({m.decode_ts, ppl, number, base(m.path)});
+                               eval_label(r, m)});
+            if (m.decode_ts > 0) by_speed.push_back({m.decode_ts, ppl, number, eval_label(r, m)});
         }
         h << "<h2>" << escape_html(base(r.texts[t])) << "</h2>"
           << scatter(by_size, "Perplexity vs size", "file size (MiB)", "perplexity");

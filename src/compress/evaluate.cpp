@@ -48,9 +48,9 @@ void describe_file(const model::Model& m, ModelEval& e) {
         e.n_params += t.numel();
         by_type[std::string(dtype_name(t.type))] += t.nbytes;
     }
-    e.bits_per_weight = e.n_params ? 8.0 * static_cast<double>(e.tensor_bytes) /
-                                         static_cast<double>(e.n_params)
-                                   : 0.0;
+    e.bits_per_weight =
+        e.n_params ? 8.0 * static_cast<double>(e.tensor_bytes) / static_cast<double>(e.n_params)
+                   : 0.0;
     std::vector<std::pair<uint64_t, std::string>> order;
     for (const auto& [type, bytes] : by_type) order.emplace_back(bytes, type);
     std::sort(order.rbegin(), order.rend());
@@ -91,7 +91,9 @@ TextEval merge(const TextEval& a, const TextEval& b) {
     if (b.n_scored == 0) return a;
     const double na = a.n_scored, nb = b.n_scored, n = na + nb;
     auto mean = [&](double x, double y) { return (na * x + nb * y) / n; };
-    auto stderr_of = [&](double x, double y) { return std::sqrt(na * na * x * x + nb * nb * y * y) / n; };
+    auto stderr_of = [&](double x, double y) {
+        return std::sqrt(na * na * x * x + nb * nb * y * y) / n;
+    };
     TextEval m;
     m.n_scored = a.n_scored + b.n_scored;
     m.ppl = std::exp(mean(std::log(a.ppl), std::log(b.ppl)));
@@ -107,16 +109,17 @@ namespace {
 
 using Models = std::vector<std::unique_ptr<model::Model>>;
 
-// The models, described in the report; every one must share the reference's vocabulary.
-Models load_models(const std::vector<std::string>& paths, EvalReport& r) {
+// One evaluated configuration: a model with a KV cache type.
+struct Entry {
+    const model::Model* model;
+    model::KvTypes kv;
+};
+using Entries = std::vector<Entry>;
+
+// The models; every one must share the reference's vocabulary.
+Models load_models(const std::vector<std::string>& paths) {
     Models models;
-    for (const std::string& p : paths) {
-        models.push_back(std::make_unique<model::Model>(p));
-        ModelEval e;
-        e.path = p;
-        describe_file(*models.back(), e);
-        r.models.push_back(std::move(e));
-    }
+    for (const std::string& p : paths) models.push_back(std::make_unique<model::Model>(p));
     const int V = models[0]->hparams().n_vocab;
     for (size_t i = 1; i < models.size(); ++i)
         SYSLM_CHECK(models[i]->hparams().n_vocab == V, paths[i], ": vocabulary of ",
@@ -125,16 +128,42 @@ Models load_models(const std::vector<std::string>& paths, EvalReport& r) {
     return models;
 }
 
-// Scores chunks of a text with every model: NLL of the next token, KL from the reference
-// (models[0]) and top-1 agreement with it, over the second half of each chunk's positions.
+// Every model with every cache type (model-major), described in the report.
+Entries make_entries(const Models& models, const std::vector<std::string>& paths,
+                     const EvalOptions& o, EvalReport& r) {
+    std::vector<model::KvTypes> types;
+    for (const std::string& name : o.cache_types) types.push_back(model::kv_types_from_name(name));
+    if (types.empty()) types.emplace_back();
+    r.cache_types = types.size() > 1 || !(types[0] == model::KvTypes{});
+    Entries entries;
+    for (size_t i = 0; i < models.size(); ++i)
+        for (const model::KvTypes& kv : types) {
+            const model::HParams& hp = models[i]->hparams();
+            model::check_kv_types(hp, kv);
+            entries.push_back({models[i].get(), kv});
+            ModelEval e;
+            e.path = paths[i];
+            e.cache_type = kv.name();
+            e.kv_bytes_per_position =
+                static_cast<double>(hp.n_layer) * static_cast<double>(kv.row_bytes(hp.kv_dim()));
+            describe_file(*models[i], e);
+            r.models.push_back(std::move(e));
+        }
+    return entries;
+}
+
+// Scores chunks of a text with every entry: NLL of the next token, KL from the reference
+// (entries[0]) and top-1 agreement with it, over the second half of each chunk's positions.
 class ChunkScorer {
 public:
-    ChunkScorer(const Models& models, const EvalOptions& o)
-        : n_ctx_(o.n_ctx), V_(models[0]->hparams().n_vocab), ref_lp_(static_cast<size_t>(o.n_ctx)),
+    ChunkScorer(const Entries& entries, const EvalOptions& o)
+        : n_ctx_(o.n_ctx),
+          V_(entries[0].model->hparams().n_vocab),
+          ref_lp_(static_cast<size_t>(o.n_ctx)),
           ref_p_(static_cast<size_t>(o.n_ctx)) {
-        for (const auto& m : models)
-            ctxs_.push_back(std::make_unique<model::Context>(*m, o.n_ctx, o.threads,
-                                                             std::min(o.n_ctx, 512), DType::F16));
+        for (const Entry& e : entries)
+            ctxs_.push_back(std::make_unique<model::Context>(*e.model, o.n_ctx, o.threads,
+                                                             std::min(o.n_ctx, 512), e.kv));
     }
 
     // The chunk starting at tokens[start] (its first token replaced by bos when >= 0).
@@ -183,9 +212,8 @@ private:
     std::vector<int32_t> chunk_;
 };
 
-// llama-bench's figures, every model once per repetition (round-robin), with mean and sd.
-void measure_speed(const Models& models, const std::vector<std::string>& paths,
-                   const EvalOptions& o, EvalReport& r) {
+// llama-bench's figures, every entry once per repetition (round-robin), with mean and sd.
+void measure_speed(const Entries& entries, const EvalOptions& o, EvalReport& r) {
     profile::BenchOptions b;
     b.threads = o.threads > 0 ? o.threads : 0;
     b.reps = 1;
@@ -197,15 +225,19 @@ void measure_speed(const Models& models, const std::vector<std::string>& paths,
         sd = v.size() > 1 ? std::sqrt(sd / static_cast<double>(v.size() - 1)) : 0;
     };
     for (int rep = 0; rep < o.speed_reps; ++rep)
-        for (size_t m = 0; m < models.size(); ++m) {
+        for (size_t m = 0; m < entries.size(); ++m) {
             ModelEval& e = r.models[m];
+            b.kv_types = entries[m].kv;
+            const model::Model& mm = *entries[m].model;
             if (o.speed_prompt > 0)
                 e.prefill_samples.push_back(
-                    profile::run_bench(*models[m], {o.speed_prompt, 0}, b).avg_ts);
+                    profile::run_bench(mm, {o.speed_prompt, 0, o.speed_depth}, b).avg_ts);
             if (o.speed_gen > 0)
-                e.decode_samples.push_back(profile::run_bench(*models[m], {0, o.speed_gen}, b).avg_ts);
+                e.decode_samples.push_back(
+                    profile::run_bench(mm, {0, o.speed_gen, o.speed_depth}, b).avg_ts);
             if (o.log && rep + 1 == o.speed_reps)
-                *o.log << "eval: speed of " << paths[m] << " measured\n" << std::flush;
+                *o.log << "eval: speed of " << e.path << " (KV " << e.cache_type << ") measured\n"
+                       << std::flush;
         }
     for (ModelEval& e : r.models) {
         if (!e.prefill_samples.empty()) stats(e.prefill_samples, e.prefill_ts, e.prefill_ts_stddev);
@@ -224,11 +256,12 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
     r.n_ctx = o.n_ctx;
     r.threads = o.threads;
     r.texts = texts;
-    const Models models = load_models(paths, r);
+    const Models models = load_models(paths);
+    const Entries entries = make_entries(models, paths, o, r);
     const auto tok = tokenizer::Tokenizer::from_gguf(models[0]->file());
     const int32_t bos = tok.add_bos() ? tok.bos() : -1;
     {
-        ChunkScorer scorer(models, o);
+        ChunkScorer scorer(entries, o);
         for (const std::string& text_path : texts) {
             const std::vector<int32_t> tokens = tok.encode(read_text(text_path), true, false);
             r.text_tokens.push_back(static_cast<int64_t>(tokens.size()));
@@ -238,19 +271,25 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
             if (o.max_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, o.max_chunks);
             SYSLM_CHECK(o.first_chunk >= 0 && o.first_chunk < n_chunks, "eval: ", text_path,
                         ": chunk ", o.first_chunk, " is not among its ", n_chunks, " chunks");
-            std::vector<Accumulator> acc(models.size());
+            std::vector<Accumulator> acc(entries.size());
             for (int64_t c = o.first_chunk; c < n_chunks; ++c) {
                 scorer.score(tokens, static_cast<size_t>(c * o.n_ctx), bos, acc);
                 if (o.log)
                     *o.log << "eval: " << text_path << ": chunk " << c + 1 << "/" << n_chunks
-                           << '\n' << std::flush;
+                           << '\n'
+                           << std::flush;
             }
-            for (size_t m = 0; m < models.size(); ++m)
+            for (size_t m = 0; m < entries.size(); ++m)
                 r.models[m].texts.push_back(acc[m].result());
         }
     }  // the contexts' memory is freed before the speed runs
-    measure_speed(models, paths, o, r);
+    measure_speed(entries, o, r);
     return r;
+}
+
+std::string eval_label(const EvalReport& r, const ModelEval& m) {
+    const std::string name = std::filesystem::path(m.path).filename().string();
+    return r.cache_types ? name + " (KV " + m.cache_type + ")" : name;
 }
 
 std::string eval_markdown(const EvalReport& r) {
@@ -263,11 +302,10 @@ std::string eval_markdown(const EvalReport& r) {
             const TextEval& e = m.texts[t];
             std::snprintf(buf, sizeof buf,
                           "| %s | %.2f | %.2f | %s | %.3f ± %.3f | %.5f | %.1f%% | %.1f | %.1f |\n",
-                          std::filesystem::path(m.path).filename().c_str(),
-                          static_cast<double>(m.file_bytes) / (1024.0 * 1024.0),
-                          m.bits_per_weight,
-                          std::filesystem::path(r.texts[t]).filename().c_str(), e.ppl,
-                          e.ppl_stderr, e.kl, 100.0 * e.top1, m.prefill_ts, m.decode_ts);
+                          eval_label(r, m).c_str(),
+                          static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), m.bits_per_weight,
+                          std::filesystem::path(r.texts[t]).filename().c_str(), e.ppl, e.ppl_stderr,
+                          e.kl, 100.0 * e.top1, m.prefill_ts, m.decode_ts);
             s << buf;
         }
     return s.str();
@@ -281,6 +319,8 @@ std::string eval_json(const EvalReport& r) {
     j["reference"] = r.models.empty() ? "" : r.models[0].path;
     for (const ModelEval& m : r.models) {
         nlohmann::json jm = {{"path", m.path},
+                             {"cache_type", m.cache_type},
+                             {"kv_bytes_per_position", m.kv_bytes_per_position},
                              {"file_bytes", m.file_bytes},
                              {"tensor_bytes", m.tensor_bytes},
                              {"n_params", m.n_params},

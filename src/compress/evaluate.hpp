@@ -23,6 +23,11 @@ struct EvalOptions {
     int speed_prompt = 128;  // pp test tokens; 0: no speed test
     int speed_gen = 32;      // tg test tokens; 0: no decode test
     int speed_reps = 3;
+    int speed_depth = 0;  // positions cached before each speed test (llama-bench -d)
+    // KV cache types (model::KvTypes::name(): "f16", "q8_0", "q8_0/q4_0" for K then V): every
+    // model is evaluated with each, the reference being the first model with the first type.
+    // Empty: f16 alone.
+    std::vector<std::string> cache_types;
     std::ostream* log = nullptr;
 };
 
@@ -35,6 +40,8 @@ struct TextEval {
 
 struct ModelEval {
     std::string path;
+    std::string cache_type = "f16";    // its KV cache's types (EvalOptions::cache_types)
+    double kv_bytes_per_position = 0;  // K and V of one position, every layer, in those types
     uint64_t file_bytes = 0;
     uint64_t tensor_bytes = 0;
     int64_t n_params = 0;
@@ -51,7 +58,8 @@ struct EvalReport {
     std::vector<int64_t> text_tokens;
     int n_ctx = 0;
     int threads = 0;
-    std::vector<ModelEval> models;  // models[0] is the reference
+    std::vector<ModelEval> models;  // models[0] is the reference; each model x cache type
+    bool cache_types = false;       // several cache types, or one that is not f16: label them
 };
 
 // The figures of two disjoint sets of scored tokens of one text, as if measured together
@@ -63,6 +71,8 @@ TextEval merge(const TextEval& a, const TextEval& b);
 EvalReport evaluate(const std::vector<std::string>& models, const std::vector<std::string>& texts,
                     const EvalOptions& options);
 
+// A row's model: its file name, with its KV cache types when the report compares them.
+std::string eval_label(const EvalReport& r, const ModelEval& m);
 // A Markdown table: one row per model and text.
 std::string eval_markdown(const EvalReport& r);
 // The report as JSON (numbers as measured).

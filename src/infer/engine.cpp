@@ -43,7 +43,8 @@ KvPagesConfig kv_pages_config(const model::Model& m, const EngineConfig& c) {
     k.kv_dim = hp.kv_dim();
     k.conv_dim = hp.conv_kernel > 1 ? hp.n_embd : 0;
     k.page_size = c.page_size;
-    k.type = c.kv_type;
+    k.types = c.kv_types;
+    model::check_kv_types(hp, c.kv_types);
     SYSLM_CHECK(c.page_size > 0 && c.parallel > 0 && c.n_ctx > 0 && c.token_budget > 0,
                 "engine: page size, parallel, context and token budget must be positive");
     ring_config(hp, c, k);

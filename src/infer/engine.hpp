@@ -29,12 +29,12 @@
 namespace syslm::infer {
 
 struct EngineConfig {
-    int threads = 0;       // 0: all cores
-    int page_size = 16;    // positions per KV page
-    int n_pages = 0;       // 0: from kv_memory
-    size_t kv_memory = 0;  // bytes of K/V (when n_pages is 0); 0: enough for `parallel` x n_ctx
-    DType kv_type = DType::F16;
-    int parallel = 16;  // sequences per step
+    int threads = 0;          // 0: all cores
+    int page_size = 16;       // positions per KV page
+    int n_pages = 0;          // 0: from kv_memory
+    size_t kv_memory = 0;     // bytes of K/V (when n_pages is 0); 0: enough for `parallel` x n_ctx
+    model::KvTypes kv_types;  // of the pages' keys and values (serve --cache-type-k / -v)
+    int parallel = 16;        // sequences per step
     int64_t token_budget = 512;
     int max_waiting = 256;
     int n_ctx = 4096;  // positions per sequence (prompt + generated)

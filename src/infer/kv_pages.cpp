@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "kernels/type_traits.hpp"
 
 namespace syslm::infer {
 
@@ -15,10 +14,6 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
-}
-
-size_t elem_bytes(DType t) {
-    return t == DType::F16 ? 2 : 4;
 }
 
 }  // namespace
@@ -45,7 +40,8 @@ int KvPagesConfig::group_layers(int g) const {
 
 size_t KvPagesConfig::page_bytes(int g) const {
     const int64_t conv = g == 0 ? conv_dim * n_layer : 0;  // every layer's conv rows: group 0
-    return elem_bytes(type) * static_cast<size_t>(2 * kv_dim * group_layers(g) + conv) *
+    return (types.row_bytes(kv_dim) * static_cast<size_t>(group_layers(g)) +
+            row_bytes(types.conv(), conv)) *
            static_cast<size_t>(page_size);
 }
 
@@ -59,21 +55,24 @@ KvPages::KvPages(const KvPagesConfig& cfg) : cfg_(cfg) {
     SYSLM_CHECK(cfg.n_layer > 0 && cfg.kv_dim > 0 && cfg.page_size > 0 && cfg.n_pages > 0,
                 "KV pages: ", cfg.n_pages, " pages of ", cfg.page_size, " positions x ",
                 cfg.n_layer, " layers x ", cfg.kv_dim, " is empty");
-    SYSLM_CHECK(cfg.type == DType::F16 || cfg.type == DType::F32,
-                "KV pages: element type must be f16 or f32");
+    for (const DType t : {cfg.types.k, cfg.types.v})
+        SYSLM_CHECK(cfg.kv_dim % dtype_info(t).block_size == 0, "KV pages: rows of ", cfg.kv_dim,
+                    " elements are not whole blocks of ", dtype_name(t));
     SYSLM_CHECK(cfg.ring_layers.empty() || static_cast<int>(cfg.ring_layers.size()) == cfg.n_layer,
                 "KV pages: ", cfg.ring_layers.size(), " ring flags for ", cfg.n_layer, " layers");
     SYSLM_CHECK(cfg.groups() == 1 || cfg.ring_pages > 0,
                 "KV pages: the windowed layers' group has no pages");
     SYSLM_CHECK(cfg.keep_pages >= 0 && cfg.window >= 0, "KV pages: negative window or kept pages");
-    elem_ = elem_bytes(cfg.type);
-    row_bytes_ = static_cast<size_t>(cfg.kv_dim) * elem_;
+    k_row_ = row_bytes(cfg.types.k, cfg.kv_dim);
+    v_row_ = row_bytes(cfg.types.v, cfg.kv_dim);
+    conv_row_ = row_bytes(cfg.types.conv(), cfg.conv_dim);
     groups_.resize(static_cast<size_t>(cfg.groups()));
     for (int g = 0; g < groups(); ++g) {
         Group& G = group(g);
         G.ring = cfg.ring_group(g);
         G.n_layer = cfg.group_layers(g);
-        G.layer_bytes = row_bytes_ * static_cast<size_t>(cfg.page_size);
+        G.k_layer_bytes = k_row_ * static_cast<size_t>(cfg.page_size);
+        G.v_layer_bytes = v_row_ * static_cast<size_t>(cfg.page_size);
         G.page_bytes = cfg.page_bytes(g);
         const int n = cfg.group_pages(g);
         try {
@@ -248,8 +247,10 @@ int64_t KvPages::held(const BlockTable& t) const {
 
 size_t KvPages::layer_offset(int il, bool value) const {
     const Group& G = group(layer_group_[static_cast<size_t>(il)]);
-    const int slot = layer_slot_[static_cast<size_t>(il)] + (value ? G.n_layer : 0);
-    return static_cast<size_t>(slot) * G.layer_bytes;
+    const auto slot = static_cast<size_t>(layer_slot_[static_cast<size_t>(il)]);
+    // The group's layers' K rows, then their V rows.
+    return value ? static_cast<size_t>(G.n_layer) * G.k_layer_bytes + slot * G.v_layer_bytes
+                 : slot * G.k_layer_bytes;
 }
 
 const void* KvPages::k(PageId p, int il) const {
@@ -270,10 +271,11 @@ void KvPages::store(const BlockTable& t, int il, int64_t pos, const float* k, co
     const Page& pg = G.pages[static_cast<size_t>(p)];
     SYSLM_CHECK(pg.refs == 1 && !pg.published, "KV pages: page ", p, " of position ", pos,
                 " is shared; append() copies it before a write");
-    const size_t row = static_cast<size_t>(pos % cfg_.page_size) * row_bytes_;
-    const auto& tt = kernels::type_traits(cfg_.type);
-    tt.from_float(k, G.base(p) + layer_offset(il, false) + row, cfg_.kv_dim);
-    tt.from_float(v, G.base(p) + layer_offset(il, true) + row, cfg_.kv_dim);
+    const auto row = static_cast<size_t>(pos % cfg_.page_size);
+    model::store_kv_row(cfg_.types.k, k, G.base(p) + layer_offset(il, false) + row * k_row_,
+                        cfg_.kv_dim);
+    model::store_kv_row(cfg_.types.v, v, G.base(p) + layer_offset(il, true) + row * v_row_,
+                        cfg_.kv_dim);
 }
 
 // Page (of group 0) and byte offset of the conv row of layer il at position pos of t.
@@ -282,9 +284,9 @@ std::pair<PageId, size_t> KvPages::conv_at(const BlockTable& t, int il, int64_t 
                 "KV pages: no conv row for position ", pos, " of layer ", il);
     const PageId p = t.pages(0)[static_cast<size_t>(pos / cfg_.page_size)];
     SYSLM_CHECK(p >= 0, "KV pages: the page of position ", pos, " was given back");
-    const size_t row = static_cast<size_t>(cfg_.conv_dim) * elem_;
-    return {p, 2 * static_cast<size_t>(group(0).n_layer) * group(0).layer_bytes +
-                   (static_cast<size_t>(il) * cfg_.page_size + pos % cfg_.page_size) * row};
+    const Group& G = group(0);
+    return {p, static_cast<size_t>(G.n_layer) * (G.k_layer_bytes + G.v_layer_bytes) +
+                   (static_cast<size_t>(il) * cfg_.page_size + pos % cfg_.page_size) * conv_row_};
 }
 
 const void* KvPages::conv_row(const BlockTable& t, int il, int64_t pos) const {
@@ -298,7 +300,7 @@ void KvPages::store_conv(const BlockTable& t, int il, int64_t pos, const float* 
     const Page& pg = G.pages[static_cast<size_t>(p)];
     SYSLM_CHECK(pg.refs == 1 && !pg.published, "KV pages: page ", p, " of position ", pos,
                 " is shared; append() copies it before a write");
-    kernels::type_traits(cfg_.type).from_float(a, G.base(p) + at, cfg_.conv_dim);
+    model::store_kv_row(cfg_.types.conv(), a, G.base(p) + at, cfg_.conv_dim);
 }
 
 PageId KvPages::find(const Group& g, uint64_t key, std::span<const int32_t> tokens) const {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "model/kv_cache.hpp"
 
 namespace syslm::infer {
 
@@ -54,8 +55,8 @@ struct KvPagesConfig {
     int n_layer = 0;
     int64_t kv_dim = 0;
     int page_size = 16;
-    int n_pages = 0;          // pages of group 0 (the only one, or the global layers')
-    DType type = DType::F16;  // F16 or F32
+    int n_pages = 0;       // pages of group 0 (the only one, or the global layers')
+    model::KvTypes types;  // of the K and V rows (and the conv rows: types.conv())
     // Conv hybrids: each position also keeps a row of conv_dim elements per layer (its
     // attention-norm output, read by the next positions' convolution); 0: none. In group 0.
     int64_t conv_dim = 0;
@@ -110,17 +111,18 @@ public:
     int64_t held(const BlockTable& t) const;
 
     // Writes position pos's key and value rows (kv_dim floats each) of layer il, converted to
-    // the pool's type. The page must be the table's own (not shared).
+    // the pool's types (model::store_kv_row, as KVCache's). The page must be the table's own (not
+    // shared).
     void store(const BlockTable& t, int il, int64_t pos, const float* k, const float* v);
-    // Rows of layer il in page p of the layer's group: page_size x kv_dim elements.
+    // Rows of layer il in page p of the layer's group: page_size rows of kv_dim elements.
     const void* k(PageId p, int il) const;
     const void* v(PageId p, int il) const;
     // The pages of layer il in table t (its group's run).
     const std::vector<PageId>& pages_of(const BlockTable& t, int il) const {
         return t.pages(layer_group_[static_cast<size_t>(il)]);
     }
-    // A conv hybrid's kept row of layer il at position pos of table t (conv_dim elements of the
-    // pool's type), and its write (the page must be the table's own).
+    // A conv hybrid's kept row of layer il at position pos of table t (conv_dim elements of
+    // types.conv()), and its write (the page must be the table's own).
     const void* conv_row(const BlockTable& t, int il, int64_t pos) const;
     void store_conv(const BlockTable& t, int il, int64_t pos, const float* a);
 
@@ -152,7 +154,7 @@ private:
     struct Group {
         bool ring = false;
         int n_layer = 0;
-        size_t layer_bytes = 0, page_bytes = 0;
+        size_t k_layer_bytes = 0, v_layer_bytes = 0, page_bytes = 0;  // a layer's rows of a page
         std::vector<uint8_t> data;
         std::vector<Page> pages;
         std::vector<PageId> free;
@@ -179,7 +181,7 @@ private:
     void check_run(const BlockTable& t, int g, std::vector<int32_t>& refs) const;
 
     KvPagesConfig cfg_;
-    size_t elem_, row_bytes_;
+    size_t k_row_, v_row_, conv_row_;  // bytes of one position's key, value and conv rows
     std::vector<Group> groups_;
     std::vector<int> layer_group_, layer_slot_;  // each layer's group and index in it
 };

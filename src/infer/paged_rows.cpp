@@ -57,10 +57,10 @@ const float* PagedRows::conv_lag(int il, int64_t row, int lag, const float* a, i
                                  float* scratch) {
     const Segment& s = segs_[static_cast<size_t>(row_seg_[static_cast<size_t>(row)])];
     if (row - lag >= s.row0)  // this step's row, as the pages will keep it
-        return as_kept(pages_.config().type, a + (row - lag) * dim, dim, scratch);
+        return as_kept(pages_.config().types.conv(), a + (row - lag) * dim, dim, scratch);
     const int64_t pos = s.pos0 + (row - s.row0) - lag;
     if (pos < 0) return nullptr;
-    kernels::type_traits(pages_.config().type)
+    kernels::type_traits(pages_.config().types.conv())
         .to_float(pages_.conv_row(*s.table, il, pos), scratch, dim);
     return scratch;
 }

@@ -31,7 +31,7 @@ public:
     int64_t size() const { return static_cast<int64_t>(row_seg_.size()); }
 
     int64_t position(int64_t row) const override;
-    DType kv_type() const override { return pages_.config().type; }
+    model::KvTypes kv_types() const override { return pages_.config().types; }
     void store(int il, int64_t row, const float* k, const float* v) override;
     void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
                 backend::Backend& be) override;

@@ -9,12 +9,57 @@
 
 namespace syslm::model {
 
-KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
-    : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()), type_(type), max_rollback_(n_ctx) {
+namespace {
+
+struct NamedType {
+    const char* name;
+    DType type;
+};
+// llama.cpp's cache types that syslm has kernels for (not IQ4_NL).
+constexpr NamedType kCacheTypes[] = {
+    {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
+    {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}};
+
+}  // namespace
+
+std::string kv_cache_type_name(DType t) {
+    for (const NamedType& n : kCacheTypes)
+        if (n.type == t) return n.name;
+    fail("KV cache type ", dtype_name(t), " is not supported");
+}
+
+size_t KvTypes::row_bytes(int64_t kv_dim) const {
+    return syslm::row_bytes(k, kv_dim) + syslm::row_bytes(v, kv_dim);
+}
+
+std::string KvTypes::name() const {
+    return k == v ? kv_cache_type_name(k) : kv_cache_type_name(k) + "/" + kv_cache_type_name(v);
+}
+
+void store_kv_row(DType type, const float* src, void* dst, int64_t n) {
+    if (type == DType::F32)
+        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    else
+        kernels::type_traits(type).from_float_fast(src, dst, n);
+}
+
+void check_kv_types(const HParams& hp, KvTypes types) {
+    for (const DType t : {types.k, types.v}) {
+        const std::string name = kv_cache_type_name(t);  // throws for other types
+        const int64_t block = dtype_info(t).block_size;
+        SYSLM_CHECK(hp.head_dim % block == 0, "KV cache type ", name, " packs ", block,
+                    " elements per block, and this model's heads have ", hp.head_dim,
+                    " (not a multiple): use f16, bf16 or f32");
+    }
+}
+
+KVCache::KVCache(const HParams& hp, int n_ctx, KvTypes types, int n_batch)
+    : n_ctx_(n_ctx), kv_dim_(hp.kv_dim()), types_(types), max_rollback_(n_ctx) {
     SYSLM_CHECK(n_ctx > 0, "context size must be positive, got ", n_ctx);
-    SYSLM_CHECK(type == DType::F16 || type == DType::F32, "KV cache type ", dtype_name(type),
-                " is not supported (f16 or f32)");
-    elem_ = dtype_info(type).type_size;
+    check_kv_types(hp, types);
+    k_row_ = row_bytes(types.k, kv_dim_);
+    v_row_ = row_bytes(types.v, kv_dim_);
+    conv_elem_ = dtype_info(types.conv()).type_size;
     linear_.resize(static_cast<size_t>(hp.n_layer));
     // A batch of T stores positions up to n_past + T - 1 before its first token reads back to
     // n_past - w + 1, and a rollback leaves up to kRingRollback later positions stored: a ring
@@ -39,20 +84,19 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
         first_row_.push_back(rows);
         rows += static_cast<size_t>(cap);
     }
-    const size_t n = rows * kv_dim_ * elem_;
     try {
-        k_.resize(n);
-        v_.resize(n);
+        k_.resize(rows * k_row_);
+        v_.resize(rows * v_row_);
     } catch (const std::bad_alloc&) {
-        fail("cannot allocate the KV cache: ", 2 * n >> 20, " MiB for ", n_ctx,
-             " positions; use a smaller context size");
+        fail("cannot allocate the KV cache: ", (rows * (k_row_ + v_row_)) >> 20, " MiB for ", n_ctx,
+             " positions; use a smaller context size or a smaller cache type");
     }
     if (hp.conv_kernel > 1) {  // lags read before the batch stores; a rollback keeps them
         embd_ = hp.n_embd;
         conv_cap_ = std::min(n_ctx, hp.conv_kernel - 1 + kRingRollback);
         max_rollback_ = std::min(max_rollback_, conv_cap_ - (hp.conv_kernel - 1));
         try {
-            conv_.resize(static_cast<size_t>(hp.n_layer) * conv_cap_ * embd_ * elem_);
+            conv_.resize(static_cast<size_t>(hp.n_layer) * conv_cap_ * embd_ * conv_elem_);
         } catch (const std::bad_alloc&) {
             fail("cannot allocate the conv rows of the KV cache");
         }
@@ -63,10 +107,9 @@ KVCache::KVCache(const HParams& hp, int n_ctx, DType type, int n_batch)
         if (!ring(il)) continue;
         const int64_t kept = resident_ / kRingPage, ring_pages = capacity(il) / kRingPage - kept;
         for (int64_t j = 0; j * kRingPage < n_ctx; ++j) {
-            const size_t at =
-                offset(il, (j < kept ? j : kept + (j - kept) % ring_pages) * kRingPage);
-            k_pages_[il].push_back(k_.data() + at);
-            v_pages_[il].push_back(v_.data() + at);
+            const int64_t row = (j < kept ? j : kept + (j - kept) % ring_pages) * kRingPage;
+            k_pages_[il].push_back(k_.data() + k_offset(il, row));
+            v_pages_[il].push_back(v_.data() + v_offset(il, row));
         }
     }
 }
@@ -82,39 +125,46 @@ void KVCache::store(int il, int64_t pos, const float* k, const float* v) {
     const int64_t row = ring(il) && pos >= resident_
                             ? resident_ + (pos - resident_) % (capacity(il) - resident_)
                             : pos;
-    uint8_t* kd = k_.data() + offset(il, row);
-    uint8_t* vd = v_.data() + offset(il, row);
-    if (type_ == DType::F32) {
-        std::memcpy(kd, k, kv_dim_ * sizeof(float));
-        std::memcpy(vd, v, kv_dim_ * sizeof(float));
-        return;
-    }
-    const kernels::TypeTraits& tt = kernels::type_traits(type_);
-    tt.from_float_fast(k, kd, kv_dim_);
-    tt.from_float_fast(v, vd, kv_dim_);
+    store_kv_row(types_.k, k, k_.data() + k_offset(il, row), kv_dim_);
+    store_kv_row(types_.v, v, v_.data() + v_offset(il, row), kv_dim_);
 }
 
 void KVCache::store_conv(int il, int64_t pos, const float* a) {
     SYSLM_CHECK(conv_cap_ > 0 && pos >= 0 && pos < n_ctx_, "KV cache: no conv row for position ",
                 pos);
-    uint8_t* d =
-        conv_.data() + ((size_t(il) * conv_cap_ + size_t(pos % conv_cap_)) * embd_) * elem_;
-    if (type_ == DType::F32)
-        std::memcpy(d, a, embd_ * sizeof(float));
-    else
-        kernels::type_traits(type_).from_float_fast(a, d, embd_);
+    store_kv_row(
+        types_.conv(), a,
+        conv_.data() + ((size_t(il) * conv_cap_ + size_t(pos % conv_cap_)) * embd_) * conv_elem_,
+        embd_);
 }
 
 void KVCache::load_conv(int il, int64_t pos, float* dst) const {
     const uint8_t* s =
-        conv_.data() + ((size_t(il) * conv_cap_ + size_t(pos % conv_cap_)) * embd_) * elem_;
-    kernels::type_traits(type_).to_float(s, dst, embd_);
+        conv_.data() + ((size_t(il) * conv_cap_ + size_t(pos % conv_cap_)) * embd_) * conv_elem_;
+    kernels::type_traits(types_.conv()).to_float(s, dst, embd_);
 }
 
 DType kv_cache_type(const std::string& name) {
-    if (name == "f16") return DType::F16;
-    if (name == "f32") return DType::F32;
-    fail("cache type '", name, "': expected f16 (the default) or f32");
+    for (const NamedType& n : kCacheTypes)
+        if (name == n.name) return n.type;
+    std::string names;
+    for (const NamedType& n : kCacheTypes) names += std::string(names.empty() ? "" : ", ") + n.name;
+    fail("cache type '", name, "': expected one of ", names, " (f16 is the default)");
+}
+
+KvTypes kv_types_from_name(const std::string& name) {
+    const size_t slash = name.find('/');
+    if (slash == std::string::npos) return kv_cache_type(name);
+    return {kv_cache_type(name.substr(0, slash)), kv_cache_type(name.substr(slash + 1))};
+}
+
+const std::vector<std::string>& kv_cache_type_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const NamedType& n : kCacheTypes) v.emplace_back(n.name);
+        return v;
+    }();
+    return names;
 }
 
 }  // namespace syslm::model

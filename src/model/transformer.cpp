@@ -44,7 +44,7 @@ public:
     ContiguousRows(KVCache& cache, int64_t n_past, int64_t n_rows)
         : cache_(cache), n_past_(n_past), n_rows_(n_rows) {}
     int64_t position(int64_t row) const override { return n_past_ + row; }
-    DType kv_type() const override { return cache_.type(); }
+    KvTypes kv_types() const override { return cache_.types(); }
     void store(int il, int64_t row, const float* k, const float* v) override {
         cache_.store(il, n_past_ + row, k, v);
     }
@@ -68,7 +68,7 @@ public:
     }
     const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
                           float* scratch) override {
-        if (row >= lag) return as_kept(cache_.type(), a + (row - lag) * dim, dim, scratch);
+        if (row >= lag) return as_kept(cache_.types().conv(), a + (row - lag) * dim, dim, scratch);
         if (n_past_ + row < lag) return nullptr;
         cache_.load_conv(il, n_past_ + row - lag, scratch);
         return scratch;
@@ -134,10 +134,10 @@ Forward::Forward(const Model& model, int n_batch, int n_threads, int64_t n_ctx)
     }
 }
 
-Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, DType kv_type,
+Context::Context(const Model& model, int n_ctx, int n_threads, int n_batch, KvTypes kv_types,
                  bool rings)
     : model_(model),
-      cache_(model.hparams(), n_ctx, kv_type, rings ? n_batch : 0),
+      cache_(model.hparams(), n_ctx, kv_types, rings ? n_batch : 0),
       forward_(model, n_batch, n_threads, n_ctx) {}
 
 void Context::truncate(int n) {
@@ -399,12 +399,13 @@ void Forward::attention_block(int il, int64_t T) {
     const float *q = p.q, *k = p.k, *v = p.v;
     const int64_t q_stride = p.q_stride, kv_stride = p.kv_stride;
     KvRows& rows = *rows_;
-    const double kv_elem = static_cast<double>(dtype_info(rows.kv_type()).type_size);
+    // Bytes of one position's key and value rows in the cache.
+    const double kv_row = static_cast<double>(rows.kv_types().row_bytes(KD));
     double visible = 0;  // positions attended, summed over rows (for the profile)
     kernels::AttentionShape shape = attention_shape(hp, il);
     for (int64_t t = 0; t < T; ++t) visible += kernels::attention_pairs(shape, 1, rows.position(t));
     SYSLM_PROFILE_STEP(prof, "rope_kv_store", 3 * T * (QD + KD),
-                       T * (8.0 * QD + 8.0 * KD + 2 * kv_elem * KD));
+                       T * (8.0 * QD + 8.0 * KD + kv_row));
     // RoPE on q and k (in place in attn_ and k_, gathered there first from a fused row), then k
     // and v into the cache, converted to its type.
     if (const kernels::Rope* rope = rope_of(il)) {
@@ -417,8 +418,9 @@ void Forward::attention_block(int il, int64_t T) {
     }
     for (int64_t t = 0; t < T; ++t) rows.store(il, t, k_.data() + t * KD, v + t * kv_stride);
     SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * visible,
-                       2 * kv_elem * KD * (rows.position(T - 1) + 1) + 8.0 * QD * T);
-    shape.kv_type = rows.kv_type();
+                       kv_row * (rows.position(T - 1) + 1) + 8.0 * QD * T);
+    shape.k_type = rows.kv_types().k;
+    shape.v_type = rows.kv_types().v;
     shape.bf16_products = (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32;
     float* out = ff_a_.data();
     rows.attend(il, shape, attn_.data(), out, backend_);

@@ -64,14 +64,14 @@ public:
     static const float* as_kept(DType type, const float* row, int64_t dim, float* dst);
     virtual ~KvRows() = default;
     virtual int64_t position(int64_t row) const = 0;
-    virtual DType kv_type() const = 0;
+    virtual KvTypes kv_types() const = 0;
     virtual void store(int il, int64_t row, const float* k, const float* v) = 0;
     // out (rows x q_dim) = each row's attention over its sequence's visible keys and values.
     virtual void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
                         backend::Backend& be) = 0;
     // Conv hybrids (HParams::conv_kernel): each position's attention-norm output of layer il is
     // kept for the convolution of the next positions. conv_lag gives that of position(row) - lag
-    // (lag >= 1) as the cache keeps it (rounded to kv_type(), widened into scratch): the
+    // (lag >= 1) as the cache keeps it (rounded to kv_types().conv(), widened into scratch): the
     // batch's own row of `a` (rows of dim floats) when that position is among this call's rows
     // of the same sequence, else the kept one, so that a position's value does not depend on
     // how the sequence was cut into calls; null before position 0. store_conv keeps row's.
@@ -178,11 +178,12 @@ private:
 // The mutable state of one sequence: its KV cache, position, and a Forward.
 class Context {
 public:
-    // kv_type: F16 (as llama.cpp) or F32 (exact; the reference tests use it). rings: layers
+    // kv_types: F16 (as llama.cpp; the default), F32 (exact; the reference tests use it), or
+    // any of KvTypes' (quantized keys and values each). rings: layers
     // with a sliding window keep only their window's positions (KVCache); false keeps every
     // position in every layer (tests compare the two).
-    Context(const Model& model, int n_ctx, int n_threads, int n_batch = 512,
-            DType kv_type = DType::F16, bool rings = true);
+    Context(const Model& model, int n_ctx, int n_threads, int n_batch = 512, KvTypes kv_types = {},
+            bool rings = true);
 
     // Appends tokens at positions n_past()..; returns logits, row-major: one row of n_vocab per
     // token when all_logits, otherwise only the last token's row.

@@ -24,7 +24,7 @@ void add_experts(ModelCosts& c, const char* op, const model::Experts& e, double 
 
 }  // namespace
 
-ModelCosts model_costs(const model::Model& m, DType kv_type) {
+ModelCosts model_costs(const model::Model& m, model::KvTypes kv_types) {
     const model::HParams& hp = m.hparams();
     const model::Weights& w = m.weights();
     ModelCosts c;
@@ -44,7 +44,7 @@ ModelCosts model_costs(const model::Model& m, DType kv_type) {
         c.decode_weight_bytes += static_cast<double>(row_bytes(w.output.type, w.output.n_in)) *
                                  static_cast<double>(w.output.n_out);
     c.kv_bytes_per_position =
-        2.0 * hp.n_layer * hp.kv_dim() * static_cast<double>(dtype_info(kv_type).type_size);
+        static_cast<double>(hp.n_layer) * static_cast<double>(kv_types.row_bytes(hp.kv_dim()));
     c.attn_flops_per_pair = 4.0 * hp.n_layer * hp.q_dim();
     for (int il = 0; il < hp.n_layer; ++il) {
         c.layer_attention.push_back(model::attention_shape(hp, il));
@@ -92,43 +92,44 @@ double matmul_peak(DType type, const ProbeResult& probe, int threads) {
     return probe.fma_f32_for(threads) * 1e9;
 }
 
-double ModelCosts::attention_pairs(int64_t n) const {
-    if (layer_attention.empty()) return kernels::attention_pairs(n, 0, 0);
+double ModelCosts::attention_pairs(int64_t n, int64_t depth) const {
+    if (layer_attention.empty()) return kernels::attention_pairs(n, depth, 0);
     double pairs = 0;
     for (const kernels::AttentionShape& s : layer_attention)
-        pairs += kernels::attention_pairs(s, n, 0);
+        pairs += kernels::attention_pairs(s, n, depth);
     return pairs / static_cast<double>(layer_attention.size());
 }
 
-double ModelCosts::decode_kv_bytes(int64_t n) const {
+double ModelCosts::decode_kv_bytes(int64_t n, int64_t depth) const {
     const double per_layer = kv_bytes_per_position / std::max<size_t>(layer_attention.size(), 1);
-    if (layer_attention.empty()) return kv_bytes_per_position * kernels::attention_pairs(n, 0, 0);
+    if (layer_attention.empty())
+        return kv_bytes_per_position * kernels::attention_pairs(n, depth, 0);
     double bytes = 0;
     for (const kernels::AttentionShape& s : layer_attention)
         bytes += s.linear ? static_cast<double>(n) * s.n_head_kv * s.head_dim * (s.head_dim + 1) * 4
-                          : per_layer * kernels::attention_pairs(s, n, 0);
+                          : per_layer * kernels::attention_pairs(s, n, depth);
     return bytes;
 }
 
 double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,
-                               int threads) {
+                               int threads, int depth) {
     // Step p reads the weights and positions 0..p of the cache (the last w of a local layer, a
     // linear layer's state).
     const double n = n_gen;
-    const double bytes = n * c.decode_weight_bytes + c.decode_kv_bytes(n_gen);
+    const double bytes = n * c.decode_weight_bytes + c.decode_kv_bytes(n_gen, depth);
     return bytes / (probe.read_gbs_for(threads) * 1e9);
 }
 
 double prefill_roofline_seconds(const ModelCosts& c, int n_prompt, const ProbeResult& probe,
-                                int threads) {
+                                int threads, int depth) {
     const double n = n_prompt;
     double seconds = 0;
     for (const MatrixCost& m : c.matrices) {
         const double tokens = m.op == "output" ? 1.0 : n;
         seconds += m.flops_per_token * tokens / matmul_peak(m.type, probe, threads);
     }
-    seconds +=
-        c.attn_flops_per_pair * c.attention_pairs(n_prompt) / (probe.fma_f32_for(threads) * 1e9);
+    seconds += c.attn_flops_per_pair * c.attention_pairs(n_prompt, depth) /
+               (probe.fma_f32_for(threads) * 1e9);
     return seconds;
 }
 

@@ -29,17 +29,17 @@ struct ModelCosts {
     std::vector<kernels::AttentionShape> layer_attention;
     std::vector<MatrixCost> matrices;  // output last
 
-    // (query, key) pairs of n tokens from an empty cache, averaged over the layers: n (n + 1) / 2
-    // when every layer is global; a local layer's queries see at most its window; a linear
-    // layer's prefix sums as the pairs of the same FLOPs.
-    double attention_pairs(int64_t n) const;
-    // Bytes of cache that n decode steps from an empty cache read: each position's K and V rows
-    // once per later query (the last w of a local layer), a linear layer's recurrent state once
-    // a step (n_head_kv x d x (d + 1) floats).
-    double decode_kv_bytes(int64_t n) const;
+    // (query, key) pairs of n tokens after `depth` cached positions, averaged over the layers:
+    // n (n + 1) / 2 from an empty cache when every layer is global; a local layer's queries see
+    // at most its window; a linear layer's prefix sums as the pairs of the same FLOPs.
+    double attention_pairs(int64_t n, int64_t depth = 0) const;
+    // Bytes of cache that n decode steps after `depth` cached positions read: each position's K
+    // and V rows once per later query (the last w of a local layer), a linear layer's recurrent
+    // state once a step (n_head_kv x d x (d + 1) floats).
+    double decode_kv_bytes(int64_t n, int64_t depth = 0) const;
 };
 
-ModelCosts model_costs(const model::Model& m, DType kv_type);
+ModelCosts model_costs(const model::Model& m, model::KvTypes kv_types);
 
 // The arithmetic peak (operations/s) that applies to a matrix of `type` in prefill with n
 // threads: the units of the GEMM panel format it runs on (kernels::gemm_panel: FP32 FMA, the
@@ -47,14 +47,14 @@ ModelCosts model_costs(const model::Model& m, DType kv_type);
 double matmul_peak(DType type, const ProbeResult& probe, int threads);
 
 // Seconds per repetition at the roofline.
-// Decode: n_gen steps from an empty cache, each reading the weights and the cache so far at the
-// probe's read bandwidth.
+// Decode: n_gen steps after `depth` cached positions, each reading the weights and the cache so
+// far at the probe's read bandwidth.
 double decode_roofline_seconds(const ModelCosts& c, int n_gen, const ProbeResult& probe,
-                               int threads);
-// Prefill: n_prompt tokens from an empty cache in one batch at the arithmetic peaks of the types
-// involved (logits for the last token only, as llama-bench).
+                               int threads, int depth = 0);
+// Prefill: n_prompt tokens after `depth` cached positions in one batch at the arithmetic peaks of
+// the types involved (logits for the last token only, as llama-bench).
 double prefill_roofline_seconds(const ModelCosts& c, int n_prompt, const ProbeResult& probe,
-                                int threads);
+                                int threads, int depth = 0);
 
 // The effective peak of a profiled op: for matmul ops the flop-weighted peak of its matrices'
 // types, for other ops FP32 FMA.

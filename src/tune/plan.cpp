@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
+#include "model/kv_cache.hpp"
 
 namespace syslm::tune {
 namespace {
@@ -147,7 +148,11 @@ Plan Plan::from_json(const nlohmann::json& j) {
             d.page_size = in_range(s, "serve", "page_size", d.page_size, 1, 4096);
             d.kv_pages = in_range(s, "serve", "kv_pages", d.kv_pages, 0, 1 << 24);
             d.ctx = in_range(s, "serve", "ctx", d.ctx, 1, 1 << 24);
-            d.cache_type = one_of(s, "serve", "cache_type", d.cache_type, {"f16", "f32"});
+            if (s.contains("cache_type")) {
+                SYSLM_CHECK(s["cache_type"].is_string(), "plan: serve.cache_type must be a string");
+                d.cache_type = s["cache_type"].get<std::string>();
+                model::kv_types_from_name(d.cache_type);  // throws naming the accepted types
+            }
             p.serve = d;
         }
         if (j.contains("train")) {

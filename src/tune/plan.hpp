@@ -23,6 +23,7 @@ struct ServeSettings {
     int page_size = 16;          // positions per KV page
     int kv_pages = 0;            // 0: enough for parallel x ctx
     int ctx = 4096;              // positions per sequence
+    // The KV cache's types as model::KvTypes::name() gives them ("q8_0/q4_0": K, then V).
     std::string cache_type = "f16";
     bool operator==(const ServeSettings&) const = default;
 };

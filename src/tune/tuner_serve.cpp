@@ -36,7 +36,7 @@ Point Tuner::serve_point(const ServeRun& run, const Point& file,
     ec.page_size = s.page_size;
     ec.n_pages = s.kv_pages;
     ec.n_ctx = s.ctx;
-    ec.kv_type = s.cache_type == "f32" ? DType::F32 : DType::F16;
+    ec.kv_types = model::kv_types_from_name(s.cache_type);
     const ServeMeasurement sm = measure_serving(std::move(m), run.tok, ec, run.load);
     p.serve_ts = sm.tokens_per_s;
     p.ttft_p99 = sm.ttft_p99;

@@ -18,8 +18,12 @@ namespace syslm::testing {
 // and "gemma3" have a local layer 0 and a global layer 1; "llama_local_global_tokens" the same
 // with 2 global tokens; "llama_shared" has 3 layers, the last computing with layer 0's block;
 // "llama_swish_beta" learns a Swish beta per FFN channel; "llama_linear" has linear attention in
-// layer 0; "llama_conv" a causal convolution of 3 taps before each attention.
-inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, uint64_t seed) {
+// layer 0; "llama_conv" a causal convolution of 3 taps before each attention. A "_hd32" suffix
+// gives any of them width 128 and 4 heads of 32 on 2 KV heads (quantized KV caches need whole
+// 32-element blocks per head).
+inline model::InitConfig small_model_config(const std::string& name, int n_ctx, uint64_t seed) {
+    const bool hd32 = name.ends_with("_hd32");
+    const std::string arch = hd32 ? name.substr(0, name.size() - 5) : name;
     model::InitConfig c;
     c.arch = arch.starts_with("mixtral") || arch.starts_with("llama_") ? "llama" : arch;
     c.n_layer = 2;
@@ -51,6 +55,11 @@ inline model::InitConfig small_model_config(const std::string& arch, int n_ctx, 
     if (arch == "llama_linear") c.linear_layers = {true, false};
     if (arch == "llama_conv") c.conv_kernel = 3;
     if (arch == "gemma3") c.rope_freq_base = 1e6f;  // the global layer's; the local one's 1e4
+    if (hd32) {
+        c.n_embd = 128;
+        c.n_head = 4;
+        c.n_head_kv = 2;
+    }
     return c;
 }
 

@@ -57,8 +57,9 @@ struct Collector {
 };
 
 std::vector<int32_t> greedy_alone(const model::Model& m, const tokenizer::Tokenizer& tok,
-                                  const std::vector<int32_t>& prompt, int n) {
-    model::Context ctx(m, 128, 2);
+                                  const std::vector<int32_t>& prompt, int n,
+                                  model::KvTypes kv = {}) {
+    model::Context ctx(m, 128, 2, 512, kv);
     std::vector<int32_t> out;
     auto logits = ctx.forward(prompt);
     for (int i = 0; i < n; ++i) {
@@ -99,13 +100,21 @@ void expect_as_alone(const model::Model& alone, const std::vector<int32_t>& prom
 }
 
 // Also with a linear-attention layer: its recurrent state starts anew after a preemption and
-// catches up over a matched prefix's pages.
+// catches up over a matched prefix's pages. And with quantized KV caches ("arch@types"): pages
+// hold the same blocks as a Context's cache, K and V each in its own type (a conv hybrid's rows
+// in F16 beside them).
 class EngineArchs : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineArchs, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
-    const auto m = make_model(GetParam());
+    const std::string param = GetParam();
+    const size_t at = param.find('@');
+    const auto m = make_model(param.substr(0, at));
+    const model::KvTypes kv = at == std::string::npos
+                                  ? model::KvTypes{}
+                                  : model::kv_types_from_name(param.substr(at + 1));
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
     EngineConfig cfg;
+    cfg.kv_types = kv;
     cfg.threads = 2;
     cfg.page_size = 4;
     cfg.n_pages = 40;  // 160 positions for 16 sequences of up to 40: preemptions
@@ -136,14 +145,23 @@ TEST_P(EngineArchs, ConcurrentGreedyRequestsMatchEachAloneDespitePreemption) {
     EXPECT_GT(st.preemptions, 0) << "the pool was meant to force preemptions";
     EXPECT_GT(st.prefix_hit_tokens, 0);
     for (int r = 0; r < 16; ++r) {
-        EXPECT_EQ(got[r].tokens, greedy_alone(*m, tok, prompts[r], 12)) << "request " << r;
+        EXPECT_EQ(got[r].tokens, greedy_alone(*m, tok, prompts[r], 12, kv)) << "request " << r;
         EXPECT_TRUE(got[r].finish == "length" || got[r].finish == "stop");
     }
     engine.drain();
     EXPECT_EQ(engine.stats().kv_pages_used, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engine, EngineArchs, ::testing::Values("llama", "llama_linear"));
+INSTANTIATE_TEST_SUITE_P(Engine, EngineArchs,
+                         ::testing::Values("llama", "llama_linear", "llama_hd32@q8_0",
+                                           "llama_linear_hd32@q4_0/q8_0", "llama_conv_hd32@q4_1",
+                                           "llama_local_global_hd32@q5_0/f16"),
+                         [](const auto& info) {
+                             std::string n = info.param;
+                             for (char& ch : n)
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return n;
+                         });
 
 // A model whose every layer has a window gives back each sequence's pages before its window
 // (KvPages::drop_before): 4 sequences of 70 positions (18 pages of 4 each) run in a pool of 24

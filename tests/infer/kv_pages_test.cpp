@@ -17,7 +17,7 @@ namespace {
 
 // ring: "" (one group), "all" (every layer windowed: one ring group), "mixed" (layers 0 and 2
 // windowed: their own ring group of ring_pages).
-KvPagesConfig config(int n_pages, DType type = DType::F32, const std::string& ring = "",
+KvPagesConfig config(int n_pages, model::KvTypes type = DType::F32, const std::string& ring = "",
                      int ring_pages = 0, int keep_pages = 0) {
     KvPagesConfig c;
     if (ring == "all") c.ring_layers = {true, true, true};
@@ -29,7 +29,7 @@ KvPagesConfig config(int n_pages, DType type = DType::F32, const std::string& ri
     c.kv_dim = 10;
     c.page_size = 4;
     c.n_pages = n_pages;
-    c.type = type;
+    c.types = type;
     return c;
 }
 

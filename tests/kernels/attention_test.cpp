@@ -1,7 +1,8 @@
 // The attention kernel against a dense reference that materialises the whole masked T x T score
 // matrix (the formulation the kernel avoids), on awkward sizes, GQA and sliding windows, for
-// every kernel variant this CPU supports (scalar, AVX2, AVX-512), over F32 and F16 caches (the
-// reference then reads the F16 values widened: the kernel must add no error of its own).
+// every kernel variant this CPU supports (scalar, AVX2, AVX-512), over F32, F16 and quantized
+// caches (the reference then reads the values the cache holds, widened: the kernel must add no
+// error of its own).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/type_traits.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -71,6 +73,33 @@ std::vector<uint16_t> to_f16_in_place(std::vector<float>& x) {
     return h;
 }
 
+// x in a cache of `type` (rows of `row` elements), and x rounded in place to the values that
+// cache holds (so that the reference reads what the kernel reads).
+std::vector<uint8_t> to_type_in_place(DType type, std::vector<float>& x, int64_t row) {
+    if (type == DType::F32) {
+        std::vector<uint8_t> b(x.size() * 4);
+        std::memcpy(b.data(), x.data(), b.size());
+        return b;
+    }
+    const TypeTraits& tt = type_traits(type, Isa::Scalar);
+    const int64_t rows = static_cast<int64_t>(x.size()) / row;
+    const size_t rb = row_bytes(type, row);
+    std::vector<uint8_t> b(static_cast<size_t>(rows) * rb);
+    for (int64_t r = 0; r < rows; ++r) {
+        tt.from_float_fast(x.data() + r * row, b.data() + r * rb, row);
+        tt.to_float(b.data() + r * rb, x.data() + r * row, row);
+    }
+    return b;
+}
+
+// The caches' element types of a case: K's and V's.
+struct KvTypes {
+    DType k = DType::F32, v = DType::F32;
+    KvTypes() = default;
+    KvTypes(DType both) : k(both), v(both) {}  // NOLINT: one type for both
+    KvTypes(DType k_type, DType v_type) : k(k_type), v(v_type) {}
+};
+
 struct Case {
     int n_head, n_head_kv, head_dim, window;
     int64_t n_tokens, pos0;
@@ -85,14 +114,14 @@ std::vector<Isa> supported_isas() {
     return v;
 }
 
-void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv_type = DType::F32,
+void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, KvTypes kv = {},
                 float alibi_bias = 0.0f, float softcap = 0.0f) {
     std::normal_distribution<float> d(0.0f, 1.0f);
     ThreadPool pool(threads);
     AttentionShape s{c.n_head,   c.n_head_kv,
                      c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
                      c.window,   1.0f / std::sqrt(float(c.head_dim)),
-                     kv_type};
+                     kv.k,       kv.v};
     const std::vector<float> slopes = alibi_slopes(c.n_head, alibi_bias);
     if (alibi_bias > 0) s.alibi = slopes.data();
     s.softcap = softcap;
@@ -106,20 +135,21 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, DType kv
     for (auto* vec : {&q, &k, &v})
         for (auto& x : *vec) x = d(rng);
     // Exactly sized buffers: a read past the cache's last position would be caught by ASan.
-    if (kv_type == DType::F16) {
-        const std::vector<uint16_t> kh = to_f16_in_place(k), vh = to_f16_in_place(v);
-        attention(s, q.data(), kh.data(), vh.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
-    } else {
+    if (kv.k == DType::F32 && kv.v == DType::F32) {
         attention(s, q.data(), k.data(), v.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
+    } else {
+        const std::vector<uint8_t> kc = to_type_in_place(kv.k, k, s.kv_stride),
+                                   vc = to_type_in_place(kv.v, v, s.kv_stride);
+        attention(s, q.data(), kc.data(), vc.data(), c.n_tokens, c.pos0, out.data(), pool, isa);
     }
     const auto ref = dense_reference(s, q, k, v, c.n_tokens, c.pos0);
     for (size_t i = 0; i < out.size(); ++i)
         ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i])))
             << isa_name(isa) << " threads " << threads << " heads " << c.n_head << "/"
             << c.n_head_kv << " dim " << c.head_dim << " window " << c.window << " tokens "
-            << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv_type) << " ALiBi "
-            << alibi_bias << " softcap " << softcap << " global " << c.global << " random "
-            << c.random << "x" << c.rblock << " at " << i;
+            << c.n_tokens << " pos0 " << c.pos0 << " kv " << dtype_name(kv.k) << "/"
+            << dtype_name(kv.v) << " ALiBi " << alibi_bias << " softcap " << softcap << " global "
+            << c.global << " random " << c.random << "x" << c.rblock << " at " << i;
 }
 
 // Global tokens before a window: fewer than, as many as and more than a position block, inside
@@ -259,6 +289,36 @@ TEST(Attention, ModelShapesAndVectorTails) {
 
 // A paged cache (pages of 16 and of 5 positions, shuffled in memory) gives exactly the contiguous
 // cache's output, F32 and F16, decode and prefill, windows, GQA, every ISA.
+// llama.cpp's cache types (--cache-type-k / -v): the kernel reads exactly the values the
+// blocks hold, K and V each in its own type, prefill (widened up front) and decode (block by
+// block), with windows, GQA and vector tails.
+TEST(Attention, QuantizedCachesMatchTheValuesTheyHold) {
+    std::mt19937 rng(29);
+    const KvTypes types[] = {{DType::Q8_0, DType::Q8_0}, {DType::Q4_0, DType::Q4_0},
+                             {DType::Q8_0, DType::F16},  {DType::F16, DType::Q4_0},
+                             {DType::Q5_1, DType::Q4_1}, {DType::Q5_0, DType::BF16},
+                             {DType::BF16, DType::F32}};
+    for (Isa isa : supported_isas())
+        for (const Case c :
+             {Case{4, 2, 32, 0, 1, 77}, Case{6, 2, 64, 0, 131, 0}, Case{8, 2, 128, 50, 97, 20},
+              Case{3, 1, 96, 0, 1, 300}, Case{4, 4, 32, 0, 70, 45}})
+            for (const KvTypes& kv : types) check_case(c, isa, 2, rng, kv);
+}
+
+// A head whose columns a block would straddle is refused, naming the sizes.
+TEST(Attention, QuantizedCacheRefusesHeadsOfPartialBlocks) {
+    AttentionShape s{2, 1, 16, 16, 0, 0.25f, DType::Q8_0, DType::F16};
+    std::vector<float> q(32), out(32);
+    std::vector<uint8_t> k(1024), v(1024);
+    ThreadPool pool(1);
+    try {
+        attention(s, q.data(), k.data(), v.data(), 1, 0, out.data(), pool);
+        FAIL() << "a Q8_0 cache of 16-element heads was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
     std::mt19937 rng(17);
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -267,44 +327,40 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
              {Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 16, 0, 1, 700}, Case{4, 2, 8, 70, 37, 100},
               Case{8, 8, 64, 0, 3, 130}, Case{4, 2, 8, 30, 37, 100, 20},
               Case{4, 1, 16, 40, 1, 700, 70}, Case{4, 2, 8, 30, 70, 150, 5, 3, 16},
-              Case{4, 1, 16, 40, 1, 700, 0, 4, 32}})
-            for (DType kv : {DType::F32, DType::F16})
+              Case{4, 1, 16, 40, 1, 700, 0, 4, 32}, Case{4, 2, 32, 30, 37, 100, 20},
+              Case{2, 1, 64, 40, 1, 300, 0, 4, 32}})
+            for (KvTypes kv :
+                 {KvTypes(DType::F32), KvTypes(DType::F16), KvTypes(DType::Q8_0, DType::Q4_0)})
                 for (int page : {16, 5}) {
+                    if (c.head_dim % dtype_info(kv.k).block_size != 0) continue;
                     ThreadPool pool(2);
                     AttentionShape s{c.n_head,   c.n_head_kv,
                                      c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
                                      c.window,   1.0f / std::sqrt(float(c.head_dim)),
-                                     kv};
+                                     kv.k,       kv.v};
                     s.global_tokens = c.global;
                     s.random_blocks = c.random;
                     s.random_block_size = c.rblock;
                     s.random_seed = 7;
                     const int64_t total = c.pos0 + c.n_tokens, n_pages = (total + page - 1) / page;
-                    const size_t elem = kv == DType::F16 ? 2 : 4;
-                    const size_t row = static_cast<size_t>(s.kv_stride) * elem;
-                    std::vector<uint8_t> kc(total * row), vc(total * row);
-                    for (auto* buf : {&kc, &vc})
-                        for (size_t i = 0; i < buf->size() / elem; ++i) {
-                            const float x = nd(rng);
-                            if (kv == DType::F16) {
-                                const uint16_t h = f32_to_f16(x);
-                                std::memcpy(buf->data() + 2 * i, &h, 2);
-                            } else {
-                                std::memcpy(buf->data() + 4 * i, &x, 4);
-                            }
-                        }
+                    std::vector<float> kf(total * s.kv_stride), vf(kf.size());
+                    for (auto* buf : {&kf, &vf})
+                        for (float& x : *buf) x = nd(rng);
+                    const std::vector<uint8_t> kc = to_type_in_place(kv.k, kf, s.kv_stride),
+                                               vc = to_type_in_place(kv.v, vf, s.kv_stride);
+                    const size_t krow = kc.size() / total, vrow = vc.size() / total;
                     // The same rows in pages placed in reverse order in one pool.
-                    std::vector<uint8_t> kp(n_pages * page * row), vp(kp.size());
+                    std::vector<uint8_t> kp(n_pages * page * krow), vp(n_pages * page * vrow);
                     std::vector<const void*> kptr(n_pages), vptr(n_pages);
                     for (int64_t i = 0; i < n_pages; ++i) {
                         const int64_t slot = n_pages - 1 - i;
                         const int64_t rows = std::min<int64_t>(page, total - i * page);
-                        std::memcpy(kp.data() + slot * page * row, kc.data() + i * page * row,
-                                    rows * row);
-                        std::memcpy(vp.data() + slot * page * row, vc.data() + i * page * row,
-                                    rows * row);
-                        kptr[i] = kp.data() + slot * page * row;
-                        vptr[i] = vp.data() + slot * page * row;
+                        std::memcpy(kp.data() + slot * page * krow, kc.data() + i * page * krow,
+                                    rows * krow);
+                        std::memcpy(vp.data() + slot * page * vrow, vc.data() + i * page * vrow,
+                                    rows * vrow);
+                        kptr[i] = kp.data() + slot * page * krow;
+                        vptr[i] = vp.data() + slot * page * vrow;
                     }
                     std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), a(q.size()),
                         b(q.size());
@@ -314,8 +370,9 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
                     attention_paged(s, q.data(), {kptr.data(), vptr.data(), page}, c.n_tokens,
                                     c.pos0, b.data(), pool, isa);
                     for (size_t i = 0; i < a.size(); ++i)
-                        ASSERT_EQ(a[i], b[i]) << isa_name(isa) << " " << dtype_name(kv) << " page "
-                                              << page << " tokens " << c.n_tokens << " at " << i;
+                        ASSERT_EQ(a[i], b[i])
+                            << isa_name(isa) << " " << dtype_name(kv.k) << "/" << dtype_name(kv.v)
+                            << " page " << page << " tokens " << c.n_tokens << " at " << i;
                 }
 }
 
@@ -346,7 +403,7 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
                     AttentionShape s{sh.n_head,   sh.n_head_kv,
                                      sh.head_dim, int64_t(sh.n_head_kv) * sh.head_dim,
                                      sh.window,   1.0f / std::sqrt(float(sh.head_dim)),
-                                     kv};
+                                     kv,          kv};
                     s.global_tokens = sh.global;
                     s.random_blocks = sh.random;
                     s.random_block_size = 16;
@@ -474,7 +531,7 @@ TEST(Attention, LargeScoresStayFinite) {
 // -p 64` did). Whichever kernel is chosen is within the bf16 bound checked below, here
 // 2^-5 max|v|.
 TEST(Attention, FirstPrefillMeasuresTheChoiceSafely) {
-    const AttentionShape s{12, 12, 64, 12 * 64, 0, 0.125f, DType::F16, true};
+    const AttentionShape s{12, 12, 64, 12 * 64, 0, 0.125f, DType::F16, DType::F16, true};
     const int64_t T = 64;
     std::mt19937 rng(41);
     std::normal_distribution<float> nd(0.0f, 0.5f);
@@ -513,7 +570,8 @@ TEST(Attention, AmxPrefillWithinTheBf16Bound) {
             AttentionShape s{c.n_head,   c.n_head_kv,
                              c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
                              c.window,   1.0f / std::sqrt(float(c.head_dim)),
-                             kv_type,    true};
+                             kv_type,    kv_type,
+                             true};
             const int64_t total = c.pos0 + c.n_tokens;
             std::vector<float> q(c.n_tokens * c.n_head * c.head_dim), k(total * s.kv_stride),
                 v(total * s.kv_stride), out(q.size()), f32(q.size());

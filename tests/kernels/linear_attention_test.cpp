@@ -120,7 +120,7 @@ void check_prefill_and_decode(Isa isa) {
             vr[i] = f16_to_f32(vh[i]);
         }
         AttentionShape sh = s;
-        sh.kv_type = DType::F16;
+        sh.k_type = sh.v_type = DType::F16;
         linear_attention(sh, q.data(), kh.data(), vh.data(), nullptr, n, pos0, out.data(), pool,
                          isa);
         expect_near(out, reference(q, kr, vr, n, pos0), 1e-5, "f16");

@@ -423,6 +423,50 @@ TEST(Forward, BadInputsGiveClearErrors) {
     }
 }
 
+// Quantized KV caches (--cache-type-k / -v): the cache holds the types' blocks (its bytes are
+// theirs), and the logits move away from the F16 cache's by an amount that grows as the bits
+// fall (the stored values' rounding error is ~16x larger for Q4_0 than for Q8_0). A model whose
+// heads are not whole blocks is refused, naming the sizes.
+TEST(KvTypes, QuantizedCachesHoldTheirBlocksAndTheirErrorGrowsAsBitsFall) {
+    InitConfig c = small("llama");
+    c.n_embd = 128;
+    c.n_head = 4;
+    c.n_head_kv = 2;  // head_dim 32
+    c.n_ctx = 256;
+    const Model m(make_model("kv_types", c));
+    const auto prompt = random_tokens(200, m.hparams().n_vocab, 5);
+    const auto logits_of = [&](KvTypes kv, size_t* bytes) {
+        Context ctx(m, 256, 2, 64, kv);
+        const auto out = ctx.forward(prompt, true);
+        *bytes = ctx.kv_cache().bytes();
+        return std::vector<float>(out.begin(), out.end());
+    };
+    size_t b16 = 0, b8 = 0, b4 = 0, bmix = 0;
+    const auto f16 = logits_of({}, &b16), q8 = logits_of(DType::Q8_0, &b8),
+               q4 = logits_of(DType::Q4_0, &b4);
+    logits_of({DType::Q8_0, DType::Q4_0}, &bmix);
+    EXPECT_EQ(b8 * 64, b16 * 34);  // 32 elements: 64 bytes in F16, 34 in Q8_0, 18 in Q4_0
+    EXPECT_EQ(b4 * 64, b16 * 18);
+    EXPECT_EQ(bmix * 64, b16 * (34 + 18) / 2);
+    double d8 = 0, d4 = 0;
+    for (size_t i = 0; i < f16.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(q8[i]) && std::isfinite(q4[i])) << i;
+        d8 += std::fabs(q8[i] - f16[i]);
+        d4 += std::fabs(q4[i] - f16[i]);
+    }
+    EXPECT_GT(d8, 0) << "a Q8_0 cache gave the F16 cache's logits: is it quantized at all?";
+    EXPECT_GT(d4, 2 * d8);
+
+    InitConfig odd = small("llama");  // heads of 8
+    const Model mo(make_model("kv_types_odd", odd));
+    try {
+        Context ctx(mo, 16, 1, 16, DType::Q8_0);
+        FAIL() << "a Q8_0 cache of 8-element heads was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("not a multiple"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Load, MissingOrMisshapenTensorNamesTheTensor) {
     const std::string path = make_model("full", small("qwen2"));
     io::GGUFFile base(path);

@@ -28,6 +28,7 @@
 #include "kernels/cpu/linear_attention.hpp"
 #include "kernels/cpu/linear_attention_body.hpp"
 #include "kernels/cpu/timing_inputs.hpp"
+#include "kernels/type_traits.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -79,23 +80,44 @@ void widen_f16_scalar(const uint16_t* src, int64_t stride, int np, int d, float*
     widen_f16_rows<VScalar>(src, stride, np, d, dst);
 }
 
+// How one cache (K or V) keeps its rows: `stride` elements of `type` per position.
+struct CacheRowsOf {
+    DType type;
+    int64_t stride;
+    size_t row_bytes;    // row_bytes(type, stride)
+    int64_t block;       // elements per block of type (1 for the float types)
+    ToFloatFn to_float;  // the ISA's, for the block types and BF16
+};
+
+CacheRowsOf cache_rows_of(DType type, int64_t stride, Isa isa) {
+    const bool plain = type == DType::F32 || type == DType::F16;
+    return {type, stride, row_bytes(type, stride), dtype_info(type).block_size,
+            plain ? nullptr : type_traits(type, isa).to_float};
+}
+
 // Rows [p0, p0 + np) of a cache (contiguous, or in pages when `pages`), columns
-// [col, col + d), to dst[j * d + i] as floats: F16 widened, F32 copied.
-void gather_rows(const AttentionKernels& kern, bool f16, const void* cache,
-                 const void* const* pages, int page_size, int64_t stride, int64_t p0, int np,
-                 int64_t col, int d, float* dst) {
+// [col, col + d), to dst[j * d + i] as floats: F16 widened, F32 copied, others dequantized
+// (col and d are whole blocks: kv_rows checks the head size).
+void gather_rows(const AttentionKernels& kern, const CacheRowsOf& L, const void* cache,
+                 const void* const* pages, int page_size, int64_t p0, int np, int64_t col, int d,
+                 float* dst) {
+    const size_t col_bytes = row_bytes(L.type, col);
     for (int j = 0; j < np;) {
         const int64_t p = p0 + j;
         const void* base = pages ? pages[p / page_size] : cache;
         const int64_t row = pages ? p % page_size : p;
         const int n = pages ? static_cast<int>(std::min<int64_t>(np - j, page_size - row)) : np - j;
-        if (f16) {
-            kern.widen_f16(static_cast<const uint16_t*>(base) + row * stride + col, stride, n, d,
-                           dst + static_cast<int64_t>(j) * d);
+        const uint8_t* first = static_cast<const uint8_t*>(base) + row * L.row_bytes + col_bytes;
+        float* out = dst + static_cast<int64_t>(j) * d;
+        if (L.type == DType::F16) {
+            kern.widen_f16(reinterpret_cast<const uint16_t*>(first), L.stride, n, d, out);
+        } else if (L.type == DType::F32) {
+            for (int r = 0; r < n; ++r)
+                std::copy_n(reinterpret_cast<const float*>(first + r * L.row_bytes), d,
+                            out + static_cast<int64_t>(r) * d);
         } else {
             for (int r = 0; r < n; ++r)
-                std::copy_n(static_cast<const float*>(base) + (row + r) * stride + col, d,
-                            dst + static_cast<int64_t>(j + r) * d);
+                L.to_float(first + r * L.row_bytes, out + static_cast<int64_t>(r) * d, d);
         }
         j += n;
     }
@@ -143,7 +165,7 @@ namespace {
 // Times the f32 kernel and the AMX tiles on one prefill; sets c's times and choice.
 void time_prefill_attention(AttentionChoice& c) {
     // A 256-token prefill of 4 query heads on 2 KV heads (head size 64), one thread.
-    const AttentionShape sh{4, 2, 64, 128, 0, 0.125f, DType::F32, true};
+    const AttentionShape sh{4, 2, 64, 128, 0, 0.125f, DType::F32, DType::F32, true};
     constexpr int64_t T = 256;
     std::vector<float> q(T * 256), k(T * 128), v(T * 128), out(T * 256);
     uint64_t r = 3;
@@ -361,15 +383,16 @@ void pack_columns(const AttentionShape& s, const float* q, int64_t pos0, int64_t
 }
 
 // Where a job reads its K/V rows: the caller's contiguous F32 cache, the visible span widened
-// (F16) or gathered (pages) once up front, or block by block into the job's own scratch.
+// (F16, quantized) or gathered (pages) once up front, or block by block into the job's own
+// scratch.
 struct KvRows {
     const AttentionKernels* kern;
-    bool f16;
+    CacheRowsOf kl, vl;  // K's and V's element layout
     const void *k_cache, *v_cache;
     const void* const* k_pages;
     const void* const* v_pages;
     int page_size;
-    int64_t stride;  // floats per position in the cache (every KV head)
+    int64_t stride;  // elements per position in the cache (every KV head)
     bool gathered, up_front;
     float* kwide = nullptr;  // the widened span (up_front), from position first_pos
     float* vwide = nullptr;
@@ -390,9 +413,9 @@ struct KvRows {
         const int row = static_cast<int>(stride);
         pool.parallel_for(span, [&](int64_t b, int64_t e, int) {
             const int rows = static_cast<int>(e - b);
-            gather_rows(*kern, f16, k_cache, k_pages, page_size, stride, first + b, rows, 0, row,
+            gather_rows(*kern, kl, k_cache, k_pages, page_size, first + b, rows, 0, row,
                         kwide + b * stride);
-            gather_rows(*kern, f16, v_cache, v_pages, page_size, stride, first + b, rows, 0, row,
+            gather_rows(*kern, vl, v_cache, v_pages, page_size, first + b, rows, 0, row,
                         vwide + b * stride);
         });
     }
@@ -408,8 +431,8 @@ struct KvRows {
             return stride;
         }
         if (gathered) {
-            gather_rows(*kern, f16, k_cache, k_pages, page_size, stride, p0, np, kv_off, D, kw);
-            gather_rows(*kern, f16, v_cache, v_pages, page_size, stride, p0, np, kv_off, D, vw);
+            gather_rows(*kern, kl, k_cache, k_pages, page_size, p0, np, kv_off, D, kw);
+            gather_rows(*kern, vl, v_cache, v_pages, page_size, p0, np, kv_off, D, vw);
             *k = kw;
             *v = vw;
             return D;
@@ -682,20 +705,33 @@ CallCut cut_call(const AttentionShape& s, int64_t n_tokens, int64_t pos0, int th
     return c;
 }
 
-// F16 caches: a prefill of several tiles would widen every block once per tile, so the visible
-// span is widened once, up front, for all tiles (span x kv_stride floats, K and V); decode
-// widens block by block inside its jobs. Paged caches go the same way (F32 rows copied instead
-// of widened), so the block kernels always see contiguous rows.
+// The caches' types, K's and V's: float types, or blocks that no head's columns straddle.
+void check_cache_type(const AttentionShape& s, DType t, const char* which) {
+    SYSLM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16 ||
+                    (dtype_info(t).quantized && has_type_traits(t) && !dtype_info(t).runtime_only &&
+                     dtype_info(t).block_size <= 32),
+                "attention: ", which, " cache type ", dtype_name(t), " is not supported");
+    SYSLM_CHECK(s.head_dim % dtype_info(t).block_size == 0, "attention: a ", which,
+                " cache of type ", dtype_name(t), " needs heads of a multiple of ",
+                dtype_info(t).block_size, " elements; this model's have ", s.head_dim);
+}
+
+// F16 and quantized caches: a prefill of several tiles would widen every block once per tile,
+// so the visible span is widened once, up front, for all tiles (span x kv_stride floats, K and
+// V); decode widens block by block inside its jobs. Paged caches go the same way (F32 rows
+// copied instead of widened), so the block kernels always see contiguous rows.
 KvRows kv_rows(const AttentionKernels& kern, const AttentionShape& s, const void* k_cache,
                const void* v_cache, const KvPagesView* paged, const CallCut& c) {
-    SYSLM_CHECK(s.kv_type == DType::F32 || s.kv_type == DType::F16, "attention: KV cache type ",
-                dtype_name(s.kv_type), " is not supported");
+    check_cache_type(s, s.k_type, "key");
+    check_cache_type(s, s.v_type, "value");
     // ALiBi reads a column's query position from its hi, which the global columns change.
     SYSLM_CHECK((!has_globals(s) && !has_random_blocks(s)) || !s.alibi,
                 "attention: global tokens and random blocks do not combine with ALiBi");
-    const bool f16 = s.kv_type == DType::F16, gathered = f16 || paged != nullptr;
-    return KvRows{&kern, f16, k_cache, v_cache, paged ? paged->k : nullptr,
-                  paged ? paged->v : nullptr, paged ? paged->page_size : 0, s.kv_stride, gathered,
+    const bool gathered = s.k_type != DType::F32 || s.v_type != DType::F32 || paged != nullptr;
+    return KvRows{&kern, cache_rows_of(s.k_type, s.kv_stride, kern.isa),
+                  cache_rows_of(s.v_type, s.kv_stride, kern.isa), k_cache, v_cache,
+                  paged ? paged->k : nullptr, paged ? paged->v : nullptr,
+                  paged ? paged->page_size : 0, s.kv_stride, gathered,
                   // The span widened up front starts at the window: global rows and random blocks
                   // come block by block.
                   gathered && (c.n_tiles > 1 || c.amx) && !has_globals(s) && !has_random_blocks(s)};

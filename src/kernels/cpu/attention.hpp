@@ -23,8 +23,10 @@ struct AttentionShape {
     int head_dim;
     int64_t kv_stride;  // elements between consecutive positions in the K and V caches
     int window = 0;
-    float scale;                 // usually 1/sqrt(head_dim)
-    DType kv_type = DType::F32;  // of the caches' elements: F32 or F16
+    float scale;  // usually 1/sqrt(head_dim)
+    // The caches' element types, K and V each: F32, F16, BF16, or a type of 32-element blocks
+    // (Q8_0, Q4_0, ...: llama.cpp's quantized caches), whose blocks must not straddle heads.
+    DType k_type = DType::F32, v_type = DType::F32;
     // May round Q, K, P and V to bf16 (prefill on the AMX tiles): set by a model whose weights
     // already went through bf16 products (anything but F32 on AMX); F32 models stay exact.
     bool bf16_products = false;
@@ -115,8 +117,8 @@ double random_block_pairs(const AttentionShape& s, int64_t n_tokens, int64_t pos
 double attention_pairs(const AttentionShape& s, int64_t n_tokens, int64_t pos0);
 
 // q: n_tokens rows of n_head*head_dim; out: same shape. Uses the kernels of active_isa(). F16
-// caches are widened to float block by block (kAttentionBlock positions of one KV head) into
-// per-thread scratch, so the block kernels read floats either way.
+// and quantized caches are widened to float block by block (kAttentionBlock positions of one KV
+// head) into per-thread scratch, so the block kernels read floats either way.
 // lse (training's forward; may be null): n_tokens x n_head log-sum-exp of each row's scaled
 // scores, what attention_backward needs to rebuild the probabilities.
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
@@ -128,7 +130,7 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 
 // K/V of one layer in pages (the serving engine's paged cache, infer/kv_pages.hpp): position p's
 // row is row p % page_size of page p / page_size; k[i] / v[i] point at page i's rows of this
-// layer (page_size rows, kv_stride elements apart, of kv_type).
+// layer (page_size rows of kv_stride elements, of k_type / v_type).
 struct LinearState;  // linear_attention.hpp
 
 struct KvPagesView {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/half.hpp"
+#include "kernels/type_traits.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -13,36 +14,45 @@ namespace {
 class CacheRows {
 public:
     CacheRows(const AttentionShape& s, const void* k, const void* v, const KvPagesView* paged)
-        : s_(s), k_(k), v_(v), paged_(paged), elem_(s.kv_type == DType::F16 ? 2 : 4) {}
+        : s_(s), k_(k, s.k_type, s.kv_stride), v_(v, s.v_type, s.kv_stride), paged_(paged) {}
     void key(int64_t p, int hk, float* dst) const {
-        read(paged_ ? page(paged_->k, p) : at(k_, p), hk, dst);
+        read(k_, paged_ ? paged_->k : nullptr, p, hk, dst);
     }
     void value(int64_t p, int hk, float* dst) const {
-        read(paged_ ? page(paged_->v, p) : at(v_, p), hk, dst);
+        read(v_, paged_ ? paged_->v : nullptr, p, hk, dst);
     }
 
 private:
-    const uint8_t* at(const void* base, int64_t p) const {
-        return static_cast<const uint8_t*>(base) + p * s_.kv_stride * elem_;
-    }
-    const uint8_t* page(const void* const* pages, int64_t p) const {
-        const int64_t ps = paged_->page_size;
-        return static_cast<const uint8_t*>(pages[p / ps]) + (p % ps) * s_.kv_stride * elem_;
-    }
-    void read(const uint8_t* row, int hk, float* dst) const {
+    struct Of {
+        Of(const void* b, DType t, int64_t stride)
+            : base(b),
+              type(t),
+              row(row_bytes(t, stride)),
+              to_float(t == DType::F32 || t == DType::F16 ? nullptr : type_traits(t).to_float) {}
+        const void* base;
+        DType type;
+        size_t row;
+        ToFloatFn to_float;
+    };
+    void read(const Of& c, const void* const* pages, int64_t p, int hk, float* dst) const {
         const int d = s_.head_dim;
-        if (elem_ == 4) {
-            const float* r = reinterpret_cast<const float*>(row) + int64_t{hk} * d;
+        const int64_t ps = paged_ ? paged_->page_size : 0;
+        const uint8_t* row = pages ? static_cast<const uint8_t*>(pages[p / ps]) + (p % ps) * c.row
+                                   : static_cast<const uint8_t*>(c.base) + p * c.row;
+        row += row_bytes(c.type, int64_t{hk} * d);
+        if (c.type == DType::F32) {
+            const float* r = reinterpret_cast<const float*>(row);
             for (int i = 0; i < d; ++i) dst[i] = r[i];
-        } else {
-            const uint16_t* r = reinterpret_cast<const uint16_t*>(row) + int64_t{hk} * d;
+        } else if (c.type == DType::F16) {
+            const uint16_t* r = reinterpret_cast<const uint16_t*>(row);
             for (int i = 0; i < d; ++i) dst[i] = f16_to_f32(r[i]);
+        } else {
+            c.to_float(row, dst, d);
         }
     }
     const AttentionShape& s_;
-    const void *k_, *v_;
+    Of k_, v_;
     const KvPagesView* paged_;
-    int64_t elem_;
 };
 
 }  // namespace

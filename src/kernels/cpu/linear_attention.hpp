@@ -32,7 +32,7 @@ struct LinearState {
 };
 
 // Queries at positions pos0 .. pos0 + n_tokens - 1 over the cache's positions up to each (K/V
-// rows of s.kv_type, contiguous from position 0, or through `paged` when it is not null).
+// rows of s.k_type / s.v_type, contiguous from position 0, or through `paged` when it is not null).
 // With a state: its sums are brought to pos0 from the cached rows (from its checkpoint, or from
 // position 0, when it is past pos0), then carried through the new rows. Without one: prefix sums
 // over the cache when the batch is longer than a head (prefill), else the direct sum
