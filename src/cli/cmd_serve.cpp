@@ -28,13 +28,14 @@ namespace {
 struct ServeArgs {
     std::string plan;
     std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
+    std::string prefix_ram, prefix_dir, prefix_disk = "8GiB";
     CacheTypeArgs cache_type;
     std::string window, expert_top_p;
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
     int64_t token_budget = 512;
     int max_queue = 256, max_tokens = 4096, max_n = 8, http_threads = 0;
     int max_connections = 1024;
-    bool no_kv_ring = false;
+    bool no_kv_ring = false, no_prefix_cache = false;
     double request_timeout = 5, keep_alive_timeout = 30, write_timeout = 30;
     size_t max_body = 1 << 20;
     // The options a plan sets (to tell a contradicting command line).
@@ -96,6 +97,12 @@ infer::EngineConfig engine_config(const ServeArgs& a) {
     ec.window_auto = a.window == "auto";
     ec.expert_auto = a.expert_top_p == "auto";
     ec.kv_ring = !a.no_kv_ring;
+    ec.prefix_cache = !a.no_prefix_cache;
+    if (!a.prefix_ram.empty()) ec.prefix_tiers.ram_bytes = train::parse_memory_size(a.prefix_ram);
+    if (!a.prefix_dir.empty()) {
+        ec.prefix_tiers.disk_dir = a.prefix_dir;
+        ec.prefix_tiers.disk_bytes = train::parse_memory_size(a.prefix_disk);
+    }
     return ec;
 }
 
@@ -189,6 +196,20 @@ void add_kv_options(CLI::App& app, ServeArgs& a) {
                  "give back the pages before each sequence's window, in a ring of their own when "
                  "the model also has global layers)");
     add_cache_type_options(app, a.cache_type);
+    app.add_option("--prefix-cache-ram", a.prefix_ram,
+                   "Keep prefix pages the KV pool evicts in RAM, up to this size (e.g. 2GiB), "
+                   "and bring them back on a prefix hit");
+    auto dir = app.add_option("--prefix-cache-dir", a.prefix_dir,
+                              "Then on disk, in a folder of this server's own under this one "
+                              "(removed when it stops)");
+    app.add_option("--prefix-cache-disk", a.prefix_disk, "The disk tier's size")
+        ->capture_default_str()
+        ->needs(dir);
+    app.add_flag("--no-prefix-cache", a.no_prefix_cache,
+                 "Share no KV pages between requests with a common prefix (a baseline; vLLM's "
+                 "--no-enable-prefix-caching)")
+        ->excludes("--prefix-cache-ram")
+        ->excludes(dir);
 }
 
 std::function<int()> setup(CLI::App& app) {

@@ -44,6 +44,8 @@ KvPagesConfig kv_pages_config(const model::Model& m, const EngineConfig& c) {
     k.conv_dim = hp.conv_kernel > 1 ? hp.n_embd : 0;
     k.page_size = c.page_size;
     k.types = c.kv_types;
+    k.tiers = c.prefix_tiers;
+    k.prefix_cache = c.prefix_cache;
     model::check_kv_types(hp, c.kv_types);
     SYSLM_CHECK(c.page_size > 0 && c.parallel > 0 && c.n_ctx > 0 && c.token_budget > 0,
                 "engine: page size, parallel, context and token budget must be positive");
@@ -363,6 +365,8 @@ void Engine::step() {
     for (const Sequence* s : scheduler_.running()) stats_.kv_positions += pages_.held(s->table);
     stats_.preemptions = scheduler_.preemptions();
     stats_.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
+    stats_.prefix_pages = pages_.prefix_lookups();
+    stats_.prefix_tiers = pages_.tier_stats();
     const double t = now_s();
     rate_.emplace_back(t, stats_.generated_tokens);
     while (rate_.size() > 2 && rate_.front().first < t - 5.0) rate_.erase(rate_.begin());

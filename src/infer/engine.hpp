@@ -47,6 +47,10 @@ struct EngineConfig {
     // own pages when the model also has global layers). false: they keep every page, as global
     // layers do (vLLM's --disable-hybrid-kv-cache-manager; `serve --no-kv-ring`).
     bool kv_ring = true;
+    // Where evicted prefix pages go, and come back from (`serve --prefix-cache-ram / -dir /
+    // -disk`); off by default.
+    PrefixTiersConfig prefix_tiers;
+    bool prefix_cache = true;  // false: no prefix sharing at all (`serve --no-prefix-cache`)
 };
 
 // The engine's KV pool for a model: every layer's pages in one group, or, for a model that mixes
@@ -116,6 +120,8 @@ struct EngineStats {
     int64_t kv_positions = 0;  // positions the running sequences hold (for the waste figure)
     int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0;
     int64_t preemptions = 0, prefix_hit_tokens = 0, steps = 0;
+    PrefixLookups prefix_pages;  // whole prompt pages asked for, and where each was found
+    PrefixTierStats prefix_tiers;
     double tokens_per_s = 0;     // generated, over the last few seconds
     LatencyHistogram ttft, itl;  // time to first token, inter-token latency (seconds)
 };

@@ -84,6 +84,11 @@ KvPages::KvPages(const KvPagesConfig& cfg) : cfg_(cfg) {
         G.free.reserve(static_cast<size_t>(n));
         for (PageId p = n - 1; p >= 0; --p) G.free.push_back(p);  // page 0 first out
     }
+    if (cfg.tiers.enabled()) {
+        std::vector<size_t> page_bytes;
+        for (const Group& G : groups_) page_bytes.push_back(G.page_bytes);
+        tiers_ = std::make_unique<PrefixTiers>(cfg.tiers, std::move(page_bytes));
+    }
     int slots[BlockTable::kMaxGroups] = {};
     for (int il = 0; il < cfg.n_layer; ++il) {
         layer_group_.push_back(cfg.group_of(il));
@@ -140,6 +145,10 @@ PageId KvPages::take_page(Group& g) {
     if (g.lru.empty()) return -1;
     const PageId p = g.lru.front();  // evict the least recently used cached prefix page
     g.lru.pop_front();
+    if (tiers_) {
+        const Page& pg = g.pages[static_cast<size_t>(p)];
+        tiers_->put(static_cast<int>(&g - groups_.data()), pg.key, pg.tokens, g.base(p));
+    }
     unpublish(g, p);
     return p;
 }
@@ -320,7 +329,7 @@ size_t KvPages::ring_first(int64_t pos, int window) const {
 int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, int window,
                               uint32_t variant) {
     SYSLM_CHECK(t.pages(0).empty() && t.length == 0, "KV pages: match_prefix needs an empty table");
-    if (tokens.empty()) return 0;
+    if (tokens.empty() || !cfg_.prefix_cache) return 0;
     const size_t ps = static_cast<size_t>(cfg_.page_size);
     const size_t keep = static_cast<size_t>(cfg_.keep_pages);
     size_t m = (tokens.size() - 1) / ps;  // leave a token to compute
@@ -331,40 +340,101 @@ int64_t KvPages::match_prefix(BlockTable& t, std::span<const int32_t> tokens, in
     // The first page a ring holds for a match of m pages (the window before position m * ps;
     // the last page always, the one the next token may share).
     auto first = [&](size_t m) { return std::min(ring_first(int64_t(m * ps), window), m - 1); };
-    auto ring_holds = [&](const Group& G, size_t m) {
+    auto holds = [&](int g, size_t i) {
+        return find(group(g), keys[i], page_tokens(i)) >= 0 || in_tiers(g, keys[i], page_tokens(i));
+    };
+    auto ring_holds = [&](int g, size_t m) {
         for (size_t i = 0; i < m; ++i)
-            if ((i < keep || i >= first(m)) && find(G, keys[i], page_tokens(i)) < 0) return false;
+            if ((i < keep || i >= first(m)) && !holds(g, i)) return false;
         return true;
     };
-    for (const Group& G : groups_) {  // the longest match every group holds
-        if (G.ring) {
-            while (m > 0 && !ring_holds(G, m)) --m;
+    for (int g = 0; g < groups(); ++g) {  // the longest match every group holds
+        if (group(g).ring) {
+            while (m > 0 && !ring_holds(g, m)) --m;
         } else {
             for (size_t i = 0; i < m; ++i)
-                if (find(G, keys[i], page_tokens(i)) < 0) m = i;
+                if (!holds(g, i)) m = i;
         }
     }
-    for (int g = 0; g < groups(); ++g) {
-        Group& G = group(g);
-        PageRun& r = t.runs[static_cast<size_t>(g)];
-        r.kept = keep;
-        for (size_t i = 0; i < m; ++i) {
-            if (G.ring && i >= keep && i < first(m)) {
-                r.pages.push_back(-1);
-                ++r.dropped;
-                continue;
-            }
-            const PageId p = find(G, keys[i], page_tokens(i));
-            retain(G, p);
-            r.pages.push_back(p);
-        }
-    }
+    lookups_.pages += static_cast<int64_t>((tokens.size() - 1) / ps);
+    // A tier's page that cannot come back shortens the match: place the shorter one anew.
+    for (size_t placed; (placed = place_match(t, m, keys, tokens, window)) < m;) m = placed;
     t.length = static_cast<int64_t>(m * ps);
     return t.length;
 }
 
+size_t KvPages::place_match(BlockTable& t, size_t m, std::span<const uint64_t> keys,
+                            std::span<const int32_t> tokens, int window) {
+    const size_t ps = static_cast<size_t>(cfg_.page_size);
+    const size_t keep = static_cast<size_t>(cfg_.keep_pages);
+    const size_t first = m == 0 ? 0 : std::min(ring_first(int64_t(m * ps), window), m - 1);
+    constexpr PageId kInTier = -2;
+    int64_t in_pool = 0;
+    // The pool's pages first: retained, so that bringing the others back cannot evict them.
+    for (int g = 0; g < groups(); ++g) {
+        Group& G = group(g);
+        PageRun& r = t.runs[static_cast<size_t>(g)];
+        r = PageRun{};
+        r.kept = keep;
+        for (size_t i = 0; i < m; ++i) {
+            if (G.ring && i >= keep && i < first) {
+                r.pages.push_back(-1);
+                ++r.dropped;
+                continue;
+            }
+            const PageId p = find(G, keys[i], tokens.subspan(i * ps, ps));
+            if (p >= 0) {
+                retain(G, p);
+                ++in_pool;
+            }
+            r.pages.push_back(p >= 0 ? p : kInTier);
+        }
+    }
+    // Then the tiers' pages, into pages of the pool, published again under their keys.
+    size_t cut = m;
+    for (int g = 0; g < groups() && cut == m; ++g) {
+        Group& G = group(g);
+        PageRun& r = t.runs[static_cast<size_t>(g)];
+        for (size_t i = 0; i < m; ++i) {
+            if (r.pages[i] != kInTier) continue;
+            const auto page_tokens = tokens.subspan(i * ps, ps);
+            const PrefixTiers::Where where = tiers_->find(g, keys[i], page_tokens);
+            const PageId p = take_page(G);
+            if (p < 0) {
+                cut = i;
+                break;
+            }
+            if (!tiers_->take(g, keys[i], page_tokens, G.base(p))) {
+                G.free.push_back(p);
+                cut = i;
+                break;
+            }
+            ++(where == PrefixTiers::Where::Ram ? lookups_.ram : lookups_.disk);
+            retain(G, p);  // before it is published: a published page at 0 refs is in the LRU
+            Page& pg = G.pages[static_cast<size_t>(p)];
+            pg.published = true;
+            pg.key = keys[i];
+            pg.tokens.assign(page_tokens.begin(), page_tokens.end());
+            G.index[keys[i]] = p;
+            r.pages[i] = p;
+        }
+    }
+    if (cut == m) {
+        lookups_.pool += in_pool;
+        return m;
+    }
+    // Undo: every page this attempt holds goes back (the restored ones stay cached).
+    for (int g = 0; g < groups(); ++g) {
+        for (PageId p : t.runs[static_cast<size_t>(g)].pages)
+            if (p >= 0) drop(group(g), p);
+        t.runs[static_cast<size_t>(g)] = PageRun{};
+    }
+    return cut;
+}
+
 void KvPages::publish(const BlockTable& t, std::span<const int32_t> tokens, int window,
                       uint32_t variant) {
+    if (!cfg_.prefix_cache) return;
     const size_t ps = static_cast<size_t>(cfg_.page_size);
     const size_t full =
         static_cast<size_t>(std::min<int64_t>(t.length, static_cast<int64_t>(tokens.size()))) / ps;

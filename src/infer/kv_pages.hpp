@@ -21,12 +21,14 @@
 #include <array>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "infer/prefix_tiers.hpp"
 #include "model/kv_cache.hpp"
 
 namespace syslm::infer {
@@ -66,6 +68,10 @@ struct KvPagesConfig {
     int ring_pages = 0;
     int window = 0;      // the ring layers' window (positions): what a prefix match must hold
     int keep_pages = 0;  // leading pages a ring keeps for good (the global tokens')
+    // Where evicted prefix pages go (RAM, then disk) and come back from on a match; off when
+    // neither tier has room.
+    PrefixTiersConfig tiers;
+    bool prefix_cache = true;  // false: match_prefix finds nothing and publish keeps nothing
 
     int groups() const;
     bool ring_group(int g) const;  // group g's pages are a ring
@@ -74,6 +80,12 @@ struct KvPagesConfig {
     int group_pages(int g) const { return g == 0 ? n_pages : ring_pages; }
     size_t page_bytes(int g = 0) const;
     size_t bytes() const;  // every group's pages
+};
+
+// How match_prefix found the pages it was asked for (full pages before the last token).
+struct PrefixLookups {
+    int64_t pages = 0;                    // asked for
+    int64_t pool = 0, ram = 0, disk = 0;  // found in the pool, or brought back from a tier
 };
 
 class KvPages {
@@ -139,6 +151,10 @@ public:
     void publish(const BlockTable& t, std::span<const int32_t> tokens, int window = 0,
                  uint32_t variant = 0);
 
+    const PrefixLookups& prefix_lookups() const { return lookups_; }
+    // The tiers' contents and traffic (zero without tiers).
+    PrefixTierStats tier_stats() const { return tiers_ ? tiers_->stats() : PrefixTierStats{}; }
+
     // Checks that every page is in exactly one state and the counts are consistent with the
     // given live tables (tests); throws Error naming the first violation.
     void check_invariants(std::span<const BlockTable* const> live) const;
@@ -170,7 +186,16 @@ private:
     const Group& group(int g) const { return groups_[static_cast<size_t>(g)]; }
     size_t layer_offset(int il, bool value) const;  // of layer il's K (or V) rows in its page
     std::pair<PageId, size_t> conv_at(const BlockTable& t, int il, int64_t pos) const;
-    PageId take_page(Group& g);  // a free page, else the LRU cached one; -1 when none
+    // A free page, else the LRU cached one (handed to the tiers, if any); -1 when none.
+    PageId take_page(Group& g);
+    // Places the first m matched pages (keys[i] of page_tokens(i)) in t: retains those in the
+    // pool, then brings the tiers' ones back in order. Returns m, or where a tier's page could not
+    // come back (no page to put it in, or its file failed its check), leaving t empty then.
+    size_t place_match(BlockTable& t, size_t m, std::span<const uint64_t> keys,
+                       std::span<const int32_t> tokens, int window);
+    bool in_tiers(int g, uint64_t key, std::span<const int32_t> tokens) const {
+        return tiers_ && tiers_->find(g, key, tokens) != PrefixTiers::Where::None;
+    }
     static void retain(Group& g, PageId p);
     static void drop(Group& g, PageId p);
     static void unpublish(Group& g, PageId p);
@@ -184,6 +209,8 @@ private:
     size_t k_row_, v_row_, conv_row_;  // bytes of one position's key, value and conv rows
     std::vector<Group> groups_;
     std::vector<int> layer_group_, layer_slot_;  // each layer's group and index in it
+    std::unique_ptr<PrefixTiers> tiers_;         // null: evicted pages are lost
+    PrefixLookups lookups_;
 };
 
 }  // namespace syslm::infer

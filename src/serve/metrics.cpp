@@ -47,6 +47,22 @@ std::string prometheus_text(const infer::EngineStats& s) {
     metric(o, "prefix_cache_hit_tokens_total", "counter",
            "Prompt tokens served from cached prefix pages",
            static_cast<double>(s.prefix_hit_tokens));
+    const infer::PrefixLookups& pl = s.prefix_pages;
+    const auto rate = [&](int64_t hits) {
+        return pl.pages > 0 ? static_cast<double>(hits) / static_cast<double>(pl.pages) : 0.0;
+    };
+    metric(o, "prefix_cache_pages_looked_up_total", "counter",
+           "Whole prompt pages looked up in the prefix cache", static_cast<double>(pl.pages));
+    metric(o, "prefix_cache_pool_hit_rate", "gauge",
+           "Share of looked-up pages found in the KV pool", rate(pl.pool));
+    metric(o, "prefix_cache_ram_hit_rate", "gauge",
+           "Share of looked-up pages brought back from the RAM tier", rate(pl.ram));
+    metric(o, "prefix_cache_disk_hit_rate", "gauge",
+           "Share of looked-up pages brought back from the disk tier", rate(pl.disk));
+    metric(o, "prefix_cache_ram_bytes", "gauge", "Bytes of evicted prefix pages kept in RAM",
+           static_cast<double>(s.prefix_tiers.ram_bytes));
+    metric(o, "prefix_cache_disk_bytes", "gauge", "Bytes of evicted prefix pages kept on disk",
+           static_cast<double>(s.prefix_tiers.disk_bytes));
     metric(o, "preemptions_total", "counter", "Sequences preempted for KV pages (recomputed)",
            static_cast<double>(s.preemptions));
     metric(o, "engine_steps_total", "counter", "Batched forward steps",
@@ -96,7 +112,14 @@ nlohmann::json stats_json(const infer::EngineStats& s) {
             {"generated_tokens", s.generated_tokens},
             {"tokens_per_s", s.tokens_per_s},
             {"preemptions", s.preemptions},
-            {"prefix_hit_tokens", s.prefix_hit_tokens}};
+            {"prefix_hit_tokens", s.prefix_hit_tokens},
+            {"prefix_pages_looked_up", s.prefix_pages.pages},
+            {"prefix_pages_from_pool", s.prefix_pages.pool},
+            {"prefix_pages_from_ram", s.prefix_pages.ram},
+            {"prefix_pages_from_disk", s.prefix_pages.disk},
+            {"prefix_tier_ram_bytes", s.prefix_tiers.ram_bytes},
+            {"prefix_tier_disk_bytes", s.prefix_tiers.disk_bytes},
+            {"prefix_tier_bad_files", s.prefix_tiers.bad_files}};
 }
 
 }  // namespace syslm::serve

@@ -428,6 +428,62 @@ TEST(Engine, StopsCancelsAndRefuses) {
     refused(prompt, Failure::ShuttingDown, "shutting down");
 }
 
+// Prefix tiers: six 40-token prompts asked twice, one at a time (the second round in reverse),
+// through a pool of 24 pages (10 a prompt): the second round finds the first's pages, evicted to
+// RAM (20 pages) and disk, brought back, and its tokens are those of the first round (and of each
+// prompt alone). Without the tiers the same rounds find nothing: the pool kept only the last
+// prompts' pages.
+TEST(Engine, EvictedPrefixesComeBackFromTheTiersWithTheSameTokens) {
+    const auto m = make_model();
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    std::mt19937 rng(21);
+    const int V = m->hparams().n_vocab;
+    std::vector<std::vector<int32_t>> prompts(6, std::vector<int32_t>(40));
+    for (auto& p : prompts)
+        for (auto& t : p) t = static_cast<int32_t>(3 + rng() % (V - 3));
+    int64_t hit_tokens[2] = {};
+    for (const bool tiers : {true, false}) {
+        EngineConfig cfg;
+        cfg.threads = 2;
+        cfg.page_size = 4;
+        cfg.n_pages = 24;
+        cfg.parallel = 1;
+        cfg.n_ctx = 128;
+        if (tiers) {
+            const size_t page = kv_pages_config(*m, cfg).page_bytes();
+            cfg.prefix_tiers.ram_bytes = 20 * page;
+            cfg.prefix_tiers.disk_dir = std::string(SYSLM_TEST_TMP) + "/engine_tiers";
+            cfg.prefix_tiers.disk_bytes = 100 * page;
+        }
+        Engine engine(m, tok, cfg);
+        std::vector<std::vector<int32_t>> first;
+        for (int round = 0; round < 2; ++round)
+            for (size_t i = 0; i < prompts.size(); ++i) {
+                const size_t r = round == 0 ? i : prompts.size() - 1 - i;
+                Collector c;
+                ASSERT_TRUE(engine.submit(prompts[r], greedy(5), c.callback(), nullptr, nullptr));
+                c.wait();
+                if (round == 0) {
+                    first.push_back(c.tokens);
+                    EXPECT_EQ(c.tokens, greedy_alone(*m, tok, prompts[r], 5)) << r;
+                } else {
+                    EXPECT_EQ(c.tokens, first[r]) << "request " << r << " tiers " << tiers;
+                }
+            }
+        const EngineStats st = engine.stats();
+        hit_tokens[tiers ? 0 : 1] = st.prefix_hit_tokens;
+        if (tiers) {
+            EXPECT_GT(st.prefix_pages.ram, 0);
+            EXPECT_GT(st.prefix_pages.disk, 0);
+            EXPECT_EQ(st.prefix_tiers.bad_files, 0);
+            // Every page of the second round's prompts (9 whole ones before the last token).
+            EXPECT_EQ(st.prefix_hit_tokens, 6 * 9 * 4);
+        }
+        engine.drain();
+    }
+    EXPECT_LT(hit_tokens[1], hit_tokens[0] / 2);
+}
+
 // A request the whole KV pool cannot hold ends typed as such (the server answers it 400, not 500),
 // and the engine goes on serving the requests that fit.
 TEST(Engine, ARequestLargerThanTheKvPoolEndsWithItsOwnFailureKind) {

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -245,10 +248,89 @@ TEST(KvPages, ARingMatchesAPrefixWithOnlyItsWindowsPages) {
 
 // 100k random operations on one group, a ring of every layer, and local/global groups (with and
 // without a kept page): the invariants hold and nothing leaks.
+// Prefix tiers: pages the pool evicts go to RAM (2 pages here), then to disk (3), and a match
+// brings them back with the bytes they had; a disk page whose file was damaged is a miss.
+TEST(KvPages, EvictedPrefixPagesComeBackFromRamAndDiskWithTheirBytes) {
+    for (const bool damage : {false, true}) {
+        KvPagesConfig c = config(4);
+        const size_t page = c.page_bytes();
+        c.tiers.ram_bytes = 2 * page;
+        c.tiers.disk_dir = std::string(SYSLM_TEST_TMP) + "/kv_tiers";
+        c.tiers.disk_bytes = 3 * page + page / 2;
+        {
+            KvPages kv(c);
+            std::vector<int32_t> a(17), b(17);
+            for (int i = 0; i < 17; ++i) {
+                a[i] = 100 + i;
+                b[i] = 200 + i;
+            }
+            BlockTable ta;
+            ASSERT_TRUE(kv.append(ta, 16));
+            fill(kv, ta, 0, 1.0f);
+            kv.publish(ta, a);
+            std::vector<float> want;
+            for (int il = 0; il < 3; ++il)
+                for (int64_t pos = 0; pos < 16; ++pos)
+                    for (int d = 0; d < 10; ++d) want.push_back(read(kv, ta, il, pos, d, true));
+            kv.release(ta);  // 4 cached pages
+            BlockTable tb;
+            ASSERT_TRUE(kv.append(tb, 16));  // evicts all 4: 2 stay in RAM, 2 go on to disk
+            PrefixTierStats st = kv.tier_stats();
+            EXPECT_EQ(st.stored, 4);
+            EXPECT_EQ(st.ram_pages, 2);
+            EXPECT_EQ(st.disk_pages, 2);
+            EXPECT_EQ(st.spilled, 2);
+            kv.release(tb);
+            if (damage) {  // flip a byte of one page file
+                namespace fs = std::filesystem;
+                for (const auto& f : fs::recursive_directory_iterator(c.tiers.disk_dir)) {
+                    if (!f.is_regular_file()) continue;
+                    std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+                    io.seekp(100);
+                    io.put('\x7f');
+                    break;
+                }
+            }
+            BlockTable t;
+            const int64_t matched = kv.match_prefix(t, a);
+            const PrefixLookups& l = kv.prefix_lookups();
+            EXPECT_EQ(l.pages, 4);
+            if (!damage) {
+                ASSERT_EQ(matched, 16);
+                EXPECT_EQ(l.ram, 2);
+                EXPECT_EQ(l.disk, 2);
+                std::vector<float> got;
+                for (int il = 0; il < 3; ++il)
+                    for (int64_t pos = 0; pos < 16; ++pos)
+                        for (int d = 0; d < 10; ++d) got.push_back(read(kv, t, il, pos, d, true));
+                EXPECT_EQ(got, want);
+                EXPECT_EQ(kv.tier_stats().ram_pages + kv.tier_stats().disk_pages, 0);
+            } else {
+                // The damaged page ends the match there (the disk pages are the first two).
+                EXPECT_LT(matched, 16);
+                EXPECT_EQ(kv.tier_stats().bad_files, 1);
+            }
+            const BlockTable* live[] = {&t};
+            kv.check_invariants(live);
+            kv.release(t);
+        }
+        // The tiers' folder goes with them.
+        for (const auto& f : std::filesystem::directory_iterator(c.tiers.disk_dir))
+            ADD_FAILURE() << "left behind: " << f.path();
+    }
+}
+
 TEST(KvPages, RandomOperationsKeepInvariantsAndLeakNothing) {
-    for (const auto& [ring, keep] :
-         {std::pair{"", 0}, std::pair{"all", 1}, std::pair{"mixed", 0}, std::pair{"mixed", 1}}) {
-        KvPages kv(config(64, DType::F32, ring, 40, keep));
+    for (const auto& [ring, keep, tiers] :
+         {std::tuple{"", 0, false}, std::tuple{"all", 1, false}, std::tuple{"mixed", 0, false},
+          std::tuple{"mixed", 1, false}, std::tuple{"", 0, true}, std::tuple{"mixed", 1, true}}) {
+        KvPagesConfig c = config(64, DType::F32, ring, 40, keep);
+        if (tiers) {
+            c.tiers.ram_bytes = 3 * c.page_bytes();
+            c.tiers.disk_dir = std::string(SYSLM_TEST_TMP) + "/kv_tiers_random";
+            c.tiers.disk_bytes = 6 * c.page_bytes();
+        }
+        KvPages kv(c);
         std::mt19937 rng(123);
         std::vector<BlockTable> tables;
         std::vector<std::vector<int32_t>> tokens;  // each table's tokens so far
@@ -306,6 +388,10 @@ TEST(KvPages, RandomOperationsKeepInvariantsAndLeakNothing) {
         EXPECT_EQ(dropped > 100, std::string(ring) != "") << ring;
         EXPECT_GT(refused, 100) << ring;
         EXPECT_GT(evicted, 100) << ring;
+        if (tiers) {
+            EXPECT_GT(kv.prefix_lookups().ram, 25) << ring;  // 82 and 295 when written
+            EXPECT_GT(kv.prefix_lookups().disk, 50) << ring;
+        }
         for (auto& t : tables) kv.release(t);
         kv.check_invariants({});
         EXPECT_EQ(kv.used_pages(), 0);

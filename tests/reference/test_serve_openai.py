@@ -343,3 +343,41 @@ def test_a_more_urgent_request_preempts_and_both_answers_stay_exact(syslm_bin, m
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def test_a_quantized_kv_cache_and_prefix_tiers_keep_answers_exact(syslm_bin, tmp_path, vocab_dir,
+                                                                  run_syslm):
+    """`--cache-type-k q8_0 --cache-type-v q4_0` answers as `syslm generate` with the same cache
+    types. Through a pool of 16 pages of 4 positions (one request takes 10), four prompts asked
+    twice (the second time in reverse) come back from the RAM and disk tiers of the prefix cache with the same
+    answers; /metrics reports both tiers' hit rates, and the disk tier's folder goes with the
+    server."""
+    model = init_model(syslm_bin, vocab_dir, tmp_path / "q.gguf", 2, 64, 2, 512)  # heads of 32
+    words = ("and the LORD spake unto Moses saying speak unto the children of Israel that they "
+             "bring me an offering of every man that giveth it willingly with his heart").split()
+    prompts = [" ".join(words[i:] + words[:i]) for i in (0, 7, 13, 21)]
+    kv = ["--cache-type-k", "q8_0", "--cache-type-v", "q4_0"]
+    want = run_syslm("generate", "-m", model, "-p", prompts[0], "-n", 8, "--temp", 0, "-t", 2,
+                     "--ignore-eos", *kv).stdout[len(prompts[0]):].rstrip("\n")
+    tiers = tmp_path / "tiers"
+    proc, port = start_server(syslm_bin, model, "--ctx-size", "256", "--parallel", "1",
+                              "--page-size", "4", "--kv-pages", "16", *kv,
+                              "--prefix-cache-ram", "4KiB", "--prefix-cache-dir", tiers)
+    try:
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused")
+        name = c.models.list().data[0].id
+
+        def ask(p):
+            return c.completions.create(model=name, prompt=p, max_tokens=8, temperature=0,
+                                        extra_body={"ignore_eos": True}).choices[0].text
+
+        first = [ask(p) for p in prompts]
+        assert first[0] == want
+        assert [ask(p) for p in reversed(prompts)] == list(reversed(first))
+        assert metric(port, "prefix_cache_ram_hit_rate") > 0
+        assert metric(port, "prefix_cache_disk_hit_rate") > 0
+        assert any(tiers.iterdir())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert not any(tiers.iterdir())
