@@ -76,7 +76,7 @@ def test_serve_plan_applies_exactly_the_settings(syslm_bin, served, tmp_path):
     p = d / "tuned" / "plan-edited.json"  # beside model.gguf: -m is not needed
     p.write_text(json.dumps(plan))
     line = ready_line(syslm_bin, "--plan", p)
-    assert "50 KV pages of 8 positions (0 MiB, F32)" in line, line
+    assert "50 KV pages of 8 positions (0 MiB, f32)" in line, line
     assert "3 parallel, context 200, token budget 96, 1 threads" in line, line
     # An option that agrees is fine; one that contradicts is a usage error.
     assert "3 parallel" in ready_line(syslm_bin, "--plan", p, "--parallel", "3")
