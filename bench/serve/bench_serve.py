@@ -15,7 +15,9 @@ inter-token latency p50/p99 (gaps between streamed chunks), and for syslm the KV
     bench/serve/bench_serve.py --model bench/models/L110M-Q8_0.gguf \\
         [--syslm build/syslm] [--llama-server /path/to/llama-server] [--streams 1,4,16,64]
 
---prefix-words N starts every prompt with the same N words (a shared system prompt, for the
+--json-mode sends every request with response_format {"type": "json_object"} (constrained
+decoding; the second table gives the token masks' share of the wall time). --prefix-words N
+starts every prompt with the same N words (a shared system prompt, for the
 prefix cache); --syslm-arg passes an argument on to `syslm serve` (e.g. --syslm-arg=--no-kv-ring
 to keep every page of a sliding-window model's local layers, for comparison). A second table
 gives syslm's KV pool and its peak held bytes, the prefix cache's hit rate (prompt tokens served
@@ -71,9 +73,15 @@ def wait_ready(port, timeout=180):
     raise RuntimeError(f"server on {port} not ready")
 
 
+RESPONSE_FORMAT = None  # --json-mode: {"type": "json_object"} on every request
+
+
 def one_request(port, prompt, gen):
-    body = json.dumps({"prompt": prompt, "max_tokens": gen, "stream": True, "temperature": 0,
-                       "ignore_eos": True, "stream_options": {"include_usage": True}})
+    req = {"prompt": prompt, "max_tokens": gen, "stream": True, "temperature": 0,
+           "ignore_eos": True, "stream_options": {"include_usage": True}}
+    if RESPONSE_FORMAT:
+        req["response_format"] = RESPONSE_FORMAT
+    body = json.dumps(req)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     t0 = time.perf_counter()
     c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
@@ -154,7 +162,11 @@ def run_phase(port, streams, rounds, gen, prompts, sample_metrics):
         after = metrics(port)
         d = {k: after[k] - before[k] for k in ("prompt_tokens_total",
                                                 "prefix_cache_hit_tokens_total",
-                                                "preemptions_total")}
+                                                "preemptions_total", "grammar_mask_seconds_total",
+                                                "grammar_masks_total",
+                                                "grammar_mask_cache_hits_total")}
+        row["mask_share"] = d["grammar_mask_seconds_total"] / wall
+        row["mask_cache_hit_rate"] = d["grammar_mask_cache_hits_total"] / max(1, d["grammar_masks_total"])
         row["prefix_hit_rate"] = d["prefix_cache_hit_tokens_total"] / max(1, d["prompt_tokens_total"])
         row["preemptions"] = d["preemptions_total"]
         row["kv_mib_total"] = after["kv_bytes_total"] / 2**20
@@ -176,9 +188,15 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--prefix-words", type=int, default=0,
                     help="a shared system prompt of this many words before every prompt")
+    ap.add_argument("--json-mode", action="store_true",
+                    help='every request with response_format {"type": "json_object"} (syslm '
+                         'only): the second table gives the token masks\' share of the wall time')
     ap.add_argument("--syslm-arg", action="append", default=[],
                     help="an extra argument for syslm serve (repeat), e.g. --syslm-arg=--no-kv-ring")
     args = ap.parse_args()
+    global RESPONSE_FORMAT
+    if args.json_mode:
+        RESPONSE_FORMAT = {"type": "json_object"}
     streams = [int(s) for s in args.streams.split(",")]
     prompts = kjv_prompts(256, prefix_words=args.prefix_words)
     page = 16
@@ -232,12 +250,14 @@ def main():
               f"{lat(l, 'ttft')} | {lat(s, 'itl')} | {lat(l, 'itl')} | {waste} |" if l else
               f"| {n} | {s['tok_s']:.1f} | - | - | {lat(s, 'ttft')} | - | {lat(s, 'itl')} | - | {waste} |")
     print()
-    print("| streams | syslm KV pool MiB | peak held MiB | prefix hit rate | preemptions |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| streams | syslm KV pool MiB | peak held MiB | prefix hit rate | preemptions | "
+          "token masks' share of wall time | mask cache hits |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in streams:
         s = table[("syslm", n)]
         print(f"| {n} | {s['kv_mib_total']:.1f} | {s['kv_mib_peak']:.1f} | "
-              f"{100 * s['prefix_hit_rate']:.1f}% | {s['preemptions']:.0f} |")
+              f"{100 * s['prefix_hit_rate']:.1f}% | {s['preemptions']:.0f} | "
+              f"{100 * s['mask_share']:.2f}% | {100 * s['mask_cache_hit_rate']:.1f}% |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #include "grammar/grammar.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/error.hpp"
 
@@ -119,6 +120,8 @@ Grammar GrammarBuilder::finish(const std::string& root) {
     };
     for (uint32_t r = 0; r < n; ++r)
         if (color[r] == 0) visit(visit, r);
+    static std::atomic<uint64_t> ids{0};
+    g_.id = ++ids;
     g_.rules.assign(n, {});
     for (size_t r = 0; r < n; ++r)
         for (const auto& alt : alts_[r]) {

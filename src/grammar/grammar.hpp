@@ -27,6 +27,7 @@ struct Grammar {
     std::vector<std::vector<uint32_t>> rules;           // each rule's alternatives' first positions
     std::vector<std::string> names;                     // each rule's name
     uint32_t root = 0;
+    uint64_t id = 0;  // unique to this process's grammar (GrammarBuilder::finish): cache keys
 
     // Whether the Chars element at pos admits code point cp.
     bool admits(uint32_t pos, uint32_t cp) const;

@@ -5,6 +5,13 @@
 #include "core/error.hpp"
 
 namespace syslm::grammar {
+namespace {
+
+// The smallest code point of a UTF-8 character by its continuation bytes (1 to 3): fewer bytes
+// would do for a smaller one, and such overlong forms are not UTF-8.
+constexpr uint32_t kMinOfLength[4] = {0, 0x80, 0x800, 0x10000};
+
+}  // namespace
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
     SYSLM_CHECK(g_ && g_->root < g_->rules.size(), "grammar: no rules to match");
@@ -56,24 +63,24 @@ void Matcher::advance_cp(uint32_t cp, Matcher& out) const {
 bool Matcher::advance_into(uint8_t byte, Matcher& out) const {
     if (out.g_ != g_) out.g_ = g_;
     uint32_t partial = 0;
-    int need = 0;
+    int need = 0, total = total_;
     if (need_ == 0) {
         if (byte < 0x80) {
             advance_cp(byte, out);
             out.partial_ = 0;
-            out.need_ = 0;
+            out.need_ = out.total_ = 0;
             out.canonicalize();
             return out.n_stacks() > 0;
         }
         if (byte >= 0xC2 && byte <= 0xDF) {
             partial = byte & 0x1F;
-            need = 1;
+            need = total = 1;
         } else if (byte >= 0xE0 && byte <= 0xEF) {
             partial = byte & 0x0F;
-            need = 2;
+            need = total = 2;
         } else if (byte >= 0xF0 && byte <= 0xF4) {
             partial = byte & 0x07;
-            need = 3;
+            need = total = 3;
         } else {
             return false;  // not a UTF-8 lead byte
         }
@@ -82,17 +89,21 @@ bool Matcher::advance_into(uint8_t byte, Matcher& out) const {
         partial = partial_ << 6 | (byte & 0x3F);
         need = need_ - 1;
         if (need == 0) {
-            if (partial > 0x10FFFF || (partial >= 0xD800 && partial <= 0xDFFF)) return false;
+            if (partial < kMinOfLength[total] || partial > 0x10FFFF ||
+                (partial >= 0xD800 && partial <= 0xDFFF))
+                return false;  // overlong, beyond Unicode, or a surrogate
             advance_cp(partial, out);
             out.partial_ = 0;
-            out.need_ = 0;
+            out.need_ = out.total_ = 0;
             out.canonicalize();
             return out.n_stacks() > 0;
         }
     }
     // A character still being read: the stacks stay, if one of them admits some character that
-    // starts with these bytes.
-    const uint32_t lo = partial << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+    // starts with these bytes (and is as long as the lead byte says: not overlong).
+    const uint32_t lo = std::max(partial << (6 * need), kMinOfLength[total]),
+                   hi = std::min((partial << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFFu);
+    if (lo > hi) return false;
     bool any = false;
     for (size_t i = 0; i < n_stacks() && !any; ++i)
         any = stack_size(i) > 0 && g_->admits_any(data_[starts_[i + 1] - 1], lo, hi);
@@ -101,6 +112,7 @@ bool Matcher::advance_into(uint8_t byte, Matcher& out) const {
     out.starts_ = starts_;
     out.partial_ = partial;
     out.need_ = need;
+    out.total_ = total;
     out.canonicalize();
     return true;
 }
@@ -140,7 +152,7 @@ void Matcher::canonicalize() {
         return std::lexicographical_compare(begin(a), end(a), begin(b), end(b));
     });
     key_.clear();
-    key_.push_back(static_cast<uint32_t>(need_));
+    key_.push_back(static_cast<uint32_t>(need_ << 8 | total_));
     key_.push_back(partial_);
     for (size_t k = 0; k < n; ++k) {
         const uint32_t i = order[k];

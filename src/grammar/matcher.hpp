@@ -49,6 +49,7 @@ private:
     std::vector<uint32_t> starts_;  // stack i is data_[starts_[i], starts_[i + 1])
     uint32_t partial_ = 0;          // the bits of a character read part way
     int need_ = 0;                  // its bytes still to come
+    int total_ = 0;                 // and its continuation bytes in all (1 to 3)
     std::vector<uint32_t> key_;
     std::vector<uint32_t> scratch_;
 };

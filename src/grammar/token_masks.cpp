@@ -70,15 +70,15 @@ TokenMask VocabTrie::mask(const Matcher& m) const {
 }
 
 const TokenMask& MaskCache::mask(const Matcher& m) {
-    const uint64_t h = m.hash();
+    const uint64_t id = m.grammar().id, h = m.hash() ^ (id * 0x9E3779B97F4A7C15ull);
     for (auto [it, end] = index_.equal_range(h); it != end; ++it)
-        if (it->second->key == m.key()) {
+        if (it->second->grammar == id && it->second->key == m.key()) {
             ++hits_;
             lru_.splice(lru_.begin(), lru_, it->second);
             return it->second->mask;
         }
     ++misses_;
-    lru_.push_front({h, m.key(), trie_.mask(m)});
+    lru_.push_front({h, id, m.key(), trie_.mask(m)});
     index_.emplace(h, lru_.begin());
     if (lru_.size() > capacity_) {
         const auto last = std::prev(lru_.end());

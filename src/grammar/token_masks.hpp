@@ -48,7 +48,7 @@ private:
     std::vector<int32_t> end_tokens_;
 };
 
-// VocabTrie::mask with an LRU cache of masks by state key.
+// VocabTrie::mask with an LRU cache of masks by grammar and state key.
 class MaskCache {
 public:
     explicit MaskCache(const VocabTrie& trie, size_t capacity = 4096)
@@ -59,7 +59,7 @@ public:
 
 private:
     struct Entry {
-        uint64_t hash;
+        uint64_t hash, grammar;
         std::vector<uint32_t> key;
         TokenMask mask;
     };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "core/error.hpp"
 #include "tokenizer/utf8.hpp"
@@ -93,6 +95,7 @@ struct Engine::Active {
     GenerationParams params;
     Callback cb;
     Sampler sampler;
+    std::optional<grammar::Matcher> matcher;  // with GenerationParams::grammar
     tokenizer::Utf8StreamBuffer stream;
     std::string text;    // generated text so far
     size_t emitted = 0;  // bytes of it sent
@@ -167,6 +170,7 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
     } catch (const Error& e) {
         return refuse(e.what());
     }
+    if (params.grammar) a->matcher.emplace(params.grammar);
     a->seq.n_prompt = static_cast<int64_t>(prompt.size());
     a->seq.priority = params.priority;
     const int64_t length = std::min<int64_t>(cfg_.n_ctx, a->seq.n_prompt + params.max_tokens);
@@ -240,6 +244,37 @@ void Engine::finish(Active& a, FinishReason reason, Refusal error) {
         a.emitted = a.text.size();
     }
     emit(a, e);
+}
+
+bool Engine::mask_logits(Active& a, std::span<const float> row) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!trie_) {
+        std::vector<std::string> pieces(static_cast<size_t>(tok_.n_vocab()));
+        for (int32_t t = 0; t < tok_.n_vocab(); ++t) {
+            const tokenizer::TokenType type = tok_.token_type(t);
+            if (type != tokenizer::TokenType::CONTROL && type != tokenizer::TokenType::UNKNOWN &&
+                type != tokenizer::TokenType::UNUSED && !tok_.is_eog(t))
+                pieces[static_cast<size_t>(t)] = tok_.token_to_piece(t);
+        }
+        trie_ = std::make_unique<grammar::VocabTrie>(pieces, tok_.eog_ids());
+        masks_ = std::make_unique<grammar::MaskCache>(*trie_);
+    }
+    const int64_t hits = masks_->hits();
+    const grammar::TokenMask& mask = masks_->mask(*a.matcher);
+    masked_.assign(row.begin(), row.end());
+    bool any = false;
+    for (size_t t = 0; t < masked_.size(); ++t) {
+        const bool ok = grammar::allowed(mask, static_cast<int32_t>(t)) &&
+                        !(a.params.ignore_eos && tok_.is_eog(static_cast<int32_t>(t)));
+        if (!ok) masked_[t] = -std::numeric_limits<float>::infinity();
+        any |= ok;
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard lk(mu_);
+    ++stats_.grammar_masks;
+    stats_.grammar_mask_cache_hits += masks_->hits() - hits;
+    stats_.grammar_mask_seconds += dt;
+    return any;
 }
 
 void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
@@ -342,9 +377,20 @@ void Engine::step() {
         for (size_t i = 0; i < sampled.size(); ++i) {
             Active& a = *active_.at(sampled[i]->id);
             const std::span<const float> row(logits_.data() + i * V, V);
-            const int32_t token = a.sampler.sample(row);
+            if (a.matcher && !mask_logits(a, row)) {
+                finish(a, FinishReason::Error,
+                       {Failure::StepFailed, "the grammar allows no further token"});
+                continue;
+            }
+            const int32_t token =
+                a.sampler.sample(a.matcher ? std::span<const float>(masked_) : row);
             a.sampler.accept(token);
+            if (a.matcher && !tok_.is_eog(token))  // the mask let only allowed pieces through
+                SYSLM_CHECK(a.matcher->accept(tok_.token_to_piece(token)), "grammar: token ", token,
+                            " passed the mask but not the matcher");
             on_token(a, token, row);
+            if (a.matcher && !a.finished && a.matcher->finished())
+                finish(a, FinishReason::Stop);  // nothing may follow
         }
         // A ring's positions before a sequence's window are read by no layer of it again.
         const int window = pages_.config().window;

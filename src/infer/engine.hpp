@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "grammar/grammar.hpp"
+#include "grammar/token_masks.hpp"
 #include "infer/kv_pages.hpp"
 #include "infer/paged_rows.hpp"
 #include "infer/sampler.hpp"
@@ -66,6 +68,8 @@ struct GenerationParams {
     bool ignore_eos = false;
     int logprobs = -1;  // top alternatives to report per token; -1: no logprobs
     int priority = 0;   // the scheduler runs lower values first, preempting higher ones
+    // Constrains the output to the grammar's sentences (JSON, a schema, GBNF); null: free text.
+    std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 struct TokenLogprob {
@@ -122,6 +126,9 @@ struct EngineStats {
     int64_t preemptions = 0, prefix_hit_tokens = 0, steps = 0;
     PrefixLookups prefix_pages;  // whole prompt pages asked for, and where each was found
     PrefixTierStats prefix_tiers;
+    // Constrained decoding: token masks made (each a trie walk, or a cache hit) and their time.
+    int64_t grammar_masks = 0, grammar_mask_cache_hits = 0;
+    double grammar_mask_seconds = 0;
     double tokens_per_s = 0;     // generated, over the last few seconds
     LatencyHistogram ttft, itl;  // time to first token, inter-token latency (seconds)
 };
@@ -154,6 +161,9 @@ private:
     bool emit(Active& a, const Event& e);
     void finish(Active& a, FinishReason reason, Refusal error = {});
     void on_token(Active& a, int32_t token, std::span<const float> logits);
+    // A constrained request's logits with the tokens its grammar forbids at -inf (in masked_);
+    // false when it forbids every token.
+    bool mask_logits(Active& a, std::span<const float> row);
 
     std::shared_ptr<const model::Model> model_;
     tokenizer::Tokenizer tok_;
@@ -163,6 +173,10 @@ private:
     model::Forward forward_;
     PagedRows rows_;
     std::vector<float> logits_;
+    // Constrained decoding (made on the first grammar request, engine thread only).
+    std::unique_ptr<grammar::VocabTrie> trie_;
+    std::unique_ptr<grammar::MaskCache> masks_;
+    std::vector<float> masked_;
 
     std::mutex mu_;
     std::condition_variable cv_, idle_cv_;

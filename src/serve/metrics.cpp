@@ -63,6 +63,14 @@ std::string prometheus_text(const infer::EngineStats& s) {
            static_cast<double>(s.prefix_tiers.ram_bytes));
     metric(o, "prefix_cache_disk_bytes", "gauge", "Bytes of evicted prefix pages kept on disk",
            static_cast<double>(s.prefix_tiers.disk_bytes));
+    metric(o, "grammar_masks_total", "counter",
+           "Token masks applied for constrained output (grammar, JSON mode)",
+           static_cast<double>(s.grammar_masks));
+    metric(o, "grammar_mask_cache_hits_total", "counter",
+           "Token masks found in the cache by grammar state",
+           static_cast<double>(s.grammar_mask_cache_hits));
+    metric(o, "grammar_mask_seconds_total", "counter", "Time spent making and applying token masks",
+           s.grammar_mask_seconds);
     metric(o, "preemptions_total", "counter", "Sequences preempted for KV pages (recomputed)",
            static_cast<double>(s.preemptions));
     metric(o, "engine_steps_total", "counter", "Batched forward steps",

@@ -3,6 +3,10 @@
 #include <chrono>
 #include <random>
 
+#include "core/error.hpp"
+#include "grammar/gbnf.hpp"
+#include "grammar/json.hpp"
+
 namespace syslm::serve {
 
 using nlohmann::json;
@@ -57,6 +61,38 @@ void check_model(const json& body, const std::string& model_name) {
                        "model", "model_not_found"};
 }
 
+// llama-server's `grammar` (GBNF) and OpenAI's `response_format`: the grammar the output keeps to.
+std::shared_ptr<const grammar::Grammar> output_grammar(const json& body) {
+    const json* gbnf = field(body, "grammar", [](const json& j) { return j.is_string(); },
+                             "a string (GBNF)");
+    const json* format = field(body, "response_format", [](const json& j) { return j.is_object(); },
+                               "an object");
+    if (gbnf && format) bad("grammar", "give 'grammar' or 'response_format', not both");
+    if (gbnf) {
+        try {
+            return std::make_shared<const grammar::Grammar>(
+                grammar::parse_gbnf(gbnf->get<std::string>()));
+        } catch (const Error& e) {
+            bad("grammar", e.what());
+        }
+    }
+    if (!format) return nullptr;
+    const json* type = field(*format, "type", [](const json& j) { return j.is_string(); },
+                             "a string");
+    const std::string kind = type ? type->get<std::string>() : "";
+    if (kind == "text") return nullptr;
+    if (kind == "json_object") {
+        static const auto json_object = std::make_shared<const grammar::Grammar>(
+            grammar::parse_gbnf(grammar::json_object_gbnf()));
+        return json_object;
+    }
+    if (kind == "json_schema")
+        bad("response_format",
+            "response_format 'json_schema' is not supported yet: use 'json_object' or a GBNF "
+            "'grammar'");
+    bad("response_format", "response_format 'type' must be 'text', 'json_object' or 'json_schema'");
+}
+
 // The fields both endpoints share.
 void common(const json& body, ParsedRequest& r, const infer::Engine& engine,
             const ApiLimits& limits, int default_max_tokens) {
@@ -78,6 +114,7 @@ void common(const json& body, ParsedRequest& r, const infer::Engine& engine,
     r.params.ignore_eos = boolean(body, "ignore_eos", false);
     // vLLM's: lower values are scheduled first, and preempt running requests of higher ones.
     r.params.priority = static_cast<int>(integer(body, "priority", 0, -1000000, 1000000));
+    r.params.grammar = output_grammar(body);
     r.n = static_cast<int>(integer(body, "n", 1, 1, limits.max_n));
     r.stream = boolean(body, "stream", false);
     if (const json* so = field(body, "stream_options", [](const json& j) { return j.is_object(); },

@@ -89,6 +89,14 @@ TEST(Gbnf, UnicodeClassesAndPartialCharacters) {
     EXPECT_FALSE(n.accept(static_cast<uint8_t>(0xD0)));  // Cyrillic: no Greek letter starts so
     EXPECT_FALSE(n.accept(static_cast<uint8_t>(0xFF)));  // never UTF-8
     EXPECT_FALSE(sentence(gbnf(R"(root ::= .)"), "\xed\xa0\x80"));  // a surrogate
+    // Overlong forms are not UTF-8: a quote may not start with a 3- or 4-byte lead byte, nor
+    // end one.
+    Matcher quote(gbnf(R"(root ::= "\"" .)"));
+    EXPECT_FALSE(quote.accept(static_cast<uint8_t>(0xE0)));
+    EXPECT_FALSE(quote.accept(static_cast<uint8_t>(0xF0)));
+    EXPECT_TRUE(quote.accept(static_cast<uint8_t>('"')));
+    EXPECT_FALSE(Matcher(quote).accept(std::string_view("\xe0\x80\xa2")));
+    EXPECT_TRUE(Matcher(quote).accept(std::string_view("\xe0\xa0\x80")));  // U+0800
 }
 
 TEST(Gbnf, ErrorsNameTheRuleOrThePlace) {

@@ -15,6 +15,9 @@
 
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
+#include "grammar/gbnf.hpp"
+#include "grammar/json.hpp"
+#include "grammar/matcher.hpp"
 #include "io/gguf.hpp"
 
 namespace syslm::infer {
@@ -482,6 +485,54 @@ TEST(Engine, EvictedPrefixesComeBackFromTheTiersWithTheSameTokens) {
         engine.drain();
     }
     EXPECT_LT(hit_tokens[1], hit_tokens[0] / 2);
+}
+
+// Constrained decoding: concurrent requests under a grammar (JSON objects, and a GBNF list),
+// greedy and sampled, batched in the same steps, each produce only text the grammar allows; one
+// that ends by itself ("stop") ends on a whole sentence. Free-text requests beside them are
+// untouched (their greedy tokens as alone).
+TEST(Engine, GrammarRequestsProduceOnlyWhatTheirGrammarAllows) {
+    const auto m = make_model();
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    EngineConfig cfg;
+    cfg.threads = 2;
+    cfg.parallel = 8;
+    cfg.n_ctx = 128;
+    Engine engine(m, tok, cfg);
+    const auto json =
+        std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_object_gbnf()));
+    const auto list = std::make_shared<const grammar::Grammar>(
+        grammar::parse_gbnf("root ::= item{1,3}\nitem ::= \"- \" [a-z ]{1,12} \"\\n\""));
+    std::vector<int32_t> prompt{5, 17, 300, 41, 9};
+    std::vector<Collector> got(7);
+    std::vector<std::shared_ptr<const grammar::Grammar>> grammars;
+    for (int r = 0; r < 7; ++r) {
+        GenerationParams p = greedy(r < 6 ? 80 : 10);
+        if (r % 2 == 1) {
+            p.sampling.temperature = 1.0f;
+            p.sampling.seed = static_cast<uint64_t>(r);
+        }
+        grammars.push_back(r < 4 ? json : r < 6 ? list : nullptr);
+        p.grammar = grammars.back();
+        ASSERT_TRUE(engine.submit(prompt, p, got[r].callback(), nullptr, nullptr));
+    }
+    int ended = 0;
+    for (int r = 0; r < 7; ++r) {
+        got[r].wait();
+        if (!grammars[r]) {
+            EXPECT_EQ(got[r].tokens, greedy_alone(*m, tok, prompt, 10));
+            continue;
+        }
+        grammar::Matcher check(grammars[r]);
+        EXPECT_TRUE(check.accept(std::string_view(got[r].text))) << r << ": " << got[r].text;
+        EXPECT_FALSE(got[r].text.empty()) << r;
+        if (got[r].finish == "stop") {
+            EXPECT_TRUE(check.can_end()) << r << ": " << got[r].text;
+            ++ended;
+        }
+    }
+    EXPECT_GT(ended, 0);  // the list grammar ends by itself within 80 tokens
+    EXPECT_GT(engine.stats().grammar_masks, 0);
 }
 
 // A request the whole KV pool cannot hold ends typed as such (the server answers it 400, not 500),

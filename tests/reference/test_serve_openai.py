@@ -381,3 +381,37 @@ def test_a_quantized_kv_cache_and_prefix_tiers_keep_answers_exact(syslm_bin, tmp
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert not any(tiers.iterdir())
+
+
+def test_grammar_and_json_mode_constrain_the_output(client, server):
+    """A GBNF `grammar` (llama-server's field) and `response_format` json_object: every choice of
+    n > 1, streamed or not, keeps to the grammar; a bounded grammar ends by itself with text that
+    parses as JSON; a bad grammar is an OpenAI-shaped 400 naming its line and column."""
+    bounded = r'root ::= "{\"answer\": " ("true" | "false" | [1-9] [0-9]{0,2}) ", \"why\": \"" [a-z ]{1,20} "\"}"'
+    name = client.models.list().data[0].id
+    r = client.completions.create(model=name, prompt="Is it so?", max_tokens=60, n=3,
+                                  temperature=1.0, seed=4, extra_body={"grammar": bounded})
+    for c in r.choices:
+        assert c.finish_reason == "stop", c
+        doc = json.loads(c.text)
+        assert set(doc) == {"answer", "why"} and isinstance(doc["why"], str)
+    stream = client.chat.completions.create(
+        model=name, messages=[{"role": "user", "content": "Answer in JSON"}], max_tokens=40,
+        temperature=0.8, seed=2, stream=True, response_format={"type": "json_object"})
+    text = "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices)
+    assert text.startswith("{"), text
+    r = client.chat.completions.create(model=name, messages=[{"role": "user", "content": "JSON"}],
+                                       max_tokens=40, response_format={"type": "json_object"},
+                                       temperature=0)
+    content = r.choices[0].message.content
+    assert content.startswith("{")
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(content), dict)
+    code, text = http(server, "POST", "/v1/completions",
+                      {"prompt": "x", "grammar": 'root ::= "a" (\n"b"'})
+    assert code == 400, text
+    err = json.loads(text)["error"]
+    assert err["param"] == "grammar" and "line" in err["message"], err
+    code, text = http(server, "POST", "/v1/completions",
+                      {"prompt": "x", "grammar": "root ::= x", "response_format": {"type": "text"}})
+    assert code == 400 and "not both" in text, text
