@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "grammar/gbnf.hpp"
 #include "grammar/json.hpp"
+#include "grammar/json_schema.hpp"
 
 namespace syslm::serve {
 
@@ -67,7 +68,20 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const json& body) {
                              "a string (GBNF)");
     const json* format = field(body, "response_format", [](const json& j) { return j.is_object(); },
                                "an object");
-    if (gbnf && format) bad("grammar", "give 'grammar' or 'response_format', not both");
+    const json* schema = field(body, "json_schema", [](const json& j) {
+        return j.is_object() || j.is_boolean();
+    }, "an object (a JSON Schema)");
+    if ((gbnf != nullptr) + (format != nullptr) + (schema != nullptr) > 1)
+        bad("grammar", "give one of 'grammar', 'json_schema' and 'response_format', not several");
+    const auto from_schema = [](const json& s, const char* param) {
+        try {
+            return std::make_shared<const grammar::Grammar>(
+                grammar::parse_gbnf(grammar::json_schema_to_gbnf(s)));
+        } catch (const Error& e) {
+            bad(param, e.what());
+        }
+    };
+    if (schema) return from_schema(*schema, "json_schema");
     if (gbnf) {
         try {
             return std::make_shared<const grammar::Grammar>(
@@ -86,10 +100,13 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const json& body) {
             grammar::parse_gbnf(grammar::json_object_gbnf()));
         return json_object;
     }
-    if (kind == "json_schema")
-        bad("response_format",
-            "response_format 'json_schema' is not supported yet: use 'json_object' or a GBNF "
-            "'grammar'");
+    if (kind == "json_schema") {  // OpenAI's {"type": "json_schema", "json_schema": {"schema": ...}}
+        const json* js = field(*format, "json_schema", [](const json& j) { return j.is_object(); },
+                               "an object");
+        if (!js || !js->contains("schema"))
+            bad("response_format", "response_format json_schema needs 'json_schema': {'schema': ...}");
+        return from_schema((*js)["schema"], "response_format");
+    }
     bad("response_format", "response_format 'type' must be 'text', 'json_object' or 'json_schema'");
 }
 

@@ -414,4 +414,4 @@ def test_grammar_and_json_mode_constrain_the_output(client, server):
     assert err["param"] == "grammar" and "line" in err["message"], err
     code, text = http(server, "POST", "/v1/completions",
                       {"prompt": "x", "grammar": "root ::= x", "response_format": {"type": "text"}})
-    assert code == 400 and "not both" in text, text
+    assert code == 400 and "not several" in text, text

@@ -1,0 +1,111 @@
+// JSON Schema to grammar: documents the schema accepts and the grammar allows, documents the
+// grammar refuses (each a schema violation), integer ranges checked value by value, and the
+// refused keywords named with their path. (200+ generated schemas, validated by the jsonschema
+// package on a served model's output: tests/reference/test_json_schema.py.)
+#include "grammar/json_schema.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "core/error.hpp"
+#include "grammar/gbnf.hpp"
+#include "grammar/matcher.hpp"
+
+namespace syslm::grammar {
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<const Grammar> from(const json& schema) {
+    return std::make_shared<const Grammar>(parse_gbnf(json_schema_to_gbnf(schema)));
+}
+
+bool sentence(const std::shared_ptr<const Grammar>& g, std::string_view s) {
+    Matcher m(g);
+    return m.accept(s) && m.can_end();
+}
+
+TEST(JsonSchema, ObjectsWithRequiredAndOptionalPropertiesInOrder) {
+    const auto g = from(json::parse(R"({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 5}, "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 2},
+        "ok": {"type": "boolean"}}, "required": ["name", "ok"]})"));
+    // Properties come in the order of the parsed schema object: nlohmann::json sorts keys.
+    for (const char* yes :
+         {R"({"name": "bob", "ok": true})", R"({"age": -12, "name": "", "ok": false})",
+          R"({"name": "x", "ok": true, "tags": ["a", 3]})",
+          R"({ "age" : 0 , "name" : "abcde" , "ok" : true , "tags" : ["b"] })"})
+        EXPECT_TRUE(sentence(g, yes)) << yes;
+    for (const char* no :
+         {R"({"ok": true})", R"({"name": "abcdef", "ok": true})",
+          R"({"name": "x", "ok": true, "extra": 1})", R"({"name": "x", "ok": true, "tags": []})",
+          R"({"name": "x", "ok": true, "tags": ["a", "b", "a"]})",
+          R"({"name": "x", "ok": true, "tags": ["c"]})", R"({"name": "x", "age": 1, "ok": true})",
+          R"({"name": "x", "ok": 1})", R"({"age": 1.5, "name": "x", "ok": true})"})
+        EXPECT_FALSE(sentence(g, no)) << no;
+}
+
+TEST(JsonSchema, IntegerRangesAreExact) {
+    for (const auto& [lo, hi] : {std::pair{-37, 112}, std::pair{0, 9}, std::pair{5, 5},
+                                 std::pair{-250, -3}, std::pair{95, 1003}}) {
+        const auto g = from({{"type", "integer"}, {"minimum", lo}, {"maximum", hi}});
+        for (int v = lo - 30; v <= hi + 30; ++v)
+            EXPECT_EQ(sentence(g, std::to_string(v)), v >= lo && v <= hi)
+                << lo << ".." << hi << ": " << v;
+        EXPECT_FALSE(sentence(g, "-0"));
+        EXPECT_FALSE(sentence(g, "007"));
+    }
+    const auto open_low = from({{"type", "integer"}, {"exclusiveMinimum", 99}});
+    EXPECT_FALSE(sentence(open_low, "99"));
+    EXPECT_TRUE(sentence(open_low, "100"));
+    EXPECT_TRUE(sentence(open_low, "123456789"));
+    const auto open_high = from({{"type", "integer"}, {"maximum", -20}});
+    EXPECT_TRUE(sentence(open_high, "-20"));
+    EXPECT_TRUE(sentence(open_high, "-98765"));
+    EXPECT_FALSE(sentence(open_high, "-19"));
+    EXPECT_FALSE(sentence(open_high, "5"));
+    const auto number = from({{"type", "number"}, {"minimum", 0.5}, {"exclusiveMaximum", 3}});
+    // Integers in range, and fractions of those below the last (a subset of what is allowed).
+    for (const char* yes : {"1", "2", "1.25", "1.999"}) EXPECT_TRUE(sentence(number, yes)) << yes;
+    for (const char* no : {"3", "3.5", "-1", "0", "4", "0.7"})
+        EXPECT_FALSE(sentence(number, no)) << no;
+}
+
+TEST(JsonSchema, RefsAnyOfTypeListsAndPrefixItems) {
+    const auto g = from(json::parse(R"({"$defs": {"node": {"type": "object",
+        "properties": {"v": {"type": "integer", "minimum": 0, "maximum": 9},
+                       "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+        "required": ["v"]}},
+        "anyOf": [{"$ref": "#/$defs/node"}, {"type": ["string", "null"], "maxLength": 3},
+                  {"type": "array", "prefixItems": [{"const": "x"}, {"type": "boolean"}],
+                   "items": false}]})"));
+    for (const char* yes : {R"({"v": 1})", R"({"kids": [{"kids": [{"v": 3}], "v": 2}], "v": 1})",
+                            "null", R"("abc")", R"(["x", true])", R"(["x"])", "[]"})
+        EXPECT_TRUE(sentence(g, yes)) << yes;
+    for (const char* no : {R"({"v": 10})", R"({"kids": [{"v": 1}, {"v": 1}, {"v": 1}], "v": 1})",
+                           R"("abcd")", R"(["x", true, 1])", R"(["y"])", "true"})
+        EXPECT_FALSE(sentence(g, no)) << no;
+}
+
+TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithTheirPath) {
+    for (const auto& [schema, says] :
+         {std::pair{
+              R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})",
+              "#/properties/a: 'pattern' is not supported"},
+          std::pair{R"({"allOf": [{}]})", "'allOf' is not supported"},
+          std::pair{R"({"$ref": "#/$defs/missing"})", "is not defined"},
+          std::pair{R"({"type": "integer", "minimum": 5, "maximum": 4})", "no integer"},
+          std::pair{R"({"type": "object", "properties": {}, "required": ["x"]})",
+                    "not in 'properties'"}}) {
+        try {
+            json_schema_to_gbnf(json::parse(schema));
+            ADD_FAILURE() << "accepted " << schema;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+        }
+    }
+}
+
+}  // namespace
+}  // namespace syslm::grammar
