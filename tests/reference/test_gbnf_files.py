@@ -178,7 +178,7 @@ def test_llama_cpp_grammar_outputs_parse_independently(syslm_bin, tmp_path, voca
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused")
         r = client.completions.create(model=client.models.list().data[0].id, prompt="Output:",
-                                      max_tokens=400, n=12, temperature=0.8, seed=3,
+                                      max_tokens=400, n=8, temperature=0.8, seed=3,
                                       extra_body={"grammar": text})
     finally:
         proc.send_signal(signal.SIGTERM)
