@@ -28,7 +28,7 @@ namespace {
 struct ServeArgs {
     std::string plan;
     std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
-    std::string prefix_ram, prefix_dir, prefix_disk = "8GiB";
+    std::string prefix_ram, prefix_dir, prefix_disk = "8GiB", pooling = "mean";
     CacheTypeArgs cache_type;
     std::string window, expert_top_p;
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
@@ -126,6 +126,7 @@ int run_serve(ServeArgs& a) {
     sc.limits.max_n = a.max_n;
     sc.http_threads = a.http_threads > 0 ? a.http_threads : default_http_threads(a);
     sc.max_connections = a.max_connections;
+    sc.pooling = serve::pooling_from_name(a.pooling);
     sc.request_timeout_s = a.request_timeout;
     sc.keep_alive_timeout_s = a.keep_alive_timeout;
     sc.write_timeout_s = a.write_timeout;
@@ -205,6 +206,10 @@ void add_kv_options(CLI::App& app, ServeArgs& a) {
     app.add_option("--prefix-cache-disk", a.prefix_disk, "The disk tier's size")
         ->capture_default_str()
         ->needs(dir);
+    app.add_option("--pooling", a.pooling,
+                   "How /v1/embeddings pools an input's hidden states: mean or last (token)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"mean", "last"}));
     app.add_flag("--no-prefix-cache", a.no_prefix_cache,
                  "Share no KV pages between requests with a common prefix (a baseline; vLLM's "
                  "--no-enable-prefix-caching)")

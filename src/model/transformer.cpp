@@ -174,6 +174,32 @@ std::span<const float> Context::forward(std::span<const int32_t> tokens, bool al
     return logits_;
 }
 
+std::vector<float> Context::hidden_states(std::span<const int32_t> tokens) {
+    SYSLM_CHECK(!tokens.empty(), "hidden states: no tokens");
+    SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(), "context is full: ",
+                n_past_, " + ", tokens.size(), " tokens exceed the context size ", n_ctx());
+    for (int32_t t : tokens)
+        SYSLM_CHECK(t >= 0 && t < model_.hparams().n_vocab, "token id ", t,
+                    " is outside the vocabulary (", model_.hparams().n_vocab, " tokens)");
+    const size_t E = static_cast<size_t>(model_.hparams().n_embd);
+    const size_t n_batch = static_cast<size_t>(forward_.n_batch());
+    std::vector<float> out(tokens.size() * E);
+    forward_.set_output_hidden(true);
+    struct Restore {
+        Forward& f;
+        ~Restore() { f.set_output_hidden(false); }
+    } restore{forward_};
+    for (size_t start = 0; start < tokens.size(); start += n_batch) {
+        const size_t n = std::min(tokens.size() - start, n_batch);
+        logit_rows_.clear();
+        for (size_t r = 0; r < n; ++r) logit_rows_.push_back(static_cast<int64_t>(r));
+        ContiguousRows rows(cache_, n_past_, static_cast<int64_t>(n));
+        forward_.run(tokens.subspan(start, n), rows, logit_rows_, out.data() + start * E);
+        n_past_ += static_cast<int>(n);
+    }
+    return out;
+}
+
 std::span<const float> Context::forward_from(int first_layer, std::span<const float> residual) {
     const int64_t E = model_.hparams().n_embd;
     const int64_t T = static_cast<int64_t>(residual.size()) / E;
@@ -291,6 +317,10 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
     SYSLM_PROFILE_STEP(prof, "output_norm", kernels::norm_flops(hp.spec().norm) * n_out * E,
                        8 * n_out * E);
     norm(x, h_.data(), n_out, w.output_norm, w.output_norm_b);
+    if (output_hidden_) {
+        backend_.copy_rows(h_.data(), E, logits, E, n_out, E);
+        return;
+    }
     if (observer_)
         observer_->observe(
             w.output.data == w.token_embd.data ? "token_embd.weight" : "output.weight", -1,

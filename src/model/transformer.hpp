@@ -121,6 +121,9 @@ public:
     // Layers to bypass (their residual contribution taken as zero): what the model would compute
     // with those layers removed (structured pruning's layer choice). Empty: none.
     void set_skipped_layers(std::vector<bool> skip) { skip_ = std::move(skip); }
+    // Instead of logits, write each logit row's final-norm output (n_embd floats): the hidden
+    // states that embeddings pool.
+    void set_output_hidden(bool hidden) { output_hidden_ = hidden; }
     const Model& model() const { return model_; }
 
 private:
@@ -153,6 +156,7 @@ private:
     KvRows* rows_ = nullptr;  // of the running call
     ActivationObserver* observer_ = nullptr;
     std::vector<bool> skip_;
+    bool output_hidden_ = false;
     // activations, sized for n_batch tokens
     backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     backend::Buffer rope_angles_;        // per token of the running call: Rope::angles, all layers
@@ -191,6 +195,9 @@ public:
     // Forward::run_from for one batch of rows (at most n_batch) at positions n_past()..; the
     // logits of every row.
     std::span<const float> forward_from(int first_layer, std::span<const float> residual);
+    // Appends tokens as forward does; returns every row's final-norm output (rows x n_embd),
+    // the hidden states that embeddings pool.
+    std::vector<float> hidden_states(std::span<const int32_t> tokens);
 
     int n_past() const { return n_past_; }
     int n_ctx() const { return cache_.n_ctx(); }

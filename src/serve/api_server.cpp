@@ -68,6 +68,7 @@ void Server::start() {
 void Server::set_engine(std::unique_ptr<infer::Engine> engine, std::string model_name,
                         tokenizer::ChatFormat format) {
     engine_ = std::move(engine);
+    embedder_ = std::make_unique<Embedder>(*engine_, cfg_.pooling);
     model_name_ = std::move(model_name);
     format_ = format;
     ready_.store(true);
@@ -108,6 +109,8 @@ http::Router Server::routes() {
     r.add("POST", "/apply-template", Run::Worker, needs_engine(&Server::apply_template));
     r.add("POST", "/v1/completions", Run::Worker, needs_engine(&Server::completion));
     r.add("POST", "/v1/chat/completions", Run::Worker, needs_engine(&Server::chat_completion));
+    r.add("POST", "/v1/embeddings", Run::Worker, needs_engine(&Server::embeddings));
+    r.add("POST", "/v1/responses", Run::Worker, needs_engine(&Server::responses));
     return r;
 }
 
@@ -203,6 +206,14 @@ void Server::apply_template(const http::Request& req, http::Responder& res) {
     const json body = parse_body(req);
     res.reply(json_response(
         200, {{"prompt", tokenizer::apply_chat_template(format_, parse_messages(body), true)}}));
+}
+
+void Server::responses(const http::Request& req, http::Responder& res) {
+    serve_response({engine_, model_name_, format_, cfg_.limits}, parse_body(req), res);
+}
+
+void Server::embeddings(const http::Request& req, http::Responder& res) {
+    res.reply(json_response(200, embedder_->embed(parse_body(req), model_name_)));
 }
 
 void Server::completion(const http::Request& req, http::Responder& res) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "infer/engine.hpp"
+#include "serve/embeddings.hpp"
 #include "serve/http_transport.hpp"
 #include "serve/openai_api.hpp"
 
@@ -30,6 +31,7 @@ struct ServerConfig {
     // parallel + the engine's queue: then the engine's 429 is the limit, not the HTTP layer.
     int http_threads = 64;
     int max_connections = 1024;
+    Pooling pooling = Pooling::Mean;   // of /v1/embeddings
     double request_timeout_s = 5;      // a request's head and body, from its first byte
     double keep_alive_timeout_s = 30;  // an idle keep-alive connection
     double write_timeout_s = 30;       // a client that accepts none of its pending answer
@@ -62,9 +64,12 @@ private:
     void apply_template(const http::Request& req, http::Responder& res);
     void completion(const http::Request& req, http::Responder& res);
     void chat_completion(const http::Request& req, http::Responder& res);
+    void embeddings(const http::Request& req, http::Responder& res);
+    void responses(const http::Request& req, http::Responder& res);
 
     ServerConfig cfg_;
     std::shared_ptr<infer::Engine> engine_;
+    std::unique_ptr<Embedder> embedder_;
     std::string model_name_;
     tokenizer::ChatFormat format_ = tokenizer::ChatFormat::ChatML;
     std::atomic<bool> ready_{false}, draining_{false};

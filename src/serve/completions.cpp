@@ -142,7 +142,194 @@ void stream_sse(Generation& g, const ParsedRequest& pr, const Envelope& env, inf
     cancel(g, engine);  // the client is gone
 }
 
+// /v1/responses' request as a chat completion's: instructions become a system message, input a
+// user message (a string) or the messages themselves (content a string, or parts of input_text).
+json responses_as_chat(const json& body) {
+    if (!body.is_object())
+        throw ApiError{400, "invalid_request_error", "the request body must be a JSON object", "",
+                       ""};
+    json chat = json::object();
+    for (const char* k : {"model", "temperature", "top_p", "stream", "seed", "stop"})
+        if (body.contains(k)) chat[k] = body[k];
+    if (body.contains("max_output_tokens")) chat["max_tokens"] = body["max_output_tokens"];
+    json messages = json::array();
+    if (body.contains("instructions") && body["instructions"].is_string())
+        messages.push_back({{"role", "system"}, {"content", body["instructions"]}});
+    const json input = body.value("input", json());
+    if (input.is_string()) {
+        messages.push_back({{"role", "user"}, {"content", input}});
+    } else if (input.is_array() && !input.empty()) {
+        for (const json& m : input) {
+            if (!m.is_object() || !m.contains("role") || !m.contains("content"))
+                throw ApiError{400, "invalid_request_error",
+                               "each input item must be a message with a role and content", "input",
+                               ""};
+            json content = m["content"];
+            if (content.is_array()) {  // [{"type": "input_text", "text": ...}, ...]
+                std::string text;
+                for (const json& part : content) {
+                    if (!part.is_object() || !part.contains("text") || !part["text"].is_string())
+                        throw ApiError{400, "invalid_request_error",
+                                       "only text content parts are supported", "input", ""};
+                    text += part["text"].get<std::string>();
+                }
+                content = text;
+            }
+            messages.push_back({{"role", m["role"]}, {"content", content}});
+        }
+    } else {
+        throw ApiError{400, "invalid_request_error",
+                       "'input' must be a string or a non-empty list of messages", "input", ""};
+    }
+    chat["messages"] = messages;
+    return chat;
+}
+
+// The response object of /v1/responses, as its status stands.
+json response_object(const Envelope& env, const std::string& msg_id, const ChoiceResult& c,
+                     const char* status) {
+    json content = json::array();
+    if (std::string(status) != "in_progress")
+        content.push_back(
+            {{"type", "output_text"}, {"text", c.text}, {"annotations", json::array()}});
+    json output = json::array();
+    if (std::string(status) != "in_progress")
+        output.push_back({{"type", "message"},
+                          {"id", msg_id},
+                          {"status", "completed"},
+                          {"role", "assistant"},
+                          {"content", content}});
+    json r = {{"id", env.id},     {"object", "response"},         {"created_at", env.created},
+              {"status", status}, {"model", env.model},           {"output", output},
+              {"error", nullptr}, {"incomplete_details", nullptr}};
+    if (std::string(status) == "incomplete")
+        r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    if (c.done)
+        r["usage"] = {{"input_tokens", c.n_prompt},
+                      {"output_tokens", c.n_generated},
+                      {"total_tokens", c.n_prompt + c.n_generated}};
+    return r;
+}
+
+std::string sse_event(const char* type, json data, int& seq) {
+    data["type"] = type;
+    data["sequence_number"] = seq++;
+    return std::string("event: ") + type + "\ndata: " + dump(data) + "\n\n";
+}
+
 }  // namespace
+
+void serve_response(const CompletionContext& ctx, const json& body, http::Responder& res) {
+    infer::Engine& engine = *ctx.engine;
+    const ParsedRequest pr =
+        parse_chat(responses_as_chat(body), ctx.model_name, engine, ctx.format, ctx.limits);
+    const std::shared_ptr<Generation> g = submit(engine, pr);
+    const Envelope env{random_id("resp_"), ctx.model_name, unix_time(), true};
+    const std::string msg_id = random_id("msg_");
+    const auto status_of = [](const ChoiceResult& c) {
+        return c.finish == infer::FinishReason::Length ? "incomplete" : "completed";
+    };
+    try {
+        std::unique_lock lk(g->mu);
+        if (!pr.stream) {
+            while (!g->cv.wait_for(lk, kClientCheck, [&] { return g->all_done(); }))
+                if (res.client_gone()) {
+                    lk.unlock();
+                    cancel(*g, engine);
+                    return;
+                }
+            const ChoiceResult c = g->choices[0];
+            lk.unlock();
+            if (c.finish == infer::FinishReason::Error) throw api_error(c.error);
+            res.reply(json_response(200, response_object(env, msg_id, c, status_of(c))));
+            return;
+        }
+        lk.unlock();
+        // The event sequence of OpenAI's streamed responses, text deltas in between.
+        res.start_stream({200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}});
+        int seq = 0;
+        const json item = {{"type", "message"},
+                           {"id", msg_id},
+                           {"status", "in_progress"},
+                           {"role", "assistant"},
+                           {"content", json::array()}};
+        const json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
+        std::string out =
+            sse_event("response.created",
+                      {{"response", response_object(env, msg_id, ChoiceResult{}, "in_progress")}},
+                      seq) +
+            sse_event("response.output_item.added", {{"output_index", 0}, {"item", item}}, seq) +
+            sse_event(
+                "response.content_part.added",
+                {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", part}},
+                seq);
+        if (!res.write(out)) {
+            cancel(*g, engine);
+            return;
+        }
+        lk.lock();
+        while (true) {
+            g->cv.wait_for(lk, kClientCheck, [&] { return !g->events.empty(); });
+            if (res.client_gone()) break;
+            out.clear();
+            while (!g->events.empty()) {
+                const infer::Event e = std::move(g->events.front().second);
+                g->events.pop_front();
+                if (!e.text.empty())
+                    out += sse_event("response.output_text.delta",
+                                     {{"item_id", msg_id},
+                                      {"output_index", 0},
+                                      {"content_index", 0},
+                                      {"delta", e.text}},
+                                     seq);
+            }
+            const bool finished = g->all_done();
+            ChoiceResult c;
+            if (finished) c = g->choices[0];
+            lk.unlock();
+            if (finished) {
+                if (c.finish == infer::FinishReason::Error) {
+                    out += sse_event("error", {{"message", c.error.message}}, seq);
+                } else {
+                    json done_part = part;
+                    done_part["text"] = c.text;
+                    json done_item = item;
+                    done_item["status"] = "completed";
+                    done_item["content"] = json::array({done_part});
+                    out += sse_event("response.output_text.done",
+                                     {{"item_id", msg_id},
+                                      {"output_index", 0},
+                                      {"content_index", 0},
+                                      {"text", c.text}},
+                                     seq) +
+                           sse_event("response.content_part.done",
+                                     {{"item_id", msg_id},
+                                      {"output_index", 0},
+                                      {"content_index", 0},
+                                      {"part", done_part}},
+                                     seq) +
+                           sse_event("response.output_item.done",
+                                     {{"output_index", 0}, {"item", done_item}}, seq) +
+                           sse_event(c.finish == infer::FinishReason::Length ? "response.incomplete"
+                                                                             : "response.completed",
+                                     {{"response", response_object(env, msg_id, c, status_of(c))}},
+                                     seq);
+                }
+            }
+            if (!out.empty() && !res.write(out)) break;
+            if (finished) {
+                res.end();
+                return;
+            }
+            lk.lock();
+        }
+        if (lk.owns_lock()) lk.unlock();
+        cancel(*g, engine);
+    } catch (...) {
+        cancel(*g, engine);
+        throw;
+    }
+}
 
 void serve_completion(const CompletionContext& ctx, const json& body, bool chat,
                       http::Responder& res) {

@@ -415,3 +415,31 @@ def test_grammar_and_json_mode_constrain_the_output(client, server):
     code, text = http(server, "POST", "/v1/completions",
                       {"prompt": "x", "grammar": "root ::= x", "response_format": {"type": "text"}})
     assert code == 400 and "not several" in text, text
+
+
+def test_responses_api_text_in_and_out_streamed(client, server):
+    """OpenAI's Responses API through the official client: a string input with instructions, and
+    a message list, answered whole and streamed; the streamed deltas add up to the whole
+    answer's text (greedy), max_output_tokens ends it as incomplete, and a bad input is a 400."""
+    name = client.models.list().data[0].id
+    r = client.responses.create(model=name, instructions="Be brief.", input="Say something",
+                                max_output_tokens=12, temperature=0)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 12 and r.usage.input_tokens > 0
+    whole = r.output_text
+    assert whole
+    deltas, kinds, last = [], [], None
+    for ev in client.responses.create(model=name, instructions="Be brief.", input="Say something",
+                                      max_output_tokens=12, temperature=0, stream=True):
+        kinds.append(ev.type)
+        last = ev
+        if ev.type == "response.output_text.delta":
+            deltas.append(ev.delta)
+    assert "".join(deltas) == whole == last.response.output_text
+    assert kinds[0] == "response.created" and kinds[-1] == "response.incomplete", kinds
+    m = client.responses.create(
+        model=name, temperature=0, max_output_tokens=5,
+        input=[{"role": "user", "content": [{"type": "input_text", "text": "Hello"}]}])
+    assert m.output[0].content[0].type == "output_text"
+    code, text = http(server, "POST", "/v1/responses", {"input": 5})
+    assert code == 400 and json.loads(text)["error"]["param"] == "input", text
