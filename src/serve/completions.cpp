@@ -219,6 +219,81 @@ std::string sse_event(const char* type, json data, int& seq) {
 
 }  // namespace
 
+namespace {
+
+const char* response_status(const ChoiceResult& c) {
+    return c.finish == infer::FinishReason::Length ? "incomplete" : "completed";
+}
+
+// The events that close a streamed response once its choice is done.
+std::string closing_events(const ChoiceResult& c, const Envelope& env, const std::string& msg_id,
+                           const json& item, const json& part, int& seq) {
+    if (c.finish == infer::FinishReason::Error)
+        return sse_event("error", {{"message", c.error.message}}, seq);
+    json done_part = part;
+    done_part["text"] = c.text;
+    json done_item = item;
+    done_item["status"] = "completed";
+    done_item["content"] = json::array({done_part});
+    const json at = {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}};
+    json text_done = at, part_done = at;
+    text_done["text"] = c.text;
+    part_done["part"] = done_part;
+    return sse_event("response.output_text.done", text_done, seq) +
+           sse_event("response.content_part.done", part_done, seq) +
+           sse_event("response.output_item.done", {{"output_index", 0}, {"item", done_item}}, seq) +
+           sse_event(c.finish == infer::FinishReason::Length ? "response.incomplete"
+                                                             : "response.completed",
+                     {{"response", response_object(env, msg_id, c, response_status(c))}}, seq);
+}
+
+// The event sequence of OpenAI's streamed responses, text deltas in between. Writes happen
+// outside g.mu, as in stream_sse.
+void stream_response(Generation& g, const Envelope& env, const std::string& msg_id,
+                     infer::Engine& engine, http::Responder& res) {
+    res.start_stream({200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}});
+    int seq = 0;
+    const json item = {{"type", "message"},
+                       {"id", msg_id},
+                       {"status", "in_progress"},
+                       {"role", "assistant"},
+                       {"content", json::array()}};
+    const json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
+    const json at = {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}};
+    json added = at;
+    added["part"] = part;
+    std::string out =
+        sse_event("response.created",
+                  {{"response", response_object(env, msg_id, ChoiceResult{}, "in_progress")}},
+                  seq) +
+        sse_event("response.output_item.added", {{"output_index", 0}, {"item", item}}, seq) +
+        sse_event("response.content_part.added", added, seq);
+    if (!res.write(out)) return cancel(g, engine);
+    std::unique_lock lk(g.mu);
+    while (true) {
+        g.cv.wait_for(lk, kClientCheck, [&] { return !g.events.empty(); });
+        if (res.client_gone()) break;
+        out.clear();
+        while (!g.events.empty()) {
+            const infer::Event e = std::move(g.events.front().second);
+            g.events.pop_front();
+            json delta = at;
+            delta["delta"] = e.text;
+            if (!e.text.empty()) out += sse_event("response.output_text.delta", delta, seq);
+        }
+        const bool finished = g.all_done();
+        if (finished) out += closing_events(g.choices[0], env, msg_id, item, part, seq);
+        lk.unlock();
+        if (!out.empty() && !res.write(out)) break;
+        if (finished) return res.end();
+        lk.lock();
+    }
+    if (lk.owns_lock()) lk.unlock();
+    cancel(g, engine);  // the client is gone
+}
+
+}  // namespace
+
 void serve_response(const CompletionContext& ctx, const json& body, http::Responder& res) {
     infer::Engine& engine = *ctx.engine;
     const ParsedRequest pr =
@@ -226,105 +301,18 @@ void serve_response(const CompletionContext& ctx, const json& body, http::Respon
     const std::shared_ptr<Generation> g = submit(engine, pr);
     const Envelope env{random_id("resp_"), ctx.model_name, unix_time(), true};
     const std::string msg_id = random_id("msg_");
-    const auto status_of = [](const ChoiceResult& c) {
-        return c.finish == infer::FinishReason::Length ? "incomplete" : "completed";
-    };
     try {
+        if (pr.stream) return stream_response(*g, env, msg_id, engine, res);
         std::unique_lock lk(g->mu);
-        if (!pr.stream) {
-            while (!g->cv.wait_for(lk, kClientCheck, [&] { return g->all_done(); }))
-                if (res.client_gone()) {
-                    lk.unlock();
-                    cancel(*g, engine);
-                    return;
-                }
-            const ChoiceResult c = g->choices[0];
-            lk.unlock();
-            if (c.finish == infer::FinishReason::Error) throw api_error(c.error);
-            res.reply(json_response(200, response_object(env, msg_id, c, status_of(c))));
-            return;
-        }
+        while (!g->cv.wait_for(lk, kClientCheck, [&] { return g->all_done(); }))
+            if (res.client_gone()) {
+                lk.unlock();
+                return cancel(*g, engine);
+            }
+        const ChoiceResult c = g->choices[0];
         lk.unlock();
-        // The event sequence of OpenAI's streamed responses, text deltas in between.
-        res.start_stream({200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}});
-        int seq = 0;
-        const json item = {{"type", "message"},
-                           {"id", msg_id},
-                           {"status", "in_progress"},
-                           {"role", "assistant"},
-                           {"content", json::array()}};
-        const json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
-        std::string out =
-            sse_event("response.created",
-                      {{"response", response_object(env, msg_id, ChoiceResult{}, "in_progress")}},
-                      seq) +
-            sse_event("response.output_item.added", {{"output_index", 0}, {"item", item}}, seq) +
-            sse_event(
-                "response.content_part.added",
-                {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", part}},
-                seq);
-        if (!res.write(out)) {
-            cancel(*g, engine);
-            return;
-        }
-        lk.lock();
-        while (true) {
-            g->cv.wait_for(lk, kClientCheck, [&] { return !g->events.empty(); });
-            if (res.client_gone()) break;
-            out.clear();
-            while (!g->events.empty()) {
-                const infer::Event e = std::move(g->events.front().second);
-                g->events.pop_front();
-                if (!e.text.empty())
-                    out += sse_event("response.output_text.delta",
-                                     {{"item_id", msg_id},
-                                      {"output_index", 0},
-                                      {"content_index", 0},
-                                      {"delta", e.text}},
-                                     seq);
-            }
-            const bool finished = g->all_done();
-            ChoiceResult c;
-            if (finished) c = g->choices[0];
-            lk.unlock();
-            if (finished) {
-                if (c.finish == infer::FinishReason::Error) {
-                    out += sse_event("error", {{"message", c.error.message}}, seq);
-                } else {
-                    json done_part = part;
-                    done_part["text"] = c.text;
-                    json done_item = item;
-                    done_item["status"] = "completed";
-                    done_item["content"] = json::array({done_part});
-                    out += sse_event("response.output_text.done",
-                                     {{"item_id", msg_id},
-                                      {"output_index", 0},
-                                      {"content_index", 0},
-                                      {"text", c.text}},
-                                     seq) +
-                           sse_event("response.content_part.done",
-                                     {{"item_id", msg_id},
-                                      {"output_index", 0},
-                                      {"content_index", 0},
-                                      {"part", done_part}},
-                                     seq) +
-                           sse_event("response.output_item.done",
-                                     {{"output_index", 0}, {"item", done_item}}, seq) +
-                           sse_event(c.finish == infer::FinishReason::Length ? "response.incomplete"
-                                                                             : "response.completed",
-                                     {{"response", response_object(env, msg_id, c, status_of(c))}},
-                                     seq);
-                }
-            }
-            if (!out.empty() && !res.write(out)) break;
-            if (finished) {
-                res.end();
-                return;
-            }
-            lk.lock();
-        }
-        if (lk.owns_lock()) lk.unlock();
-        cancel(*g, engine);
+        if (c.finish == infer::FinishReason::Error) throw api_error(c.error);
+        res.reply(json_response(200, response_object(env, msg_id, c, response_status(c))));
     } catch (...) {
         cancel(*g, engine);
         throw;

@@ -63,6 +63,40 @@ json chat_schema(const json& sampling) {
     return chat;
 }
 
+json embeddings_schema(const json& token) {
+    return {{"type", "object"},
+            {"required", {"input"}},
+            {"properties",
+             {{"input",
+               {{"oneOf",
+                 {{{"type", "string"}},
+                  {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}},
+                  {{"type", "array"}, {"items", token}, {"minItems", 1}},
+                  {{"type", "array"},
+                   {"items", {{"type", "array"}, {"items", token}, {"minItems", 1}}},
+                   {"minItems", 1}}}}}},
+              {"model", {{"type", "string"}}},
+              {"encoding_format", {{"type", "string"}, {"enum", {"float", "base64"}}}}}}};
+}
+
+json responses_schema(const json& sampling, const json& chat) {
+    return {{"type", "object"},
+            {"required", {"input"}},
+            {"properties",
+             {{"input",
+               {{"oneOf",
+                 {{{"type", "string"}},
+                  {{"type", "array"},
+                   {"items", chat["properties"]["messages"]["items"]},
+                   {"minItems", 1}}}}}},
+              {"instructions", {{"type", "string"}}},
+              {"max_output_tokens", sampling["max_tokens"]},
+              {"temperature", sampling["temperature"]},
+              {"top_p", sampling["top_p"]},
+              {"stream", {{"type", "boolean"}}},
+              {"model", {{"type", "string"}}}}}};
+}
+
 }  // namespace
 
 nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab) {
@@ -73,14 +107,14 @@ nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab) {
     error["content"]["application/json"]["schema"] = error_schema;
     const json ok = {{"description", "OK"}};
     auto post = [&](const char* summary, json schema) {
-        return json{
-            {"post",
-             {{"summary", summary},
-              {"requestBody",
-               {{"required", true},
-                {"content", {{"application/json", {{"schema", std::move(schema)}}}}}}},
-              {"responses",
-               {{"200", ok}, {"400", error}, {"404", error}, {"413", error}, {"429", error}}}}}};
+        return json{{"post",
+                     {{"summary", summary},
+                      {"requestBody",
+                       {{"required", true},
+                        {"content", {{"application/json", {{"schema", std::move(schema)}}}}}}},
+                      {"responses",
+                       {{"200", ok}, {"400", error}, {"404", error}, {"413", error},
+                        {"429", error}}}}}};
     };
     auto get = [&](const char* summary) {
         return json{{"get", {{"summary", summary}, {"responses", {{"200", ok}, {"503", ok}}}}}};
@@ -95,47 +129,20 @@ nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab) {
         {"paths",
          {{"/v1/completions", post("Text completion (OpenAI)", completion)},
           {"/v1/chat/completions", post("Chat completion (OpenAI)", chat)},
-          {"/v1/embeddings",
-           post("Embeddings: pooled, normalised final hidden states (OpenAI)",
+          {"/v1/embeddings", post("Embeddings: pooled, normalised final hidden states (OpenAI)",
+                                  embeddings_schema(token))},
+          {"/v1/responses",
+           post("Responses: text in and out (OpenAI)", responses_schema(sampling, chat))},
+          {"/tokenize",
+           post("Text to token ids",
                 {{"type", "object"},
-                 {"required", {"input"}},
+                 {"required", {"content"}},
                  {"properties",
-                  {{"input",
-                    {{"oneOf",
-                      {{{"type", "string"}},
-                       {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}},
-                       {{"type", "array"}, {"items", token}, {"minItems", 1}},
-                       {{"type", "array"},
-                        {"items", {{"type", "array"}, {"items", token}, {"minItems", 1}}},
-                        {"minItems", 1}}}}}},
-                   {"model", {{"type", "string"}}},
-                   {"encoding_format", {{"type", "string"}, {"enum", {"float", "base64"}}}}}}})},
-          {"/v1/responses", post("Responses: text in and out (OpenAI)",
-                                 {{"type", "object"},
-                                  {"required", {"input"}},
-                                  {"properties",
-                                   {{"input",
-                                     {{"oneOf",
-                                       {{{"type", "string"}},
-                                        {{"type", "array"},
-                                         {"items", chat["properties"]["messages"]["items"]},
-                                         {"minItems", 1}}}}}},
-                                    {"instructions", {{"type", "string"}}},
-                                    {"max_output_tokens", sampling["max_tokens"]},
-                                    {"temperature", sampling["temperature"]},
-                                    {"top_p", sampling["top_p"]},
-                                    {"stream", {{"type", "boolean"}}},
-                                    {"model", {{"type", "string"}}}}}})},
-          {"/tokenize", post("Text to token ids", {{"type", "object"},
-                                                   {"required", {"content"}},
-                                                   {"properties",
-                                                    {{"content", {{"type", "string"}}},
-                                                     {"add_special", {{"type", "boolean"}}}}}})},
-          {"/detokenize",
-           post("Token ids to text",
-                {{"type", "object"},
-                 {"required", {"tokens"}},
-                 {"properties", {{"tokens", {{"type", "array"}, {"items", token}}}}}})},
+                  {{"content", {{"type", "string"}}}, {"add_special", {{"type", "boolean"}}}}}})},
+          {"/detokenize", post("Token ids to text",
+                               {{"type", "object"},
+                                {"required", {"tokens"}},
+                                {"properties", {{"tokens", {{"type", "array"}, {"items", token}}}}}})},
           {"/apply-template",
            post("The prompt a chat request becomes",
                 {{"type", "object"},
