@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "grammar/regex.hpp"
 
 namespace syslm::grammar {
 namespace {
@@ -162,9 +163,9 @@ private:
             return "value";
         }
         if (!s.is_object()) refuse(path, "a schema must be an object or a boolean");
-        for (const char* k : {"allOf", "not", "if", "then", "else", "pattern", "format",
-                              "patternProperties", "dependentRequired", "dependentSchemas",
-                              "uniqueItems", "contains", "propertyNames", "multipleOf"})
+        for (const char* k : {"allOf", "not", "if", "then", "else", "format", "patternProperties",
+                              "dependentRequired", "dependentSchemas", "uniqueItems", "contains",
+                              "propertyNames", "multipleOf"})
             if (s.contains(k)) refuse(path, std::string("'") + k + "' is not supported");
         if (s.contains("$ref")) return ref(s["$ref"], path);
         if (s.contains("const")) return literal(s["const"].dump()) + " ws";
@@ -313,6 +314,17 @@ private:
     }
 
     std::string string(const json& s, const std::string& path) {
+        if (s.contains("pattern")) {
+            if (!s["pattern"].is_string()) refuse(path + "/pattern", "must be a string");
+            if (s.contains("minLength") || s.contains("maxLength"))
+                refuse(path, "'pattern' together with minLength / maxLength is not supported");
+            try {
+                return "\"\\\"\" " + regex_to_gbnf(s["pattern"].get<std::string>(), true) +
+                       " \"\\\"\" ws";
+            } catch (const Error& e) {
+                refuse(path + "/pattern", e.what());
+            }
+        }
         const int64_t min = s.value("minLength", int64_t{0});
         const int64_t max = s.contains("maxLength") ? s["maxLength"].get<int64_t>() : -1;
         if (min < 0 || (max >= 0 && max < min) || min > 10000 || max > 10000)

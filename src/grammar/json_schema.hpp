@@ -5,11 +5,11 @@
 //   #/$defs/... or #/definitions/... (recursive definitions too), objects (properties in their
 //   order, required ones always, optional ones may be left out; no properties beyond those
 //   declared), arrays (items, prefixItems, minItems / maxItems), strings (minLength /
-//   maxLength, enum), integers (minimum / maximum, exclusive or not, as digit automata),
+//   maxLength, enum, or a pattern: grammar/regex.hpp), integers (minimum / maximum, exclusive or not, as digit automata),
 //   numbers (bounded ones as integers in range, with fractions strictly inside it), booleans,
 //   null, and {} or true (any JSON value).
-// Refused with an Error naming the schema path: allOf, not, if/then/else, patterns and formats
-// (a pattern or format the grammar would ignore could give documents the schema refuses).
+// Refused with an Error naming the schema path: allOf, not, if/then/else, formats (a keyword the
+// grammar ignored could give documents the schema refuses), a pattern with length bounds.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -7,6 +7,7 @@
 #include "grammar/gbnf.hpp"
 #include "grammar/json.hpp"
 #include "grammar/json_schema.hpp"
+#include "grammar/regex.hpp"
 
 namespace syslm::serve {
 
@@ -68,11 +69,22 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const json& body) {
                              "a string (GBNF)");
     const json* format = field(body, "response_format", [](const json& j) { return j.is_object(); },
                                "an object");
+    const json* regex = field(body, "regex", [](const json& j) { return j.is_string(); },
+                              "a string (a regular expression)");
     const json* schema = field(body, "json_schema", [](const json& j) {
         return j.is_object() || j.is_boolean();
     }, "an object (a JSON Schema)");
-    if ((gbnf != nullptr) + (format != nullptr) + (schema != nullptr) > 1)
-        bad("grammar", "give one of 'grammar', 'json_schema' and 'response_format', not several");
+    if ((gbnf != nullptr) + (format != nullptr) + (schema != nullptr) + (regex != nullptr) > 1)
+        bad("grammar",
+            "give one of 'grammar', 'json_schema', 'regex' and 'response_format', not several");
+    if (regex) {  // the whole output matches it
+        try {
+            return std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(
+                "root ::= " + grammar::regex_to_gbnf(regex->get<std::string>(), false)));
+        } catch (const Error& e) {
+            bad("regex", e.what());
+        }
+    }
     const auto from_schema = [](const json& s, const char* param) {
         try {
             return std::make_shared<const grammar::Grammar>(

@@ -23,6 +23,7 @@ json sampling_properties(const ApiLimits& limits) {
         {"priority", {{"type", "integer"}, {"minimum", -1000000}, {"maximum", 1000000}}},
         {"grammar", {{"type", "string"}}},
         {"json_schema", {{"type", "object"}}},
+        {"regex", {{"type", "string"}}},
         {"response_format",
          {{"type", "object"},
           {"required", {"type"}},

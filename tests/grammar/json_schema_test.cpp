@@ -88,11 +88,30 @@ TEST(JsonSchema, RefsAnyOfTypeListsAndPrefixItems) {
         EXPECT_FALSE(sentence(g, no)) << no;
 }
 
+// A pattern gives strings whose JSON-decoded value the regex matches whole: quotes, backslashes
+// and control characters come escaped.
+TEST(JsonSchema, PatternsProduceTheEscapedStringsTheyMatch) {
+    // The pattern ^[a-c"\\]{1,3}-\d+$ (a quote or a backslash among the letters).
+    const auto g = from(json::parse(R"({"type": "string", "pattern": "^[a-c\"\\\\]{1,3}-\\d+$"})"));
+    for (const char* yes : {R"("a-1")", R"("\"b-42")", R"("\\-7")", R"("cc\"-0")"})
+        EXPECT_TRUE(sentence(g, yes)) << yes;
+    for (const char* no : {R"("d-1")", R"("a-")", R"(""-1")", R"("\-1")", R"("abca-1")"})
+        EXPECT_FALSE(sentence(g, no)) << no;
+    const auto ctl = from(json::parse(R"({"type": "string", "pattern": "x.y"})"));
+    EXPECT_TRUE(sentence(ctl, R"("x\u0009y")"));
+    EXPECT_TRUE(sentence(ctl, R"("x\"y")"));
+    EXPECT_FALSE(sentence(ctl, "\"x\ty\""));       // a raw tab is not JSON
+    EXPECT_FALSE(sentence(ctl, R"("x\u000Ay")"));  // . is not a newline
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithTheirPath) {
     for (const auto& [schema, says] :
          {std::pair{
-              R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})",
-              "#/properties/a: 'pattern' is not supported"},
+              R"({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})",
+              "#/properties/a: 'format' is not supported"},
+          std::pair{R"({"type": "string", "pattern": "^x", "maxLength": 3})",
+                    "'pattern' together with"},
+          std::pair{R"({"type": "string", "pattern": "(a)\\1"})", "#/pattern: regex: at position"},
           std::pair{R"({"allOf": [{}]})", "'allOf' is not supported"},
           std::pair{R"({"$ref": "#/$defs/missing"})", "is not defined"},
           std::pair{R"({"type": "integer", "minimum": 5, "maximum": 4})", "no integer"},

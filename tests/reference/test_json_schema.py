@@ -15,14 +15,23 @@ import openai
 from test_serve_openai import init_model, start_server
 
 
+PATTERNS = [r"^[a-z]{2,5}-[0-9]{3}$", r"^(foo|bar|baz)( (foo|bar|baz)){0,2}$",
+            r"^\d{2}\.\d{1,2}$", r"^[A-Z][a-z]{0,6}( [A-Z][a-z]{0,6})?$",
+            r'^"[a-c\\]{1,4}"$', r"^x.y$", r"^[^a-z]{1,3}$", r"^(?:ab|c)+?d$",
+            r"^\w{1,4}\s\S{1,2}$", r"^é[à-ä]{1,2}€$"]
+
+
 def gen_schema(rng, depth, defs):
-    kinds = ["string", "integer", "number", "boolean", "null", "enum", "const", "types"]
+    kinds = ["string", "integer", "number", "boolean", "null", "enum", "const", "types",
+             "pattern"]
     if depth > 0 and rng.random() < 0.55:  # nested structure more often than leaves
         kinds = ["object", "object", "array", "array", "anyof", "ref"]
     kind = rng.choice(kinds)
     if kind == "string":
         lo = rng.randint(0, 3)
         return {"type": "string", "minLength": lo, "maxLength": lo + rng.randint(0, 6)}
+    if kind == "pattern":  # jsonschema checks them with re.search on the decoded string
+        return {"type": "string", "pattern": rng.choice(PATTERNS)}
     if kind == "integer":
         s = {"type": "integer"}
         lo = rng.randint(-1000, 1000)

@@ -443,3 +443,18 @@ def test_responses_api_text_in_and_out_streamed(client, server):
     assert m.output[0].content[0].type == "output_text"
     code, text = http(server, "POST", "/v1/responses", {"input": 5})
     assert code == 400 and json.loads(text)["error"]["param"] == "input", text
+
+
+def test_a_regex_constrains_the_whole_output(client, server):
+    """syslm's `regex` field: every choice that ends by itself matches the regex whole (Python's
+    re.fullmatch); a regex with a back-reference is a 400 naming the position."""
+    name = client.models.list().data[0].id
+    for rx in (r"[A-Z][a-z]{1,5} [0-9]{2,3}", r"(yes|no|maybe)!?", r"\d{3}-\d{4}",
+               r"[^\n\\]{3,8}\."):
+        r = client.completions.create(model=name, prompt="Q:", max_tokens=30, n=4,
+                                      temperature=1.0, seed=7, extra_body={"regex": rx})
+        for c in r.choices:
+            assert c.finish_reason == "stop", (rx, c)
+            assert re.fullmatch(rx, c.text), (rx, c.text)
+    code, text = http(server, "POST", "/v1/completions", {"prompt": "x", "regex": "(a)\\1"})
+    assert code == 400 and "regex" in json.loads(text)["error"]["param"], text
