@@ -257,7 +257,10 @@ bool Engine::mask_logits(Active& a, std::span<const float> row) {
                 pieces[static_cast<size_t>(t)] = tok_.token_to_piece(t);
         }
         trie_ = std::make_unique<grammar::VocabTrie>(pieces, tok_.eog_ids());
-        masks_ = std::make_unique<grammar::MaskCache>(*trie_);
+        // About 64 MiB of cached masks, whatever the vocabulary's size.
+        const size_t mask_bytes = (static_cast<size_t>(tok_.n_vocab()) + 63) / 64 * 8;
+        masks_ = std::make_unique<grammar::MaskCache>(
+            *trie_, std::max<size_t>(64, (size_t{64} << 20) / mask_bytes));
     }
     const int64_t hits = masks_->hits();
     const grammar::TokenMask& mask = masks_->mask(*a.matcher);
