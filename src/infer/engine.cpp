@@ -246,6 +246,20 @@ void Engine::finish(Active& a, FinishReason reason, Refusal error) {
     emit(a, e);
 }
 
+void Engine::sample(Active& a, std::span<const float> row) {
+    if (a.matcher && !mask_logits(a, row))
+        return finish(a, FinishReason::Error,
+                      {Failure::StepFailed, "the grammar allows no further token"});
+    const int32_t token = a.sampler.sample(a.matcher ? std::span<const float>(masked_) : row);
+    a.sampler.accept(token);
+    if (a.matcher && !tok_.is_eog(token))  // the mask let only allowed pieces through
+        SYSLM_CHECK(a.matcher->accept(tok_.token_to_piece(token)), "grammar: token ", token,
+                    " passed the mask but not the matcher");
+    on_token(a, token, row);
+    if (a.matcher && !a.finished && a.matcher->finished())
+        finish(a, FinishReason::Stop);  // nothing may follow
+}
+
 bool Engine::mask_logits(Active& a, std::span<const float> row) {
     const auto t0 = std::chrono::steady_clock::now();
     if (!trie_) {
@@ -377,24 +391,8 @@ void Engine::step() {
                                s.window, s.variant());
         }
         const size_t V = static_cast<size_t>(model_->hparams().n_vocab);
-        for (size_t i = 0; i < sampled.size(); ++i) {
-            Active& a = *active_.at(sampled[i]->id);
-            const std::span<const float> row(logits_.data() + i * V, V);
-            if (a.matcher && !mask_logits(a, row)) {
-                finish(a, FinishReason::Error,
-                       {Failure::StepFailed, "the grammar allows no further token"});
-                continue;
-            }
-            const int32_t token =
-                a.sampler.sample(a.matcher ? std::span<const float>(masked_) : row);
-            a.sampler.accept(token);
-            if (a.matcher && !tok_.is_eog(token))  // the mask let only allowed pieces through
-                SYSLM_CHECK(a.matcher->accept(tok_.token_to_piece(token)), "grammar: token ", token,
-                            " passed the mask but not the matcher");
-            on_token(a, token, row);
-            if (a.matcher && !a.finished && a.matcher->finished())
-                finish(a, FinishReason::Stop);  // nothing may follow
-        }
+        for (size_t i = 0; i < sampled.size(); ++i)
+            sample(*active_.at(sampled[i]->id), std::span<const float>(logits_.data() + i * V, V));
         // A ring's positions before a sequence's window are read by no layer of it again.
         const int window = pages_.config().window;
         for (Sequence* s : scheduler_.running())

@@ -161,6 +161,8 @@ private:
     bool emit(Active& a, const Event& e);
     void finish(Active& a, FinishReason reason, Refusal error = {});
     void on_token(Active& a, int32_t token, std::span<const float> logits);
+    // Samples a's next token from its logits row (masked by its grammar, if any) and takes it.
+    void sample(Active& a, std::span<const float> row);
     // A constrained request's logits with the tokens its grammar forbids at -inf (in masked_);
     // false when it forbids every token.
     bool mask_logits(Active& a, std::span<const float> row);
