@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
 
 namespace syslm::grammar {
@@ -173,9 +174,8 @@ void Matcher::canonicalize() {
 }
 
 uint64_t Matcher::hash() const {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (uint32_t v : key_) h = (h ^ v) * 0x100000001b3ull;
-    return h;
+    return word_hash(
+        {reinterpret_cast<const uint8_t*>(key_.data()), key_.size() * sizeof(uint32_t)});
 }
 
 }  // namespace syslm::grammar

@@ -147,7 +147,10 @@ void Context::truncate(int n) {
     n_past_ = n;
 }
 
-std::span<const float> Context::forward(std::span<const int32_t> tokens, bool all_logits) {
+// Runs tokens at positions n_past().. in batches of n_batch; the output rows (width floats each)
+// of every token when all_rows, else of the last one only, go to out.
+void Context::run_batches(std::span<const int32_t> tokens, bool all_rows, float* out,
+                          size_t width) {
     SYSLM_CHECK(!tokens.empty(), "forward: no tokens");
     SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(),
                 "context is full: ", n_past_, " + ", tokens.size(),
@@ -155,48 +158,38 @@ std::span<const float> Context::forward(std::span<const int32_t> tokens, bool al
     for (int32_t t : tokens)  // all checked before any is processed
         SYSLM_CHECK(t >= 0 && t < model_.hparams().n_vocab, "token id ", t,
                     " is outside the vocabulary (", model_.hparams().n_vocab, " tokens)");
-    const size_t V = static_cast<size_t>(model_.hparams().n_vocab);
     const size_t n_batch = static_cast<size_t>(forward_.n_batch());
-    logits_.resize(all_logits ? tokens.size() * V : V);
     for (size_t start = 0; start < tokens.size(); start += n_batch) {
         const size_t n = std::min(tokens.size() - start, n_batch);
         const bool last = start + n == tokens.size();
         logit_rows_.clear();
-        if (all_logits)
+        if (all_rows)
             for (size_t r = 0; r < n; ++r) logit_rows_.push_back(static_cast<int64_t>(r));
         else if (last)
             logit_rows_.push_back(static_cast<int64_t>(n) - 1);
         ContiguousRows rows(cache_, n_past_, static_cast<int64_t>(n));
         forward_.run(tokens.subspan(start, n), rows, logit_rows_,
-                     all_logits ? logits_.data() + start * V : logits_.data());
+                     all_rows ? out + start * width : out);
         n_past_ += static_cast<int>(n);
     }
+}
+
+std::span<const float> Context::forward(std::span<const int32_t> tokens, bool all_logits) {
+    const size_t V = static_cast<size_t>(model_.hparams().n_vocab);
+    logits_.resize(all_logits ? tokens.size() * V : V);
+    run_batches(tokens, all_logits, logits_.data(), V);
     return logits_;
 }
 
 std::vector<float> Context::hidden_states(std::span<const int32_t> tokens) {
-    SYSLM_CHECK(!tokens.empty(), "hidden states: no tokens");
-    SYSLM_CHECK(n_past_ + static_cast<int64_t>(tokens.size()) <= n_ctx(), "context is full: ",
-                n_past_, " + ", tokens.size(), " tokens exceed the context size ", n_ctx());
-    for (int32_t t : tokens)
-        SYSLM_CHECK(t >= 0 && t < model_.hparams().n_vocab, "token id ", t,
-                    " is outside the vocabulary (", model_.hparams().n_vocab, " tokens)");
     const size_t E = static_cast<size_t>(model_.hparams().n_embd);
-    const size_t n_batch = static_cast<size_t>(forward_.n_batch());
     std::vector<float> out(tokens.size() * E);
     forward_.set_output_hidden(true);
     struct Restore {
         Forward& f;
         ~Restore() { f.set_output_hidden(false); }
     } restore{forward_};
-    for (size_t start = 0; start < tokens.size(); start += n_batch) {
-        const size_t n = std::min(tokens.size() - start, n_batch);
-        logit_rows_.clear();
-        for (size_t r = 0; r < n; ++r) logit_rows_.push_back(static_cast<int64_t>(r));
-        ContiguousRows rows(cache_, n_past_, static_cast<int64_t>(n));
-        forward_.run(tokens.subspan(start, n), rows, logit_rows_, out.data() + start * E);
-        n_past_ += static_cast<int>(n);
-    }
+    run_batches(tokens, true, out.data(), E);
     return out;
 }
 

@@ -214,6 +214,7 @@ public:
     }
 
 private:
+    void run_batches(std::span<const int32_t> tokens, bool all_rows, float* out, size_t width);
     const Model& model_;
     KVCache cache_;
     Forward forward_;
