@@ -1,5 +1,6 @@
 #include "grammar/gbnf.hpp"
 
+#include <cstdio>
 #include <string>
 
 #include "core/error.hpp"
@@ -249,6 +250,55 @@ private:
 
 Grammar parse_gbnf(std::string_view text, const std::string& root) {
     return Parser(text).parse(root);
+}
+
+std::string gbnf_literal(std::string_view text) {
+    std::string out = "\"";
+    for (unsigned char c : text) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02X", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out + "\"";
+}
+
+std::string prefix_rule_names(std::string_view text, std::string_view prefix) {
+    std::string out;
+    size_t i = 0;
+    // Copies text[i] up to and including `close`, past backslash escapes.
+    const auto copy_until = [&](char close) {
+        out += text[i++];
+        while (i < text.size() && text[i] != close) {
+            if (text[i] == '\\' && i + 1 < text.size()) out += text[i++];
+            out += text[i++];
+        }
+        if (i < text.size()) out += text[i++];
+    };
+    while (i < text.size()) {
+        const char c = text[i];
+        if (c == '"') {
+            copy_until('"');
+        } else if (c == '[') {
+            copy_until(']');
+        } else if (c == '{') {
+            copy_until('}');
+        } else if (c == '#') {
+            copy_until('\n');
+        } else if (is_name_char(c)) {
+            out += prefix;
+            while (i < text.size() && is_name_char(text[i])) out += text[i++];
+        } else {
+            out += text[i++];
+        }
+    }
+    return out;
 }
 
 }  // namespace syslm::grammar

@@ -6,6 +6,7 @@
 // Errors name the line and column.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "grammar/grammar.hpp"
@@ -13,5 +14,12 @@
 namespace syslm::grammar {
 
 Grammar parse_gbnf(std::string_view text, const std::string& root = "root");
+
+// A GBNF string literal of text ("..." with quotes, backslashes and control bytes escaped).
+std::string gbnf_literal(std::string_view text);
+
+// The same GBNF text with every rule name prefixed (literals, classes, repetition counts and
+// comments untouched): several grammars, each renamed apart, can live in one file.
+std::string prefix_rule_names(std::string_view text, std::string_view prefix);
 
 }  // namespace syslm::grammar

@@ -7,29 +7,16 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "grammar/gbnf.hpp"
 #include "grammar/regex.hpp"
 
 namespace syslm::grammar {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
-// A GBNF string literal of text (escaped for GBNF).
 std::string literal(const std::string& text) {
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += static_cast<char>(c);
-        } else if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02X", c);
-            out += buf;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out + "\"";
+    return gbnf_literal(text);
 }
 
 std::string repeat_digits(int min, int max) {  // [0-9]{min,max}
@@ -297,7 +284,7 @@ private:
         };
         // after_k: what may follow k written elements, built from the last position back.
         std::string after = "\"\"";
-        const int64_t last = max >= 0 ? max : std::max(min, k_prefix);
+        const int64_t last = max >= 0 ? max : std::max<int64_t>({min, k_prefix, 1});
         if (max < 0) {  // past the prefix and the minimum: any number of tail items
             after = fresh(name + "-tail");
             rules_[after] = "( \",\" ws " + tail + " )*";
@@ -391,7 +378,7 @@ private:
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::json& schema) {
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
     return Converter(schema).convert();
 }
 

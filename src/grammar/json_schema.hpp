@@ -17,6 +17,6 @@
 
 namespace syslm::grammar {
 
-std::string json_schema_to_gbnf(const nlohmann::json& schema);
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 
 }  // namespace syslm::grammar

@@ -96,6 +96,8 @@ struct Engine::Active {
     Callback cb;
     Sampler sampler;
     std::optional<grammar::Matcher> matcher;  // with GenerationParams::grammar
+    bool grammar_on = false;                  // false: a lazy grammar waiting for its trigger
+    std::string untriggered;                  // the latest output bytes, searched for the trigger
     tokenizer::Utf8StreamBuffer stream;
     std::string text;    // generated text so far
     size_t emitted = 0;  // bytes of it sent
@@ -171,6 +173,7 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
         return refuse(e.what());
     }
     if (params.grammar) a->matcher.emplace(params.grammar);
+    a->grammar_on = params.grammar_trigger.empty();
     a->seq.n_prompt = static_cast<int64_t>(prompt.size());
     a->seq.priority = params.priority;
     const int64_t length = std::min<int64_t>(cfg_.n_ctx, a->seq.n_prompt + params.max_tokens);
@@ -247,17 +250,37 @@ void Engine::finish(Active& a, FinishReason reason, Refusal error) {
 }
 
 void Engine::sample(Active& a, std::span<const float> row) {
-    if (a.matcher && !mask_logits(a, row))
+    const bool constrained = a.matcher && a.grammar_on;
+    if (constrained && !mask_logits(a, row))
         return finish(a, FinishReason::Error,
                       {Failure::StepFailed, "the grammar allows no further token"});
-    const int32_t token = a.sampler.sample(a.matcher ? std::span<const float>(masked_) : row);
+    const int32_t token = a.sampler.sample(constrained ? std::span<const float>(masked_) : row);
     a.sampler.accept(token);
-    if (a.matcher && !tok_.is_eog(token))  // the mask let only allowed pieces through
+    if (constrained && !tok_.is_eog(token))  // the mask let only allowed pieces through
         SYSLM_CHECK(a.matcher->accept(tok_.token_to_piece(token)), "grammar: token ", token,
                     " passed the mask but not the matcher");
+    else if (a.matcher && !tok_.is_eog(token))
+        watch_trigger(a, tok_.token_to_piece(token));
     on_token(a, token, row);
-    if (a.matcher && !a.finished && a.matcher->finished())
+    if (a.matcher && a.grammar_on && !a.finished && a.matcher->finished())
         finish(a, FinishReason::Stop);  // nothing may follow
+}
+
+void Engine::watch_trigger(Active& a, const std::string& piece) {
+    const std::string& trigger = a.params.grammar_trigger;
+    a.untriggered += piece;
+    const size_t at = a.untriggered.find(trigger);
+    if (at == std::string::npos) {  // keep what could still be the trigger's start
+        const size_t keep = std::min(a.untriggered.size(), trigger.size() - 1);
+        a.untriggered.erase(0, a.untriggered.size() - keep);
+        return;
+    }
+    a.grammar_on = true;
+    // The grammar describes what follows the trigger; bytes of the same token after it must keep
+    // to it, or the answer stays free text.
+    if (!a.matcher->accept(std::string_view(a.untriggered).substr(at + trigger.size())))
+        a.matcher.reset();
+    a.untriggered.clear();
 }
 
 bool Engine::mask_logits(Active& a, std::span<const float> row) {

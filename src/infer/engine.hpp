@@ -70,6 +70,9 @@ struct GenerationParams {
     int priority = 0;   // the scheduler runs lower values first, preempting higher ones
     // Constrains the output to the grammar's sentences (JSON, a schema, GBNF); null: free text.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // Non-empty: the grammar is lazy. The output is free until this text appears in it; from there
+    // on the grammar holds, describing what follows the trigger (tool calls under tool_choice auto).
+    std::string grammar_trigger;
 };
 
 struct TokenLogprob {
@@ -163,6 +166,8 @@ private:
     void on_token(Active& a, int32_t token, std::span<const float> logits);
     // Samples a's next token from its logits row (masked by its grammar, if any) and takes it.
     void sample(Active& a, std::span<const float> row);
+    // A lazy grammar's wait: switches it on once the output holds its trigger.
+    void watch_trigger(Active& a, const std::string& piece);
     // A constrained request's logits with the tokens its grammar forbids at -inf (in masked_);
     // false when it forbids every token.
     bool mask_logits(Active& a, std::span<const float> row);

@@ -8,7 +8,7 @@
 
 namespace syslm::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -204,8 +204,8 @@ void Server::detokenize(const http::Request& req, http::Responder& res) {
 
 void Server::apply_template(const http::Request& req, http::Responder& res) {
     const json body = parse_body(req);
-    res.reply(json_response(
-        200, {{"prompt", tokenizer::apply_chat_template(format_, parse_messages(body), true)}}));
+    const ToolRequest tools = parse_tools(body, tokenizer::tool_syntax(format_));
+    res.reply(json_response(200, {{"prompt", chat_prompt(body, format_, tools)}}));
 }
 
 void Server::responses(const http::Request& req, http::Responder& res) {

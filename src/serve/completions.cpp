@@ -12,7 +12,7 @@
 
 namespace syslm::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -114,7 +114,7 @@ void answer_whole(Generation& g, const ParsedRequest& pr, const Envelope& env,
 void stream_sse(Generation& g, const ParsedRequest& pr, const Envelope& env, infer::Engine& engine,
                 http::Responder& res) {
     res.start_stream({200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}});
-    SseChunks sse(env, g.choices.size(), pr.params.logprobs, engine.tokenizer());
+    SseChunks sse(env, g.choices.size(), pr.params.logprobs, engine.tokenizer(), &pr.tools);
     std::unique_lock lk(g.mu);
     while (true) {
         g.cv.wait_for(lk, kClientCheck, [&] { return !g.events.empty(); });

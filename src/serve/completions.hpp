@@ -24,12 +24,12 @@ struct CompletionContext {
 
 // Throws ApiError for a request refused before it runs: a bad field (400), an unknown model
 // (404), a full queue (429), a server shutting down (503).
-void serve_completion(const CompletionContext& ctx, const nlohmann::json& body, bool chat,
+void serve_completion(const CompletionContext& ctx, const nlohmann::ordered_json& body, bool chat,
                       http::Responder& res);
 // /v1/responses (OpenAI's Responses API, text in and out): instructions and input as a chat's
 // messages; the answer as one response object, or streamed as its events (response.created,
 // output_item / content_part added, output_text.delta..., the done events, then
 // response.completed, or response.incomplete at max_output_tokens).
-void serve_response(const CompletionContext& ctx, const nlohmann::json& body, http::Responder& res);
+void serve_response(const CompletionContext& ctx, const nlohmann::ordered_json& body, http::Responder& res);
 
 }  // namespace syslm::serve

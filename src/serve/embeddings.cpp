@@ -7,7 +7,7 @@
 
 namespace syslm::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 

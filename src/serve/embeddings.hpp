@@ -22,7 +22,7 @@ class Embedder {
 public:
     Embedder(const infer::Engine& engine, Pooling pooling) : engine_(engine), pooling_(pooling) {}
     // The response body for a request body; throws ApiError (400) for a malformed one.
-    nlohmann::json embed(const nlohmann::json& body, const std::string& model_name);
+    nlohmann::ordered_json embed(const nlohmann::ordered_json& body, const std::string& model_name);
 
 private:
     const infer::Engine& engine_;

@@ -107,7 +107,7 @@ std::string prometheus_http_text(const http::TransportStats& s) {
     return o.str();
 }
 
-nlohmann::json stats_json(const infer::EngineStats& s) {
+nlohmann::ordered_json stats_json(const infer::EngineStats& s) {
     return {{"running", s.running},
             {"waiting", s.waiting},
             {"kv_pages_used", s.kv_pages_used},

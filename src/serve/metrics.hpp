@@ -11,7 +11,7 @@
 namespace syslm::serve {
 
 std::string prometheus_text(const infer::EngineStats& s);
-nlohmann::json stats_json(const infer::EngineStats& s);
+nlohmann::ordered_json stats_json(const infer::EngineStats& s);
 std::string prometheus_http_text(const http::TransportStats& s);
 
 }  // namespace syslm::serve

@@ -11,7 +11,7 @@
 
 namespace syslm::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -91,6 +91,8 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const json& body) {
                 grammar::parse_gbnf(grammar::json_schema_to_gbnf(s)));
         } catch (const Error& e) {
             bad(param, e.what());
+        } catch (const json::exception& e) {  // a keyword of the wrong JSON type
+            bad(param, std::string("not a schema syslm reads: ") + e.what());
         }
     };
     if (schema) return from_schema(*schema, "json_schema");
@@ -236,6 +238,49 @@ ParsedRequest parse_completion(const json& body, const std::string& model_name,
     return r;
 }
 
+namespace {
+
+// A message's content: a string or text parts; null is ''.
+std::string message_content(const json& m, bool may_be_null) {
+    const json c = m.value("content", json(nullptr));
+    if (c.is_string()) return c.get<std::string>();
+    std::string content;
+    if (c.is_array()) {  // content parts: text only
+        for (const json& part : c) {
+            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                !part["text"].is_string())
+                bad("messages", "content parts must be {\"type\": \"text\", \"text\": ...}");
+            content += part["text"].get<std::string>();
+        }
+    } else if (!(c.is_null() && may_be_null)) {
+        bad("messages", "'content' must be a string or an array of text parts");
+    }
+    return content;
+}
+
+// An assistant's earlier calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+std::vector<tokenizer::ChatToolCall> message_tool_calls(const json& m) {
+    std::vector<tokenizer::ChatToolCall> calls;
+    const json tc = m.value("tool_calls", json(nullptr));
+    if (tc.is_null()) return calls;
+    if (!tc.is_array()) bad("messages", "'tool_calls' must be an array");
+    for (const json& c : tc) {
+        const json f = c.is_object() ? c.value("function", json(nullptr)) : json(nullptr);
+        if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
+            bad("messages", "each tool call needs 'function': {'name': ..., 'arguments': ...}");
+        const json args = f.value("arguments", json("{}"));
+        if (!args.is_string() && !args.is_object())
+            bad("messages", "a tool call's 'arguments' must be a string of JSON");
+        const json id = c.value("id", json(""));
+        if (!id.is_string()) bad("messages", "a tool call's 'id' must be a string");
+        calls.push_back({id.get<std::string>(), f["name"].get<std::string>(),
+                         args.is_string() ? args.get<std::string>() : args.dump()});
+    }
+    return calls;
+}
+
+}  // namespace
+
 std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");
     auto it = body.find("messages");
@@ -247,25 +292,27 @@ std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
             bad("messages", "each message needs a string 'role'");
         std::string role = m["role"].get<std::string>();
         if (role == "developer") role = "system";
-        if (role != "system" && role != "user" && role != "assistant")
-            bad("messages", "unknown role '" + role + "' (system, user, assistant)");
-        std::string content;
-        const json c = m.value("content", json(nullptr));
-        if (c.is_string()) {
-            content = c.get<std::string>();
-        } else if (c.is_array()) {  // content parts: text only
-            for (const json& part : c) {
-                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-                    !part["text"].is_string())
-                    bad("messages", "content parts must be {\"type\": \"text\", \"text\": ...}");
-                content += part["text"].get<std::string>();
-            }
-        } else if (!(c.is_null() && role == "assistant")) {
-            bad("messages", "'content' must be a string or an array of text parts");
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+            bad("messages", "unknown role '" + role + "' (system, user, assistant, tool)");
+        tokenizer::ChatMessage msg{role, message_content(m, role == "assistant")};
+        if (role == "assistant") msg.tool_calls = message_tool_calls(m);
+        if (role == "tool") {
+            const json id = m.value("tool_call_id", json(nullptr));
+            if (!id.is_string()) bad("messages", "a 'tool' message needs a string 'tool_call_id'");
+            msg.tool_call_id = id.get<std::string>();
         }
-        messages.push_back({role, content});
+        messages.push_back(std::move(msg));
     }
     return messages;
+}
+
+std::string chat_prompt(const json& body, tokenizer::ChatFormat format, const ToolRequest& tools) {
+    try {
+        return tokenizer::apply_chat_template(format, parse_messages(body), true,
+                                              tools.definitions());
+    } catch (const Error& e) {
+        bad("messages", e.what());
+    }
 }
 
 ParsedRequest parse_chat(const json& body, const std::string& model_name,
@@ -280,8 +327,24 @@ ParsedRequest parse_chat(const json& body, const std::string& model_name,
             body, "max_completion_tokens", 0, 1, std::min(limits.max_tokens, engine.config().n_ctx)));
     if (boolean(body, "logprobs", false))
         r.params.logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
-    const std::vector<tokenizer::ChatMessage> messages = parse_messages(body);
-    const std::string prompt = tokenizer::apply_chat_template(format, messages, true);
+    r.tools = parse_tools(body, tokenizer::tool_syntax(format));
+    if (r.tools.active()) {
+        if (r.params.grammar)
+            bad("tools",
+                "give 'tools' or a constrained output ('response_format', 'grammar', "
+                "'json_schema', 'regex'), not both");
+        try {
+            CallGrammar g = call_grammar(r.tools);
+            r.params.grammar = std::move(g.grammar);
+            r.params.grammar_trigger = std::move(g.trigger);
+        } catch (const Error& e) {
+            bad("tools", e.what());
+        } catch (const json::exception& e) {  // a schema keyword of the wrong JSON type
+            bad("tools",
+                std::string("a function's 'parameters' is not a schema syslm reads: ") + e.what());
+        }
+    }
+    const std::string prompt = chat_prompt(body, format, r.tools);
     r.prompt_texts.push_back(prompt);
     r.prompts.push_back(engine.tokenizer().encode(prompt, true, true));
     check_length(r.prompts.back(), engine);

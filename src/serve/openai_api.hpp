@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "infer/engine.hpp"
+#include "serve/tool_calls.hpp"
 #include "tokenizer/chat_template.hpp"
 
 namespace syslm::serve {
@@ -21,10 +22,10 @@ struct ApiError {
     std::string code;
 };
 
-nlohmann::json error_body(const ApiError& e);
+nlohmann::ordered_json error_body(const ApiError& e);
 
 // The text of a JSON answer. Model text may hold invalid UTF-8: it is replaced, never thrown.
-std::string dump(const nlohmann::json& j);
+std::string dump(const nlohmann::ordered_json& j);
 int64_t unix_time();
 
 struct ApiLimits {
@@ -41,17 +42,22 @@ struct ParsedRequest {
     bool stream = false, include_usage = false;
     bool echo = false;  // completions: prompt text before the completion
     std::vector<std::string> prompt_texts;
+    ToolRequest tools;  // chat: the functions the model may call
 };
 
 // Throws ApiError. `model_name`: the one model served ("model" may be omitted or must match).
-ParsedRequest parse_completion(const nlohmann::json& body, const std::string& model_name,
+ParsedRequest parse_completion(const nlohmann::ordered_json& body, const std::string& model_name,
                                const infer::Engine& engine, const ApiLimits& limits);
-ParsedRequest parse_chat(const nlohmann::json& body, const std::string& model_name,
+ParsedRequest parse_chat(const nlohmann::ordered_json& body, const std::string& model_name,
                          const infer::Engine& engine, tokenizer::ChatFormat format,
                          const ApiLimits& limits);
 
-// The "messages" of a chat request (roles system / developer / user / assistant, string or
-// text-part content); throws ApiError.
-std::vector<tokenizer::ChatMessage> parse_messages(const nlohmann::json& body);
+// The "messages" of a chat request (roles system / developer / user / assistant / tool, string or
+// text-part content, an assistant's tool_calls, a tool's tool_call_id); throws ApiError.
+std::vector<tokenizer::ChatMessage> parse_messages(const nlohmann::ordered_json& body);
+// The prompt of a chat request's messages and tool definitions; throws ApiError (a conversation
+// the family's template refuses is a 400 naming why).
+std::string chat_prompt(const nlohmann::ordered_json& body, tokenizer::ChatFormat format,
+                        const ToolRequest& tools);
 
 }  // namespace syslm::serve

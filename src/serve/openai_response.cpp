@@ -1,8 +1,10 @@
 #include "serve/openai_response.hpp"
 
+#include <utility>
+
 namespace syslm::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -40,6 +42,28 @@ json chat_logprob(const infer::Event& e, const tokenizer::Tokenizer& tok) {
 
 std::string data(const json& j) {
     return "data: " + dump(j) + "\n\n";
+}
+
+json tool_call_json(const ToolCall& c) {
+    return {{"id", c.id},
+            {"type", "function"},
+            {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+// A chat answer's message: its text, or with tools its text before the calls and the calls.
+std::pair<json, const char*> chat_message(const ChoiceResult& c, const ParsedRequest& pr) {
+    const char* finish = finish_reason_name(c.finish);
+    if (!pr.tools.active()) return {{{"role", "assistant"}, {"content", c.text}}, finish};
+    ToolCallParser parser(pr.tools);
+    parser.feed(c.text);
+    parser.finish();
+    if (parser.calls().empty()) return {{{"role", "assistant"}, {"content", c.text}}, finish};
+    json calls = json::array();
+    for (const ToolCall& call : parser.calls()) calls.push_back(tool_call_json(call));
+    return {{{"role", "assistant"},
+             {"content", parser.content().empty() ? json(nullptr) : json(parser.content())},
+             {"tool_calls", calls}},
+            c.finish == infer::FinishReason::Stop ? "tool_calls" : finish};
 }
 
 }  // namespace
@@ -91,16 +115,16 @@ std::pair<int, json> whole_response(const std::vector<ChoiceResult>& all, const 
                 lp = completion_logprobs(c, tok, pr.echo ? pr.prompt_texts[i / n].size() : 0);
             }
         }
-        if (env.chat)
-            choices.push_back({{"index", i},
-                               {"message", {{"role", "assistant"}, {"content", c.text}}},
-                               {"logprobs", lp},
-                               {"finish_reason", finish_reason_name(c.finish)}});
-        else
+        if (env.chat) {
+            auto [message, finish] = chat_message(c, pr);
+            choices.push_back(
+                {{"index", i}, {"message", message}, {"logprobs", lp}, {"finish_reason", finish}});
+        } else {
             choices.push_back({{"index", i},
                                {"text", (pr.echo ? pr.prompt_texts[i / n] : "") + c.text},
                                {"logprobs", lp},
                                {"finish_reason", finish_reason_name(c.finish)}});
+        }
     }
     return {200,
             {{"id", env.id},
@@ -109,6 +133,13 @@ std::pair<int, json> whole_response(const std::vector<ChoiceResult>& all, const 
              {"model", env.model},
              {"choices", choices},
              {"usage", usage(all, n)}}};
+}
+
+SseChunks::SseChunks(const Envelope& env, size_t n_choices, int logprobs,
+                     const tokenizer::Tokenizer& tok, const ToolRequest* tools)
+    : env_(env), logprobs_(logprobs), tok_(tok), started_(n_choices, false) {
+    if (tools && tools->active())
+        for (size_t i = 0; i < n_choices; ++i) parsers_.emplace_back(*tools);
 }
 
 std::string SseChunks::event(int index, const infer::Event& e) {
@@ -122,17 +153,55 @@ std::string SseChunks::event(int index, const infer::Event& e) {
     }
     if (e.done && e.finish_reason == infer::FinishReason::Error)
         out += data(error_body(api_error(e.error)));
-    if (!e.text.empty() || (e.token >= 0 && logprobs_ >= 0)) {
+    std::string text = e.text;
+    ToolCallParser* parser = parsers_.empty() ? nullptr : &parsers_[static_cast<size_t>(index)];
+    std::vector<ToolDelta> calls;  // a call's start or arguments, in the order they came
+    if (parser) {
+        text.clear();
+        std::vector<ToolDelta> deltas = parser->feed(e.text);
+        if (e.done) {
+            std::vector<ToolDelta> rest = parser->finish();
+            deltas.insert(deltas.end(), rest.begin(), rest.end());
+        }
+        for (ToolDelta& d : deltas) {
+            if (d.index >= 0) {
+                if (!text.empty()) out += piece(index, std::exchange(text, ""), nullptr, nullptr);
+                out += tool_piece(index, d);
+            } else {
+                text += d.content;
+            }
+        }
+    }
+    if (!text.empty() || (e.token >= 0 && logprobs_ >= 0)) {
         json lp = nullptr;
         if (logprobs_ >= 0 && e.token >= 0)
             lp = env_.chat ? json{{"content", json::array({chat_logprob(e, tok_)})}}
                            : json{{"tokens", {tok_.token_to_piece(e.token)}},
                                   {"token_logprobs", {e.logprob}}};
-        out += piece(index, e.text, lp, nullptr);
+        out += piece(index, text, lp, nullptr);
     }
-    if (e.done && e.finish_reason != infer::FinishReason::Error)
-        out += piece(index, "", nullptr, finish_reason_name(e.finish_reason));
+    if (e.done && e.finish_reason != infer::FinishReason::Error) {
+        const bool called =
+            parser && !parser->calls().empty() && e.finish_reason == infer::FinishReason::Stop;
+        out +=
+            piece(index, "", nullptr, called ? "tool_calls" : finish_reason_name(e.finish_reason));
+    }
     return out;
+}
+
+std::string SseChunks::tool_piece(int index, const ToolDelta& d) const {
+    json call = {{"index", d.index}};
+    if (!d.id.empty()) {  // the call's first delta: id, type and name
+        call["id"] = d.id;
+        call["type"] = "function";
+        call["function"] = {{"name", d.name}, {"arguments", d.arguments}};
+    } else {
+        call["function"] = {{"arguments", d.arguments}};
+    }
+    return chunk({{"index", index},
+                  {"delta", {{"tool_calls", json::array({call})}}},
+                  {"logprobs", nullptr},
+                  {"finish_reason", nullptr}});
 }
 
 std::string SseChunks::end(const json* usage) const {

@@ -35,34 +35,37 @@ struct Envelope {
 // The answer to a request the engine refused or ended in an error: each kind its HTTP status.
 ApiError api_error(const infer::Refusal& r);
 
-nlohmann::json usage(const std::vector<ChoiceResult>& choices, size_t n_per_prompt);
+nlohmann::ordered_json usage(const std::vector<ChoiceResult>& choices, size_t n_per_prompt);
 
 // The whole answer, once every choice is done: (200, the object), or a choice's error and its
 // status (400 when the KV pool could not hold the request).
-std::pair<int, nlohmann::json> whole_response(const std::vector<ChoiceResult>& choices,
+std::pair<int, nlohmann::ordered_json> whole_response(const std::vector<ChoiceResult>& choices,
                                               const ParsedRequest& pr, const Envelope& env,
                                               const tokenizer::Tokenizer& tok);
 
 // The SSE chunks of one request, event by event; an error object for a choice that failed.
 class SseChunks {
 public:
-    SseChunks(const Envelope& env, size_t n_choices, int logprobs, const tokenizer::Tokenizer& tok)
-        : env_(env), logprobs_(logprobs), tok_(tok), started_(n_choices, false) {}
+    // tools: a chat request's tools, whose calls stream as tool_calls deltas (null: none).
+    SseChunks(const Envelope& env, size_t n_choices, int logprobs, const tokenizer::Tokenizer& tok,
+              const ToolRequest* tools = nullptr);
 
     std::string event(int index, const infer::Event& e);
     // After the last event: the usage object when asked for, then [DONE].
-    std::string end(const nlohmann::json* usage) const;
+    std::string end(const nlohmann::ordered_json* usage) const;
 
 private:
-    std::string chunk(nlohmann::json choice) const;
+    std::string chunk(nlohmann::ordered_json choice) const;
     // A text piece (content delta / text) or, with `finish`, a choice's last chunk.
-    std::string piece(int index, const std::string& text, nlohmann::json lp,
-                      nlohmann::json finish) const;
+    std::string piece(int index, const std::string& text, nlohmann::ordered_json lp,
+                      nlohmann::ordered_json finish) const;
+    std::string tool_piece(int index, const ToolDelta& d) const;
 
     const Envelope& env_;
     int logprobs_;
     const tokenizer::Tokenizer& tok_;
     std::vector<bool> started_;
+    std::vector<ToolCallParser> parsers_;  // one per choice, with tools
 };
 
 }  // namespace syslm::serve

@@ -2,7 +2,7 @@
 
 namespace syslm::serve {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -61,6 +61,27 @@ json chat_schema(const json& sampling) {
     chat["properties"]["messages"] = {{"type", "array"}, {"items", message}, {"minItems", 1}};
     chat["properties"]["logprobs"] = {{"type", "boolean"}};
     chat["properties"]["top_logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}};
+    const json name = {{"type", "string"}, {"pattern", "^[a-zA-Z0-9_-]{1,64}$"}};
+    const json function = {
+        {"type", "object"},
+        {"required", {"name"}},
+        {"properties",
+         {{"name", name}, {"description", {{"type", "string"}}}, {"parameters", {{"type", "object"}}}}}};
+    const json tool = {{"type", "object"},
+                       {"required", {"type", "function"}},
+                       {"properties", {{"type", {{"type", "string"}, {"enum", {"function"}}}},
+                                       {"function", function}}}};
+    chat["properties"]["tools"] = {{"type", "array"}, {"items", tool}};
+    chat["properties"]["tool_choice"] = {
+        {"oneOf",
+         {{{"type", "string"}, {"enum", {"none", "auto", "required"}}},
+          {{"type", "object"},
+           {"required", {"type", "function"}},
+           {"properties", {{"type", {{"type", "string"}, {"enum", {"function"}}}},
+                           {"function", {{"type", "object"},
+                                         {"required", {"name"}},
+                                         {"properties", {{"name", name}}}}}}}}}}};
+    chat["properties"]["parallel_tool_calls"] = {{"type", "boolean"}};
     return chat;
 }
 
@@ -100,7 +121,7 @@ json responses_schema(const json& sampling, const json& chat) {
 
 }  // namespace
 
-nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab) {
+nlohmann::ordered_json openapi_description(const ApiLimits& limits, int n_vocab) {
     json error_schema = {{"type", "object"},
                          {"required", {"error"}},
                          {"properties", {{"error", {{"type", "object"}}}}}};

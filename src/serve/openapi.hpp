@@ -8,6 +8,6 @@
 
 namespace syslm::serve {
 
-nlohmann::json openapi_description(const ApiLimits& limits, int n_vocab);
+nlohmann::ordered_json openapi_description(const ApiLimits& limits, int n_vocab);
 
 }  // namespace syslm::serve

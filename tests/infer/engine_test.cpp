@@ -535,6 +535,47 @@ TEST(Engine, GrammarRequestsProduceOnlyWhatTheirGrammarAllows) {
     EXPECT_GT(engine.stats().grammar_masks, 0);
 }
 
+// A lazy grammar (tool_choice auto): the answer is the free run's until the trigger appears in it,
+// and from there on keeps to the grammar, which describes what follows the trigger.
+TEST(Engine, ALazyGrammarHoldsFromItsTriggerOn) {
+    const auto m = make_model();
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    EngineConfig cfg;
+    cfg.threads = 2;
+    cfg.n_ctx = 128;
+    Engine engine(m, tok, cfg);
+    const std::vector<int32_t> prompt{5, 17, 300, 41, 9};
+    Collector free_run;
+    ASSERT_TRUE(engine.submit(prompt, greedy(30), free_run.callback(), nullptr, nullptr));
+    free_run.wait();
+    // The trigger: a later token's text whose first appearance in the answer is that token's.
+    std::string trigger;
+    size_t end = 0, at = 0;  // the trigger's end; a token's offset in the answer
+    for (size_t i = 0; i < free_run.tokens.size(); ++i) {
+        const std::string& piece = tok.token_to_piece(free_run.tokens[i]);
+        if (i >= 4 && piece.size() >= 2 && free_run.text.find(piece) == at) {
+            trigger = piece;
+            end = at + piece.size();
+            break;
+        }
+        at += piece.size();
+    }
+    ASSERT_FALSE(trigger.empty()) << free_run.text;
+    const auto list = std::make_shared<const grammar::Grammar>(
+        grammar::parse_gbnf("root ::= item{1,3}\nitem ::= \"- \" [a-z ]{1,12} \"\\n\""));
+    GenerationParams p = greedy(30);
+    p.grammar = list;
+    p.grammar_trigger = trigger;
+    Collector lazy;
+    ASSERT_TRUE(engine.submit(prompt, p, lazy.callback(), nullptr, nullptr));
+    lazy.wait();
+    ASSERT_GT(lazy.text.size(), end) << lazy.text;
+    EXPECT_EQ(lazy.text.substr(0, end), free_run.text.substr(0, end));
+    grammar::Matcher check(list);
+    EXPECT_TRUE(check.accept(std::string_view(lazy.text).substr(end))) << lazy.text;
+    EXPECT_EQ(lazy.text.substr(end, 2), "- ");
+}
+
 // A request the whole KV pool cannot hold ends typed as such (the server answers it 400, not 500),
 // and the engine goes on serving the requests that fit.
 TEST(Engine, ARequestLargerThanTheKvPoolEndsWithItsOwnFailureKind) {

@@ -110,3 +110,102 @@ def test_unknown_template_is_refused(tmp_path, syslm_bin, vocab_dir):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "chat template not recognised" in proc.stderr and "chatml" in proc.stderr
+
+
+TEMPLATE_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates"
+
+# Keys deliberately out of alphabetical order: the prompt must show them as the client sent them.
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "The city, e.g. Zürich"},
+            "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]}}},
+    {"type": "function", "function": {
+        "description": "Adds two integers", "name": "add",
+        "parameters": {"type": "object", "properties": {"b": {"type": "integer"},
+                                                        "a": {"type": "integer"}},
+                       "required": ["b", "a"]}}},
+]
+CALL = {"id": "abcDEF123", "type": "function",
+        "function": {"name": "get_weather", "arguments": {"unit": "c", "city": "Paris"}}}
+WITH_TOOLS = {
+    "ends-with-user": [
+        {"role": "system", "content": "You are a helpful assistant with tools."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "abcDEF123", "content": "{\"temp\": 21, \"sky\": \"clear\"}"},
+        {"role": "assistant", "content": "It is 21 degrees and clear."},
+        {"role": "user", "content": "And 2 + 3, ünïcode?"},
+    ],
+    "ends-with-tool": [
+        {"role": "user", "content": "Weather in Paris please"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "abcDEF123", "content": "21 C"},
+    ],
+}
+
+
+def as_openai(messages):
+    """The same conversation as an OpenAI client sends it: arguments as a JSON string."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**c, "function": {**c["function"],
+                                                  "arguments": json.dumps(c["function"]["arguments"])}}
+                               for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def hf_render(template, messages, tools):
+    """transformers' apply_chat_template on a bare tokenizer (no BOS: syslm's tokenizer adds it)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel({"</s>": 0, "x": 1},
+                                                                       unk_token="x")),
+                                  eos_token="</s>")
+    return tok.apply_chat_template(messages, tools=tools, chat_template=template, tokenize=False,
+                                   add_generation_prompt=True)
+
+
+@pytest.mark.parametrize("template_file,family", [
+    ("Qwen-Qwen2.5-7B-Instruct.jinja", "qwen2.5"),
+    ("meta-llama-Llama-3.1-8B-Instruct.jinja", "llama3.1"),
+    ("meta-llama-Llama-3.2-3B-Instruct.jinja", "llama3.2"),
+    ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral-v3-tekken"),
+])
+def test_tools_and_calls_render_as_the_models_own_template(template_file, family, tmp_path,
+                                                           syslm_bin, vocab_dir):
+    """Tool definitions, an assistant's call, the tool's result and later turns: the prompt
+    /apply-template builds equals transformers' apply_chat_template with the model's own Jinja
+    template (recognised from the GGUF's text), with and without tools."""
+    template = (TEMPLATE_DIR / template_file).read_text()
+    model = model_with_template(tmp_path, syslm_bin, vocab_dir, template)
+    proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0", "-t", "1"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in proc.stderr:
+            if "listening on" in line:
+                port = int(line.split(":")[-1].split()[0])
+            if "ready" in line:
+                assert f"chat template {family}," in line, line
+                break
+
+        def syslm_render(body):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/apply-template",
+                                         data=json.dumps(body).encode(), method="POST")
+            return json.loads(urllib.request.urlopen(req, timeout=30).read())["prompt"]
+
+        for name, conv in WITH_TOOLS.items():
+            want = hf_render(template, conv, TOOLS)
+            assert syslm_render({"messages": as_openai(conv), "tools": TOOLS}) == want, name
+            plain = [m for m in conv if m["role"] == "system"] + \
+                [next(m for m in conv if m["role"] == "user")]
+            assert syslm_render({"messages": plain}) == hf_render(template, plain, None), name
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -33,8 +33,9 @@ def init_model(syslm_bin, vocab_dir, path, layers=2, dim=64, heads=4, ctx=512, *
 
 def start_server(syslm_bin, model, *extra):
     defaults = [] if "--parallel" in extra else ["--parallel", "16"]
+    defaults += [] if "--chat-template" in extra else ["--chat-template", "chatml"]
     proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0",
-                             "--chat-template", "chatml", "-t", "2", *defaults, *map(str, extra)],
+                             "-t", "2", *defaults, *map(str, extra)],
                             stderr=subprocess.PIPE, text=True)
     port = None
     deadline = time.time() + 60
