@@ -74,17 +74,17 @@ CallGrammar call_grammar(const ToolRequest& r) {
     for (size_t i = 0; i < r.tools.size(); ++i) {
         const Tool& t = r.tools[i];
         if (r.choice == ToolChoice::Named && t.name != r.named) continue;
-        const std::string p = "t" + std::to_string(i) + "-";
+        const std::string p = std::string("t").append(std::to_string(i)).append("-");
         g += grammar::prefix_rule_names(grammar::json_schema_to_gbnf(t.parameters), p);
         g += p + "call ::= " + grammar::gbnf_literal(t.name) + " " + grammar::gbnf_literal(s.mid) +
              " " + p + "root " + grammar::gbnf_literal(s.close) + "\n";
-        alts += (alts.empty() ? "" : " | ") + p + "call";
+        alts.append(alts.empty() ? "" : " | ").append(p).append("call");
     }
     g += "call ::= " + alts + "\n";
     const bool many = r.parallel && !s.between.empty() && r.choice != ToolChoice::Named;
     std::string calls = grammar::gbnf_literal(s.first) + " call";
-    if (many) calls += " (" + grammar::gbnf_literal(s.between) + " call)*";
-    if (!s.end.empty()) calls += " " + grammar::gbnf_literal(s.end);
+    if (many) calls.append(" (").append(grammar::gbnf_literal(s.between)).append(" call)*");
+    if (!s.end.empty()) calls.append(" ").append(grammar::gbnf_literal(s.end));
     CallGrammar out;
     if (r.choice == ToolChoice::Auto) {
         out.trigger = s.trigger;
@@ -121,7 +121,7 @@ void ToolCallParser::content_out(std::string text, std::vector<ToolDelta>& out) 
     if (!out.empty() && out.back().index < 0)
         out.back().content += text;
     else
-        out.push_back({std::move(text)});
+        out.push_back({std::move(text), -1, "", "", ""});
 }
 
 void ToolCallParser::fail_to_content(std::vector<ToolDelta>& out) {
