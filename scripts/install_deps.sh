@@ -10,6 +10,7 @@ SUDO=""
 PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev libgmock-dev libopenblas-dev
           libopenmpi-dev openmpi-bin chromium chromium-driver
+          libjs-marked libjs-highlight.js node-dompurify
           bible-kjv python3-venv strace)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -83,7 +83,9 @@ void Server::drain_and_stop() {
 http::Router Server::routes() {
     http::Router r;
     r.set_filter([this](const http::Request& req) -> std::optional<http::Response> {
-        if (req.path == "/health" || req.path == "/" || cfg_.api_key.empty()) return std::nullopt;
+        if (req.path == "/health" || req.path == "/" || req.path.rfind("/static/", 0) == 0 ||
+            cfg_.api_key.empty())
+            return std::nullopt;
         const std::string* auth = req.header("authorization");
         if (auth && *auth == "Bearer " + cfg_.api_key) return std::nullopt;
         return error_response({401, "authentication_error",
@@ -97,8 +99,17 @@ http::Router Server::routes() {
     // Inline: quick answers that must come even when every worker holds a generation.
     r.add("GET", "/health", Run::Inline, member(&Server::health));
     r.add("GET", "/", Run::Inline, [](const http::Request&, http::Responder& res) {
-        res.reply({200, "text/html; charset=utf-8", chat_page_html(), {}});
+        res.reply({200, "text/html; charset=utf-8", std::string(chat_page_html()), {}});
     });
+    // The page's scripts: they change only with the binary, so browsers may keep them a day.
+    for (const ChatAsset& a : chat_assets()) {
+        http::Response asset{200,
+                             std::string(a.content_type),
+                             std::string(a.body),
+                             {{"Cache-Control", "max-age=86400"}}};
+        r.add("GET", "/static/" + std::string(a.name), Run::Inline,
+              [asset](const http::Request&, http::Responder& res) { res.reply(asset); });
+    }
     r.add("GET", "/v1/models", Run::Inline, needs_engine(&Server::models));
     r.add("GET", "/openapi.json", Run::Inline, needs_engine(&Server::openapi));
     r.add("GET", "/metrics", Run::Inline, needs_engine(&Server::metrics));

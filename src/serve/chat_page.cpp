@@ -1,68 +1,49 @@
 #include "serve/chat_page.hpp"
 
+// Each file's bytes in .rodata between a start and an end symbol, by the assembler's .incbin:
+// no generated sources, and a megabyte of JavaScript costs the compiler nothing.
+#define SYSLM_EMBED(sym, path)                                            \
+    __asm__(".section .rodata\n.balign 16\n.global " #sym "_start\n" #sym \
+            "_start:\n.incbin \"" path "\"\n.global " #sym "_end\n" #sym  \
+            "_end:\n.byte 0\n.previous\n");                               \
+    extern "C" const char sym##_start[], sym##_end[];
+
+SYSLM_EMBED(syslm_chat_page, SYSLM_CHAT_PAGE)
+SYSLM_EMBED(syslm_notice, SYSLM_NOTICE)
+#ifdef SYSLM_MARKED_JS
+SYSLM_EMBED(syslm_marked_js, SYSLM_MARKED_JS)
+SYSLM_EMBED(syslm_highlight_js, SYSLM_HIGHLIGHT_JS)
+SYSLM_EMBED(syslm_highlight_css, SYSLM_HIGHLIGHT_CSS)
+SYSLM_EMBED(syslm_purify_js, SYSLM_PURIFY_JS)
+#endif
+
 namespace syslm::serve {
 
-const std::string& chat_page_html() {
-    static const std::string page = R"HTML(<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>syslm chat</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-body{font-family:system-ui,sans-serif;max-width:50rem;margin:1rem auto;padding:0 1rem;color:#222}
-#log{border:1px solid #ccc;border-radius:6px;padding:.5rem;min-height:20rem;white-space:pre-wrap}
-.user{color:#0645ad;margin:.4rem 0}.assistant{margin:.4rem 0 1rem}
-#stats{font-size:.85rem;color:#555;margin:.5rem 0}
-form{display:flex;gap:.5rem;margin-top:.5rem}#msg{flex:1;padding:.4rem}
-</style></head><body>
-<h1>syslm</h1>
-<div id="stats">connecting…</div>
-<div id="log"></div>
-<form id="f"><input id="msg" autocomplete="off" placeholder="Say something"><button id="send">Send</button></form>
-<script>
-const log = document.getElementById('log'), stats = document.getElementById('stats');
-const messages = [];
-const key = new URLSearchParams(location.search).get('key');
-const headers = {'Content-Type': 'application/json'};
-if (key) headers['Authorization'] = 'Bearer ' + key;
-async function refresh() {
-  try {
-    const s = await (await fetch('/stats', {headers})).json();
-    stats.textContent = `${s.tokens_per_s.toFixed(1)} tok/s · running ${s.running} · waiting ${s.waiting} · KV pages ${s.kv_pages_used}/${s.kv_pages_total}`;
-  } catch (e) { stats.textContent = 'server unreachable'; }
+namespace {
+
+std::string_view view(const char* b, const char* e) {
+    return std::string_view(b, static_cast<size_t>(e - b));
 }
-setInterval(refresh, 1000); refresh();
-document.getElementById('f').onsubmit = async (ev) => {
-  ev.preventDefault();
-  const input = document.getElementById('msg'), text = input.value.trim();
-  if (!text) return;
-  input.value = '';
-  messages.push({role: 'user', content: text});
-  const u = document.createElement('div'); u.className = 'user'; u.textContent = '> ' + text; log.appendChild(u);
-  const a = document.createElement('div'); a.className = 'assistant'; log.appendChild(a);
-  const res = await fetch('/v1/chat/completions', {method: 'POST', headers,
-    body: JSON.stringify({messages, stream: true, max_tokens: 256})});
-  if (!res.ok) { a.textContent = 'error: ' + (await res.text()); return; }
-  const reader = res.body.getReader(), dec = new TextDecoder();
-  let buf = '', reply = '';
-  for (;;) {
-    const {value, done} = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, {stream: true});
-    let i;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const line = buf.slice(0, i); buf = buf.slice(i + 2);
-      if (!line.startsWith('data: ')) continue;
-      const data = line.slice(6);
-      if (data === '[DONE]') continue;
-      const j = JSON.parse(data);
-      const d = j.choices && j.choices[0] && j.choices[0].delta;
-      if (d && d.content) { reply += d.content; a.textContent = reply; }
-    }
-  }
-  messages.push({role: 'assistant', content: reply});
-};
-</script></body></html>
-)HTML";
-    return page;
+
+}  // namespace
+
+std::string_view chat_page_html() {
+    return view(syslm_chat_page_start, syslm_chat_page_end);
+}
+
+const std::vector<ChatAsset>& chat_assets() {
+#ifdef SYSLM_MARKED_JS
+    static const std::vector<ChatAsset> assets = {
+        {"marked.js", "text/javascript", view(syslm_marked_js_start, syslm_marked_js_end)},
+        {"highlight.js", "text/javascript", view(syslm_highlight_js_start, syslm_highlight_js_end)},
+        {"highlight.css", "text/css", view(syslm_highlight_css_start, syslm_highlight_css_end)},
+        {"purify.js", "text/javascript", view(syslm_purify_js_start, syslm_purify_js_end)},
+        {"licenses.txt", "text/plain; charset=utf-8", view(syslm_notice_start, syslm_notice_end)},
+    };
+#else
+    static const std::vector<ChatAsset> assets;
+#endif
+    return assets;
 }
 
 }  // namespace syslm::serve

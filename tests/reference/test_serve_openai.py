@@ -208,6 +208,12 @@ def test_api_key_and_sigterm_drain(syslm_bin, model):
     try:
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong").models.list()
+        # The chat page and its scripts need no key (the page sends the key it is given).
+        assert http(port, "GET", "/")[0] == 200
+        code, notice = http(port, "GET", "/static/licenses.txt")
+        assert code == 200 and "DOMPurify" in notice and "BSD" in notice
+        assert http(port, "GET", "/static/marked.js")[0] == 200
+        assert http(port, "GET", "/stats")[0] == 401
         ok = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sekret")
         stream = ok.completions.create(model=ok.models.list().data[0].id, prompt="Go",
                                        max_tokens=150, temperature=0, stream=True)
