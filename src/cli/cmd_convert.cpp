@@ -9,6 +9,7 @@
 #include "cli/command.hpp"
 #include "core/error.hpp"
 #include "io/hf_convert.hpp"
+#include "io/hf_lora_convert.hpp"
 #include "model/shared_blocks.hpp"
 
 namespace syslm::cli {
@@ -16,6 +17,7 @@ namespace {
 
 struct ConvertArgs {
     std::string hf_dir;
+    std::string lora_hf;  // a PEFT adapter folder (with --hf: its base)
     std::string unshare;  // a GGUF whose layers share blocks
     std::string output;
     std::string outtype = "f32";
@@ -25,6 +27,15 @@ struct ConvertArgs {
     bool verbose = false;
 };
 
+DType out_type(const std::string& name) {
+    std::string t = name;
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (t == "f32") return DType::F32;
+    if (t == "f16") return DType::F16;
+    if (t == "bf16") return DType::BF16;
+    fail("--outtype ", name, ": expected f32, f16 or bf16");
+}
+
 int run_convert(const ConvertArgs& a) {
     usage_check(a.hf_dir.empty() != a.unshare.empty(), "convert: give --hf DIR or --unshare FILE");
     if (!a.unshare.empty()) {
@@ -32,19 +43,17 @@ int run_convert(const ConvertArgs& a) {
         std::printf("%s: %s with every layer's own block\n", a.output.c_str(), a.unshare.c_str());
         return 0;
     }
-    std::string t = a.outtype;
-    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (!a.lora_hf.empty()) {
+        const io::HFLoraConvertResult r =
+            io::convert_hf_lora({a.lora_hf, a.hf_dir, a.output, out_type(a.outtype)});
+        std::printf("%s: LoRA adapter for %s, rank %d, alpha %g, %zu matrices\n", a.output.c_str(),
+                    r.arch.c_str(), r.rank, static_cast<double>(r.alpha), r.n_pairs);
+        return 0;
+    }
     io::HFConvertOptions opt;
     opt.model_dir = a.hf_dir;
     opt.output = a.output;
-    if (t == "f32")
-        opt.out_type = DType::F32;
-    else if (t == "f16")
-        opt.out_type = DType::F16;
-    else if (t == "bf16")
-        opt.out_type = DType::BF16;
-    else
-        fail("--outtype ", a.outtype, ": expected f32, f16 or bf16");
+    opt.out_type = out_type(a.outtype);
     opt.pre = a.pre;
     opt.name = a.name;
     opt.vocab_only = a.vocab_only;
@@ -85,6 +94,11 @@ std::function<int()> setup(CLI::App& app) {
         "safetensors file is one error naming the file and tensor, and exit code 1.");
     auto* hf = app.add_option("--hf", a->hf_dir, "Hugging Face model folder")
                    ->check(CLI::ExistingDirectory);
+    app.add_option("--lora-hf", a->lora_hf,
+                   "With --hf BASE: a PEFT LoRA adapter folder (adapter_config.json, "
+                   "adapter_model.safetensors) -> llama.cpp's adapter GGUF for that base")
+        ->check(CLI::ExistingDirectory)
+        ->needs(hf);
     app.add_option("--unshare", a->unshare,
                    "Instead of --hf: a GGUF whose layers share blocks (--share-blocks) -> the same "
                    "model with each layer's own copy, which llama.cpp loads")

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/cache_type_options.hpp"
+#include "cli/lora_options.hpp"
 #include "cli/command.hpp"
 #include "cli/length_options.hpp"
 #include "cli/option_checks.hpp"
@@ -28,6 +29,7 @@ struct GenerateArgs {
     int n_ctx = 0;
     int threads = 0;
     CacheTypeArgs cache_type;
+    LoraArgs lora;
     int batch = 512;
     bool ignore_eos = false;
     bool no_bos = false;
@@ -94,6 +96,8 @@ int run_generate(GenerateArgs& a) {
     apply_window(m, a.window, length);
     apply_expert_top_p(m, a.expert_top_p, length);
     model::Context ctx(m, n_ctx, a.threads, a.batch, a.cache_type.types());
+    const LoadedLoras loras = a.lora.load(m);
+    ctx.set_loras(loras.uses);
     a.sampling.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
     infer::Sampler sampler(a.sampling);
 
@@ -152,6 +156,7 @@ std::function<int()> setup(CLI::App& app) {
     a->top_p_opt = app.get_option("--expert-top-p");
     a->threads_opt = app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     add_cache_type_options(app, a->cache_type);
+    add_lora_options(app, a->lora);
     a->batch_opt = app.add_option("-b,--batch-size", a->batch, "Prompt tokens per forward batch")
                        ->capture_default_str()
                        ->check(CLI::PositiveNumber);

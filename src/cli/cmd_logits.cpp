@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/cache_type_options.hpp"
+#include "cli/lora_options.hpp"
 #include "cli/command.hpp"
 #include "cli/token_ids.hpp"
 #include "core/error.hpp"
@@ -19,6 +20,7 @@ struct LogitsArgs {
     int prefill = -1;
     int threads = 0;
     CacheTypeArgs cache_type;
+    LoraArgs lora;
 };
 
 void write_npy(const std::string& path, const std::vector<float>& data, size_t rows, size_t cols) {
@@ -44,6 +46,8 @@ int run_logits(const LogitsArgs& a) {
                 " must be between 1 and the number of ids (", ids.size(), ")");
     const model::Model m(a.model);
     model::Context ctx(m, static_cast<int>(ids.size()), a.threads, 512, a.cache_type.types());
+    const LoadedLoras loras = a.lora.load(m);
+    ctx.set_loras(loras.uses);
     const size_t V = static_cast<size_t>(m.hparams().n_vocab);
     std::vector<float> all;
     auto logits = ctx.forward(std::span(ids).first(prefill), /*all_logits=*/true);
@@ -67,6 +71,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("-o,--out", a->out, "Output .npy file (float32, [n_ids, n_vocab])")->required();
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     add_cache_type_options(app, a->cache_type);
+    add_lora_options(app, a->lora);
     return [a] { return run_logits(*a); };
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/cache_type_options.hpp"
+#include "cli/lora_options.hpp"
 #include "cli/command.hpp"
 #include "cli/length_options.hpp"
 #include "compress/perplexity.hpp"
@@ -19,6 +20,7 @@ struct PerplexityArgs {
     int n_ctx = 512;
     int threads = 0;
     CacheTypeArgs cache_type;
+    LoraArgs lora;
     int batch = 512;
     int chunks = -1;
     bool json = false;
@@ -37,6 +39,8 @@ int run_perplexity(const PerplexityArgs& a) {
     std::vector<int32_t> tokens =
         tok.encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
     model::Context ctx(m, a.n_ctx, a.threads, std::min(a.batch, a.n_ctx), a.cache_type.types());
+    const LoadedLoras loras = a.lora.load(m);
+    ctx.set_loras(loras.uses);
     std::fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %d\n", tokens.size(),
                  tokens.size() / static_cast<size_t>(a.n_ctx), a.n_ctx);
     const auto r =
@@ -65,6 +69,7 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(8, 1 << 20));
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     add_cache_type_options(app, a->cache_type);
+    add_lora_options(app, a->lora);
     app.add_option("-b,--batch-size", a->batch, "Tokens per forward batch")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

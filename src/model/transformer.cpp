@@ -327,6 +327,38 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
     }
 }
 
+// LoRA: y += s B (A x) per use, on the rows it applies to (gathered, then added back). The
+// adapters' ranks are small: the two products cost a few percent of the base one's.
+void Forward::apply_lora(int il, LoraTarget t, const float* x, int64_t rows, float* y) {
+    for (const LoraUse& u : loras_) {
+        const LoraAdapter::Pair* p = u.adapter->pair(il, t);
+        if (!p) continue;
+        const int64_t n_in = p->a.n_in, r = p->a.n_out, n_out = p->b.n_out;
+        const bool some = !u.rows.empty();
+        const int64_t n = some ? static_cast<int64_t>(u.rows.size()) : rows;
+        const float* in = x;
+        if (some) {
+            lora_in_.resize(static_cast<size_t>(n * n_in));
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t row = u.rows[static_cast<size_t>(i)];
+                SYSLM_CHECK(row >= 0 && row < rows, "LoRA: row ", row, " of a call of ", rows);
+                std::copy_n(x + row * n_in, n_in, lora_in_.data() + i * n_in);
+            }
+            in = lora_in_.data();
+        }
+        lora_mid_.resize(static_cast<size_t>(n * r));
+        lora_out_.resize(static_cast<size_t>(n * n_out));
+        backend_.matmul(p->a, in, n, lora_mid_.data());
+        backend_.matmul(p->b, lora_mid_.data(), n, lora_out_.data());
+        const float s = u.scale * p->scale;
+        for (int64_t i = 0; i < n; ++i) {
+            float* dst = y + (some ? u.rows[static_cast<size_t>(i)] : i) * n_out;
+            const float* src = lora_out_.data() + i * n_out;
+            for (int64_t j = 0; j < n_out; ++j) dst[j] += s * src[j];
+        }
+    }
+}
+
 // The architecture's norm (ArchSpec::norm) of `rows` rows of the residual stream.
 void Forward::norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b) {
     const HParams& hp = model_.hparams();
@@ -344,6 +376,7 @@ Forward::QkvRows Forward::project_qkv(int il, int64_t T, profiler::Steps& prof) 
         observe(il, "attn_qkv", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
         backend_.matmul(l.wqkv, h_.data(), T, qkv_.data(), bias(l.bqkv));
+        apply_lora(il, LoraTarget::QKV, h_.data(), T, qkv_.data());
         const float* row = qkv_.data();
         return {row, row + QD, row + QD + KD, QD + 2 * KD, QD + 2 * KD};
     }
@@ -365,6 +398,9 @@ Forward::QkvRows Forward::project_qkv(int il, int64_t T, profiler::Steps& prof) 
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_v", l.wv, T);
         backend_.matmul(l.wv, hq, v_.data(), bias(l.bv));
     }
+    apply_lora(il, LoraTarget::Q, h_.data(), T, attn_.data());
+    apply_lora(il, LoraTarget::K, h_.data(), T, k_.data());
+    apply_lora(il, LoraTarget::V, h_.data(), T, v_.data());
     return {attn_.data(), k_.data(), v_.data(), QD, KD};
 }
 
@@ -450,6 +486,7 @@ void Forward::attention_block(int il, int64_t T) {
     observe(il, "attn_output", out, T, QD);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
     backend_.matmul(l.wo, out, T, h_.data(), bias(l.bo));
+    apply_lora(il, LoraTarget::O, out, T, h_.data());
     if (!l.post_attn_norm.empty()) {  // in place
         SYSLM_PROFILE_STEP(prof, "post_attn_norm", kernels::norm_flops(hp.spec().norm) * T * E,
                            8 * T * E);
@@ -487,10 +524,13 @@ void Forward::ffn_block(int il, int64_t T) {
             SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
             backend_.matmul(l.ffn_up, hq, ff_b_.data());
         }
+        apply_lora(il, LoraTarget::Gate, h_.data(), T, ff_a_.data());
+        apply_lora(il, LoraTarget::Up, h_.data(), T, ff_b_.data());
     } else {
         observe(il, "ffn_up", h_.data(), T, E);
         SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_up", l.ffn_up, T);
         backend_.matmul(l.ffn_up, h_.data(), T, ff_a_.data(), bias(l.ffn_up_b));
+        apply_lora(il, LoraTarget::Up, h_.data(), T, ff_a_.data());
     }
     const bool beta = !l.ffn_act_beta.empty();  // a learned Swish-beta instead of SwiGLU's 1
     SYSLM_PROFILE_STEP(prof, beta ? "swish_beta" : kernels::ffn_activation_name(act),
@@ -503,6 +543,7 @@ void Forward::ffn_block(int il, int64_t T) {
     observe(il, "ffn_down", ff_a_.data(), T, F);
     SYSLM_PROFILE_MATMUL_STEP(prof, "ffn_down", l.ffn_down, T);
     backend_.matmul(l.ffn_down, ff_a_.data(), T, ff_out_.data(), bias(l.ffn_down_b));
+    apply_lora(il, LoraTarget::Down, ff_a_.data(), T, ff_out_.data());
     if (!l.post_ffn_norm.empty()) {  // in place
         SYSLM_PROFILE_STEP(prof, "post_ffn_norm", kernels::norm_flops(hp.spec().norm) * T * E,
                            8 * T * E);

@@ -16,6 +16,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "model/hparams.hpp"
 #include "model/kv_cache.hpp"
+#include "model/lora.hpp"
 #include "model/weights.hpp"
 
 namespace syslm::model {
@@ -124,6 +125,9 @@ public:
     // Instead of logits, write each logit row's final-norm output (n_embd floats): the hidden
     // states that embeddings pool.
     void set_output_hidden(bool hidden) { output_hidden_ = hidden; }
+    // The LoRA adapters of the next calls (model/lora.hpp), each with its scale and rows; the
+    // adapters must outlive their use. Empty: the base model.
+    void set_loras(std::vector<LoraUse> uses) { loras_ = std::move(uses); }
     const Model& model() const { return model_; }
 
 private:
@@ -140,6 +144,8 @@ private:
     void conv_block(int il, int64_t T);  // HParams::conv_kernel: h_ = its causal convolution
     void ffn_block(int il, int64_t T);
     void moe_block(int il, int64_t T);
+    // y (rows x n_out, after the base product) += each LoRA use's s B (A x) on its rows.
+    void apply_lora(int il, LoraTarget t, const float* x, int64_t rows, float* y);
     // Reports a matrix input to the observer, if any: tensor "blk.<il>.<what>.weight".
     void observe(int il, const char* what, const float* x, int64_t rows, int64_t n_in,
                  int expert = -1);
@@ -157,6 +163,8 @@ private:
     ActivationObserver* observer_ = nullptr;
     std::vector<bool> skip_;
     bool output_hidden_ = false;
+    std::vector<LoraUse> loras_;
+    std::vector<float> lora_in_, lora_mid_, lora_out_;  // gathered rows, A x, B A x
     // activations, sized for n_batch tokens
     backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     backend::Buffer rope_angles_;        // per token of the running call: Rope::angles, all layers
@@ -212,6 +220,7 @@ public:
     void set_skipped_layers(std::vector<bool> skip) {
         forward_.set_skipped_layers(std::move(skip));
     }
+    void set_loras(std::vector<LoraUse> uses) { forward_.set_loras(std::move(uses)); }
 
 private:
     void run_batches(std::span<const int32_t> tokens, bool all_rows, float* out, size_t width);
