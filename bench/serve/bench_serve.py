@@ -76,9 +76,9 @@ def wait_ready(port, timeout=180):
 RESPONSE_FORMAT = None  # --json-mode: {"type": "json_object"} on every request
 
 
-def one_request(port, prompt, gen):
+def one_request(port, prompt, gen, extra=None):
     req = {"prompt": prompt, "max_tokens": gen, "stream": True, "temperature": 0,
-           "ignore_eos": True, "stream_options": {"include_usage": True}}
+           "ignore_eos": True, "stream_options": {"include_usage": True}, **(extra or {})}
     if RESPONSE_FORMAT:
         req["response_format"] = RESPONSE_FORMAT
     body = json.dumps(req)
@@ -112,13 +112,15 @@ def metrics(port):
             for m in re.finditer(r"^syslm_(\w+) (\S+)$", text, re.M)}
 
 
-def run_phase(port, streams, rounds, gen, prompts, sample_metrics):
+def run_phase(port, streams, rounds, gen, prompts, sample_metrics, extra_for=None):
+    """extra_for(k): fields client k adds to its requests (bench_lora.py: its model)."""
     results, lock = [], threading.Lock()
     waste = []
 
     def client(k):
         for r in range(rounds):
-            res = one_request(port, prompts[(k * rounds + r) % len(prompts)], gen)
+            res = one_request(port, prompts[(k * rounds + r) % len(prompts)], gen,
+                              extra_for(k) if extra_for else None)
             with lock:
                 results.append(res)
 

@@ -16,6 +16,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/lora.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
 #include "kernels/cpu/linear_backward.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -64,6 +65,10 @@ public:
                         const float* bias = nullptr) = 0;
     virtual void matmul(std::initializer_list<kernels::MatmulOutput> outs,
                         kernels::SharedActivations& x) = 0;
+
+    // y[i] += each of row i's LoRA terms' s B (A x[i]) (kernels/cpu/lora.hpp).
+    virtual void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out, int64_t rows,
+                             const int32_t* start, const kernels::LoraTerm* terms) = 0;
 
     // out = norm(x) * weight (+ bias): RMSNorm, or LayerNorm with its bias (may be null).
     virtual void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,

@@ -42,6 +42,11 @@ void CpuBackend::matmul(std::initializer_list<kernels::MatmulOutput> outs,
     kernels::matmul(outs, x, pool_);
 }
 
+void CpuBackend::lora_update(const float* x, int64_t n_in, float* y, int64_t n_out, int64_t rows,
+                             const int32_t* start, const kernels::LoraTerm* terms) {
+    kernels::lora_update(x, n_in, y, n_out, rows, start, terms, pool_);
+}
+
 void CpuBackend::norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
                       const float* weight, const float* bias, float eps) {
     switch (k) {

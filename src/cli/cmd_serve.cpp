@@ -30,6 +30,7 @@ struct ServeArgs {
     std::string model, host = "127.0.0.1", api_key, alias, chat_template, kv_memory;
     std::string prefix_ram, prefix_dir, prefix_disk = "8GiB", pooling = "mean";
     CacheTypeArgs cache_type;
+    std::vector<std::string> loras;  // NAME=FILE or FILE
     std::string window, expert_top_p;
     int port = 8080, parallel = 16, ctx = 4096, kv_pages = 0, page_size = 16, threads = 0;
     int64_t token_budget = 512;
@@ -106,6 +107,25 @@ infer::EngineConfig engine_config(const ServeArgs& a) {
     return ec;
 }
 
+// --lora NAME=FILE (or FILE, named by its stem): each adapter loaded and checked against the model.
+std::vector<infer::EngineConfig::NamedLora> load_loras(const std::vector<std::string>& specs,
+                                                       const model::Model& model) {
+    std::vector<infer::EngineConfig::NamedLora> out;
+    for (const std::string& spec : specs) {
+        const size_t eq = spec.find('=');
+        const std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
+        std::string lora_name = eq == std::string::npos
+                                    ? std::filesystem::path(file).stem().string()
+                                    : spec.substr(0, eq);
+        usage_check(!lora_name.empty() && lora_name.find(':') == std::string::npos, "--lora ", spec,
+                    ": the adapter's name must be non-empty, without ':'");
+        for (const auto& l : out)
+            usage_check(l.name != lora_name, "--lora: two adapters are named '", lora_name, "'");
+        out.push_back({lora_name, std::make_shared<const model::LoraAdapter>(file, model)});
+    }
+    return out;
+}
+
 int run_serve(ServeArgs& a) {
     if (!a.plan.empty()) apply_plan(a);
     usage_check(!a.model.empty(), "give the model (-m) or a tuned plan (--plan)");
@@ -151,7 +171,9 @@ int run_serve(ServeArgs& a) {
                      "syslm serve: the model has no chat template: using chatml "
                      "(--chat-template to choose)\n");
     const tokenizer::ChatFormat format = tokenizer::chat_format(tmpl.empty() ? "chatml" : tmpl);
-    auto engine = std::make_unique<infer::Engine>(model, tok, engine_config(a));
+    infer::EngineConfig ec = engine_config(a);
+    ec.loras = load_loras(a.loras, *model);
+    auto engine = std::make_unique<infer::Engine>(model, tok, ec);
     std::string name = a.alias;
     if (name.empty()) name = model->file().get_string("general.name", "");
     if (name.empty()) name = std::filesystem::path(a.model).stem().string();
@@ -206,6 +228,11 @@ void add_kv_options(CLI::App& app, ServeArgs& a) {
     app.add_option("--prefix-cache-disk", a.prefix_disk, "The disk tier's size")
         ->capture_default_str()
         ->needs(dir);
+    app.add_option("--lora", a.loras,
+                   "LoRA adapter requests may pick, NAME=FILE (llama.cpp's adapter GGUF; FILE "
+                   "alone: named by its stem); repeatable. A request picks it as the model "
+                   "'<model>:NAME' or with \"lora\": [{\"id\": i, \"scale\": s}]; none is "
+                   "applied by default");
     app.add_option("--pooling", a.pooling,
                    "How /v1/embeddings pools an input's hidden states: mean or last (token)")
         ->capture_default_str()

@@ -1,5 +1,5 @@
-// The current time as an ISO 8601 UTC string ("2026-12-03T07:45:00Z"), for reports and caches
-// that record when they were measured.
+// The current time as text: ISO 8601 UTC ("2026-12-03T07:45:00Z") for reports and caches that
+// record when they were measured, or any strftime format in local time (chat templates' dates).
 #pragma once
 
 #include <ctime>
@@ -7,13 +7,20 @@
 
 namespace syslm {
 
-inline std::string utc_now() {
+inline std::string format_now(const char* format, bool utc) {
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (utc)
+        gmtime_r(&t, &tm);
+    else
+        localtime_r(&t, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, format, &tm);
     return buf;
+}
+
+inline std::string utc_now() {
+    return format_now("%Y-%m-%dT%H:%M:%SZ", true);
 }
 
 }  // namespace syslm

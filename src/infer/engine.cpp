@@ -172,6 +172,17 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
     } catch (const Error& e) {
         return refuse(e.what());
     }
+    std::vector<std::pair<int, float>> lora;
+    for (const GenerationParams::LoraChoice& c : params.lora) {
+        if (c.adapter < 0 || c.adapter >= static_cast<int>(cfg_.loras.size()))
+            return refuse("LoRA adapter id " + std::to_string(c.adapter) + ": the server has " +
+                          std::to_string(cfg_.loras.size()) + " (ids from 0)");
+        if (!std::isfinite(c.scale)) return refuse("a LoRA adapter's scale must be finite");
+        if (c.scale != 0) lora.push_back({c.adapter, c.scale});
+    }
+    std::sort(lora.begin(), lora.end());
+    a->params.lora.clear();
+    for (const auto& [id, scale] : lora) a->params.lora.push_back({id, scale});
     if (params.grammar) a->matcher.emplace(params.grammar);
     a->grammar_on = params.grammar_trigger.empty();
     a->seq.n_prompt = static_cast<int64_t>(prompt.size());
@@ -188,6 +199,10 @@ bool Engine::submit(std::vector<int32_t> prompt, const GenerationParams& params,
         if (static_cast<int>(incoming_.size()) + stats_.waiting >= cfg_.max_waiting)
             return refuse("queue full", Failure::QueueFull);
         a->seq.id = next_id_++;
+        if (!lora.empty())  // numbered from 1 in order of first use
+            a->seq.lora_variant =
+                lora_variants_.emplace(lora, static_cast<uint32_t>(lora_variants_.size() + 1))
+                    .first->second;
         if (id) *id = a->seq.id;
         ++stats_.requests;
         stats_.prompt_tokens += a->seq.n_prompt;
@@ -377,6 +392,23 @@ void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
         finish(a, FinishReason::Length);
 }
 
+std::vector<model::LoraUse> Engine::lora_uses(const std::vector<ScheduledWork>& work) const {
+    std::vector<model::LoraUse> uses;
+    int64_t row = 0;
+    for (const ScheduledWork& w : work) {
+        for (const GenerationParams::LoraChoice& c : active_.at(w.seq->id)->params.lora) {
+            const model::LoraAdapter* a = cfg_.loras[static_cast<size_t>(c.adapter)].adapter.get();
+            auto it = std::find_if(uses.begin(), uses.end(), [&](const model::LoraUse& u) {
+                return u.adapter == a && u.scale == c.scale;
+            });
+            if (it == uses.end()) it = uses.insert(uses.end(), {a, c.scale, {}});
+            for (int64_t r = row; r < row + w.n; ++r) it->rows.push_back(r);
+        }
+        row += w.n;
+    }
+    return uses;
+}
+
 void Engine::step() {
     std::vector<ScheduledWork> work = scheduler_.schedule();
     for (Sequence* s : scheduler_.take_rejected())
@@ -403,6 +435,7 @@ void Engine::step() {
                 sampled.push_back(&s);
             }
         }
+        forward_.set_loras(lora_uses(work));
         forward_.run(batch, rows_, logit_rows, logits_.data());
         scheduler_.completed(work);
         // The prompt's full pages computed so far, for later requests with its prefix: published

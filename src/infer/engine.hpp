@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +54,13 @@ struct EngineConfig {
     // -disk`); off by default.
     PrefixTiersConfig prefix_tiers;
     bool prefix_cache = true;  // false: no prefix sharing at all (`serve --no-prefix-cache`)
+    // LoRA adapters requests may pick by index (GenerationParams::lora; `serve --lora
+    // name=file`). Rows of different adapters share a step: the base product runs once for all.
+    struct NamedLora {
+        std::string name;
+        std::shared_ptr<const model::LoraAdapter> adapter;
+    };
+    std::vector<NamedLora> loras;
 };
 
 // The engine's KV pool for a model: every layer's pages in one group, or, for a model that mixes
@@ -70,6 +78,12 @@ struct GenerationParams {
     int priority = 0;   // the scheduler runs lower values first, preempting higher ones
     // Constrains the output to the grammar's sentences (JSON, a schema, GBNF); null: free text.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // LoRA adapters (EngineConfig::loras indices) and their scales; empty: the base model.
+    struct LoraChoice {
+        int adapter = 0;
+        float scale = 1.0f;
+    };
+    std::vector<LoraChoice> lora;
     // Non-empty: the grammar is lazy. The output is free until this text appears in it; from there
     // on the grammar holds, describing what follows the trigger (tool calls under tool_choice auto).
     std::string grammar_trigger;
@@ -180,6 +194,11 @@ private:
     model::Forward forward_;
     PagedRows rows_;
     std::vector<float> logits_;
+    // The batch's LoRA uses: each (adapter, scale) of the step's sequences with their rows.
+    std::vector<model::LoraUse> lora_uses(const std::vector<ScheduledWork>& work) const;
+    // Each distinct adapter set (sorted choices) gets a number, so that cached pages computed
+    // with one serve only sequences with the same (Sequence::lora_variant). Under mu_.
+    std::map<std::vector<std::pair<int, float>>, uint32_t> lora_variants_;
     // Constrained decoding (made on the first grammar request, engine thread only).
     std::unique_ptr<grammar::VocabTrie> trie_;
     std::unique_ptr<grammar::MaskCache> masks_;

@@ -32,9 +32,14 @@ struct Sequence {
     bool too_long = false;   // cannot fit in the whole pool: the engine ends it with an error
     int window = 0;          // the local layers' window for this sequence (0: the model's)
     float expert_top_p = 0;  // a top-p MoE model's p for this sequence (0: the model's)
+    uint32_t lora_variant = 0;  // its LoRA adapters' set, numbered by the engine (0: none)
     // What its K/V depend on besides the tokens and window: its cached pages serve only
-    // sequences with the same.
-    uint32_t variant() const { return std::bit_cast<uint32_t>(expert_top_p); }
+    // sequences with the same. A positive top-p's bits are a normal float's (>= 2^23), so
+    // without one the adapter set's number (< 2^23) alone cannot collide with it.
+    uint32_t variant() const {
+        const uint32_t p = std::bit_cast<uint32_t>(expert_top_p);
+        return p == 0 ? lora_variant : p ^ (lora_variant * 2654435761u);
+    }
     // Linear-attention layers' recurrent states (one per layer; empty until the engine sizes
     // it), reset whenever the sequence's K/V are given back.
     std::vector<kernels::LinearState> linear;

@@ -21,7 +21,9 @@ bool same_type(STDType s, DType d) {
            (s == STDType::BF16 && d == DType::BF16);
 }
 
-std::vector<uint8_t> encode(const std::vector<float>& x, DType t) {
+}  // namespace
+
+std::vector<uint8_t> encode_floats(const std::vector<float>& x, DType t) {
     std::vector<uint8_t> out;
     if (t == DType::F32) {
         out.resize(x.size() * 4);
@@ -36,6 +38,8 @@ std::vector<uint8_t> encode(const std::vector<float>& x, DType t) {
     return out;
 }
 
+namespace {
+
 // The float data of one planned tensor with its transform applied.
 std::vector<float> materialise(const HFTensorPlan& p, const SafetensorsModel& st,
                                const HFModelSpec& spec) {
@@ -47,36 +51,20 @@ std::vector<float> materialise(const HFTensorPlan& p, const SafetensorsModel& st
     }
     const int64_t rows = p.source_shape.empty() ? 1 : p.source_shape[0];
     const int64_t cols = rows ? static_cast<int64_t>(x.size()) / rows : 0;
-    std::vector<float> y(x.size());
     switch (p.transform) {
-        case HFTransform::None:
-            return x;
-        case HFTransform::PermuteQ:
-            permute_rope_rows(x.data(), y.data(), rows, cols, spec.n_head);
-            return y;
-        case HFTransform::PermuteK:
-            permute_rope_rows(x.data(), y.data(), rows, cols, spec.n_head_kv);
-            return y;
-        case HFTransform::Transpose:
+        case HFTransform::Transpose: {
+            std::vector<float> y(x.size());
             for (int64_t r = 0; r < rows; ++r)
                 for (int64_t c = 0; c < cols; ++c) y[c * rows + r] = x[r * cols + c];
             return y;
+        }
         case HFTransform::AddOne:  // in f32, as transformers adds it (llama.cpp: in the source
                                    // type)
             for (float& v : x) v += 1.0f;
             return x;
-        case HFTransform::GroupQkv: {
-            const int64_t H = spec.n_head, D = spec.head_dim;
-            SYSLM_CHECK(rows == 3 * H * D, p.name, ": ", rows, " fused QKV rows for ", H,
-                        " heads of ", D);
-            for (int64_t h = 0; h < H; ++h)
-                for (int64_t which = 0; which < 3; ++which)
-                    std::copy_n(x.data() + ((h * 3 + which) * D) * cols, D * cols,
-                                y.data() + ((which * H + h) * D) * cols);
-            return y;
-        }
+        default:  // the row orders (Q/K RoPE layout, BLOOM's fused QKV), or none
+            return reorder_hf_rows(std::move(x), rows, cols, p.transform, spec);
     }
-    return x;
 }
 
 }  // namespace
@@ -143,7 +131,7 @@ HFConvertResult convert_hf_model(const HFConvertOptions& opt) {
             w.add_tensor(
                 p.name, t, p.ne, row_bytes(t, p.ne[0]) * static_cast<size_t>(numel / p.ne[0]),
                 [&p, &st, &spec, t](uint8_t* dst) {
-                    const std::vector<uint8_t> bytes = encode(materialise(p, *st, spec), t);
+                    const std::vector<uint8_t> bytes = encode_floats(materialise(p, *st, spec), t);
                     std::memcpy(dst, bytes.data(), bytes.size());
                 });
         }

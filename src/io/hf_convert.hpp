@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/dtype.hpp"
 
@@ -40,6 +41,9 @@ struct HFConvertResult {
 };
 
 HFConvertResult convert_hf_model(const HFConvertOptions& opt);
+
+// Floats as F32, F16 or BF16 bytes (round to nearest even).
+std::vector<uint8_t> encode_floats(const std::vector<float>& x, DType t);
 
 // general.file_type for an output type (llama_ftype: 0 ALL_F32, 1 MOSTLY_F16, 32 MOSTLY_BF16).
 uint32_t hf_file_type(DType out_type);

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "core/half.hpp"
 #include "io/gguf.hpp"
 #include "io/hf_config.hpp"
 #include "io/hf_convert.hpp"
@@ -57,43 +56,6 @@ AdapterConfig read_adapter_config(const std::string& dir) {
     return a;
 }
 
-std::vector<uint8_t> encode(const std::vector<float>& x, DType t) {
-    std::vector<uint8_t> out(x.size() * (t == DType::F32 ? 4 : 2));
-    if (t == DType::F32) {
-        std::memcpy(out.data(), x.data(), out.size());
-        return out;
-    }
-    for (size_t i = 0; i < x.size(); ++i) {
-        const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
-    }
-    return out;
-}
-
-// B's rows in the order the base weight's rows take in the GGUF.
-std::vector<float> transform_rows(const std::vector<float>& b, int64_t rows, int64_t cols,
-                                  const HFTensorPlan& p, const HFModelSpec& spec) {
-    std::vector<float> y(b.size());
-    switch (p.transform) {
-        case HFTransform::PermuteQ:
-            permute_rope_rows(b.data(), y.data(), rows, cols, spec.n_head);
-            return y;
-        case HFTransform::PermuteK:
-            permute_rope_rows(b.data(), y.data(), rows, cols, spec.n_head_kv);
-            return y;
-        case HFTransform::GroupQkv: {
-            const int64_t H = spec.n_head, D = spec.head_dim;
-            for (int64_t h = 0; h < H; ++h)
-                for (int64_t which = 0; which < 3; ++which)
-                    std::copy_n(b.data() + ((h * 3 + which) * D) * cols, D * cols,
-                                y.data() + ((which * H + h) * D) * cols);
-            return y;
-        }
-        default:  // None; GPT-2's Conv1D: PEFT's B A is already [out, in]
-            return b;
-    }
-}
-
 }  // namespace
 
 HFLoraConvertResult convert_hf_lora(const HFLoraConvertOptions& opt) {
@@ -135,9 +97,10 @@ HFLoraConvertResult convert_hf_lora(const HFLoraConvertOptions& opt) {
         used.insert(a->name);
         used.insert(b->name);
         const DType t = opt.out_type;
-        w.add_tensor(p.name + ".lora_a", t, {n_in, cfg.r}, encode(st_to_f32(*a), t));
-        w.add_tensor(p.name + ".lora_b", t, {cfg.r, n_out},
-                     encode(transform_rows(st_to_f32(*b), n_out, cfg.r, p, spec), t));
+        w.add_tensor(p.name + ".lora_a", t, {n_in, cfg.r}, encode_floats(st_to_f32(*a), t));
+        w.add_tensor(
+            p.name + ".lora_b", t, {cfg.r, n_out},
+            encode_floats(reorder_hf_rows(st_to_f32(*b), n_out, cfg.r, p.transform, spec), t));
         ++res.n_pairs;
     }
     for (const STTensor& t : st.tensors())

@@ -389,6 +389,30 @@ void permute_rope_rows(const float* src, float* dst, int64_t rows, int64_t cols,
             }
 }
 
+std::vector<float> reorder_hf_rows(std::vector<float> x, int64_t rows, int64_t cols, HFTransform t,
+                                   const HFModelSpec& spec) {
+    std::vector<float> y(x.size());
+    switch (t) {
+        case HFTransform::PermuteQ:
+            permute_rope_rows(x.data(), y.data(), rows, cols, spec.n_head);
+            return y;
+        case HFTransform::PermuteK:
+            permute_rope_rows(x.data(), y.data(), rows, cols, spec.n_head_kv);
+            return y;
+        case HFTransform::GroupQkv: {
+            const int64_t H = spec.n_head, D = spec.head_dim;
+            SYSLM_CHECK(rows == 3 * H * D, rows, " fused QKV rows for ", H, " heads of ", D);
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t which = 0; which < 3; ++which)
+                    std::copy_n(x.data() + ((h * 3 + which) * D) * cols, D * cols,
+                                y.data() + ((which * H + h) * D) * cols);
+            return y;
+        }
+        default:
+            return x;
+    }
+}
+
 bool hf_tensor_forced_f32(const HFTensorPlan& p) {
     const std::string& n = p.name;
     auto ends = [&](std::string_view suf) { return n.ends_with(suf); };

@@ -51,6 +51,11 @@ std::vector<HFTensorPlan> plan_hf_tensors(const HFModelSpec& spec, const HFShape
 // Applies a row permutation of llama.cpp's converter to `rows` rows of `cols` floats.
 void permute_rope_rows(const float* src, float* dst, int64_t rows, int64_t cols, int64_t n_head);
 
+// `rows` rows of `cols` floats in the order a row transform puts them (PermuteQ, PermuteK,
+// GroupQkv); x itself for the others. A LoRA B moves with its base weight's rows.
+std::vector<float> reorder_hf_rows(std::vector<float> x, int64_t rows, int64_t cols,
+                                   HFTransform t, const HFModelSpec& spec);
+
 // True for tensors llama.cpp always stores as F32, whatever the output type: 1-D tensors, norms,
 // biases, the MoE router and GPT-2's position embeddings.
 bool hf_tensor_forced_f32(const HFTensorPlan& plan);

@@ -60,9 +60,8 @@ const char* lora_target_name(LoraTarget t) {
     return kNames[static_cast<size_t>(t)];
 }
 
-LoraAdapter::LoraAdapter(const std::string& path, const Model& base)
-    : file_(std::make_shared<const io::GGUFFile>(path)) {
-    const io::GGUFFile& f = *file_;
+LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(path) {
+    const io::GGUFFile f(path);
     const std::string type = f.get_string("general.type", "");
     SYSLM_CHECK(type == "adapter", path, ": general.type is '", type,
                 "', not 'adapter': not a LoRA adapter file (llama.cpp's adapter GGUF)");
@@ -116,27 +115,34 @@ LoraAdapter::LoraAdapter(const std::string& path, const Model& base)
                 path, ": tensor '", x->name, "' has type ", dtype_name(x->type),
                 " which syslm cannot compute with at this shape");
         const int64_t r = a.ne[1];
-        layers_[static_cast<size_t>(il)][t] = {Matrix{a.type, w.n_in, r, a.data},
-                                               Matrix{b.type, r, w.n_out, b.data},
-                                               alpha_ > 0 ? alpha_ / static_cast<float>(r) : 1.0f};
+        Pair& pr = layers_[static_cast<size_t>(il)][t];
+        pr.r = static_cast<int>(r);
+        pr.n_in = w.n_in;
+        pr.n_out = w.n_out;
+        pr.scale = alpha_ > 0 ? alpha_ / static_cast<float>(r) : 1.0f;
+        pr.a.resize(static_cast<size_t>(r * w.n_in));
+        kernels::type_traits(a.type).to_float(a.data, pr.a.data(), r * w.n_in);
+        pr.b.resize(static_cast<size_t>(w.n_out * r));
+        kernels::type_traits(b.type).to_float(b.data, pr.b.data(), w.n_out * r);
+        pr.bt.resize(pr.b.size());
+        for (int64_t o = 0; o < w.n_out; ++o)
+            for (int64_t k = 0; k < r; ++k)
+                pr.bt[static_cast<size_t>(k * w.n_out + o)] = pr.b[static_cast<size_t>(o * r + k)];
         ++n_pairs_;
     }
     SYSLM_CHECK(n_pairs_ > 0, path, ": the adapter has no tensors");
 }
 
 void add_lora_delta(const LoraAdapter::Pair& p, float scale, float* w) {
-    const int64_t n_in = p.a.n_in, r = p.a.n_out, n_out = p.b.n_out;
-    std::vector<float> a(static_cast<size_t>(r * n_in)), b(static_cast<size_t>(n_out * r));
-    kernels::type_traits(p.a.type).to_float(p.a.data, a.data(), r * n_in);
-    kernels::type_traits(p.b.type).to_float(p.b.data, b.data(), n_out * r);
     const float s = scale * p.scale;
-    for (int64_t o = 0; o < n_out; ++o)
-        for (int64_t k = 0; k < r; ++k) {
-            const float bk = s * b[static_cast<size_t>(o * r + k)];
-            const float* ak = a.data() + k * n_in;
-            float* wo = w + o * n_in;
-            for (int64_t i = 0; i < n_in; ++i) wo[i] += bk * ak[i];
+    for (int64_t o = 0; o < p.n_out; ++o) {
+        float* wo = w + o * p.n_in;
+        for (int k = 0; k < p.r; ++k) {
+            const float bk = s * p.bt[static_cast<size_t>(k * p.n_out + o)];
+            const float* ak = p.a.data() + k * p.n_in;
+            for (int64_t i = 0; i < p.n_in; ++i) wo[i] += bk * ak[i];
         }
+    }
 }
 
 int merge_lora(const Model& base, const std::vector<LoraUse>& uses, const std::string& out) {

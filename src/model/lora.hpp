@@ -30,22 +30,26 @@ public:
     // not adapt, ranks that differ within a pair.
     LoraAdapter(const std::string& path, const Model& base);
 
+    // A pair as floats, whatever the file's types (adapters are small): the kernel's layout.
     struct Pair {
-        Matrix a;     // r rows of n_in
-        Matrix b;     // n_out rows of r
-        float scale;  // alpha / r, or 1 when the file's alpha is 0
+        std::vector<float> a;   // A: r rows of n_in
+        std::vector<float> b;   // B: n_out rows of r (GEMMs over a prefill's rows)
+        std::vector<float> bt;  // B transposed: r rows of n_out (the kernel's axpys per row)
+        int r = 0;
+        int64_t n_in = 0, n_out = 0;
+        float scale = 1;  // alpha / r, or 1 when the file's alpha is 0
     };
     // nullptr where the adapter leaves that matrix alone.
     const Pair* pair(int il, LoraTarget t) const {
         const Pair& p = layers_[static_cast<size_t>(il)][static_cast<size_t>(t)];
-        return p.a.data ? &p : nullptr;
+        return p.r ? &p : nullptr;
     }
-    const std::string& path() const { return file_->path(); }
+    const std::string& path() const { return path_; }
     float alpha() const { return alpha_; }
     int n_pairs() const { return n_pairs_; }
 
 private:
-    std::shared_ptr<const io::GGUFFile> file_;  // the pairs' bytes
+    std::string path_;
     float alpha_ = 0;
     int n_pairs_ = 0;
     std::vector<std::array<Pair, kLoraTargets>> layers_;

@@ -327,36 +327,65 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
     }
 }
 
-// LoRA: y += s B (A x) per use, on the rows it applies to (gathered, then added back). The
-// adapters' ranks are small: the two products cost a few percent of the base one's.
+// LoRA: y += s B (A x) for each use on the rows it applies to. A long run of consecutive rows
+// (a prefill chunk) takes two GEMMs, A and B read once for all its rows; the other rows (decode:
+// a row or two per sequence) go in one pass of the row kernel, each row with its own terms.
 void Forward::apply_lora(int il, LoraTarget t, const float* x, int64_t rows, float* y) {
-    for (const LoraUse& u : loras_) {
-        const LoraAdapter::Pair* p = u.adapter->pair(il, t);
-        if (!p) continue;
-        const int64_t n_in = p->a.n_in, r = p->a.n_out, n_out = p->b.n_out;
-        const bool some = !u.rows.empty();
-        const int64_t n = some ? static_cast<int64_t>(u.rows.size()) : rows;
-        const float* in = x;
-        if (some) {
-            lora_in_.resize(static_cast<size_t>(n * n_in));
-            for (int64_t i = 0; i < n; ++i) {
-                const int64_t row = u.rows[static_cast<size_t>(i)];
-                SYSLM_CHECK(row >= 0 && row < rows, "LoRA: row ", row, " of a call of ", rows);
-                std::copy_n(x + row * n_in, n_in, lora_in_.data() + i * n_in);
-            }
-            in = lora_in_.data();
+    if (loras_.empty()) return;
+    constexpr int64_t kGemmRows = 16;
+    lora_start_.assign(static_cast<size_t>(rows + 1), 0);
+    lora_terms_.clear();
+    std::vector<std::pair<int64_t, int64_t>>& runs = lora_runs_;
+    int64_t n_in = 0, n_out = 0;
+    for (int pass = 0; pass < 2; ++pass) {  // count each row's kernel terms, then place them
+        if (pass == 1) {
+            for (int64_t i = 0; i < rows; ++i) lora_start_[i + 1] += lora_start_[i];
+            lora_terms_.resize(static_cast<size_t>(lora_start_[rows]));
+            lora_fill_.assign(lora_start_.begin(), lora_start_.end() - 1);
         }
-        lora_mid_.resize(static_cast<size_t>(n * r));
-        lora_out_.resize(static_cast<size_t>(n * n_out));
-        backend_.matmul(p->a, in, n, lora_mid_.data());
-        backend_.matmul(p->b, lora_mid_.data(), n, lora_out_.data());
-        const float s = u.scale * p->scale;
-        for (int64_t i = 0; i < n; ++i) {
-            float* dst = y + (some ? u.rows[static_cast<size_t>(i)] : i) * n_out;
-            const float* src = lora_out_.data() + i * n_out;
-            for (int64_t j = 0; j < n_out; ++j) dst[j] += s * src[j];
+        for (const LoraUse& u : loras_) {
+            const LoraAdapter::Pair* p = u.adapter->pair(il, t);
+            if (!p) continue;
+            n_in = p->n_in;
+            n_out = p->n_out;
+            const float s = u.scale * p->scale;
+            runs.clear();  // [first, end) of consecutive rows
+            if (u.rows.empty()) runs.push_back({0, rows});
+            for (int64_t r : u.rows) {
+                SYSLM_CHECK(r >= 0 && r < rows, "LoRA: row ", r, " of a call of ", rows);
+                if (!runs.empty() && runs.back().second == r)
+                    ++runs.back().second;
+                else
+                    runs.push_back({r, r + 1});
+            }
+            for (const auto& [first, end] : runs) {
+                const int64_t n = end - first;
+                if (n >= kGemmRows) {
+                    if (pass == 1) lora_gemm(*p, s, x + first * n_in, n, y + first * n_out);
+                    continue;
+                }
+                for (int64_t r = first; r < end; ++r) {
+                    if (pass == 0)
+                        ++lora_start_[static_cast<size_t>(r + 1)];
+                    else
+                        lora_terms_[static_cast<size_t>(lora_fill_[static_cast<size_t>(r)]++)] = {
+                            p->a.data(), p->bt.data(), p->r, s};
+                }
+            }
         }
     }
+    backend_.lora_update(x, n_in, y, n_out, rows, lora_start_.data(), lora_terms_.data());
+}
+
+// y (n rows) += s B (A x) as two products, A and B read once for the n rows.
+void Forward::lora_gemm(const LoraAdapter::Pair& p, float s, const float* x, int64_t n, float* y) {
+    lora_mid_.resize(static_cast<size_t>(n * p.r));
+    lora_out_.resize(static_cast<size_t>(n * p.n_out));
+    backend_.matmul(Matrix{DType::F32, p.n_in, p.r, p.a.data()}, x, n, lora_mid_.data());
+    for (float& v : lora_mid_) v *= s;
+    backend_.matmul(Matrix{DType::F32, p.r, p.n_out, p.b.data()}, lora_mid_.data(), n,
+                    lora_out_.data());
+    backend_.add(y, lora_out_.data(), n * p.n_out);
 }
 
 // The architecture's norm (ArchSpec::norm) of `rows` rows of the residual stream.

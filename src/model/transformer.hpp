@@ -13,6 +13,7 @@
 #include "core/profiler.hpp"
 #include "io/gguf.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/lora.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "model/hparams.hpp"
 #include "model/kv_cache.hpp"
@@ -146,6 +147,7 @@ private:
     void moe_block(int il, int64_t T);
     // y (rows x n_out, after the base product) += each LoRA use's s B (A x) on its rows.
     void apply_lora(int il, LoraTarget t, const float* x, int64_t rows, float* y);
+    void lora_gemm(const LoraAdapter::Pair& p, float s, const float* x, int64_t n, float* y);
     // Reports a matrix input to the observer, if any: tensor "blk.<il>.<what>.weight".
     void observe(int il, const char* what, const float* x, int64_t rows, int64_t n_in,
                  int expert = -1);
@@ -164,7 +166,10 @@ private:
     std::vector<bool> skip_;
     bool output_hidden_ = false;
     std::vector<LoraUse> loras_;
-    std::vector<float> lora_in_, lora_mid_, lora_out_;  // gathered rows, A x, B A x
+    std::vector<int32_t> lora_start_, lora_fill_;  // each row's terms in lora_terms_
+    std::vector<kernels::LoraTerm> lora_terms_;
+    std::vector<std::pair<int64_t, int64_t>> lora_runs_;
+    std::vector<float> lora_mid_, lora_out_;  // lora_gemm's A x and B A x
     // activations, sized for n_batch tokens
     backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     backend::Buffer rope_angles_;        // per token of the running call: Rope::angles, all layers

@@ -111,6 +111,7 @@ http::Router Server::routes() {
               [asset](const http::Request&, http::Responder& res) { res.reply(asset); });
     }
     r.add("GET", "/v1/models", Run::Inline, needs_engine(&Server::models));
+    r.add("GET", "/lora-adapters", Run::Inline, needs_engine(&Server::lora_adapters));
     r.add("GET", "/openapi.json", Run::Inline, needs_engine(&Server::openapi));
     r.add("GET", "/metrics", Run::Inline, needs_engine(&Server::metrics));
     r.add("GET", "/stats", Run::Inline, needs_engine(&Server::stats));
@@ -154,17 +155,36 @@ void Server::health(const http::Request&, http::Responder& res) {
 }
 
 void Server::models(const http::Request&, http::Responder& res) {
-    res.reply(
-        json_response(200, {{"object", "list"},
-                            {"data",
-                             {{{"id", model_name_},
-                               {"object", "model"},
-                               {"created", unix_time()},
-                               {"owned_by", "syslm"},
-                               {"meta",
-                                {{"n_ctx", engine_->config().n_ctx},
-                                 {"n_vocab", engine_->model().hparams().n_vocab},
-                                 {"chat_template", tokenizer::chat_format_name(format_)}}}}}}}));
+    json data = json::array();
+    data.push_back({{"id", model_name_},
+                    {"object", "model"},
+                    {"created", unix_time()},
+                    {"owned_by", "syslm"},
+                    {"meta",
+                     {{"n_ctx", engine_->config().n_ctx},
+                      {"n_vocab", engine_->model().hparams().n_vocab},
+                      {"chat_template", tokenizer::chat_format_name(format_)}}}});
+    const auto& loras = engine_->config().loras;
+    for (size_t i = 0; i < loras.size(); ++i)  // the base with each adapter, as its own model
+        data.push_back({{"id", model_name_ + ":" + loras[i].name},
+                        {"object", "model"},
+                        {"created", unix_time()},
+                        {"owned_by", "syslm"},
+                        {"meta", {{"lora", {{"id", i}, {"name", loras[i].name}}}}}});
+    res.reply(json_response(200, {{"object", "list"}, {"data", data}}));
+}
+
+// llama-server's GET /lora-adapters: the loaded adapters by id.
+void Server::lora_adapters(const http::Request&, http::Responder& res) {
+    json out = json::array();
+    const auto& loras = engine_->config().loras;
+    for (size_t i = 0; i < loras.size(); ++i)
+        out.push_back({{"id", i},
+                       {"name", loras[i].name},
+                       {"path", loras[i].adapter->path()},
+                       {"alpha", loras[i].adapter->alpha()},
+                       {"matrices", loras[i].adapter->n_pairs()}});
+    res.reply(json_response(200, out));
 }
 
 void Server::openapi(const http::Request&, http::Responder& res) {

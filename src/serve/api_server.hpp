@@ -56,6 +56,7 @@ private:
 
     void health(const http::Request& req, http::Responder& res);
     void models(const http::Request& req, http::Responder& res);
+    void lora_adapters(const http::Request& req, http::Responder& res);
     void openapi(const http::Request& req, http::Responder& res);
     void metrics(const http::Request& req, http::Responder& res);
     void stats(const http::Request& req, http::Responder& res);

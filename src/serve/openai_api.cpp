@@ -54,13 +54,45 @@ bool boolean(const json& body, const char* key, bool def) {
     return v ? v->get<bool>() : def;
 }
 
-void check_model(const json& body, const std::string& model_name) {
-    const json* m = field(body, "model", [](const json& j) { return j.is_string(); }, "a string");
-    if (m && m->get<std::string>() != model_name)
-        throw ApiError{404, "invalid_request_error",
-                       "The model '" + m->get<std::string>() + "' does not exist; this server has '" +
-                           model_name + "'",
-                       "model", "model_not_found"};
+// "model": the served model's name, or "<name>:<adapter>" for one of its LoRA adapters (scale
+// 1); llama-server's "lora": [{"id", "scale"}] adds adapters by index. A later choice of the same
+// adapter replaces an earlier one's scale.
+void model_and_lora(const json& body, const std::string& model_name, const infer::Engine& engine,
+                    infer::GenerationParams& params) {
+    const auto& loras = engine.config().loras;
+    const auto choose = [&](int id, float scale) {
+        for (auto& c : params.lora)
+            if (c.adapter == id) return void(c.scale = scale);
+        params.lora.push_back({id, scale});
+    };
+    if (const json* m = field(body, "model", [](const json& j) { return j.is_string(); },
+                              "a string")) {
+        const std::string name = m->get<std::string>();
+        int id = name == model_name ? -1 : -2;
+        for (size_t i = 0; i < loras.size() && id == -2; ++i)
+            if (name == model_name + ":" + loras[i].name) id = static_cast<int>(i);
+        if (id == -2) {
+            std::string known = "'" + model_name + "'";
+            for (const auto& l : loras) known += ", '" + model_name + ":" + l.name + "'";
+            throw ApiError{404, "invalid_request_error",
+                           "The model '" + name + "' does not exist; this server has " + known,
+                           "model", "model_not_found"};
+        }
+        if (id >= 0) choose(id, 1.0f);
+    }
+    const json* lora = field(body, "lora", [](const json& j) { return j.is_array(); },
+                             "an array of {\"id\": ..., \"scale\": ...}");
+    if (!lora) return;
+    for (const json& l : *lora) {
+        if (!l.is_object() || !l.contains("id") || !l["id"].is_number_integer())
+            bad("lora", "each 'lora' entry needs an integer 'id'");
+        const int64_t id = l["id"].get<int64_t>();
+        if (id < 0 || id >= static_cast<int64_t>(loras.size()))
+            bad("lora", "LoRA adapter id " + std::to_string(id) + ": this server has " +
+                            std::to_string(loras.size()) + " (GET /lora-adapters lists them)");
+        const double scale = number(l, "scale", 1.0, -100, 100);
+        choose(static_cast<int>(id), static_cast<float>(scale));
+    }
 }
 
 // llama-server's `grammar` (GBNF) and OpenAI's `response_format`: the grammar the output keeps to.
@@ -194,7 +226,7 @@ ParsedRequest parse_completion(const json& body, const std::string& model_name,
                                const infer::Engine& engine, const ApiLimits& limits) {
     ParsedRequest r;
     common(body, r, engine, limits, 16);
-    check_model(body, model_name);
+    model_and_lora(body, model_name, engine, r.params);
     r.echo = boolean(body, "echo", false);
     r.params.logprobs = static_cast<int>(integer(body, "logprobs", -1, 0, 5));
     const tokenizer::Tokenizer& tok = engine.tokenizer();
@@ -321,7 +353,7 @@ ParsedRequest parse_chat(const json& body, const std::string& model_name,
     ParsedRequest r;
     r.chat = true;
     common(body, r, engine, limits, limits.max_tokens);
-    check_model(body, model_name);
+    model_and_lora(body, model_name, engine, r.params);
     if (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null())
         r.params.max_tokens = static_cast<int>(integer(
             body, "max_completion_tokens", 0, 1, std::min(limits.max_tokens, engine.config().n_ctx)));

@@ -1,11 +1,11 @@
 #include "tokenizer/chat_template.hpp"
 
 #include <cctype>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/utc_time.hpp"
 #include "tokenizer/py_json.hpp"
 
 namespace syslm::tokenizer {
@@ -245,12 +245,7 @@ void write_qwen(std::ostream& ss, ChatFormat f, const std::vector<ChatMessage>& 
 }
 
 std::string today() {  // as strftime_now("%d %b %Y") in transformers: the local date
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
-    return buf;
+    return format_now("%d %b %Y", false);
 }
 
 // Llama 3.1-3.3: a system turn with the knowledge cut-off and the date; tools in the first user

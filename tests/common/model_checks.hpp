@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,16 @@ inline double max_diff(const std::vector<float>& a, const std::vector<float>& b)
     for (size_t i = 0; i < a.size(); ++i)
         d = std::max(d, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
     return d;
+}
+
+// max |a - b| / max |b|: a logit set's largest difference relative to the reference's scale.
+inline float max_rel_diff(std::span<const float> a, std::span<const float> b) {
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        scale = std::max(scale, std::fabs(b[i]));
+        diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    return diff / scale;
 }
 
 }  // namespace syslm::testing

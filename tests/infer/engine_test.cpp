@@ -13,6 +13,7 @@
 #include <random>
 #include <tuple>
 
+#include "../common/random_lora.hpp"
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "grammar/gbnf.hpp"
@@ -61,8 +62,9 @@ struct Collector {
 
 std::vector<int32_t> greedy_alone(const model::Model& m, const tokenizer::Tokenizer& tok,
                                   const std::vector<int32_t>& prompt, int n,
-                                  model::KvTypes kv = {}) {
+                                  model::KvTypes kv = {}, std::vector<model::LoraUse> loras = {}) {
     model::Context ctx(m, 128, 2, 512, kv);
+    ctx.set_loras(std::move(loras));
     std::vector<int32_t> out;
     auto logits = ctx.forward(prompt);
     for (int i = 0; i < n; ++i) {
@@ -574,6 +576,70 @@ TEST(Engine, ALazyGrammarHoldsFromItsTriggerOn) {
     grammar::Matcher check(list);
     EXPECT_TRUE(check.accept(std::string_view(lazy.text).substr(end))) << lazy.text;
     EXPECT_EQ(lazy.text.substr(end, 2), "- ");
+}
+
+// Requests with different LoRA adapters (none, A, B, A at half scale, A and B together) run in
+// the same steps and each gets the tokens a context with its adapters gets alone; their shared
+// prompt's cached pages serve only requests with the same adapters.
+TEST(Engine, RequestsWithDifferentAdaptersShareStepsAndEachGetsItsOwn) {
+    const auto m = make_model();
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    EngineConfig cfg;
+    cfg.threads = 2;
+    cfg.parallel = 8;
+    cfg.n_ctx = 128;
+    testing::RandomLora ra, rb;
+    rb.seed = 8;
+    rb.rank = 5;
+    rb.targets = {"attn_v", "ffn_down"};
+    cfg.loras = {{"a", std::make_shared<const model::LoraAdapter>(
+                           testing::write_random_lora(*m, "engine_a", ra), *m)},
+                 {"b", std::make_shared<const model::LoraAdapter>(
+                           testing::write_random_lora(*m, "engine_b", rb), *m)}};
+    const model::LoraAdapter *a = cfg.loras[0].adapter.get(), *b = cfg.loras[1].adapter.get();
+    Engine engine(m, tok, cfg);
+    std::vector<int32_t> prompt = testing::random_ids(37, 12);  // 2 full pages of 16, shared
+    using C = GenerationParams::LoraChoice;
+    const std::vector<std::vector<C>> choices = {{}, {{0, 1}}, {{1, 1}}, {{0, 0.5f}},
+                                                 {{1, 1}, {0, 1}}, {{0, 1}}};
+    const std::vector<std::vector<model::LoraUse>> uses = {
+        {}, {{a, 1, {}}}, {{b, 1, {}}}, {{a, 0.5f, {}}}, {{a, 1, {}}, {b, 1, {}}}, {{a, 1, {}}}};
+    std::vector<Collector> got(choices.size());
+    for (size_t r = 0; r < choices.size(); ++r) {
+        GenerationParams p = greedy(12);
+        p.ignore_eos = true;
+        p.lora = choices[r];
+        prompt.back() = static_cast<int32_t>(100 + r);  // the last token differs: no whole match
+        ASSERT_TRUE(engine.submit(prompt, p, got[r].callback(), nullptr, nullptr));
+    }
+    for (size_t r = 0; r < choices.size(); ++r) {
+        got[r].wait();
+        prompt.back() = static_cast<int32_t>(100 + r);
+        EXPECT_EQ(got[r].tokens, greedy_alone(*m, tok, prompt, 12, {}, uses[r])) << r;
+    }
+    EXPECT_NE(got[0].tokens, got[1].tokens);
+    EXPECT_NE(got[1].tokens, got[3].tokens);
+    // Again, each prompt now with another request's adapters: the pages the first wave cached
+    // serve only the requests whose adapters computed them.
+    const int64_t hits_before = engine.stats().prefix_hit_tokens;
+    for (size_t r = 0; r < choices.size(); ++r) {
+        const size_t other = choices.size() - 1 - r;
+        GenerationParams p = greedy(6);
+        p.ignore_eos = true;
+        p.lora = choices[other];
+        prompt.back() = static_cast<int32_t>(100 + r);
+        Collector again;
+        ASSERT_TRUE(engine.submit(prompt, p, again.callback(), nullptr, nullptr));
+        again.wait();
+        EXPECT_EQ(again.tokens, greedy_alone(*m, tok, prompt, 6, {}, uses[other])) << r;
+    }
+    EXPECT_GT(engine.stats().prefix_hit_tokens, hits_before);  // same adapters did hit
+    Refusal why;
+    GenerationParams bad = greedy(2);
+    bad.lora = {{2, 1}};
+    EXPECT_FALSE(engine.submit(prompt, bad, [](const Event&) { return true; }, nullptr, &why));
+    EXPECT_NE(why.message.find("LoRA adapter id 2"), std::string::npos);
+    engine.drain();
 }
 
 // A request the whole KV pool cannot hold ends typed as such (the server answers it 400, not 500),

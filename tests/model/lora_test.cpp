@@ -13,71 +13,18 @@
 #include <map>
 #include <random>
 
+#include "../common/random_lora.hpp"
 #include "../common/random_model.hpp"
 #include "core/error.hpp"
 #include "io/gguf.hpp"
 #include "model/random_init.hpp"
 #include "model/transformer.hpp"
+#include "../common/model_checks.hpp"
 
 namespace syslm::model {
 namespace {
 
-struct AdapterSpec {
-    std::string arch = "llama";
-    int rank = 3;
-    float alpha = 6;
-    std::vector<std::string> targets = {"attn_q",   "attn_k", "attn_v",  "attn_output",
-                                        "ffn_gate", "ffn_up", "ffn_down"};
-    bool transposed_a = false;
-    bool drop_b_of_first = false;
-};
-
-// A random adapter for the test model (width 48, FFN 72, q 48, kv 16, 2 layers).
-std::string write_adapter(const std::string& tag, const AdapterSpec& s) {
-    const std::map<std::string, std::pair<int64_t, int64_t>> shapes = {
-        {"attn_q", {48, 48}},      {"attn_k", {48, 16}},   {"attn_v", {48, 16}},
-        {"attn_output", {48, 48}}, {"ffn_gate", {48, 72}}, {"ffn_up", {48, 72}},
-        {"ffn_down", {72, 48}},    {"attn_norm", {48, 48}}};
-    io::GGUFWriter w;
-    w.set("general.architecture", io::GGUFValue::string(s.arch));
-    w.set("general.type", io::GGUFValue::string("adapter"));
-    w.set("adapter.type", io::GGUFValue::string("lora"));
-    w.set("adapter.lora.alpha", io::GGUFValue::f32(s.alpha));
-    std::mt19937 rng(7);
-    std::normal_distribution<float> nd(0.0f, 0.2f);
-    const auto values = [&](int64_t n) {
-        std::vector<uint8_t> b(static_cast<size_t>(n) * 4);
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = nd(rng);
-            std::memcpy(b.data() + 4 * i, &v, 4);
-        }
-        return b;
-    };
-    bool first = true;
-    for (int il = 0; il < 2; ++il)
-        for (const std::string& t : s.targets) {
-            const auto [n_in, n_out] = shapes.at(t);
-            const std::string name = "blk." + std::to_string(il) + "." + t + ".weight";
-            const std::vector<int64_t> a_ne = s.transposed_a ? std::vector<int64_t>{s.rank, n_in}
-                                                             : std::vector<int64_t>{n_in, s.rank};
-            w.add_tensor(name + ".lora_a", DType::F32, a_ne, values(n_in * s.rank));
-            if (!(first && s.drop_b_of_first))
-                w.add_tensor(name + ".lora_b", DType::F32, {s.rank, n_out}, values(n_out * s.rank));
-            first = false;
-        }
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/lora_" + tag + ".gguf";
-    w.write(path);
-    return path;
-}
-
-float max_rel_diff(std::span<const float> a, std::span<const float> b) {
-    float scale = 0, diff = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        scale = std::max(scale, std::fabs(b[i]));
-        diff = std::max(diff, std::fabs(a[i] - b[i]));
-    }
-    return diff / scale;
-}
+using testing::max_rel_diff;
 
 std::vector<float> run(const Model& m, std::span<const int32_t> ids, std::vector<LoraUse> uses) {
     Context ctx(m, 64, 2, 64, DType::F32);
@@ -89,7 +36,7 @@ std::vector<float> run(const Model& m, std::span<const int32_t> ids, std::vector
 TEST(Lora, AMergedModelEqualsTheBaseWithItsAdapter) {
     const Model base(
         testing::write_test_model("lora_base", testing::small_model_config("llama", 64, 3)));
-    const LoraAdapter a(write_adapter("all", {}), base);
+    const LoraAdapter a(testing::write_random_lora(base, "all", {}), base);
     EXPECT_EQ(a.n_pairs(), 14);
     const std::vector<int32_t> ids = testing::random_ids(11, 5);
     const std::vector<float> plain = run(base, ids, {});
@@ -105,7 +52,7 @@ TEST(Lora, AMergedModelEqualsTheBaseWithItsAdapter) {
 TEST(Lora, AnAdapterOnSomeRowsChangesThoseRowsAlone) {
     const Model base(
         testing::write_test_model("lora_base", testing::small_model_config("llama", 64, 3)));
-    const LoraAdapter a(write_adapter("all", {}), base);
+    const LoraAdapter a(testing::write_random_lora(base, "all", {}), base);
     const std::vector<int32_t> ids = testing::random_ids(9, 6);
     const int64_t V = base.hparams().n_vocab, T = static_cast<int64_t>(ids.size());
     const std::vector<float> plain = run(base, ids, {});
@@ -126,25 +73,25 @@ TEST(Lora, AnAdapterOnSomeRowsChangesThoseRowsAlone) {
 TEST(Lora, BadAdapterFilesAreErrorsNamingWhat) {
     const Model base(
         testing::write_test_model("lora_base", testing::small_model_config("llama", 64, 3)));
-    const auto message = [&](const AdapterSpec& s, const std::string& tag) {
+    const auto message = [&](const testing::RandomLora& s, const std::string& tag) {
         try {
-            LoraAdapter a(write_adapter(tag, s), base);
+            LoraAdapter a(testing::write_random_lora(base, tag, s), base);
         } catch (const Error& e) {
             return std::string(e.what());
         }
         return std::string("no error");
     };
-    AdapterSpec other;
+    testing::RandomLora other;
     other.arch = "qwen2";
     EXPECT_NE(message(other, "arch").find("adapter for 'qwen2' models"), std::string::npos);
-    AdapterSpec transposed;
+    testing::RandomLora transposed;
     transposed.transposed_a = true;
     const std::string t = message(transposed, "transposed");
     EXPECT_NE(t.find("blk.0.attn_"), std::string::npos) << t;
-    AdapterSpec unpaired;
-    unpaired.drop_b_of_first = true;
+    testing::RandomLora unpaired;
+    unpaired.drop_first_b = true;
     EXPECT_NE(message(unpaired, "unpaired").find(".lora_a without its .lora_b"), std::string::npos);
-    AdapterSpec norm;
+    testing::RandomLora norm;
     norm.targets = {"attn_norm"};
     EXPECT_NE(message(norm, "norm").find("LoRA on 'blk.0.attn_norm.weight' is not supported"),
               std::string::npos);

@@ -15,6 +15,7 @@
 #include "kernels/type_traits.hpp"
 #include "model/random_init.hpp"
 #include "model/transformer.hpp"
+#include "../common/model_checks.hpp"
 
 namespace syslm::model {
 namespace {
@@ -48,14 +49,7 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
     return t;
 }
 
-float max_rel_diff(std::span<const float> a, std::span<const float> b) {
-    float scale = 0, diff = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        scale = std::max(scale, std::fabs(b[i]));
-        diff = std::max(diff, std::fabs(a[i] - b[i]));
-    }
-    return diff / scale;
-}
+using testing::max_rel_diff;
 
 class ForwardConsistency : public ::testing::TestWithParam<std::string> {};
 

@@ -5,6 +5,7 @@ recognised from the template text itself (no --chat-template flag: the template 
 the model's GGUF). BOS is the tokenizer's, so bos_token renders empty. A template of no known
 family is refused at start-up with the list of choices.
 """
+import contextlib
 import json
 import subprocess
 import urllib.request
@@ -76,14 +77,9 @@ def model_with_template(tmp_path, syslm_bin, vocab_dir, template):
     return out
 
 
-@pytest.mark.parametrize("family", list(TEMPLATES))
-def test_prompt_equals_the_jinja_template(family, tmp_path, syslm_bin, vocab_dir):
-    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(ValueError(msg))
-    conv = [m for m in CONVERSATION if not (family == "gemma" and m["role"] == "system")]
-    want = env.from_string(TEMPLATES[family]).render(messages=conv, add_generation_prompt=True,
-                                                     bos_token="", eos_token="</s>")
-    model = model_with_template(tmp_path, syslm_bin, vocab_dir, TEMPLATES[family])
+@contextlib.contextmanager
+def template_server(syslm_bin, model):
+    """`syslm serve` on the model, its template recognised from the file: (port, ready line)."""
     proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0", "-t", "1"],
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -92,15 +88,30 @@ def test_prompt_equals_the_jinja_template(family, tmp_path, syslm_bin, vocab_dir
             if "listening on" in line:
                 port = int(line.split(":")[-1].split()[0])
             if "ready" in line:
-                assert f"chat template {family}" in line, line
                 break
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/apply-template",
-                                     data=json.dumps({"messages": conv}).encode(), method="POST")
-        got = json.loads(urllib.request.urlopen(req, timeout=30).read())["prompt"]
-        assert got == want
+        yield port, line
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def apply_template(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/apply-template",
+                                 data=json.dumps(body).encode(), method="POST")
+    return json.loads(urllib.request.urlopen(req, timeout=30).read())["prompt"]
+
+
+@pytest.mark.parametrize("family", list(TEMPLATES))
+def test_prompt_equals_the_jinja_template(family, tmp_path, syslm_bin, vocab_dir):
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(ValueError(msg))
+    conv = [m for m in CONVERSATION if not (family == "gemma" and m["role"] == "system")]
+    want = env.from_string(TEMPLATES[family]).render(messages=conv, add_generation_prompt=True,
+                                                     bos_token="", eos_token="</s>")
+    model = model_with_template(tmp_path, syslm_bin, vocab_dir, TEMPLATES[family])
+    with template_server(syslm_bin, model) as (port, ready):
+        assert f"chat template {family}" in ready, ready
+        assert apply_template(port, {"messages": conv}) == want
 
 
 def test_unknown_template_is_refused(tmp_path, syslm_bin, vocab_dir):
@@ -184,28 +195,11 @@ def test_tools_and_calls_render_as_the_models_own_template(template_file, family
     template (recognised from the GGUF's text), with and without tools."""
     template = (TEMPLATE_DIR / template_file).read_text()
     model = model_with_template(tmp_path, syslm_bin, vocab_dir, template)
-    proc = subprocess.Popen([str(syslm_bin), "serve", "-m", str(model), "--port", "0", "-t", "1"],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        port = None
-        for line in proc.stderr:
-            if "listening on" in line:
-                port = int(line.split(":")[-1].split()[0])
-            if "ready" in line:
-                assert f"chat template {family}," in line, line
-                break
-
-        def syslm_render(body):
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/apply-template",
-                                         data=json.dumps(body).encode(), method="POST")
-            return json.loads(urllib.request.urlopen(req, timeout=30).read())["prompt"]
-
+    with template_server(syslm_bin, model) as (port, ready):
+        assert f"chat template {family}," in ready, ready
         for name, conv in WITH_TOOLS.items():
             want = hf_render(template, conv, TOOLS)
-            assert syslm_render({"messages": as_openai(conv), "tools": TOOLS}) == want, name
+            assert apply_template(port, {"messages": as_openai(conv), "tools": TOOLS}) == want, name
             plain = [m for m in conv if m["role"] == "system"] + \
                 [next(m for m in conv if m["role"] == "user")]
-            assert syslm_render({"messages": plain}) == hf_render(template, plain, None), name
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+            assert apply_template(port, {"messages": plain}) == hf_render(template, plain, None), name
