@@ -87,12 +87,21 @@ Pooling pooling_from_name(const std::string& name) {
 }
 
 json Embedder::embed(const json& body, const std::string& model_name) {
+    // "<model>:<adapter>" embeds with that LoRA adapter (scale 1).
+    const model::LoraAdapter* adapter = nullptr;
     if (body.is_object() && body.contains("model") && body["model"].is_string() &&
-        body["model"].get<std::string>() != model_name)
-        throw ApiError{404, "invalid_request_error",
-                       "The model '" + body["model"].get<std::string>() +
-                           "' does not exist; this server has '" + model_name + "'",
-                       "model", "model_not_found"};
+        body["model"].get<std::string>() != model_name) {
+        const std::string name = body["model"].get<std::string>();
+        std::string known = "'" + model_name + "'";
+        for (const auto& l : engine_.config().loras) {
+            if (name == model_name + ":" + l.name) adapter = l.adapter.get();
+            known += ", '" + model_name + ":" + l.name + "'";
+        }
+        if (!adapter)
+            throw ApiError{404, "invalid_request_error",
+                           "The model '" + name + "' does not exist; this server has " + known,
+                           "model", "model_not_found"};
+    }
     bool base64 = false;  // the openai client asks for base64: the floats' little-endian bytes
     if (body.is_object() && body.contains("encoding_format") &&
         !body["encoding_format"].is_null()) {
@@ -114,6 +123,7 @@ json Embedder::embed(const json& body, const std::string& model_name) {
     // F32 keys and values: one prefill per input, so exactness costs little memory.
     model::Context ctx(engine_.model(), static_cast<int>(longest), engine_.config().threads,
                        static_cast<int>(std::min<size_t>(longest, 512)), DType::F32);
+    if (adapter) ctx.set_loras({{adapter, 1.0f, {}}});
     for (size_t i = 0; i < texts.size(); ++i) {
         ctx.reset();
         const std::vector<float> h = ctx.hidden_states(texts[i]);

@@ -3,14 +3,16 @@ driven by Selenium) opens `syslm serve`'s page. It sends messages and sees repli
 their figures and the server's live ones; stops a long reply and regenerates it; keeps
 conversations (with their settings) across a reload and switches between them; renders Markdown
 and highlighted code from the scripts the binary serves, with an injected script sanitised away;
-answers in JSON mode; shows a tool call and sends its result back. Screenshots are saved (paths
-printed) to be looked at."""
+answers in JSON mode; shows a tool call and sends its result back; picks the model with a LoRA
+adapter from the models the server lists. Screenshots are saved (paths printed) to be looked
+at."""
 import json
 import shutil
 import signal
 
 import pytest
 
+from lora_files import write_random_adapter
 from test_serve_openai import init_model, start_server
 
 selenium = pytest.importorskip("selenium")
@@ -28,7 +30,8 @@ def page(syslm_bin, tmp_path_factory, vocab_dir):
     tmp = tmp_path_factory.mktemp("browser")
     # Large enough that a long reply takes seconds (there is time to stop it).
     model = init_model(syslm_bin, vocab_dir, tmp / "model.gguf", 4, 256, 4, 1024)
-    proc, port = start_server(syslm_bin, model, "--ctx-size", "1024")
+    adapter = write_random_adapter(model, tmp / "style.gguf", 4, 1)
+    proc, port = start_server(syslm_bin, model, "--ctx-size", "1024", "--lora", f"style={adapter}")
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1200,900"):
@@ -169,3 +172,31 @@ def test_json_mode_and_a_visible_tool_call(page):
     assert driver.find_elements(By.CSS_SELECTOR, ".tool .body")[-1].text == "sunny, 18 C"
     assert len(driver.find_elements(By.CSS_SELECTOR, ".assistant")) == 3
     shot(driver, tmp, "tools")
+
+
+@skip_no_driver
+def test_a_lora_adapter_is_picked_from_the_model_list(page):
+    driver, tmp = page
+    driver.find_element(By.ID, "new").click()
+    setting(driver, "temperature", 0)
+    setting(driver, "max_tokens", 12)
+    setting(driver, "tools", "")
+    options = [o.text for o in driver.find_elements(By.CSS_SELECTOR, "#model option")]
+    assert len(options) == 2 and options[1] == options[0] + ":style", options
+    send(driver, "Hello")
+    idle(driver)
+    body = lambda: driver.find_elements(By.CSS_SELECTOR, ".assistant .body")[-1].text
+    base = body()
+    pick = lambda i: driver.execute_script(
+        "const s = document.getElementById('model'); s.selectedIndex = arguments[0];"
+        "s.dispatchEvent(new Event('change'))", i)
+    pick(1)
+    driver.find_element(By.ID, "regen").click()
+    idle(driver)
+    styled = body()
+    assert styled != base
+    shot(driver, tmp, "lora")
+    pick(0)
+    driver.find_element(By.ID, "regen").click()
+    idle(driver)
+    assert body() == base

@@ -7,6 +7,7 @@ import concurrent.futures
 import json
 import signal
 
+import numpy as np
 import openai
 import pytest
 
@@ -62,6 +63,25 @@ def test_models_list_and_answers_equal_generate(setup, run_syslm):
     chat = client.chat.completions.create(model=f"{base}:tone", temperature=0, max_tokens=4,
                                           messages=[{"role": "user", "content": "Hi"}])
     assert chat.choices[0].message.content
+
+
+def test_embeddings_with_an_adapter_equal_the_merged_models(setup, run_syslm, syslm_bin, tmp_path):
+    model, a, _, port = setup
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused")
+    base = client.models.list().data[0].id
+    texts = ["In the beginning", "God created the heaven and the earth"]
+    emb = lambda c, m: np.array([d.embedding for d in c.embeddings.create(model=m, input=texts).data])
+    styled = emb(client, f"{base}:style")
+    assert np.abs(styled - emb(client, base)).max() > 1e-3
+    merged = tmp_path / "merged.gguf"
+    run_syslm("lora", "merge", "-m", model, "--lora", a, "-o", merged)
+    proc, mport = start_server(syslm_bin, merged)
+    try:
+        mc = openai.OpenAI(base_url=f"http://127.0.0.1:{mport}/v1", api_key="unused")
+        assert np.abs(styled - emb(mc, mc.models.list().data[0].id)).max() < 1e-5
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
 
 
 def test_unknown_adapters_are_openai_errors(setup):
