@@ -23,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "${1:-}" = "--no-python" ] && exit 0
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis" 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis, peft, rfc3339_validator" 2>/dev/null; then
   echo "install_deps: creating .venv with the Python references (torch, transformers, gguf, ...)"
   # PyPI's torch brings its CUDA libraries: ~6 GB installed, more while pip unpacks. Say so
   # before pip fails half-way with "No space left on device".

@@ -150,9 +150,12 @@ private:
             return "value";
         }
         if (!s.is_object()) refuse(path, "a schema must be an object or a boolean");
-        for (const char* k : {"allOf", "not", "if", "then", "else", "format", "patternProperties",
-                              "dependentRequired", "dependentSchemas", "uniqueItems", "contains",
-                              "propertyNames", "multipleOf"})
+        if (s.contains("format") && !s.contains("type") && !s.contains("$ref") &&
+            !s.contains("enum") && !s.contains("const"))
+            refuse(path, "'format' needs \"type\": \"string\"");
+        for (const char* k :
+             {"allOf", "not", "if", "then", "else", "patternProperties", "dependentRequired",
+              "dependentSchemas", "uniqueItems", "contains", "propertyNames", "multipleOf"})
             if (s.contains(k)) refuse(path, std::string("'") + k + "' is not supported");
         if (s.contains("$ref")) return ref(s["$ref"], path);
         if (s.contains("const")) return literal(s["const"].dump()) + " ws";
@@ -300,7 +303,38 @@ private:
         return "\"[\" ws " + (min == 0 ? "( " + items + " )?" : items) + " \"]\" ws";
     }
 
+    // A string format as a regex (RFC 3339 dates and times; days past the 28th of February
+    // left out, so every date exists), or refused naming the ones known.
+    std::string format_regex(const std::string& f, const std::string& path) {
+        const std::string day31 = "(0[1-9]|[12][0-9]|3[01])", day30 = "(0[1-9]|[12][0-9]|30)";
+        const std::string date = "[1-9][0-9]{3}-((0[13578]|1[02])-" + day31 + "|(0[469]|11)-" +
+                                 day30 + "|02-(0[1-9]|1[0-9]|2[0-8]))";
+        const std::string time =
+            "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-"
+            "5][0-9])";
+        const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+        if (f == "date") return date;
+        if (f == "time") return time;
+        if (f == "date-time") return date + "T" + time;
+        if (f == "uuid")
+            return "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+        if (f == "ipv4") return "(" + octet + "\\.){3}" + octet;
+        if (f == "email")
+            return "[a-zA-Z0-9._%+-]{1,64}@[a-zA-Z0-9-]{1,63}(\\.[a-zA-Z0-9-]{1,63}){0,4}\\.[a-zA-"
+                   "Z]{2,6}";
+        refuse(path + "/format",
+               "'" + f + "' is not supported (date, time, date-time, uuid, ipv4, email)");
+    }
+
     std::string string(const json& s, const std::string& path) {
+        if (s.contains("format")) {
+            if (!s["format"].is_string()) refuse(path + "/format", "must be a string");
+            if (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength"))
+                refuse(path,
+                       "'format' together with pattern / minLength / maxLength is not supported");
+            return "\"\\\"\" " + regex_to_gbnf(format_regex(s["format"], path), true) +
+                   " \"\\\"\" ws";
+        }
         if (s.contains("pattern")) {
             if (!s["pattern"].is_string()) refuse(path + "/pattern", "must be a string");
             if (s.contains("minLength") || s.contains("maxLength"))

@@ -58,6 +58,27 @@ TEST(JsonSchema, PropertiesFollowTheSchemasOrderAndArraysNeedNoBounds) {
         EXPECT_FALSE(sentence(g, no)) << no;
 }
 
+TEST(JsonSchema, StringFormatsGiveOnlyValidValues) {
+    const auto check = [](const char* format, std::vector<const char*> yes,
+                          std::vector<const char*> no) {
+        const auto g = from({{"type", "string"}, {"format", format}});
+        for (const char* y : yes) EXPECT_TRUE(sentence(g, y)) << format << ": " << y;
+        for (const char* n : no) EXPECT_FALSE(sentence(g, n)) << format << ": " << n;
+    };
+    check("date", {R"("2024-02-28")", R"("1999-12-31")", R"("2023-04-30")"},
+          {R"("2024-02-30")", R"("2023-04-31")", R"("2023-13-01")", R"("0000-01-01")",
+           R"("2023-1-01")"});
+    check("time", {R"("23:59:59Z")", R"("00:00:00.123+05:30")"},
+          {R"("24:00:00Z")", R"("12:60:00Z")", R"("12:00:00")"});
+    check("date-time", {R"("2024-01-15T08:30:00Z")"}, {R"("2024-01-15 08:30:00Z")"});
+    check("uuid", {R"("123e4567-e89b-12d3-a456-426614174000")"},
+          {R"("123e4567e89b12d3a456426614174000")", R"("123e4567-e89b-12d3-a456-42661417400g")"});
+    check("ipv4", {R"("192.168.0.1")", R"("255.255.255.255")"}, {R"("256.1.1.1")", R"("1.2.3")"});
+    check("email", {R"("a.b+c@example.org")"}, {R"("no-at.example.org")", R"("a@b")"});
+    EXPECT_THROW(from({{"type", "string"}, {"format", "hostname"}}), Error);
+    EXPECT_THROW(from({{"format", "date"}}), Error);  // without a type: any value
+}
+
 TEST(JsonSchema, IntegerRangesAreExact) {
     for (const auto& [lo, hi] : {std::pair{-37, 112}, std::pair{0, 9}, std::pair{5, 5},
                                  std::pair{-250, -3}, std::pair{95, 1003}}) {
@@ -117,18 +138,19 @@ TEST(JsonSchema, PatternsProduceTheEscapedStringsTheyMatch) {
 }
 
 TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithTheirPath) {
-    for (const auto& [schema, says] :
-         {std::pair{
-              R"({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})",
-              "#/properties/a: 'format' is not supported"},
-          std::pair{R"({"type": "string", "pattern": "^x", "maxLength": 3})",
-                    "'pattern' together with"},
-          std::pair{R"({"type": "string", "pattern": "(a)\\1"})", "#/pattern: regex: at position"},
-          std::pair{R"({"allOf": [{}]})", "'allOf' is not supported"},
-          std::pair{R"({"$ref": "#/$defs/missing"})", "is not defined"},
-          std::pair{R"({"type": "integer", "minimum": 5, "maximum": 4})", "no integer"},
-          std::pair{R"({"type": "object", "properties": {}, "required": ["x"]})",
-                    "not in 'properties'"}}) {
+    for (
+        const auto& [schema, says] :
+        {std::pair{
+             R"({"type": "object", "properties": {"a": {"type": "string", "format": "idn-email"}}})",
+             "#/properties/a/format: 'idn-email' is not supported"},
+         std::pair{R"({"type": "string", "pattern": "^x", "maxLength": 3})",
+                   "'pattern' together with"},
+         std::pair{R"({"type": "string", "pattern": "(a)\\1"})", "#/pattern: regex: at position"},
+         std::pair{R"({"allOf": [{}]})", "'allOf' is not supported"},
+         std::pair{R"({"$ref": "#/$defs/missing"})", "is not defined"},
+         std::pair{R"({"type": "integer", "minimum": 5, "maximum": 4})", "no integer"},
+         std::pair{R"({"type": "object", "properties": {}, "required": ["x"]})",
+                   "not in 'properties'"}}) {
         try {
             json_schema_to_gbnf(json::parse(schema));
             ADD_FAILURE() << "accepted " << schema;

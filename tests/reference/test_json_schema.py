@@ -23,7 +23,7 @@ PATTERNS = [r"^[a-z]{2,5}-[0-9]{3}$", r"^(foo|bar|baz)( (foo|bar|baz)){0,2}$",
 
 def gen_schema(rng, depth, defs):
     kinds = ["string", "integer", "number", "boolean", "null", "enum", "const", "types",
-             "pattern"]
+             "pattern", "format"]
     if depth > 0 and rng.random() < 0.55:  # nested structure more often than leaves
         kinds = ["object", "object", "array", "array", "anyof", "ref"]
     kind = rng.choice(kinds)
@@ -32,6 +32,9 @@ def gen_schema(rng, depth, defs):
         return {"type": "string", "minLength": lo, "maxLength": lo + rng.randint(0, 6)}
     if kind == "pattern":  # jsonschema checks them with re.search on the decoded string
         return {"type": "string", "pattern": rng.choice(PATTERNS)}
+    if kind == "format":  # checked by the 2020-12 format checker (rfc3339-validator for times)
+        return {"type": "string",
+                "format": rng.choice(["date", "time", "date-time", "uuid", "ipv4", "email"])}
     if kind == "integer":
         s = {"type": "integer"}
         lo = rng.randint(-1000, 1000)
@@ -121,7 +124,7 @@ def test_generated_schemas_give_valid_documents(syslm_bin, tmp_path, vocab_dir):
     for i, ((text, finish), s) in enumerate(zip(results, all_schemas)):
         try:
             assert finish == "stop", f"finish_reason {finish}"
-            jsonschema.validate(json.loads(text), s)
+            jsonschema.validate(json.loads(text), s, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
         except (AssertionError, ValueError, jsonschema.ValidationError) as e:
             failures.append((i, str(e)[:200], text[:200], json.dumps(s)[:300]))
     assert not failures, f"{len(failures)} of {len(all_schemas)} failed; first: {failures[:3]}"
