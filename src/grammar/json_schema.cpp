@@ -52,7 +52,8 @@ std::string nonnegative_range(uint64_t lo, uint64_t hi) {
     const std::string b = std::to_string(hi);
     while (a.size() < b.size()) {  // lo up to the largest number of its length
         alts.push_back(same_length(a, std::string(a.size(), '9')));
-        a = "1" + std::string(a.size(), '0');
+        a = std::string(a.size() + 1, '0');  // 10...0, one digit longer
+        a[0] = '1';
     }
     alts.push_back(same_length(a, b));
     std::string out = "(";
