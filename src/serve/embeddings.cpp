@@ -89,19 +89,9 @@ Pooling pooling_from_name(const std::string& name) {
 json Embedder::embed(const json& body, const std::string& model_name) {
     // "<model>:<adapter>" embeds with that LoRA adapter (scale 1).
     const model::LoraAdapter* adapter = nullptr;
-    if (body.is_object() && body.contains("model") && body["model"].is_string() &&
-        body["model"].get<std::string>() != model_name) {
-        const std::string name = body["model"].get<std::string>();
-        std::string known = "'" + model_name + "'";
-        for (const auto& l : engine_.config().loras) {
-            if (name == model_name + ":" + l.name) adapter = l.adapter.get();
-            known += ", '" + model_name + ":" + l.name + "'";
-        }
-        if (!adapter)
-            throw ApiError{404, "invalid_request_error",
-                           "The model '" + name + "' does not exist; this server has " + known,
-                           "model", "model_not_found"};
-    }
+    if (body.is_object() && body.contains("model") && body["model"].is_string())
+        if (const int id = adapter_of_model(body["model"], model_name, engine_); id >= 0)
+            adapter = engine_.config().loras[static_cast<size_t>(id)].adapter.get();
     bool base64 = false;  // the openai client asks for base64: the floats' little-endian bytes
     if (body.is_object() && body.contains("encoding_format") &&
         !body["encoding_format"].is_null()) {

@@ -59,27 +59,19 @@ bool boolean(const json& body, const char* key, bool def) {
 // adapter replaces an earlier one's scale.
 void model_and_lora(const json& body, const std::string& model_name, const infer::Engine& engine,
                     infer::GenerationParams& params) {
-    const auto& loras = engine.config().loras;
     const auto choose = [&](int id, float scale) {
         for (auto& c : params.lora)
-            if (c.adapter == id) return void(c.scale = scale);
+            if (c.adapter == id) {
+                c.scale = scale;
+                return;
+            }
         params.lora.push_back({id, scale});
     };
     if (const json* m = field(body, "model", [](const json& j) { return j.is_string(); },
-                              "a string")) {
-        const std::string name = m->get<std::string>();
-        int id = name == model_name ? -1 : -2;
-        for (size_t i = 0; i < loras.size() && id == -2; ++i)
-            if (name == model_name + ":" + loras[i].name) id = static_cast<int>(i);
-        if (id == -2) {
-            std::string known = "'" + model_name + "'";
-            for (const auto& l : loras) known += ", '" + model_name + ":" + l.name + "'";
-            throw ApiError{404, "invalid_request_error",
-                           "The model '" + name + "' does not exist; this server has " + known,
-                           "model", "model_not_found"};
-        }
-        if (id >= 0) choose(id, 1.0f);
-    }
+                              "a string"))
+        if (const int id = adapter_of_model(m->get<std::string>(), model_name, engine); id >= 0)
+            choose(id, 1.0f);
+    const auto& loras = engine.config().loras;
     const json* lora = field(body, "lora", [](const json& j) { return j.is_array(); },
                              "an array of {\"id\": ..., \"scale\": ...}");
     if (!lora) return;
@@ -220,6 +212,20 @@ json error_body(const ApiError& e) {
               {"type", e.type},
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
               {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+int adapter_of_model(const std::string& name, const std::string& model_name,
+                     const infer::Engine& engine) {
+    if (name == model_name) return -1;
+    const auto& loras = engine.config().loras;
+    std::string known = "'" + model_name + "'";
+    for (size_t i = 0; i < loras.size(); ++i) {
+        if (name == model_name + ":" + loras[i].name) return static_cast<int>(i);
+        known += ", '" + model_name + ":" + loras[i].name + "'";
+    }
+    throw ApiError{404, "invalid_request_error",
+                   "The model '" + name + "' does not exist; this server has " + known, "model",
+                   "model_not_found"};
 }
 
 ParsedRequest parse_completion(const json& body, const std::string& model_name,

@@ -45,6 +45,11 @@ struct ParsedRequest {
     ToolRequest tools;  // chat: the functions the model may call
 };
 
+// The LoRA adapter a request's "model" names: -1 for the served model itself, the adapter's
+// index (EngineConfig::loras) for "<model>:<adapter>"; otherwise a 404 ApiError listing the names.
+int adapter_of_model(const std::string& name, const std::string& model_name,
+                     const infer::Engine& engine);
+
 // Throws ApiError. `model_name`: the one model served ("model" may be omitted or must match).
 ParsedRequest parse_completion(const nlohmann::ordered_json& body, const std::string& model_name,
                                const infer::Engine& engine, const ApiLimits& limits);

@@ -108,7 +108,6 @@ std::string new_call_id(ToolSyntax s) {
 ToolCallParser::ToolCallParser(const ToolRequest& r)
     : syntax_(r.syntax), parallel_(r.parallel), state_(State::Content) {
     const Syntax& s = syntax_of(r.syntax);
-    trigger_ = s.trigger;
     if (r.choice != ToolChoice::Auto && !s.trigger_when_required) {  // the calls from the start
         state_ = State::Literal;
         literal_ = s.first;
@@ -182,15 +181,16 @@ void ToolCallParser::step(std::vector<ToolDelta>& out) {
 }
 
 bool ToolCallParser::read_content(std::vector<ToolDelta>& out) {
-    const size_t at = pending_.find(trigger_);
+    const std::string& trigger = syntax_of(syntax_).trigger;
+    const size_t at = pending_.find(trigger);
     if (at != std::string::npos) {
         content_out(pending_.substr(0, at), out);
-        region_ = trigger_;
-        pending_.erase(0, at + trigger_.size());
+        region_ = trigger;
+        pending_.erase(0, at + trigger.size());
         return expect(syntax_of(syntax_).first, State::Name);
     }
-    size_t keep = std::min(pending_.size(), trigger_.size() - 1);  // maybe a trigger's start
-    while (keep > 0 && pending_.compare(pending_.size() - keep, keep, trigger_, 0, keep) != 0)
+    size_t keep = std::min(pending_.size(), trigger.size() - 1);  // maybe a trigger's start
+    while (keep > 0 && pending_.compare(pending_.size() - keep, keep, trigger, 0, keep) != 0)
         --keep;
     content_out(pending_.substr(0, pending_.size() - keep), out);
     pending_.erase(0, pending_.size() - keep);

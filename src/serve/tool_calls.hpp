@@ -87,7 +87,6 @@ private:
 
     tokenizer::ToolSyntax syntax_;
     bool parallel_;
-    std::string trigger_;  // searched for in Content
     State state_;
     std::string pending_;  // text not yet consumed
     std::string literal_;  // expected in Literal

@@ -42,7 +42,7 @@ def peft_model(variant, root, rslora=False):
 
 def logits(run_syslm, tmp_path, model, ids, *extra):
     out = tmp_path / "logits.npy"
-    run_syslm("logits", "-m", model, "--ids", ",".join(map(str, ids)), "--prefill", 5, "-o", out,
+    run_syslm("logits", "-m", model, "--ids", ",".join(map(str, ids)), "--prefill", 20, "-o", out,
               "-t", 2, "--cache-type", "f32", *extra)
     return np.load(out)
 
@@ -51,7 +51,8 @@ def logits(run_syslm, tmp_path, model, ids, *extra):
 def test_adapter_logits_match_peft(variant, tmp_path, run_syslm):
     hf_dir, pm = peft_model(variant, tmp_path)
     n_vocab = pm.config.vocab_size
-    ids = torch.randint(0, n_vocab, (9,), generator=torch.Generator().manual_seed(5)).tolist()
+    # 20 prefill rows (the prefill GEMMs) and 4 decoded (the row kernel)
+    ids = torch.randint(0, n_vocab, (24,), generator=torch.Generator().manual_seed(5)).tolist()
     with torch.no_grad():
         ref = pm(torch.tensor([ids])).logits[0].numpy()
         with pm.disable_adapter():
@@ -87,7 +88,7 @@ def test_adapter_logits_match_peft(variant, tmp_path, run_syslm):
 
 def test_rslora_scale(tmp_path, run_syslm):
     hf_dir, pm = peft_model("llama", tmp_path, rslora=True)
-    ids = [3, 17, 99, 5, 250, 8, 41]
+    ids = [3, 17, 99, 5, 250, 8, 41] * 3 + [7, 7]
     with torch.no_grad():
         ref = pm(torch.tensor([ids])).logits[0].numpy()
     base, adapter = tmp_path / "base.gguf", tmp_path / "adapter.gguf"

@@ -95,7 +95,9 @@ TEST(ToolCalls, EveryFamilysSyntaxReadsTheSameInAnyPieces) {
         ASSERT_EQ(whole.calls.size(), c.n_calls) << text;
         EXPECT_EQ(whole.calls[0].first, "get_weather");
         EXPECT_EQ(whole.calls[0].second, "{\"city\": \"Oslo \\\"}\\\" \", \"days\": 3}");
-        if (c.n_calls > 1) EXPECT_EQ(whole.calls[1].second, "{\"terms\": [1, 2.5]}");
+        if (c.n_calls > 1) {
+            EXPECT_EQ(whole.calls[1].second, "{\"terms\": [1, 2.5]}");
+        }
         for (int trial = 0; trial < 60; ++trial) {  // random cut points, one to all bytes apart
             std::vector<size_t> cuts;
             for (size_t i = 1; i < text.size(); ++i)
