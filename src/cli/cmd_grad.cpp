@@ -1,7 +1,8 @@
 // syslm grad: the training loss of a model on a batch of token ids and the gradient of every
 // parameter, written as a GGUF file with the model's tensor names (F32). Each sequence is T + 1
 // ids: the first T are the input, the last T the targets (next-token prediction). Used to check
-// the training math against PyTorch autograd (tests/reference/test_train_grads.py).
+// the training math against PyTorch autograd (tests/reference/test_train_grads.py). With --lora,
+// the gradients of an adapter's A and B on the frozen model (against PEFT: test_lora_train.py).
 #include <cstdio>
 
 #include "backend/cpu_backend.hpp"
@@ -16,7 +17,7 @@ namespace syslm::cli {
 namespace {
 
 struct GradArgs {
-    std::string model, ids, out;
+    std::string model, ids, out, lora;
     int batch = 1;
     int threads = 0;
     std::string recompute = "none";
@@ -40,7 +41,10 @@ int run_grad(const GradArgs& a) {
         targets.insert(targets.end(), seq + 1, seq + T + 1);
     }
     const io::GGUFFile file(a.model);
-    train::TrainModel m(file, parallel::recompute_policy(a.recompute));
+    train::LoraSpec lora;
+    lora.init = a.lora;
+    train::TrainModel m(file, parallel::recompute_policy(a.recompute), nullptr, {},
+                        a.lora.empty() ? nullptr : &lora);
     m.set_router_aux_coef(a.moe_aux_coef);
     m.set_router_z_coef(a.router_z_coef);
     m.set_expert_capacity(a.expert_capacity);
@@ -51,7 +55,7 @@ int run_grad(const GradArgs& a) {
         float* g = m.params().grads();
         for (size_t i = 0; i < m.params().size(); ++i) g[i] /= a.loss_scale;
     }
-    auto meta = file.metadata();
+    auto meta = m.lora() ? train::lora_metadata(file, m.lora_alpha()) : file.metadata();
     meta.emplace_back("syslm.grad.loss", io::GGUFValue::f64(loss));
     m.params().write_gguf(a.out, meta, /*gradients=*/true);
     std::printf("loss %.9g\n", loss);
@@ -69,6 +73,10 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 16));
     app.add_option("-o,--out", a->out, "Output GGUF file of F32 gradients")->required();
+    app.add_option("--lora", a->lora,
+                   "The gradients of this LoRA adapter's A and B (llama.cpp's adapter GGUF), the "
+                   "model frozen")
+        ->check(CLI::ExistingFile);
     app.add_option("-t,--threads", a->threads, "Threads (default: all cores)");
     app.add_option("--precision", a->precision, "Linear layers' arithmetic: f32, bf16 or f16")
         ->capture_default_str();

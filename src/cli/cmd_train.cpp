@@ -51,10 +51,21 @@ namespace {
 
 // FLOPs of one trained token (parallel::training_flops_per_token) from the model's own matrices:
 // of a layer's experts only the k a token is routed to; the output head (tied or not) counts.
-double flops_per_token(train::TrainModel& m, int T) {
+// With LoRA the frozen base's matrices (from `file`) count forward and input gradient only.
+double flops_per_token(train::TrainModel& m, int T, const io::GGUFFile& file) {
     const auto& hp = m.hparams();
     double matrix = 0;
     bool tied = true;
+    double frozen = 0;
+    if (m.lora()) {
+        for (const io::GGUFTensor& t : file.tensors())
+            if (t.ne.size() == 2 && t.name != "token_embd.weight" &&
+                t.name != "position_embd.weight" && !t.name.ends_with("attn_conv.weight"))
+                frozen += static_cast<double>(t.numel());
+        if (!file.find_tensor("output.weight"))
+            frozen += static_cast<double>(hp.n_vocab) * hp.n_embd;
+        tied = false;
+    }
     for (const train::Param& p : m.params().params()) {
         if (p.auxiliary) continue;  // distillation's projections: not the model's work
         if (p.name == "output.weight") tied = false;
@@ -75,7 +86,8 @@ double flops_per_token(train::TrainModel& m, int T) {
     for (int il = 0; il < hp.n_layer; ++il) attended += model::attention_pairs(hp, il, T) / T;
     // The MFU counts the model's work, not full recompute's second forward.
     return parallel::training_flops_per_token(matrix, 0, attended, hp.q_dim(),
-                                              parallel::Recompute::None);
+                                              parallel::Recompute::None) +
+           4.0 * frozen;
 }
 
 // Peak resident memory of this process image: /proc's VmHWM (getrusage's ru_maxrss would also
@@ -148,7 +160,20 @@ RankLayout make_rank_layout(const TrainArgs& a) {
 }
 
 void check_train_args(const TrainArgs& a) {
-    const int sources = !a.init.empty() + !a.arch.empty() + !a.resume.empty();
+    const bool lora = a.lora > 0 || !a.lora_init.empty();
+    if (lora) {
+        usage_check(!a.init.empty() && a.arch.empty(),
+                    "train --lora: give the base model with --init (and a LoRA checkpoint to "
+                    "continue with --resume)");
+        usage_check(a.qat.empty() && !a.keep_zeros,
+                    "train --lora: --qat and --keep-zeros change the base, which LoRA keeps "
+                    "frozen");
+        usage_check(a.lora_init.empty() || (a.lora == 0 && a.lora_targets.empty()),
+                    "train --lora-init: the adapter brings its own rank and targets");
+    } else {
+        usage_check(a.lora_targets.empty(), "train: --lora-targets needs --lora R");
+    }
+    const int sources = !a.init.empty() + !a.arch.empty() + (!a.resume.empty() && !lora);
     usage_check(sources == 1,
                 "train: give one of --init model.gguf (fine-tune), --arch (from "
                 "scratch) or --resume checkpoint-dir");
@@ -169,23 +194,26 @@ void check_train_args(const TrainArgs& a) {
                 "train: --offline-topk needs --teacher and --data");
 }
 
-// The weights a run starts from: --resume's checkpoint (recovered first where a kill interrupted
-// its write), --init's file, or, for --arch, a random-initialised file (deleted once mapped).
-io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
-    if (!a.resume.empty()) {
-        // A run killed between the renames of a checkpoint write left <dir>.tmp and <dir>.old:
-        // the newest complete one becomes <dir> again (train/checkpoint_files.hpp).
-        bool found = true;
-        if (r.lead) found = train::recover_checkpoint(a.resume);
-        if (r.world->size() > 1) {
-            double ok = found ? 1 : 0;
-            r.world->broadcast(&ok, sizeof ok, 0);
-            found = ok > 0;
-        }
-        SYSLM_CHECK(found, "train: --resume ", a.resume, ": no checkpoint there (nor ", a.resume,
-                    ".tmp or ", a.resume, ".old from an interrupted write)");
-        return io::GGUFFile((std::filesystem::path(a.resume) / "model.gguf").string());
+// The model.gguf of --resume's checkpoint, recovered first where a kill interrupted its write.
+std::string resume_model(const TrainArgs& a, const RankLayout& r) {
+    // A run killed between the renames of a checkpoint write left <dir>.tmp and <dir>.old:
+    // the newest complete one becomes <dir> again (train/checkpoint_files.hpp).
+    bool found = true;
+    if (r.lead) found = train::recover_checkpoint(a.resume);
+    if (r.world->size() > 1) {
+        double ok = found ? 1 : 0;
+        r.world->broadcast(&ok, sizeof ok, 0);
+        found = ok > 0;
     }
+    SYSLM_CHECK(found, "train: --resume ", a.resume, ": no checkpoint there (nor ", a.resume,
+                ".tmp or ", a.resume, ".old from an interrupted write)");
+    return (std::filesystem::path(a.resume) / "model.gguf").string();
+}
+
+// The weights a run starts from: --resume's checkpoint (LoRA: --init's base, the checkpoint holding
+// the adapter), --init's file, or, for --arch, a random-initialised file (deleted once mapped).
+io::GGUFFile open_start_weights(const TrainArgs& a, const RankLayout& r) {
+    if (!a.resume.empty() && a.init.empty()) return io::GGUFFile(resume_model(a, r));
     if (a.arch.empty()) return io::GGUFFile(a.init);
     usage_check(!a.tokenizer.empty() || (a.vocab > 0 && a.data.empty()),
                 "train: --arch needs --tokenizer (a GGUF with a vocabulary), or with "
@@ -634,6 +662,36 @@ void report_parallelism(const TrainArgs& a, const RankLayout& r, const train::Tr
                      100 * trainer.bubble(), 100.0 * (r.mesh.pp - 1) / (accum + r.mesh.pp - 1));
 }
 
+// --lora / --lora-init / a LoRA --resume: what the adapter starts from.
+std::optional<train::LoraSpec> lora_spec(const TrainArgs& a, const RankLayout& r) {
+    if (a.lora == 0 && a.lora_init.empty()) return std::nullopt;
+    train::LoraSpec s;
+    s.rank = a.lora;
+    s.alpha = a.lora_alpha;
+    s.seed = a.seed;
+    if (!a.lora_targets.empty()) s.targets = train::parse_lora_targets(a.lora_targets);
+    s.init = a.resume.empty() ? a.lora_init : resume_model(a, r);
+    return s;
+}
+
+void report_lora(const train::TrainModel& model, const io::GGUFFile& file, FILE* info) {
+    double base = 0;
+    for (const io::GGUFTensor& t : file.tensors()) base += static_cast<double>(t.numel());
+    const auto& ps = model.params().params();
+    size_t pairs = 0, rank = 0;
+    for (const train::Param& p : ps)
+        if (p.name.ends_with(".lora_a")) {
+            ++pairs;
+            rank = std::max(rank, static_cast<size_t>(p.ne[1]));
+        }
+    std::fprintf(info,
+                 "LoRA: %zu pairs of rank %zu, alpha %g: %.2f M trained parameters (%.2f%% of the "
+                 "base's %.1f M, frozen in its own types)\n",
+                 pairs, rank, static_cast<double>(model.lora_alpha()),
+                 static_cast<double>(model.params().size()) / 1e6,
+                 100.0 * static_cast<double>(model.params().size()) / base, base / 1e6);
+}
+
 // The trained weights at --out (rank 0), gathered first from tensor / pipeline ranks; with --qat
 // the float master beside it and the quantized export at --out.
 void write_weights(const TrainArgs& a, const RankLayout& r, train::TrainModel& model,
@@ -645,6 +703,11 @@ void write_weights(const TrainArgs& a, const RankLayout& r, train::TrainModel& m
         whole = (whole ? *whole : model.params()).gathered_stages(*r.groups.pp, file);
     if (!r.lead) return;
     const train::ParamStore& params = whole ? *whole : model.params();
+    if (model.lora()) {
+        params.write_gguf(a.out, train::lora_metadata(file, model.lora_alpha()));
+        std::fprintf(r.info, "wrote %s (LoRA adapter)\n", a.out.c_str());
+        return;
+    }
     if (!qat) {
         params.write_gguf(a.out, file.metadata(), false, &file);
         std::fprintf(r.info, "wrote %s\n", a.out.c_str());
@@ -686,8 +749,14 @@ int run_train(const TrainArgs& a) {
     check_train_args(a);
     const RankLayout r = make_rank_layout(a);
     const io::GGUFFile file = open_start_weights(a, r);
+    const std::optional<train::LoraSpec> lora = lora_spec(a, r);
     train::TrainModel model(file, parallel::recompute_policy(a.recompute), r.groups.tp.get(),
-                            pipeline_stage(r, model::load_hparams(file).n_layer));
+                            pipeline_stage(r, model::load_hparams(file).n_layer),
+                            lora ? &*lora : nullptr);
+    if (model.lora()) report_lora(model, file, r.info);
+    // Checkpoints hold the model, or with LoRA the adapter.
+    const auto saved_metadata =
+        model.lora() ? train::lora_metadata(file, model.lora_alpha()) : file.metadata();
     model.set_router_aux_coef(a.moe_aux_coef);
     model.set_router_z_coef(a.router_z_coef);
     model.set_expert_capacity(a.expert_capacity);
@@ -724,13 +793,13 @@ int run_train(const TrainArgs& a) {
     };
     auto save = [&] {
         r.world->set_timeout(0);  // writing may take longer than a collective may wait
-        trainer.save_checkpoint(a.checkpoint, file.metadata(), &file);
+        trainer.save_checkpoint(a.checkpoint, saved_metadata, model.lora() ? nullptr : &file);
         std::fprintf(r.info, "checkpoint %s (step %lld)\n", a.checkpoint.c_str(),
                      static_cast<long long>(trainer.next_step()));
         if (r.mesh.dp > 1) r.world->set_timeout(a.dist_timeout);
     };
     // Throughput of the whole group; MFU against the peak of every rank's threads.
-    const double step_flops = flops_per_token(model, a.seq) * batch * a.seq * accum;
+    const double step_flops = flops_per_token(model, a.seq, file) * batch * a.seq * accum;
     const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * r.mesh.dp;
     const double peak = matmul_peak_flops(model.precision(), be.threads());
     const LoopOutcome o = run_steps(

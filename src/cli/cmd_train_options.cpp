@@ -193,6 +193,21 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--resume", a.resume,
                    "Continue a checkpoint directory (same flags otherwise); one left half-swapped "
                    "by a killed run is recovered first");
+    app.add_option("--lora", a.lora,
+                   "LoRA: train only rank-R adapters on --init's model, whose weights stay frozen "
+                   "in their own types (a Q4/Q8 base: QLoRA); --out and checkpoints hold "
+                   "llama.cpp's adapter GGUF (generate/serve --lora)")
+        ->check(CLI::Range(1, 1 << 16));
+    app.add_option("--lora-alpha", a.lora_alpha,
+                   "LoRA: the update is scaled by alpha / R (PEFT's lora_alpha)")
+        ->capture_default_str()
+        ->check(positive());
+    app.add_option("--lora-targets", a.lora_targets,
+                   "LoRA: the matrices adapted, of q, k, v, qkv (fused), o, gate, up, down "
+                   "(default: all the model has)");
+    app.add_option("--lora-init", a.lora_init,
+                   "LoRA: start from this adapter GGUF (its rank, alpha and targets)")
+        ->check(CLI::ExistingFile);
 }
 
 // The data and how a step's batch is made of it.

@@ -14,6 +14,11 @@ namespace syslm::cli::train_cmd {
 struct TrainArgs {
     // model
     std::string init, arch, tokenizer;
+    // LoRA fine-tuning of --init's model: rank (0: full fine-tuning), alpha, targets (empty:
+    // every projection the model has), an adapter to start from.
+    int lora = 0;
+    float lora_alpha = 8.0f;
+    std::string lora_targets, lora_init;
     int layers = 4, heads = 8, kv_heads = 0, dim = 256, ffn = 0, ctx = 1024, vocab = 0;
     int experts = 0, experts_used = 2;
     float expert_top_p = 0.0f;  // top-p routing (from scratch; 0: top-k)

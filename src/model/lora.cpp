@@ -60,22 +60,22 @@ const char* lora_target_name(LoraTarget t) {
     return kNames[static_cast<size_t>(t)];
 }
 
-LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(path) {
-    const io::GGUFFile f(path);
+std::vector<AdapterPair> read_adapter_pairs(const io::GGUFFile& f, const std::string& arch,
+                                            float& alpha) {
+    const std::string& path = f.path();
     const std::string type = f.get_string("general.type", "");
     SYSLM_CHECK(type == "adapter", path, ": general.type is '", type,
                 "', not 'adapter': not a LoRA adapter file (llama.cpp's adapter GGUF)");
     const std::string kind = f.get_string("adapter.type", "");
     SYSLM_CHECK(kind == "lora", path, ": adapter.type is '", kind, "', not 'lora'");
-    const std::string arch = f.get_string("general.architecture", "");
-    SYSLM_CHECK(arch == base.hparams().arch_name, path, ": an adapter for '", arch,
-                "' models, but the base model is '", base.hparams().arch_name, "'");
-    alpha_ = f.get_f32("adapter.lora.alpha", 0.0f);
-    SYSLM_CHECK(std::isfinite(alpha_) && alpha_ >= 0, path, ": adapter.lora.alpha is ", alpha_);
-    const int n_layer = base.hparams().n_layer;
-    layers_.resize(static_cast<size_t>(n_layer));
-
-    std::map<std::string, std::pair<const io::GGUFTensor*, const io::GGUFTensor*>> pairs;
+    const std::string file_arch = f.get_string("general.architecture", "");
+    SYSLM_CHECK(file_arch == arch, path, ": an adapter for '", file_arch,
+                "' models, but the base model is '", arch, "'");
+    alpha = f.get_f32("adapter.lora.alpha", 0.0f);
+    SYSLM_CHECK(std::isfinite(alpha) && alpha >= 0, path, ": adapter.lora.alpha is ", alpha);
+    // In the file's order (a training checkpoint's optimizer state follows it).
+    std::vector<AdapterPair> out;
+    std::map<std::string, size_t> index;
     for (const io::GGUFTensor& t : f.tensors()) {
         const auto ends = [&](const std::string& s) {
             return t.name.size() > s.size() &&
@@ -83,12 +83,45 @@ LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(pat
         };
         SYSLM_CHECK(ends(".lora_a") || ends(".lora_b"), path, ": tensor '", t.name,
                     "' is neither a .lora_a nor a .lora_b");
-        auto& p = pairs[t.name.substr(0, t.name.size() - 7)];
-        (ends(".lora_a") ? p.first : p.second) = &t;
+        const std::string name = t.name.substr(0, t.name.size() - 7);
+        const auto [it, added] = index.emplace(name, out.size());
+        if (added) out.push_back({name, nullptr, nullptr});
+        (ends(".lora_a") ? out[it->second].a : out[it->second].b) = &t;
     }
-    for (const auto& [name, p] : pairs) {
-        SYSLM_CHECK(p.first && p.second, path, ": tensor '", name, "' has a ",
-                    p.first ? ".lora_a without its .lora_b" : ".lora_b without its .lora_a");
+    for (const AdapterPair& p : out) {
+        const std::string& name = p.name;
+        SYSLM_CHECK(p.a && p.b, path, ": tensor '", name, "' has a ",
+                    p.a ? ".lora_a without its .lora_b" : ".lora_b without its .lora_a");
+        const io::GGUFTensor &a = *p.a, &b = *p.b;
+        SYSLM_CHECK(a.ne.size() == 2 && b.ne.size() == 2, path, ": '", name, "': .lora_a is ",
+                    shape_of(a), " and .lora_b ", shape_of(b),
+                    " (expected 2-D [n_in, r], [r, n_out])");
+        SYSLM_CHECK(a.ne[1] == b.ne[0] && a.ne[1] > 0, path, ": '", name, "': .lora_a has rank ",
+                    a.ne[1], " but .lora_b ", b.ne[0],
+                    " (is lora_a transposed? adapters of llama.cpp's old finetune are not read)");
+        for (const io::GGUFTensor* x : {&a, &b})
+            SYSLM_CHECK(
+                kernels::has_type_traits(x->type) && x->ne[0] % dtype_info(x->type).block_size == 0,
+                path, ": tensor '", x->name, "' has type ", dtype_name(x->type),
+                " which syslm cannot compute with at this shape");
+    }
+    return out;
+}
+
+bool lora_block_target(const std::string& name, int& il, LoraTarget& target) {
+    size_t t = 0;
+    if (!block_target(name, il, t)) return false;
+    target = static_cast<LoraTarget>(t);
+    return true;
+}
+
+LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(path) {
+    const io::GGUFFile f(path);
+    const std::vector<AdapterPair> pairs = read_adapter_pairs(f, base.hparams().arch_name, alpha_);
+    const int n_layer = base.hparams().n_layer;
+    layers_.resize(static_cast<size_t>(n_layer));
+    for (const AdapterPair& ap : pairs) {
+        const std::string& name = ap.name;
         int il = -1;
         size_t t = 0;
         SYSLM_CHECK(block_target(name, il, t) && il >= 0 && il < n_layer, path, ": LoRA on '", name,
@@ -101,19 +134,11 @@ LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(pat
         SYSLM_CHECK(
             !(static_cast<LoraTarget>(t) == LoraTarget::Up && base.hparams().spec().fused_gate_up),
             path, ": LoRA on a fused gate-up tensor ('", name, "') is not supported");
-        const io::GGUFTensor &a = *p.first, &b = *p.second;
-        SYSLM_CHECK(a.ne.size() == 2 && b.ne.size() == 2 && a.ne[0] == w.n_in && b.ne[1] == w.n_out,
-                    path, ": '", name, "' is ", w.n_in, " x ", w.n_out,
-                    " (ggml [n_in, n_out]) but its ", ".lora_a is ", shape_of(a), " and .lora_b ",
-                    shape_of(b), " (expected [", w.n_in, ", r] and [r, ", w.n_out, "])");
-        SYSLM_CHECK(a.ne[1] == b.ne[0] && a.ne[1] > 0, path, ": '", name, "': .lora_a has rank ",
-                    a.ne[1], " but .lora_b ", b.ne[0],
-                    " (is lora_a transposed? adapters of llama.cpp's old finetune are not read)");
-        for (const io::GGUFTensor* x : {&a, &b})
-            SYSLM_CHECK(
-                kernels::has_type_traits(x->type) && x->ne[0] % dtype_info(x->type).block_size == 0,
-                path, ": tensor '", x->name, "' has type ", dtype_name(x->type),
-                " which syslm cannot compute with at this shape");
+        const io::GGUFTensor &a = *ap.a, &b = *ap.b;
+        SYSLM_CHECK(a.ne[0] == w.n_in && b.ne[1] == w.n_out, path, ": '", name, "' is ", w.n_in,
+                    " x ", w.n_out, " (ggml [n_in, n_out]) but its ", ".lora_a is ", shape_of(a),
+                    " and .lora_b ", shape_of(b), " (expected [", w.n_in, ", r] and [r, ", w.n_out,
+                    "])");
         const int64_t r = a.ne[1];
         Pair& pr = layers_[static_cast<size_t>(il)][t];
         pr.r = static_cast<int>(r);

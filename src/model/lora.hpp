@@ -22,6 +22,18 @@ class Model;
 enum class LoraTarget { Q, K, V, QKV, O, Gate, Up, Down, Count };
 inline constexpr size_t kLoraTargets = static_cast<size_t>(LoraTarget::Count);
 const char* lora_target_name(LoraTarget t);  // "attn_q", ..., "ffn_down"
+// "blk.<il>.<target>.weight" -> il and target (false for any other name).
+bool lora_block_target(const std::string& name, int& il, LoraTarget& target);
+
+// An adapter file's pairs, read for a base of architecture `arch`: the file is checked to be a
+// LoRA adapter of that architecture, every .lora_a paired with a 2-D .lora_b of the same rank,
+// in types syslm reads; alpha gets adapter.lora.alpha. Shapes against the base are the caller's.
+struct AdapterPair {
+    std::string name;  // the base tensor's
+    const io::GGUFTensor *a, *b;
+};
+std::vector<AdapterPair> read_adapter_pairs(const io::GGUFFile& f, const std::string& arch,
+                                            float& alpha);
 
 class LoraAdapter {
 public:

@@ -232,8 +232,8 @@ void ParamStore::tie(const std::string& alias, const std::string& target) {
     params_.erase(params_.begin() + (a - params_.data()));
 }
 
-void ParamStore::add_auxiliary(const std::string& name, std::vector<int64_t> ne,
-                               const std::vector<float>& init) {
+void ParamStore::add(const std::string& name, std::vector<int64_t> ne,
+                     const std::vector<float>& init, bool auxiliary) {
     SYSLM_CHECK(!find(name), "parameter '", name, "' exists already");
     int64_t numel = 1;
     for (int64_t n : ne) numel *= n;
@@ -243,7 +243,7 @@ void ParamStore::add_auxiliary(const std::string& name, std::vector<int64_t> ne,
     values_.resize(offset + static_cast<size_t>(numel), 0.0f);
     grads_.resize(values_.size(), 0.0f);
     std::copy(init.begin(), init.end(), values_.begin() + static_cast<std::ptrdiff_t>(offset));
-    params_.push_back({name, std::move(ne), offset, numel, true});
+    params_.push_back({name, std::move(ne), offset, numel, auxiliary});
 }
 
 size_t ParamStore::auxiliary_size() const {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.hpp"
 #include "io/gguf.hpp"
+#include "parallel/communicator.hpp"
 
 namespace syslm::train {
 
@@ -66,10 +66,11 @@ public:
     // Makes `alias` the same parameter as `target` (same shape): it leaves the trained set and is
     // written as a copy of `target`. For GPT-2 files, which store the tied output matrix twice.
     void tie(const std::string& alias, const std::string& target);
-    // Appends an auxiliary parameter with these initial values (gradient zero). Reallocates:
-    // pointers from value() / grad() taken before are invalid afterwards.
-    void add_auxiliary(const std::string& name, std::vector<int64_t> ne,
-                       const std::vector<float>& init);
+    // Appends a parameter with these initial values (gradient zero): an auxiliary one, or one of
+    // the model (LoRA's A and B in a store of their own). Reallocates: pointers from value() /
+    // grad() taken before are invalid afterwards.
+    void add(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& init,
+             bool auxiliary);
     size_t auxiliary_size() const;  // floats of the auxiliary parameters
 
     // Writes the values (or the gradients) of the model's parameters (not the auxiliary ones) as

@@ -94,15 +94,27 @@ int stage_end(const model::HParams& hp, TrainModel::Stage s) {
     return s.end < 0 ? hp.n_layer : s.end;
 }
 
+// LoRA training: the base tensors read in place, in the file's type (the products' matrices and
+// the embedding); the rest become f32 copies.
+bool frozen_in_place(const std::string& name, const std::vector<int64_t>& ne) {
+    if (ne.size() != 2) return false;
+    if (name == "token_embd.weight" || name == "output.weight") return true;
+    int il = 0;
+    model::LoraTarget t{};
+    return model::lora_block_target(name, il, t);
+}
+
 }  // namespace
 
 TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
-                       parallel::Communicator* tensor_parallel, Stage stage)
+                       parallel::Communicator* tensor_parallel, Stage stage, const LoraSpec* lora)
     : hp_(model::load_hparams(file)),
-      params_(ParamStore::from_gguf(
-          file, model_slicer(hp_, tensor_parallel, stage.first, stage_end(hp_, stage)))),
+      params_(lora ? ParamStore{}
+                   : ParamStore::from_gguf(file, model_slicer(hp_, tensor_parallel, stage.first,
+                                                              stage_end(hp_, stage)))),
       recompute_(recompute) {
     stage_ = {stage.first, stage_end(hp_, stage)};
+    if (lora) set_up_lora(file, *lora, tensor_parallel);
     if (stage_.first > 0 || stage_.end < hp_.n_layer) {
         SYSLM_CHECK(file.find_tensor("output.weight"), file.path(),
                     ": pipeline stages of a model whose head is tied to its embedding are not "
@@ -164,6 +176,31 @@ TrainModel::TrainModel(const io::GGUFFile& file, Recompute recompute,
     bind_all();
 }
 
+// The adapter as params(), the frozen base beside it.
+void TrainModel::set_up_lora(const io::GGUFFile& file, const LoraSpec& spec,
+                             parallel::Communicator* tensor_parallel) {
+    SYSLM_CHECK((!tensor_parallel || tensor_parallel->size() == 1) && stage_.first == 0 &&
+                    stage_.end == hp_.n_layer,
+                "train --lora: tensor and pipeline parallelism are not implemented with LoRA "
+                "(data parallelism is)");
+    SYSLM_CHECK(!moe() && !hp_.shares_blocks(), file.path(),
+                ": train --lora is implemented for dense models without shared blocks");
+    params_ = lora_params(file, spec, lora_alpha_);
+    base_ =
+        ParamStore::from_gguf(file, [](const std::string& name, const std::vector<int64_t>& ne) {
+            return TensorSlice{-1, 0, 0, frozen_in_place(name, ne)};
+        });
+    size_t largest = 0;
+    for (const io::GGUFTensor& t : file.tensors())
+        if (frozen_in_place(t.name, t.ne)) {
+            SYSLM_CHECK(kernels::has_type_traits(t.type), file.path(), ": tensor '", t.name,
+                        "' has type ", dtype_name(t.type), ", which syslm cannot compute with");
+            largest = std::max(largest, static_cast<size_t>(t.numel()));
+        }
+    dequant_.resize(largest);
+    lora_file_ = &file;
+}
+
 // Layer p's FFN: routed experts, phi3's fused gate-up, or the dense gate / up / down (with a
 // learned Swish beta, or biases).
 void TrainModel::bind_ffn(const std::string& p, Layer& l) {
@@ -176,8 +213,13 @@ void TrainModel::bind_ffn(const std::string& p, Layer& l) {
         l.down_exps = bind(p + "ffn_down_exps.weight", {FX, E, X});
     } else if (spec.fused_gate_up) {  // one tensor: the gate's rows, then up's (phi3)
         const Tensor both = bind(p + "ffn_up.weight", {E, 2 * F});
+        SYSLM_CHECK(both.lora < 0, "train --lora: LoRA on a fused gate-up tensor (", p,
+                    "ffn_up.weight) is not implemented");
         l.ffn_gate = both;
-        l.ffn_up = {both.w + E * F, both.g + E * F};
+        l.ffn_up = both.frozen
+                       ? Tensor{nullptr, nullptr, both.frozen + F * row_bytes(both.frozen_type, E),
+                                both.frozen_type}
+                       : Tensor{both.w + E * F, both.g + E * F};
         l.ffn_down = bind(p + "ffn_down.weight", {F, E});
     } else {
         if (kernels::ffn_gated(spec.ffn)) l.ffn_gate = bind(p + "ffn_gate.weight", {E, F});
@@ -196,12 +238,13 @@ void TrainModel::bind_all() {
     const int64_t E = hp_.n_embd, V = hp_.n_vocab, QD = hp_.q_dim(), KD = hp_.kv_dim();
     const model::ArchSpec& spec = hp_.spec();
     layers_.clear();
+    lora_.clear();
     const int64_t VL = vocab_parallel_ ? vocab_local_ : V;  // this rank's tokens
     if (first_stage()) token_embd_ = bind("token_embd.weight", {E, VL});
     if (last_stage()) {
         output_norm_ = bind("output_norm.weight", {E});
         output_ = bind("output.weight", {E, VL}, false);
-        if (!output_.w) output_ = token_embd_;  // tied: both uses add into one gradient
+        if (!output_.present()) output_ = token_embd_;  // tied: both uses add into one gradient
     }
     if (kernels::norm_has_bias(spec.norm)) output_norm_b_ = bind("output_norm.bias", {E});
     if (spec.position == model::PositionKind::Learned)
@@ -254,17 +297,41 @@ void TrainModel::bind_all() {
     }
     for (size_t m = 0; m < hidden_layers_.size(); ++m)
         hidden_proj_[m] = bind(hidden_name(hidden_layers_[m]), {E, hidden_embd_});
+    size_t pairs = 0;
+    for (const Param& p : params_.params()) pairs += p.name.ends_with(".lora_a");
+    SYSLM_CHECK(pairs == lora_.size(), "train --lora: ", pairs - lora_.size(),
+                " of the adapter's pairs are on matrices this model does not train");
 }
 
 TrainModel::Tensor TrainModel::bind(const std::string& name, std::vector<int64_t> ne,
                                     bool required) {
     const Param* p = params_.find(name);
-    if (!p) {
+    if (!p && lora()) p = base_.find(name);
+    const io::GGUFTensor* frozen = nullptr;
+    if (!p && lora() && (frozen = lora_file_->find_tensor(name)))
+        SYSLM_CHECK(frozen_in_place(name, frozen->ne), "training: tensor '", name,
+                    "' is not loaded");
+    if (!p && !frozen) {
         SYSLM_CHECK(!required, "training: the model has no tensor '", name, "'");
         return {};
     }
-    SYSLM_CHECK(same_shape(p->ne, ne), "training: tensor '", name, "' has the wrong shape");
-    return {params_.value(name), params_.grad(name)};
+    SYSLM_CHECK(same_shape(p ? p->ne : frozen->ne, ne), "training: tensor '", name,
+                "' has the wrong shape");
+    if (p && params_.find(name)) return {params_.value(name), params_.grad(name)};
+    if (p) return {base_.value(name), base_.grad(name)};  // frozen: its gradient is not used
+    Tensor t{nullptr, nullptr, frozen->data, frozen->type};
+    if (const Param* a = params_.find(name + ".lora_a")) {
+        const Param* b = params_.find(name + ".lora_b");
+        const int64_t r = a->ne[1];
+        const float s =
+            lora_alpha_ > 0 ? lora_alpha_ / static_cast<float>(r) : 1.0f;  // as model/lora
+        lora_.push_back({{params_.value(a->name), params_.grad(a->name)},
+                         {params_.value(b->name), params_.grad(b->name)},
+                         r,
+                         s});
+        t.lora = static_cast<int>(lora_.size()) - 1;
+    }
+    return t;
 }
 
 std::string TrainModel::hidden_name(int il) {
@@ -284,7 +351,7 @@ void TrainModel::match_hidden(std::vector<int> layers, int teacher_embd, uint64_
                     hp_.n_layer, " blocks)");
         std::vector<float> init(static_cast<size_t>(E) * teacher_embd);
         for (float& v : init) v = normal(rng);
-        params_.add_auxiliary(hidden_name(il), {E, teacher_embd}, init);
+        params_.add(hidden_name(il), {E, teacher_embd}, init, /*auxiliary=*/true);
     }
     hidden_layers_ = std::move(layers);
     hidden_embd_ = teacher_embd;
@@ -335,6 +402,7 @@ void TrainModel::plan(int B, int T) {
     }
     saved_.assign(recompute_ == Recompute::Full ? 1 : static_cast<size_t>(hp_.n_layer), Saved{});
     inputs_.assign(recompute_ == Recompute::Full ? static_cast<size_t>(hp_.n_layer) : 0, {});
+    lora_u_.assign(lora_.size(), {});
     ArenaLayout place(base);
     layout(B, T, place);
     arena_bytes_ = bytes;
@@ -414,6 +482,21 @@ void TrainModel::layout(int B, int T, ArenaLayout& a) {
     if (hp_.spec().embed_norm) a.take(x_embed_, R * E);
     if (hp_.final_softcap > 0) a.take(capped_, R * V);
     a.take(tokens_, R);
+    if (!lora_.empty()) {  // each pair's A x, then scratch for the widest pair
+        size_t r_max = 0, out_max = 0;
+        Buf<float> none;
+        for (size_t i = 0; i < lora_.size(); ++i) {
+            const LoraPair& p = lora_[i];
+            a.take(a.placing() ? lora_u_[i] : none, R * static_cast<size_t>(p.r));
+            r_max = std::max(r_max, static_cast<size_t>(p.r));
+        }
+        for (const Param& p : params_.params())
+            if (p.name.ends_with(".lora_b"))
+                out_max = std::max(out_max, static_cast<size_t>(p.ne[1]));
+        a.take(lora_us_, R * r_max);
+        a.take(lora_gu_, R * r_max);
+        a.take(lora_y_, R * out_max);
+    }
 }
 
 void TrainModel::norm_forward(const float* x, float* out, const Tensor& w, const Tensor& b,
@@ -430,26 +513,78 @@ void TrainModel::norm_backward(const float* x, const Tensor& w, const Tensor& b,
 }
 
 void TrainModel::linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows,
-                        int64_t n_in, int64_t n_out, float* y, backend::Backend& be) const {
-    SYSLM_PROFILE_SCOPE("matmul", 2.0 * rows * n_in * n_out,
-                        4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    const kernels::Rounding r = rounding();
-    be.linear(x, w.w, b.w, rows, n_in, n_out, y, precision_ != Precision::F32 ? &r : nullptr);
+                        int64_t n_in, int64_t n_out, float* y, backend::Backend& be) {
+    const float* wf = dense(w, n_in, n_out, be);
+    kernels::Rounding r;
+    {
+        SYSLM_PROFILE_SCOPE("matmul", 2.0 * rows * n_in * n_out,
+                            4.0 * (rows * (n_in + n_out) + n_in * n_out));
+        be.linear(x, wf, b.w, rows, n_in, n_out, y, rounded(r));
+    }
+    if (w.lora >= 0) lora_forward(w.lora, x, rows, n_in, n_out, y, be);
 }
 
 void TrainModel::linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
                                  int64_t rows, int64_t n_in, int64_t n_out, float* dx, bool add_dx,
                                  backend::Backend& be) {
-    const kernels::Rounding r = rounding();
-    const kernels::Rounding* rounded = precision_ != Precision::F32 ? &r : nullptr;
-    {
+    kernels::Rounding r;
+    if (!w.frozen) {
         SYSLM_PROFILE_SCOPE("matmul_bwd_weight", 2.0 * rows * n_in * n_out,
                             4.0 * (rows * (n_in + n_out) + 2 * n_in * n_out));
-        be.linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, rounded);
+        be.linear_backward_weight(dy, x, rows, n_in, n_out, w.g, b.g, rounded(r));
     }
-    SYSLM_PROFILE_SCOPE("matmul_bwd_input", 2.0 * rows * n_in * n_out,
-                        4.0 * (rows * (n_in + n_out) + n_in * n_out));
-    be.linear_backward_input(dy, w.w, rows, n_in, n_out, dx, add_dx, rounded);
+    const float* wf = dense(w, n_in, n_out, be);
+    {
+        SYSLM_PROFILE_SCOPE("matmul_bwd_input", 2.0 * rows * n_in * n_out,
+                            4.0 * (rows * (n_in + n_out) + n_in * n_out));
+        be.linear_backward_input(dy, wf, rows, n_in, n_out, dx, add_dx, rounded(r));
+    }
+    if (w.lora >= 0) lora_backward(w.lora, x, dy, rows, n_in, n_out, dx, be);
+}
+
+const float* TrainModel::dense(const Tensor& w, int64_t n_in, int64_t n_out, backend::Backend& be) {
+    if (!w.frozen) return w.w;
+    SYSLM_PROFILE_SCOPE("dequantize", 2.0 * n_in * n_out,
+                        static_cast<double>(row_bytes(w.frozen_type, n_in) + 4 * n_in) * n_out);
+    const auto n = static_cast<size_t>(n_out);
+    if (all_rows_.size() < n)
+        for (auto i = static_cast<int64_t>(all_rows_.size()); i < n_out; ++i)
+            all_rows_.push_back(i);
+    be.embed_rows(w.frozen_type, w.frozen, n_in, {all_rows_.data(), n}, dequant_.data(), false);
+    return dequant_.data();
+}
+
+// y += s B (A x): u = x A^T is kept for the backward; (s u) B^T goes through lora_y_.
+void TrainModel::lora_forward(int pair, const float* x, int64_t rows, int64_t n_in, int64_t n_out,
+                              float* y, backend::Backend& be) {
+    const LoraPair& P = lora_[static_cast<size_t>(pair)];
+    float* u = lora_u_[static_cast<size_t>(pair)].data();
+    SYSLM_PROFILE_SCOPE("lora", 2.0 * rows * P.r * (n_in + n_out),
+                        4.0 * (rows * (n_in + 2 * n_out) + P.r * (n_in + n_out)));
+    kernels::Rounding r;
+    be.linear(x, P.a.w, nullptr, rows, n_in, P.r, u, rounded(r));
+    for (int64_t i = 0; i < rows * P.r; ++i) lora_us_[i] = P.scale * u[i];
+    be.linear(lora_us_.data(), P.b.w, nullptr, rows, P.r, n_out, lora_y_.data(), rounded(r));
+    be.add(y, lora_y_.data(), rows * n_out);
+}
+
+// With g = s dy B (rows x r): dA += g^T x, dB += dy^T (s u), dx += g A.
+void TrainModel::lora_backward(int pair, const float* x, const float* dy, int64_t rows,
+                               int64_t n_in, int64_t n_out, float* dx, backend::Backend& be) {
+    const LoraPair& P = lora_[static_cast<size_t>(pair)];
+    const float* u = lora_u_[static_cast<size_t>(pair)].data();
+    SYSLM_PROFILE_SCOPE("lora_bwd", 4.0 * rows * P.r * (n_in + n_out),
+                        4.0 * (2 * rows * (n_in + n_out) + 2 * P.r * (n_in + n_out)));
+    kernels::Rounding r;
+    float* g = lora_gu_.data();
+    be.linear_backward_input(dy, P.b.w, rows, P.r, n_out, g, false, rounded(r));
+    for (int64_t i = 0; i < rows * P.r; ++i) {
+        g[i] *= P.scale;
+        lora_us_[i] = P.scale * u[i];
+    }
+    be.linear_backward_weight(g, x, rows, n_in, P.r, P.a.g, nullptr, rounded(r));
+    be.linear_backward_weight(dy, lora_us_.data(), rows, P.r, n_out, P.b.g, nullptr, rounded(r));
+    be.linear_backward_input(g, P.a.w, rows, n_in, P.r, dx, true, rounded(r));
 }
 
 void TrainModel::activation(Saved& S, int64_t n, backend::Backend& be, const float* beta) {
@@ -665,7 +800,10 @@ void TrainModel::embed(std::span<const int32_t> tokens, int T, const StageIO* io
         // With a norm of the embeddings the rows go to x_embed_ (kept for the backward) first.
         float* rows = embd_norm_.w ? x_embed_.data() : x_.data();
         row_ids_.assign(tokens.begin(), tokens.end());
-        be.embed_rows(DType::F32, token_embd_.w, E, row_ids_, rows, false);
+        if (token_embd_.frozen)
+            be.embed_rows(token_embd_.frozen_type, token_embd_.frozen, E, row_ids_, rows, false);
+        else
+            be.embed_rows(DType::F32, token_embd_.w, E, row_ids_, rows, false);
         if (hp_.spec().embed_scale) scale_embeddings(rows, R * E, be);
         if (position_embd_.w) {  // row r is at position r % T
             for (int64_t r = 0; r < R; ++r) row_ids_[r] = r % T;
@@ -686,6 +824,7 @@ void TrainModel::scale_embeddings(float* x, int64_t n, backend::Backend& be) con
 // dx_ (the gradient of the first layer's input) into the embeddings, or back to the previous
 // stage.
 void TrainModel::embed_backward(int64_t R, int T, const StageIO* io, backend::Backend& be) {
+    if (lora()) return;  // nothing below the first block is trained
     const int64_t E = hp_.n_embd;
     if (first_stage() && hp_.spec().embed_scale)  // the rows were scaled: so is their gradient
         scale_embeddings(dx_.data(), R * E, be);

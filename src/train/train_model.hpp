@@ -31,6 +31,7 @@
 #include "parallel/communicator.hpp"
 #include "parallel/recompute.hpp"
 #include "train/arena.hpp"
+#include "train/lora.hpp"
 #include "train/params.hpp"
 
 namespace syslm::train {
@@ -68,10 +69,18 @@ public:
     // A pipeline stage holds blocks [first, end) only; the first stage also the embeddings, the
     // last the output norm and head (tied embeddings across stages are refused). Only those
     // tensors are loaded.
+    //
+    // With `lora` (LoRA training), params() holds only the adapter's A and B (train/lora.hpp);
+    // the base is frozen: its matrices and embeddings are used in place, in the file's types
+    // (quantized: QLoRA), dequantized one matrix at a time for each product, and `file` must
+    // outlive the model; its other tensors (norms, biases) are f32 copies. Not combined with
+    // tensor or pipeline parallelism, experts or shared blocks.
     using Stage = PipelineStage;
     explicit TrainModel(const io::GGUFFile& file, Recompute recompute = Recompute::None,
                         parallel::Communicator* tensor_parallel = nullptr,
-                        PipelineStage stage = PipelineStage{});
+                        PipelineStage stage = PipelineStage{}, const LoraSpec* lora = nullptr);
+    bool lora() const { return lora_file_ != nullptr; }
+    float lora_alpha() const { return lora_alpha_; }
     parallel::Communicator* tensor_parallel() const { return tp_; }
     const Stage& stage() const { return stage_; }
     bool first_stage() const { return stage_.first == 0; }
@@ -122,6 +131,7 @@ public:
     void set_precision(Precision p) { precision_ = p; }
     Precision precision() const { return precision_; }
     ParamStore& params() { return params_; }
+    const ParamStore& params() const { return params_; }
     // Bytes of the activation arena a (B, T) step needs (measured, nothing allocated).
     size_t activation_bytes(int B, int T);
 
@@ -169,6 +179,18 @@ private:
     struct Tensor {  // one parameter: value and gradient, both nullptr when absent
         float* w = nullptr;
         float* g = nullptr;
+        // LoRA training: a frozen base matrix in its file's type (w and g nullptr), and its
+        // adapter pair in lora_ (-1: none).
+        const uint8_t* frozen = nullptr;
+        DType frozen_type = DType::F32;
+        int lora = -1;
+        bool present() const { return w || frozen; }
+    };
+    // A LoRA pair on a base matrix (n_out x n_in): y += scale B (A x), A r x n_in, B n_out x r.
+    struct LoraPair {
+        Tensor a, b;
+        int64_t r = 0;
+        float scale = 1;
     };
     struct Layer {
         Tensor attn_norm, attn_norm_b, wq, wk, wv, wqkv, bq, bk, bv, bqkv, q_norm, k_norm, wo, bo;
@@ -198,6 +220,8 @@ private:
 
     Tensor bind(const std::string& name, std::vector<int64_t> ne, bool required = true);
     void bind_all();  // every Tensor below from params_'s current arrays
+    void set_up_lora(const io::GGUFFile& file, const LoraSpec& spec,
+                     parallel::Communicator* tensor_parallel);
     void bind_ffn(const std::string& prefix, Layer& l);
     static std::string hidden_name(int il);
     int hidden_slot(int il) const {  // index into hidden_layers_, or -1
@@ -259,15 +283,39 @@ private:
                       backend::Backend& be) const;
     void norm_backward(const float* x, const Tensor& w, const Tensor& b, const float* dy, float* dx,
                        int64_t rows, backend::Backend& be) const;
-    // y = x W^T (+ bias) for rows of x, and the matching backward (dx overwritten or added).
+    // y = x W^T (+ bias) for rows of x (plus its LoRA pair's term), and the matching backward
+    // (dx overwritten or added; a frozen matrix gets no gradient, its pair does).
     void linear(const Tensor& w, const Tensor& b, const float* x, int64_t rows, int64_t n_in,
-                int64_t n_out, float* y, backend::Backend& be) const;
+                int64_t n_out, float* y, backend::Backend& be);
     void linear_backward(const Tensor& w, const Tensor& b, const float* x, const float* dy,
                          int64_t rows, int64_t n_in, int64_t n_out, float* dx, bool add_dx,
                          backend::Backend& be);
+    // The f32 values of w (n_out rows of n_in): its own, or a frozen matrix dequantized into
+    // dequant_.
+    const float* dense(const Tensor& w, int64_t n_in, int64_t n_out, backend::Backend& be);
+    void lora_forward(int pair, const float* x, int64_t rows, int64_t n_in, int64_t n_out, float* y,
+                      backend::Backend& be);
+    void lora_backward(int pair, const float* x, const float* dy, int64_t rows, int64_t n_in,
+                       int64_t n_out, float* dx, backend::Backend& be);
+    const kernels::Rounding* rounded(kernels::Rounding& r) const {
+        r = rounding();
+        return precision_ != Precision::F32 ? &r : nullptr;
+    }
 
     model::HParams hp_;
     ParamStore params_;
+    // LoRA training: the base file (its matrices used in place), the frozen f32 tensors, the
+    // adapter's alpha and pairs; per pair its A x of the last forward (rows x r, for the
+    // backward); scratch for the scaled A x, its gradient and the pair's output; the dequantized
+    // matrix of the current product.
+    const io::GGUFFile* lora_file_ = nullptr;
+    ParamStore base_;
+    float lora_alpha_ = 0;
+    std::vector<LoraPair> lora_;
+    std::vector<Buf<float>> lora_u_;
+    Buf<float> lora_us_, lora_gu_, lora_y_;
+    std::vector<float> dequant_;
+    std::vector<int64_t> all_rows_;  // 0, 1, 2, ...: the rows dequantize() takes
     // HParams::rope, rope_long (LongRoPE's long factors) and rope_local; the global layers
     // rotate with rope_long_ when the planned T exceeds rope_orig_ctx (plan() picks active_rope_).
     std::unique_ptr<kernels::Rope> rope_, rope_long_, rope_local_;
