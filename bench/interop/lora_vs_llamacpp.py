@@ -2,8 +2,10 @@
 """llama.cpp loads the LoRA adapters syslm writes and computes the same model with them: a PEFT
 adapter (r 8 on every projection, random A and B) on a small Hugging Face llama (from
 tests/reference/tiny_hf_models.py) is converted by `syslm convert --lora-hf`, the base by
-`syslm convert --hf`; then syslm's `perplexity` and llama.cpp's `llama-perplexity` score the same
-text (the first 3,000 words of Genesis) with the base, with `--lora`, and with `--lora-scaled 0.5`.
+`syslm convert --hf`, and a second adapter is trained by `syslm train --lora 8` on Exodus (200
+steps); then syslm's `perplexity` and llama.cpp's `llama-perplexity` score the same text (the
+first 3,000 words of Genesis) with the base, with each adapter (`--lora`), and with
+`--lora-scaled 0.5`.
 
     LLAMA_PERPLEXITY=/path/to/llama-perplexity bench/interop/lora_vs_llamacpp.py
 
@@ -53,16 +55,28 @@ def main():
         pm.save_pretrained(tmp / "adapter")
         base, adapter = tmp / "base.gguf", tmp / "adapter.gguf"
         subprocess.run([SYSLM, "convert", "--hf", hf, "-o", base], check=True, capture_output=True)
+        base = str(base)
         subprocess.run([SYSLM, "convert", "--lora-hf", tmp / "adapter", "--hf", hf, "-o", adapter],
                        check=True, capture_output=True)
         text = subprocess.run(["bible", "-f", "Genesis1:1-Genesis50:26"], capture_output=True,
                               text=True, check=True).stdout
         words = re.sub(r"(?m)^\S+ ", "", text).split()[:3000]
         (tmp / "text.txt").write_text(" ".join(words))
+        exodus = subprocess.run(["bible", "-f", "Exodus1:1-Exodus40:38"], capture_output=True,
+                                text=True, check=True).stdout
+        (tmp / "exodus.txt").write_text(re.sub(r"(?m)^\S+ ", "", exodus))
+        subprocess.run([SYSLM, "data", "prepare", "-f", tmp / "exodus.txt", "--tokenizer", base,
+                        "-o", tmp / "data", "--val", "0"], check=True, capture_output=True)
+        trained = tmp / "trained.gguf"
+        subprocess.run([str(a) for a in (SYSLM, "train", "--init", base, "--lora", 8,
+                                         "--lora-alpha", 16, "--data", tmp / "data", "--steps",
+                                         200, "--batch", 8, "--seq", 64, "--lr", "2e-3", "-t", 2,
+                                         "-o", trained)], check=True, capture_output=True)
         common = ["-f", str(tmp / "text.txt"), "-c", "128", "-t", "2"]
         print("| model | syslm PPL | llama.cpp PPL |\n| --- | ---: | ---: |")
-        for label, extra in (("base", []), ("--lora", ["--lora", str(adapter)]),
-                             ("--lora-scaled 0.5", ["--lora-scaled", str(adapter), "0.5"])):
+        for label, extra in (("base", []), ("--lora (converted)", ["--lora", str(adapter)]),
+                             ("--lora-scaled 0.5", ["--lora-scaled", str(adapter), "0.5"]),
+                             ("--lora (trained by syslm)", ["--lora", str(trained)])):
             s = ppl([SYSLM, "perplexity", "-m", str(base), *common, *extra])
             l = ppl([llama, "-m", str(base), *common, "-b", "128", *extra])
             print(f"| {label} | {s} | {l} |")

@@ -16,9 +16,9 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/lora.hpp"
 #include "kernels/cpu/ffn_activation.hpp"
 #include "kernels/cpu/linear_backward.hpp"
+#include "kernels/cpu/lora.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/moe_routing.hpp"
 #include "kernels/cpu/norm.hpp"
@@ -66,9 +66,10 @@ public:
     virtual void matmul(std::initializer_list<kernels::MatmulOutput> outs,
                         kernels::SharedActivations& x) = 0;
 
-    // y[i] += each of row i's LoRA terms' s B (A x[i]) (kernels/cpu/lora.hpp).
-    virtual void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out, int64_t rows,
-                             const int32_t* start, const kernels::LoraTerm* terms) = 0;
+    // y[i] += s B (A x[i]) for each LoRA segment's rows i (kernels/cpu/lora.hpp); dots: scratch
+    // of sum(r x rows) floats.
+    virtual void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
+                             std::span<const kernels::LoraSegment> segments, float* dots) = 0;
 
     // out = norm(x) * weight (+ bias): RMSNorm, or LayerNorm with its bias (may be null).
     virtual void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
@@ -97,6 +98,10 @@ public:
     virtual void rope_rows(const kernels::Rope& rope, const float* angles, int64_t seq_len,
                            const float* src, int64_t src_stride, float* dst, int64_t rows,
                            int64_t heads, int64_t head_dim) = 0;
+    // Each head of each row (rows `stride` apart) rotated in place by the normalized Hadamard
+    // transform (kernels/cpu/hadamard.hpp): the Hadamard-rotated KV cache.
+    virtual void hadamard_heads(float* x, int64_t rows, int64_t stride, int heads,
+                                int head_dim) = 0;
 
     // Causal attention of `rows` new rows (at positions n_past..) over a contiguous cache, or of
     // a serving step's rows over paged caches (kernels/cpu/attention.hpp).

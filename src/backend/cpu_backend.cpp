@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/causal_conv.hpp"
+#include "kernels/cpu/hadamard.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "kernels/type_traits.hpp"
 
@@ -42,9 +43,9 @@ void CpuBackend::matmul(std::initializer_list<kernels::MatmulOutput> outs,
     kernels::matmul(outs, x, pool_);
 }
 
-void CpuBackend::lora_update(const float* x, int64_t n_in, float* y, int64_t n_out, int64_t rows,
-                             const int32_t* start, const kernels::LoraTerm* terms) {
-    kernels::lora_update(x, n_in, y, n_out, rows, start, terms, pool_);
+void CpuBackend::lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
+                             std::span<const kernels::LoraSegment> segments, float* dots) {
+    kernels::lora_update(x, n_in, y, n_out, segments, dots, pool_);
 }
 
 void CpuBackend::norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
@@ -82,6 +83,12 @@ void CpuBackend::rope_angles(const kernels::Rope& rope, std::span<const int64_t>
     const int na = rope.angle_floats();
     pool_.parallel_for(static_cast<int64_t>(positions.size()), [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) rope.angles(positions[t], angles + t * na);
+    });
+}
+
+void CpuBackend::hadamard_heads(float* x, int64_t rows, int64_t stride, int heads, int head_dim) {
+    pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+        kernels::hadamard_heads(x + b * stride, e - b, stride, heads, head_dim);
     });
 }
 

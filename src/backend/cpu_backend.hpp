@@ -26,8 +26,8 @@ public:
                 const float* bias) override;
     void matmul(std::initializer_list<kernels::MatmulOutput> outs,
                 kernels::SharedActivations& x) override;
-    void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out, int64_t rows,
-                     const int32_t* start, const kernels::LoraTerm* terms) override;
+    void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
+                     std::span<const kernels::LoraSegment> segments, float* dots) override;
     void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
               const float* weight, const float* bias, float eps) override;
     void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) override;
@@ -82,6 +82,7 @@ public:
     void attention_backward(const kernels::AttentionShape& s, const float* q, const float* k,
                             const float* v, const float* o, const float* lse, const float* dout,
                             int64_t rows, float* dq, float* dk, float* dv) override;
+    void hadamard_heads(float* x, int64_t rows, int64_t stride, int heads, int head_dim) override;
     void rope_rows_backward(const kernels::Rope& rope, const float* angles, int64_t seq_len,
                             float* dx, int64_t rows, int64_t heads, int64_t head_dim) override;
     double cross_entropy(float* logits, const int32_t* targets, int64_t rows, int64_t n_vocab,

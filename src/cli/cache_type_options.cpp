@@ -6,7 +6,9 @@ model::KvTypes CacheTypeArgs::types() const {
     const auto pick = [&](const std::string& one) {
         return model::kv_cache_type(!one.empty() ? one : !both.empty() ? both : "f16");
     };
-    return {pick(k), pick(v)};
+    model::KvTypes t(pick(k), pick(v));
+    t.hadamard = hadamard;
+    return t;
 }
 
 void add_cache_type_options(CLI::App& app, CacheTypeArgs& a) {
@@ -19,6 +21,9 @@ void add_cache_type_options(CLI::App& app, CacheTypeArgs& a) {
         ->check(CLI::IsMember(names));
     app.add_option("--cache-type-v", a.v, "The values' type alone (as --cache-type)")
         ->check(CLI::IsMember(names));
+    app.add_flag("--cache-hadamard", a.hadamard,
+                 "Rotate keys, values and queries per head by a Hadamard transform before the "
+                 "cache (spreads outlier channels before quantization; power-of-two heads)");
 }
 
 }  // namespace syslm::cli

@@ -13,9 +13,10 @@ namespace syslm::cli {
 
 struct CacheTypeArgs {
     std::string both, k, v;  // empty: not given
+    bool hadamard = false;
     // K's type: --cache-type-k, else --cache-type, else F16; V's likewise.
     model::KvTypes types() const;
-    bool given() const { return !both.empty() || !k.empty() || !v.empty(); }
+    bool given() const { return !both.empty() || !k.empty() || !v.empty() || hadamard; }
 };
 
 void add_cache_type_options(CLI::App& app, CacheTypeArgs& a);

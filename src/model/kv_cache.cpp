@@ -33,7 +33,9 @@ size_t KvTypes::row_bytes(int64_t kv_dim) const {
 }
 
 std::string KvTypes::name() const {
-    return k == v ? kv_cache_type_name(k) : kv_cache_type_name(k) + "/" + kv_cache_type_name(v);
+    std::string n = kv_cache_type_name(k);
+    if (v != k) n.append("/").append(kv_cache_type_name(v));
+    return hadamard ? n.append("+h") : n;
 }
 
 void store_kv_row(DType type, const float* src, void* dst, int64_t n) {
@@ -44,6 +46,10 @@ void store_kv_row(DType type, const float* src, void* dst, int64_t n) {
 }
 
 void check_kv_types(const HParams& hp, KvTypes types) {
+    SYSLM_CHECK(!types.hadamard || (hp.head_dim & (hp.head_dim - 1)) == 0,
+                "the Hadamard-rotated KV cache needs a power-of-two head size, and this model's "
+                "heads have ",
+                hp.head_dim);
     for (const DType t : {types.k, types.v}) {
         const std::string name = kv_cache_type_name(t);  // throws for other types
         const int64_t block = dtype_info(t).block_size;
@@ -153,9 +159,14 @@ DType kv_cache_type(const std::string& name) {
 }
 
 KvTypes kv_types_from_name(const std::string& name) {
-    const size_t slash = name.find('/');
-    if (slash == std::string::npos) return kv_cache_type(name);
-    return {kv_cache_type(name.substr(0, slash)), kv_cache_type(name.substr(slash + 1))};
+    const bool h = name.ends_with("+h");
+    const std::string types = h ? name.substr(0, name.size() - 2) : name;
+    const size_t slash = types.find('/');
+    KvTypes t = slash == std::string::npos ? KvTypes(kv_cache_type(types))
+                                           : KvTypes(kv_cache_type(types.substr(0, slash)),
+                                                     kv_cache_type(types.substr(slash + 1)));
+    t.hadamard = h;
+    return t;
 }
 
 const std::vector<std::string>& kv_cache_type_names() {

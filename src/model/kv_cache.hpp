@@ -27,6 +27,11 @@ namespace syslm::model {
 // The element types of a KV cache's keys and values (llama.cpp's --cache-type-k / -v).
 struct KvTypes {
     DType k = DType::F16, v = DType::F16;
+    // Keys, values and queries rotated per head by the normalized Hadamard transform H before
+    // the cache (the attention output rotated back: H is orthogonal and its own inverse), so
+    // that a quantized cache sees outlier channels spread over the head. Needs a power-of-two
+    // head size; not for linear-attention layers. Named with a "+h" suffix ("q4_0+h").
+    bool hadamard = false;
     KvTypes() = default;
     KvTypes(DType both) : k(both), v(both) {}  // NOLINT: one type for both reads naturally
     KvTypes(DType k_type, DType v_type) : k(k_type), v(v_type) {}
@@ -109,7 +114,8 @@ private:
 // q4_1, q5_0, q5_1) to the type; throws Error naming the choices.
 DType kv_cache_type(const std::string& name);
 std::string kv_cache_type_name(DType t);  // the inverse; throws Error for other types
-// KvTypes::name()'s form ("q8_0", or "q8_0/q4_0" for keys then values) to the types.
+// KvTypes::name()'s form ("q8_0", or "q8_0/q4_0" for keys then values, "+h" for the Hadamard
+// rotation) to the types.
 KvTypes kv_types_from_name(const std::string& name);
 // The names kv_cache_type accepts.
 const std::vector<std::string>& kv_cache_type_names();

@@ -1,6 +1,7 @@
 #include "model/lora.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "core/error.hpp"
@@ -145,26 +146,41 @@ LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(pat
         pr.n_in = w.n_in;
         pr.n_out = w.n_out;
         pr.scale = alpha_ > 0 ? alpha_ / static_cast<float>(r) : 1.0f;
-        pr.a.resize(static_cast<size_t>(r * w.n_in));
-        kernels::type_traits(a.type).to_float(a.data, pr.a.data(), r * w.n_in);
-        pr.b.resize(static_cast<size_t>(w.n_out * r));
-        kernels::type_traits(b.type).to_float(b.data, pr.b.data(), w.n_out * r);
+        pr.type = a.type == DType::F16 && b.type == DType::F16 ? DType::F16 : DType::F32;
+        const size_t es = pr.type == DType::F16 ? 2 : 4;
+        for (auto [t, m] : {std::pair{&a, &pr.a}, std::pair{&b, &pr.b}}) {
+            m->resize(static_cast<size_t>(t->numel()) * es);
+            if (pr.type == DType::F16)
+                std::memcpy(m->data(), t->data, m->size());
+            else
+                kernels::type_traits(t->type).to_float(t->data, reinterpret_cast<float*>(m->data()),
+                                                       t->numel());
+        }
         pr.bt.resize(pr.b.size());
         for (int64_t o = 0; o < w.n_out; ++o)
             for (int64_t k = 0; k < r; ++k)
-                pr.bt[static_cast<size_t>(k * w.n_out + o)] = pr.b[static_cast<size_t>(o * r + k)];
+                std::memcpy(pr.bt.data() + (k * w.n_out + o) * es, pr.b.data() + (o * r + k) * es,
+                            es);
         ++n_pairs_;
     }
     SYSLM_CHECK(n_pairs_ > 0, path, ": the adapter has no tensors");
 }
 
+std::vector<float> LoraAdapter::Pair::floats(const std::vector<uint8_t>& m) const {
+    const size_t n = m.size() / (type == DType::F16 ? 2 : 4);
+    std::vector<float> out(n);
+    kernels::type_traits(type).to_float(m.data(), out.data(), static_cast<int64_t>(n));
+    return out;
+}
+
 void add_lora_delta(const LoraAdapter::Pair& p, float scale, float* w) {
     const float s = scale * p.scale;
+    const std::vector<float> a = p.floats(p.a), bt = p.floats(p.bt);
     for (int64_t o = 0; o < p.n_out; ++o) {
         float* wo = w + o * p.n_in;
         for (int k = 0; k < p.r; ++k) {
-            const float bk = s * p.bt[static_cast<size_t>(k * p.n_out + o)];
-            const float* ak = p.a.data() + k * p.n_in;
+            const float bk = s * bt[static_cast<size_t>(k * p.n_out + o)];
+            const float* ak = a.data() + k * p.n_in;
             for (int64_t i = 0; i < p.n_in; ++i) wo[i] += bk * ak[i];
         }
     }

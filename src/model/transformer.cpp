@@ -333,58 +333,61 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
 void Forward::apply_lora(int il, LoraTarget t, const float* x, int64_t rows, float* y) {
     if (loras_.empty()) return;
     constexpr int64_t kGemmRows = 16;
-    lora_start_.assign(static_cast<size_t>(rows + 1), 0);
-    lora_terms_.clear();
+    lora_segments_.clear();
+    lora_rows_.clear();
+    lora_rows_.reserve(static_cast<size_t>(rows) * loras_.size());  // segments point into it
     std::vector<std::pair<int64_t, int64_t>>& runs = lora_runs_;
     int64_t n_in = 0, n_out = 0;
-    for (int pass = 0; pass < 2; ++pass) {  // count each row's kernel terms, then place them
-        if (pass == 1) {
-            for (int64_t i = 0; i < rows; ++i) lora_start_[i + 1] += lora_start_[i];
-            lora_terms_.resize(static_cast<size_t>(lora_start_[rows]));
-            lora_fill_.assign(lora_start_.begin(), lora_start_.end() - 1);
+    size_t dots = 0;
+    for (const LoraUse& u : loras_) {
+        const LoraAdapter::Pair* p = u.adapter->pair(il, t);
+        if (!p) continue;
+        n_in = p->n_in;
+        n_out = p->n_out;
+        const float s = u.scale * p->scale;
+        runs.clear();  // [first, end) of consecutive rows
+        if (u.rows.empty()) runs.push_back({0, rows});
+        for (int64_t r : u.rows) {
+            SYSLM_CHECK(r >= 0 && r < rows, "LoRA: row ", r, " of a call of ", rows);
+            if (!runs.empty() && runs.back().second == r)
+                ++runs.back().second;
+            else
+                runs.push_back({r, r + 1});
         }
-        for (const LoraUse& u : loras_) {
-            const LoraAdapter::Pair* p = u.adapter->pair(il, t);
-            if (!p) continue;
-            n_in = p->n_in;
-            n_out = p->n_out;
-            const float s = u.scale * p->scale;
-            runs.clear();  // [first, end) of consecutive rows
-            if (u.rows.empty()) runs.push_back({0, rows});
-            for (int64_t r : u.rows) {
-                SYSLM_CHECK(r >= 0 && r < rows, "LoRA: row ", r, " of a call of ", rows);
-                if (!runs.empty() && runs.back().second == r)
-                    ++runs.back().second;
-                else
-                    runs.push_back({r, r + 1});
+        const size_t first = lora_rows_.size();
+        for (const auto& [begin, end] : runs) {
+            if (end - begin >= kGemmRows) {  // a prefill run: two GEMMs
+                lora_gemm(*p, s, x + begin * n_in, end - begin, y + begin * n_out);
+                continue;
             }
-            for (const auto& [first, end] : runs) {
-                const int64_t n = end - first;
-                if (n >= kGemmRows) {
-                    if (pass == 1) lora_gemm(*p, s, x + first * n_in, n, y + first * n_out);
-                    continue;
-                }
-                for (int64_t r = first; r < end; ++r) {
-                    if (pass == 0)
-                        ++lora_start_[static_cast<size_t>(r + 1)];
-                    else
-                        lora_terms_[static_cast<size_t>(lora_fill_[static_cast<size_t>(r)]++)] = {
-                            p->a.data(), p->bt.data(), p->r, s};
-                }
-            }
+            for (int64_t r = begin; r < end; ++r) lora_rows_.push_back(r);
         }
+        const auto n = static_cast<int64_t>(lora_rows_.size() - first);
+        if (n == 0) continue;
+        lora_segments_.push_back({p->a.data(), p->bt.data(), p->type == DType::F16, p->r, s,
+                                  lora_rows_.data() + first, n});
+        dots += static_cast<size_t>(p->r * n);
     }
-    backend_.lora_update(x, n_in, y, n_out, rows, lora_start_.data(), lora_terms_.data());
+    lora_dots_.resize(dots);
+    backend_.lora_update(x, n_in, y, n_out, lora_segments_, lora_dots_.data());
 }
 
-// y (n rows) += s B (A x) as two products, A and B read once for the n rows.
+// y (n rows) += s B (A x) as two f32 products, A and B read once for the n rows (f16 pairs
+// widened first, exactly: the f16 GEMM would round the activations).
 void Forward::lora_gemm(const LoraAdapter::Pair& p, float s, const float* x, int64_t n, float* y) {
     lora_mid_.resize(static_cast<size_t>(n * p.r));
     lora_out_.resize(static_cast<size_t>(n * p.n_out));
-    backend_.matmul(Matrix{DType::F32, p.n_in, p.r, p.a.data()}, x, n, lora_mid_.data());
+    const void* a = p.a.data();
+    const void* b = p.b.data();
+    if (p.type != DType::F32) {
+        lora_a32_ = p.floats(p.a);
+        lora_b32_ = p.floats(p.b);
+        a = lora_a32_.data();
+        b = lora_b32_.data();
+    }
+    backend_.matmul(Matrix{DType::F32, p.n_in, p.r, a}, x, n, lora_mid_.data());
     for (float& v : lora_mid_) v *= s;
-    backend_.matmul(Matrix{DType::F32, p.r, p.n_out, p.b.data()}, lora_mid_.data(), n,
-                    lora_out_.data());
+    backend_.matmul(Matrix{DType::F32, p.r, p.n_out, b}, lora_mid_.data(), n, lora_out_.data());
     backend_.add(y, lora_out_.data(), n * p.n_out);
 }
 
@@ -406,7 +409,7 @@ Forward::QkvRows Forward::project_qkv(int il, int64_t T, profiler::Steps& prof) 
         SYSLM_PROFILE_MATMUL_STEP(prof, "attn_qkv", l.wqkv, T);
         backend_.matmul(l.wqkv, h_.data(), T, qkv_.data(), bias(l.bqkv));
         apply_lora(il, LoraTarget::QKV, h_.data(), T, qkv_.data());
-        const float* row = qkv_.data();
+        float* row = qkv_.data();
         return {row, row + QD, row + QD + KD, QD + 2 * KD, QD + 2 * KD};
     }
     // q, k and v read the same normed input: it is quantized once for the three.
@@ -484,7 +487,8 @@ void Forward::attention_block(int il, int64_t T) {
         backend_.norm(rms, p.k, k_.data(), T * hp.n_head_kv, hp.head_dim, l.attn_k_norm.data(),
                       nullptr, hp.norm_eps);
     }
-    const float *q = p.q, *k = p.k, *v = p.v;
+    const float *q = p.q, *k = p.k;
+    float* v = p.v;
     const int64_t q_stride = p.q_stride, kv_stride = p.kv_stride;
     KvRows& rows = *rows_;
     // Bytes of one position's key and value rows in the cache.
@@ -504,6 +508,14 @@ void Forward::attention_block(int il, int64_t T) {
         backend_.copy_rows(q, q_stride, attn_.data(), QD, T, QD);
         backend_.copy_rows(k, kv_stride, k_.data(), KD, T, KD);
     }
+    // The Hadamard-rotated cache: q . k is unchanged by the rotation of both, the output comes
+    // back rotated (below).
+    const bool rotate = rows.kv_types().hadamard && !shape.linear;
+    if (rotate) {
+        backend_.hadamard_heads(attn_.data(), T, QD, hp.n_head, hp.head_dim);
+        backend_.hadamard_heads(k_.data(), T, KD, hp.n_head_kv, hp.head_dim);
+        backend_.hadamard_heads(v, T, kv_stride, hp.n_head_kv, hp.head_dim);
+    }
     for (int64_t t = 0; t < T; ++t) rows.store(il, t, k_.data() + t * KD, v + t * kv_stride);
     SYSLM_PROFILE_STEP(prof, "attention", 4.0 * QD * visible,
                        kv_row * (rows.position(T - 1) + 1) + 8.0 * QD * T);
@@ -512,6 +524,7 @@ void Forward::attention_block(int il, int64_t T) {
     shape.bf16_products = (l.wqkv.data ? l.wqkv : l.wq).type != DType::F32;
     float* out = ff_a_.data();
     rows.attend(il, shape, attn_.data(), out, backend_);
+    if (rotate) backend_.hadamard_heads(out, T, QD, hp.n_head, hp.head_dim);
     observe(il, "attn_output", out, T, QD);
     SYSLM_PROFILE_MATMUL_STEP(prof, "attn_out", l.wo, T);
     backend_.matmul(l.wo, out, T, h_.data(), bias(l.bo));

@@ -136,8 +136,8 @@ private:
     void layers_and_output(int first_layer, int64_t T, std::span<const int64_t> logit_rows,
                            float* logits);
     void norm(const float* x, float* out, int64_t rows, const Vector& w, const Vector& b);
-    struct QkvRows {
-        const float *q, *k, *v;
+    struct QkvRows {  // in the forward's own buffers (writable: the Hadamard cache rotates v)
+        float *q, *k, *v;
         int64_t q_stride, kv_stride;  // floats between consecutive tokens' rows
     };
     QkvRows project_qkv(int il, int64_t T, profiler::Steps& prof);
@@ -166,10 +166,13 @@ private:
     std::vector<bool> skip_;
     bool output_hidden_ = false;
     std::vector<LoraUse> loras_;
-    std::vector<int32_t> lora_start_, lora_fill_;  // each row's terms in lora_terms_
-    std::vector<kernels::LoraTerm> lora_terms_;
+    // The row kernel's segments (their rows in lora_rows_) and its scratch.
+    std::vector<kernels::LoraSegment> lora_segments_;
+    std::vector<int64_t> lora_rows_;
+    std::vector<float> lora_dots_;
     std::vector<std::pair<int64_t, int64_t>> lora_runs_;
     std::vector<float> lora_mid_, lora_out_;  // lora_gemm's A x and B A x
+    std::vector<float> lora_a32_, lora_b32_;  // an f16 pair widened for lora_gemm
     // activations, sized for n_batch tokens
     backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     backend::Buffer rope_angles_;        // per token of the running call: Rope::angles, all layers

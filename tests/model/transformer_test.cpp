@@ -10,12 +10,12 @@
 #include <random>
 #include <tuple>
 
+#include "../common/model_checks.hpp"
 #include "core/error.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/type_traits.hpp"
 #include "model/random_init.hpp"
 #include "model/transformer.hpp"
-#include "../common/model_checks.hpp"
 
 namespace syslm::model {
 namespace {
@@ -458,6 +458,61 @@ TEST(KvTypes, QuantizedCachesHoldTheirBlocksAndTheirErrorGrowsAsBitsFall) {
         FAIL() << "a Q8_0 cache of 8-element heads was accepted";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("not a multiple"), std::string::npos) << e.what();
+    }
+}
+
+// The Hadamard-rotated cache (KvTypes::hadamard) rotates q, k and v per head and the attention
+// output back: with an F32 cache that changes nothing but rounding (the rotation is orthogonal,
+// its own inverse), across prefill and decode; with Q4_0 it changes what is quantized, so the
+// logits differ from plain Q4_0's. Heads that are not a power of two are refused.
+TEST(KvTypes, HadamardRotationKeepsAnF32CachesLogits) {
+    InitConfig c = small("llama");
+    c.n_embd = 128;
+    c.n_head = 4;
+    c.n_head_kv = 2;  // head_dim 32
+    c.n_ctx = 256;
+    const Model m(make_model("kv_hadamard", c));
+    const auto prompt = random_tokens(120, m.hparams().n_vocab, 9);
+    const auto logits_of = [&](KvTypes kv) {
+        Context ctx(m, 256, 2, 64, kv);
+        std::vector<float> all;
+        const auto first = ctx.forward({prompt.data(), 100}, true);  // prefill, then decode
+        all.assign(first.begin(), first.end());
+        for (size_t i = 100; i < prompt.size(); ++i) {
+            const auto next = ctx.forward({prompt.data() + i, 1}, true);
+            all.insert(all.end(), next.begin(), next.end());
+        }
+        return all;
+    };
+    KvTypes f32h(DType::F32), q4h(DType::Q4_0);
+    f32h.hadamard = q4h.hadamard = true;
+    const auto plain = logits_of(DType::F32), rotated = logits_of(f32h);
+    const auto q4 = logits_of(DType::Q4_0), q4r = logits_of(q4h);
+    float scale = 0, diff = 0, diff_q4 = 0;
+    for (size_t i = 0; i < plain.size(); ++i) {
+        scale = std::max(scale, std::fabs(plain[i]));
+        diff = std::max(diff, std::fabs(plain[i] - rotated[i]));
+        diff_q4 = std::max(diff_q4, std::fabs(q4[i] - q4r[i]));
+    }
+    // float rounding of a few extra sums per element, through 2 layers: far below what the
+    // quantized caches move (Q8_0's error is ~2^-8 of the values)
+    EXPECT_LT(diff, 1e-4f * scale);
+    EXPECT_GT(diff_q4, 1e-3f * scale) << "the rotation did not change what Q4_0 stores";
+    EXPECT_EQ(q4h.name(), "q4_0+h");
+    EXPECT_EQ(kv_types_from_name("q8_0/q4_0+h").hadamard, true);
+
+    InitConfig odd = small("llama");
+    odd.n_embd = 96;
+    odd.n_head = 4;  // heads of 24
+    odd.n_head_kv = 4;
+    const Model mo(make_model("kv_hadamard_odd", odd));
+    KvTypes f16h;
+    f16h.hadamard = true;
+    try {
+        Context ctx(mo, 16, 1, 16, f16h);
+        FAIL() << "a Hadamard cache of 24-element heads was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("power-of-two"), std::string::npos) << e.what();
     }
 }
 

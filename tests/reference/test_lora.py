@@ -122,3 +122,37 @@ def test_bad_adapters_are_named_errors(tmp_path, run_syslm):
     r = run_syslm("convert", "--lora-hf", tmp_path / "adapter", "--hf", hf_dir, "-o",
                   tmp_path / "dora.gguf", check=False)
     assert r.returncode == 1 and "DoRA" in r.stderr, r.stderr
+
+
+def test_f16_adapters_are_kept_exact(tmp_path, run_syslm):
+    """An adapter stored in F16 (as llama.cpp's converter writes them) is kept in F16 in memory:
+    its logits equal those of the same values stored as F32, through the prefill GEMMs and the
+    decode row kernel."""
+    import gguf
+
+    hf_dir, _ = peft_model("llama", tmp_path)
+    base, adapter = tmp_path / "base.gguf", tmp_path / "adapter.gguf"
+    run_syslm("convert", "--hf", hf_dir, "-o", base)
+    run_syslm("convert", "--lora-hf", tmp_path / "adapter", "--hf", hf_dir, "-o", adapter)
+    reader = gguf.GGUFReader(str(adapter))
+    paths = {}
+    for dtype in (np.float16, np.float32):
+        paths[dtype] = tmp_path / f"adapter-{np.dtype(dtype).name}.gguf"
+        w = gguf.GGUFWriter(str(paths[dtype]), arch="llama")
+        w.add_string("general.type", "adapter")
+        w.add_string("adapter.type", "lora")
+        w.add_float32("adapter.lora.alpha", float(reader.fields["adapter.lora.alpha"].parts[-1][0]))
+        for t in reader.tensors:  # the values of F16, in either type
+            values = np.array(t.data, dtype=np.float32).reshape(tuple(reversed(t.shape.tolist())))
+            w.add_tensor(t.name, values.astype(np.float16).astype(dtype))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    types = {t.tensor_type.name for t in gguf.GGUFReader(str(paths[np.float16])).tensors}
+    assert types == {"F16"}, types
+    ids = [3, 17, 99, 5, 250, 8, 41] * 3 + [7, 7, 9]
+    got = {d: logits(run_syslm, tmp_path, base, ids, "--lora", p) for d, p in paths.items()}
+    base_only = logits(run_syslm, tmp_path, base, ids)
+    assert rel_err_per_position(got[np.float16], got[np.float32]).max() < TOLERANCE
+    assert rel_err_per_position(got[np.float16], base_only).max() > 100 * TOLERANCE

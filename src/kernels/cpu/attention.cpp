@@ -27,6 +27,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/linear_attention.hpp"
 #include "kernels/cpu/linear_attention_body.hpp"
+#include "kernels/cpu/lora_body.hpp"
 #include "kernels/cpu/timing_inputs.hpp"
 #include "kernels/type_traits.hpp"
 
@@ -225,7 +226,8 @@ const AttentionChoice& attention_prefill_choice() {
 const AttentionKernels& attention_kernels(Isa isa) {
     static const AttentionKernels tables[3] = {
         AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr, widen_f16_scalar,
-                         backward_job_scalar, linear_attention_table<VScalar>()},
+                         backward_job_scalar, linear_attention_table<VScalar>(),
+                         lora_table<VScalar>()},
         isa_supported(Isa::Avx2) ? x86::attention_kernels_avx2() : AttentionKernels{},
         isa_supported(Isa::Avx512) ? x86::attention_kernels_avx512() : AttentionKernels{},
     };

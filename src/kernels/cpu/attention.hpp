@@ -224,6 +224,14 @@ struct LinearAttentionKernels {
     void (*mul_dphi)(const float* x, float* y, int n);       // y *= phi'(x)
 };
 
+// LoRA's row-kernel loops (lora_body.hpp), for adapter matrices in f32 [0] or f16 [1].
+struct LoraKernels {
+    // out[k] = scale (a_k . x) for the r rows a_k of a, n values each
+    void (*down[2])(const void* a, int r, int n, const float* x, float scale, float* out);
+    // y[0..n) += sum_k m[k] b[k * stride + 0..n), k < r
+    void (*axpy_rows[2])(float* y, const float* m, const void* b, int64_t stride, int r, int n);
+};
+
 struct AttentionKernels {
     Isa isa;
     int lanes;  // vector width in floats: columns are padded to a multiple of it
@@ -240,6 +248,7 @@ struct AttentionKernels {
     void (*widen_f16)(const uint16_t* src, int64_t stride, int np, int d, float* dst);
     void (*backward_job)(const AttentionBackwardJob& job);
     LinearAttentionKernels linear;
+    LoraKernels lora;  // not attention, but the same vector types and ISA files
 };
 
 // One prefill job on the AMX tiles (x86/attention_amx.cpp): the queries of tokens [t0, t1) and

@@ -8,6 +8,7 @@
 #include "kernels/cpu/attention_backward_body.hpp"
 #include "kernels/cpu/attention_body.hpp"
 #include "kernels/cpu/linear_attention_body.hpp"
+#include "kernels/cpu/lora_body.hpp"
 
 namespace syslm::kernels {
 namespace {
@@ -22,6 +23,7 @@ AttentionKernels attention_table(Isa isa) {
     k.widen_f16 = widen_f16_rows<V>;
     k.backward_job = attention_backward_job<V>;
     k.linear = linear_attention_table<V>();
+    k.lora = lora_table<V>();
     return k;
 }
 

@@ -1,25 +1,30 @@
-// LoRA's low-rank update of a matmul's output rows, each row with its own adapters (Punica's
-// segmented products, on the CPU): y[i] += s B (A x[i]) for every term of row i. One pass over
-// the batch on the pool, the rank-r products through the ISA's dot and axpy (the rank is small:
-// a handful of dots and axpys per row, where a GEMM per adapter would cost more to dispatch than
-// to compute).
+// LoRA's low-rank update of a matmul's output rows, each adapter on its own set of rows (Punica's
+// segmented products, on the CPU): y[i] += s B (A x[i]) for every row i of a segment. Each
+// adapter's A and B are read once per call whatever its number of rows (decode steps spread
+// many streams over few adapters, and the adapters together exceed the caches): first every
+// (segment, rank) pair's dots with its rows, split over the pool, then the rank-r axpys, the
+// pool splitting the output columns so that rows shared by several segments need no locks.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/thread_pool.hpp"
 
 namespace syslm::kernels {
 
-struct LoraTerm {
-    const float* a;   // r rows of n_in: A
-    const float* bt;  // r rows of n_out: B transposed
+struct LoraSegment {
+    const void* a;   // r rows of n_in: A
+    const void* bt;  // r rows of n_out: B transposed
+    bool f16;        // a and bt hold f16 values (else f32)
     int r;
     float scale;
+    const int64_t* rows;  // the rows of x and y it applies to
+    int64_t n_rows;
 };
 
-// Row i's terms are terms[start[i] .. start[i + 1]); x: rows x n_in, y: rows x n_out.
-void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out, int64_t rows,
-                 const int32_t* start, const LoraTerm* terms, ThreadPool& pool);
+// x: rows x n_in, y: rows x n_out; mid: scratch of sum(r x n_rows) floats.
+void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
+                 std::span<const LoraSegment> segments, float* mid, ThreadPool& pool);
 
 }  // namespace syslm::kernels
