@@ -11,7 +11,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev libgmock-dev libopenblas-dev
           libopenmpi-dev openmpi-bin chromium chromium-driver
           libjs-marked libjs-highlight.js node-dompurify
-          bible-kjv python3-venv strace)
+          bible-kjv fortunes python3-venv strace)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "${1:-}" = "--no-python" ] && exit 0
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis, peft, rfc3339_validator" 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis, peft, rfc3339_validator, datasketch" 2>/dev/null; then
   echo "install_deps: creating .venv with the Python references (torch, transformers, gguf, ...)"
   # PyPI's torch brings its CUDA libraries: ~6 GB installed, more while pip unpacks. Say so
   # before pip fails half-way with "No space left on device".

@@ -1,10 +1,12 @@
-// syslm data prepare: tokenize text files into train/val token shards for `syslm train`
+// syslm data prepare: tokenize text files into train/val token shards for `syslm train`; data
+// clean (cli/data_clean.cpp) removes duplicate documents first
 // (data/prepare.hpp has the document, separator and split rules; data/shards.hpp the format).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/data_clean.hpp"
 #include "cli/option_checks.hpp"
 #include "core/error.hpp"
 #include "data/prepare.hpp"
@@ -72,8 +74,10 @@ std::function<int()> setup(CLI::App& app) {
     prep->footer(
         "Writes OUT/train_000.bin..., OUT/val_000.bin... and OUT/meta.json.\n"
         "Example: syslm data prepare -f kjv.txt --tokenizer tok.gguf -o data/kjv --val 0.02");
-    return [o, docs, prep] {
-        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare)");
+    const auto [clean, run_clean] = add_data_clean(app);
+    return [o, docs, prep, clean, run_clean] {
+        if (clean->parsed()) return run_clean();
+        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean)");
         o->docs = *docs == "line"   ? data::DocMode::Line
                   : *docs == "file" ? data::DocMode::File
                                     : data::DocMode::Blank;
@@ -81,7 +85,9 @@ std::function<int()> setup(CLI::App& app) {
     };
 }
 
-SYSLM_COMMAND(data, "data", "Prepare training data: token shards (data prepare)", setup);
+SYSLM_COMMAND(data, "data",
+              "Prepare training data: token shards (data prepare), deduplication (data clean)",
+              setup);
 
 }  // namespace
 }  // namespace syslm::cli

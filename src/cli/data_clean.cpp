@@ -1,0 +1,80 @@
+#include "cli/data_clean.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/option_checks.hpp"
+#include "core/error.hpp"
+#include "curate/clean.hpp"
+
+namespace syslm::cli {
+
+std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
+    CLI::App* app = data.add_subcommand(
+        "clean", "Remove exact and near-duplicate documents (MinHash + LSH) from text files");
+    auto o = std::make_shared<curate::CleanOptions>();
+    auto unit = std::make_shared<std::string>("blank");
+    auto dedup =
+        std::make_shared<std::vector<std::string>>(std::vector<std::string>{"exact", "minhash"});
+    app->add_option("-f,--file", o->inputs, "Text file or directory (repeat for more)")->required();
+    app->add_option("-o,--out", o->out_dir,
+                    "Output directory: the kept documents of each input file, under its name")
+        ->required();
+    app->add_option("--docs", *unit,
+                    "What a document is: blank = blocks between blank lines, line = each "
+                    "non-empty line, file = each file")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"line", "blank", "file"}));
+    app->add_option("--dedup", *dedup, "Dedup steps, in order: exact, minhash")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::IsMember({"exact", "minhash"}));
+    curate::MinHashParams& m = o->minhash;
+    app->add_option("--shingle", m.shingle, "MinHash: words per shingle")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    app->add_option("--perm", m.perm, "MinHash: permutations (signature length)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app->add_option("--bands", m.bands, "LSH: bands (bands x rows <= perm)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app->add_option("--rows", m.rows, "LSH: rows per band")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    app->add_option("--threshold", m.threshold,
+                    "Estimated Jaccard similarity a candidate pair needs to count as duplicates "
+                    "(0: every LSH candidate does)")
+        ->capture_default_str()
+        ->check(finite_in(0.0, 1.0));
+    app->add_option("--seed", m.seed, "MinHash permutations' seed")->capture_default_str();
+    app->add_option("--clusters", o->clusters,
+                    "Write each document's cluster as JSON lines: id, file, cluster (its first "
+                    "document), step (kept / exact / near)");
+    app->add_option("-t,--threads", o->threads, "Threads (default: all cores)")
+        ->check(CLI::Range(0, 4096));
+    app->footer(
+        "LSH makes a pair of Jaccard similarity s a candidate with probability\n"
+        "1 - (1 - s^rows)^bands; the curve is steepest near (1/bands)^(1/rows) (16 x 8: 0.71).\n"
+        "Example: syslm data clean -f raw/ -o clean/ --dedup exact,minhash --threshold 0.8");
+    auto run = [o, unit, dedup] {
+        o->unit = curate::doc_unit(*unit);
+        o->exact = std::find(dedup->begin(), dedup->end(), "exact") != dedup->end();
+        o->near = std::find(dedup->begin(), dedup->end(), "minhash") != dedup->end();
+        curate::check(o->minhash);
+        const curate::CleanReport r = curate::clean(*o);
+        std::printf(
+            "%s: %lld documents, kept %lld (%.1f%%): %lld exact and %lld near duplicates removed "
+            "(%lld candidate pairs verified; LSH threshold %.2f); %.2f -> %.2f MB in %.2f s\n",
+            o->out_dir.c_str(), static_cast<long long>(r.documents), static_cast<long long>(r.kept),
+            100.0 * r.kept / std::max<int64_t>(1, r.documents),
+            static_cast<long long>(r.exact_duplicates), static_cast<long long>(r.near_duplicates),
+            static_cast<long long>(r.candidate_pairs),
+            curate::lsh_threshold(o->minhash.bands, o->minhash.rows), r.bytes_in / 1e6,
+            r.bytes_out / 1e6, r.seconds);
+        return 0;
+    };
+    return {app, run};
+}
+
+}  // namespace syslm::cli

@@ -1,0 +1,137 @@
+#include "curate/clean.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "curate/normalize.hpp"
+
+namespace syslm::curate {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct PairHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& p) const { return p.first ^ p.second; }
+};
+
+enum class Step : uint8_t { Kept, Exact, Near };
+
+// Pass 1: each document's cluster (its own id when kept) and the step that removed it: exact
+// duplicates name the first document with their text, near duplicates their MinHash cluster's
+// first document.
+struct Decisions {
+    std::vector<int64_t> cluster;
+    std::vector<Step> step;
+};
+
+Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, CleanReport& r) {
+    Decisions d;
+    ThreadPool pool(o.threads);
+    const MinHasher hasher(o.minhash);
+    NearDuplicates near(o.minhash);
+    std::unordered_map<std::pair<uint64_t, uint64_t>, int64_t, PairHash> exact;
+    DocumentReader reader(files, o.unit);
+    constexpr size_t kBatch = 2048;
+    std::vector<Document> batch(kBatch);
+    std::vector<std::string> norm(kBatch);
+    std::vector<uint32_t> sigs(kBatch * static_cast<size_t>(o.minhash.perm));
+    for (;;) {
+        size_t n = 0;
+        while (n < kBatch && reader.next(batch[n])) ++n;
+        if (n == 0) break;
+        pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i) {
+                norm[i] = normalize_text(batch[i].text);
+                if (o.near) hasher.signature(norm[i], sigs.data() + i * o.minhash.perm);
+            }
+        });
+        for (size_t i = 0; i < n; ++i) {  // in document order
+            const int64_t id = batch[i].id;
+            r.bytes_in += static_cast<int64_t>(batch[i].text.size());
+            int64_t cluster = id;
+            Step step = Step::Kept;
+            if (o.exact) {
+                const auto key = std::pair{hash_bytes(norm[i], 11), hash_bytes(norm[i], 12)};
+                const auto [it, added] = exact.emplace(key, id);
+                if (!added) {
+                    cluster = it->second;
+                    step = Step::Exact;
+                }
+            }
+            // every document joins the index: a later copy may be near it alone
+            if (o.near) near.add(sigs.data() + i * o.minhash.perm);
+            d.cluster.push_back(cluster);
+            d.step.push_back(step);
+        }
+    }
+    // Clusters are the final connected components (a later document may join two earlier
+    // clusters), each kept as its first document.
+    if (o.near)
+        for (size_t id = 0; id < d.cluster.size(); ++id) {
+            const int64_t c = near.cluster_of(static_cast<int64_t>(id));
+            if (d.step[id] == Step::Kept && c != static_cast<int64_t>(id)) d.step[id] = Step::Near;
+            if (d.step[id] != Step::Exact) d.cluster[id] = c;
+        }
+    r.candidate_pairs = near.candidate_pairs();
+    return d;
+}
+
+}  // namespace
+
+CleanReport clean(const CleanOptions& o) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CleanReport r;
+    const std::vector<std::string> files = input_files(o.inputs);
+    std::unordered_map<std::string, std::string> names;  // output name -> the input that has it
+    for (const std::string& f : files) {
+        const auto [it, added] = names.emplace(fs::path(f).filename().string(), f);
+        SYSLM_CHECK(added, "data clean: ", it->second, " and ", f,
+                    " have the same file name, which the output directory would hold twice");
+    }
+    const Decisions d = decide(o, files, r);
+    r.documents = static_cast<int64_t>(d.cluster.size());
+    // Pass 2: the kept documents, each input file's into out_dir/<its name>.
+    fs::create_directories(o.out_dir);
+    std::ofstream clusters;
+    if (!o.clusters.empty()) {
+        clusters.open(o.clusters);
+        SYSLM_CHECK(clusters, o.clusters, ": cannot write");
+    }
+    DocumentReader reader(files, o.unit);
+    Document doc;
+    int open_file = -1;
+    std::ofstream out;
+    const char* step_names[] = {"kept", "exact", "near"};
+    while (reader.next(doc)) {
+        const Step step = d.step[static_cast<size_t>(doc.id)];
+        if (clusters.is_open())
+            clusters << "{\"id\":" << doc.id << ",\"file\":" << doc.file
+                     << ",\"cluster\":" << d.cluster[static_cast<size_t>(doc.id)] << ",\"step\":\""
+                     << step_names[static_cast<int>(step)] << "\"}\n";
+        if (step == Step::Exact) ++r.exact_duplicates;
+        if (step == Step::Near) ++r.near_duplicates;
+        if (step != Step::Kept) continue;
+        if (doc.file != open_file) {
+            out.close();
+            fs::path name = fs::path(files[static_cast<size_t>(doc.file)]).filename();
+            out.open(fs::path(o.out_dir) / name, std::ios::binary | std::ios::trunc);
+            SYSLM_CHECK(out, (fs::path(o.out_dir) / name).string(), ": cannot write");
+            open_file = doc.file;
+        }
+        out << doc.text << (o.unit == DocUnit::Blank ? "\n\n" : "\n");
+        ++r.kept;
+        r.bytes_out += static_cast<int64_t>(doc.text.size());
+    }
+    out.close();
+    SYSLM_CHECK(!out.bad(), o.out_dir, ": write failed");
+    SYSLM_CHECK(!clusters.is_open() || clusters.good(), o.clusters, ": write failed");
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+}  // namespace syslm::curate

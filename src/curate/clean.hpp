@@ -1,0 +1,35 @@
+// `syslm data clean`: documents streamed from text files, exact and near duplicates removed
+// (the first document of each cluster kept), the rest written in input order, one output file
+// per input file. Two passes over the inputs: decide (hashes and signatures on the thread pool,
+// clusters in document order, so the result does not depend on the threads), then write.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "curate/documents.hpp"
+#include "curate/minhash.hpp"
+
+namespace syslm::curate {
+
+struct CleanOptions {
+    std::vector<std::string> inputs;  // files or directories
+    std::string out_dir;
+    DocUnit unit = DocUnit::Blank;
+    bool exact = true, near = true;  // the dedup steps, in this order
+    MinHashParams minhash;
+    int threads = 0;
+    std::string clusters;  // optional JSONL: {"id", "file", "cluster", "step"} per document
+};
+
+struct CleanReport {
+    int64_t documents = 0, kept = 0, exact_duplicates = 0, near_duplicates = 0;
+    int64_t bytes_in = 0, bytes_out = 0;
+    int64_t candidate_pairs = 0;  // MinHash candidates verified
+    double seconds = 0;
+};
+
+CleanReport clean(const CleanOptions& o);
+
+}  // namespace syslm::curate

@@ -1,0 +1,84 @@
+#include "curate/documents.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+
+namespace syslm::curate {
+
+namespace fs = std::filesystem;
+
+DocUnit doc_unit(const std::string& name) {
+    if (name == "file") return DocUnit::File;
+    if (name == "blank") return DocUnit::Blank;
+    if (name == "line") return DocUnit::Line;
+    fail("document unit '", name, "': expected file, blank or line");
+}
+
+std::vector<std::string> input_files(const std::vector<std::string>& paths) {
+    std::vector<std::string> out;
+    for (const std::string& p : paths) {
+        SYSLM_CHECK(fs::exists(p), p, ": no such file or directory");
+        if (!fs::is_directory(p)) {
+            out.push_back(p);
+            continue;
+        }
+        std::vector<std::string> inside;
+        for (const auto& e : fs::recursive_directory_iterator(p))
+            if (e.is_regular_file()) inside.push_back(e.path().string());
+        std::sort(inside.begin(), inside.end());
+        out.insert(out.end(), inside.begin(), inside.end());
+    }
+    SYSLM_CHECK(!out.empty(), "no input files");
+    return out;
+}
+
+DocumentReader::DocumentReader(std::vector<std::string> files, DocUnit unit)
+    : files_(std::move(files)), unit_(unit) {}
+
+bool DocumentReader::next(Document& d) {
+    d.text.clear();
+    std::string line;
+    while (file_ < files_.size()) {
+        if (!open_) {
+            in_ = std::ifstream(files_[file_], std::ios::binary);
+            SYSLM_CHECK(in_, files_[file_], ": cannot open");
+            open_ = true;
+        }
+        bool got = false;
+        while (std::getline(in_, line)) {
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            const bool blank = line.find_first_not_of(" \t") == std::string::npos;
+            if (unit_ == DocUnit::Line) {
+                if (blank) continue;
+                d.text = line;
+                got = true;
+                break;
+            }
+            if (unit_ == DocUnit::Blank && blank) {
+                if (d.text.empty()) continue;
+                got = true;
+                break;
+            }
+            if (!d.text.empty()) d.text += '\n';
+            d.text += line;
+        }
+        SYSLM_CHECK(!in_.bad(), files_[file_], ": read error");
+        if (!got && !d.text.empty()) got = true;  // the file's last block, or the whole file
+        const int index = static_cast<int>(file_);
+        if (!got || in_.eof()) {
+            in_.close();
+            open_ = false;
+            ++file_;
+        }
+        if (got) {
+            d.id = next_id_++;
+            d.file = index;
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace syslm::curate

@@ -1,0 +1,41 @@
+// The documents a curation step keeps or drops, streamed from text files: each file whole, each
+// blank-line-separated block (KJV chapters, fortunes) or each non-empty line. Files are read
+// line by line, so the inputs need not fit in memory; a directory stands for its regular files,
+// sorted by path.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace syslm::curate {
+
+enum class DocUnit { File, Blank, Line };
+DocUnit doc_unit(const std::string& name);  // "file" | "blank" | "line"; throws Error otherwise
+
+struct Document {
+    int64_t id = 0;    // 0, 1, 2, ... over all inputs, in order
+    int file = 0;      // index into the reader's files()
+    std::string text;  // as read; a block's lines joined by '\n' (no trailing newline)
+};
+
+// The files `paths` name (directories expanded), in order; throws Error naming a missing path.
+std::vector<std::string> input_files(const std::vector<std::string>& paths);
+
+class DocumentReader {
+public:
+    DocumentReader(std::vector<std::string> files, DocUnit unit);
+    bool next(Document& d);  // false after the last document
+    const std::vector<std::string>& files() const { return files_; }
+
+private:
+    std::vector<std::string> files_;
+    DocUnit unit_;
+    size_t file_ = 0;
+    bool open_ = false;
+    std::ifstream in_;
+    int64_t next_id_ = 0;
+};
+
+}  // namespace syslm::curate
