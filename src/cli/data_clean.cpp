@@ -11,7 +11,9 @@ namespace syslm::cli {
 
 std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
     CLI::App* app = data.add_subcommand(
-        "clean", "Remove exact and near-duplicate documents (MinHash + LSH) from text files");
+        "clean",
+        "Remove exact and near-duplicate documents (MinHash + LSH) and repeated spans (suffix "
+        "array) from text files");
     auto o = std::make_shared<curate::CleanOptions>();
     auto unit = std::make_shared<std::string>("blank");
     auto dedup =
@@ -25,10 +27,17 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
                     "non-empty line, file = each file")
         ->capture_default_str()
         ->check(CLI::IsMember({"line", "blank", "file"}));
-    app->add_option("--dedup", *dedup, "Dedup steps, in order: exact, minhash")
+    app->add_option("--dedup", *dedup,
+                    "Dedup steps, in this order: exact, minhash, substring (repeated spans of "
+                    "--substring-words words cut from later documents)")
         ->delimiter(',')
         ->capture_default_str()
-        ->check(CLI::IsMember({"exact", "minhash"}));
+        ->check(CLI::IsMember({"exact", "minhash", "substring"}));
+    auto substring_words = std::make_shared<int>(50);
+    app->add_option("--substring-words", *substring_words,
+                    "Substring dedup: the shortest repeated span cut, in words")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
     curate::MinHashParams& m = o->minhash;
     app->add_option("--shingle", m.shingle, "MinHash: words per shingle")
         ->capture_default_str()
@@ -57,21 +66,25 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
         "LSH makes a pair of Jaccard similarity s a candidate with probability\n"
         "1 - (1 - s^rows)^bands; the curve is steepest near (1/bands)^(1/rows) (16 x 8: 0.71).\n"
         "Example: syslm data clean -f raw/ -o clean/ --dedup exact,minhash --threshold 0.8");
-    auto run = [o, unit, dedup] {
+    auto run = [o, unit, dedup, substring_words] {
         o->unit = curate::doc_unit(*unit);
         o->exact = std::find(dedup->begin(), dedup->end(), "exact") != dedup->end();
         o->near = std::find(dedup->begin(), dedup->end(), "minhash") != dedup->end();
+        const bool sub = std::find(dedup->begin(), dedup->end(), "substring") != dedup->end();
+        o->substring_words = sub ? *substring_words : 0;
         curate::check(o->minhash);
         const curate::CleanReport r = curate::clean(*o);
         std::printf(
             "%s: %lld documents, kept %lld (%.1f%%): %lld exact and %lld near duplicates removed "
-            "(%lld candidate pairs verified; LSH threshold %.2f); %.2f -> %.2f MB in %.2f s\n",
+            "(%lld candidate pairs verified; LSH threshold %.2f); %lld words of repeated spans "
+            "cut (%lld documents emptied); %.2f -> %.2f MB in %.2f s\n",
             o->out_dir.c_str(), static_cast<long long>(r.documents), static_cast<long long>(r.kept),
             100.0 * r.kept / std::max<int64_t>(1, r.documents),
             static_cast<long long>(r.exact_duplicates), static_cast<long long>(r.near_duplicates),
             static_cast<long long>(r.candidate_pairs),
-            curate::lsh_threshold(o->minhash.bands, o->minhash.rows), r.bytes_in / 1e6,
-            r.bytes_out / 1e6, r.seconds);
+            curate::lsh_threshold(o->minhash.bands, o->minhash.rows),
+            static_cast<long long>(r.substring_words), static_cast<long long>(r.emptied),
+            r.bytes_in / 1e6, r.bytes_out / 1e6, r.seconds);
         return 0;
     };
     return {app, run};

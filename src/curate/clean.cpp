@@ -3,11 +3,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "curate/normalize.hpp"
+#include "curate/substring_dedup.hpp"
 
 namespace syslm::curate {
 
@@ -81,6 +83,20 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
     return d;
 }
 
+// Substring dedup over the documents the steps above kept (a pass of its own); null when off.
+std::unique_ptr<SubstringDedup> repeated_spans(const CleanOptions& o,
+                                               const std::vector<std::string>& files,
+                                               const Decisions& d) {
+    if (o.substring_words <= 0) return nullptr;
+    auto spans = std::make_unique<SubstringDedup>(o.substring_words);
+    DocumentReader reader(files, o.unit);
+    Document doc;
+    while (reader.next(doc))
+        if (d.step[static_cast<size_t>(doc.id)] == Step::Kept) spans->add(doc.id, doc.text);
+    spans->run();
+    return spans;
+}
+
 }  // namespace
 
 CleanReport clean(const CleanOptions& o) {
@@ -95,6 +111,8 @@ CleanReport clean(const CleanOptions& o) {
     }
     const Decisions d = decide(o, files, r);
     r.documents = static_cast<int64_t>(d.cluster.size());
+    const std::unique_ptr<SubstringDedup> spans = repeated_spans(o, files, d);
+    if (spans) r.substring_words = spans->removed_words();
     // Pass 2: the kept documents, each input file's into out_dir/<its name>.
     fs::create_directories(o.out_dir);
     std::ofstream clusters;
@@ -116,6 +134,13 @@ CleanReport clean(const CleanOptions& o) {
         if (step == Step::Exact) ++r.exact_duplicates;
         if (step == Step::Near) ++r.near_duplicates;
         if (step != Step::Kept) continue;
+        if (spans) {
+            doc.text = spans->apply(doc.id, doc.text);
+            if (doc.text.find_first_not_of(" \t\n\r") == std::string::npos) {
+                ++r.emptied;
+                continue;
+            }
+        }
         if (doc.file != open_file) {
             out.close();
             fs::path name = fs::path(files[static_cast<size_t>(doc.file)]).filename();

@@ -1,7 +1,8 @@
 // `syslm data clean`: documents streamed from text files, exact and near duplicates removed
 // (the first document of each cluster kept), the rest written in input order, one output file
-// per input file. Two passes over the inputs: decide (hashes and signatures on the thread pool,
-// clusters in document order, so the result does not depend on the threads), then write.
+// per input file, after substring dedup has cut repeated spans. Two passes over the inputs, and
+// a third with substring dedup: decide (hashes and signatures on the thread pool, clusters in
+// document order, so the result does not depend on the threads), find repeated spans, write.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +20,16 @@ struct CleanOptions {
     DocUnit unit = DocUnit::Blank;
     bool exact = true, near = true;  // the dedup steps, in this order
     MinHashParams minhash;
+    // Substring dedup on what the steps above kept: spans of at least this many words seen
+    // earlier are cut (substring_dedup.hpp); 0: off.
+    int substring_words = 0;
     int threads = 0;
     std::string clusters;  // optional JSONL: {"id", "file", "cluster", "step"} per document
 };
 
 struct CleanReport {
     int64_t documents = 0, kept = 0, exact_duplicates = 0, near_duplicates = 0;
+    int64_t substring_words = 0, emptied = 0;  // words cut; documents left with no word
     int64_t bytes_in = 0, bytes_out = 0;
     int64_t candidate_pairs = 0;  // MinHash candidates verified
     double seconds = 0;
