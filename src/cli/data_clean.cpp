@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "core/error.hpp"
 #include "curate/clean.hpp"
@@ -12,8 +13,8 @@ namespace syslm::cli {
 std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
     CLI::App* app = data.add_subcommand(
         "clean",
-        "Remove exact and near-duplicate documents (MinHash + LSH) and repeated spans (suffix "
-        "array) from text files");
+        "Drop low-quality documents (Gopher / C4 rules), exact and near duplicates (MinHash + "
+        "LSH) and repeated spans (suffix array) from text files");
     auto o = std::make_shared<curate::CleanOptions>();
     auto unit = std::make_shared<std::string>("blank");
     auto dedup =
@@ -33,6 +34,17 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"exact", "minhash", "substring"}));
+    auto filters = std::make_shared<std::vector<std::string>>();
+    auto filter_config = std::make_shared<std::string>();
+    app->add_option("--filters", *filters,
+                    "Quality rules applied first: heuristic (Gopher's and C4's rules, "
+                    "thresholds from --filter-config)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"heuristic"}));
+    app->add_option("--filter-config", *filter_config,
+                    "TOML file of heuristic thresholds (min_words = 50, max_digit_ratio = 0.2, "
+                    "bad_substrings = [\"lorem ipsum\"], ...); unset keys keep Gopher's values")
+        ->check(CLI::ExistingFile);
     auto substring_words = std::make_shared<int>(50);
     app->add_option("--substring-words", *substring_words,
                     "Substring dedup: the shortest repeated span cut, in words")
@@ -66,7 +78,13 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
         "LSH makes a pair of Jaccard similarity s a candidate with probability\n"
         "1 - (1 - s^rows)^bands; the curve is steepest near (1/bands)^(1/rows) (16 x 8: 0.71).\n"
         "Example: syslm data clean -f raw/ -o clean/ --dedup exact,minhash --threshold 0.8");
-    auto run = [o, unit, dedup, substring_words] {
+    auto run = [o, unit, dedup, substring_words, filters, filter_config] {
+        usage_check(filter_config->empty() || !filters->empty(),
+                    "data clean: --filter-config needs --filters heuristic");
+        if (!filters->empty())
+            o->filters = filter_config->empty()
+                             ? curate::HeuristicFilters{}
+                             : curate::HeuristicFilters::from_toml(*filter_config);
         o->unit = curate::doc_unit(*unit);
         o->exact = std::find(dedup->begin(), dedup->end(), "exact") != dedup->end();
         o->near = std::find(dedup->begin(), dedup->end(), "minhash") != dedup->end();
@@ -85,6 +103,9 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
             curate::lsh_threshold(o->minhash.bands, o->minhash.rows),
             static_cast<long long>(r.substring_words), static_cast<long long>(r.emptied),
             r.bytes_in / 1e6, r.bytes_out / 1e6, r.seconds);
+        for (const auto& [rule, n] : r.filtered)
+            std::printf("  dropped by %s: %lld documents\n", rule.c_str(),
+                        static_cast<long long>(n));
         return 0;
     };
     return {app, run};

@@ -21,7 +21,7 @@ struct PairHash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& p) const { return p.first ^ p.second; }
 };
 
-enum class Step : uint8_t { Kept, Exact, Near };
+enum class Step : uint8_t { Kept, Exact, Near, Filtered };
 
 // Pass 1: each document's cluster (its own id when kept) and the step that removed it: exact
 // duplicates name the first document with their text, near duplicates their MinHash cluster's
@@ -42,12 +42,16 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
     std::vector<Document> batch(kBatch);
     std::vector<std::string> norm(kBatch);
     std::vector<uint32_t> sigs(kBatch * static_cast<size_t>(o.minhash.perm));
+    std::vector<std::optional<std::string>> rule(kBatch);
+    std::vector<int64_t> near_doc;  // the MinHash index's documents (filtered ones are not in it)
     for (;;) {
         size_t n = 0;
         while (n < kBatch && reader.next(batch[n])) ++n;
         if (n == 0) break;
         pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
             for (int64_t i = b; i < e; ++i) {
+                rule[i] = o.filters ? o.filters->reject(batch[i].text) : std::nullopt;
+                if (rule[i]) continue;
                 norm[i] = normalize_text(batch[i].text);
                 if (o.near) hasher.signature(norm[i], sigs.data() + i * o.minhash.perm);
             }
@@ -57,6 +61,12 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
             r.bytes_in += static_cast<int64_t>(batch[i].text.size());
             int64_t cluster = id;
             Step step = Step::Kept;
+            if (rule[i]) {  // in no index: it cannot name a cluster
+                ++r.filtered[*rule[i]];
+                d.cluster.push_back(id);
+                d.step.push_back(Step::Filtered);
+                continue;
+            }
             if (o.exact) {
                 const auto key = std::pair{hash_bytes(norm[i], 11), hash_bytes(norm[i], 12)};
                 const auto [it, added] = exact.emplace(key, id);
@@ -66,19 +76,22 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
                 }
             }
             // every document joins the index: a later copy may be near it alone
-            if (o.near) near.add(sigs.data() + i * o.minhash.perm);
+            if (o.near) {
+                near.add(sigs.data() + i * o.minhash.perm);
+                near_doc.push_back(id);
+            }
             d.cluster.push_back(cluster);
             d.step.push_back(step);
         }
     }
     // Clusters are the final connected components (a later document may join two earlier
     // clusters), each kept as its first document.
-    if (o.near)
-        for (size_t id = 0; id < d.cluster.size(); ++id) {
-            const int64_t c = near.cluster_of(static_cast<int64_t>(id));
-            if (d.step[id] == Step::Kept && c != static_cast<int64_t>(id)) d.step[id] = Step::Near;
-            if (d.step[id] != Step::Exact) d.cluster[id] = c;
-        }
+    for (size_t k = 0; k < near_doc.size(); ++k) {
+        const auto id = static_cast<size_t>(near_doc[k]);
+        const int64_t c = near_doc[static_cast<size_t>(near.cluster_of(static_cast<int64_t>(k)))];
+        if (d.step[id] == Step::Kept && c != static_cast<int64_t>(id)) d.step[id] = Step::Near;
+        if (d.step[id] != Step::Exact) d.cluster[id] = c;
+    }
     r.candidate_pairs = near.candidate_pairs();
     return d;
 }
@@ -124,7 +137,7 @@ CleanReport clean(const CleanOptions& o) {
     Document doc;
     int open_file = -1;
     std::ofstream out;
-    const char* step_names[] = {"kept", "exact", "near"};
+    const char* step_names[] = {"kept", "exact", "near", "filtered"};
     while (reader.next(doc)) {
         const Step step = d.step[static_cast<size_t>(doc.id)];
         if (clusters.is_open())

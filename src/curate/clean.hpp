@@ -1,4 +1,5 @@
-// `syslm data clean`: documents streamed from text files, exact and near duplicates removed
+// `syslm data clean`: documents streamed from text files, those failing a quality rule dropped,
+// exact and near duplicates removed
 // (the first document of each cluster kept), the rest written in input order, one output file
 // per input file, after substring dedup has cut repeated spans. Two passes over the inputs, and
 // a third with substring dedup: decide (hashes and signatures on the thread pool, clusters in
@@ -6,10 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "curate/documents.hpp"
+#include "curate/filters.hpp"
 #include "curate/minhash.hpp"
 
 namespace syslm::curate {
@@ -18,7 +22,10 @@ struct CleanOptions {
     std::vector<std::string> inputs;  // files or directories
     std::string out_dir;
     DocUnit unit = DocUnit::Blank;
-    bool exact = true, near = true;  // the dedup steps, in this order
+    // Quality rules first (documents failing one are dropped before any dedup), then the dedup
+    // steps in this order.
+    std::optional<HeuristicFilters> filters;
+    bool exact = true, near = true;
     MinHashParams minhash;
     // Substring dedup on what the steps above kept: spans of at least this many words seen
     // earlier are cut (substring_dedup.hpp); 0: off.
@@ -30,6 +37,7 @@ struct CleanOptions {
 struct CleanReport {
     int64_t documents = 0, kept = 0, exact_duplicates = 0, near_duplicates = 0;
     int64_t substring_words = 0, emptied = 0;  // words cut; documents left with no word
+    std::map<std::string, int64_t> filtered;   // documents dropped by each rule
     int64_t bytes_in = 0, bytes_out = 0;
     int64_t candidate_pairs = 0;  // MinHash candidates verified
     double seconds = 0;
