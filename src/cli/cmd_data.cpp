@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/data_clean.hpp"
+#include "cli/data_score.hpp"
 #include "cli/option_checks.hpp"
 #include "core/error.hpp"
 #include "data/prepare.hpp"
@@ -75,9 +76,11 @@ std::function<int()> setup(CLI::App& app) {
         "Writes OUT/train_000.bin..., OUT/val_000.bin... and OUT/meta.json.\n"
         "Example: syslm data prepare -f kjv.txt --tokenizer tok.gguf -o data/kjv --val 0.02");
     const auto [clean, run_clean] = add_data_clean(app);
-    return [o, docs, prep, clean, run_clean] {
+    const auto [score, run_score] = add_data_score(app);
+    return [o, docs, prep, clean, run_clean, score, run_score] {
         if (clean->parsed()) return run_clean();
-        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean)");
+        if (score->parsed()) return run_score();
+        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean, score)");
         o->docs = *docs == "line"   ? data::DocMode::Line
                   : *docs == "file" ? data::DocMode::File
                                     : data::DocMode::Blank;
@@ -86,7 +89,8 @@ std::function<int()> setup(CLI::App& app) {
 }
 
 SYSLM_COMMAND(data, "data",
-              "Prepare training data: token shards (data prepare), deduplication (data clean)",
+              "Prepare training data: token shards (data prepare), cleaning (data clean), "
+              "perplexity scores (data score)",
               setup);
 
 }  // namespace
