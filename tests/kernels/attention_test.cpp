@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/isas.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -107,13 +108,6 @@ struct Case {
     int random = 0, rblock = 16;  // BigBird's random blocks (with a window) and their size
 };
 
-std::vector<Isa> supported_isas() {
-    std::vector<Isa> v;
-    for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-        if (isa_supported(i)) v.push_back(i);
-    return v;
-}
-
 void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, KvTypes kv = {},
                 float alibi_bias = 0.0f, float softcap = 0.0f) {
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -157,7 +151,7 @@ void check_case(const Case& c, Isa isa, int threads, std::mt19937& rng, KvTypes 
 // over long caches with one KV head), prompts continuing a cache, F32 and F16, soft-capping.
 TEST(Attention, GlobalTokensMatchDenseReference) {
     std::mt19937 rng(37);
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{4, 2, 12, 7, 40, 0, 3}, Case{4, 1, 10, 5, 23, 0, 1},
               Case{6, 2, 16, 30, 150, 0, 64}, Case{4, 2, 8, 70, 37, 100, 90},
@@ -231,7 +225,7 @@ TEST(Attention, RandomKeyBlocksAreDistinctCandidatesSpreadEvenly) {
 // soft-capping.
 TEST(Attention, RandomBlocksMatchDenseReference) {
     std::mt19937 rng(41);
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{4, 2, 12, 20, 150, 0, 0, 2, 16}, Case{4, 1, 10, 33, 200, 0, 5, 3, 24},
               Case{6, 3, 16, 16, 90, 70, 0, 4, 16}, Case{8, 2, 12, 40, 1, 900, 0, 3, 16},
@@ -256,7 +250,7 @@ TEST(Attention, GlobalTokensRefuseAlibi) {
 
 TEST(Attention, MatchesDenseMaskedReference) {
     std::mt19937 rng(3);
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{6, 2, 12, 0, 19, 0}, Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 10, 7, 23, 0},
               Case{4, 4, 8, 5, 3, 29}, Case{3, 3, 14, 64, 17, 5},
@@ -272,7 +266,7 @@ TEST(Attention, MatchesDenseMaskedReference) {
 // prompts continuing a cache at a block boundary and across several blocks, 1 and 3 threads.
 TEST(Attention, ModelShapesAndVectorTails) {
     std::mt19937 rng(11);
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{16, 2, 64, 0, 77, 0}, Case{4, 4, 64, 0, 150, 64}, Case{16, 2, 64, 0, 1, 333},
               Case{17, 17, 24, 0, 2, 63}, Case{33, 1, 20, 0, 1, 130}, Case{6, 3, 72, 50, 40, 129},
@@ -298,7 +292,7 @@ TEST(Attention, QuantizedCachesMatchTheValuesTheyHold) {
                              {DType::Q8_0, DType::F16},  {DType::F16, DType::Q4_0},
                              {DType::Q5_1, DType::Q4_1}, {DType::Q5_0, DType::BF16},
                              {DType::BF16, DType::F32}};
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{4, 2, 32, 0, 1, 77}, Case{6, 2, 64, 0, 131, 0}, Case{8, 2, 128, 50, 97, 20},
               Case{3, 1, 96, 0, 1, 300}, Case{4, 4, 32, 0, 70, 45}})
@@ -322,7 +316,7 @@ TEST(Attention, QuantizedCacheRefusesHeadsOfPartialBlocks) {
 TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
     std::mt19937 rng(17);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{6, 2, 12, 0, 1, 37}, Case{4, 1, 16, 0, 1, 700}, Case{4, 2, 8, 70, 37, 100},
               Case{8, 8, 64, 0, 3, 130}, Case{4, 2, 8, 30, 37, 100, 20},
@@ -393,7 +387,7 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
     };
     const std::vector<Seq> seqs{{1, 0},  {1, 40},  {1, 700}, {3, 97},  {70, 13}, {1, 300},
                                 {1, 64}, {2, 511}, {1, 5},   {1, 129}, {1, 1030}};
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Shape sh :
              {Shape{8, 8, 32, 0}, Shape{16, 2, 24, 0}, Shape{4, 1, 20, 0}, Shape{6, 3, 64, 90},
               Shape{4, 1, 20, 60, 17}, Shape{4, 2, 16, 40, 3, 3}})
@@ -471,7 +465,7 @@ TEST(Attention, PagedBatchEqualsOneCallPerSequence) {
 // and decode, slices, windows, head counts that are and are not powers of two.
 TEST(Attention, AlibiMatchesDenseReference) {
     std::mt19937 rng(29);
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0}, Case{6, 2, 16, 0, 70, 5},
               Case{5, 1, 24, 40, 1, 700}, Case{4, 4, 16, 0, 3, 90}}) {
@@ -484,7 +478,7 @@ TEST(Attention, AlibiMatchesDenseReference) {
 // mode, prefill and decode, slices, windows, F32 and F16 caches, with ALiBi too.
 TEST(Attention, SoftcapMatchesDenseReference) {
     std::mt19937 rng(31);
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (const Case c :
              {Case{8, 8, 32, 0, 1, 300}, Case{12, 12, 20, 0, 37, 0}, Case{6, 2, 16, 0, 70, 5},
               Case{5, 1, 24, 40, 1, 700}, Case{4, 4, 16, 0, 3, 90}, Case{4, 2, 13, 7, 23, 0}}) {
@@ -507,7 +501,7 @@ TEST(Attention, AlibiSlopesAreTheReferenceOnes) {
 TEST(Attention, LargeScoresStayFinite) {
     // Scores of several hundred: the running max must absorb them (no overflow in e^(s - m)).
     std::mt19937 rng(5);
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : syslm::testing::supported_isas()) {
         ThreadPool pool(2);
         AttentionShape s{4, 2, 16, 32, 0, 1.0f};
         const int64_t T = 40;

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/isas.hpp"
 #include "../common/random_values.hpp"
 #include "core/half.hpp"
 
@@ -27,13 +28,6 @@ void set_dim(int d) {
     kDim = d;
     QD = kHeads * kDim;
     KD = kKvHeads * kDim;
-}
-
-std::vector<Isa> supported_isas() {
-    std::vector<Isa> v;
-    for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-        if (isa_supported(i)) v.push_back(i);
-    return v;
 }
 
 AttentionShape shape() {
@@ -83,7 +77,7 @@ void check_prefill_and_decode(Isa isa);
 
 TEST(LinearAttention, PrefillAndDecodeMatchTheDenseReference) {
     for (const int dim : {7, 37})
-        for (const Isa isa : supported_isas()) {
+        for (const Isa isa : syslm::testing::supported_isas()) {
             SCOPED_TRACE(::testing::Message() << "dim " << dim << " " << isa_name(isa));
             set_dim(dim);
             check_prefill_and_decode(isa);
@@ -161,7 +155,7 @@ void check_prefill_and_decode(Isa isa) {
 // carries a state the same way, bit for bit.
 TEST(LinearAttention, ARecurrentStateDecodesAndRollsBackAsTheReference) {
     for (const int dim : {7, 37})
-        for (const Isa isa : supported_isas()) {
+        for (const Isa isa : syslm::testing::supported_isas()) {
             SCOPED_TRACE(::testing::Message() << "dim " << dim << " " << isa_name(isa));
             set_dim(dim);
             ThreadPool pool(2);
@@ -212,7 +206,7 @@ void check_backward(Isa isa);
 
 TEST(LinearAttention, BackwardMatchesCentralDifferences) {
     for (const int dim : {7, 37})
-        for (const Isa isa : supported_isas()) {
+        for (const Isa isa : syslm::testing::supported_isas()) {
             SCOPED_TRACE(::testing::Message() << "dim " << dim << " " << isa_name(isa));
             set_dim(dim);
             check_backward(isa);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../common/isas.hpp"
 #include "../common/random_values.hpp"
 #include "core/half.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -47,16 +48,9 @@ Stored store(const std::vector<float>& v, bool f16) {
     return s;
 }
 
-std::vector<Isa> supported_isas() {
-    std::vector<Isa> v;
-    for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-        if (isa_supported(i)) v.push_back(i);
-    return v;
-}
-
 TEST(LoraKernels, DownAndWeightedRowSumsMatchDoubleOnEveryIsa) {
     uint32_t seed = 1;
-    for (Isa isa : supported_isas())
+    for (Isa isa : syslm::testing::supported_isas())
         for (bool f16 : {false, true})
             for (int n : {3, 16, 37, 100, 131})
                 for (int r : {1, 3, 5, 16}) {

@@ -9,24 +9,18 @@
 #include <random>
 #include <vector>
 
+#include "../common/isas.hpp"
 #include "core/cpu_features.hpp"
 
 namespace syslm::kernels {
 namespace {
-
-std::vector<Isa> supported() {
-    std::vector<Isa> out;
-    for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-        if (isa_supported(i)) out.push_back(i);
-    return out;
-}
 
 TEST(PeakKernels, ReadSumMatchesDoubleSumOnAwkwardSizes) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float> data(5003);
     for (float& x : data) x = u(rng);
-    for (Isa isa : supported()) {
+    for (Isa isa : syslm::testing::supported_isas()) {
         const PeakKernels& k = peak_kernels(isa);
         for (int64_t off : {0, 1, 3}) {
             for (int64_t n : {0, 1, 15, 17, 63, 65, 127, 1000, 4999}) {
@@ -45,7 +39,7 @@ TEST(PeakKernels, ReadSumMatchesDoubleSumOnAwkwardSizes) {
 TEST(PeakKernels, CopyIsExactAndStaysInBounds) {
     std::vector<float> src(3001);
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) * 0.37f - 11.0f;
-    for (Isa isa : supported()) {
+    for (Isa isa : syslm::testing::supported_isas()) {
         for (int64_t n : {1, 7, 16, 33, 64, 100, 2999}) {
             std::vector<float> dst(static_cast<size_t>(n) + 2, -999.0f);
             peak_kernels(isa).copy(dst.data() + 1, src.data() + 1, n);
@@ -58,7 +52,7 @@ TEST(PeakKernels, CopyIsExactAndStaysInBounds) {
 }
 
 TEST(PeakKernels, ComputeKernelsCountOperationsPerIteration) {
-    for (Isa isa : supported()) {
+    for (Isa isa : syslm::testing::supported_isas()) {
         const PeakKernels& k = peak_kernels(isa);
         for (PeakKernels::ComputeFn fn : {k.fma_f32, k.dot_bf16, k.dot_int8}) {
             if (!fn) continue;
@@ -81,7 +75,7 @@ TEST(PeakKernels, Bf16KernelOnlyWhereTheCpuHasIt) {
 // The FMA kernel runs the recurrence c <- c * a + b; whatever the chains' starting values, after
 // many iterations every chain converges to b / (1 - a), which the sink then reflects.
 TEST(PeakKernels, FmaKernelsComputeTheirRecurrence) {
-    for (Isa isa : supported()) {
+    for (Isa isa : syslm::testing::supported_isas()) {
         float sink = 0;
         const PeakKernels& k = peak_kernels(isa);
         k.fma_f32(200000, &sink);
