@@ -11,7 +11,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
           nlohmann-json3-dev libcli11-dev libpcre2-dev libgtest-dev libgmock-dev libopenblas-dev
           libopenmpi-dev openmpi-bin chromium chromium-driver
           libjs-marked libjs-highlight.js node-dompurify
-          bible-kjv fortunes python3-venv strace)
+          bible-kjv fortunes fortunes-de fortunes-it fortunes-es fortunes-ru fortunes-pl fortunes-eo
+          python3-venv strace)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,6 +7,7 @@
 
 #include "cli/command.hpp"
 #include "cli/data_clean.hpp"
+#include "cli/data_langid.hpp"
 #include "cli/data_score.hpp"
 #include "cli/option_checks.hpp"
 #include "core/error.hpp"
@@ -77,10 +78,12 @@ std::function<int()> setup(CLI::App& app) {
         "Example: syslm data prepare -f kjv.txt --tokenizer tok.gguf -o data/kjv --val 0.02");
     const auto [clean, run_clean] = add_data_clean(app);
     const auto [score, run_score] = add_data_score(app);
-    return [o, docs, prep, clean, run_clean, score, run_score] {
+    const auto [langid, run_langid] = add_data_langid(app);
+    return [o, docs, prep, clean, run_clean, score, run_score, langid, run_langid] {
         if (clean->parsed()) return run_clean();
         if (score->parsed()) return run_score();
-        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean, score)");
+        if (langid->parsed()) return run_langid();
+        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean, score, langid)");
         o->docs = *docs == "line"   ? data::DocMode::Line
                   : *docs == "file" ? data::DocMode::File
                                     : data::DocMode::Blank;
@@ -90,7 +93,7 @@ std::function<int()> setup(CLI::App& app) {
 
 SYSLM_COMMAND(data, "data",
               "Prepare training data: token shards (data prepare), cleaning (data clean), "
-              "perplexity scores (data score)",
+              "perplexity scores (data score), language identification (data langid)",
               setup);
 
 }  // namespace

@@ -25,9 +25,10 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
         ->required();
     app->add_option("--docs", *unit,
                     "What a document is: blank = blocks between blank lines, line = each "
-                    "non-empty line, file = each file")
+                    "non-empty line, file = each file, percent = blocks between lines of a lone "
+                    "% (fortune files)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"line", "blank", "file"}));
+        ->check(CLI::IsMember({"line", "blank", "file", "percent"}));
     app->add_option("--dedup", *dedup,
                     "Dedup steps, in this order: exact, minhash, substring (repeated spans of "
                     "--substring-words words cut from later documents)")
@@ -45,6 +46,15 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
                     "TOML file of heuristic thresholds (min_words = 50, max_digit_ratio = 0.2, "
                     "bad_substrings = [\"lorem ipsum\"], ...); unset keys keep Gopher's values")
         ->check(CLI::ExistingFile);
+    auto lang_model = std::make_shared<std::string>();
+    app->add_option("--lang", o->lang,
+                    "Keep only documents the --lang-model identifier gives this language");
+    app->add_option("--lang-model", *lang_model, "A `syslm data langid` identifier (GGUF)")
+        ->check(CLI::ExistingFile);
+    app->add_option("--min-lang-prob", o->min_lang_prob,
+                    "--lang: the identifier's least probability for the language")
+        ->capture_default_str()
+        ->check(finite_in(0.0, 1.0));
     auto substring_words = std::make_shared<int>(50);
     app->add_option("--substring-words", *substring_words,
                     "Substring dedup: the shortest repeated span cut, in words")
@@ -78,7 +88,16 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
         "LSH makes a pair of Jaccard similarity s a candidate with probability\n"
         "1 - (1 - s^rows)^bands; the curve is steepest near (1/bands)^(1/rows) (16 x 8: 0.71).\n"
         "Example: syslm data clean -f raw/ -o clean/ --dedup exact,minhash --threshold 0.8");
-    auto run = [o, unit, dedup, substring_words, filters, filter_config] {
+    auto run = [o, unit, dedup, substring_words, filters, filter_config, lang_model] {
+        usage_check(o->lang.empty() == lang_model->empty(),
+                    "data clean: --lang and --lang-model go together");
+        if (!lang_model->empty()) {
+            o->langid = curate::LangId::load(*lang_model);
+            const auto& labels = o->langid->labels();
+            usage_check(std::find(labels.begin(), labels.end(), o->lang) != labels.end(),
+                        "data clean: --lang ", o->lang, ": ", *lang_model,
+                        " does not know that language");
+        }
         usage_check(filter_config->empty() || !filters->empty(),
                     "data clean: --filter-config needs --filters heuristic");
         if (!filters->empty())

@@ -62,9 +62,10 @@ std::pair<CLI::App*, std::function<int()>> add_data_score(CLI::App& data) {
     app->add_option("-f,--file", a->inputs, "Text file or directory (repeat for more)")->required();
     app->add_option("-o,--out", a->out, "JSON lines: id, file, tokens, ppl per document")
         ->required();
-    app->add_option("--docs", a->unit, "What a document is: blank, line or file")
+    app->add_option("--docs", a->unit,
+                    "What a document is: blank, line, file or percent (fortune files)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"line", "blank", "file"}));
+        ->check(CLI::IsMember({"line", "blank", "file", "percent"}));
     app->add_option("-c,--ctx-size", a->n_ctx, "Window: longer documents are scored in windows")
         ->capture_default_str()
         ->check(CLI::Range(2, 1 << 20));

@@ -51,6 +51,10 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
         pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
             for (int64_t i = b; i < e; ++i) {
                 rule[i] = o.filters ? o.filters->reject(batch[i].text) : std::nullopt;
+                if (!rule[i] && o.langid) {
+                    const LangId::Guess g = o.langid->predict(batch[i].text);
+                    if (g.label != o.lang || g.prob < o.min_lang_prob) rule[i] = "lang";
+                }
                 if (rule[i]) continue;
                 norm[i] = normalize_text(batch[i].text);
                 if (o.near) hasher.signature(norm[i], sigs.data() + i * o.minhash.perm);
@@ -161,7 +165,10 @@ CleanReport clean(const CleanOptions& o) {
             SYSLM_CHECK(out, (fs::path(o.out_dir) / name).string(), ": cannot write");
             open_file = doc.file;
         }
-        out << doc.text << (o.unit == DocUnit::Blank ? "\n\n" : "\n");
+        out << doc.text
+            << (o.unit == DocUnit::Blank     ? "\n\n"
+                : o.unit == DocUnit::Percent ? "\n%\n"
+                                             : "\n");
         ++r.kept;
         r.bytes_out += static_cast<int64_t>(doc.text.size());
     }

@@ -14,6 +14,7 @@
 
 #include "curate/documents.hpp"
 #include "curate/filters.hpp"
+#include "curate/langid.hpp"
 #include "curate/minhash.hpp"
 
 namespace syslm::curate {
@@ -25,6 +26,11 @@ struct CleanOptions {
     // Quality rules first (documents failing one are dropped before any dedup), then the dedup
     // steps in this order.
     std::optional<HeuristicFilters> filters;
+    // Language: documents the identifier does not give to `lang` with at least min_lang_prob
+    // are dropped (rule "lang"), before any dedup.
+    std::optional<LangId> langid;
+    std::string lang;
+    double min_lang_prob = 0.5;
     bool exact = true, near = true;
     MinHashParams minhash;
     // Substring dedup on what the steps above kept: spans of at least this many words seen

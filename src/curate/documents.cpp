@@ -13,7 +13,8 @@ DocUnit doc_unit(const std::string& name) {
     if (name == "file") return DocUnit::File;
     if (name == "blank") return DocUnit::Blank;
     if (name == "line") return DocUnit::Line;
-    fail("document unit '", name, "': expected file, blank or line");
+    if (name == "percent") return DocUnit::Percent;
+    fail("document unit '", name, "': expected file, blank, line or percent");
 }
 
 std::vector<std::string> input_files(const std::vector<std::string>& paths) {
@@ -56,11 +57,12 @@ bool DocumentReader::next(Document& d) {
                 got = true;
                 break;
             }
-            if (unit_ == DocUnit::Blank && blank) {
+            if ((unit_ == DocUnit::Blank && blank) || (unit_ == DocUnit::Percent && line == "%")) {
                 if (d.text.empty()) continue;
                 got = true;
                 break;
             }
+            if (unit_ == DocUnit::Percent && blank && d.text.empty()) continue;
             if (!d.text.empty()) d.text += '\n';
             d.text += line;
         }

@@ -11,8 +11,10 @@
 
 namespace syslm::curate {
 
-enum class DocUnit { File, Blank, Line };
-DocUnit doc_unit(const std::string& name);  // "file" | "blank" | "line"; throws Error otherwise
+// Percent: blocks between lines holding a lone "%" (the fortune file format).
+enum class DocUnit { File, Blank, Line, Percent };
+// "file" | "blank" | "line" | "percent"; throws Error otherwise
+DocUnit doc_unit(const std::string& name);
 
 struct Document {
     int64_t id = 0;    // 0, 1, 2, ... over all inputs, in order
