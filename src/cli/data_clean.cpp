@@ -82,6 +82,8 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
     app->add_option("--clusters", o->clusters,
                     "Write each document's cluster as JSON lines: id, file, cluster (its first "
                     "document), step (kept / exact / near)");
+    app->add_option("--report", o->report,
+                    "Write an HTML page: what each step removed and why, with examples");
     app->add_option("-t,--threads", o->threads, "Threads (default: all cores)")
         ->check(CLI::Range(0, 4096));
     app->footer(

@@ -1,5 +1,6 @@
 #include "curate/clean.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "curate/clean_report.hpp"
 #include "curate/normalize.hpp"
 #include "curate/substring_dedup.hpp"
 
@@ -29,7 +31,22 @@ enum class Step : uint8_t { Kept, Exact, Near, Filtered };
 struct Decisions {
     std::vector<int64_t> cluster;
     std::vector<Step> step;
+    std::map<int64_t, std::string> reason;  // the report's examples: id -> why it was removed
 };
+
+constexpr size_t kExamples = 5;  // per reason, in the report
+
+// The first kExamples documents removed for each reason (filtered ones are added as they come).
+void pick_examples(Decisions& d) {
+    std::map<std::string, size_t> count;
+    for (const auto& [id, why] : d.reason) ++count[why];
+    for (size_t id = 0; id < d.step.size(); ++id) {
+        const char* why = d.step[id] == Step::Exact  ? "exact"
+                          : d.step[id] == Step::Near ? "near"
+                                                     : nullptr;
+        if (why && count[why]++ < kExamples) d.reason[static_cast<int64_t>(id)] = why;
+    }
+}
 
 Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, CleanReport& r) {
     Decisions d;
@@ -66,7 +83,8 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
             int64_t cluster = id;
             Step step = Step::Kept;
             if (rule[i]) {  // in no index: it cannot name a cluster
-                ++r.filtered[*rule[i]];
+                if (r.filtered[*rule[i]]++ < static_cast<int64_t>(kExamples))
+                    d.reason[id] = *rule[i];
                 d.cluster.push_back(id);
                 d.step.push_back(Step::Filtered);
                 continue;
@@ -97,6 +115,15 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
         if (d.step[id] != Step::Exact) d.cluster[id] = c;
     }
     r.candidate_pairs = near.candidate_pairs();
+    std::map<int64_t, int64_t> sizes;
+    for (size_t id = 0; id < d.step.size(); ++id)
+        if (d.step[id] == Step::Near || (d.step[id] == Step::Kept && o.near))
+            ++sizes[d.cluster[id]];
+    for (const auto& [root, n] : sizes)
+        if (n > 1) r.largest_clusters.push_back(n);
+    std::sort(r.largest_clusters.rbegin(), r.largest_clusters.rend());
+    if (r.largest_clusters.size() > 20) r.largest_clusters.resize(20);
+    pick_examples(d);
     return d;
 }
 
@@ -112,6 +139,68 @@ std::unique_ptr<SubstringDedup> repeated_spans(const CleanOptions& o,
         if (d.step[static_cast<size_t>(doc.id)] == Step::Kept) spans->add(doc.id, doc.text);
     spans->run();
     return spans;
+}
+
+// The output directory's file for `input`, truncated.
+void open_output(const CleanOptions& o, const std::string& input, std::ofstream& out) {
+    const fs::path path = fs::path(o.out_dir) / fs::path(input).filename();
+    out.close();
+    out.open(path, std::ios::binary | std::ios::trunc);
+    SYSLM_CHECK(out, path.string(), ": cannot write");
+}
+
+// Pass 2 (or 3): the kept documents, each input file's into out_dir/<its name>, with the
+// clusters file and the report's examples.
+void write_kept(const CleanOptions& o, const std::vector<std::string>& files, const Decisions& d,
+                const SubstringDedup* spans, CleanReport& r) {
+    fs::create_directories(o.out_dir);
+    std::ofstream clusters;
+    if (!o.clusters.empty()) {
+        clusters.open(o.clusters);
+        SYSLM_CHECK(clusters, o.clusters, ": cannot write");
+    }
+    std::map<int64_t, std::string> snippet;  // the examples and the documents they duplicate
+    for (const auto& [id, why] : d.reason) {
+        snippet[id];
+        if (d.cluster[static_cast<size_t>(id)] != id) snippet[d.cluster[static_cast<size_t>(id)]];
+    }
+    DocumentReader reader(files, o.unit);
+    Document doc;
+    int open_file = -1;
+    std::ofstream out;
+    const char* step_names[] = {"kept", "exact", "near", "filtered"};
+    const char* separator = o.unit == DocUnit::Blank     ? "\n\n"
+                            : o.unit == DocUnit::Percent ? "\n%\n"
+                                                         : "\n";
+    while (reader.next(doc)) {
+        if (const auto it = snippet.find(doc.id); it != snippet.end())
+            it->second = doc.text.substr(0, 600);
+        const Step step = d.step[static_cast<size_t>(doc.id)];
+        if (clusters.is_open())
+            clusters << "{\"id\":" << doc.id << ",\"file\":" << doc.file
+                     << ",\"cluster\":" << d.cluster[static_cast<size_t>(doc.id)] << ",\"step\":\""
+                     << step_names[static_cast<int>(step)] << "\"}\n";
+        r.exact_duplicates += step == Step::Exact;
+        r.near_duplicates += step == Step::Near;
+        if (step != Step::Kept) continue;
+        if (spans) doc.text = spans->apply(doc.id, doc.text);
+        if (spans && doc.text.find_first_not_of(" \t\n\r") == std::string::npos) {
+            ++r.emptied;
+            continue;
+        }
+        if (doc.file != open_file) open_output(o, files[static_cast<size_t>(doc.file)], out);
+        open_file = doc.file;
+        out << doc.text << separator;
+        ++r.kept;
+        r.bytes_out += static_cast<int64_t>(doc.text.size());
+    }
+    out.close();
+    SYSLM_CHECK(!out.bad(), o.out_dir, ": write failed");
+    SYSLM_CHECK(!clusters.is_open() || clusters.good(), o.clusters, ": write failed");
+    for (const auto& [id, why] : d.reason) {
+        const int64_t c = d.cluster[static_cast<size_t>(id)];
+        r.examples[why].push_back({id, snippet[id], c != id ? snippet[c] : std::string()});
+    }
 }
 
 }  // namespace
@@ -130,52 +219,9 @@ CleanReport clean(const CleanOptions& o) {
     r.documents = static_cast<int64_t>(d.cluster.size());
     const std::unique_ptr<SubstringDedup> spans = repeated_spans(o, files, d);
     if (spans) r.substring_words = spans->removed_words();
-    // Pass 2: the kept documents, each input file's into out_dir/<its name>.
-    fs::create_directories(o.out_dir);
-    std::ofstream clusters;
-    if (!o.clusters.empty()) {
-        clusters.open(o.clusters);
-        SYSLM_CHECK(clusters, o.clusters, ": cannot write");
-    }
-    DocumentReader reader(files, o.unit);
-    Document doc;
-    int open_file = -1;
-    std::ofstream out;
-    const char* step_names[] = {"kept", "exact", "near", "filtered"};
-    while (reader.next(doc)) {
-        const Step step = d.step[static_cast<size_t>(doc.id)];
-        if (clusters.is_open())
-            clusters << "{\"id\":" << doc.id << ",\"file\":" << doc.file
-                     << ",\"cluster\":" << d.cluster[static_cast<size_t>(doc.id)] << ",\"step\":\""
-                     << step_names[static_cast<int>(step)] << "\"}\n";
-        if (step == Step::Exact) ++r.exact_duplicates;
-        if (step == Step::Near) ++r.near_duplicates;
-        if (step != Step::Kept) continue;
-        if (spans) {
-            doc.text = spans->apply(doc.id, doc.text);
-            if (doc.text.find_first_not_of(" \t\n\r") == std::string::npos) {
-                ++r.emptied;
-                continue;
-            }
-        }
-        if (doc.file != open_file) {
-            out.close();
-            fs::path name = fs::path(files[static_cast<size_t>(doc.file)]).filename();
-            out.open(fs::path(o.out_dir) / name, std::ios::binary | std::ios::trunc);
-            SYSLM_CHECK(out, (fs::path(o.out_dir) / name).string(), ": cannot write");
-            open_file = doc.file;
-        }
-        out << doc.text
-            << (o.unit == DocUnit::Blank     ? "\n\n"
-                : o.unit == DocUnit::Percent ? "\n%\n"
-                                             : "\n");
-        ++r.kept;
-        r.bytes_out += static_cast<int64_t>(doc.text.size());
-    }
-    out.close();
-    SYSLM_CHECK(!out.bad(), o.out_dir, ": write failed");
-    SYSLM_CHECK(!clusters.is_open() || clusters.good(), o.clusters, ": write failed");
+    write_kept(o, files, d, spans.get(), r);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o.report.empty()) write_report(o, r);
     return r;
 }
 

@@ -38,12 +38,21 @@ struct CleanOptions {
     int substring_words = 0;
     int threads = 0;
     std::string clusters;  // optional JSONL: {"id", "file", "cluster", "step"} per document
+    std::string report;    // optional HTML page: what each step removed, with examples
 };
 
 struct CleanReport {
     int64_t documents = 0, kept = 0, exact_duplicates = 0, near_duplicates = 0;
     int64_t substring_words = 0, emptied = 0;  // words cut; documents left with no word
     std::map<std::string, int64_t> filtered;   // documents dropped by each rule
+    // Examples for the report, by reason ("exact", "near", a rule's name): the first few
+    // documents each removed, each with its cluster's kept document (dedup) or none; snippets.
+    struct Example {
+        int64_t id = 0;
+        std::string text, kept;
+    };
+    std::map<std::string, std::vector<Example>> examples;
+    std::vector<int64_t> largest_clusters;  // sizes of the largest near-duplicate clusters
     int64_t bytes_in = 0, bytes_out = 0;
     int64_t candidate_pairs = 0;  // MinHash candidates verified
     double seconds = 0;

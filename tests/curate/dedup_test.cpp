@@ -195,6 +195,15 @@ TEST(Clean, ExactDedupMatchesBruteForceAndThreadsDoNotMatter) {
         EXPECT_EQ(r.exact_duplicates, 500 - kept);
         EXPECT_GT(r.exact_duplicates, 50);
         EXPECT_EQ(read(fs::path(o.out_dir) / "in.txt"), want);
+        if (threads == 1) {  // the HTML report names the step and shows a removed document
+            o.report = (d / "report.html").string();
+            o.out_dir += "r";
+            clean(o);
+            const std::string html = read(o.report);
+            EXPECT_NE(html.find("<h3>exact</h3>"), std::string::npos);
+            EXPECT_NE(html.find("duplicates the kept document"), std::string::npos);
+            o.report.clear();
+        }
         // with MinHash too: the same output whatever the threads
         o.near = true;
         o.out_dir += "n";
