@@ -5,28 +5,12 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/html.hpp"
 #include "core/mapped_file.hpp"
 
 namespace syslm::curate {
 
 namespace {
-
-std::string escape(const std::string& s) {
-    std::string o;
-    for (const char c : s) {
-        if (c == '<')
-            o += "&lt;";
-        else if (c == '>')
-            o += "&gt;";
-        else if (c == '&')
-            o += "&amp;";
-        else if (c == '"')
-            o += "&quot;";
-        else
-            o += c;
-    }
-    return o;
-}
 
 // Removals by reason as horizontal bars (inline SVG).
 void bars(std::ostream& h, const std::vector<std::pair<std::string, int64_t>>& rows) {
@@ -36,7 +20,7 @@ void bars(std::ostream& h, const std::vector<std::pair<std::string, int64_t>>& r
     for (size_t i = 0; i < rows.size(); ++i) {
         const double w = 400.0 * static_cast<double>(rows[i].second) / static_cast<double>(top);
         const size_t y = 24 * i + 4;
-        h << "<text x=\"0\" y=\"" << y + 15 << "\" font-size=\"13\">" << escape(rows[i].first)
+        h << "<text x=\"0\" y=\"" << y + 15 << "\" font-size=\"13\">" << escape_html(rows[i].first)
           << "</text><rect x=\"200\" y=\"" << y << "\" width=\"" << w
           << "\" height=\"18\" fill=\"#4a7bd0\"/><text x=\"" << 206 + w << "\" y=\"" << y + 15
           << "\" font-size=\"13\">" << rows[i].second << "</text>\n";
@@ -52,9 +36,9 @@ void write_report(const CleanOptions& o, const CleanReport& r) {
          "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:2px "
          "8px;text-align:left}pre{white-space:pre-wrap;background:#f4f4f4;padding:6px}"
          "</style></head><body>\n<h1>syslm data clean: "
-      << escape(o.out_dir) << "</h1>\n<table>\n";
+      << escape_html(o.out_dir) << "</h1>\n<table>\n";
     auto row = [&](const std::string& k, const std::string& v) {
-        h << "<tr><th>" << escape(k) << "</th><td>" << escape(v) << "</td></tr>\n";
+        h << "<tr><th>" << escape_html(k) << "</th><td>" << escape_html(v) << "</td></tr>\n";
     };
     row("documents read", std::to_string(r.documents));
     row("documents kept", std::to_string(r.kept));
@@ -79,11 +63,12 @@ void write_report(const CleanOptions& o, const CleanReport& r) {
     }
     h << "<h2>Examples</h2>\n";
     for (const auto& [why, list] : r.examples) {
-        h << "<h3>" << escape(why) << "</h3>\n";
+        h << "<h3>" << escape_html(why) << "</h3>\n";
         for (const auto& e : list) {
-            h << "<p>document " << e.id << ":</p><pre>" << escape(e.text) << "</pre>\n";
+            h << "<p>document " << e.id << ":</p><pre>" << escape_html(e.text) << "</pre>\n";
             if (!e.kept.empty())
-                h << "<p>duplicates the kept document:</p><pre>" << escape(e.kept) << "</pre>\n";
+                h << "<p>duplicates the kept document:</p><pre>" << escape_html(e.kept)
+                  << "</pre>\n";
         }
     }
     h << "</body></html>\n";
