@@ -9,24 +9,15 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "curate/normalize.hpp"
 
 namespace syslm::curate {
 
 namespace {
 
-bool space(char c) {
-    return std::isspace(static_cast<unsigned char>(c)) != 0;
-}
-
 std::vector<std::string_view> words_of(std::string_view t) {
     std::vector<std::string_view> w;
-    size_t i = 0;
-    while (i < t.size()) {
-        while (i < t.size() && space(t[i])) ++i;
-        const size_t b = i;
-        while (i < t.size() && !space(t[i])) ++i;
-        if (i > b) w.push_back(t.substr(b, i - b));
-    }
+    for (const auto& [b, e] : word_spans(t)) w.push_back(t.substr(b, e - b));
     return w;
 }
 
@@ -37,8 +28,8 @@ std::vector<std::string_view> lines_of(std::string_view t) {
         size_t e = t.find('\n', b);
         if (e == std::string_view::npos) e = t.size();
         std::string_view l = t.substr(b, e - b);
-        while (!l.empty() && space(l.back())) l.remove_suffix(1);
-        while (!l.empty() && space(l.front())) l.remove_prefix(1);
+        while (!l.empty() && is_space(l.back())) l.remove_suffix(1);
+        while (!l.empty() && is_space(l.front())) l.remove_prefix(1);
         if (!l.empty()) out.push_back(l);
         b = e + 1;
     }

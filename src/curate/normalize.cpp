@@ -39,6 +39,18 @@ std::vector<std::string_view> split_words(std::string_view normalized) {
     return words;
 }
 
+std::vector<std::pair<size_t, size_t>> word_spans(std::string_view text) {
+    std::vector<std::pair<size_t, size_t>> w;
+    size_t i = 0;
+    while (i < text.size()) {
+        while (i < text.size() && is_space(text[i])) ++i;
+        const size_t b = i;
+        while (i < text.size() && !is_space(text[i])) ++i;
+        if (i > b) w.emplace_back(b, i);
+    }
+    return w;
+}
+
 namespace {
 
 uint64_t mix(uint64_t x) {  // splitmix64's finalizer

@@ -3,30 +3,10 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "curate/normalize.hpp"
 #include "curate/suffix_array.hpp"
 
 namespace syslm::curate {
-
-namespace {
-
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-// [begin, end) byte ranges of the words of text.
-std::vector<std::pair<size_t, size_t>> word_spans(std::string_view text) {
-    std::vector<std::pair<size_t, size_t>> w;
-    size_t i = 0;
-    while (i < text.size()) {
-        while (i < text.size() && is_space(text[i])) ++i;
-        const size_t b = i;
-        while (i < text.size() && !is_space(text[i])) ++i;
-        if (i > b) w.emplace_back(b, i);
-    }
-    return w;
-}
-
-}  // namespace
 
 SubstringDedup::SubstringDedup(int min_words) : min_words_(min_words) {
     SYSLM_CHECK(min_words >= 1, "substring dedup: --substring-words must be at least 1");

@@ -15,26 +15,14 @@ namespace {
 constexpr std::array<const char*, kLoraTargets> kNames = {
     "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 
-// The base matrix a target names in layer il (data == nullptr when the model has none).
+// The base matrix a target names in layer il (data == nullptr when the model has none), in
+// LoraTarget's order.
+constexpr std::array<Matrix LayerWeights::*, kLoraTargets> kMatrices = {
+    &LayerWeights::wq, &LayerWeights::wk,       &LayerWeights::wv,     &LayerWeights::wqkv,
+    &LayerWeights::wo, &LayerWeights::ffn_gate, &LayerWeights::ffn_up, &LayerWeights::ffn_down};
+
 const Matrix& base_matrix(const LayerWeights& l, LoraTarget t) {
-    switch (t) {
-        case LoraTarget::Q:
-            return l.wq;
-        case LoraTarget::K:
-            return l.wk;
-        case LoraTarget::V:
-            return l.wv;
-        case LoraTarget::QKV:
-            return l.wqkv;
-        case LoraTarget::O:
-            return l.wo;
-        case LoraTarget::Gate:
-            return l.ffn_gate;
-        case LoraTarget::Up:
-            return l.ffn_up;
-        default:
-            return l.ffn_down;
-    }
+    return l.*kMatrices[static_cast<size_t>(t)];
 }
 
 // "blk.<il>.<what>.weight" -> il and the target it names (false for anything else, biases too).

@@ -379,9 +379,12 @@ void Forward::lora_gemm(const LoraAdapter::Pair& p, float s, const float* x, int
     lora_out_.resize(static_cast<size_t>(n * p.n_out));
     const void* a = p.a.data();
     const void* b = p.b.data();
-    if (p.type != DType::F32) {
-        lora_a32_ = p.floats(p.a);
-        lora_b32_ = p.floats(p.b);
+    if (p.type != DType::F32) {  // into buffers kept from call to call
+        const kernels::TypeTraits& tt = kernels::type_traits(p.type);
+        lora_a32_.resize(static_cast<size_t>(p.r * p.n_in));
+        lora_b32_.resize(static_cast<size_t>(p.n_out * p.r));
+        tt.to_float(p.a.data(), lora_a32_.data(), p.r * p.n_in);
+        tt.to_float(p.b.data(), lora_b32_.data(), p.n_out * p.r);
         a = lora_a32_.data();
         b = lora_b32_.data();
     }

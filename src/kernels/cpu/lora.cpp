@@ -14,19 +14,26 @@ void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
     if (segments.empty()) return;
     const LoraKernels& v = attention_kernels(active_isa()).lora;
     // Items are (segment, row) pairs, a segment's rows in a run: item0[s] .. item0[s + 1], their
-    // A x at mid + r x item.
-    std::vector<int64_t> item0{0};  // read by the pool's threads: not thread_local
+    // A x at mid + r x item. The index vectors are the calling thread's, reused from call to call
+    // (decode calls this for every adapted matrix of every step); the pool's threads read them
+    // through these references.
+    thread_local std::vector<int64_t> item0_storage, at_storage;
+    thread_local std::vector<uint8_t> seen_storage;
+    std::vector<int64_t>& item0 = item0_storage;
+    std::vector<int64_t>& at = at_storage;
+    item0.assign(1, 0);
+    at.assign(1, 0);
     int64_t max_row = -1;
     for (const LoraSegment& g : segments) {
         item0.push_back(item0.back() + g.n_rows);
         for (int64_t j = 0; j < g.n_rows; ++j) max_row = std::max(max_row, g.rows[j]);
     }
-    std::vector<int64_t> at{0};
     for (const LoraSegment& g : segments) at.push_back(at.back() + g.r * g.n_rows);
     // Rows in one segment each (the usual case: a request has one adapter): one pass on the
     // pool, each thread taking whole items, so a segment's rows run one after the other on one
     // thread and its adapter comes from memory once, then from the cache.
-    std::vector<uint8_t> seen(static_cast<size_t>(max_row + 1), 0);
+    std::vector<uint8_t>& seen = seen_storage;
+    seen.assign(static_cast<size_t>(max_row + 1), 0);
     bool disjoint = true;
     for (const LoraSegment& g : segments)
         for (int64_t j = 0; j < g.n_rows && disjoint; ++j)
