@@ -28,10 +28,10 @@ MARKDOWN = ("Here is **bold** and `code`:\n\n```python\ndef f(x):\n    return x 
 @pytest.fixture(scope="module")
 def page(syslm_bin, tmp_path_factory, vocab_dir):
     tmp = tmp_path_factory.mktemp("browser")
-    # Large enough that a long reply takes seconds (there is time to stop it).
-    model = init_model(syslm_bin, vocab_dir, tmp / "model.gguf", 4, 256, 4, 1024)
+    # A long reply (4000 tokens, several seconds at ~1000 tok/s) leaves time to stop it.
+    model = init_model(syslm_bin, vocab_dir, tmp / "model.gguf", 4, 256, 4, 4096)
     adapter = write_random_adapter(model, tmp / "style.gguf", 4, 1)
-    proc, port = start_server(syslm_bin, model, "--ctx-size", "1024", "--lora", f"style={adapter}")
+    proc, port = start_server(syslm_bin, model, "--ctx-size", "4096", "--lora", f"style={adapter}")
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1200,900"):
@@ -95,9 +95,10 @@ def test_replies_stream_stop_regenerate_and_persist(page):
     WebDriverWait(driver, 30).until(lambda d: "tok/s" in d.find_element(By.ID, "stats").text)
     shot(driver, tmp, "reply")
     # A long reply, stopped: the button comes back, the figures say so, the text stays.
-    setting(driver, "max_tokens", 900)
+    setting(driver, "max_tokens", 4000)
     send(driver, "Tell me a long story")
-    WebDriverWait(driver, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".assistant")) == 2
+    # Polled often, so that Stop is pressed while the reply is still streaming.
+    WebDriverWait(driver, 30, poll_frequency=0.02).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".assistant")) == 2
                                     and d.find_elements(By.CSS_SELECTOR, ".assistant .body")[-1].text)
     driver.find_element(By.ID, "stop").click()
     idle(driver)
