@@ -66,9 +66,9 @@ public:
     virtual void matmul(std::initializer_list<kernels::MatmulOutput> outs,
                         kernels::SharedActivations& x) = 0;
 
-    // y[i] += s B (A x[i]) for each LoRA segment's rows i (kernels/cpu/lora.hpp); dots: scratch
-    // of sum(r x rows) floats.
-    virtual void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
+    // y[i] += s B (A x[i]) for each LoRA segment's rows i, into the segment's own y
+    // (kernels/cpu/lora.hpp); dots: scratch of sum(r x rows) floats.
+    virtual void lora_update(const float* x, int64_t n_in,
                              std::span<const kernels::LoraSegment> segments, float* dots) = 0;
 
     // out = norm(x) * weight (+ bias): RMSNorm, or LayerNorm with its bias (may be null).

@@ -43,9 +43,9 @@ void CpuBackend::matmul(std::initializer_list<kernels::MatmulOutput> outs,
     kernels::matmul(outs, x, pool_);
 }
 
-void CpuBackend::lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
+void CpuBackend::lora_update(const float* x, int64_t n_in,
                              std::span<const kernels::LoraSegment> segments, float* dots) {
-    kernels::lora_update(x, n_in, y, n_out, segments, dots, pool_);
+    kernels::lora_update(x, n_in, segments, dots, pool_);
 }
 
 void CpuBackend::norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,

@@ -26,8 +26,8 @@ public:
                 const float* bias) override;
     void matmul(std::initializer_list<kernels::MatmulOutput> outs,
                 kernels::SharedActivations& x) override;
-    void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
-                     std::span<const kernels::LoraSegment> segments, float* dots) override;
+    void lora_update(const float* x, int64_t n_in, std::span<const kernels::LoraSegment> segments,
+                     float* dots) override;
     void norm(kernels::NormKind k, const float* x, float* out, int64_t rows, int64_t dim,
               const float* weight, const float* bias, float eps) override;
     void ffn_activation(kernels::FfnActivation k, float* a, const float* b, int64_t n) override;

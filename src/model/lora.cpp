@@ -136,7 +136,8 @@ LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(pat
         pr.scale = alpha_ > 0 ? alpha_ / static_cast<float>(r) : 1.0f;
         pr.type = a.type == DType::F16 && b.type == DType::F16 ? DType::F16 : DType::F32;
         const size_t es = pr.type == DType::F16 ? 2 : 4;
-        for (auto [t, m] : {std::pair{&a, &pr.a}, std::pair{&b, &pr.b}}) {
+        std::vector<uint8_t> b_rows;  // B as stored: n_out rows of r, kept transposed
+        for (auto [t, m] : {std::pair{&a, &pr.a}, std::pair{&b, &b_rows}}) {
             m->resize(static_cast<size_t>(t->numel()) * es);
             if (pr.type == DType::F16)
                 std::memcpy(m->data(), t->data, m->size());
@@ -144,10 +145,10 @@ LoraAdapter::LoraAdapter(const std::string& path, const Model& base) : path_(pat
                 kernels::type_traits(t->type).to_float(t->data, reinterpret_cast<float*>(m->data()),
                                                        t->numel());
         }
-        pr.bt.resize(pr.b.size());
+        pr.bt.resize(b_rows.size());
         for (int64_t o = 0; o < w.n_out; ++o)
             for (int64_t k = 0; k < r; ++k)
-                std::memcpy(pr.bt.data() + (k * w.n_out + o) * es, pr.b.data() + (o * r + k) * es,
+                std::memcpy(pr.bt.data() + (k * w.n_out + o) * es, b_rows.data() + (o * r + k) * es,
                             es);
         ++n_pairs_;
     }

@@ -45,14 +45,13 @@ public:
     // A pair in the kernel's layouts: f16 when the file holds the pair in f16 (kept exact, and
     // decode reads half the bytes), else f32 whatever the file's type (adapters are small).
     struct Pair {
-        DType type = DType::F32;  // of a, b and bt
+        DType type = DType::F32;  // of a and bt
         std::vector<uint8_t> a;   // A: r rows of n_in
-        std::vector<uint8_t> b;   // B: n_out rows of r (GEMMs over a prefill's rows)
-        std::vector<uint8_t> bt;  // B transposed: r rows of n_out (the row kernel)
+        std::vector<uint8_t> bt;  // B transposed: r rows of n_out (the row kernel's order)
         int r = 0;
         int64_t n_in = 0, n_out = 0;
         float scale = 1;  // alpha / r, or 1 when the file's alpha is 0
-        std::vector<float> floats(const std::vector<uint8_t>& m) const;  // a, b or bt as f32
+        std::vector<float> floats(const std::vector<uint8_t>& m) const;  // a or bt as f32
     };
     // nullptr where the adapter leaves that matrix alone.
     const Pair* pair(int il, LoraTarget t) const {

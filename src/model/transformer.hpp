@@ -146,8 +146,12 @@ private:
     void ffn_block(int il, int64_t T);
     void moe_block(int il, int64_t T);
     // y (rows x n_out, after the base product) += each LoRA use's s B (A x) on its rows.
-    void apply_lora(int il, LoraTarget t, const float* x, int64_t rows, float* y);
-    void lora_gemm(const LoraAdapter::Pair& p, float s, const float* x, int64_t n, float* y);
+    struct LoraOutput {
+        LoraTarget target;
+        float* y;
+    };
+    void apply_lora(int il, std::initializer_list<LoraOutput> outputs, const float* x,
+                    int64_t rows);
     // Reports a matrix input to the observer, if any: tensor "blk.<il>.<what>.weight".
     void observe(int il, const char* what, const float* x, int64_t rows, int64_t n_in,
                  int expert = -1);
@@ -170,9 +174,6 @@ private:
     std::vector<kernels::LoraSegment> lora_segments_;
     std::vector<int64_t> lora_rows_;
     std::vector<float> lora_dots_;
-    std::vector<std::pair<int64_t, int64_t>> lora_runs_;
-    std::vector<float> lora_mid_, lora_out_;  // lora_gemm's A x and B A x
-    std::vector<float> lora_a32_, lora_b32_;  // an f16 pair widened for lora_gemm
     // activations, sized for n_batch tokens
     backend::Buffer x_, h_, qkv_, k_, v_, attn_, ff_a_, ff_b_, ff_out_;
     backend::Buffer rope_angles_;        // per token of the running call: Rope::angles, all layers

@@ -224,12 +224,16 @@ struct LinearAttentionKernels {
     void (*mul_dphi)(const float* x, float* y, int n);       // y *= phi'(x)
 };
 
-// LoRA's row-kernel loops (lora_body.hpp), for adapter matrices in f32 [0] or f16 [1].
+// LoRA's row-kernel loops (lora_body.hpp), for adapter matrices in f32 [0] or f16 [1], on up to
+// kLoraRowGroup rows at once (the rows of one adapter share each load of its matrices).
+constexpr int kLoraRowGroup = 4;
 struct LoraKernels {
-    // out[k] = scale (a_k . x) for the r rows a_k of a, n values each
-    void (*down[2])(const void* a, int r, int n, const float* x, float scale, float* out);
-    // y[0..n) += sum_k m[k] b[k * stride + 0..n), k < r
-    void (*axpy_rows[2])(float* y, const float* m, const void* b, int64_t stride, int r, int n);
+    // out[j * r + k] = scale (a_k . x[j]) for the r rows a_k of a (n values each), j < nx
+    void (*down[2])(const void* a, int r, int n, const float* const* x, int nx, float scale,
+                    float* out);
+    // y[j][0..n) += sum_k m[j * r + k] b[k * stride + 0..n) for k < r, j < ny
+    void (*axpy_rows[2])(float* const* y, int ny, const float* m, const void* b, int64_t stride,
+                         int r, int n);
 };
 
 struct AttentionKernels {

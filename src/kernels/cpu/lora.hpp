@@ -1,9 +1,9 @@
-// LoRA's low-rank update of a matmul's output rows, each adapter on its own set of rows (Punica's
-// segmented products, on the CPU): y[i] += s B (A x[i]) for every row i of a segment. Each
-// adapter's A and B are read once per call whatever its number of rows (decode steps spread
-// many streams over few adapters, and the adapters together exceed the caches): first every
-// (segment, rank) pair's dots with its rows, split over the pool, then the rank-r axpys, the
-// pool splitting the output columns so that rows shared by several segments need no locks.
+// LoRA's low-rank update of matmul outputs, each adapter on its own set of rows (Punica's
+// segmented products, on the CPU): y[i] += s B (A x[i]) for every row i of a segment. Segments
+// may write different outputs (q, k and v; gate and up) from the same input, so that one call
+// and one hand-off to the pool serve every projection reading that input. A segment's rows go in
+// groups of up to kLoraRowGroup, each group on one thread, so that an adapter's A and B come from
+// memory once per group and each of their vectors is loaded once for the group's rows.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +21,12 @@ struct LoraSegment {
     float scale;
     const int64_t* rows;  // the rows of x and y it applies to
     int64_t n_rows;
+    float* y;  // its output: rows of n_out
+    int64_t n_out;
 };
 
-// x: rows x n_in, y: rows x n_out; mid: scratch of sum(r x n_rows) floats.
-void lora_update(const float* x, int64_t n_in, float* y, int64_t n_out,
-                 std::span<const LoraSegment> segments, float* mid, ThreadPool& pool);
+// x: rows of n_in, read by every segment; mid: scratch of sum(r x n_rows) floats.
+void lora_update(const float* x, int64_t n_in, std::span<const LoraSegment> segments, float* mid,
+                 ThreadPool& pool);
 
 }  // namespace syslm::kernels

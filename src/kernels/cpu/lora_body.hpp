@@ -26,57 +26,116 @@ typename V::T lora_load_n(const void* p, int64_t i, int n) {
         return V::load_n(static_cast<const float*>(p) + i, n);
 }
 
-// out[k] = scale (a_k . x) for the r rows a_k of a (n values each): four rows at a time, x's
-// vectors loaded once for them (four independent chains).
-template <class V, bool F16>
-void lora_down(const void* a, int r, int n, const float* x, float scale, float* out) {
-    const int64_t es = F16 ? 2 : 4;
-    for (int k0 = 0; k0 < r; k0 += 4) {
-        const int m = r - k0 < 4 ? r - k0 : 4;
-        const void* ak[4];
-        for (int u = 0; u < 4; ++u)
-            ak[u] = static_cast<const char*>(a) + (k0 + (u < m ? u : 0)) * int64_t{n} * es;
-        typename V::T acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
-        int i = 0;
-        for (; i + V::W <= n; i += V::W) {
-            const typename V::T xv = V::load(x + i);
-            for (int u = 0; u < 4; ++u) acc[u] = V::fmadd(lora_load<V, F16>(ak[u], i), xv, acc[u]);
-        }
-        if (i < n) {
-            const typename V::T xv = V::load_n(x + i, n - i);
-            for (int u = 0; u < 4; ++u)
-                acc[u] = V::fmadd(lora_load_n<V, F16>(ak[u], i, n - i), xv, acc[u]);
-        }
-        for (int u = 0; u < m; ++u) out[k0 + u] = scale * V::hsum(acc[u]);
+// A vector of floats at p + i: whole (Tail false), or its first w lanes.
+template <class V, bool F16, bool Tail>
+typename V::T lora_vec(const void* p, int64_t i, int w) {
+    if constexpr (Tail)
+        return lora_load_n<V, F16>(p, i, w);
+    else
+        return lora_load<V, F16>(p, i);
+}
+
+// acc[j][u] += a_u[i..] x_j[i..] for one vector (or tail of w lanes) of the KA rows a_u.
+template <class V, bool F16, int NX, int KA, bool Tail>
+void lora_down_step(const void* const* ak, const float* const* x, int i, int w,
+                    typename V::T (&acc)[NX][KA]) {
+    typename V::T av[KA];
+    for (int u = 0; u < KA; ++u) av[u] = lora_vec<V, F16, Tail>(ak[u], i, w);
+    for (int j = 0; j < NX; ++j) {
+        const typename V::T xv = lora_vec<V, false, Tail>(x[j], i, w);
+        for (int u = 0; u < KA; ++u) acc[j][u] = V::fmadd(av[u], xv, acc[j][u]);
     }
 }
 
-// y[0..n) += sum_k m[k] b[k * stride + 0..n) for k < r: y loaded and stored once per vector
-// (not once per k, as r axpys would), four vectors in flight.
-template <class V, bool F16>
-void lora_axpy_rows(float* y, const float* m, const void* b, int64_t stride, int r, int n) {
-    int i = 0;
-    for (; i + 4 * V::W <= n; i += 4 * V::W) {
-        typename V::T acc[4];
-        for (int u = 0; u < 4; ++u) acc[u] = V::load(y + i + u * V::W);
-        for (int k = 0; k < r; ++k) {
-            const typename V::T mk = V::set1(m[k]);
-            for (int u = 0; u < 4; ++u)
-                acc[u] = V::fmadd(mk, lora_load<V, F16>(b, k * stride + i + u * V::W), acc[u]);
+// out[j * r + k] = scale (a_k . x_j) for the r rows a_k of a (n values each) and the NX rows x_j:
+// KA rows of a at a time, each vector of a loaded (and widened) once for the NX rows.
+template <class V, bool F16, int NX>
+void lora_down_rows(const void* a, int r, int n, const float* const* x, float scale, float* out) {
+    constexpr int KA = NX <= 2 || V::W >= 16 ? 4 : 2;  // accumulators within 16 registers on AVX2
+    const int64_t es = F16 ? 2 : 4;
+    for (int k0 = 0; k0 < r; k0 += KA) {
+        const int m = r - k0 < KA ? r - k0 : KA;
+        const void* ak[KA];
+        for (int u = 0; u < KA; ++u)
+            ak[u] = static_cast<const char*>(a) + (k0 + (u < m ? u : 0)) * int64_t{n} * es;
+        typename V::T acc[NX][KA];
+        for (auto& row : acc)
+            for (auto& v : row) v = V::zero();
+        int i = 0;
+        for (; i + V::W <= n; i += V::W) lora_down_step<V, F16, NX, KA, false>(ak, x, i, V::W, acc);
+        if (i < n) lora_down_step<V, F16, NX, KA, true>(ak, x, i, n - i, acc);
+        for (int j = 0; j < NX; ++j)
+            for (int u = 0; u < m; ++u) out[j * r + k0 + u] = scale * V::hsum(acc[j][u]);
+    }
+}
+
+// y_j[i..i + U W) (+ the first w lanes of the last vector when Tail) += sum_k m[j * r + k]
+// b[k * stride + i..]: each y vector loaded and stored once (not once per k, as r axpys would),
+// each vector of b loaded (and widened) once for the NY rows.
+template <class V, bool F16, int NY, int U, bool Tail>
+void lora_axpy_block(float* const* y, const float* m, const void* b, int64_t stride, int r, int i,
+                     int w) {
+    typename V::T acc[NY][U];
+    for (int j = 0; j < NY; ++j)
+        for (int u = 0; u < U; ++u) acc[j][u] = lora_vec<V, false, Tail>(y[j], i + u * V::W, w);
+    for (int k = 0; k < r; ++k) {
+        typename V::T bv[U];
+        for (int u = 0; u < U; ++u) bv[u] = lora_vec<V, F16, Tail>(b, k * stride + i + u * V::W, w);
+        for (int j = 0; j < NY; ++j) {
+            const typename V::T mk = V::set1(m[j * r + k]);
+            for (int u = 0; u < U; ++u) acc[j][u] = V::fmadd(mk, bv[u], acc[j][u]);
         }
-        for (int u = 0; u < 4; ++u) V::store(y + i + u * V::W, acc[u]);
     }
-    for (; i + V::W <= n; i += V::W) {
-        typename V::T acc = V::load(y + i);
-        for (int k = 0; k < r; ++k)
-            acc = V::fmadd(V::set1(m[k]), lora_load<V, F16>(b, k * stride + i), acc);
-        V::store(y + i, acc);
+    for (int j = 0; j < NY; ++j)
+        for (int u = 0; u < U; ++u) {
+            if constexpr (Tail)
+                V::store_n(y[j] + i + u * V::W, acc[j][u], w);
+            else
+                V::store(y[j] + i + u * V::W, acc[j][u]);
+        }
+}
+
+// y_j[0..n) += sum_k m[j * r + k] b[k * stride + 0..n) for k < r and the NY rows y_j: U vectors
+// per row at a time, then single ones, then the tail.
+template <class V, bool F16, int NY>
+void lora_axpy_rows_n(float* const* y, const float* m, const void* b, int64_t stride, int r,
+                      int n) {
+    constexpr int U = NY <= 2 || V::W >= 16 ? 4 : 2;  // accumulators within 16 registers on AVX2
+    int i = 0;
+    for (; i + U * V::W <= n; i += U * V::W)
+        lora_axpy_block<V, F16, NY, U, false>(y, m, b, stride, r, i, V::W);
+    for (; i + V::W <= n; i += V::W)
+        lora_axpy_block<V, F16, NY, 1, false>(y, m, b, stride, r, i, V::W);
+    if (i < n) lora_axpy_block<V, F16, NY, 1, true>(y, m, b, stride, r, i, n - i);
+}
+
+template <class V, bool F16>
+void lora_down(const void* a, int r, int n, const float* const* x, int nx, float scale,
+               float* out) {
+    switch (nx) {
+        case 1:
+            return lora_down_rows<V, F16, 1>(a, r, n, x, scale, out);
+        case 2:
+            return lora_down_rows<V, F16, 2>(a, r, n, x, scale, out);
+        case 3:
+            return lora_down_rows<V, F16, 3>(a, r, n, x, scale, out);
+        default:
+            return lora_down_rows<V, F16, kLoraRowGroup>(a, r, n, x, scale, out);
     }
-    if (i < n) {
-        typename V::T acc = V::load_n(y + i, n - i);
-        for (int k = 0; k < r; ++k)
-            acc = V::fmadd(V::set1(m[k]), lora_load_n<V, F16>(b, k * stride + i, n - i), acc);
-        V::store_n(y + i, acc, n - i);
+}
+
+template <class V, bool F16>
+void lora_axpy_rows(float* const* y, int ny, const float* m, const void* b, int64_t stride, int r,
+                    int n) {
+    switch (ny) {
+        case 1:
+            return lora_axpy_rows_n<V, F16, 1>(y, m, b, stride, r, n);
+        case 2:
+            return lora_axpy_rows_n<V, F16, 2>(y, m, b, stride, r, n);
+        case 3:
+            return lora_axpy_rows_n<V, F16, 3>(y, m, b, stride, r, n);
+        default:
+            return lora_axpy_rows_n<V, F16, kLoraRowGroup>(y, m, b, stride, r, n);
     }
 }
 
