@@ -8,6 +8,7 @@
 #include "cli/command.hpp"
 #include "cli/data_clean.hpp"
 #include "cli/data_langid.hpp"
+#include "cli/data_mix.hpp"
 #include "cli/data_score.hpp"
 #include "cli/option_checks.hpp"
 #include "core/error.hpp"
@@ -79,11 +80,13 @@ std::function<int()> setup(CLI::App& app) {
     const auto [clean, run_clean] = add_data_clean(app);
     const auto [score, run_score] = add_data_score(app);
     const auto [langid, run_langid] = add_data_langid(app);
-    return [o, docs, prep, clean, run_clean, score, run_score, langid, run_langid] {
+    const auto [mix, run_mix] = add_data_mix(app);
+    return [o, docs, prep, clean, run_clean, score, run_score, langid, run_langid, mix, run_mix] {
         if (clean->parsed()) return run_clean();
         if (score->parsed()) return run_score();
         if (langid->parsed()) return run_langid();
-        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean, score, langid)");
+        if (mix->parsed()) return run_mix();
+        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean, score, langid, mix)");
         o->docs = *docs == "line"   ? data::DocMode::Line
                   : *docs == "file" ? data::DocMode::File
                                     : data::DocMode::Blank;
@@ -93,7 +96,8 @@ std::function<int()> setup(CLI::App& app) {
 
 SYSLM_COMMAND(data, "data",
               "Prepare training data: token shards (data prepare), cleaning (data clean), "
-              "perplexity scores (data score), language identification (data langid)",
+              "perplexity scores (data score), language identification (data langid), strata "
+              "and mixtures (data mix)",
               setup);
 
 }  // namespace

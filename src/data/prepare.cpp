@@ -157,10 +157,6 @@ namespace {
 
 void check_prepare_options(const PrepareOptions& opt, const tokenizer::Tokenizer& tok) {
     SYSLM_CHECK(!opt.inputs.empty(), "data prepare: no input files");
-    SYSLM_CHECK(opt.val_fraction >= 0 && opt.val_fraction <= 0.5, "data prepare: --val ",
-                opt.val_fraction, " must be in [0, 0.5]");
-    SYSLM_CHECK(opt.shard_tokens > 0, "data prepare: --shard-tokens must be positive");
-    SYSLM_CHECK(opt.chunk_tokens > 0, "data prepare: --chunk-tokens must be positive");
     SYSLM_CHECK(tok.n_vocab() > 0, opt.tokenizer_path, ": the vocabulary is empty");
 }
 
@@ -178,68 +174,101 @@ void remove_stale_shards(const std::string& dir, const DataMeta& m) {
 
 }  // namespace
 
-PrepareStats prepare_data(
-    const PrepareOptions& opt, const tokenizer::Tokenizer& tok,
-    const std::function<void(const std::string&, uint64_t, uint64_t)>& on_file) {
-    namespace fs = std::filesystem;
-    const auto t_start = Clock::now();
-    check_prepare_options(opt, tok);
+struct DatasetWriter::Impl {
+    Impl(const std::string& dir, const DataMeta& m, uint64_t shard_tokens)
+        : train(dir, "train", shard_tokens, m.dtype),
+          val(dir, "val", shard_tokens, m.dtype),
+          splitter(m.val_fraction, m.chunk_tokens, train, val) {}
+    SplitWriter train, val;
+    Splitter splitter;
+    std::vector<uint32_t> doc_tokens;
+};
 
+DatasetWriter::DatasetWriter(const DatasetOptions& opt, const tokenizer::Tokenizer& tok)
+    : opt_(opt), tok_(tok) {
+    namespace fs = std::filesystem;
+    SYSLM_CHECK(opt.val_fraction >= 0 && opt.val_fraction <= 0.5, "data: --val ", opt.val_fraction,
+                " must be in [0, 0.5]");
+    SYSLM_CHECK(opt.shard_tokens > 0, "data: --shard-tokens must be positive");
+    SYSLM_CHECK(opt.chunk_tokens > 0, "data: --chunk-tokens must be positive");
     std::error_code ec;
     fs::create_directories(opt.out_dir, ec);
     SYSLM_CHECK(fs::is_directory(opt.out_dir), opt.out_dir, ": cannot create the directory",
                 ec ? ": " + ec.message() : "");
-
     // meta.json is what makes a directory usable: without it until the new set is complete.
     fs::remove(meta_path(opt.out_dir), ec);
     SYSLM_CHECK(!ec, meta_path(opt.out_dir),
                 ": cannot remove the previous run's file: ", ec.message());
+    meta_.tokenizer = opt.tokenizer_path;
+    meta_.n_vocab = static_cast<uint32_t>(tok.n_vocab());
+    meta_.tokenizer_hash = tokenizer_fingerprint(tok);
+    meta_.separator = document_separator(tok);
+    meta_.dtype = dtype_for_vocab(meta_.n_vocab);
+    meta_.val_fraction = opt.val_fraction;
+    meta_.chunk_tokens = opt.chunk_tokens;
+    impl_ = std::make_unique<Impl>(opt.out_dir, meta_, opt.shard_tokens);
+}
 
+DatasetWriter::~DatasetWriter() = default;
+
+uint64_t DatasetWriter::add_document(std::string_view text) {
+    const auto t0 = Clock::now();
+    const std::vector<int32_t> ids = tok_.encode(std::string(text), false, false);
+    tokenize_seconds_ += since(t0);
+    std::vector<uint32_t>& t = impl_->doc_tokens;
+    t.assign(1, static_cast<uint32_t>(meta_.separator));
+    t.insert(t.end(), ids.begin(), ids.end());
+    impl_->splitter.push(t);
+    ++n_docs_;
+    return t.size();
+}
+
+void DatasetWriter::add_tokens(std::span<const uint32_t> tokens, Split split) {
+    if (split == Split::ByChunk)
+        impl_->splitter.push(tokens);
+    else
+        (split == Split::Train ? impl_->train : impl_->val).append(tokens);
+}
+
+const DataMeta& DatasetWriter::finish() {
+    Impl& w = *impl_;
+    w.train.finish();
+    w.val.finish();
+    SYSLM_CHECK(w.train.n_tokens() > 0, opt_.out_dir, ": the train split is empty");
+    SYSLM_CHECK(opt_.val_fraction == 0 || w.val.n_tokens() > 0, opt_.out_dir,
+                ": the val split is empty: ", w.train.n_tokens(), " tokens make ",
+                (w.train.n_tokens() + opt_.chunk_tokens - 1) / opt_.chunk_tokens, " chunks of ",
+                opt_.chunk_tokens, " tokens, and val takes every ", 1.0 / opt_.val_fraction,
+                "-th chunk; use a smaller --chunk-tokens or a larger --val");
+    meta_.train_tokens = w.train.n_tokens();
+    meta_.val_tokens = w.val.n_tokens();
+    meta_.train_shards = w.train.names();
+    meta_.val_shards = w.val.names();
+    write_meta(opt_.out_dir, meta_);
+    remove_stale_shards(opt_.out_dir, meta_);
+    return meta_;
+}
+
+PrepareStats prepare_data(
+    const PrepareOptions& opt, const tokenizer::Tokenizer& tok,
+    const std::function<void(const std::string&, uint64_t, uint64_t)>& on_file) {
+    const auto t_start = Clock::now();
+    check_prepare_options(opt, tok);
+    DatasetWriter out(opt, tok);
     PrepareStats st;
-    DataMeta& m = st.meta;
-    m.tokenizer = opt.tokenizer_path;
-    m.n_vocab = static_cast<uint32_t>(tok.n_vocab());
-    m.tokenizer_hash = tokenizer_fingerprint(tok);
-    m.separator = document_separator(tok);
-    m.dtype = dtype_for_vocab(m.n_vocab);
-    m.val_fraction = opt.val_fraction;
-    m.chunk_tokens = opt.chunk_tokens;
-
-    SplitWriter train(opt.out_dir, "train", opt.shard_tokens, m.dtype);
-    SplitWriter val(opt.out_dir, "val", opt.shard_tokens, m.dtype);
-    Splitter splitter(opt.val_fraction, opt.chunk_tokens, train, val);
-    std::vector<uint32_t> doc_tokens;
     for (const auto& path : opt.inputs) {
         uint64_t bytes = 0, tokens = 0;
         for_each_document(path, opt.docs, [&](const std::string& doc) {
-            const auto t0 = Clock::now();
-            const std::vector<int32_t> ids = tok.encode(doc, false, false);
-            st.tokenize_seconds += since(t0);
-            doc_tokens.assign(1, static_cast<uint32_t>(m.separator));
-            doc_tokens.insert(doc_tokens.end(), ids.begin(), ids.end());
-            splitter.push(doc_tokens);
+            tokens += out.add_document(doc);
             bytes += doc.size();
-            tokens += doc_tokens.size();
-            ++st.n_docs;
         });
         st.n_bytes += bytes;
         if (on_file) on_file(path, bytes, tokens);
     }
-    train.finish();
-    val.finish();
+    st.n_docs = out.n_docs();
     SYSLM_CHECK(st.n_docs > 0, "data prepare: the input files hold no text");
-    SYSLM_CHECK(train.n_tokens() > 0, "data prepare: the train split is empty");
-    SYSLM_CHECK(opt.val_fraction == 0 || val.n_tokens() > 0,
-                "data prepare: the val split is empty: ", train.n_tokens(), " tokens make ",
-                (train.n_tokens() + opt.chunk_tokens - 1) / opt.chunk_tokens, " chunks of ",
-                opt.chunk_tokens, " tokens, and val takes every ", 1.0 / opt.val_fraction,
-                "-th chunk; use a smaller --chunk-tokens or a larger --val");
-    m.train_tokens = train.n_tokens();
-    m.val_tokens = val.n_tokens();
-    m.train_shards = train.names();
-    m.val_shards = val.names();
-    write_meta(opt.out_dir, m);
-    remove_stale_shards(opt.out_dir, m);
+    st.meta = out.finish();
+    st.tokenize_seconds = out.tokenize_seconds();
     st.seconds = since(t_start);
     return st;
 }

@@ -21,7 +21,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/shards.hpp"
@@ -34,13 +37,17 @@ namespace syslm::data {
 
 enum class DocMode { Line, Blank, File };
 
-struct PrepareOptions {
-    std::vector<std::string> inputs;  // text files
-    std::string tokenizer_path;       // recorded in meta.json
+// One prepared data set's directory and split.
+struct DatasetOptions {
+    std::string tokenizer_path;  // recorded in meta.json
     std::string out_dir;
     double val_fraction = 0.02;  // 0 = no val split; at most 0.5
     uint64_t shard_tokens = uint64_t(1) << 25;
     uint64_t chunk_tokens = 2048;
+};
+
+struct PrepareOptions : DatasetOptions {
+    std::vector<std::string> inputs;  // text files
     DocMode docs = DocMode::Blank;
 };
 
@@ -57,6 +64,36 @@ uint64_t tokenizer_fingerprint(const tokenizer::Tokenizer& tok);
 
 // The separator token put before every document (see above); throws when the vocabulary has none.
 int32_t document_separator(const tokenizer::Tokenizer& tok);
+
+// Writes one data set document by document (what prepare_data and `data mix` share): meta.json
+// of an earlier set is removed at construction, the new one written by finish().
+class DatasetWriter {
+public:
+    DatasetWriter(const DatasetOptions& opt, const tokenizer::Tokenizer& tok);
+    ~DatasetWriter();
+    // Encodes a document and appends it after the separator; returns its tokens, separator
+    // included.
+    uint64_t add_document(std::string_view text);
+    // Appends tokens as they are (documents already with their separators): cut into chunks
+    // for the train/val split as documents are, or all to one split.
+    enum class Split { ByChunk, Train, Val };
+    void add_tokens(std::span<const uint32_t> tokens, Split split = Split::ByChunk);
+    // Flushes the splits, checks that none is empty (val only when asked for), writes meta.json
+    // and removes shards of an earlier set. Throws Error naming the directory.
+    const DataMeta& finish();
+    const DataMeta& meta() const { return meta_; }  // before finish(): tokenizer fields only
+    uint64_t n_docs() const { return n_docs_; }
+    double tokenize_seconds() const { return tokenize_seconds_; }
+
+private:
+    struct Impl;
+    DatasetOptions opt_;
+    const tokenizer::Tokenizer& tok_;
+    DataMeta meta_;
+    std::unique_ptr<Impl> impl_;
+    uint64_t n_docs_ = 0;
+    double tokenize_seconds_ = 0;
+};
 
 // Throws Error naming the input / output file on unreadable input, an empty corpus, an empty val
 // split when one was asked for, or a failed write. `on_file(path, bytes, tokens)` is called after

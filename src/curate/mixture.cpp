@@ -1,0 +1,307 @@
+#include "curate/mixture.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/mapped_file.hpp"
+#include "data/loader.hpp"
+
+namespace syslm::curate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string canonical(const std::string& p) {
+    std::error_code ec;
+    const fs::path c = fs::weakly_canonical(p, ec);
+    return ec ? p : c.string();
+}
+
+std::vector<std::string> level_names(int k) {
+    if (k <= 1) return {""};
+    if (k == 2) return {"easy", "hard"};
+    if (k == 3) return {"easy", "medium", "hard"};
+    std::vector<std::string> names;
+    for (int i = 0; i < k; ++i) names.push_back(std::string(1, 'd').append(std::to_string(i)));
+    return names;
+}
+
+// `data score`'s perplexities: per scored file (canonical path), in document order.
+using ScoreTable = std::map<std::string, std::vector<double>>;
+
+ScoreTable read_scores(const std::string& path) {
+    std::ifstream in(path);
+    SYSLM_CHECK(in, path, ": cannot open the scores file");
+    std::map<std::string, std::vector<std::pair<int64_t, double>>> by_file;
+    std::string line;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
+        if (line.empty()) continue;
+        try {
+            const nlohmann::json j = nlohmann::json::parse(line);
+            by_file[canonical(j.at("file").get<std::string>())].push_back(
+                {j.at("id").get<int64_t>(), j.at("ppl").get<double>()});
+        } catch (const nlohmann::json::exception& e) {
+            fail(path, ":", n, ": not a line of `syslm data score` (file, id, ppl): ", e.what());
+        }
+    }
+    ScoreTable t;
+    for (auto& [file, scores] : by_file) {
+        std::sort(scores.begin(), scores.end());
+        for (const auto& s : scores) t[file].push_back(s.second);
+    }
+    return t;
+}
+
+// The difficulty level of each document of a source, in reading order: its perplexity's rank
+// cut into k levels of equal counts (ties broken by reading order).
+struct SourceLevels {
+    std::vector<int> level;
+    std::vector<double> ppl;
+};
+
+SourceLevels source_levels(const std::vector<std::string>& files, DocUnit unit,
+                           const ScoreTable& scores, int k, const std::string& scores_path) {
+    SourceLevels s;
+    std::vector<size_t> per_file(files.size(), 0);
+    DocumentReader reader(files, unit);
+    Document d;
+    while (reader.next(d)) {
+        const std::string& f = files[static_cast<size_t>(d.file)];
+        const size_t ord = per_file[static_cast<size_t>(d.file)]++;
+        const auto it = scores.find(canonical(f));
+        SYSLM_CHECK(it != scores.end() && ord < it->second.size(), scores_path,
+                    ": no score for document ", ord, " of ", f,
+                    " (score the same files with the same --docs)");
+        s.ppl.push_back(it->second[ord]);
+    }
+    for (size_t i = 0; i < files.size(); ++i) {
+        const auto it = scores.find(canonical(files[i]));
+        SYSLM_CHECK(it == scores.end() || it->second.size() == per_file[i], scores_path, ": ",
+                    it->second.size(), " scores for ", files[i], ", which holds ", per_file[i],
+                    " documents (score the same files with the same --docs)");
+    }
+    const size_t n = s.ppl.size();
+    std::vector<size_t> rank(n);
+    std::iota(rank.begin(), rank.end(), size_t{0});
+    std::stable_sort(rank.begin(), rank.end(),
+                     [&](size_t a, size_t b) { return s.ppl[a] < s.ppl[b]; });
+    s.level.resize(n);
+    for (size_t r = 0; r < n; ++r) s.level[rank[r]] = static_cast<int>(r * size_t(k) / n);
+    return s;
+}
+
+void check_options(const MixOptions& opt) {
+    SYSLM_CHECK(!opt.sources.empty(), "data mix: no --source");
+    std::vector<std::string> names;
+    for (const MixSource& s : opt.sources) {
+        SYSLM_CHECK(std::find(names.begin(), names.end(), s.name) == names.end(),
+                    "data mix: two sources named '", s.name, "'");
+        names.push_back(s.name);
+    }
+    SYSLM_CHECK(opt.levels >= 0 && opt.levels <= 16, "data mix: difficulty levels ", opt.levels,
+                " must be in [0, 16]");
+    SYSLM_CHECK(opt.levels == 0 || !opt.scores_path.empty(),
+                "data mix: difficulty levels need --scores (from `syslm data score`)");
+}
+
+// Tokens [begin, end) of a set of shards taken as one stream.
+void read_range(const data::ShardSet& set, uint64_t begin, uint64_t end,
+                std::vector<int32_t>& ids) {
+    ids.resize(end - begin);
+    uint64_t first = 0, done = 0;
+    for (const data::Shard& sh : set.shards()) {
+        const uint64_t last = first + sh.size();
+        const uint64_t a = std::max(begin, first), b = std::min(end, last);
+        if (a < b) {
+            sh.read(a - first, b - a, ids.data() + done);
+            done += b - a;
+        }
+        first = last;
+    }
+}
+
+// Writes one source's strata (prepared data sets under strata/) and returns them.
+std::vector<Stratum> write_source(const MixOptions& opt, const MixSource& src,
+                                  const ScoreTable& scores, const tokenizer::Tokenizer& tok) {
+    const std::vector<std::string> files = input_files(src.paths);
+    const int k = std::max(opt.levels, 1);
+    SourceLevels lv;
+    if (opt.levels > 0) lv = source_levels(files, opt.unit, scores, k, opt.scores_path);
+    std::vector<Stratum> strata;
+    std::vector<std::unique_ptr<data::DatasetWriter>> writers;
+    const std::vector<std::string> levels = level_names(k);
+    for (int i = 0; i < k; ++i) {
+        Stratum s;
+        s.source = src.name;
+        s.level = levels[static_cast<size_t>(i)];
+        s.name = src.name;
+        if (!s.level.empty()) s.name.append(".").append(s.level);
+        data::DatasetOptions d = opt.data;
+        d.out_dir = (fs::path(opt.data.out_dir) / "strata" / s.name).string();
+        writers.push_back(std::make_unique<data::DatasetWriter>(d, tok));
+        strata.push_back(s);
+    }
+    DocumentReader reader(files, opt.unit);
+    Document doc;
+    for (size_t i = 0; reader.next(doc); ++i) {
+        const size_t level = opt.levels > 0 ? static_cast<size_t>(lv.level[i]) : 0;
+        Stratum& s = strata[level];
+        if (opt.levels > 0) {
+            const double p = lv.ppl[i];
+            s.ppl_min = s.docs ? std::min(s.ppl_min, p) : p;
+            s.ppl_max = s.docs ? std::max(s.ppl_max, p) : p;
+        }
+        writers[level]->add_document(doc.text);
+        ++s.docs;
+    }
+    for (int i = 0; i < k; ++i) {
+        Stratum& s = strata[static_cast<size_t>(i)];
+        SYSLM_CHECK(s.docs > 0, "data mix: source '", src.name, "' has no documents",
+                    opt.levels > 0 ? " for level " + s.level : std::string());
+        const data::DataMeta& m = writers[static_cast<size_t>(i)]->finish();
+        s.train_tokens = m.train_tokens;
+        s.val_tokens = m.val_tokens;
+    }
+    return strata;
+}
+
+// Each source's weight split over its strata by their train tokens; sums to 1.
+void assign_weights(const MixOptions& opt, std::vector<Stratum>& strata) {
+    double total = 0;
+    for (const MixSource& s : opt.sources) total += s.weight;
+    for (const MixSource& src : opt.sources) {
+        uint64_t tokens = 0;
+        for (const Stratum& s : strata)
+            if (s.source == src.name) tokens += s.train_tokens;
+        for (Stratum& s : strata)
+            if (s.source == src.name)
+                s.weight = src.weight / total * double(s.train_tokens) / double(tokens);
+    }
+}
+
+nlohmann::json mixture_json(const MixOptions& opt, const std::vector<Stratum>& strata,
+                            const data::DataMeta& meta) {
+    nlohmann::json j = {{"version", 1},
+                        {"seed", opt.seed},
+                        {"chunk_tokens", opt.data.chunk_tokens},
+                        {"train_tokens", meta.train_tokens},
+                        {"val_tokens", meta.val_tokens},
+                        {"difficulty_levels", opt.levels},
+                        {"scores", opt.scores_path}};
+    for (const MixSource& s : opt.sources)
+        j["sources"].push_back({{"name", s.name}, {"paths", s.paths}, {"weight", s.weight}});
+    for (const Stratum& s : strata)
+        j["strata"].push_back({{"name", s.name},
+                               {"source", s.source},
+                               {"level", s.level},
+                               {"dir", "strata/" + s.name},
+                               {"weight", s.weight},
+                               {"docs", s.docs},
+                               {"train_tokens", s.train_tokens},
+                               {"val_tokens", s.val_tokens},
+                               {"mixed_tokens", s.mixed_tokens},
+                               {"repeats", s.repeats()},
+                               {"ppl_min", s.ppl_min},
+                               {"ppl_max", s.ppl_max}});
+    return j;
+}
+
+}  // namespace
+
+MixSource parse_mix_source(const std::string& spec) {
+    const size_t eq = spec.find('=');
+    SYSLM_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(), "--source '", spec,
+                "': expected NAME=PATH[:WEIGHT]");
+    MixSource s;
+    s.name = spec.substr(0, eq);
+    for (char c : s.name)
+        SYSLM_CHECK(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-',
+                    "--source '", spec, "': the name may hold letters, digits, '_' and '-'");
+    std::string path = spec.substr(eq + 1);
+    const size_t colon = path.rfind(':');
+    if (colon != std::string::npos) {
+        const std::string w = path.substr(colon + 1);
+        char* end = nullptr;
+        s.weight = std::strtod(w.c_str(), &end);
+        SYSLM_CHECK(
+            !w.empty() && end == w.c_str() + w.size() && std::isfinite(s.weight) && s.weight > 0,
+            "--source '", spec, "': the weight '", w, "' is not a positive number");
+        path.resize(colon);
+    }
+    SYSLM_CHECK(!path.empty(), "--source '", spec, "': no path");
+    s.paths.push_back(path);
+    return s;
+}
+
+std::string mixture_json_path(const std::string& dir) {
+    return (fs::path(dir) / "mixture.json").string();
+}
+
+MixResult mix_data(const MixOptions& opt, const tokenizer::Tokenizer& tok) {
+    check_options(opt);
+    // The mixture's description goes first, so a failed run leaves no set that looks complete
+    // (meta.json is removed by the writer).
+    std::error_code ec;
+    fs::create_directories(opt.data.out_dir, ec);
+    fs::remove(mixture_json_path(opt.data.out_dir), ec);
+    const ScoreTable scores = opt.levels > 0 ? read_scores(opt.scores_path) : ScoreTable{};
+    MixResult res;
+    for (const MixSource& src : opt.sources)
+        for (Stratum& s : write_source(opt, src, scores, tok)) res.strata.push_back(std::move(s));
+    assign_weights(opt, res.strata);
+
+    uint64_t budget = opt.train_tokens;
+    if (budget == 0)
+        for (const Stratum& s : res.strata) budget += s.train_tokens;
+    // Chunks of each stratum, in a seeded order of its own, repeated as needed for its share.
+    const uint64_t C = opt.data.chunk_tokens;
+    std::vector<std::pair<uint32_t, uint64_t>> plan;  // (stratum, chunk)
+    for (size_t si = 0; si < res.strata.size(); ++si) {
+        Stratum& s = res.strata[si];
+        const uint64_t chunks = (s.train_tokens + C - 1) / C;
+        const auto want = static_cast<uint64_t>(std::llround(s.weight * double(budget)));
+        for (uint64_t pass = 0; s.mixed_tokens < std::max<uint64_t>(want, 1); ++pass) {
+            const std::vector<uint32_t> order = data::epoch_order(opt.seed + si, pass, chunks);
+            for (size_t i = 0; i < order.size() && s.mixed_tokens < std::max<uint64_t>(want, 1);
+                 ++i) {
+                plan.push_back({static_cast<uint32_t>(si), order[i]});
+                s.mixed_tokens += std::min(C, s.train_tokens - order[i] * C);
+            }
+        }
+    }
+    data::DatasetWriter top(opt.data, tok);
+    std::vector<data::ShardSet> train, val;
+    for (const Stratum& s : res.strata) {
+        const std::string dir = (fs::path(opt.data.out_dir) / "strata" / s.name).string();
+        train.emplace_back(data::split_shard_paths(dir, "train"));
+        if (s.val_tokens > 0) val.emplace_back(data::split_shard_paths(dir, "val"));
+    }
+    std::vector<int32_t> ids;
+    auto put = [&](data::DatasetWriter::Split split) {
+        top.add_tokens({reinterpret_cast<const uint32_t*>(ids.data()), ids.size()}, split);
+    };
+    for (uint32_t i : data::epoch_order(opt.seed, 0, plan.size())) {
+        const auto [si, c] = plan[i];
+        read_range(train[si], c * C, std::min((c + 1) * C, res.strata[si].train_tokens), ids);
+        put(data::DatasetWriter::Split::Train);
+    }
+    for (const data::ShardSet& v : val)
+        for (uint64_t t = 0; t < v.n_tokens(); t += C) {
+            read_range(v, t, std::min(t + C, v.n_tokens()), ids);
+            put(data::DatasetWriter::Split::Val);
+        }
+    res.meta = top.finish();
+    write_file_atomically(mixture_json_path(opt.data.out_dir),
+                          mixture_json(opt, res.strata, res.meta).dump(2) + "\n");
+    return res;
+}
+
+}  // namespace syslm::curate

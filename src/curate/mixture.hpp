@@ -1,0 +1,75 @@
+// `syslm data mix`: sources of text, each with a weight, become strata (a source whole, or its
+// documents in difficulty levels by a perplexity score), each a prepared data set of its own,
+// and one training mixture of them.
+//
+// Layout of the output directory:
+//   strata/<stratum>/   train/val shards + meta.json of that stratum (data/prepare.hpp), so a
+//                       stratum can be evaluated (its loss) or trained alone
+//   train_NNN.bin       the mixture: chunks of chunk_tokens tokens drawn from each stratum's train
+//                       split in proportion to its weight (a stratum short of its share repeats,
+//                       a long one is cut), in a seeded shuffled order
+//   val_NNN.bin         every stratum's val split, in stratum order: the same mixed validation
+//                       set whatever the weights, so that mixtures can be compared on it
+//   meta.json           as data prepare's: `syslm train --data DIR` reads the mixture directly
+//   mixture.json        the sources, strata (source, level, perplexity range, weight, tokens,
+//                       repeats) and the seed
+//
+// Difficulty. With levels K > 0 and a scores file (JSON lines of `syslm data score`: file, id,
+// ppl for the same files and document unit), each source's documents are ranked by perplexity
+// and cut into K levels of equal document counts, the lowest perplexity "easy" (a document too
+// short to score, perplexity 0, ranks easiest): levels are named
+// easy / hard (K = 2), easy / medium / hard (K = 3), else d0 .. d(K-1). A stratum's name is
+// "<source>.<level>". A source's weight is split over its levels by their train tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "curate/documents.hpp"
+#include "data/prepare.hpp"
+
+namespace syslm::curate {
+
+struct MixSource {
+    std::string name;                // a stratum name part: letters, digits, '_' and '-'
+    std::vector<std::string> paths;  // files or directories of text
+    double weight = 1;               // relative; normalised over the sources
+};
+
+// Parses NAME=PATH[:WEIGHT] (the CLI's --source); throws Error saying what is wrong.
+MixSource parse_mix_source(const std::string& spec);
+
+struct MixOptions {
+    std::vector<MixSource> sources;
+    DocUnit unit = DocUnit::Blank;
+    data::DatasetOptions data;  // tokenizer path, output directory, val fraction, chunk tokens
+    uint64_t train_tokens = 0;  // of the mixture; 0: as many as the strata's train splits hold
+    uint64_t seed = 1;
+    int levels = 0;           // difficulty levels per source; 0: one stratum per source
+    std::string scores_path;  // `data score`'s JSON lines, when levels > 0
+};
+
+struct Stratum {
+    std::string name, source, level;  // level "" without difficulty levels
+    double weight = 0;                // its share of the mixture's train tokens
+    uint64_t docs = 0, train_tokens = 0, val_tokens = 0;
+    double ppl_min = 0, ppl_max = 0;  // of its documents, with difficulty levels
+    uint64_t mixed_tokens = 0;        // in the mixture
+    double repeats() const {
+        return train_tokens ? double(mixed_tokens) / double(train_tokens) : 0;
+    }
+};
+
+struct MixResult {
+    std::vector<Stratum> strata;
+    data::DataMeta meta;  // of the mixture
+};
+
+// Throws Error naming the file for unreadable inputs, a source without text, a document without
+// a score, or a stratum whose val split is empty.
+MixResult mix_data(const MixOptions& opt, const tokenizer::Tokenizer& tok);
+
+std::string mixture_json_path(const std::string& dir);  // <dir>/mixture.json
+
+}  // namespace syslm::curate
