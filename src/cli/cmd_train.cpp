@@ -27,6 +27,7 @@
 #include "cli/command.hpp"
 #include "cli/token_ids.hpp"
 #include "cli/train_args.hpp"
+#include "cli/train_strata.hpp"
 #include "cli/vocab_file.hpp"
 #include "compress/quantize_model.hpp"
 #include "core/error.hpp"
@@ -293,10 +294,12 @@ std::pair<int, int> plan_step(const TrainArgs& a, train::TrainModel& model, FILE
 // With data parallelism the source makes the global batch (ranks x batch sequences) and each
 // rank trains on its slice of it.
 std::unique_ptr<train::BatchSource> open_batches(const TrainArgs& a, const RankLayout& r,
-                                                 int n_vocab, int batch) {
+                                                 int n_vocab, int batch, int accum) {
     const int global = batch * r.mesh.dp;
     std::unique_ptr<train::BatchSource> data;
-    if (!a.data.empty())
+    if (uses_strata(a))
+        data = open_strata(a, n_vocab, global, accum);
+    else if (!a.data.empty())
         data = std::make_unique<train::ShardBatches>(a.data, a.seed, n_vocab, global, a.seq);
     else if (a.synthetic)
         data = std::make_unique<train::SyntheticBatches>(a.seed, n_vocab, global, a.seq);
@@ -504,8 +507,17 @@ struct LoopOutcome {
     double timed = 0, first_loss = NAN, final_loss = 0, best_val = INFINITY;
     int64_t timed_steps = 0;
     bool interrupted = false;
+    std::vector<double> stratum_loss;  // summed train loss and steps per stratum
+    std::vector<int64_t> stratum_steps;
     uint64_t last_step_bytes = 0;  // sent by this rank (compression's warm-up steps are exact)
     double seconds_per_step() const { return timed / std::max<int64_t>(1, timed_steps); }
+    void count_stratum(const train::StepStats& s, size_t n_strata) {
+        if (s.stratum < 0) return;
+        stratum_loss.resize(n_strata);
+        stratum_steps.resize(n_strata);
+        stratum_loss[static_cast<size_t>(s.stratum)] += s.loss;
+        ++stratum_steps[static_cast<size_t>(s.stratum)];
+    }
 };
 
 // Everything the step loop works with.
@@ -520,6 +532,7 @@ struct TrainLoop {
     double step_flops, peak, tokens_per_step;
     std::function<void(const nlohmann::json&)> log;
     std::function<void()> save;  // every rank calls it (rank 0 writes; ZeRO: each its shard)
+    std::vector<train::StratumInfo> strata;  // of --data with --stratum-lr / --curriculum
 };
 
 // One step's progress: a live line on a terminal (rewritten each step, kept every --log-every
@@ -543,15 +556,12 @@ void report_step(const TrainLoop& L, const train::StepStats& s, const LoopOutcom
                      "%sstep %lld: gradients overflowed at loss scale %g: skipped, scale halved\n",
                      live ? "\n" : "", static_cast<long long>(s.step + 1),
                      static_cast<double>(s.loss_scale));
-    L.log({{"step", s.step + 1},
-           {"loss", s.loss},
-           {"loss_scale", s.loss_scale},
-           {"skipped", s.skipped},
-           {"lr", s.lr},
-           {"grad_norm", s.grad_norm},
-           {"tokens_per_s", tps},
-           {"mfu", mfu},
-           {"waited_ms", 1e3 * L.data.waited_s()}});
+    nlohmann::json j{
+        {"step", s.step + 1},   {"loss", s.loss}, {"loss_scale", s.loss_scale},
+        {"skipped", s.skipped}, {"lr", s.lr},     {"grad_norm", s.grad_norm},
+        {"tokens_per_s", tps},  {"mfu", mfu},     {"waited_ms", 1e3 * L.data.waited_s()}};
+    if (s.stratum >= 0) j["stratum"] = L.strata[static_cast<size_t>(s.stratum)].name;
+    L.log(j);
 }
 
 // The val loss after step s where --eval-every asks; true when --patience says stop.
@@ -564,7 +574,19 @@ bool evaluate_step(const TrainLoop& L, const train::StepStats& s, LoopOutcome& o
     std::fprintf(L.r.info, "%sstep %lld: val loss %.4f (data wait so far %.0f ms)\n",
                  newline ? "\n" : "", static_cast<long long>(s.step + 1), val,
                  1e3 * L.data.waited_s());
-    L.log({{"step", s.step + 1}, {"val_loss", val}});
+    nlohmann::json j{{"step", s.step + 1}, {"val_loss", val}};
+    if (!L.strata.empty()) {  // the loss per stratum (per task)
+        const nlohmann::json per =
+            evaluate_strata(L.model, L.strata, L.batch, L.a.seq, L.a.eval_batches, L.be);
+        for (const auto& [name, loss] : per.items()) {
+            if (loss.is_null())
+                std::fprintf(L.r.info, "  %s: val split under one batch\n", name.c_str());
+            else
+                std::fprintf(L.r.info, "  %s %.4f\n", name.c_str(), loss.get<double>());
+            j[name] = loss;
+        }
+    }
+    L.log(j);
     if (val < o.best_val) {
         o.best_val = val;
         evals_without_gain = 0;
@@ -608,6 +630,7 @@ LoopOutcome run_steps(const TrainLoop& L) {
         o.last_step_bytes = L.r.bytes_sent() - sent_before;
         o.final_loss = s.loss;
         if (std::isnan(o.first_loss)) o.first_loss = s.loss;
+        o.count_stratum(s, L.strata.size());
         if (s.step > first || L.a.steps - first == 1) {  // the first step includes warm-up
             o.timed += s.seconds;
             ++o.timed_steps;
@@ -636,6 +659,23 @@ LoopOutcome run_steps(const TrainLoop& L) {
         L.trainer.next_step() % L.a.checkpoint_every != 0)
         L.save();
     return o;
+}
+
+// Steps and mean train loss per stratum, with its learning-rate scale.
+void report_strata(const std::vector<train::StratumInfo>& strata, const std::vector<float>& lr,
+                   const LoopOutcome& o, nlohmann::json& summary, FILE* info) {
+    if (o.stratum_steps.empty()) return;
+    std::fprintf(info, "%-24s %8s %8s %10s\n", "stratum", "lr scale", "steps", "train loss");
+    for (size_t i = 0; i < strata.size(); ++i) {
+        const int64_t n = o.stratum_steps[i];
+        const double mean = n ? o.stratum_loss[i] / static_cast<double>(n) : NAN;
+        std::fprintf(info, "%-24s %8.3f %8lld %10.4f\n", strata[i].name.c_str(),
+                     static_cast<double>(lr[i]), static_cast<long long>(n), mean);
+        summary["strata"].push_back({{"name", strata[i].name},
+                                     {"lr_scale", lr[i]},
+                                     {"steps", n},
+                                     {"mean_train_loss", n ? nlohmann::json(mean) : nullptr}});
+    }
 }
 
 void report_parallelism(const TrainArgs& a, const RankLayout& r, const train::Trainer& trainer,
@@ -765,7 +805,9 @@ int run_train(const TrainArgs& a) {
     const int n_vocab = model.hparams().n_vocab;
     check_fits_model(a, model.hparams());
     const auto [batch, accum] = plan_step(a, model, r.info);
-    const std::unique_ptr<train::BatchSource> data = open_batches(a, r, n_vocab, batch);
+    const std::unique_ptr<train::BatchSource> data = open_batches(a, r, n_vocab, batch, accum);
+    const std::vector<train::StratumInfo> strata =
+        uses_strata(a) ? train::read_strata(a.data) : std::vector<train::StratumInfo>{};
     if (r.mesh.tp > 1)
         std::fprintf(r.info,
                      "tensor parallel: %d ranks per replica, each with %d of %d heads and "
@@ -773,6 +815,7 @@ int run_train(const TrainArgs& a) {
                      r.mesh.tp, model.hparams().n_head, model.hparams().n_head * r.mesh.tp,
                      model.hparams().n_ff, model.hparams().n_ff * r.mesh.tp);
     train::TrainOptions opt = step_options(a, r, batch, accum, model.precision());
+    if (!strata.empty()) opt.stratum_lr = stratum_lr_scales(a.stratum_lr, strata);
     set_window_range(a, model.hparams(), opt);
     const std::optional<compress::QuantTarget> qat = set_up_qat(a, file, model, opt, r.info);
     backend::CpuBackend be(a.threads);
@@ -802,8 +845,8 @@ int run_train(const TrainArgs& a) {
     const double step_flops = flops_per_token(model, a.seq, file) * batch * a.seq * accum;
     const double tokens_per_step = static_cast<double>(batch) * a.seq * accum * r.mesh.dp;
     const double peak = matmul_peak_flops(model.precision(), be.threads());
-    const LoopOutcome o = run_steps(
-        {a, r, model, trainer, *data, be, batch, step_flops, peak, tokens_per_step, log, save});
+    const LoopOutcome o = run_steps({a, r, model, trainer, *data, be, batch, step_flops, peak,
+                                     tokens_per_step, log, save, strata});
     report_parallelism(a, r, trainer, o, accum);
     trainer.publish_master();
     write_weights(a, r, model, file, qat);
@@ -823,6 +866,7 @@ int run_train(const TrainArgs& a) {
                            {"tokens_per_step", tokens_per_step},
                            {"params", model.params().size()}};  // this rank's, under TP / PP
     if (std::isfinite(o.best_val)) summary["best_val_loss"] = o.best_val;
+    report_strata(strata, opt.stratum_lr, o, summary, r.info);
     report_experts(model, summary, r.info);
     log(summary);
     if (std::isfinite(o.best_val)) std::fprintf(r.info, "best val loss %.4f\n", o.best_val);

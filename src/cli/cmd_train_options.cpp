@@ -214,6 +214,14 @@ void add_model_options(CLI::App& app, TrainArgs& a) {
 void add_batch_options(CLI::App& app, TrainArgs& a) {
     app.add_option("--data", a.data, "Data: a `syslm data prepare` directory (train split)")
         ->check(CLI::ExistingDirectory);
+    app.add_option("--stratum-lr", a.stratum_lr,
+                   "Learning-rate scale per stratum of a `data mix` --data directory: "
+                   "NAME=SCALE,... (NAME a stratum, a level such as hard, or a source); each "
+                   "step trains on one stratum");
+    app.add_option("--curriculum", a.curriculum,
+                   "easy-to-hard: steps in phases, phase p drawing the strata of difficulty "
+                   "levels <= p (a `data mix --strata difficulty:K` directory)")
+        ->check(CLI::IsMember({"easy-to-hard"}));
     app.add_option("--ids", a.ids, "Data: one fixed batch, --batch sequences of --seq + 1 ids");
     app.add_flag("--synthetic-data", a.synthetic, "Data: uniformly random tokens (benchmarks)");
     app.add_option("-b,--batch", a.batch, "Sequences per micro-batch")

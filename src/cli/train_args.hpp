@@ -36,6 +36,7 @@ struct TrainArgs {
     uint64_t seed = 1;
     // data
     std::string data, ids;
+    std::string stratum_lr, curriculum;  // strata of a `data mix` directory (train_strata.hpp)
     bool synthetic = false;
     // run control
     int eval_every = 0, eval_batches = 20, patience = 0, checkpoint_every = 0;

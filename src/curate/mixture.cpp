@@ -142,6 +142,7 @@ std::vector<Stratum> write_source(const MixOptions& opt, const MixSource& src,
         Stratum s;
         s.source = src.name;
         s.level = levels[static_cast<size_t>(i)];
+        s.level_index = i;
         s.name = src.name;
         if (!s.level.empty()) s.name.append(".").append(s.level);
         data::DatasetOptions d = opt.data;
@@ -187,6 +188,64 @@ void assign_weights(const MixOptions& opt, std::vector<Stratum>& strata) {
     }
 }
 
+// (stratum, chunk) of the mixture: each stratum's chunks in a seeded order of its own, repeated
+// as needed for its share; sets each stratum's mixed_tokens.
+std::vector<std::pair<uint32_t, uint64_t>> plan_chunks(const MixOptions& opt,
+                                                       std::vector<Stratum>& strata) {
+    uint64_t budget = opt.train_tokens;
+    if (budget == 0)
+        for (const Stratum& s : strata) budget += s.train_tokens;
+    const uint64_t C = opt.data.chunk_tokens;
+    std::vector<std::pair<uint32_t, uint64_t>> plan;
+    for (size_t si = 0; si < strata.size(); ++si) {
+        Stratum& s = strata[si];
+        const uint64_t chunks = (s.train_tokens + C - 1) / C;
+        const uint64_t want =
+            std::max<uint64_t>(static_cast<uint64_t>(std::llround(s.weight * double(budget))), 1);
+        for (uint64_t pass = 0; s.mixed_tokens < want; ++pass) {
+            const std::vector<uint32_t> order = data::epoch_order(opt.seed + si, pass, chunks);
+            for (size_t i = 0; i < order.size() && s.mixed_tokens < want; ++i) {
+                plan.push_back({static_cast<uint32_t>(si), order[i]});
+                s.mixed_tokens += std::min(C, s.train_tokens - order[i] * C);
+            }
+        }
+    }
+    return plan;
+}
+
+// The mixture's train split (the planned chunks in a seeded order) and its val (the strata's
+// val splits chunk by chunk in turn, so that its first batches, an evaluation capped at a few
+// batches, already hold every stratum).
+void write_mixture(const MixOptions& opt, const std::vector<Stratum>& strata,
+                   const std::vector<std::pair<uint32_t, uint64_t>>& plan,
+                   data::DatasetWriter& top) {
+    const uint64_t C = opt.data.chunk_tokens;
+    std::vector<data::ShardSet> train, val;
+    for (const Stratum& s : strata) {
+        const std::string dir = (fs::path(opt.data.out_dir) / "strata" / s.name).string();
+        train.emplace_back(data::split_shard_paths(dir, "train"));
+        if (s.val_tokens > 0) val.emplace_back(data::split_shard_paths(dir, "val"));
+    }
+    std::vector<int32_t> ids;
+    auto put = [&](data::DatasetWriter::Split split) {
+        top.add_tokens({reinterpret_cast<const uint32_t*>(ids.data()), ids.size()}, split);
+    };
+    for (uint32_t i : data::epoch_order(opt.seed, 0, plan.size())) {
+        const auto [si, c] = plan[i];
+        read_range(train[si], c * C, std::min((c + 1) * C, strata[si].train_tokens), ids);
+        put(data::DatasetWriter::Split::Train);
+    }
+    for (uint64_t t = 0, left = 1; left > 0; t += C) {
+        left = 0;
+        for (const data::ShardSet& v : val) {
+            if (t >= v.n_tokens()) continue;
+            read_range(v, t, std::min(t + C, v.n_tokens()), ids);
+            put(data::DatasetWriter::Split::Val);
+            ++left;
+        }
+    }
+}
+
 nlohmann::json mixture_json(const MixOptions& opt, const std::vector<Stratum>& strata,
                             const data::DataMeta& meta) {
     nlohmann::json j = {{"version", 1},
@@ -202,6 +261,7 @@ nlohmann::json mixture_json(const MixOptions& opt, const std::vector<Stratum>& s
         j["strata"].push_back({{"name", s.name},
                                {"source", s.source},
                                {"level", s.level},
+                               {"level_index", s.level_index},
                                {"dir", "strata/" + s.name},
                                {"weight", s.weight},
                                {"docs", s.docs},
@@ -258,46 +318,9 @@ MixResult mix_data(const MixOptions& opt, const tokenizer::Tokenizer& tok) {
         for (Stratum& s : write_source(opt, src, scores, tok)) res.strata.push_back(std::move(s));
     assign_weights(opt, res.strata);
 
-    uint64_t budget = opt.train_tokens;
-    if (budget == 0)
-        for (const Stratum& s : res.strata) budget += s.train_tokens;
-    // Chunks of each stratum, in a seeded order of its own, repeated as needed for its share.
-    const uint64_t C = opt.data.chunk_tokens;
-    std::vector<std::pair<uint32_t, uint64_t>> plan;  // (stratum, chunk)
-    for (size_t si = 0; si < res.strata.size(); ++si) {
-        Stratum& s = res.strata[si];
-        const uint64_t chunks = (s.train_tokens + C - 1) / C;
-        const auto want = static_cast<uint64_t>(std::llround(s.weight * double(budget)));
-        for (uint64_t pass = 0; s.mixed_tokens < std::max<uint64_t>(want, 1); ++pass) {
-            const std::vector<uint32_t> order = data::epoch_order(opt.seed + si, pass, chunks);
-            for (size_t i = 0; i < order.size() && s.mixed_tokens < std::max<uint64_t>(want, 1);
-                 ++i) {
-                plan.push_back({static_cast<uint32_t>(si), order[i]});
-                s.mixed_tokens += std::min(C, s.train_tokens - order[i] * C);
-            }
-        }
-    }
+    const std::vector<std::pair<uint32_t, uint64_t>> plan = plan_chunks(opt, res.strata);
     data::DatasetWriter top(opt.data, tok);
-    std::vector<data::ShardSet> train, val;
-    for (const Stratum& s : res.strata) {
-        const std::string dir = (fs::path(opt.data.out_dir) / "strata" / s.name).string();
-        train.emplace_back(data::split_shard_paths(dir, "train"));
-        if (s.val_tokens > 0) val.emplace_back(data::split_shard_paths(dir, "val"));
-    }
-    std::vector<int32_t> ids;
-    auto put = [&](data::DatasetWriter::Split split) {
-        top.add_tokens({reinterpret_cast<const uint32_t*>(ids.data()), ids.size()}, split);
-    };
-    for (uint32_t i : data::epoch_order(opt.seed, 0, plan.size())) {
-        const auto [si, c] = plan[i];
-        read_range(train[si], c * C, std::min((c + 1) * C, res.strata[si].train_tokens), ids);
-        put(data::DatasetWriter::Split::Train);
-    }
-    for (const data::ShardSet& v : val)
-        for (uint64_t t = 0; t < v.n_tokens(); t += C) {
-            read_range(v, t, std::min(t + C, v.n_tokens()), ids);
-            put(data::DatasetWriter::Split::Val);
-        }
+    write_mixture(opt, res.strata, plan, top);
     res.meta = top.finish();
     write_file_atomically(mixture_json_path(opt.data.out_dir),
                           mixture_json(opt, res.strata, res.meta).dump(2) + "\n");

@@ -8,8 +8,9 @@
 //   train_NNN.bin       the mixture: chunks of chunk_tokens tokens drawn from each stratum's train
 //                       split in proportion to its weight (a stratum short of its share repeats,
 //                       a long one is cut), in a seeded shuffled order
-//   val_NNN.bin         every stratum's val split, in stratum order: the same mixed validation
-//                       set whatever the weights, so that mixtures can be compared on it
+//   val_NNN.bin         every stratum's val split, chunk by chunk in turn: the same mixed
+//                       validation set whatever the weights, so that mixtures can be compared on
+//                       it, and its first batches hold every stratum
 //   meta.json           as data prepare's: `syslm train --data DIR` reads the mixture directly
 //   mixture.json        the sources, strata (source, level, perplexity range, weight, tokens,
 //                       repeats) and the seed
@@ -52,6 +53,7 @@ struct MixOptions {
 
 struct Stratum {
     std::string name, source, level;  // level "" without difficulty levels
+    int level_index = 0;              // 0 = easiest
     double weight = 0;                // its share of the mixture's train tokens
     uint64_t docs = 0, train_tokens = 0, val_tokens = 0;
     double ppl_min = 0, ppl_max = 0;  // of its documents, with difficulty levels

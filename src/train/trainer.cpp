@@ -544,12 +544,15 @@ StepStats Trainer::step() {
     const std::vector<Optimizer::Range> whole{{0, model_.params().size()}};
     const std::vector<Optimizer::Range>& mine = shards_.empty() ? whole : shards_;
     if (inv != 1.0f) be_.scale(model_.params().grads(), mine, inv);
-    const float lr = opt_.schedule.at(next_step_);
+    const int stratum = data_.stratum();
+    float lr = opt_.schedule.at(next_step_);
+    if (stratum >= 0 && static_cast<size_t>(stratum) < opt_.stratum_lr.size())
+        lr *= opt_.stratum_lr[static_cast<size_t>(stratum)];
     const double norm = global_grad_norm(mine);
     if (scaling && !std::isfinite(norm)) {
         scale_ *= 0.5f;  // overflowed: skip the update, try a smaller scale
         clean_steps_ = 0;
-        return {next_step_++, loss / opt_.accum, INFINITY, lr, seconds(), true, scale};
+        return {next_step_++, loss / opt_.accum, INFINITY, lr, seconds(), true, scale, stratum};
     }
     // A loss or gradient that is NaN or infinite (divergence, a corrupt batch) must not reach the
     // weights: the step ends here, before the update, so the weights, the optimizer state and the
@@ -567,7 +570,8 @@ StepStats Trainer::step() {
         scale_ *= 2.0f;
         clean_steps_ = 0;
     }
-    return {next_step_++, loss / opt_.accum, norm, lr, seconds(), false, scaling ? scale : 0.0f};
+    return {next_step_++, loss / opt_.accum,      norm,   lr, seconds(),
+            false,        scaling ? scale : 0.0f, stratum};
 }
 
 namespace {

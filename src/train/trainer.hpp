@@ -36,6 +36,8 @@ public:
     // The loader's window number of each row of the last batch (data directories only): offline
     // distillation finds its cached soft targets by it.
     virtual std::span<const uint64_t> windows() const { return {}; }
+    // The stratum of the last batch (train/strata_batches.hpp); -1 without strata.
+    virtual int stratum() const { return -1; }
 };
 
 // The same batch every step, from B sequences of T + 1 ids (input, then shifted targets): for
@@ -91,6 +93,7 @@ public:
     void seek(const std::string& position) override { global_->seek(position); }
     double waited_s() const override { return global_->waited_s(); }
     std::span<const uint64_t> windows() const override { return windows_; }
+    int stratum() const override { return global_->stratum(); }
 
 private:
     std::unique_ptr<BatchSource> global_;
@@ -119,6 +122,9 @@ struct TrainOptions {
     // Pruning recovery: weights of the blocks' matrices that are exactly zero when training
     // starts stay zero after every step (the sparsity pattern of `syslm prune` survives).
     bool keep_zeros = false;
+    // Per-stratum learning-rate scales, by the data source's stratum() (train/strata_batches.hpp):
+    // a step on stratum i runs at stratum_lr[i] x the schedule's rate. Empty: off.
+    std::vector<float> stratum_lr;
     // Windows sampled per step (--window-range): each optimizer step runs the local layers with
     // a window drawn log-uniformly from [window_min, window_max] by (seed, step), the same on
     // every rank and after a resume; evaluation and the saved file keep the model's own. 0: off.
@@ -168,6 +174,7 @@ struct StepStats {
     double seconds;           // wall time of the whole step
     bool skipped = false;     // loss scaling: non-finite gradients, no update
     float loss_scale = 0.0f;  // the scale the step ran with (0: no scaling)
+    int stratum = -1;         // of the step's data (train/strata_batches.hpp); -1 without strata
 };
 
 class Trainer {

@@ -56,9 +56,11 @@ def test_strata_and_weighted_mixture(tmp_path, run_syslm, vocab_dir):
     assert abs(strata["a"]["weight"] - 0.75) < 1e-12 and abs(strata["b"]["weight"] - 0.25) < 1e-12
     # b holds about 40 x 11 x 0.9 tokens for a share of 1000: it repeats; a is cut
     assert strata["b"]["repeats"] > 2 and strata["a"]["repeats"] < 1
-    # val: every stratum's val, in order, whatever the weights
-    val = np.concatenate([split(out / "strata" / "a", "val"), split(out / "strata" / "b", "val")])
-    assert np.array_equal(split(out, "val"), val)
+    # val: every stratum's val, chunk by chunk in turn, whatever the weights
+    va, vb = split(out / "strata" / "a", "val"), split(out / "strata" / "b", "val")
+    turns = [v[t:t + chunk] for t in range(0, max(len(va), len(vb)), chunk) for v in (va, vb)
+             if t < len(v)]
+    assert np.array_equal(split(out, "val"), np.concatenate(turns))
     train = split(out, "train")
     assert len(train) == strata["a"]["mixed_tokens"] + strata["b"]["mixed_tokens"]
     for name in ("a", "b"):
