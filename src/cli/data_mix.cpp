@@ -18,7 +18,8 @@ namespace {
 struct MixArgs {
     curate::MixOptions opt;
     std::vector<std::string> sources;
-    std::string unit = "blank", strata;
+    std::string unit = "blank", strata, search, proxy;
+    int runs = 16;
 };
 
 // "difficulty:K" -> K
@@ -39,6 +40,12 @@ int run_mix(MixArgs& a) {
     for (const std::string& s : a.sources) a.opt.sources.push_back(curate::parse_mix_source(s));
     a.opt.unit = curate::doc_unit(a.unit);
     a.opt.levels = difficulty_levels(a.strata);
+    SYSLM_CHECK(a.search.empty() || a.search == "regmix", "--search '", a.search,
+                "': the one method is regmix");
+    if (!a.search.empty()) {
+        a.opt.search_runs = a.runs;
+        a.opt.proxy = curate::parse_proxy(a.proxy);
+    }
     const io::GGUFFile gguf(a.opt.data.tokenizer_path);
     const auto tok = tokenizer::Tokenizer::from_gguf(gguf);
     const curate::MixResult r = curate::mix_data(a.opt, tok);
@@ -55,6 +62,12 @@ int run_mix(MixArgs& a) {
         if (a.opt.levels > 0) std::printf(" %.2f-%.2f", s.ppl_min, s.ppl_max);
         std::printf("\n");
     }
+    if (!r.runs.empty())
+        std::printf("search: %zu proxy runs; fit R^2 %.3f, leave-one-out RMSE %.4f; predicted val "
+                    "loss %.4f chosen, %.4f uniform, %.4f natural (the weights above are the "
+                    "choice)\n",
+                    r.runs.size(), r.fit.r2, r.fit.loo_rmse, r.predicted_chosen,
+                    r.predicted_uniform, r.predicted_natural);
     return 0;
 }
 
@@ -91,6 +104,17 @@ std::pair<CLI::App*, std::function<int()>> add_data_mix(CLI::App& data) {
     app->add_option("--scores", a->opt.scores_path,
                     "JSON lines of `syslm data score` for the same files and --docs")
         ->check(CLI::ExistingFile);
+    app->add_option("--search", a->search,
+                    "regmix: choose the weights by proxy runs (RegMix); the sources' weights are "
+                    "then ignored")
+        ->check(CLI::IsMember({"regmix"}));
+    app->add_option("--proxy", a->proxy,
+                    "The proxy model and run: layers=2,dim=128,heads=4,steps=300,seq=64,batch=8,"
+                    "lr=0.002 (any subset)");
+    app->add_option("--runs", a->runs, "Proxy runs of the search")
+        ->capture_default_str()
+        ->check(CLI::Range(3, 1000));
+    app->add_option("-t,--threads", a->opt.threads, "Threads of each proxy run (default: all)");
     app->add_option("--chunk-tokens", a->opt.data.chunk_tokens,
                     "Granularity of the val split and of the mixture's draws")
         ->capture_default_str()

@@ -7,11 +7,13 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
+#include "core/subprocess.hpp"
 #include "data/loader.hpp"
 
 namespace syslm::curate {
@@ -191,14 +193,13 @@ void assign_weights(const MixOptions& opt, std::vector<Stratum>& strata) {
 // (stratum, chunk) of the mixture: each stratum's chunks in a seeded order of its own, repeated
 // as needed for its share; sets each stratum's mixed_tokens.
 std::vector<std::pair<uint32_t, uint64_t>> plan_chunks(const MixOptions& opt,
-                                                       std::vector<Stratum>& strata) {
-    uint64_t budget = opt.train_tokens;
-    if (budget == 0)
-        for (const Stratum& s : strata) budget += s.train_tokens;
+                                                       std::vector<Stratum>& strata,
+                                                       uint64_t budget) {
     const uint64_t C = opt.data.chunk_tokens;
     std::vector<std::pair<uint32_t, uint64_t>> plan;
     for (size_t si = 0; si < strata.size(); ++si) {
         Stratum& s = strata[si];
+        s.mixed_tokens = 0;
         const uint64_t chunks = (s.train_tokens + C - 1) / C;
         const uint64_t want =
             std::max<uint64_t>(static_cast<uint64_t>(std::llround(s.weight * double(budget))), 1);
@@ -246,8 +247,9 @@ void write_mixture(const MixOptions& opt, const std::vector<Stratum>& strata,
     }
 }
 
-nlohmann::json mixture_json(const MixOptions& opt, const std::vector<Stratum>& strata,
-                            const data::DataMeta& meta) {
+nlohmann::json mixture_json(const MixOptions& opt, const MixResult& res) {
+    const std::vector<Stratum>& strata = res.strata;
+    const data::DataMeta& meta = res.meta;
     nlohmann::json j = {{"version", 1},
                         {"seed", opt.seed},
                         {"chunk_tokens", opt.data.chunk_tokens},
@@ -271,7 +273,97 @@ nlohmann::json mixture_json(const MixOptions& opt, const std::vector<Stratum>& s
                                {"repeats", s.repeats()},
                                {"ppl_min", s.ppl_min},
                                {"ppl_max", s.ppl_max}});
+    if (!res.runs.empty()) {
+        nlohmann::json runs = nlohmann::json::array();
+        for (const SearchRun& r : res.runs)
+            runs.push_back({{"weights", r.weights}, {"val_loss", r.val_loss}});
+        const ProxySpec& p = opt.proxy;
+        j["search"] = {{"method", "regmix"},
+                       {"proxy",
+                        {{"layers", p.layers},
+                         {"dim", p.dim},
+                         {"heads", p.heads},
+                         {"steps", p.steps},
+                         {"seq", p.seq},
+                         {"batch", p.batch},
+                         {"lr", p.lr}}},
+                       {"runs", runs},
+                       {"fit", {{"coef", res.fit.coef}, {"r2", res.fit.r2},
+                                {"loo_rmse", res.fit.loo_rmse}}},
+                       {"predicted_val_loss",
+                        {{"chosen", res.predicted_chosen},
+                         {"uniform", res.predicted_uniform},
+                         {"natural", res.predicted_natural}}}};
+    }
     return j;
+}
+
+// One proxy run: the mixture at `weights` under OUT/search/run_i, a proxy trained on it from
+// scratch by `syslm train`, its val loss on the mixed val.
+double proxy_run(const MixOptions& opt, const tokenizer::Tokenizer& tok,
+                 std::vector<Stratum> strata, const std::vector<double>& weights, int i) {
+    const ProxySpec& p = opt.proxy;
+    for (size_t j = 0; j < strata.size(); ++j) strata[j].weight = weights[j];
+    const fs::path dir = fs::path(opt.data.out_dir) / "search" / ("run_" + std::to_string(i));
+    const uint64_t budget = static_cast<uint64_t>(p.steps) * p.batch * p.seq + p.seq + 1;
+    write_mixture_set(opt, strata, budget, dir.string(), tok);
+    auto str = [](double v) {
+        std::ostringstream o;
+        o << v;
+        return o.str();
+    };
+    std::vector<std::string> argv{self_executable(), "train", "--arch", "llama", "--tokenizer",
+                                  opt.data.tokenizer_path, "--layers", std::to_string(p.layers),
+                                  "--dim", std::to_string(p.dim), "--heads",
+                                  std::to_string(p.heads), "--ctx", std::to_string(p.seq),
+                                  "--data", dir.string(), "--steps", std::to_string(p.steps),
+                                  "--seq", std::to_string(p.seq), "-b", std::to_string(p.batch),
+                                  "--lr", str(p.lr), "--min-lr", str(p.lr / 10), "--warmup",
+                                  std::to_string(std::max(1, p.steps / 10)), "--eval-every",
+                                  std::to_string(p.steps), "--eval-batches", "0", "--seed", "1",
+                                  "--log-every", std::to_string(p.steps), "--json", "-o",
+                                  (dir / "proxy.gguf").string()};
+    if (opt.threads > 0) argv.insert(argv.end(), {"-t", std::to_string(opt.threads)});
+    const std::string log = (dir / "train.log").string();
+    const ProcessResult r = run_process(argv, log);
+    SYSLM_CHECK(r.status == 0, "data mix: proxy run ", i, " failed (exit ", r.status,
+                "); its output is in ", log);
+    const size_t last = r.out.find_last_of('{');
+    try {
+        return nlohmann::json::parse(r.out.substr(last)).at("best_val_loss").get<double>();
+    } catch (const std::exception& e) {
+        fail("data mix: proxy run ", i, " printed no val loss (", e.what(), "); see ", log);
+    }
+}
+
+// The RegMix search: runs, fit, choice; the strata's weights become the choice.
+void search(const MixOptions& opt, const tokenizer::Tokenizer& tok, MixResult& res) {
+    // Around the midpoint of the strata's natural token shares and the uniform mixture, so the
+    // runs cover small strata too (RegMix's prior is the token shares alone).
+    uint64_t total = 0;
+    for (const Stratum& s : res.strata) total += s.train_tokens;
+    std::vector<double> prior;
+    for (const Stratum& s : res.strata)
+        prior.push_back(0.5 * double(s.train_tokens) / double(total) +
+                        0.5 / double(res.strata.size()));
+    for (int i = 0; i < opt.search_runs; ++i) {
+        SearchRun run{run_weights(prior, i, opt.seed), 0};
+        run.val_loss = proxy_run(opt, tok, res.strata, run.weights, i);
+        std::fprintf(stderr, "search: run %d/%d val loss %.4f at weights", i + 1,
+                     opt.search_runs, run.val_loss);
+        for (double w : run.weights) std::fprintf(stderr, " %.3f", w);
+        std::fprintf(stderr, "\n");
+        res.runs.push_back(std::move(run));
+    }
+    res.fit = fit_mixture_model(res.runs);
+    const std::vector<double> chosen = best_mixture(res.fit, prior, opt.seed);
+    res.predicted_chosen = res.fit.predict(chosen);
+    std::vector<double> natural;
+    for (const Stratum& s : res.strata) natural.push_back(double(s.train_tokens) / double(total));
+    res.predicted_natural = res.fit.predict(natural);
+    res.predicted_uniform =
+        res.fit.predict(std::vector<double>(prior.size(), 1.0 / double(prior.size())));
+    for (size_t j = 0; j < res.strata.size(); ++j) res.strata[j].weight = chosen[j];
 }
 
 }  // namespace
@@ -305,6 +397,17 @@ std::string mixture_json_path(const std::string& dir) {
     return (fs::path(dir) / "mixture.json").string();
 }
 
+data::DataMeta write_mixture_set(const MixOptions& opt, std::vector<Stratum>& strata,
+                                 uint64_t budget, const std::string& dir,
+                                 const tokenizer::Tokenizer& tok) {
+    const std::vector<std::pair<uint32_t, uint64_t>> plan = plan_chunks(opt, strata, budget);
+    data::DatasetOptions d = opt.data;
+    d.out_dir = dir;
+    data::DatasetWriter top(d, tok);
+    write_mixture(opt, strata, plan, top);
+    return top.finish();
+}
+
 MixResult mix_data(const MixOptions& opt, const tokenizer::Tokenizer& tok) {
     check_options(opt);
     // The mixture's description goes first, so a failed run leaves no set that looks complete
@@ -318,12 +421,13 @@ MixResult mix_data(const MixOptions& opt, const tokenizer::Tokenizer& tok) {
         for (Stratum& s : write_source(opt, src, scores, tok)) res.strata.push_back(std::move(s));
     assign_weights(opt, res.strata);
 
-    const std::vector<std::pair<uint32_t, uint64_t>> plan = plan_chunks(opt, res.strata);
-    data::DatasetWriter top(opt.data, tok);
-    write_mixture(opt, res.strata, plan, top);
-    res.meta = top.finish();
+    if (opt.search_runs > 0) search(opt, tok, res);
+    uint64_t budget = opt.train_tokens;
+    if (budget == 0)
+        for (const Stratum& s : res.strata) budget += s.train_tokens;
+    res.meta = write_mixture_set(opt, res.strata, budget, opt.data.out_dir, tok);
     write_file_atomically(mixture_json_path(opt.data.out_dir),
-                          mixture_json(opt, res.strata, res.meta).dump(2) + "\n");
+                          mixture_json(opt, res).dump(2) + "\n");
     return res;
 }
 

@@ -21,6 +21,10 @@
 // short to score, perplexity 0, ranks easiest): levels are named
 // easy / hard (K = 2), easy / medium / hard (K = 3), else d0 .. d(K-1). A stratum's name is
 // "<source>.<level>". A source's weight is split over its levels by their train tokens.
+//
+// Search. With search_runs > 0 the weights come from the mixture search instead
+// (curate/mixture_search.hpp): its proxy runs' mixtures go under OUT/search/run_i, and
+// mixture.json gets a "search" block (the runs, the fit, the predicted losses).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "curate/documents.hpp"
+#include "curate/mixture_search.hpp"
 #include "data/prepare.hpp"
 
 namespace syslm::curate {
@@ -49,6 +54,11 @@ struct MixOptions {
     uint64_t seed = 1;
     int levels = 0;           // difficulty levels per source; 0: one stratum per source
     std::string scores_path;  // `data score`'s JSON lines, when levels > 0
+    // The mixture search (curate/mixture_search.hpp): with runs > 0 the strata's weights are the
+    // search's choice, not the sources'.
+    int search_runs = 0;
+    ProxySpec proxy;
+    int threads = 0;  // of each proxy run; 0: all cores
 };
 
 struct Stratum {
@@ -66,6 +76,11 @@ struct Stratum {
 struct MixResult {
     std::vector<Stratum> strata;
     data::DataMeta meta;  // of the mixture
+    // With a search: its runs (weights, val loss), the fitted model, the uniform and the natural
+    // mixtures' predicted losses, and the chosen weights' (in strata[i].weight).
+    std::vector<SearchRun> runs;
+    MixtureModel fit;
+    double predicted_chosen = 0, predicted_uniform = 0, predicted_natural = 0;
 };
 
 // Throws Error naming the file for unreadable inputs, a source without text, a document without
@@ -73,5 +88,11 @@ struct MixResult {
 MixResult mix_data(const MixOptions& opt, const tokenizer::Tokenizer& tok);
 
 std::string mixture_json_path(const std::string& dir);  // <dir>/mixture.json
+
+// A mixture of the strata already under opt.data.out_dir/strata at their weights: budget train
+// tokens and the mixed val, written as a data set into `dir` (sets each stratum's mixed_tokens).
+data::DataMeta write_mixture_set(const MixOptions& opt, std::vector<Stratum>& strata,
+                                 uint64_t budget, const std::string& dir,
+                                 const tokenizer::Tokenizer& tok);
 
 }  // namespace syslm::curate

@@ -119,3 +119,42 @@ def test_bad_arguments_are_named(tmp_path, run_syslm, vocab_dir):
         r = run_syslm("data", "mix", "--tokenizer", tok, "-o", tmp_path / "o", "--val", 0, *args,
                       check=False)
         assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
+
+
+def test_mixture_search_fits_proxy_runs_and_mixes_by_its_choice(tmp_path, run_syslm, vocab_dir):
+    write_docs(tmp_path / "a.txt", LOWER, 300, 6)
+    write_docs(tmp_path / "b.txt", UPPER, 100, 7)
+    out, chunk = tmp_path / "search", 32
+    r = run_syslm("data", "mix", "--source", f"a={tmp_path / 'a.txt'}", "--source",
+                  f"b={tmp_path / 'b.txt'}", "--tokenizer", vocab_dir / "ggml-vocab-gpt-2.gguf",
+                  "-o", out, "--docs", "line", "--chunk-tokens", chunk, "--val", 0.1, "--search",
+                  "regmix", "--runs", 4, "--proxy", "layers=1,dim=16,heads=2,steps=6,seq=16,batch=2",
+                  "-t", 1)
+    mix = json.loads((out / "mixture.json").read_text())
+    runs = mix["search"]["runs"]
+    assert len(runs) == 4 and len({tuple(r["weights"]) for r in runs}) == 4
+    for run in runs:
+        assert abs(sum(run["weights"]) - 1) < 1e-9 and 0 < run["val_loss"] < 20
+    # each run trained on its own mixture: the share of a's tokens follows its weight
+    for i, run in enumerate(runs):
+        meta = json.loads((out / "search" / f"run_{i}" / "meta.json").read_text())
+        assert meta["train_tokens"] >= 6 * 2 * 16
+    fit = mix["search"]["fit"]
+    assert len(fit["coef"]) == 2 + 3 and fit["loo_rmse"] >= 0
+    w = [s["weight"] for s in mix["strata"]]
+    assert abs(sum(w) - 1) < 1e-9 and all(0 < x < 1 for x in w)
+    pred = mix["search"]["predicted_val_loss"]
+    assert pred["chosen"] <= pred["uniform"] + 1e-9 or pred["chosen"] <= pred["natural"] + 1e-9
+    assert "search: 4 proxy runs" in r.stdout
+    # the top-level mixture follows the chosen weights to within a chunk per stratum
+    total = sum(s["mixed_tokens"] for s in mix["strata"])
+    budget = sum(s["train_tokens"] for s in mix["strata"])
+    for s in mix["strata"]:
+        assert s["weight"] * budget <= s["mixed_tokens"] < s["weight"] * budget + chunk
+    assert json.loads((out / "meta.json").read_text())["train_tokens"] == total
+    for args, message in ((["--search", "doremi"], "--search"),
+                          (["--search", "regmix", "--proxy", "depth=2"], "unknown key 'depth'")):
+        r = run_syslm("data", "mix", "--source", f"a={tmp_path / 'a.txt'}", "--tokenizer",
+                      vocab_dir / "ggml-vocab-gpt-2.gguf", "-o", tmp_path / "o", *args,
+                      check=False)
+        assert r.returncode != 0 and message in r.stderr, (args, r.stderr)
