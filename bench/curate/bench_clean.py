@@ -9,7 +9,6 @@ document reaches the MinHash step instead of being dropped first.
     bench/curate/bench_clean.py [--syslm build/syslm] [--mb 16]
 """
 import argparse
-import platform
 import subprocess
 import sys
 import tempfile
@@ -19,13 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "reference"))
 import planted_duplicates as pd  # noqa: E402
-
-
-def cpu_name():
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machine import cpu_name  # noqa: E402
 
 
 def main():

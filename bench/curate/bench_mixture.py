@@ -11,7 +11,6 @@ mixture). Reported: the chosen weights, the fit, and each mixture's val loss per
 """
 import argparse
 import json
-import platform
 import shutil
 import subprocess
 import sys
@@ -21,13 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "reference"))
 import fortune_languages as fl  # noqa: E402
-
-
-def cpu_name():
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machine import cpu_name  # noqa: E402
 
 
 def run(cmd, **kw):

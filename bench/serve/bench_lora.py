@@ -16,7 +16,6 @@ with gguf-py by tests/reference/lora_files.py.
 """
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -28,12 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "reference"))
 import bench_serve  # noqa: E402
 from lora_files import write_random_adapter  # noqa: E402
-
-def cpu_name():
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machine import cpu_name  # noqa: E402
 
 
 def main():
