@@ -55,6 +55,14 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
                     "--lang: the identifier's least probability for the language")
         ->capture_default_str()
         ->check(finite_in(0.0, 1.0));
+    auto scores = std::make_shared<std::string>();
+    app->add_option("--scores", *scores,
+                    "JSON lines of `syslm data score` for the same files and --docs (with "
+                    "--max-ppl)")
+        ->check(CLI::ExistingFile);
+    app->add_option("--max-ppl", o->max_ppl,
+                    "Drop documents whose perplexity in --scores is above this (CCNet's filter)")
+        ->check(CLI::PositiveNumber);
     auto substring_words = std::make_shared<int>(50);
     app->add_option("--substring-words", *substring_words,
                     "Substring dedup: the shortest repeated span cut, in words")
@@ -90,7 +98,10 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
         "LSH makes a pair of Jaccard similarity s a candidate with probability\n"
         "1 - (1 - s^rows)^bands; the curve is steepest near (1/bands)^(1/rows) (16 x 8: 0.71).\n"
         "Example: syslm data clean -f raw/ -o clean/ --dedup exact,minhash --threshold 0.8");
-    auto run = [o, unit, dedup, substring_words, filters, filter_config, lang_model] {
+    auto run = [o, unit, dedup, substring_words, filters, filter_config, lang_model, scores] {
+        usage_check(scores->empty() == (o->max_ppl == 0),
+                    "data clean: --scores and --max-ppl go together");
+        if (!scores->empty()) o->scores.emplace(*scores);
         usage_check(o->lang.empty() == lang_model->empty(),
                     "data clean: --lang and --lang-model go together");
         if (!lang_model->empty()) {

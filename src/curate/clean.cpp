@@ -61,9 +61,16 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
     std::vector<uint32_t> sigs(kBatch * static_cast<size_t>(o.minhash.perm));
     std::vector<std::optional<std::string>> rule(kBatch);
     std::vector<int64_t> near_doc;  // the MinHash index's documents (filtered ones are not in it)
+    std::vector<size_t> per_file(files.size(), 0);
+    std::vector<double> ppl(kBatch, 0.0);
     for (;;) {
         size_t n = 0;
-        while (n < kBatch && reader.next(batch[n])) ++n;
+        while (n < kBatch && reader.next(batch[n])) {
+            const auto f = static_cast<size_t>(batch[n].file);
+            if (o.scores) r.ppl.push_back(ppl[n] = o.scores->ppl(files[f], per_file[f]));
+            ++per_file[f];
+            ++n;
+        }
         if (n == 0) break;
         pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
             for (int64_t i = b; i < e; ++i) {
@@ -72,6 +79,7 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
                     const LangId::Guess g = o.langid->predict(batch[i].text);
                     if (g.label != o.lang || g.prob < o.min_lang_prob) rule[i] = "lang";
                 }
+                if (!rule[i] && o.scores && ppl[i] > o.max_ppl) rule[i] = "perplexity";
                 if (rule[i]) continue;
                 norm[i] = normalize_text(batch[i].text);
                 if (o.near) hasher.signature(norm[i], sigs.data() + i * o.minhash.perm);
@@ -106,6 +114,8 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
             d.step.push_back(step);
         }
     }
+    if (o.scores)
+        for (size_t f = 0; f < files.size(); ++f) o.scores->check_count(files[f], per_file[f]);
     // Clusters are the final connected components (a later document may join two earlier
     // clusters), each kept as its first document.
     for (size_t k = 0; k < near_doc.size(); ++k) {

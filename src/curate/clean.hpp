@@ -16,6 +16,7 @@
 #include "curate/filters.hpp"
 #include "curate/langid.hpp"
 #include "curate/minhash.hpp"
+#include "curate/scores.hpp"
 
 namespace syslm::curate {
 
@@ -31,6 +32,11 @@ struct CleanOptions {
     std::optional<LangId> langid;
     std::string lang;
     double min_lang_prob = 0.5;
+    // Perplexity (CCNet's signal): documents whose `data score` perplexity (scores.hpp) exceeds
+    // max_ppl are dropped (rule "perplexity"), before any dedup. The scores must cover every
+    // document of the inputs, cut the same way.
+    std::optional<DocumentScores> scores;
+    double max_ppl = 0;
     bool exact = true, near = true;
     MinHashParams minhash;
     // Substring dedup on what the steps above kept: spans of at least this many words seen
@@ -55,6 +61,7 @@ struct CleanReport {
     std::vector<int64_t> largest_clusters;  // sizes of the largest near-duplicate clusters
     int64_t bytes_in = 0, bytes_out = 0;
     int64_t candidate_pairs = 0;  // MinHash candidates verified
+    std::vector<double> ppl;      // with scores: every document's perplexity (the histogram)
     double seconds = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "curate/clean_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -26,6 +27,34 @@ void bars(std::ostream& h, const std::vector<std::pair<std::string, int64_t>>& r
           << "\" font-size=\"13\">" << rows[i].second << "</text>\n";
     }
     h << "</svg>\n";
+}
+
+// Perplexities as a histogram of log10(ppl) in 40 bins (inline SVG), the cut marked.
+void histogram(std::ostream& h, const std::vector<double>& ppl, double cut) {
+    std::vector<double> x;
+    for (double p : ppl)
+        if (p > 0) x.push_back(std::log10(p));
+    if (x.empty()) return;
+    const auto [lo_it, hi_it] = std::minmax_element(x.begin(), x.end());
+    const double lo = *lo_it, hi = std::max(*hi_it, lo + 1e-9);
+    constexpr int kBins = 40;
+    std::vector<int64_t> count(kBins, 0);
+    for (double v : x) ++count[std::min(kBins - 1, static_cast<int>((v - lo) / (hi - lo) * kBins))];
+    const int64_t top = *std::max_element(count.begin(), count.end());
+    h << "<svg width=\"640\" height=\"190\">\n";
+    for (int b = 0; b < kBins; ++b) {
+        const double bh = 150.0 * static_cast<double>(count[b]) / static_cast<double>(top);
+        h << "<rect x=\"" << 20 + 15 * b << "\" y=\"" << 160 - bh << "\" width=\"13\" height=\""
+          << bh << "\" fill=\"#4a7bd0\"><title>" << count[b] << "</title></rect>\n";
+    }
+    if (cut > 0) {
+        const double cx = 20 + 600 * (std::log10(cut) - lo) / (hi - lo);
+        h << "<line x1=\"" << cx << "\" y1=\"0\" x2=\"" << cx
+          << "\" y2=\"160\" stroke=\"#d04a4a\" stroke-width=\"2\"/>\n";
+    }
+    h << "<text x=\"20\" y=\"180\" font-size=\"13\">" << std::pow(10.0, lo)
+      << "</text><text x=\"560\" y=\"180\" font-size=\"13\">" << std::pow(10.0, hi)
+      << "</text></svg>\n";
 }
 
 }  // namespace
@@ -56,6 +85,11 @@ void write_report(const CleanOptions& o, const CleanReport& r) {
     rows.emplace_back("near duplicate", r.near_duplicates);
     rows.emplace_back("emptied by substring dedup", r.emptied);
     bars(h, rows);
+    if (!r.ppl.empty()) {
+        h << "<h2>Perplexity under the scoring model (log scale; documents above the red line "
+             "dropped)</h2>\n";
+        histogram(h, r.ppl, o.max_ppl);
+    }
     if (!r.largest_clusters.empty()) {
         h << "<h2>Largest near-duplicate clusters (documents each)</h2>\n<p>";
         for (const int64_t n : r.largest_clusters) h << n << " ";

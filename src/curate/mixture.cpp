@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,18 +15,13 @@
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
 #include "core/subprocess.hpp"
+#include "curate/scores.hpp"
 #include "data/loader.hpp"
 
 namespace syslm::curate {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string canonical(const std::string& p) {
-    std::error_code ec;
-    const fs::path c = fs::weakly_canonical(p, ec);
-    return ec ? p : c.string();
-}
 
 std::vector<std::string> level_names(int k) {
     if (k <= 1) return {""};
@@ -36,32 +32,6 @@ std::vector<std::string> level_names(int k) {
     return names;
 }
 
-// `data score`'s perplexities: per scored file (canonical path), in document order.
-using ScoreTable = std::map<std::string, std::vector<double>>;
-
-ScoreTable read_scores(const std::string& path) {
-    std::ifstream in(path);
-    SYSLM_CHECK(in, path, ": cannot open the scores file");
-    std::map<std::string, std::vector<std::pair<int64_t, double>>> by_file;
-    std::string line;
-    for (int64_t n = 1; std::getline(in, line); ++n) {
-        if (line.empty()) continue;
-        try {
-            const nlohmann::json j = nlohmann::json::parse(line);
-            by_file[canonical(j.at("file").get<std::string>())].push_back(
-                {j.at("id").get<int64_t>(), j.at("ppl").get<double>()});
-        } catch (const nlohmann::json::exception& e) {
-            fail(path, ":", n, ": not a line of `syslm data score` (file, id, ppl): ", e.what());
-        }
-    }
-    ScoreTable t;
-    for (auto& [file, scores] : by_file) {
-        std::sort(scores.begin(), scores.end());
-        for (const auto& s : scores) t[file].push_back(s.second);
-    }
-    return t;
-}
-
 // The difficulty level of each document of a source, in reading order: its perplexity's rank
 // cut into k levels of equal counts (ties broken by reading order).
 struct SourceLevels {
@@ -70,26 +40,16 @@ struct SourceLevels {
 };
 
 SourceLevels source_levels(const std::vector<std::string>& files, DocUnit unit,
-                           const ScoreTable& scores, int k, const std::string& scores_path) {
+                           const DocumentScores& scores, int k) {
     SourceLevels s;
     std::vector<size_t> per_file(files.size(), 0);
     DocumentReader reader(files, unit);
     Document d;
     while (reader.next(d)) {
-        const std::string& f = files[static_cast<size_t>(d.file)];
-        const size_t ord = per_file[static_cast<size_t>(d.file)]++;
-        const auto it = scores.find(canonical(f));
-        SYSLM_CHECK(it != scores.end() && ord < it->second.size(), scores_path,
-                    ": no score for document ", ord, " of ", f,
-                    " (score the same files with the same --docs)");
-        s.ppl.push_back(it->second[ord]);
+        const size_t f = static_cast<size_t>(d.file);
+        s.ppl.push_back(scores.ppl(files[f], per_file[f]++));
     }
-    for (size_t i = 0; i < files.size(); ++i) {
-        const auto it = scores.find(canonical(files[i]));
-        SYSLM_CHECK(it == scores.end() || it->second.size() == per_file[i], scores_path, ": ",
-                    it->second.size(), " scores for ", files[i], ", which holds ", per_file[i],
-                    " documents (score the same files with the same --docs)");
-    }
+    for (size_t i = 0; i < files.size(); ++i) scores.check_count(files[i], per_file[i]);
     const size_t n = s.ppl.size();
     std::vector<size_t> rank(n);
     std::iota(rank.begin(), rank.end(), size_t{0});
@@ -132,11 +92,12 @@ void read_range(const data::ShardSet& set, uint64_t begin, uint64_t end,
 
 // Writes one source's strata (prepared data sets under strata/) and returns them.
 std::vector<Stratum> write_source(const MixOptions& opt, const MixSource& src,
-                                  const ScoreTable& scores, const tokenizer::Tokenizer& tok) {
+                                  const std::optional<DocumentScores>& scores,
+                                  const tokenizer::Tokenizer& tok) {
     const std::vector<std::string> files = input_files(src.paths);
     const int k = std::max(opt.levels, 1);
     SourceLevels lv;
-    if (opt.levels > 0) lv = source_levels(files, opt.unit, scores, k, opt.scores_path);
+    if (opt.levels > 0) lv = source_levels(files, opt.unit, *scores, k);
     std::vector<Stratum> strata;
     std::vector<std::unique_ptr<data::DatasetWriter>> writers;
     const std::vector<std::string> levels = level_names(k);
@@ -278,22 +239,22 @@ nlohmann::json mixture_json(const MixOptions& opt, const MixResult& res) {
         for (const SearchRun& r : res.runs)
             runs.push_back({{"weights", r.weights}, {"val_loss", r.val_loss}});
         const ProxySpec& p = opt.proxy;
-        j["search"] = {{"method", "regmix"},
-                       {"proxy",
-                        {{"layers", p.layers},
-                         {"dim", p.dim},
-                         {"heads", p.heads},
-                         {"steps", p.steps},
-                         {"seq", p.seq},
-                         {"batch", p.batch},
-                         {"lr", p.lr}}},
-                       {"runs", runs},
-                       {"fit", {{"coef", res.fit.coef}, {"r2", res.fit.r2},
-                                {"loo_rmse", res.fit.loo_rmse}}},
-                       {"predicted_val_loss",
-                        {{"chosen", res.predicted_chosen},
-                         {"uniform", res.predicted_uniform},
-                         {"natural", res.predicted_natural}}}};
+        j["search"] = {
+            {"method", "regmix"},
+            {"proxy",
+             {{"layers", p.layers},
+              {"dim", p.dim},
+              {"heads", p.heads},
+              {"steps", p.steps},
+              {"seq", p.seq},
+              {"batch", p.batch},
+              {"lr", p.lr}}},
+            {"runs", runs},
+            {"fit", {{"coef", res.fit.coef}, {"r2", res.fit.r2}, {"loo_rmse", res.fit.loo_rmse}}},
+            {"predicted_val_loss",
+             {{"chosen", res.predicted_chosen},
+              {"uniform", res.predicted_uniform},
+              {"natural", res.predicted_natural}}}};
     }
     return j;
 }
@@ -312,16 +273,44 @@ double proxy_run(const MixOptions& opt, const tokenizer::Tokenizer& tok,
         o << v;
         return o.str();
     };
-    std::vector<std::string> argv{self_executable(), "train", "--arch", "llama", "--tokenizer",
-                                  opt.data.tokenizer_path, "--layers", std::to_string(p.layers),
-                                  "--dim", std::to_string(p.dim), "--heads",
-                                  std::to_string(p.heads), "--ctx", std::to_string(p.seq),
-                                  "--data", dir.string(), "--steps", std::to_string(p.steps),
-                                  "--seq", std::to_string(p.seq), "-b", std::to_string(p.batch),
-                                  "--lr", str(p.lr), "--min-lr", str(p.lr / 10), "--warmup",
-                                  std::to_string(std::max(1, p.steps / 10)), "--eval-every",
-                                  std::to_string(p.steps), "--eval-batches", "0", "--seed", "1",
-                                  "--log-every", std::to_string(p.steps), "--json", "-o",
+    std::vector<std::string> argv{self_executable(),
+                                  "train",
+                                  "--arch",
+                                  "llama",
+                                  "--tokenizer",
+                                  opt.data.tokenizer_path,
+                                  "--layers",
+                                  std::to_string(p.layers),
+                                  "--dim",
+                                  std::to_string(p.dim),
+                                  "--heads",
+                                  std::to_string(p.heads),
+                                  "--ctx",
+                                  std::to_string(p.seq),
+                                  "--data",
+                                  dir.string(),
+                                  "--steps",
+                                  std::to_string(p.steps),
+                                  "--seq",
+                                  std::to_string(p.seq),
+                                  "-b",
+                                  std::to_string(p.batch),
+                                  "--lr",
+                                  str(p.lr),
+                                  "--min-lr",
+                                  str(p.lr / 10),
+                                  "--warmup",
+                                  std::to_string(std::max(1, p.steps / 10)),
+                                  "--eval-every",
+                                  std::to_string(p.steps),
+                                  "--eval-batches",
+                                  "0",
+                                  "--seed",
+                                  "1",
+                                  "--log-every",
+                                  std::to_string(p.steps),
+                                  "--json",
+                                  "-o",
                                   (dir / "proxy.gguf").string()};
     if (opt.threads > 0) argv.insert(argv.end(), {"-t", std::to_string(opt.threads)});
     const std::string log = (dir / "train.log").string();
@@ -349,8 +338,8 @@ void search(const MixOptions& opt, const tokenizer::Tokenizer& tok, MixResult& r
     for (int i = 0; i < opt.search_runs; ++i) {
         SearchRun run{run_weights(prior, i, opt.seed), 0};
         run.val_loss = proxy_run(opt, tok, res.strata, run.weights, i);
-        std::fprintf(stderr, "search: run %d/%d val loss %.4f at weights", i + 1,
-                     opt.search_runs, run.val_loss);
+        std::fprintf(stderr, "search: run %d/%d val loss %.4f at weights", i + 1, opt.search_runs,
+                     run.val_loss);
         for (double w : run.weights) std::fprintf(stderr, " %.3f", w);
         std::fprintf(stderr, "\n");
         res.runs.push_back(std::move(run));
@@ -415,7 +404,8 @@ MixResult mix_data(const MixOptions& opt, const tokenizer::Tokenizer& tok) {
     std::error_code ec;
     fs::create_directories(opt.data.out_dir, ec);
     fs::remove(mixture_json_path(opt.data.out_dir), ec);
-    const ScoreTable scores = opt.levels > 0 ? read_scores(opt.scores_path) : ScoreTable{};
+    std::optional<DocumentScores> scores;
+    if (opt.levels > 0) scores.emplace(opt.scores_path);
     MixResult res;
     for (const MixSource& src : opt.sources)
         for (Stratum& s : write_source(opt, src, scores, tok)) res.strata.push_back(std::move(s));
