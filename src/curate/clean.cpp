@@ -48,6 +48,19 @@ void pick_examples(Decisions& d) {
     }
 }
 
+// The first quality rule a document fails, if any: the heuristics, the language, the perplexity.
+std::optional<std::string> quality_rule(const CleanOptions& o, const std::string& text,
+                                        double ppl) {
+    if (o.filters)
+        if (std::optional<std::string> rule = o.filters->reject(text)) return rule;
+    if (o.langid) {
+        const LangId::Guess g = o.langid->predict(text);
+        if (g.label != o.lang || g.prob < o.min_lang_prob) return "lang";
+    }
+    if (o.scores && ppl > o.max_ppl) return "perplexity";
+    return std::nullopt;
+}
+
 Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, CleanReport& r) {
     Decisions d;
     ThreadPool pool(o.threads);
@@ -74,12 +87,7 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
         if (n == 0) break;
         pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
             for (int64_t i = b; i < e; ++i) {
-                rule[i] = o.filters ? o.filters->reject(batch[i].text) : std::nullopt;
-                if (!rule[i] && o.langid) {
-                    const LangId::Guess g = o.langid->predict(batch[i].text);
-                    if (g.label != o.lang || g.prob < o.min_lang_prob) rule[i] = "lang";
-                }
-                if (!rule[i] && o.scores && ppl[i] > o.max_ppl) rule[i] = "perplexity";
+                rule[i] = quality_rule(o, batch[i].text, ppl[i]);
                 if (rule[i]) continue;
                 norm[i] = normalize_text(batch[i].text);
                 if (o.near) hasher.signature(norm[i], sigs.data() + i * o.minhash.perm);
