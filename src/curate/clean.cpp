@@ -12,6 +12,7 @@
 #include "curate/clean_report.hpp"
 #include "curate/normalize.hpp"
 #include "curate/substring_dedup.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace syslm::curate {
 
@@ -46,6 +47,25 @@ void pick_examples(Decisions& d) {
                                                      : nullptr;
         if (why && count[why]++ < kExamples) d.reason[static_cast<int64_t>(id)] = why;
     }
+}
+
+// The first 600 bytes of a document for the report, as valid UTF-8 (the page must be): cut at
+// a character boundary, invalid bytes (binary input) shown as U+FFFD.
+std::string report_snippet(const std::string& text) {
+    std::string out;
+    for (size_t pos = 0; pos < text.size() && pos < 600;) {
+        uint32_t cp = 0;
+        const size_t n = tokenizer::utf8_decode(text, pos, cp);
+        if (n > 0 && pos + n > 600) break;
+        if (n == 0) {
+            tokenizer::append_utf8(out, 0xFFFD);
+            ++pos;
+        } else {
+            out.append(text, pos, n);
+            pos += n;
+        }
+    }
+    return out;
 }
 
 // The first quality rule a document fails, if any: the heuristics, the language, the perplexity.
@@ -192,7 +212,7 @@ void write_kept(const CleanOptions& o, const std::vector<std::string>& files, co
                                                          : "\n";
     while (reader.next(doc)) {
         if (const auto it = snippet.find(doc.id); it != snippet.end())
-            it->second = doc.text.substr(0, 600);
+            it->second = report_snippet(doc.text);
         const Step step = d.step[static_cast<size_t>(doc.id)];
         if (clusters.is_open())
             clusters << "{\"id\":" << doc.id << ",\"file\":" << doc.file

@@ -60,3 +60,17 @@ def test_data_scores_own_output_filters_at_its_median(tmp_path, run_syslm, vocab
     run_syslm("data", "clean", "-f", tmp_path / "a.txt", "-o", tmp_path / "out", "--docs", "line",
               "--dedup", "exact", "--scores", scores, "--max-ppl", cut)
     assert kept(tmp_path / "out", "a.txt") == [d for d, p in zip(docs, ppl) if p <= cut]
+
+
+def test_the_report_is_valid_utf8_whatever_the_input(tmp_path, run_syslm):
+    """Snippets cut at 600 bytes end on a character boundary; bytes that are not UTF-8 (binary
+    input) are shown as U+FFFD, so the page always decodes."""
+    docs = ["é" * 400, "bad \xff\xfe bytes " * 3 + "x", "é" * 400]  # 800-byte documents, a dup
+    raw = tmp_path / "in.txt"
+    raw.write_bytes(b"\n\n".join(d.encode("latin-1") if "\xff" in d else d.encode()
+                                 for d in docs) + b"\n")
+    report = tmp_path / "r.html"
+    run_syslm("data", "clean", "-f", raw, "-o", tmp_path / "out", "--dedup", "exact",
+              "--filters", "heuristic", "--report", report)
+    html = report.read_bytes().decode("utf-8")  # raises on a cut character or a raw 0xff
+    assert "é" * 300 in html
