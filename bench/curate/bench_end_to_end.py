@@ -38,22 +38,21 @@ def run(cmd):
 
 
 def originals():
-    """(training documents, held-out text): KJV passages of four verses outside the held-out
-    books, and fortunes, against the held-out books and the fortune file `wisdom`."""
+    """(KJV passages, fortunes, held-out KJV verses, held-out fortunes): passages of four verses
+    outside the held-out books Ruth, Ecclesiastes and James, fortunes of 8 words or more outside
+    the held-out fortune file `wisdom`."""
     refs = run(["bible", "-f", "Genesis1:1-Revelation22:21"]).splitlines()
     train_verses = [re.sub(r"^\S+ ", "", v) for v in refs if v.strip() and not HELD_OUT.match(v)]
-    held = [re.sub(r"^\S+ ", "", v) for v in refs if HELD_OUT.match(v)]
-    docs = [" ".join(train_verses[i:i + 4]) for i in range(0, len(train_verses) - 3, 4)]
+    held_kjv = [re.sub(r"^\S+ ", "", v) for v in refs if HELD_OUT.match(v)]
+    kjv = [" ".join(train_verses[i:i + 4]) for i in range(0, len(train_verses) - 3, 4)]
+    fortunes, held_fortunes = [], []
     for f in sorted(pd.FORTUNES.glob("*")):
         if f.suffix or not f.is_file():
             continue
         blocks = [" ".join(b.split()) for b in f.read_text(errors="replace").split("\n%\n")]
         blocks = [b for b in blocks if len(b.split()) >= 8]
-        if f.name == "wisdom":
-            held += blocks
-        else:
-            docs += blocks
-    return docs, "\n".join(held) + "\n"
+        (held_fortunes if f.name == "wisdom" else fortunes).extend(blocks)
+    return kjv, fortunes, held_kjv, held_fortunes
 
 
 def junk(rng):
@@ -103,7 +102,8 @@ def main():
     a = ap.parse_args()
     tmp = Path(a.keep) if a.keep else Path(tempfile.mkdtemp())
     tmp.mkdir(parents=True, exist_ok=True)
-    docs, held = originals()
+    kjv, fortunes, held_kjv, held_fortunes = originals()
+    docs, held = kjv + fortunes, "\n".join(held_kjv + held_fortunes) + "\n"
     rng = random.Random(1)
     raw = polluted(docs, rng)
     (tmp / "raw").mkdir(exist_ok=True)
