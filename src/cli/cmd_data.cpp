@@ -81,7 +81,10 @@ std::function<int()> setup(CLI::App& app) {
     const auto [score, run_score] = add_data_score(app);
     const auto [langid, run_langid] = add_data_langid(app);
     const auto [mix, run_mix] = add_data_mix(app);
-    return [o, docs, prep, clean, run_clean, score, run_score, langid, run_langid, mix, run_mix] {
+    const auto [classify, run_classify] = add_data_classify(app);
+    return [o, docs, prep, clean, run_clean, score, run_score, langid, run_langid, mix, run_mix,
+            classify, run_classify] {
+        if (classify->parsed()) return run_classify();
         if (clean->parsed()) return run_clean();
         if (score->parsed()) return run_score();
         if (langid->parsed()) return run_langid();
@@ -96,8 +99,8 @@ std::function<int()> setup(CLI::App& app) {
 
 SYSLM_COMMAND(data, "data",
               "Prepare training data: token shards (data prepare), cleaning (data clean), "
-              "perplexity scores (data score), language identification (data langid), strata "
-              "and mixtures (data mix)",
+              "perplexity scores (data score), language identification (data langid), a quality "
+              "classifier (data classify), strata and mixtures (data mix)",
               setup);
 
 }  // namespace

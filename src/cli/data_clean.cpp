@@ -55,6 +55,14 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
                     "--lang: the identifier's least probability for the language")
         ->capture_default_str()
         ->check(finite_in(0.0, 1.0));
+    auto quality_model = std::make_shared<std::string>();
+    app->add_option("--quality-model", *quality_model,
+                    "A `syslm data classify train` model: drop documents it gives P(good) under "
+                    "--min-quality")
+        ->check(CLI::ExistingFile);
+    app->add_option("--min-quality", o->min_quality, "--quality-model: the least P(good)")
+        ->capture_default_str()
+        ->check(finite_in(0.0, 1.0));
     auto scores = std::make_shared<std::string>();
     app->add_option("--scores", *scores,
                     "JSON lines of `syslm data score` for the same files and --docs (with "
@@ -98,14 +106,17 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
         "LSH makes a pair of Jaccard similarity s a candidate with probability\n"
         "1 - (1 - s^rows)^bands; the curve is steepest near (1/bands)^(1/rows) (16 x 8: 0.71).\n"
         "Example: syslm data clean -f raw/ -o clean/ --dedup exact,minhash --threshold 0.8");
-    auto run = [o, unit, dedup, substring_words, filters, filter_config, lang_model, scores] {
+    auto run = [o, unit, dedup, substring_words, filters, filter_config, lang_model, scores,
+                quality_model] {
+        if (!quality_model->empty())
+            o->quality = curate::NgramClassifier::load(*quality_model, "quality");
         usage_check(scores->empty() == (o->max_ppl == 0),
                     "data clean: --scores and --max-ppl go together");
         if (!scores->empty()) o->scores.emplace(*scores);
         usage_check(o->lang.empty() == lang_model->empty(),
                     "data clean: --lang and --lang-model go together");
         if (!lang_model->empty()) {
-            o->langid = curate::LangId::load(*lang_model);
+            o->langid = curate::NgramClassifier::load(*lang_model);
             const auto& labels = o->langid->labels();
             usage_check(std::find(labels.begin(), labels.end(), o->lang) != labels.end(),
                         "data clean: --lang ", o->lang, ": ", *lang_model,

@@ -1,4 +1,4 @@
-// `syslm data langid` (curate/langid.hpp): train a language identifier on labelled text
+// `syslm data langid` (curate/ngram_classifier.hpp): train a language identifier on labelled text
 // (--train LANG=PATH ...) and / or measure one on held-out text (--test LANG=PATH ...).
 #pragma once
 
@@ -9,5 +9,7 @@
 namespace syslm::cli {
 
 std::pair<CLI::App*, std::function<int()>> add_data_langid(CLI::App& data);
+// `syslm data classify train`: the same n-gram classifier for document quality (good / bad).
+std::pair<CLI::App*, std::function<int()>> add_data_classify(CLI::App& data);
 
 }  // namespace syslm::cli

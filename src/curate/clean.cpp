@@ -68,15 +68,17 @@ std::string report_snippet(const std::string& text) {
     return out;
 }
 
-// The first quality rule a document fails, if any: the heuristics, the language, the perplexity.
+// The first quality rule a document fails, if any: the heuristics, the language, the quality
+// classifier, the perplexity.
 std::optional<std::string> quality_rule(const CleanOptions& o, const std::string& text,
                                         double ppl) {
     if (o.filters)
         if (std::optional<std::string> rule = o.filters->reject(text)) return rule;
     if (o.langid) {
-        const LangId::Guess g = o.langid->predict(text);
+        const NgramClassifier::Guess g = o.langid->predict(text);
         if (g.label != o.lang || g.prob < o.min_lang_prob) return "lang";
     }
+    if (o.quality && o.quality->prob(text, "good") < o.min_quality) return "quality";
     if (o.scores && ppl > o.max_ppl) return "perplexity";
     return std::nullopt;
 }

@@ -14,8 +14,8 @@
 
 #include "curate/documents.hpp"
 #include "curate/filters.hpp"
-#include "curate/langid.hpp"
 #include "curate/minhash.hpp"
+#include "curate/ngram_classifier.hpp"
 #include "curate/scores.hpp"
 
 namespace syslm::curate {
@@ -29,9 +29,13 @@ struct CleanOptions {
     std::optional<HeuristicFilters> filters;
     // Language: documents the identifier does not give to `lang` with at least min_lang_prob
     // are dropped (rule "lang"), before any dedup.
-    std::optional<LangId> langid;
+    std::optional<NgramClassifier> langid;
     std::string lang;
     double min_lang_prob = 0.5;
+    // Quality: documents a `data classify` model (labels good / bad) gives P(good) below
+    // min_quality are dropped (rule "quality"), before any dedup.
+    std::optional<NgramClassifier> quality;
+    double min_quality = 0.5;
     // Perplexity (CCNet's signal): documents whose `data score` perplexity (scores.hpp) exceeds
     // max_ppl are dropped (rule "perplexity"), before any dedup. The scores must cover every
     // document of the inputs, cut the same way.
