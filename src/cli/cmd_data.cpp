@@ -27,6 +27,12 @@ int run_prepare(const data::PrepareOptions& opt) {
             std::fprintf(stderr, "%s: %.2f MB -> %llu tokens\n", path.c_str(), bytes / 1e6,
                          static_cast<unsigned long long>(tokens));
         });
+    for (const std::string& path : st.skipped_binary)
+        std::fprintf(stderr, "%s: a binary file (a NUL byte in its first 8 KiB): skipped\n",
+                     path.c_str());
+    if (st.skipped_invalid_utf8 > 0)
+        std::fprintf(stderr, "skipped %lld documents that are not valid UTF-8\n",
+                     static_cast<long long>(st.skipped_invalid_utf8));
     const auto& m = st.meta;
     const uint64_t total = m.train_tokens + m.val_tokens;
     std::printf("%s: %llu documents, %llu tokens (%s, vocabulary %u, separator %d)\n",

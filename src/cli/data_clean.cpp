@@ -146,6 +146,7 @@ std::pair<CLI::App*, std::function<int()>> add_data_clean(CLI::App& data) {
             curate::lsh_threshold(o->minhash.bands, o->minhash.rows),
             static_cast<long long>(r.substring_words), static_cast<long long>(r.emptied),
             r.bytes_in / 1e6, r.bytes_out / 1e6, r.seconds);
+        if (!r.skipped.empty()) std::printf("  %s\n", r.skipped.c_str());
         for (const auto& [rule, n] : r.filtered)
             std::printf("  dropped by %s: %lld documents\n", rule.c_str(),
                         static_cast<long long>(n));

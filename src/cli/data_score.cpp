@@ -40,6 +40,8 @@ int run_score(const ScoreArgs& a) {
         if (s.tokens > 0) ppl.push_back(s.ppl());
     }
     SYSLM_CHECK(out.good(), a.out, ": write failed");
+    if (!reader.skipped().summary().empty())
+        std::fprintf(stderr, "data score: %s\n", reader.skipped().summary().c_str());
     std::sort(ppl.begin(), ppl.end());
     auto q = [&](double f) {
         return ppl.empty() ? 0 : ppl[static_cast<size_t>(f * (ppl.size() - 1))];

@@ -144,6 +144,7 @@ Decisions decide(const CleanOptions& o, const std::vector<std::string>& files, C
             d.step.push_back(step);
         }
     }
+    r.skipped = reader.skipped().summary();
     if (o.scores)
         for (size_t f = 0; f < files.size(); ++f) o.scores->check_count(files[f], per_file[f]);
     // Clusters are the final connected components (a later document may join two earlier

@@ -65,6 +65,7 @@ struct CleanReport {
     std::vector<int64_t> largest_clusters;  // sizes of the largest near-duplicate clusters
     int64_t bytes_in = 0, bytes_out = 0;
     int64_t candidate_pairs = 0;  // MinHash candidates verified
+    std::string skipped;          // bad input skipped (DocumentReader::Skipped::summary), or ""
     std::vector<double> ppl;      // with scores: every document's perplexity (the histogram)
     double seconds = 0;
 };

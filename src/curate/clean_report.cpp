@@ -78,6 +78,7 @@ void write_report(const CleanOptions& o, const CleanReport& r) {
                        std::to_string(o.minhash.bands) + " x " + std::to_string(o.minhash.rows) +
                        " bands, " + std::to_string(o.minhash.shingle) +
                        "-word shingles, verified at " + std::to_string(o.minhash.threshold));
+    if (!r.skipped.empty()) row("bad input", r.skipped);
     row("seconds", std::to_string(r.seconds));
     h << "</table>\n<h2>Removed, by reason</h2>\n";
     std::vector<std::pair<std::string, int64_t>> rows(r.filtered.begin(), r.filtered.end());

@@ -1,9 +1,11 @@
 #include "curate/documents.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace syslm::curate {
 
@@ -38,13 +40,46 @@ std::vector<std::string> input_files(const std::vector<std::string>& paths) {
 DocumentReader::DocumentReader(std::vector<std::string> files, DocUnit unit)
     : files_(std::move(files)), unit_(unit) {}
 
+namespace {
+
+// A file that is empty, or binary: a NUL byte in its first 8 KiB (as grep and git decide).
+const char* unreadable_kind(std::ifstream& in) {
+    char buf[8192];
+    in.read(buf, sizeof buf);
+    const std::streamsize n = in.gcount();
+    in.clear();
+    in.seekg(0);
+    if (n == 0) return "empty";
+    return std::memchr(buf, 0, static_cast<size_t>(n)) ? "binary" : nullptr;
+}
+
+}  // namespace
+
 bool DocumentReader::next(Document& d) {
+    while (next_raw(d)) {
+        if (!tokenizer::utf8_valid(d.text)) {  // never silently turned into tokens
+            ++skipped_.invalid_utf8;
+            continue;
+        }
+        d.id = next_id_++;
+        return true;
+    }
+    return false;
+}
+
+bool DocumentReader::next_raw(Document& d) {
     d.text.clear();
     std::string line;
     while (file_ < files_.size()) {
         if (!open_) {
             in_ = std::ifstream(files_[file_], std::ios::binary);
             SYSLM_CHECK(in_, files_[file_], ": cannot open");
+            if (const char* kind = unreadable_kind(in_)) {
+                ++(kind[0] == 'e' ? skipped_.empty_files : skipped_.binary_files);
+                in_.close();
+                ++file_;
+                continue;
+            }
             open_ = true;
         }
         bool got = false;
@@ -75,12 +110,18 @@ bool DocumentReader::next(Document& d) {
             ++file_;
         }
         if (got) {
-            d.id = next_id_++;
             d.file = index;
             return true;
         }
     }
     return false;
+}
+
+std::string DocumentReader::Skipped::summary() const {
+    if (binary_files + empty_files + invalid_utf8 == 0) return "";
+    return "skipped " + std::to_string(binary_files) + " binary and " +
+           std::to_string(empty_files) + " empty files, " + std::to_string(invalid_utf8) +
+           " documents that are not UTF-8";
 }
 
 }  // namespace syslm::curate

@@ -25,13 +25,22 @@ struct Document {
 // The files `paths` name (directories expanded), in order; throws Error naming a missing path.
 std::vector<std::string> input_files(const std::vector<std::string>& paths);
 
+// Bad input is skipped and counted, never turned into documents: empty files, binary files (a
+// NUL byte in the first 8 KiB) and documents that are not valid UTF-8.
 class DocumentReader {
 public:
     DocumentReader(std::vector<std::string> files, DocUnit unit);
     bool next(Document& d);  // false after the last document
     const std::vector<std::string>& files() const { return files_; }
+    struct Skipped {
+        int64_t binary_files = 0, empty_files = 0, invalid_utf8 = 0;
+        std::string summary() const;  // "" when nothing was skipped
+    };
+    const Skipped& skipped() const { return skipped_; }
 
 private:
+    bool next_raw(Document& d);  // the next document, whatever its bytes
+    Skipped skipped_;
     std::vector<std::string> files_;
     DocUnit unit_;
     size_t file_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -126,6 +127,9 @@ std::vector<Stratum> write_source(const MixOptions& opt, const MixSource& src,
         writers[level]->add_document(doc.text);
         ++s.docs;
     }
+    if (!reader.skipped().summary().empty())
+        std::fprintf(stderr, "data mix: source '%s': %s\n", src.name.c_str(),
+                     reader.skipped().summary().c_str());
     for (int i = 0; i < k; ++i) {
         Stratum& s = strata[static_cast<size_t>(i)];
         SYSLM_CHECK(s.docs > 0, "data mix: source '", src.name, "' has no documents",

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -12,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tokenizer/utf8.hpp"
 
 namespace syslm::data {
 namespace {
@@ -100,16 +102,28 @@ private:
     uint64_t pos_ = 0;
 };
 
-// Calls fn(document) for each document of one file, per `mode`.
+// A NUL byte in the first 8 KiB: a binary file (as grep and git decide), not text to tokenize.
+bool is_binary(std::ifstream& in) {
+    char buf[8192];
+    in.read(buf, sizeof buf);
+    const std::streamsize n = in.gcount();
+    in.clear();
+    in.seekg(0);
+    return std::memchr(buf, 0, static_cast<size_t>(n)) != nullptr;
+}
+
+// Calls fn(document) for each document of one file, per `mode`; false for a binary file (no
+// document read).
 template <class Fn>
-void for_each_document(const std::string& path, DocMode mode, Fn&& fn) {
+bool for_each_document(const std::string& path, DocMode mode, Fn&& fn) {
     std::ifstream in(path, std::ios::binary);
     SYSLM_CHECK(in, path, ": cannot open the text file");
+    if (is_binary(in)) return false;
     if (mode == DocMode::File) {
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         SYSLM_CHECK(!in.bad(), path, ": read error");
         if (!text.empty()) fn(text);
-        return;
+        return true;
     }
     std::string line, doc;
     while (std::getline(in, line)) {
@@ -126,6 +140,7 @@ void for_each_document(const std::string& path, DocMode mode, Fn&& fn) {
     }
     SYSLM_CHECK(!in.bad(), path, ": read error");
     if (!doc.empty()) fn(doc);
+    return true;
 }
 
 }  // namespace
@@ -258,10 +273,18 @@ PrepareStats prepare_data(
     PrepareStats st;
     for (const auto& path : opt.inputs) {
         uint64_t bytes = 0, tokens = 0;
-        for_each_document(path, opt.docs, [&](const std::string& doc) {
+        const bool text = for_each_document(path, opt.docs, [&](const std::string& doc) {
+            if (!tokenizer::utf8_valid(doc)) {  // counted, never turned into tokens
+                ++st.skipped_invalid_utf8;
+                return;
+            }
             tokens += out.add_document(doc);
             bytes += doc.size();
         });
+        if (!text) {
+            st.skipped_binary.push_back(path);
+            continue;
+        }
         st.n_bytes += bytes;
         if (on_file) on_file(path, bytes, tokens);
     }

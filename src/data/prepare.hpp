@@ -56,6 +56,10 @@ struct PrepareStats {
     uint64_t n_docs = 0, n_bytes = 0;
     double seconds = 0;           // wall time of the whole run
     double tokenize_seconds = 0;  // of which in the tokenizer
+    // Bad input, skipped: binary files (a NUL byte in the first 8 KiB) and documents that are
+    // not valid UTF-8.
+    std::vector<std::string> skipped_binary;
+    int64_t skipped_invalid_utf8 = 0;
 };
 
 // Hash of a tokenizer's vocabulary (type, and every token's text and type, in id order): two
