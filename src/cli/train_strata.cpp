@@ -71,7 +71,7 @@ nlohmann::json evaluate_strata(train::TrainModel& model,
         const uint64_t need = static_cast<uint64_t>(batch) * static_cast<uint64_t>(seq) + 1;
         const data::DataMeta m = data::read_meta(s.dir);
         out["val_loss_" + s.name] =
-            m.val_tokens >= need && m.val_shards.size() == 1
+            m.val_tokens >= need
                 ? nlohmann::json(train::evaluate(model, s.dir, batch, seq, max_batches, be))
                 : nlohmann::json(nullptr);
     }

@@ -1,10 +1,10 @@
 #include "curate/documents.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "data/prepare.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace syslm::curate {
@@ -42,15 +42,11 @@ DocumentReader::DocumentReader(std::vector<std::string> files, DocUnit unit)
 
 namespace {
 
-// A file that is empty, or binary: a NUL byte in its first 8 KiB (as grep and git decide).
+// A file that is empty, or binary (data::is_binary_file).
 const char* unreadable_kind(std::ifstream& in) {
-    char buf[8192];
-    in.read(buf, sizeof buf);
-    const std::streamsize n = in.gcount();
+    if (in.peek() == std::char_traits<char>::eof()) return "empty";
     in.clear();
-    in.seekg(0);
-    if (n == 0) return "empty";
-    return std::memchr(buf, 0, static_cast<size_t>(n)) ? "binary" : nullptr;
+    return data::is_binary_file(in) ? "binary" : nullptr;
 }
 
 }  // namespace

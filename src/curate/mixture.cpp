@@ -321,9 +321,13 @@ double proxy_run(const MixOptions& opt, const tokenizer::Tokenizer& tok,
     const ProcessResult r = run_process(argv, log);
     SYSLM_CHECK(r.status == 0, "data mix: proxy run ", i, " failed (exit ", r.status,
                 "); its output is in ", log);
-    const size_t last = r.out.find_last_of('{');
+    // --json prints the run's summary as its last line (npos + 1 = 0: the only line)
+    const size_t end = r.out.find_last_not_of('\n');
+    const size_t last = end == std::string::npos ? 0 : r.out.rfind('\n', end) + 1;
     try {
-        return nlohmann::json::parse(r.out.substr(last)).at("best_val_loss").get<double>();
+        return nlohmann::json::parse(r.out.substr(last, end + 1 - last))
+            .at("best_val_loss")
+            .get<double>();
     } catch (const std::exception& e) {
         fail("data mix: proxy run ", i, " printed no val loss (", e.what(), "); see ", log);
     }

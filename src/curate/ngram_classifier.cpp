@@ -115,7 +115,7 @@ NgramClassifier NgramClassifier::train(const std::vector<Sample>& samples, doubl
     for (const Sample& s : samples) {
         const size_t l = index[s.label];
         ++docs[l];
-        for_each_ngram(s.text, m.word_pairs(), [&](uint64_t b) {
+        for_each_ngram(s.text, m.quality(), [&](uint64_t b) {
             counts[b * L + l] += 1;
             totals[l] += 1;
         });
@@ -137,13 +137,13 @@ std::vector<double> NgramClassifier::scores(std::string_view text) const {
     const size_t L = labels_.size();
     std::vector<double> score(L, 0.0);
     size_t n = 0;
-    for_each_ngram(text, word_pairs(), [&](uint64_t b) {
+    for_each_ngram(text, quality(), [&](uint64_t b) {
         const float* row = log_prob_.data() + b * L;  // the bucket's labels, side by side
         for (size_t l = 0; l < L; ++l) score[l] += row[l];
         ++n;
     });
     // naive Bayes sums log-likelihoods; the logistic model (quality) averages its weights
-    const double scale = word_pairs() && n > 0 ? 1.0 / static_cast<double>(n) : 1.0;
+    const double scale = quality() && n > 0 ? 1.0 / static_cast<double>(n) : 1.0;
     for (size_t l = 0; l < L; ++l) score[l] = log_prior_[l] + scale * score[l];
     return score;
 }

@@ -46,7 +46,7 @@ private:
     static NgramClassifier train_logistic(NgramClassifier m, const std::vector<Sample>& samples,
                                           const std::map<std::string, size_t>& index);
     std::vector<double> scores(std::string_view text) const;  // log prior + log likelihoods
-    bool word_pairs() const { return kind_ == "quality"; }    // words and word pairs
+    bool quality() const { return kind_ == "quality"; }       // words, word pairs, logistic
     std::string kind_ = "langid";
     std::vector<std::string> labels_;
     std::vector<float> log_prior_;  // per label

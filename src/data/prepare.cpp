@@ -102,23 +102,13 @@ private:
     uint64_t pos_ = 0;
 };
 
-// A NUL byte in the first 8 KiB: a binary file (as grep and git decide), not text to tokenize.
-bool is_binary(std::ifstream& in) {
-    char buf[8192];
-    in.read(buf, sizeof buf);
-    const std::streamsize n = in.gcount();
-    in.clear();
-    in.seekg(0);
-    return std::memchr(buf, 0, static_cast<size_t>(n)) != nullptr;
-}
-
 // Calls fn(document) for each document of one file, per `mode`; false for a binary file (no
 // document read).
 template <class Fn>
 bool for_each_document(const std::string& path, DocMode mode, Fn&& fn) {
     std::ifstream in(path, std::ios::binary);
     SYSLM_CHECK(in, path, ": cannot open the text file");
-    if (is_binary(in)) return false;
+    if (is_binary_file(in)) return false;
     if (mode == DocMode::File) {
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         SYSLM_CHECK(!in.bad(), path, ": read error");
@@ -144,6 +134,15 @@ bool for_each_document(const std::string& path, DocMode mode, Fn&& fn) {
 }
 
 }  // namespace
+
+bool is_binary_file(std::istream& in) {
+    char buf[8192];
+    in.read(buf, sizeof buf);
+    const std::streamsize n = in.gcount();
+    in.clear();
+    in.seekg(0);
+    return std::memchr(buf, 0, static_cast<size_t>(n)) != nullptr;
+}
 
 uint64_t tokenizer_fingerprint(const tokenizer::Tokenizer& tok) {
     uint64_t h = 0xcbf29ce484222325ull;

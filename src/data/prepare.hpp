@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <istream>
 #include <memory>
 #include <span>
 #include <string>
@@ -61,6 +62,10 @@ struct PrepareStats {
     std::vector<std::string> skipped_binary;
     int64_t skipped_invalid_utf8 = 0;
 };
+
+// A NUL byte in the stream's first 8 KiB: a binary file (as grep and git decide), not text to
+// tokenize. Reads from the start and rewinds.
+bool is_binary_file(std::istream& in);
 
 // Hash of a tokenizer's vocabulary (type, and every token's text and type, in id order): two
 // tokenizers with the same fingerprint produce the same ids.
