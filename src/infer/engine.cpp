@@ -266,9 +266,13 @@ void Engine::finish(Active& a, FinishReason reason, Refusal error) {
 
 void Engine::sample(Active& a, std::span<const float> row) {
     const bool constrained = a.matcher && a.grammar_on;
-    if (constrained && !mask_logits(a, row))
+    // A complete grammar ends the answer even under ignore_eos (e.g. the empty regex "" at once).
+    if (constrained && a.matcher->finished()) return finish(a, FinishReason::Stop);
+    if (constrained && !mask_logits(a, row)) {
+        if (a.matcher->can_end()) return finish(a, FinishReason::Stop);  // only EOG was left
         return finish(a, FinishReason::Error,
                       {Failure::StepFailed, "the grammar allows no further token"});
+    }
     const int32_t token = a.sampler.sample(constrained ? std::span<const float>(masked_) : row);
     a.sampler.accept(token);
     if (constrained && !tok_.is_eog(token))  // the mask let only allowed pieces through

@@ -465,3 +465,11 @@ def test_a_regex_constrains_the_whole_output(client, server):
             assert re.fullmatch(rx, c.text), (rx, c.text)
     code, text = http(server, "POST", "/v1/completions", {"prompt": "x", "regex": "(a)\\1"})
     assert code == 400 and "regex" in json.loads(text)["error"]["param"], text
+    # A grammar that is already complete ends the answer, even under ignore_eos (was a 500 that
+    # schemathesis found: the empty regex left no token but the banned EOS).
+    for rx in ("", "(ok)?"):
+        code, text = http(server, "POST", "/v1/completions",
+                          {"prompt": "x", "regex": rx, "ignore_eos": True, "max_tokens": 8})
+        assert code == 200, (rx, text)
+        choice = json.loads(text)["choices"][0]
+        assert choice["finish_reason"] == "stop" and re.fullmatch(rx, choice["text"]), (rx, text)
