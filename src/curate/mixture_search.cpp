@@ -20,9 +20,9 @@ ProxySpec parse_proxy(const std::string& spec) {
         const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
         char* end = nullptr;
         const double v = std::strtod(value.c_str(), &end);
-        SYSLM_CHECK(!value.empty() && end == value.c_str() + value.size() && v > 0 &&
-                        std::isfinite(v),
-                    "--proxy '", item, "': the value is not a positive number");
+        SYSLM_CHECK(
+            !value.empty() && end == value.c_str() + value.size() && v > 0 && std::isfinite(v),
+            "--proxy '", item, "': the value is not a positive number");
         int* field = key == "layers"  ? &p.layers
                      : key == "dim"   ? &p.dim
                      : key == "heads" ? &p.heads
@@ -44,8 +44,7 @@ ProxySpec parse_proxy(const std::string& spec) {
 
 std::vector<double> MixtureModel::features(const std::vector<double>& w) {
     std::vector<double> f(w);
-    for (size_t i = 0; i < w.size(); ++i)
-        for (size_t j = i; j < w.size(); ++j) f.push_back(w[i] * w[j]);
+    for (const double x : w) f.push_back(std::log(x + kLogFloor));
     return f;
 }
 
@@ -92,13 +91,28 @@ MixtureModel fit_on(const std::vector<SearchRun>& runs, size_t skip) {
             x.push_back(MixtureModel::features(runs[i].weights));
             y.push_back(runs[i].val_loss);
         }
-    double mean_square = 0;
+    // Standardized features and a centred loss: the ridge (1e-3 per run) then shrinks every
+    // feature alike and never the level, which returns through the weights (they sum to 1).
+    const size_t n = x.size(), f = x.front().size();
+    std::vector<double> mean(f, 0.0), sd(f, 0.0);
     for (const auto& row : x)
-        for (double v : row) mean_square += v * v;
-    mean_square /= static_cast<double>(x.size() * x.front().size());
+        for (size_t j = 0; j < f; ++j) mean[j] += row[j] / static_cast<double>(n);
+    for (const auto& row : x)
+        for (size_t j = 0; j < f; ++j) sd[j] += (row[j] - mean[j]) * (row[j] - mean[j]);
+    for (double& v : sd) v = std::max(std::sqrt(v / static_cast<double>(n)), 1e-12);
+    for (auto& row : x)
+        for (size_t j = 0; j < f; ++j) row[j] = (row[j] - mean[j]) / sd[j];
+    const double level = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(n);
+    for (double& v : y) v -= level;
     MixtureModel m;
     m.k = static_cast<int>(runs.front().weights.size());
-    m.coef = ridge(x, y, 1e-3 * mean_square * static_cast<double>(x.size()));
+    m.coef = ridge(x, y, 1e-3 * static_cast<double>(n));
+    double intercept = level;
+    for (size_t j = 0; j < f; ++j) {
+        m.coef[j] /= sd[j];
+        intercept -= m.coef[j] * mean[j];
+    }
+    for (int i = 0; i < m.k; ++i) m.coef[static_cast<size_t>(i)] += intercept;
     return m;
 }
 
@@ -177,8 +191,8 @@ std::vector<double> best_mixture(const MixtureModel& m, const std::vector<double
         scored.push_back({m.predict(w), std::move(w)});
     }
     const auto n = static_cast<size_t>(std::min(top, candidates));
-    std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n),
-                      scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n), scored.end(),
+                      [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<double> mean(prior.size(), 0.0);
     for (size_t i = 0; i < n; ++i)
         for (size_t j = 0; j < mean.size(); ++j) mean[j] += scored[i].second[j] / double(n);

@@ -1,7 +1,7 @@
 // The mixture search's parts (curate/mixture_search.hpp): Dirichlet draws (their means and the
 // spread the concentration sets, within bounds from the distribution's own variance), distinct
-// weights per run, the quadratic fit recovering a known loss surface exactly, and the choice
-// landing at that surface's interior minimum.
+// weights per run, the fit recovering a known loss surface of its family exactly, and the
+// choice landing at that surface's interior minimum.
 #include "curate/mixture_search.hpp"
 
 #include <gtest/gtest.h>
@@ -47,12 +47,15 @@ TEST(MixtureSearch, RunsTryDistinctWeights) {
     EXPECT_EQ(run_weights(prior, 5, 3), run_weights(prior, 5, 3));  // seeded
 }
 
-// loss(w) = 3 - 2 w0 + 4 (w0 - 0.3)^2 + w1 w2 over three strata: a quadratic in the features
+// loss(w) = 3 + 0.2 w0 - sum_i b_i log(w_i + 0.01), b = (0.5, 0.3, 0.2): in the model's family
+const double kB[] = {0.5, 0.3, 0.2};
 double surface(const std::vector<double>& w) {
-    return 3 - 2 * w[0] + 4 * (w[0] - 0.3) * (w[0] - 0.3) + w[1] * w[2];
+    double l = 3 + 0.2 * w[0];
+    for (size_t i = 0; i < 3; ++i) l -= kB[i] * std::log(w[i] + MixtureModel::kLogFloor);
+    return l;
 }
 
-TEST(MixtureSearch, TheFitRecoversAQuadraticAndTheChoiceItsMinimum) {
+TEST(MixtureSearch, TheFitRecoversALogSurfaceAndTheChoiceItsMinimum) {
     const std::vector<double> prior{0.3, 0.3, 0.4};
     std::vector<SearchRun> runs;
     for (int i = 0; i < 40; ++i) {
@@ -67,11 +70,19 @@ TEST(MixtureSearch, TheFitRecoversAQuadraticAndTheChoiceItsMinimum) {
         const std::vector<double> w = run_weights(prior, 100 + i, 12);
         EXPECT_NEAR(m.predict(w), surface(w), 0.02);
     }
-    // minimum of the surface on the simplex: w0 = 0.55 (d/dw0 of -2 w0 + 4 (w0 - 0.3)^2 = 0),
-    // the rest split to make w1 w2 small: the choice has w0 near 0.55 and a lower loss than the
-    // prior's
+    // The minimum on the simplex (Lagrange: 0.2 [i = 0] - b_i / (w_i + 0.01) = lambda, the w
+    // summing to 1) solved by bisection on lambda; the choice lands near it, with a lower loss
+    // than the prior's.
+    auto share = [](double lambda, size_t i) {
+        return kB[i] / ((i == 0 ? 0.2 : 0.0) - lambda) - 0.01;
+    };
+    double lo = -100, hi = -0.5;
+    for (int it = 0; it < 200; ++it) {
+        const double mid = (lo + hi) / 2;
+        (share(mid, 0) + share(mid, 1) + share(mid, 2) > 1 ? hi : lo) = mid;
+    }
     const std::vector<double> best = best_mixture(m, prior, 5);
-    EXPECT_NEAR(best[0], 0.55, 0.08);
+    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(best[i], share(lo, i), 0.05) << i;
     EXPECT_LT(surface(best), surface(prior));
 }
 
