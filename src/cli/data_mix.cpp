@@ -8,6 +8,7 @@
 #include "cli/option_checks.hpp"
 #include "core/error.hpp"
 #include "curate/mixture.hpp"
+#include "curate/mixture_report.hpp"
 #include "io/gguf.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -18,7 +19,7 @@ namespace {
 struct MixArgs {
     curate::MixOptions opt;
     std::vector<std::string> sources;
-    std::string unit = "blank", strata, search, proxy;
+    std::string unit = "blank", strata, search, proxy, report;
     int runs = 16;
 };
 
@@ -63,11 +64,16 @@ int run_mix(MixArgs& a) {
         std::printf("\n");
     }
     if (!r.runs.empty())
-        std::printf("search: %zu proxy runs; fit R^2 %.3f, leave-one-out RMSE %.4f; predicted val "
-                    "loss %.4f chosen, %.4f uniform, %.4f natural (the weights above are the "
-                    "choice)\n",
-                    r.runs.size(), r.fit.r2, r.fit.loo_rmse, r.predicted_chosen,
-                    r.predicted_uniform, r.predicted_natural);
+        std::printf(
+            "search: %zu proxy runs; fit R^2 %.3f, leave-one-out RMSE %.4f; predicted val "
+            "loss %.4f chosen, %.4f uniform, %.4f natural (the weights above are the "
+            "choice)\n",
+            r.runs.size(), r.fit.r2, r.fit.loo_rmse, r.predicted_chosen, r.predicted_uniform,
+            r.predicted_natural);
+    if (!a.report.empty()) {
+        curate::write_mixture_report(a.opt, r, a.report);
+        std::printf("report: %s\n", a.report.c_str());
+    }
     return 0;
 }
 
@@ -115,6 +121,8 @@ std::pair<CLI::App*, std::function<int()>> add_data_mix(CLI::App& data) {
         ->capture_default_str()
         ->check(CLI::Range(3, 1000));
     app->add_option("-t,--threads", a->opt.threads, "Threads of each proxy run (default: all)");
+    app->add_option("--report", a->report,
+                    "HTML page: the strata, the weights, the search's runs and fit");
     app->add_option("--chunk-tokens", a->opt.data.chunk_tokens,
                     "Granularity of the val split and of the mixture's draws")
         ->capture_default_str()

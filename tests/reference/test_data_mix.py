@@ -6,6 +6,7 @@ its documents, and the mixture's share of each source is counted, within the chu
 that the mixture draws in."""
 import json
 import random
+import re
 import struct
 
 import numpy as np
@@ -129,7 +130,7 @@ def test_mixture_search_fits_proxy_runs_and_mixes_by_its_choice(tmp_path, run_sy
                   f"b={tmp_path / 'b.txt'}", "--tokenizer", vocab_dir / "ggml-vocab-gpt-2.gguf",
                   "-o", out, "--docs", "line", "--chunk-tokens", chunk, "--val", 0.1, "--search",
                   "regmix", "--runs", 4, "--proxy", "layers=1,dim=16,heads=2,steps=6,seq=16,batch=2",
-                  "-t", 1)
+                  "-t", 1, "--report", tmp_path / "mix.html")
     mix = json.loads((out / "mixture.json").read_text())
     runs = mix["search"]["runs"]
     assert len(runs) == 4 and len({tuple(r["weights"]) for r in runs}) == 4
@@ -140,7 +141,7 @@ def test_mixture_search_fits_proxy_runs_and_mixes_by_its_choice(tmp_path, run_sy
         meta = json.loads((out / "search" / f"run_{i}" / "meta.json").read_text())
         assert meta["train_tokens"] >= 6 * 2 * 16
     fit = mix["search"]["fit"]
-    assert len(fit["coef"]) == 2 + 3 and fit["loo_rmse"] >= 0
+    assert len(fit["coef"]) == 2 * 2 and fit["loo_rmse"] >= 0  # the weights and their logs
     w = [s["weight"] for s in mix["strata"]]
     assert abs(sum(w) - 1) < 1e-9 and all(0 < x < 1 for x in w)
     pred = mix["search"]["predicted_val_loss"]
@@ -152,6 +153,17 @@ def test_mixture_search_fits_proxy_runs_and_mixes_by_its_choice(tmp_path, run_sy
     for s in mix["strata"]:
         assert s["weight"] * budget <= s["mixed_tokens"] < s["weight"] * budget + chunk
     assert json.loads((out / "meta.json").read_text())["train_tokens"] == total
+    # the report: every run's weights and loss, the fit's figures, the predicted losses, the
+    # chosen weights, one point per run on the fit's scatter
+    html = (tmp_path / "mix.html").read_text()
+    cells = re.findall(r"<td>([^<]*)</td>", html)
+    for run in runs:
+        assert f"{run['val_loss']:.4f}" in cells
+        assert all(f"{x:.3f}" in cells for x in run["weights"])
+    assert f"{fit['r2']:.3f}" in html and f"{fit['loo_rmse']:.4f}" in html
+    assert all(f"{v:.4f}" in cells for v in pred.values())
+    assert all(f"{x:.4f}" in cells for x in w)
+    assert html.count("<circle") == 4 and html.rstrip().endswith("</html>")
     for args, message in ((["--search", "doremi"], "--search"),
                           (["--search", "regmix", "--proxy", "depth=2"], "unknown key 'depth'")):
         r = run_syslm("data", "mix", "--source", f"a={tmp_path / 'a.txt'}", "--tokenizer",
