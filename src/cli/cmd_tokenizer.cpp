@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "core/mapped_file.hpp"
 #include "io/gguf.hpp"
 #include "tokenizer/bpe_trainer.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -30,12 +31,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    SYSLM_CHECK(in, path, ": cannot open the training text file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    SYSLM_CHECK(!in.bad(), path, ": read error");
-    std::string text = std::move(ss).str();
+    std::string text = read_whole_file(path);
     SYSLM_CHECK(!text.empty(), path, ": the training text file is empty");
     return text;
 }

@@ -12,13 +12,6 @@
 namespace syslm::compress {
 namespace {
 
-
-std::string num(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-
 std::string base(const std::string& path) {
     return std::filesystem::path(path).filename().string();
 }
@@ -65,19 +58,19 @@ std::string scatter(const std::vector<Point>& pts, const std::string& title,
     for (double x = std::ceil(x0 / xs) * xs; x <= x1; x += xs)
         s << "<line x1='" << sx(x) << "' x2='" << sx(x) << "' y1='" << T << "' y2='" << H - B
           << "' class='grid'/><text x='" << sx(x) << "' y='" << H - B + 16
-          << "' text-anchor='middle'>" << num(x, xd) << "</text>";
+          << "' text-anchor='middle'>" << fixed_decimals(x, xd) << "</text>";
     for (double y = std::ceil(y0 / ys) * ys; y <= y1; y += ys)
         s << "<line x1='" << L << "' x2='" << W - R << "' y1='" << sy(y) << "' y2='" << sy(y)
-          << "' class='grid'/><text x='" << L - 6 << "' y='" << sy(y) + 4
-          << "' text-anchor='end'>" << num(y, yd) << "</text>";
+          << "' class='grid'/><text x='" << L - 6 << "' y='" << sy(y) + 4 << "' text-anchor='end'>"
+          << fixed_decimals(y, yd) << "</text>";
     s << "<text x='" << (L + W - R) / 2 << "' y='" << H - 8 << "' text-anchor='middle'>"
       << escape_html(xlabel) << "</text><text transform='translate(14," << (T + H - B) / 2
       << ") rotate(-90)' text-anchor='middle'>" << escape_html(ylabel) << "</text>";
     for (size_t i = 0; i < pts.size(); ++i) {
         const Point& p = pts[i];
         s << "<circle cx='" << sx(p.x) << "' cy='" << sy(p.y) << "' r='4' class='p" << i % 6
-          << "'><title>" << escape_html(p.label) << " " << escape_html(p.name) << ": " << num(p.x, 3)
-          << ", " << num(p.y, 4)
+          << "'><title>" << escape_html(p.label) << " " << escape_html(p.name) << ": "
+          << fixed_decimals(p.x, 3) << ", " << fixed_decimals(p.y, 4)
           << "</title></circle><text x='" << sx(p.x) + 6 << "' y='" << sy(p.y) - 6
           << "' class='lbl'>" << escape_html(p.label) << "</text>";
     }
@@ -102,7 +95,8 @@ std::string eval_html(const EvalReport& r) {
       << " tokens, second half scored); KL is KL(reference&nbsp;||&nbsp;model) of the "
          "next-token distributions in nats per token, top-1 the share of positions where both "
          "predict the same token; speeds with llama-bench's method.</p>";
-    h << "<table><tr><th>#</th><th>model</th><th>size MiB</th><th>bits/weight</th><th>tensor types</th>"
+    h << "<table><tr><th>#</th><th>model</th><th>size MiB</th><th>bits/weight</th><th>tensor "
+         "types</th>"
          "<th>prefill tok/s</th><th>decode tok/s</th>";
     for (const std::string& t : r.texts)
         h << "<th>PPL " << escape_html(base(t)) << "</th><th>KL</th><th>top-1</th>";
@@ -110,12 +104,14 @@ std::string eval_html(const EvalReport& r) {
     for (size_t i = 0; i < r.models.size(); ++i) {
         const ModelEval& m = r.models[i];
         h << "<tr><td>" << i + 1 << "</td><td>" << escape_html(eval_label(r, m)) << "</td><td>"
-          << num(static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), 2) << "</td><td>"
-          << num(m.bits_per_weight, 2) << "</td><td>" << escape_html(m.types) << "</td><td>"
-          << num(m.prefill_ts, 1) << "</td><td>" << num(m.decode_ts, 1) << "</td>";
+          << fixed_decimals(static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), 2) << "</td><td>"
+          << fixed_decimals(m.bits_per_weight, 2) << "</td><td>" << escape_html(m.types)
+          << "</td><td>" << fixed_decimals(m.prefill_ts, 1) << "</td><td>"
+          << fixed_decimals(m.decode_ts, 1) << "</td>";
         for (const TextEval& e : m.texts)
-            h << "<td>" << num(e.ppl, 3) << " ± " << num(e.ppl_stderr, 3) << "</td><td>"
-              << num(e.kl, 5) << "</td><td>" << num(100 * e.top1, 1) << "%</td>";
+            h << "<td>" << fixed_decimals(e.ppl, 3) << " ± " << fixed_decimals(e.ppl_stderr, 3)
+              << "</td><td>" << fixed_decimals(e.kl, 5) << "</td><td>"
+              << fixed_decimals(100 * e.top1, 1) << "%</td>";
         h << "</tr>";
     }
     h << "</table>";

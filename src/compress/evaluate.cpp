@@ -11,20 +11,13 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/mapped_file.hpp"
 #include "model/transformer.hpp"
 #include "profile/bench_runner.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace syslm::compress {
 namespace {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    SYSLM_CHECK(in, path, ": cannot open text file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 // log softmax of one row of logits, in double.
 void log_softmax(std::span<const float> logits, std::vector<double>& out) {
@@ -263,7 +256,7 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
     {
         ChunkScorer scorer(entries, o);
         for (const std::string& text_path : texts) {
-            const std::vector<int32_t> tokens = tok.encode(read_text(text_path), true, false);
+            const std::vector<int32_t> tokens = tok.encode(read_whole_file(text_path), true, false);
             r.text_tokens.push_back(static_cast<int64_t>(tokens.size()));
             int64_t n_chunks = static_cast<int64_t>(tokens.size()) / o.n_ctx;
             SYSLM_CHECK(n_chunks > 0, "eval: ", text_path, " has ", tokens.size(),

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/mapped_file.hpp"
 #include "io/gguf.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -16,14 +17,6 @@ namespace syslm::compress {
 namespace {
 
 constexpr std::string_view kSums = ".in_sum2", kCounts = ".counts";
-
-std::string read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    SYSLM_CHECK(in, path, ": cannot open file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 // llama.cpp's legacy imatrix: int32 n_entries, then per entry int32 name length, the name,
 // int32 ncall, int32 nval, nval floats (mean squares times ncall); then optionally int32
@@ -55,8 +48,8 @@ public:
 
 private:
     void need(size_t n, const char* what) {
-        SYSLM_CHECK(n <= left(), path_, ": truncated imatrix: ", what, " at byte ", pos_,
-                    " needs ", n, " bytes, ", left(), " remain");
+        SYSLM_CHECK(n <= left(), path_, ": truncated imatrix: ", what, " at byte ", pos_, " needs ",
+                    n, " bytes, ", left(), " remain");
     }
     const std::string& b_;
     const std::string& path_;
@@ -64,7 +57,7 @@ private:
 };
 
 ImportanceMatrix load_legacy(const std::string& path) {
-    const std::string bytes = read_bytes(path);
+    const std::string bytes = read_whole_file(path);
     LegacyReader r(bytes, path);
     ImportanceMatrix m;
     const int32_t n_entries = r.i32("entry count");
@@ -141,9 +134,9 @@ void ImportanceMatrix::add(const std::string& tensor, int64_t mat, int64_t n_mat
         e.count.assign(static_cast<size_t>(n_mat), 0.0);
         e.max_abs.assign(static_cast<size_t>(n_mat * n_in), 0.0f);
     }
-    SYSLM_CHECK(e.n_in == n_in && e.n_mat() == n_mat && mat >= 0 && mat < n_mat, "imatrix: ",
-                tensor, ": inputs of ", n_in, " columns for matrix ", mat, " of ", n_mat,
-                " contradict earlier ones (", e.n_in, " columns, ", e.n_mat(), " matrices)");
+    SYSLM_CHECK(e.n_in == n_in && e.n_mat() == n_mat && mat >= 0 && mat < n_mat,
+                "imatrix: ", tensor, ": inputs of ", n_in, " columns for matrix ", mat, " of ",
+                n_mat, " contradict earlier ones (", e.n_in, " columns, ", e.n_mat(), " matrices)");
     if (e.max_abs.empty()) e.max_abs.assign(e.sum_sq.size(), 0.0f);  // a loaded entry
     double* sums = e.sum_sq.data() + mat * n_in;
     float* mx = e.max_abs.data() + mat * n_in;
@@ -219,8 +212,8 @@ ImportanceMatrix ImportanceMatrix::load(const std::string& path) {
     return load_legacy(path);
 }
 
-void ImatrixCollector::observe(const std::string& tensor, int expert, const float* x,
-                               int64_t rows, int64_t n_in) {
+void ImatrixCollector::observe(const std::string& tensor, int expert, const float* x, int64_t rows,
+                               int64_t n_in) {
     if (expert >= 0)
         m_.add(tensor, expert, n_expert_, x, rows, n_in);
     else
@@ -253,13 +246,12 @@ ImportanceMatrix collect_imatrix(const model::Model& model, std::span<const int3
 
 ImportanceMatrix collect_imatrix_from_text(const model::Model& model, const std::string& text_path,
                                            const ImatrixOptions& options) {
-    const std::string text = read_bytes(text_path);
+    const std::string text = read_whole_file(text_path);
     const auto tok = tokenizer::Tokenizer::from_gguf(model.file());
     const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, false);
     if (options.log)
         *options.log << "imatrix: " << text_path << ": " << tokens.size() << " tokens\n";
-    ImportanceMatrix m =
-        collect_imatrix(model, tokens, tok.add_bos() ? tok.bos() : -1, options);
+    ImportanceMatrix m = collect_imatrix(model, tokens, tok.add_bos() ? tok.bos() : -1, options);
     m.datasets = {text_path};
     return m;
 }

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.hpp"
 
@@ -85,6 +87,15 @@ void AtomicFileWriter::commit() {
     if (::rename(tmp_path_.c_str(), path_.c_str()) != 0)
         fail(path_, ": cannot rename temporary file into place: ", std::strerror(errno));
     committed_ = true;
+}
+
+std::string read_whole_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    SYSLM_CHECK(in, path, ": cannot open");
+    std::ostringstream s;
+    s << in.rdbuf();
+    SYSLM_CHECK(!in.bad(), path, ": read failed");
+    return s.str();
 }
 
 void write_file_atomically(const std::string& path, std::string_view text) {

@@ -53,6 +53,9 @@ private:
     bool committed_ = false;
 };
 
+// The bytes of the file at `path`; throws Error "<path>: cannot open" when it cannot be read.
+std::string read_whole_file(const std::string& path);
+
 // The whole of `text` as the content of `path`, through an AtomicFileWriter.
 void write_file_atomically(const std::string& path, std::string_view text);
 

@@ -11,12 +11,6 @@ namespace syslm::curate {
 
 namespace {
 
-std::string fixed(double v, int digits) {
-    char b[64];
-    std::snprintf(b, sizeof b, "%.*f", digits, v);
-    return b;
-}
-
 // The weights as bars, one group per stratum: chosen, natural (token shares), uniform.
 void weight_bars(std::ostream& h, const std::vector<Stratum>& strata,
                  const std::vector<double>& natural) {
@@ -31,7 +25,7 @@ void weight_bars(std::ostream& h, const std::vector<Stratum>& strata,
         for (int k = 0; k < 3; ++k)
             h << "<rect x=\"200\" y=\"" << y + 20 * k << "\" width=\"" << 360 * w[k]
               << "\" height=\"18\" fill=\"" << colour[k] << "\"/><text x=\"" << 206 + 360 * w[k]
-              << "\" y=\"" << y + 20 * k + 14 << "\" font-size=\"12\">" << fixed(w[k], 3)
+              << "\" y=\"" << y + 20 * k + 14 << "\" font-size=\"12\">" << fixed_decimals(w[k], 3)
               << "</text>\n";
     }
     h << "<text x=\"200\" y=\"" << 66 * strata.size() + 20
@@ -54,11 +48,11 @@ void scatter(std::ostream& h, const MixResult& r) {
     for (size_t i = 0; i < r.runs.size(); ++i) {
         const double m = r.runs[i].val_loss, p = r.fit.predict(r.runs[i].weights);
         h << "<circle cx=\"" << at(m) << "\" cy=\"" << 420 - at(p)
-          << "\" r=\"4\" fill=\"#4a7bd0\"><title>run " << i << ": measured " << fixed(m, 4)
-          << ", fit " << fixed(p, 4) << "</title></circle>\n";
+          << "\" r=\"4\" fill=\"#4a7bd0\"><title>run " << i << ": measured " << fixed_decimals(m, 4)
+          << ", fit " << fixed_decimals(p, 4) << "</title></circle>\n";
     }
-    h << "<text x=\"40\" y=\"405\" font-size=\"12\">measured " << fixed(lo, 3) << " .. "
-      << fixed(hi, 3) << "</text><text x=\"4\" y=\"30\" font-size=\"12\">predicted by the "
+    h << "<text x=\"40\" y=\"405\" font-size=\"12\">measured " << fixed_decimals(lo, 3) << " .. "
+      << fixed_decimals(hi, 3) << "</text><text x=\"4\" y=\"30\" font-size=\"12\">predicted by the "
       << "fit</text></svg>\n";
 }
 
@@ -68,21 +62,23 @@ void search_section(std::ostream& h, const MixOptions& o, const MixResult& r) {
       << " layers, dim " << p.dim << ", " << p.heads << " heads, " << p.steps << " steps of "
       << p.batch << " x " << p.seq << " tokens, lr " << p.lr
       << "; each trained from scratch on its mixture, val loss on the mixed val.</p>\n"
-      << "<p>Fit: val loss ~ the weights and log(w + 0.01), ridge; R&sup2; " << fixed(r.fit.r2, 3)
-      << " on the runs, leave-one-out RMSE " << fixed(r.fit.loo_rmse, 4) << ".</p>\n";
+      << "<p>Fit: val loss ~ the weights and log(w + 0.01), ridge; R&sup2; "
+      << fixed_decimals(r.fit.r2, 3) << " on the runs, leave-one-out RMSE "
+      << fixed_decimals(r.fit.loo_rmse, 4) << ".</p>\n";
     scatter(h, r);
     h << "<table>\n<tr><th>mixture</th><th>predicted val loss</th></tr>\n<tr><td>chosen</td><td>"
-      << fixed(r.predicted_chosen, 4) << "</td></tr>\n<tr><td>uniform</td><td>"
-      << fixed(r.predicted_uniform, 4) << "</td></tr>\n<tr><td>natural</td><td>"
-      << fixed(r.predicted_natural, 4) << "</td></tr>\n</table>\n<h3>Runs</h3>\n<table>\n<tr>"
+      << fixed_decimals(r.predicted_chosen, 4) << "</td></tr>\n<tr><td>uniform</td><td>"
+      << fixed_decimals(r.predicted_uniform, 4) << "</td></tr>\n<tr><td>natural</td><td>"
+      << fixed_decimals(r.predicted_natural, 4)
+      << "</td></tr>\n</table>\n<h3>Runs</h3>\n<table>\n<tr>"
       << "<th>run</th>";
     for (const Stratum& s : r.strata) h << "<th>" << escape_html(s.name) << "</th>";
     h << "<th>val loss</th><th>fit</th></tr>\n";
     for (size_t i = 0; i < r.runs.size(); ++i) {
         h << "<tr><td>" << i << "</td>";
-        for (const double w : r.runs[i].weights) h << "<td>" << fixed(w, 3) << "</td>";
-        h << "<td>" << fixed(r.runs[i].val_loss, 4) << "</td><td>"
-          << fixed(r.fit.predict(r.runs[i].weights), 4) << "</td></tr>\n";
+        for (const double w : r.runs[i].weights) h << "<td>" << fixed_decimals(w, 3) << "</td>";
+        h << "<td>" << fixed_decimals(r.runs[i].val_loss, 4) << "</td><td>"
+          << fixed_decimals(r.fit.predict(r.runs[i].weights), 4) << "</td></tr>\n";
     }
     h << "</table>\n";
 }
@@ -106,10 +102,12 @@ void write_mixture_report(const MixOptions& o, const MixResult& r, const std::st
     for (const Stratum& s : r.strata) {
         natural.push_back(static_cast<double>(s.train_tokens) / std::max(total, 1.0));
         h << "<tr><td>" << escape_html(s.name) << "</td><td>" << s.docs << "</td><td>"
-          << s.train_tokens << "</td><td>" << s.val_tokens << "</td><td>" << fixed(s.weight, 4)
-          << "</td><td>" << s.mixed_tokens << "</td><td>" << fixed(s.repeats(), 2) << "</td>";
+          << s.train_tokens << "</td><td>" << s.val_tokens << "</td><td>"
+          << fixed_decimals(s.weight, 4) << "</td><td>" << s.mixed_tokens << "</td><td>"
+          << fixed_decimals(s.repeats(), 2) << "</td>";
         if (o.levels > 0)
-            h << "<td>" << fixed(s.ppl_min, 2) << " - " << fixed(s.ppl_max, 2) << "</td>";
+            h << "<td>" << fixed_decimals(s.ppl_min, 2) << " - " << fixed_decimals(s.ppl_max, 2)
+              << "</td>";
         h << "</tr>\n";
     }
     h << "</table>\n<h2>Weights</h2>\n";

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/mapped_file.hpp"
 
 namespace syslm::curate {
 
@@ -18,14 +19,6 @@ struct Sense {
 };
 
 constexpr const char* kPos[] = {"noun", "verb", "adj", "adv"};
-
-std::string read_whole(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    SYSLM_CHECK(in, path, ": cannot read (WordNet's database: apt-get install wordnet-base)");
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 // index line: lemma pos synset_cnt p_cnt [ptr_symbol x p_cnt] sense_cnt tagsense_cnt offsets...
 bool parse_index_line(const std::string& line, std::string& lemma, Sense& s) {
@@ -89,7 +82,7 @@ WordNet::WordNet(const std::string& dir) {
         SYSLM_CHECK(n > 0, path, ": no lemmas");
     }
     std::string data[4];
-    for (int p = 0; p < 4; ++p) data[p] = read_whole(dir + "/data." + kPos[p]);
+    for (int p = 0; p < 4; ++p) data[p] = read_whole_file(dir + "/data." + kPos[p]);
     for (const auto& [lemma, s] : best) {
         std::string word = lemma;
         std::replace(word.begin(), word.end(), '_', ' ');

@@ -1,17 +1,10 @@
 #include "tune/tuner.hpp"
 
+#include "core/mapped_file.hpp"
 #include "tune/tuner_phases.hpp"
 
 namespace syslm::tune {
 namespace detail {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    SYSLM_CHECK(in, path, ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 namespace {
 
@@ -94,9 +87,9 @@ void Tuner::read_inputs(TuneResult& r) {
                     " tokens) differs from the model's (", m.hparams().n_vocab, ")");
     }
     const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
-    calib_tokens_ = tok.encode(read_text(o_.calib), true, false);
+    calib_tokens_ = tok.encode(read_whole_file(o_.calib), true, false);
     calib_bos_ = tok.add_bos() ? tok.bos() : -1;
-    eval_tokens_ = tok.encode(read_text(o_.eval), true, false);
+    eval_tokens_ = tok.encode(read_whole_file(o_.eval), true, false);
     const size_t held_out = eval_tokens_.size();
     eval_chunks_ = static_cast<int>(held_out / static_cast<size_t>(o_.n_ctx));
     SYSLM_CHECK(eval_chunks_ > 0, o_.eval, ": ", held_out, " tokens, fewer than one chunk of ",

@@ -52,8 +52,6 @@ inline constexpr DType kDefaultTypes[] = {DType::F16,  DType::Q8_0, DType::Q6_K,
                                           DType::Q5_K, DType::Q4_K, DType::Q3_K,
                                           DType::Q2_K, DType::Q5_0, DType::Q4_0};
 
-std::string read_text(const std::string& path);
-
 class Tuner {
 public:
     explicit Tuner(const TuneOptions& o)

@@ -1,5 +1,6 @@
 // The tuner's type search: the importance matrix, the per-tensor sensitivities and the rounds
 // of allocations along the hull (tuner_phases.hpp).
+#include "core/mapped_file.hpp"
 #include "tune/tuner_phases.hpp"
 
 namespace syslm::tune::detail {
@@ -86,7 +87,7 @@ void Tuner::load_or_collect_imatrix() {
     const nlohmann::json key = input_key();
     if (fs::exists(path) && fs::exists(key_path)) {
         try {
-            if (nlohmann::json::parse(read_text(key_path.string())) == key) {
+            if (nlohmann::json::parse(read_whole_file(key_path.string())) == key) {
                 imatrix_ = compress::ImportanceMatrix::load(path.string());
                 say("imatrix: read back from " + path.string());
                 return;
@@ -118,7 +119,7 @@ std::vector<TensorSensitivity> Tuner::sensitivity() {
     const fs::path path = fs::path(o_.out_dir) / "sensitivity.json";
     if (fs::exists(path)) {
         try {
-            const nlohmann::json j = nlohmann::json::parse(read_text(path.string()));
+            const nlohmann::json j = nlohmann::json::parse(read_whole_file(path.string()));
             if (j.at("key") == key) {
                 std::vector<TensorSensitivity> table;
                 for (const auto& t : j.at("tensors")) {

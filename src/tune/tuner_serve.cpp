@@ -1,5 +1,6 @@
 // The tuner's serve goal: the best file served at the defaults, then the runtime search
 // (tuner_phases.hpp).
+#include "core/mapped_file.hpp"
 #include "tune/tuner_phases.hpp"
 
 namespace syslm::tune::detail {
@@ -11,8 +12,8 @@ Tuner::ServeRun Tuner::serve_run() const {
     run.load.streams = o_.streams;
     run.load.requests_per_stream = o_.serve_requests;
     run.load.max_tokens = o_.serve_max_tokens;
-    run.load.prompts = cut_prompts(run.tok.encode(read_text(o_.eval), true, false), 4 * o_.streams,
-                                   o_.serve_prompt_tokens);
+    run.load.prompts = cut_prompts(run.tok.encode(read_whole_file(o_.eval), true, false),
+                                   4 * o_.streams, o_.serve_prompt_tokens);
     say(cat("serve: ", o_.streams, " streams x ", o_.serve_requests, " requests of ",
             o_.serve_max_tokens, " tokens, prompts up to ", o_.serve_prompt_tokens, " tokens"));
     return run;
