@@ -82,6 +82,9 @@ struct TuneResult {
     // Serve goal: the chosen file at `syslm serve`'s defaults and with the tuned runtime (their
     // confirmed figures; also among `points`).
     std::optional<Point> serve_default, serve_tuned;
+    // The input file at `syslm serve`'s defaults and the tuned plan (file and runtime), timed
+    // alternately with each other: what tuning changed for the user.
+    std::optional<Point> serve_input, serve_plan;
     std::optional<DraftResult> draft;  // decode goal with a draft: its timings on the chosen file
     std::vector<LengthPolicyResult> length_policies;
     double seconds = 0;

@@ -133,6 +133,10 @@ private:
     // every trial is a point (cached: a resumed tune does not repeat it) and the default and
     // tuned figures are confirmed by alternating timings.
     void serve_phase(TuneResult& r);
+    // Before and after as a user sees them: `syslm serve -m INPUT` at its defaults against the
+    // tuned plan (its file and runtime), timed alternately; the medians go into r.
+    void serve_before_after(const ServeRun& run, const Point& file,
+                            const std::shared_ptr<const model::Model>& m, TuneResult& r);
 
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
     bool over_budget() const { return elapsed() > o_.budget_s; }

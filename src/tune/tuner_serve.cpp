@@ -117,6 +117,35 @@ void Tuner::serve_phase(TuneResult& r) {
         cache_.add(p);
         (t == &sr.baseline ? r.serve_default : r.serve_tuned) = p;
     }
+    serve_before_after(run, f, model, r);
+}
+
+void Tuner::serve_before_after(const ServeRun& run, const Point& file,
+                               const std::shared_ptr<const model::Model>& m, TuneResult& r) {
+    const auto input = std::make_shared<const model::Model>(o_.model);
+    Point in;  // an empty plan: the input file as it is
+    in.file_bytes = std::filesystem::file_size(o_.model);
+    const Plan& tuned = r.serve_tuned->plan;
+    std::vector<double> ts_in, ts_plan;
+    Point p_in, p_plan;
+    const int reps = ServeSearchOptions{}.confirm_reps;
+    for (int rep = 0; rep < reps; ++rep) {
+        p_in = serve_point(run, in, input, ServeSettings{}, run.max_threads, true,
+                           "input @ serve defaults");
+        p_plan = serve_point(run, file, m, *tuned.serve, tuned.threads, true, "tuned plan");
+        ts_in.push_back(p_in.serve_ts);
+        ts_plan.push_back(p_plan.serve_ts);
+    }
+    p_in.serve_ts = median(ts_in);
+    p_plan.serve_ts = median(ts_plan);
+    cache_.add(p_in);
+    say(cat("before and after (medians of ", reps,
+            " alternating runs): the input at serve's "
+            "defaults ",
+            p_in.serve_ts, " tok/s, the tuned plan ", p_plan.serve_ts, " tok/s (",
+            p_plan.serve_ts / std::max(1e-9, p_in.serve_ts), "x)"));
+    r.serve_input = p_in;
+    r.serve_plan = p_plan;
 }
 
 }  // namespace syslm::tune::detail

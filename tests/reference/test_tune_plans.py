@@ -49,6 +49,17 @@ def test_serve_goal_reports_default_and_tuned_serving(served):
     assert abs(chosen["serve_ts"] - float(m.group(2))) <= 0.06
     plan = json.loads((d / "tuned" / "plan.json").read_text())
     assert plan == chosen["plan"]
+    # Before and after: the input file as it is (an empty model plan) at serve's defaults,
+    # timed alternately with the tuned plan; the ratio printed is theirs.
+    m = re.search(r"before and after at 4 streams .*`syslm serve -m model.gguf` at its defaults "
+                  r"([\d.]+) tok/s .* the tuned plan \(its file and runtime\) ([\d.]+) tok/s "
+                  r".*: ([\d.]+)x", proc.stdout)
+    assert m, proc.stdout
+    before, after, ratio = map(float, m.groups())
+    assert before > 0 and after > 0 and abs(ratio - after / before) <= 0.01 * ratio + 0.005
+    inputs = [p for p in serving if p["label"] == "input @ serve defaults"]
+    assert len(inputs) == 1 and abs(inputs[0]["serve_ts"] - before) <= 0.06
+    assert inputs[0]["plan"]["model"].get("recipe", "") == "" and inputs[0]["kl"] == 0
 
 
 def ready_line(syslm_bin, *args):
