@@ -44,7 +44,27 @@ double parse_duration(const std::string& s) {
     return v * scale;
 }
 
-int run_tune(TuneArgs& a) {
+// The serve goal's two ratios: runtime alone (same file), and before / after.
+void print_serving(const tune::TuneResult& r, const tune::TuneOptions& o) {
+    if (r.serve_default && r.serve_tuned)
+        std::printf(
+            "serving at %d streams (medians of alternating runs): default settings %.1f "
+            "tok/s (TTFT p99 %.3f s), tuned %.1f tok/s (TTFT p99 %.3f s): %.2fx\n",
+            o.streams, r.serve_default->serve_ts, r.serve_default->ttft_p99,
+            r.serve_tuned->serve_ts, r.serve_tuned->ttft_p99,
+            r.serve_tuned->serve_ts / r.serve_default->serve_ts);
+    if (r.serve_input && r.serve_plan)
+        std::printf(
+            "before and after at %d streams (alternating runs): `syslm serve -m %s` at its "
+            "defaults %.1f tok/s (TTFT p99 %.3f s), the tuned plan (its file and runtime) %.1f "
+            "tok/s (TTFT p99 %.3f s): %.2fx\n",
+            o.streams, std::filesystem::path(o.model).filename().c_str(), r.serve_input->serve_ts,
+            r.serve_input->ttft_p99, r.serve_plan->serve_ts, r.serve_plan->ttft_p99,
+            r.serve_plan->serve_ts / r.serve_input->serve_ts);
+}
+
+// Usage errors for what the options cannot say alone; fills a.o from the strings.
+void check_tune_args(TuneArgs& a) {
     usage_check(!a.o.model.empty() && !a.o.calib.empty() && !a.o.eval.empty(),
                 "tune: give the model (-m), --calib and --eval (or `syslm tune train`, `syslm tune "
                 "window`, `syslm tune experts`)");
@@ -75,6 +95,10 @@ int run_tune(TuneArgs& a) {
                 throw UsageError(e.what());
             }
         }
+}
+
+int run_tune(TuneArgs& a) {
+    check_tune_args(a);
     a.o.log = &std::cerr;
     const tune::TuneResult r = tune::run_tune(a.o);
     const tune::ReportContext c{a.o.goal, a.o.max_kl,
@@ -84,21 +108,7 @@ int run_tune(TuneArgs& a) {
     write_file_atomically((dir / "front.svg").string(), tune::report_svg(r, c));
     write_file_atomically((dir / "report.html").string(), tune::report_html(r, c));
     std::printf("%s", tune::report_table(r, c).c_str());
-    if (r.serve_default && r.serve_tuned)
-        std::printf(
-            "serving at %d streams (medians of alternating runs): default settings %.1f "
-            "tok/s (TTFT p99 %.3f s), tuned %.1f tok/s (TTFT p99 %.3f s): %.2fx\n",
-            a.o.streams, r.serve_default->serve_ts, r.serve_default->ttft_p99,
-            r.serve_tuned->serve_ts, r.serve_tuned->ttft_p99,
-            r.serve_tuned->serve_ts / r.serve_default->serve_ts);
-    if (r.serve_input && r.serve_plan)
-        std::printf(
-            "before and after at %d streams (alternating runs): `syslm serve -m %s` at its "
-            "defaults %.1f tok/s (TTFT p99 %.3f s), the tuned plan (its file and runtime) %.1f "
-            "tok/s (TTFT p99 %.3f s): %.2fx\n",
-            a.o.streams, std::filesystem::path(a.o.model).filename().c_str(),
-            r.serve_input->serve_ts, r.serve_input->ttft_p99, r.serve_plan->serve_ts,
-            r.serve_plan->ttft_p99, r.serve_plan->serve_ts / r.serve_input->serve_ts);
+    print_serving(r, a.o);
     std::printf("wrote %s/{pareto.json,front.svg,report.html%s} in %.0f s\n", a.o.out_dir.c_str(),
                 r.chosen ? ",plan.json,model.gguf" : "", r.seconds);
     return 0;
