@@ -81,6 +81,10 @@ std::function<int()> setup(CLI::App& app) {
                 return std::string(e.what());
             }
         });
+    app.add_flag("--cascade", a->o.cascade,
+                 "Cascade curves: each model answering where it is confident and deferring the "
+                 "least confident positions to the first model (agreement and KL by share "
+                 "deferred, against deferring at random)");
     app.add_option("--report", a->report, "Write an HTML page with the table and charts");
     app.add_option("--json", a->json, "Write the figures as JSON");
     return [a] { return run_eval(*a); };

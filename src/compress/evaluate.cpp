@@ -58,9 +58,42 @@ void describe_file(const model::Model& m, ModelEval& e) {
     }
 }
 
+struct Position {  // a scored position, for the cascade curve
+    double confidence, kl;
+    bool agree;
+};
+
+// The curve at shares 0, 0.1, ..., 1: the least confident positions deferred (ties in position
+// order), see CascadePoint.
+std::vector<CascadePoint> cascade_curve(std::vector<Position> pos, double top1, double kl_mean) {
+    std::stable_sort(pos.begin(), pos.end(), [](const Position& a, const Position& b) {
+        return a.confidence < b.confidence;
+    });
+    const size_t n = pos.size();
+    std::vector<CascadePoint> curve;
+    for (int i = 0; i <= 10 && n > 0; ++i) {
+        const size_t k = (n * static_cast<size_t>(i) + 5) / 10;
+        CascadePoint c;
+        c.share = static_cast<double>(k) / static_cast<double>(n);
+        c.threshold = k < n ? pos[k].confidence : 1.0;
+        double agree = static_cast<double>(k), kl = 0;
+        for (size_t j = k; j < n; ++j) {
+            agree += pos[j].agree;
+            kl += pos[j].kl;
+        }
+        c.agreement = agree / static_cast<double>(n);
+        c.kl = kl / static_cast<double>(n);
+        c.random_agreement = c.share + (1 - c.share) * top1;
+        c.random_kl = (1 - c.share) * kl_mean;
+        curve.push_back(c);
+    }
+    return curve;
+}
+
 struct Accumulator {
     double nll = 0, nll2 = 0, kl = 0, kl2 = 0;
     int64_t n = 0, agree = 0;
+    std::vector<Position> positions;  // with the cascade curve only
     TextEval result() const {
         TextEval t;
         t.n_scored = static_cast<int>(n);
@@ -73,6 +106,7 @@ struct Accumulator {
         const double kvar = kl2 / dn - t.kl * t.kl;
         t.kl_stderr = kvar > 0 && n > 1 ? std::sqrt(kvar / (dn - 1)) : 0;
         t.top1 = static_cast<double>(agree) / dn;
+        if (!positions.empty()) t.cascade = cascade_curve(positions, t.top1, t.kl);
         return t;
     }
 };
@@ -153,7 +187,8 @@ public:
         : n_ctx_(o.n_ctx),
           V_(entries[0].model->hparams().n_vocab),
           ref_lp_(static_cast<size_t>(o.n_ctx)),
-          ref_p_(static_cast<size_t>(o.n_ctx)) {
+          ref_p_(static_cast<size_t>(o.n_ctx)),
+          cascade_(o.cascade) {
         for (const Entry& e : entries)
             ctxs_.push_back(std::make_unique<model::Context>(*e.model, o.n_ctx, o.threads,
                                                              std::min(o.n_ctx, 512), e.kv));
@@ -195,7 +230,10 @@ private:
         }
         a.kl += kl;
         a.kl2 += kl * kl;
-        a.agree += argmax(cur) == argmax(rl);
+        const size_t top = argmax(cur);
+        const bool agree = top == argmax(rl);
+        a.agree += agree;
+        if (cascade_ && m > 0) a.positions.push_back({std::exp(cur[top]), kl, agree});
     }
 
     int n_ctx_, V_;
@@ -203,6 +241,7 @@ private:
     std::vector<std::vector<double>> ref_lp_, ref_p_;
     std::vector<double> lp_;
     std::vector<int32_t> chunk_;
+    bool cascade_;
 };
 
 // llama-bench's figures, every entry once per repetition (round-robin), with mean and sd.
@@ -285,6 +324,30 @@ std::string eval_label(const EvalReport& r, const ModelEval& m) {
     return r.cache_types ? name + " (KV " + m.cache_type + ")" : name;
 }
 
+// The cascade curves (EvalOptions::cascade) as a second table, "" without them.
+static std::string cascade_markdown(const EvalReport& r) {
+    std::ostringstream s;
+    char buf[512];
+    for (const ModelEval& m : r.models)
+        for (size_t t = 0; t < m.texts.size(); ++t) {
+            const std::vector<CascadePoint>& c = m.texts[t].cascade;
+            if (c.empty()) continue;
+            s << "\ncascade: " << eval_label(r, m) << " answers, " << eval_label(r, r.models[0])
+              << " takes the least confident positions ("
+              << std::filesystem::path(r.texts[t]).filename().string()
+              << ")\n\n| deferred | defer below | top-1 agree | KL | at random: agree | at "
+                 "random: KL |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n";
+            for (const CascadePoint& p : c) {
+                std::snprintf(buf, sizeof buf,
+                              "| %.0f%% | %.4f | %.1f%% | %.5f | %.1f%% | %.5f |\n", 100 * p.share,
+                              p.threshold, 100 * p.agreement, p.kl, 100 * p.random_agreement,
+                              p.random_kl);
+                s << buf;
+            }
+        }
+    return s.str();
+}
+
 std::string eval_markdown(const EvalReport& r) {
     std::ostringstream s;
     s << "| model | size MiB | bits/weight | text | PPL | KL vs ref | top-1 agree | pp"
@@ -301,6 +364,7 @@ std::string eval_markdown(const EvalReport& r) {
                           e.kl, 100.0 * e.top1, m.prefill_ts, m.decode_ts);
             s << buf;
         }
+    s << cascade_markdown(r);
     return s.str();
 }
 
@@ -332,6 +396,13 @@ std::string eval_json(const EvalReport& r) {
                                    {"kl", e.kl},
                                    {"kl_stderr", e.kl_stderr},
                                    {"top1_agreement", e.top1}});
+            for (const CascadePoint& p : e.cascade)
+                jm["texts"].back()["cascade"].push_back({{"share", p.share},
+                                                         {"threshold", p.threshold},
+                                                         {"agreement", p.agreement},
+                                                         {"kl", p.kl},
+                                                         {"random_agreement", p.random_agreement},
+                                                         {"random_kl", p.random_kl}});
         }
         j["models"].push_back(jm);
     }

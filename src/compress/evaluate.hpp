@@ -28,14 +28,31 @@ struct EvalOptions {
     // model is evaluated with each, the reference being the first model with the first type.
     // Empty: f16 alone.
     std::vector<std::string> cache_types;
+    // The cascade curve of every model against the reference (an edge model against its cloud):
+    // see CascadePoint.
+    bool cascade = false;
     std::ostream* log = nullptr;
+};
+
+// One point of a cascade's curve (docs/design/edge_cloud.md): the model answers where its
+// confidence (its top token's probability) is at least `threshold` and defers the rest, the
+// least confident `share` of the scored positions, to the reference, whose answer then counts as
+// agreeing with itself (KL 0). Beside it, deferring the same share at random.
+struct CascadePoint {
+    double share = 0;      // of the positions deferred
+    double threshold = 0;  // defer where confidence < threshold (ties may defer more or fewer)
+    double agreement = 0;  // top-1 agreement with the reference over all positions
+    double kl = 0;         // mean KL(reference || answer) over all positions
+    double random_agreement = 0, random_kl = 0;  // the same share deferred at random (expected)
 };
 
 struct TextEval {
     int n_scored = 0;
     double ppl = 0, ppl_stderr = 0;
-    double kl = 0, kl_stderr = 0;  // mean KL(reference || model), nats per token
-    double top1 = 0;               // fraction of positions whose argmax equals the reference's
+    double kl = 0, kl_stderr = 0;       // mean KL(reference || model), nats per token
+    double top1 = 0;                    // fraction of positions whose argmax equals the reference's
+    std::vector<CascadePoint> cascade;  // with EvalOptions::cascade, non-reference models: shares
+                                        // 0, 0.1, ..., 1
 };
 
 struct ModelEval {

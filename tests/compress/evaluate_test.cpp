@@ -36,7 +36,8 @@ std::vector<double> log_softmax(std::span<const float> l) {
 
 TEST(Evaluate, MatchesDirectComputation) {
     const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
-    const std::string f32 = testing::write_test_model("eval_llama", testing::small_model_config("llama", 64, 8));
+    const std::string f32 =
+        testing::write_test_model("eval_llama", testing::small_model_config("llama", 64, 8));
     QuantizeOptions q;
     q.target = {DType::Q4_0, KMix::None};  // 48-wide rows fall back to F16: a different model
     quantize_model(f32, dir + "eval_q.gguf", q);
@@ -104,11 +105,96 @@ TEST(Evaluate, MatchesDirectComputation) {
     EXPECT_NE(eval_json(r).find("\"kl\""), std::string::npos);
 }
 
+// The cascade curve against a direct computation: per scored position the answering model's
+// top probability, its KL from the reference and top-1 agreement, sorted by that probability;
+// deferring the least confident share k / n gives agreement (k + agreeing kept) / n and KL
+// (kept KL) / n; random deferral the same share of the averages.
+TEST(Evaluate, CascadeCurveMatchesDirectComputation) {
+    const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
+    const std::string cloud =
+        testing::write_test_model("cascade_cloud", testing::small_model_config("llama", 64, 8));
+    QuantizeOptions q;
+    q.target = {DType::Q4_0, KMix::None};
+    quantize_model(cloud, dir + "cascade_edge.gguf", q);
+    const std::string edge = dir + "cascade_edge.gguf";
+    std::string text;
+    for (int i = 0; i < 5; ++i) text += kText;
+    const std::string text_path = dir + "cascade_text.txt";
+    std::ofstream(text_path) << text;
+    EvalOptions o;
+    o.n_ctx = 32;
+    o.threads = 2;
+    o.speed_prompt = o.speed_gen = 0;
+    o.cascade = true;
+    const EvalReport r = evaluate({cloud, edge}, {text_path}, o);
+    EXPECT_TRUE(r.models[0].texts[0].cascade.empty());  // the reference answers for itself
+    const std::vector<CascadePoint>& curve = r.models[1].texts[0].cascade;
+    ASSERT_EQ(curve.size(), 11u);
+
+    const model::Model a(cloud), b(edge);
+    const auto tok = tokenizer::Tokenizer::from_gguf(a.file());
+    const std::vector<int32_t> tokens = tok.encode(text, true, false);
+    const int32_t bos = tok.add_bos() ? tok.bos() : -1;
+    model::Context ca(a, 32, 2, 32, DType::F16), cb(b, 32, 2, 32, DType::F16);
+    const int V = a.hparams().n_vocab;
+    struct Pos {
+        double conf, kl;
+        bool agree;
+    };
+    std::vector<Pos> pos;
+    for (size_t c = 0; c + 32 <= tokens.size(); c += 32) {
+        std::vector<int32_t> chunk(tokens.begin() + c, tokens.begin() + c + 32);
+        if (bos >= 0) chunk[0] = bos;
+        ca.reset();
+        cb.reset();
+        const auto spa = ca.forward(chunk, true);
+        const std::vector<float> lga(spa.begin(), spa.end());
+        const auto spb = cb.forward(chunk, true);
+        for (int j = 16; j < 31; ++j) {
+            const auto pa = log_softmax(std::span<const float>(lga).subspan(j * V, V));
+            const auto pb = log_softmax(spb.subspan(static_cast<size_t>(j) * V, V));
+            double kl = 0;
+            for (int v = 0; v < V; ++v) kl += std::exp(pa[v]) * (pa[v] - pb[v]);
+            const auto tb = std::max_element(pb.begin(), pb.end());
+            pos.push_back({std::exp(*tb), kl,
+                           tb - pb.begin() == std::max_element(pa.begin(), pa.end()) - pa.begin()});
+        }
+    }
+    std::stable_sort(pos.begin(), pos.end(),
+                     [](const Pos& x, const Pos& y) { return x.conf < y.conf; });
+    const double n = static_cast<double>(pos.size());
+    double all_agree = 0, all_kl = 0;
+    for (const Pos& p : pos) {
+        all_agree += p.agree;
+        all_kl += p.kl;
+    }
+    for (size_t i = 0; i < curve.size(); ++i) {
+        const size_t k = static_cast<size_t>(std::lround(n * static_cast<double>(i) / 10));
+        double agree = static_cast<double>(k), kl = 0;
+        for (size_t j = k; j < pos.size(); ++j) {
+            agree += pos[j].agree;
+            kl += pos[j].kl;
+        }
+        const double share = static_cast<double>(k) / n;
+        EXPECT_DOUBLE_EQ(curve[i].share, share) << i;
+        EXPECT_NEAR(curve[i].agreement, agree / n, 1e-12) << i;
+        EXPECT_NEAR(curve[i].kl, kl / n, 1e-9 + 1e-7 * kl / n) << i;
+        EXPECT_NEAR(curve[i].threshold, k < pos.size() ? pos[k].conf : 1.0, 1e-9) << i;
+        EXPECT_NEAR(curve[i].random_agreement, share + (1 - share) * all_agree / n, 1e-12) << i;
+        EXPECT_NEAR(curve[i].random_kl, (1 - share) * all_kl / n, 1e-9 + 1e-7 * all_kl / n) << i;
+    }
+    EXPECT_DOUBLE_EQ(curve.back().agreement, 1.0);  // everything deferred
+    EXPECT_EQ(curve.back().kl, 0.0);
+    EXPECT_NE(eval_markdown(r).find("cascade: "), std::string::npos);
+    EXPECT_NE(eval_json(r).find("\"random_agreement\""), std::string::npos);
+}
+
 // Successive halving measures a file on the first chunks, then on the rest: the merged figures
 // equal one measurement over all of them.
 TEST(Evaluate, ChunksMeasuredInTwoPartsMergeToTheWhole) {
     const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
-    const std::string f32 = testing::write_test_model("eval_parts", testing::small_model_config("llama", 64, 8));
+    const std::string f32 =
+        testing::write_test_model("eval_parts", testing::small_model_config("llama", 64, 8));
     QuantizeOptions q;
     q.target = {DType::Q8_0, KMix::None};
     quantize_model(f32, dir + "eval_parts_q.gguf", q);
@@ -121,12 +207,15 @@ TEST(Evaluate, ChunksMeasuredInTwoPartsMergeToTheWhole) {
     o.threads = 2;
     o.speed_prompt = o.speed_gen = 0;
     o.max_chunks = 5;
-    const TextEval whole = evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
+    const TextEval whole =
+        evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
     o.max_chunks = 2;
-    const TextEval head = evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
+    const TextEval head =
+        evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
     o.first_chunk = 2;
     o.max_chunks = 5;
-    const TextEval tail = evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
+    const TextEval tail =
+        evaluate({f32, dir + "eval_parts_q.gguf"}, {text_path}, o).models[1].texts[0];
     ASSERT_GT(head.kl, 0.0);
     const TextEval m = merge(head, tail);
     EXPECT_EQ(m.n_scored, whole.n_scored);
@@ -141,7 +230,8 @@ TEST(Evaluate, ChunksMeasuredInTwoPartsMergeToTheWhole) {
 
 TEST(Evaluate, RefusesMismatchedVocabularyAndShortText) {
     const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
-    const std::string m = testing::write_test_model("eval_llama2", testing::small_model_config("llama", 64, 9));
+    const std::string m =
+        testing::write_test_model("eval_llama2", testing::small_model_config("llama", 64, 9));
     const std::string text_path = dir + "eval_short.txt";
     std::ofstream(text_path) << "Too short.";
     EvalOptions o;
