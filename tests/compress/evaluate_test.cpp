@@ -34,6 +34,41 @@ std::vector<double> log_softmax(std::span<const float> l) {
     return out;
 }
 
+// Per scored position (chunks of 32 tokens, positions 16..30, as eval with n_ctx 32), computed
+// directly from both models' logits: model b's top probability, KL(a || b), top-1 agreement.
+struct DirectPosition {
+    double conf, kl;
+    bool agree;
+};
+std::vector<DirectPosition> direct_positions(const model::Model& a, const model::Model& b,
+                                             const std::string& text) {
+    const auto tok = tokenizer::Tokenizer::from_gguf(a.file());
+    const std::vector<int32_t> tokens = tok.encode(text, true, false);
+    const int32_t bos = tok.add_bos() ? tok.bos() : -1;
+    model::Context ca(a, 32, 2, 32, DType::F16), cb(b, 32, 2, 32, DType::F16);
+    const int V = a.hparams().n_vocab;
+    std::vector<DirectPosition> pos;
+    for (size_t c = 0; c + 32 <= tokens.size(); c += 32) {
+        std::vector<int32_t> chunk(tokens.begin() + c, tokens.begin() + c + 32);
+        if (bos >= 0) chunk[0] = bos;
+        ca.reset();
+        cb.reset();
+        const auto spa = ca.forward(chunk, true);
+        const std::vector<float> lga(spa.begin(), spa.end());
+        const auto spb = cb.forward(chunk, true);
+        for (int j = 16; j < 31; ++j) {
+            const auto pa = log_softmax(std::span<const float>(lga).subspan(j * V, V));
+            const auto pb = log_softmax(spb.subspan(static_cast<size_t>(j) * V, V));
+            double kl = 0;
+            for (int v = 0; v < V; ++v) kl += std::exp(pa[v]) * (pa[v] - pb[v]);
+            const auto tb = std::max_element(pb.begin(), pb.end());
+            pos.push_back({std::exp(*tb), kl,
+                           tb - pb.begin() == std::max_element(pa.begin(), pa.end()) - pa.begin()});
+        }
+    }
+    return pos;
+}
+
 TEST(Evaluate, MatchesDirectComputation) {
     const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
     const std::string f32 =
@@ -73,26 +108,12 @@ TEST(Evaluate, MatchesDirectComputation) {
         EXPECT_NEAR(e->texts[0].ppl, p.ppl, 1e-7 * p.ppl);  // same sums, other order
         EXPECT_EQ(e->texts[0].n_scored, p.n_scored);
     }
-    model::Context ca(a, 32, 2, 32, DType::F16), cb(b, 32, 2, 32, DType::F16);
-    const int V = a.hparams().n_vocab;
     double kl = 0;
     int agree = 0, n = 0;
-    for (size_t c = 0; c + 32 <= tokens.size(); c += 32) {
-        std::vector<int32_t> chunk(tokens.begin() + c, tokens.begin() + c + 32);
-        if (bos >= 0) chunk[0] = bos;
-        ca.reset();
-        cb.reset();
-        const auto spa = ca.forward(chunk, true);
-        const std::vector<float> lga(spa.begin(), spa.end());
-        const auto spb = cb.forward(chunk, true);
-        for (int j = 16; j < 31; ++j) {
-            const auto pa = log_softmax(std::span<const float>(lga).subspan(j * V, V));
-            const auto pb = log_softmax(spb.subspan(static_cast<size_t>(j) * V, V));
-            for (int v = 0; v < V; ++v) kl += std::exp(pa[v]) * (pa[v] - pb[v]);
-            agree += std::max_element(pa.begin(), pa.end()) - pa.begin() ==
-                     std::max_element(pb.begin(), pb.end()) - pb.begin();
-            ++n;
-        }
+    for (const DirectPosition& p : direct_positions(a, b, text)) {
+        kl += p.kl;
+        agree += p.agree;
+        ++n;
     }
     EXPECT_NEAR(r.models[1].texts[0].kl, kl / n, 1e-9 + 1e-7 * kl / n);
     EXPECT_NEAR(r.models[1].texts[0].top1, static_cast<double>(agree) / n, 1e-12);
@@ -132,39 +153,13 @@ TEST(Evaluate, CascadeCurveMatchesDirectComputation) {
     ASSERT_EQ(curve.size(), 11u);
 
     const model::Model a(cloud), b(edge);
-    const auto tok = tokenizer::Tokenizer::from_gguf(a.file());
-    const std::vector<int32_t> tokens = tok.encode(text, true, false);
-    const int32_t bos = tok.add_bos() ? tok.bos() : -1;
-    model::Context ca(a, 32, 2, 32, DType::F16), cb(b, 32, 2, 32, DType::F16);
-    const int V = a.hparams().n_vocab;
-    struct Pos {
-        double conf, kl;
-        bool agree;
-    };
-    std::vector<Pos> pos;
-    for (size_t c = 0; c + 32 <= tokens.size(); c += 32) {
-        std::vector<int32_t> chunk(tokens.begin() + c, tokens.begin() + c + 32);
-        if (bos >= 0) chunk[0] = bos;
-        ca.reset();
-        cb.reset();
-        const auto spa = ca.forward(chunk, true);
-        const std::vector<float> lga(spa.begin(), spa.end());
-        const auto spb = cb.forward(chunk, true);
-        for (int j = 16; j < 31; ++j) {
-            const auto pa = log_softmax(std::span<const float>(lga).subspan(j * V, V));
-            const auto pb = log_softmax(spb.subspan(static_cast<size_t>(j) * V, V));
-            double kl = 0;
-            for (int v = 0; v < V; ++v) kl += std::exp(pa[v]) * (pa[v] - pb[v]);
-            const auto tb = std::max_element(pb.begin(), pb.end());
-            pos.push_back({std::exp(*tb), kl,
-                           tb - pb.begin() == std::max_element(pa.begin(), pa.end()) - pa.begin()});
-        }
-    }
-    std::stable_sort(pos.begin(), pos.end(),
-                     [](const Pos& x, const Pos& y) { return x.conf < y.conf; });
+    std::vector<DirectPosition> pos = direct_positions(a, b, text);
+    std::stable_sort(pos.begin(), pos.end(), [](const DirectPosition& x, const DirectPosition& y) {
+        return x.conf < y.conf;
+    });
     const double n = static_cast<double>(pos.size());
     double all_agree = 0, all_kl = 0;
-    for (const Pos& p : pos) {
+    for (const DirectPosition& p : pos) {
         all_agree += p.agree;
         all_kl += p.kl;
     }
