@@ -19,6 +19,7 @@
 #include "core/thread_pool.hpp"
 #include "infer/engine.hpp"
 #include "serve/api_server.hpp"
+#include "serve/edge_generator.hpp"
 #include "train/batch_plan.hpp"
 #include "tune/plan.hpp"
 
@@ -37,6 +38,13 @@ struct ServeArgs {
     int max_queue = 256, max_tokens = 4096, max_n = 8, http_threads = 0;
     int max_connections = 1024;
     bool no_kv_ring = false, no_prefix_cache = false;
+    // Edge and cloud (docs/design/edge_cloud.md).
+    std::string role, verify_at, cascade, defer = "token", link, cloud_key;
+    double defer_below = -1;
+    double cloud_timeout = 5, session_timeout = 60;
+    int cloud_sessions = 0;
+    infer::SpeculativeOptions spec;
+    bool draft_fixed = false;
     double request_timeout = 5, keep_alive_timeout = 30, write_timeout = 30;
     size_t max_body = 1 << 20;
     // The options a plan sets (to tell a contradicting command line).
@@ -126,7 +134,166 @@ std::vector<infer::EngineConfig::NamedLora> load_loras(const std::vector<std::st
     return out;
 }
 
+// --role edge|cloud and what each takes.
+void add_edge_cloud_options(CLI::App& app, ServeArgs& a) {
+    app.add_option("--role", a.role,
+                   "cloud: also serve edges' sessions (/v1/syslm/...: they draft, this server's "
+                   "model verifies); edge: answer with the cloud at --verify-at verifying this "
+                   "model's drafts")
+        ->check(CLI::IsMember({"edge", "cloud"}));
+    app.add_option(
+        "--verify-at", a.verify_at,
+        "Edge: the cloud (http://HOST:PORT, a `serve --role cloud`) whose model verifies "
+        "this model's drafts; answers follow the cloud model's distribution");
+    app.add_option("--cascade", a.cascade,
+                   "Edge: answer with this model and defer to the cloud at this URL whenever "
+                   "the model's top token probability is below --defer-below (calibrate it with "
+                   "`syslm eval -m cloud.gguf -m edge.gguf --text T --cascade`)");
+    app.add_option("--defer-below", a.defer_below,
+                   "Edge, --cascade: the confidence (top token probability) under which the cloud "
+                   "decides")
+        ->check(finite_in(0.0, 1.0));
+    app.add_option("--defer", a.defer,
+                   "Edge, --cascade: token (the cloud decides that token, then the edge goes on) "
+                   "or request (the cloud writes the rest of the answer)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"token", "request"}));
+    app.add_option("--link", a.link,
+                   "Edge: simulate this link on every call to the cloud, RATE,RTT (e.g. "
+                   "20mbit,30ms; 0,10ms for the round trip alone)");
+    app.add_option("--cloud-key", a.cloud_key, "Edge: the cloud's API key");
+    app.add_option("--cloud-timeout", a.cloud_timeout,
+                   "Edge: seconds a call to the cloud may take; past it (or when the cloud is "
+                   "down) the answer goes on from this model alone, flagged")
+        ->capture_default_str()
+        ->check(finite_in(0.01, 3600.0));
+    app.add_option("--draft-k", a.spec.k, "Edge: initial draft length")->capture_default_str();
+    app.add_option("--draft-min", a.spec.k_min, "Edge: smallest adaptive draft length")
+        ->capture_default_str();
+    app.add_option("--draft-max", a.spec.k_max, "Edge: largest adaptive draft length")
+        ->capture_default_str();
+    app.add_flag("--draft-fixed", a.draft_fixed,
+                 "Edge: keep the draft length at --draft-k (default: adapt it to the acceptance "
+                 "rate and the measured cost of drafting and of a call to the cloud)");
+    app.add_option("--cloud-sessions", a.cloud_sessions,
+                   "Cloud: edge sessions open at once, each with its own context (default: "
+                   "--parallel); past it a session is refused with 429")
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--session-timeout", a.session_timeout,
+                   "Cloud: seconds an idle edge session is kept")
+        ->capture_default_str()
+        ->check(finite_in(1.0, 86400.0));
+}
+
+// An edge serves its model as it is, in contexts of its own (not the engine's KV pool).
+void check_edge_options(const ServeArgs& a) {
+    usage_check(a.loras.empty() && a.plan.empty(),
+                "--role edge serves its model as it is: no --lora or --plan");
+    const auto given = a.pages_opt->count() + a.kv_memory_opt->count() + a.page_size_opt->count() +
+                       a.budget_opt->count();
+    usage_check(given == 0 && !a.cache_type.given() && a.prefix_ram.empty() &&
+                    a.prefix_dir.empty() && !a.no_prefix_cache && !a.no_kv_ring,
+                "--role edge has no KV pool: the KV, page, token-budget and prefix-cache "
+                "options are for the engine");
+}
+
+// The roles' options agree with --role.
+void check_roles(const ServeArgs& a) {
+    const bool edge = a.role == "edge", cloud = a.role == "cloud";
+    usage_check(!edge || a.verify_at.empty() != a.cascade.empty(),
+                "--role edge needs its cloud and mode: --verify-at URL (speculative) or "
+                "--cascade URL --defer-below P");
+    usage_check(
+        edge || (a.verify_at.empty() && a.cascade.empty() && a.link.empty() && a.cloud_key.empty()),
+        "--verify-at, --cascade, --link and --cloud-key are for --role edge");
+    usage_check(a.cascade.empty() == (a.defer_below < 0),
+                "--cascade and --defer-below go together");
+    usage_check(!a.cascade.empty() || a.defer == "token", "--defer is for --cascade");
+    usage_check(cloud || a.cloud_sessions == 0, "--cloud-sessions is for --role cloud");
+    if (edge) check_edge_options(a);
+    const infer::SpeculativeOptions d;
+    usage_check(!a.verify_at.empty() || (a.spec.k == d.k && a.spec.k_min == d.k_min &&
+                                         a.spec.k_max == d.k_max && !a.draft_fixed),
+                "--draft-k, --draft-min, --draft-max and --draft-fixed are for --verify-at");
+    usage_check(edge || a.cloud_timeout == 5, "--cloud-timeout is for --role edge");
+    usage_check(cloud || a.session_timeout == 60, "--session-timeout is for --role cloud");
+}
+
+// The edge's generator: this model drafts, the cloud verifies.
+std::unique_ptr<serve::EdgeGenerator> edge_generator(const ServeArgs& a,
+                                                     std::shared_ptr<const model::Model> model,
+                                                     const tokenizer::Tokenizer& tok) {
+    serve::EdgeConfig ec;
+    ec.mode = a.cascade.empty() ? serve::EdgeMode::Speculative : serve::EdgeMode::Cascade;
+    ec.cloud_url = a.cascade.empty() ? a.verify_at : a.cascade;
+    ec.defer_below = a.defer_below;
+    ec.defer_request = a.defer == "request";
+    if (!a.link.empty()) ec.link = serve::parse_link(a.link);
+    ec.api_key = a.cloud_key;
+    ec.call_timeout_s = a.cloud_timeout;
+    // One draft context per slot: a few unless --parallel says otherwise.
+    ec.slots = a.parallel_opt->count() ? a.parallel : 4;
+    ec.n_ctx = a.ctx;
+    ec.threads = a.threads;
+    ec.max_waiting = a.max_queue;
+    ec.speculative = a.spec;
+    ec.speculative.adaptive = !a.draft_fixed;
+    return std::make_unique<serve::EdgeGenerator>(std::move(model), tok, ec);
+}
+
+// The edge's generator in the server, and its ready line.
+void start_edge(const ServeArgs& a, serve::Server& server,
+                std::shared_ptr<const model::Model> model, const tokenizer::Tokenizer& tok,
+                const std::string& name, tokenizer::ChatFormat format) {
+    const int slots = a.parallel_opt->count() ? a.parallel : 4;
+    server.set_engine(edge_generator(a, model, tok), name, format);
+    const std::string mode = a.cascade.empty()
+                                 ? "drafts verified by " + a.verify_at
+                                 : "deferring to " + a.cascade + " below " +
+                                       std::to_string(a.defer_below) + " (per " + a.defer + ")";
+    std::fprintf(stderr,
+                 "syslm serve: ready (edge): model '%s', %s; %d slots, context %d, chat "
+                 "template %s\n",
+                 name.c_str(), mode.c_str(), slots, a.ctx,
+                 tokenizer::chat_format_name(format).c_str());
+}
+
+// The continuous-batching engine in the server (and a cloud's sessions beside it), and its ready
+// line.
+void start_engine(const ServeArgs& a, serve::Server& server,
+                  std::shared_ptr<const model::Model> model, const tokenizer::Tokenizer& tok,
+                  const std::string& name, tokenizer::ChatFormat format) {
+    infer::EngineConfig ec = engine_config(a);
+    ec.loras = load_loras(a.loras, *model);
+    auto engine = std::make_unique<infer::Engine>(model, tok, ec);
+    const infer::KvPagesConfig& kv = engine->kv_config();
+    const size_t kv_mib = kv.bytes() >> 20;
+    std::string pages = std::to_string(kv.n_pages) + " KV pages";
+    if (kv.groups() == 2)  // local/global: the windowed layers' pages are a ring of their own
+        pages +=
+            " (global layers) and " + std::to_string(kv.ring_pages) + " (windowed layers' ring)";
+    const infer::EngineConfig applied = engine->config();
+    if (a.role == "cloud") {
+        serve::CloudSessionsConfig cc;
+        cc.max_sessions = a.cloud_sessions > 0 ? a.cloud_sessions : a.parallel;
+        cc.n_ctx = applied.n_ctx;
+        cc.threads = ThreadPool::resolve(a.threads);
+        cc.idle_timeout_s = a.session_timeout;
+        server.set_cloud_sessions(std::make_unique<serve::CloudSessions>(model, cc));
+    }
+    server.set_engine(std::move(engine), name,
+                      format);  // before "ready": clients may wait for it
+    std::fprintf(stderr,
+                 "syslm serve: ready: model '%s', chat template %s, %s of %d positions "
+                 "(%zu MiB, %s), %d parallel, context %d, token budget %lld, %d threads\n",
+                 name.c_str(), tokenizer::chat_format_name(format).c_str(), pages.c_str(),
+                 applied.page_size, kv_mib, applied.kv_types.name().c_str(), applied.parallel,
+                 applied.n_ctx, static_cast<long long>(applied.token_budget),
+                 ThreadPool::resolve(applied.threads));
+}
+
 int run_serve(ServeArgs& a) {
+    check_roles(a);
     if (!a.plan.empty()) apply_plan(a);
     usage_check(!a.model.empty(), "give the model (-m) or a tuned plan (--plan)");
     // Signals go to the waiting main thread only (blocked before any thread starts).
@@ -171,27 +338,13 @@ int run_serve(ServeArgs& a) {
                      "syslm serve: the model has no chat template: using chatml "
                      "(--chat-template to choose)\n");
     const tokenizer::ChatFormat format = tokenizer::chat_format(tmpl.empty() ? "chatml" : tmpl);
-    infer::EngineConfig ec = engine_config(a);
-    ec.loras = load_loras(a.loras, *model);
-    auto engine = std::make_unique<infer::Engine>(model, tok, ec);
     std::string name = a.alias;
     if (name.empty()) name = model->file().get_string("general.name", "");
     if (name.empty()) name = std::filesystem::path(a.model).stem().string();
-    const infer::KvPagesConfig& kv = engine->kv_config();
-    const size_t kv_mib = kv.bytes() >> 20;
-    std::string pages = std::to_string(kv.n_pages) + " KV pages";
-    if (kv.groups() == 2)  // local/global: the windowed layers' pages are a ring of their own
-        pages +=
-            " (global layers) and " + std::to_string(kv.ring_pages) + " (windowed layers' ring)";
-    const infer::EngineConfig applied = engine->config();
-    server.set_engine(std::move(engine), name, format);  // before "ready": clients may wait for it
-    std::fprintf(stderr,
-                 "syslm serve: ready: model '%s', chat template %s, %s of %d positions "
-                 "(%zu MiB, %s), %d parallel, context %d, token budget %lld, %d threads\n",
-                 name.c_str(), tokenizer::chat_format_name(format).c_str(), pages.c_str(),
-                 applied.page_size, kv_mib, applied.kv_types.name().c_str(), applied.parallel,
-                 applied.n_ctx, static_cast<long long>(applied.token_budget),
-                 ThreadPool::resolve(applied.threads));
+    if (a.role == "edge")
+        start_edge(a, server, model, tok, name, format);
+    else
+        start_engine(a, server, model, tok, name, format);
 
     int sig = 0;
     sigwait(&signals, &sig);
@@ -313,6 +466,7 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(1, 1000000));
     a->threads_opt =
         app.add_option("-t,--threads", a->threads, "Compute threads (default: all cores)");
+    add_edge_cloud_options(app, *a);
     return [a] { return run_serve(*a); };
 }
 

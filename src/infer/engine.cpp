@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/error.hpp"
+#include "infer/stop_text.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace syslm::infer {
@@ -98,15 +99,13 @@ struct Engine::Active {
     std::optional<grammar::Matcher> matcher;  // with GenerationParams::grammar
     bool grammar_on = false;                  // false: a lazy grammar waiting for its trigger
     std::string untriggered;                  // the latest output bytes, searched for the trigger
-    tokenizer::Utf8StreamBuffer stream;
-    std::string text;    // generated text so far
-    size_t emitted = 0;  // bytes of it sent
+    StopText out;
     int64_t n_generated = 0;
     bool finished = false;
     double t_submit = 0, t_last = 0;
 
     Active(const GenerationParams& p, Callback c)
-        : params(p), cb(std::move(c)), sampler(p.sampling) {}
+        : params(p), cb(std::move(c)), sampler(p.sampling), out(p.stop) {}
 };
 
 Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer tok,
@@ -256,11 +255,7 @@ void Engine::finish(Active& a, FinishReason reason, Refusal error) {
     e.error = std::move(error);
     e.n_prompt = a.seq.n_prompt;
     e.n_generated = a.n_generated;
-    if (reason == FinishReason::Stop || reason == FinishReason::Length) {
-        a.text += a.stream.flush();
-        e.text = a.text.substr(a.emitted);
-        a.emitted = a.text.size();
-    }
+    if (reason == FinishReason::Stop || reason == FinishReason::Length) e.text = a.out.finish();
     emit(a, e);
 }
 
@@ -366,30 +361,12 @@ void Engine::on_token(Active& a, int32_t token, std::span<const float> logits) {
                           [&](int32_t x, int32_t y) { return logits[x] > logits[y]; });
         for (size_t i = 0; i < k; ++i) e.top.push_back({ids[i], logits[ids[i]] - lse});
     }
-    a.text += a.stream.push(tok_.token_to_piece(token));
-
-    // Stop strings: end before the first one; hold back what could still become one.
-    size_t cut = std::string::npos, hold = 0;
-    for (const std::string& s : a.params.stop) {
-        if (s.empty()) continue;
-        const size_t from = a.emitted >= s.size() ? a.emitted - s.size() + 1 : 0;
-        cut = std::min(cut, a.text.find(s, from));
-        hold = std::max(hold, s.size() - 1);
-    }
-    if (cut != std::string::npos) {
-        e.text = a.text.substr(a.emitted, cut - std::min(cut, a.emitted));
-        a.text.resize(std::max(cut, a.emitted));
-        a.emitted = a.text.size();
+    bool stopped = false;
+    e.text = a.out.push(tok_.token_to_piece(token), &stopped);
+    if (stopped) {
         if (!emit(a, e)) return finish(a, FinishReason::Cancelled);
         return finish(a, FinishReason::Stop);
     }
-    size_t safe = a.text.size() > hold ? a.text.size() - hold : 0;
-    safe = std::max(safe, a.emitted);
-    while (safe > a.emitted && safe < a.text.size() &&
-           (static_cast<unsigned char>(a.text[safe]) & 0xC0) == 0x80)
-        --safe;  // never split a character
-    e.text = a.text.substr(a.emitted, safe - a.emitted);
-    a.emitted = safe;
     if (!emit(a, e)) return finish(a, FinishReason::Cancelled);
     if (a.n_generated >= a.params.max_tokens ||
         static_cast<int64_t>(a.seq.tokens.size()) >= cfg_.n_ctx)

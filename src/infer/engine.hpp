@@ -22,6 +22,7 @@
 
 #include "grammar/grammar.hpp"
 #include "grammar/token_masks.hpp"
+#include "infer/generator.hpp"
 #include "infer/kv_pages.hpp"
 #include "infer/paged_rows.hpp"
 #include "infer/sampler.hpp"
@@ -56,10 +57,7 @@ struct EngineConfig {
     bool prefix_cache = true;  // false: no prefix sharing at all (`serve --no-prefix-cache`)
     // LoRA adapters requests may pick by index (GenerationParams::lora; `serve --lora
     // name=file`). Rows of different adapters share a step: the base product runs once for all.
-    struct NamedLora {
-        std::string name;
-        std::shared_ptr<const model::LoraAdapter> adapter;
-    };
+    using NamedLora = infer::NamedLora;
     std::vector<NamedLora> loras;
 };
 
@@ -69,105 +67,23 @@ struct EngineConfig {
 // parallel x n_ctx positions) sizes the global layers' group.
 KvPagesConfig kv_pages_config(const model::Model& m, const EngineConfig& c);
 
-struct GenerationParams {
-    int max_tokens = 16;
-    SamplingParams sampling;
-    std::vector<std::string> stop;
-    bool ignore_eos = false;
-    int logprobs = -1;  // top alternatives to report per token; -1: no logprobs
-    int priority = 0;   // the scheduler runs lower values first, preempting higher ones
-    // Constrains the output to the grammar's sentences (JSON, a schema, GBNF); null: free text.
-    std::shared_ptr<const grammar::Grammar> grammar;
-    // LoRA adapters (EngineConfig::loras indices) and their scales; empty: the base model.
-    struct LoraChoice {
-        int adapter = 0;
-        float scale = 1.0f;
-    };
-    std::vector<LoraChoice> lora;
-    // Non-empty: the grammar is lazy. The output is free until this text appears in it; from there
-    // on the grammar holds, describing what follows the trigger (tool calls under tool_choice auto).
-    std::string grammar_trigger;
-};
-
-struct TokenLogprob {
-    int32_t token;
-    float logprob;
-};
-
-// How a request ended. The names are OpenAI's finish_reason values (finish_reason_name).
-enum class FinishReason { Stop, Length, Cancelled, Error };
-const char* finish_reason_name(FinishReason r);
-
-// Why a request was refused at submit, or ended in an error: the server answers each with its own
-// HTTP status (serve/completions.cpp), so the kind is typed, the message is for people.
-enum class Failure {
-    None,
-    InvalidRequest,  // empty prompt, unknown token, bad sampling parameters, too long
-    QueueFull,       // the waiting queue is at max_waiting
-    ShuttingDown,    // drain() or the destructor has begun
-    KvPoolTooSmall,  // the request needs more KV memory than the whole pool holds
-    StepFailed,      // a forward step threw; every request in it ends
-};
-struct Refusal {
-    Failure kind = Failure::None;
-    std::string message;
-};
-
-struct Event {
-    // A token (text may be empty while held back) or, with done, the end of the request.
-    int32_t token = -1;
-    std::string text;
-    float logprob = 0;
-    std::vector<TokenLogprob> top;  // when logprobs >= 0
-    bool done = false;
-    FinishReason finish_reason = FinishReason::Stop;  // with done
-    Refusal error;                                    // with FinishReason::Error
-    int64_t n_prompt = 0, n_generated = 0;
-};
-
-// Latencies in cumulative buckets (Prometheus histogram semantics: count of samples <= bound).
-struct LatencyHistogram {
-    static constexpr double kBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-    int64_t buckets[std::size(kBounds)] = {};
-    int64_t count = 0;
-    double sum = 0;
-    void add(double seconds);
-};
-
-struct EngineStats {
-    int running = 0, waiting = 0;
-    int kv_pages_used = 0, kv_pages_cached = 0, kv_pages_total = 0;  // over every page group
-    int64_t kv_bytes_used = 0, kv_bytes_total = 0;
-    int64_t kv_positions = 0;  // positions the running sequences hold (for the waste figure)
-    int64_t requests = 0, prompt_tokens = 0, generated_tokens = 0;
-    int64_t preemptions = 0, prefix_hit_tokens = 0, steps = 0;
-    PrefixLookups prefix_pages;  // whole prompt pages asked for, and where each was found
-    PrefixTierStats prefix_tiers;
-    // Constrained decoding: token masks made (each a trie walk, or a cache hit) and their time.
-    int64_t grammar_masks = 0, grammar_mask_cache_hits = 0;
-    double grammar_mask_seconds = 0;
-    double tokens_per_s = 0;     // generated, over the last few seconds
-    LatencyHistogram ttft, itl;  // time to first token, inter-token latency (seconds)
-};
-
-class Engine {
+class Engine final : public Generator {
 public:
     Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer tok,
            const EngineConfig& cfg);
     ~Engine();  // stops at once (in-flight requests end "cancelled")
 
-    using Callback = std::function<bool(const Event&)>;
-    // Queues a request; false with `refused` set when it is refused (InvalidRequest, QueueFull,
-    // ShuttingDown). The callback then is never called.
     bool submit(std::vector<int32_t> prompt, const GenerationParams& params, Callback cb,
-                int64_t* id, Refusal* refused);
-    void cancel(int64_t id);
-    // Stops accepting, lets every queued and running request finish, then stops the thread.
-    void drain();
-    EngineStats stats();
+                int64_t* id, Refusal* refused) override;
+    void cancel(int64_t id) override;
+    void drain() override;
+    EngineStats stats() override;
 
-    const model::Model& model() const { return *model_; }
-    const tokenizer::Tokenizer& tokenizer() const { return tok_; }
+    const model::Model& model() const override { return *model_; }
+    const tokenizer::Tokenizer& tokenizer() const override { return tok_; }
+    int n_ctx() const override { return cfg_.n_ctx; }
+    int threads() const override { return cfg_.threads; }
+    const std::vector<NamedLora>& loras() const override { return cfg_.loras; }
     const EngineConfig& config() const { return cfg_; }
     const KvPagesConfig& kv_config() const { return pages_.config(); }
 

@@ -106,50 +106,99 @@ int32_t speculative_verify(std::span<const TokenProb> p, std::span<const TokenPr
     return last;
 }
 
-namespace {
-
-void check_speculative_inputs(const model::Context& target, const model::Context& draft,
-                              std::span<const int32_t> prompt, const Sampler& sampler,
-                              const SpeculativeOptions& o) {
+void LocalTarget::start(std::span<const int32_t> prompt) {
     SYSLM_CHECK(!prompt.empty(), "the prompt is empty (no tokens to start from)");
-    SYSLM_CHECK(target.n_past() == 0 && draft.n_past() == 0,
-                "speculative decoding starts from empty contexts");
-    SYSLM_CHECK(target.model().hparams().n_vocab == draft.model().hparams().n_vocab,
-                "the draft model's vocabulary (", draft.model().hparams().n_vocab,
-                " tokens) differs from the target's (", target.model().hparams().n_vocab, ")");
+    pending_ = prompt.back();
+    if (prompt.size() > 1) ctx_.forward(prompt.first(prompt.size() - 1));
+}
+
+int LocalTarget::verify_after(std::span<const int32_t> context, std::span<const int32_t> drafts,
+                              std::span<const std::vector<TokenProb>> q,
+                              std::vector<int32_t>& emitted) {
+    SYSLM_CHECK(pending_ >= 0, "speculative target: verify before start");
+    SYSLM_CHECK(q.size() == drafts.size(), "speculative target: ", drafts.size(), " drafts but ",
+                q.size(), " draft distributions");
+    const int base = ctx_.n_past();
+    const int m = static_cast<int>(context.size());
+    const int kk = static_cast<int>(drafts.size());
+    batch_.assign(1, pending_);
+    batch_.insert(batch_.end(), context.begin(), context.end());
+    batch_.insert(batch_.end(), drafts.begin(), drafts.end());
+    const std::span<const float> all = [&] {
+        // Each position's logits exactly as plain decoding computes them.
+        const kernels::ExactSmallBatches exact;
+        return ctx_.forward(batch_, /*all_logits=*/true);
+    }();
+    const int V = ctx_.model().hparams().n_vocab;
+    const std::span<const float> rows = all.subspan(static_cast<size_t>(m) * V);  // after context
+    int a = 0;
+    emitted.clear();
+    for (int i = 0; i <= kk; ++i) {
+        const std::span<const TokenProb> p =
+            sampler_.distribution(rows.subspan(static_cast<size_t>(i) * V, V));
+        bool kept = false;
+        int32_t next;
+        if (i < kk) {
+            const double u1 = sampler_.uniform(), u2 = sampler_.uniform();
+            next = speculative_verify(p, q[i], drafts[i], u1, u2, &kept);
+            if (kept) ++a;
+        } else {
+            next = sampler_.draw(p);  // every draft kept: one more from the target
+        }
+        emitted.push_back(next);
+        if (i < kk && !kept) break;
+    }
+    ctx_.truncate(base + 1 + m + a);  // pending, context and kept drafts
+    pending_ = emitted.back();
+    return a;
+}
+
+void check_speculative_draft(const model::Context& draft, int target_vocab,
+                             std::span<const int32_t> prompt, const Sampler& sampler,
+                             const SpeculativeOptions& o) {
+    SYSLM_CHECK(!prompt.empty(), "the prompt is empty (no tokens to start from)");
+    SYSLM_CHECK(draft.n_past() == 0, "speculative decoding starts from an empty draft context");
+    SYSLM_CHECK(target_vocab == draft.model().hparams().n_vocab, "the draft model's vocabulary (",
+                draft.model().hparams().n_vocab, " tokens) differs from the target's (",
+                target_vocab, ")");
     SYSLM_CHECK(!sampler.has_penalties(),
                 "repetition / presence / frequency penalties are not supported with a draft "
                 "model (they depend on the history at every drafted position)");
     SYSLM_CHECK(o.k_min >= 1 && o.k_max >= o.k_min && o.k >= 1, "draft lengths must be >= 1");
-    // A round rolls both contexts back by up to k_max + 1 positions; windowed layers keep rings
+    // A round rolls the draft back by up to k_max + 1 positions; windowed layers keep rings
     // sized for a bounded rollback (model/kv_cache.hpp).
-    for (const model::Context* c : {&target, &draft})
-        SYSLM_CHECK(o.k_max + 1 <= c->kv_cache().max_rollback(), "a draft length of ", o.k_max,
-                    " is more than the sliding-window KV ring of ",
-                    c == &target ? "the model" : "the draft", " can take back (",
-                    c->kv_cache().max_rollback() - 1, "); use a smaller --draft-max");
+    SYSLM_CHECK(o.k_max + 1 <= draft.kv_cache().max_rollback(), "a draft length of ", o.k_max,
+                " is more than the sliding-window KV ring of the draft can take back (",
+                draft.kv_cache().max_rollback() - 1, "); use a smaller --draft-max");
 }
 
-// One generation: rounds of drafting k tokens, verifying them in one target call, emitting
+namespace {
+
+// One generation: rounds of drafting k tokens, verifying them in one target call, passing on
 // what was kept, and (adaptive) choosing the next k from the measured acceptance and costs.
 class SpeculativeDecoder {
 public:
-    SpeculativeDecoder(model::Context& target, model::Context& draft,
-                       const tokenizer::Tokenizer& tok, Sampler& sampler, bool ignore_eos,
-                       const std::function<void(std::string_view)>& on_text,
-                       const SpeculativeOptions& o, SpeculativeStats& st, GenerateStats& gs)
-        : target_(target), draft_(draft), tok_(tok), sampler_(sampler),
-          draft_sampler_(draft_params(sampler)), ignore_eos_(ignore_eos), on_text_(on_text),
-          o_(o), st_(st), gs_(gs), k_(std::clamp(o.k, o.k_min, o.k_max)) {}
+    SpeculativeDecoder(SpeculativeTarget& target, model::Context& draft,
+                       const tokenizer::Tokenizer& tok, const Sampler& sampler, bool ignore_eos,
+                       const std::function<bool(int32_t)>& on_token, const SpeculativeOptions& o,
+                       SpeculativeStats& st, GenerateStats& gs)
+        : target_(target),
+          draft_(draft),
+          tok_(tok),
+          draft_sampler_(draft_params(sampler)),
+          ignore_eos_(ignore_eos),
+          on_token_(on_token),
+          o_(o),
+          st_(st),
+          gs_(gs),
+          k_(std::clamp(o.k, o.k_min, o.k_max)) {}
 
-    // Both contexts take the prompt but its last token (fed with the first round's drafts).
+    // Both sides take the prompt but its last token (fed with the first round's drafts).
     void prefill(std::span<const int32_t> prompt) {
         tokens_.assign(prompt.begin(), prompt.end());
         const auto t0 = Clock::now();
-        if (prompt.size() > 1) {
-            target_.forward(prompt.first(prompt.size() - 1));
-            draft_.forward(prompt.first(prompt.size() - 1));
-        }
+        target_.start(prompt);
+        if (prompt.size() > 1) draft_.forward(prompt.first(prompt.size() - 1));
         gs_.prompt_seconds = seconds(t0);
     }
 
@@ -163,20 +212,17 @@ public:
             const double t_draft = seconds(td);
             const auto tv = Clock::now();
             const int base = target_.n_past();
-            bool rejected = false;
-            const int a = verify(kk, rejected);
+            const int a = target_.verify(drafts_, q_, emitted_);
             const double t_verify = seconds(tv);
             ++st_.rounds;
             st_.drafted += kk;
             st_.accepted += a;
             st_.draft_seconds += t_draft;
             st_.target_seconds += t_verify;
-            target_.truncate(base + 1 + a);  // pending + kept drafts
             draft_.truncate(std::min(draft_.n_past(), base + 1 + a));
             done = emit(n_predict);
-            if (o_.adaptive) adapt(kk, a, rejected, t_draft, t_verify);
+            if (o_.adaptive) adapt(kk, a, a < kk, t_draft, t_verify);
         }
-        if (std::string rest = stream_.flush(); !rest.empty()) on_text_(rest);
         gs_.generate_seconds = seconds(t0);
     }
 
@@ -217,41 +263,8 @@ private:
         }
     }
 
-    // The pending token and the drafts in one target call; the tokens to emit (the kept drafts,
-    // then the target's correction or, all kept, one more of its own) go to emitted_. Returns
-    // the drafts kept.
-    int verify(int kk, bool& rejected) {
-        batch_.assign(1, tokens_.back());
-        batch_.insert(batch_.end(), drafts_.begin(), drafts_.end());
-        const std::span<const float> rows = [&] {
-            // Each position's logits exactly as plain decoding computes them.
-            const kernels::ExactSmallBatches exact;
-            return target_.forward(batch_, /*all_logits=*/true);
-        }();
-        const int V = target_.model().hparams().n_vocab;
-        int a = 0;
-        emitted_.clear();
-        for (int i = 0; i <= kk; ++i) {
-            const std::span<const TokenProb> p =
-                sampler_.distribution(rows.subspan(static_cast<size_t>(i) * V, V));
-            int32_t next;
-            if (i < kk) {
-                const double u1 = sampler_.uniform(), u2 = sampler_.uniform();
-                bool kept = false;
-                next = speculative_verify(p, q_[i], drafts_[i], u1, u2, &kept);
-                if (kept) ++a;
-                rejected = !kept;
-            } else {
-                next = sampler_.draw(p);  // every draft kept: one more from the target
-            }
-            emitted_.push_back(next);
-            if (rejected) break;
-        }
-        return a;
-    }
-
-    // The round's tokens to the caller; true when generation ends (end of generation or
-    // n_predict tokens).
+    // The round's tokens to the caller; true when generation ends (end of generation,
+    // n_predict tokens, or the caller's stop).
     bool emit(int n_predict) {
         for (int32_t t : emitted_) {
             tokens_.push_back(t);
@@ -260,8 +273,7 @@ private:
                 gs_.stopped_at_eog = true;
                 return true;
             }
-            if (std::string text = stream_.push(tok_.token_to_piece(t)); !text.empty())
-                on_text_(text);
+            if (!on_token_(t)) return true;
             if (gs_.n_generated >= n_predict) return true;
         }
         return false;
@@ -281,13 +293,12 @@ private:
             k_ = best_k(acc_sum_ / trials_, draft_step_, verify_cost_, o_.k_min, o_.k_max);
     }
 
-    model::Context& target_;
+    SpeculativeTarget& target_;
     model::Context& draft_;
     const tokenizer::Tokenizer& tok_;
-    Sampler& sampler_;
     Sampler draft_sampler_;
     const bool ignore_eos_;
-    const std::function<void(std::string_view)>& on_text_;
+    const std::function<bool(int32_t)>& on_token_;
     const SpeculativeOptions& o_;
     SpeculativeStats& st_;
     GenerateStats& gs_;
@@ -296,27 +307,46 @@ private:
     double draft_step_ = 0;            // running seconds per draft token
     VerifyCost verify_cost_;
     int64_t round_ = 0;
-    tokenizer::Utf8StreamBuffer stream_;
-    std::vector<int32_t> tokens_, drafts_, batch_, emitted_;
+    std::vector<int32_t> tokens_, drafts_, emitted_;
     std::vector<std::vector<TokenProb>> q_;
 };
 
 }  // namespace
 
-GenerateStats speculative_generate(model::Context& target, model::Context& draft,
-                                   const tokenizer::Tokenizer& tok,
-                                   std::span<const int32_t> prompt, int n_predict,
-                                   Sampler& sampler, bool ignore_eos,
-                                   const std::function<void(std::string_view)>& on_text,
-                                   const SpeculativeOptions& o, SpeculativeStats* stats) {
-    check_speculative_inputs(target, draft, prompt, sampler, o);
+GenerateStats speculative_tokens(SpeculativeTarget& target, model::Context& draft,
+                                 const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
+                                 int n_predict, const Sampler& sampler, bool ignore_eos,
+                                 const std::function<bool(int32_t)>& on_token,
+                                 const SpeculativeOptions& o, SpeculativeStats* stats) {
     SpeculativeStats local;
     GenerateStats gs;
     gs.n_prompt = static_cast<int>(prompt.size());
-    SpeculativeDecoder d(target, draft, tok, sampler, ignore_eos, on_text, o,
+    SpeculativeDecoder d(target, draft, tok, sampler, ignore_eos, on_token, o,
                          stats ? *stats : local, gs);
     d.prefill(prompt);
     d.generate(n_predict);
+    return gs;
+}
+
+GenerateStats speculative_generate(model::Context& target, model::Context& draft,
+                                   const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
+                                   int n_predict, Sampler& sampler, bool ignore_eos,
+                                   const std::function<void(std::string_view)>& on_text,
+                                   const SpeculativeOptions& o, SpeculativeStats* stats) {
+    check_speculative_draft(draft, target.model().hparams().n_vocab, prompt, sampler, o);
+    SYSLM_CHECK(target.n_past() == 0, "speculative decoding starts from an empty target context");
+    SYSLM_CHECK(o.k_max + 1 <= target.kv_cache().max_rollback(), "a draft length of ", o.k_max,
+                " is more than the sliding-window KV ring of the model can take back (",
+                target.kv_cache().max_rollback() - 1, "); use a smaller --draft-max");
+    LocalTarget local(target, sampler);
+    tokenizer::Utf8StreamBuffer stream;
+    const std::function<bool(int32_t)> on_token = [&](int32_t t) {
+        if (std::string text = stream.push(tok.token_to_piece(t)); !text.empty()) on_text(text);
+        return true;
+    };
+    GenerateStats gs = speculative_tokens(local, draft, tok, prompt, n_predict, sampler, ignore_eos,
+                                          on_token, o, stats);
+    if (std::string rest = stream.flush(); !rest.empty()) on_text(rest);
     return gs;
 }
 

@@ -27,16 +27,16 @@
 namespace syslm::infer {
 
 struct SpeculativeOptions {
-    int k = 4;         // initial (and, when !adaptive, fixed) draft length
-    int k_min = 1;     // smallest length when drafting (adaptive may also turn drafting off)
+    int k = 4;      // initial (and, when !adaptive, fixed) draft length
+    int k_min = 1;  // smallest length when drafting (adaptive may also turn drafting off)
     int k_max = 16;
     bool adaptive = true;
 };
 
 struct SpeculativeStats {
-    int rounds = 0;         // target verify calls
-    int drafted = 0;        // draft tokens proposed
-    int accepted = 0;       // of them kept
+    int rounds = 0;    // target verify calls
+    int drafted = 0;   // draft tokens proposed
+    int accepted = 0;  // of them kept
     double draft_seconds = 0, target_seconds = 0;
     double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
 };
@@ -47,14 +47,69 @@ struct SpeculativeStats {
 int32_t speculative_verify(std::span<const TokenProb> p, std::span<const TokenProb> q, int32_t d,
                            double u_accept, double u_draw, bool* kept);
 
-// Like generate(): the prompt goes through both models, then rounds of drafting and
-// verification until n_predict tokens, an end-of-generation token (unless ignore_eos) or the
-// target's context is full. `sampler` samples for the target; the draft uses a copy of its
-// parameters with its own generator. Both contexts must be empty and share the vocabulary.
+// The target's half of the rounds: the model whose distribution the output follows, here in a
+// local context (LocalTarget) or across a link in a cloud's session (serve/remote_target).
+class SpeculativeTarget {
+public:
+    virtual ~SpeculativeTarget() = default;
+    // Takes the prompt but its last token, which stays pending: the next verify feeds it first.
+    virtual void start(std::span<const int32_t> prompt) = 0;
+    // One call: the pending token and the drafts, each drawn from its q. `emitted` gets the kept
+    // drafts, then the target's own token (the correction at the first rejection, or one more
+    // when every draft was kept), which becomes the pending one. Returns the drafts kept.
+    virtual int verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> q,
+                       std::vector<int32_t>& emitted) = 0;
+    virtual int n_past() const = 0;  // positions held, the pending token not counted
+    virtual int n_ctx() const = 0;
+};
+
+// The target in a context of this process, sampling with `sampler` (its seed decides the
+// accept / reject draws).
+class LocalTarget final : public SpeculativeTarget {
+public:
+    LocalTarget(model::Context& ctx, Sampler& sampler) : ctx_(ctx), sampler_(sampler) {}
+    void start(std::span<const int32_t> prompt) override;
+    int verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> q,
+               std::vector<int32_t>& emitted) override {
+        return verify_after({}, drafts, q, emitted);
+    }
+    // verify, with `context` (tokens decided elsewhere: an edge's own, in a cascade) taken after
+    // the pending token and before the drafts, in the same forward pass.
+    int verify_after(std::span<const int32_t> context, std::span<const int32_t> drafts,
+                     std::span<const std::vector<TokenProb>> q, std::vector<int32_t>& emitted);
+    int n_past() const override { return ctx_.n_past(); }
+    int n_ctx() const override { return ctx_.n_ctx(); }
+    model::Context& context() { return ctx_; }
+
+private:
+    model::Context& ctx_;
+    Sampler& sampler_;
+    int32_t pending_ = -1;
+    std::vector<int32_t> batch_;
+};
+
+// Refuses what speculative decoding cannot follow exactly: an empty prompt, a vocabulary that
+// differs, repetition penalties (they depend on the history at every drafted position), draft
+// lengths the draft's sliding-window ring cannot take back.
+void check_speculative_draft(const model::Context& draft, int target_vocab,
+                             std::span<const int32_t> prompt, const Sampler& sampler,
+                             const SpeculativeOptions& options);
+
+// The rounds, token by token: the prompt goes to both sides, then drafting and verification
+// until n_predict tokens, an end-of-generation token (unless ignore_eos; it is not passed on),
+// the target's context is full, or on_token returns false. The draft uses a copy of `sampler`'s
+// parameters with its own generator; the draft context must be empty.
+GenerateStats speculative_tokens(SpeculativeTarget& target, model::Context& draft,
+                                 const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
+                                 int n_predict, const Sampler& sampler, bool ignore_eos,
+                                 const std::function<bool(int32_t)>& on_token,
+                                 const SpeculativeOptions& options, SpeculativeStats* stats);
+
+// Like generate(), with the target in a local context: text as it is produced. `sampler`
+// samples for the target; both contexts must be empty and share the vocabulary.
 GenerateStats speculative_generate(model::Context& target, model::Context& draft,
-                                   const tokenizer::Tokenizer& tok,
-                                   std::span<const int32_t> prompt, int n_predict,
-                                   Sampler& sampler, bool ignore_eos,
+                                   const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
+                                   int n_predict, Sampler& sampler, bool ignore_eos,
                                    const std::function<void(std::string_view)>& on_text,
                                    const SpeculativeOptions& options, SpeculativeStats* stats);
 

@@ -46,6 +46,10 @@ Server::~Server() {
     if (transport_) transport_->stop(0);  // before the engine goes: workers may hold it
 }
 
+void Server::set_cloud_sessions(std::unique_ptr<CloudSessions> sessions) {
+    cloud_ = std::move(sessions);
+}
+
 int Server::port() const {
     return transport_ ? transport_->port() : 0;
 }
@@ -65,7 +69,7 @@ void Server::start() {
     transport_->start();
 }
 
-void Server::set_engine(std::unique_ptr<infer::Engine> engine, std::string model_name,
+void Server::set_engine(std::unique_ptr<infer::Generator> engine, std::string model_name,
                         tokenizer::ChatFormat format) {
     engine_ = std::move(engine);
     embedder_ = std::make_unique<Embedder>(*engine_, cfg_.pooling);
@@ -123,6 +127,8 @@ http::Router Server::routes() {
     r.add("POST", "/v1/chat/completions", Run::Worker, needs_engine(&Server::chat_completion));
     r.add("POST", "/v1/embeddings", Run::Worker, needs_engine(&Server::embeddings));
     r.add("POST", "/v1/responses", Run::Worker, needs_engine(&Server::responses));
+    for (const char* path : {"/v1/syslm/session", "/v1/syslm/verify", "/v1/syslm/close"})
+        r.add("POST", path, Run::Worker, needs_engine(&Server::cloud_call));
     return r;
 }
 
@@ -161,10 +167,10 @@ void Server::models(const http::Request&, http::Responder& res) {
                     {"created", unix_time()},
                     {"owned_by", "syslm"},
                     {"meta",
-                     {{"n_ctx", engine_->config().n_ctx},
+                     {{"n_ctx", engine_->n_ctx()},
                       {"n_vocab", engine_->model().hparams().n_vocab},
                       {"chat_template", tokenizer::chat_format_name(format_)}}}});
-    const auto& loras = engine_->config().loras;
+    const auto& loras = engine_->loras();
     for (size_t i = 0; i < loras.size(); ++i)  // the base with each adapter, as its own model
         data.push_back({{"id", model_name_ + ":" + loras[i].name},
                         {"object", "model"},
@@ -177,7 +183,7 @@ void Server::models(const http::Request&, http::Responder& res) {
 // llama-server's GET /lora-adapters: the loaded adapters by id.
 void Server::lora_adapters(const http::Request&, http::Responder& res) {
     json out = json::array();
-    const auto& loras = engine_->config().loras;
+    const auto& loras = engine_->loras();
     for (size_t i = 0; i < loras.size(); ++i)
         out.push_back({{"id", i},
                        {"name", loras[i].name},
@@ -195,7 +201,9 @@ void Server::openapi(const http::Request&, http::Responder& res) {
 void Server::metrics(const http::Request&, http::Responder& res) {
     res.reply({200,
                "text/plain; version=0.0.4",
-               prometheus_text(engine_->stats()) + prometheus_http_text(transport_->stats()),
+               prometheus_text(engine_->stats()) + engine_->extra_metrics() +
+                   (cloud_ ? cloud_->prometheus_text() : "") +
+                   prometheus_http_text(transport_->stats()),
                {}});
 }
 
@@ -253,6 +261,19 @@ void Server::completion(const http::Request& req, http::Responder& res) {
 
 void Server::chat_completion(const http::Request& req, http::Responder& res) {
     serve_completion({engine_, model_name_, format_, cfg_.limits}, parse_body(req), true, res);
+}
+
+void Server::cloud_call(const http::Request& req, http::Responder& res) {
+    if (!cloud_)
+        throw ApiError{404, "invalid_request_error",
+                       "this server is not a cloud for edges (serve --role cloud)", "", ""};
+    const json body = parse_body(req);
+    if (req.path == "/v1/syslm/session")
+        res.reply(json_response(200, cloud_->open(body)));
+    else if (req.path == "/v1/syslm/verify")
+        res.reply(json_response(200, cloud_->verify(body)));
+    else
+        res.reply(json_response(200, cloud_->close(body)));
 }
 
 }  // namespace syslm::serve

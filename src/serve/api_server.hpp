@@ -14,7 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "infer/engine.hpp"
+#include "infer/generator.hpp"
+#include "serve/cloud_sessions.hpp"
 #include "serve/embeddings.hpp"
 #include "serve/http_transport.hpp"
 #include "serve/openai_api.hpp"
@@ -44,8 +45,11 @@ public:
 
     // Binds and serves on background threads; /health answers 503 until set_engine.
     void start();
-    void set_engine(std::unique_ptr<infer::Engine> engine, std::string model_name,
+    void set_engine(std::unique_ptr<infer::Generator> engine, std::string model_name,
                     tokenizer::ChatFormat format);
+    // `serve --role cloud`: sessions for edges that verify their drafts here (/v1/syslm/...).
+    // Before set_engine.
+    void set_cloud_sessions(std::unique_ptr<CloudSessions> sessions);
     int port() const;
     // Answers 503 to new work, lets in-flight requests finish, then stops serving.
     void drain_and_stop();
@@ -67,10 +71,13 @@ private:
     void chat_completion(const http::Request& req, http::Responder& res);
     void embeddings(const http::Request& req, http::Responder& res);
     void responses(const http::Request& req, http::Responder& res);
+    // POST /v1/syslm/{session,verify,close}: 404 unless this is a cloud.
+    void cloud_call(const http::Request& req, http::Responder& res);
 
     ServerConfig cfg_;
-    std::shared_ptr<infer::Engine> engine_;
+    std::shared_ptr<infer::Generator> engine_;
     std::unique_ptr<Embedder> embedder_;
+    std::unique_ptr<CloudSessions> cloud_;
     std::string model_name_;
     tokenizer::ChatFormat format_ = tokenizer::ChatFormat::ChatML;
     std::atomic<bool> ready_{false}, draining_{false};

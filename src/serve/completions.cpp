@@ -44,7 +44,7 @@ struct Generation {
 
 // The engine's callback for one choice. It owns a reference: the engine may still call it after
 // the handler has let go (a client that disconnected), until the cancellation lands.
-infer::Engine::Callback callback(std::shared_ptr<Generation> g, int index) {
+infer::Generator::Callback callback(std::shared_ptr<Generation> g, int index) {
     return [g = std::move(g), index](const infer::Event& e) {
         std::lock_guard lk(g->mu);
         ChoiceResult& c = g->choices[static_cast<size_t>(index)];
@@ -56,6 +56,7 @@ infer::Engine::Callback callback(std::shared_ptr<Generation> g, int index) {
             c.error = e.error;
             c.n_prompt = e.n_prompt;
             c.n_generated = e.n_generated;
+            c.fallback = e.fallback;
             ++g->done;
         }
         if (g->stream) g->events.emplace_back(index, e);
@@ -64,13 +65,13 @@ infer::Engine::Callback callback(std::shared_ptr<Generation> g, int index) {
     };
 }
 
-void cancel(Generation& g, infer::Engine& engine) {
+void cancel(Generation& g, infer::Generator& engine) {
     g.cancelled = true;
     for (int64_t id : g.ids) engine.cancel(id);
 }
 
 // Every choice submitted, or none (an ApiError says why).
-std::shared_ptr<Generation> submit(infer::Engine& engine, const ParsedRequest& pr) {
+std::shared_ptr<Generation> submit(infer::Generator& engine, const ParsedRequest& pr) {
     auto g = std::make_shared<Generation>();
     g->stream = pr.stream;
     const size_t n_choices = pr.prompts.size() * static_cast<size_t>(pr.n);
@@ -96,7 +97,7 @@ http::Response json_response(int status, const json& body) {
 
 // Waits for every choice (or for the client to go away, which cancels them), then replies.
 void answer_whole(Generation& g, const ParsedRequest& pr, const Envelope& env,
-                  infer::Engine& engine, http::Responder& res) {
+                  infer::Generator& engine, http::Responder& res) {
     std::unique_lock lk(g.mu);
     while (!g.cv.wait_for(lk, kClientCheck, [&] { return g.all_done(); }))
         if (res.client_gone()) {
@@ -111,7 +112,7 @@ void answer_whole(Generation& g, const ParsedRequest& pr, const Envelope& env,
 
 // Streams the events as they come. Writes happen outside g.mu: a slow client holds back its
 // own handler, never the engine thread (whose callbacks take g.mu).
-void stream_sse(Generation& g, const ParsedRequest& pr, const Envelope& env, infer::Engine& engine,
+void stream_sse(Generation& g, const ParsedRequest& pr, const Envelope& env, infer::Generator& engine,
                 http::Responder& res) {
     res.start_stream({200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}});
     SseChunks sse(env, g.choices.size(), pr.params.logprobs, engine.tokenizer(), &pr.tools);
@@ -250,7 +251,7 @@ std::string closing_events(const ChoiceResult& c, const Envelope& env, const std
 // The event sequence of OpenAI's streamed responses, text deltas in between. Writes happen
 // outside g.mu, as in stream_sse.
 void stream_response(Generation& g, const Envelope& env, const std::string& msg_id,
-                     infer::Engine& engine, http::Responder& res) {
+                     infer::Generator& engine, http::Responder& res) {
     res.start_stream({200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}});
     int seq = 0;
     const json item = {{"type", "message"},
@@ -295,7 +296,7 @@ void stream_response(Generation& g, const Envelope& env, const std::string& msg_
 }  // namespace
 
 void serve_response(const CompletionContext& ctx, const json& body, http::Responder& res) {
-    infer::Engine& engine = *ctx.engine;
+    infer::Generator& engine = *ctx.engine;
     const ParsedRequest pr =
         parse_chat(responses_as_chat(body), ctx.model_name, engine, ctx.format, ctx.limits);
     const std::shared_ptr<Generation> g = submit(engine, pr);
@@ -321,7 +322,7 @@ void serve_response(const CompletionContext& ctx, const json& body, http::Respon
 
 void serve_completion(const CompletionContext& ctx, const json& body, bool chat,
                       http::Responder& res) {
-    infer::Engine& engine = *ctx.engine;
+    infer::Generator& engine = *ctx.engine;
     const ParsedRequest pr = chat ? parse_chat(body, ctx.model_name, engine, ctx.format, ctx.limits)
                                   : parse_completion(body, ctx.model_name, engine, ctx.limits);
     const std::shared_ptr<Generation> g = submit(engine, pr);

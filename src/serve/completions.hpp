@@ -9,14 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "infer/engine.hpp"
+#include "infer/generator.hpp"
 #include "serve/http_responder.hpp"
 #include "serve/openai_api.hpp"
 
 namespace syslm::serve {
 
 struct CompletionContext {
-    std::shared_ptr<infer::Engine> engine;
+    std::shared_ptr<infer::Generator> engine;
     std::string model_name;
     tokenizer::ChatFormat format;
     ApiLimits limits;

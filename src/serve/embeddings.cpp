@@ -16,7 +16,7 @@ namespace {
 }
 
 // The request's inputs as token lists.
-std::vector<std::vector<int32_t>> inputs(const json& body, const infer::Engine& engine) {
+std::vector<std::vector<int32_t>> inputs(const json& body, const infer::Generator& engine) {
     if (!body.is_object() || !body.contains("input")) bad("'input' is required");
     const json& in = body["input"];
     const auto& tok = engine.tokenizer();
@@ -50,11 +50,11 @@ std::vector<std::vector<int32_t>> inputs(const json& body, const infer::Engine& 
     if (out.size() > 2048) bad("at most 2048 inputs per request");
     for (const auto& t : out) {
         if (t.empty()) bad("an input is empty");
-        if (static_cast<int64_t>(t.size()) > engine.config().n_ctx)
+        if (static_cast<int64_t>(t.size()) > engine.n_ctx())
             throw ApiError{400, "invalid_request_error",
                            "an input has " + std::to_string(t.size()) +
                                " tokens; the context size is " +
-                               std::to_string(engine.config().n_ctx),
+                               std::to_string(engine.n_ctx()),
                            "input", "context_length_exceeded"};
     }
     return out;
@@ -91,7 +91,7 @@ json Embedder::embed(const json& body, const std::string& model_name) {
     const model::LoraAdapter* adapter = nullptr;
     if (body.is_object() && body.contains("model") && body["model"].is_string())
         if (const int id = adapter_of_model(body["model"], model_name, engine_); id >= 0)
-            adapter = engine_.config().loras[static_cast<size_t>(id)].adapter.get();
+            adapter = engine_.loras()[static_cast<size_t>(id)].adapter.get();
     bool base64 = false;  // the openai client asks for base64: the floats' little-endian bytes
     if (body.is_object() && body.contains("encoding_format") &&
         !body["encoding_format"].is_null()) {
@@ -111,7 +111,7 @@ json Embedder::embed(const json& body, const std::string& model_name) {
     json data = json::array();
     std::lock_guard lk(mu_);
     // F32 keys and values: one prefill per input, so exactness costs little memory.
-    model::Context ctx(engine_.model(), static_cast<int>(longest), engine_.config().threads,
+    model::Context ctx(engine_.model(), static_cast<int>(longest), engine_.threads(),
                        static_cast<int>(std::min<size_t>(longest, 512)), DType::F32);
     if (adapter) ctx.set_loras({{adapter, 1.0f, {}}});
     for (size_t i = 0; i < texts.size(); ++i) {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "infer/engine.hpp"
+#include "infer/generator.hpp"
 
 namespace syslm::serve {
 
@@ -20,12 +20,12 @@ Pooling pooling_from_name(const std::string& name);  // "mean" / "last"; throws 
 
 class Embedder {
 public:
-    Embedder(const infer::Engine& engine, Pooling pooling) : engine_(engine), pooling_(pooling) {}
+    Embedder(const infer::Generator& engine, Pooling pooling) : engine_(engine), pooling_(pooling) {}
     // The response body for a request body; throws ApiError (400) for a malformed one.
     nlohmann::ordered_json embed(const nlohmann::ordered_json& body, const std::string& model_name);
 
 private:
-    const infer::Engine& engine_;
+    const infer::Generator& engine_;
     Pooling pooling_;
     std::mutex mu_;
 };

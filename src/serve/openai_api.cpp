@@ -28,27 +28,6 @@ const json* field(const json& body, const char* key, Pred pred, const char* kind
     return &*it;
 }
 
-double number(const json& body, const char* key, double def, double lo, double hi) {
-    const json* v = field(body, key, [](const json& j) { return j.is_number(); }, "a number");
-    if (!v) return def;
-    const double x = v->get<double>();
-    if (!(x >= lo && x <= hi))
-        bad(key, std::string("'") + key + "' must be between " + json(lo).dump() + " and " +
-                     json(hi).dump());
-    return x;
-}
-
-int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int64_t hi) {
-    const json* v = field(body, key, [](const json& j) { return j.is_number_integer(); },
-                          "an integer");
-    if (!v) return def;
-    const int64_t x = v->get<int64_t>();
-    if (x < lo || x > hi)
-        bad(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
-                     std::to_string(hi));
-    return x;
-}
-
 bool boolean(const json& body, const char* key, bool def) {
     const json* v = field(body, key, [](const json& j) { return j.is_boolean(); }, "a boolean");
     return v ? v->get<bool>() : def;
@@ -57,7 +36,7 @@ bool boolean(const json& body, const char* key, bool def) {
 // "model": the served model's name, or "<name>:<adapter>" for one of its LoRA adapters (scale
 // 1); llama-server's "lora": [{"id", "scale"}] adds adapters by index. A later choice of the same
 // adapter replaces an earlier one's scale.
-void model_and_lora(const json& body, const std::string& model_name, const infer::Engine& engine,
+void model_and_lora(const json& body, const std::string& model_name, const infer::Generator& engine,
                     infer::GenerationParams& params) {
     const auto choose = [&](int id, float scale) {
         for (auto& c : params.lora)
@@ -71,7 +50,7 @@ void model_and_lora(const json& body, const std::string& model_name, const infer
                               "a string"))
         if (const int id = adapter_of_model(m->get<std::string>(), model_name, engine); id >= 0)
             choose(id, 1.0f);
-    const auto& loras = engine.config().loras;
+    const auto& loras = engine.loras();
     const json* lora = field(body, "lora", [](const json& j) { return j.is_array(); },
                              "an array of {\"id\": ..., \"scale\": ...}");
     if (!lora) return;
@@ -82,7 +61,7 @@ void model_and_lora(const json& body, const std::string& model_name, const infer
         if (id < 0 || id >= static_cast<int64_t>(loras.size()))
             bad("lora", "LoRA adapter id " + std::to_string(id) + ": this server has " +
                             std::to_string(loras.size()) + " (GET /lora-adapters lists them)");
-        const double scale = number(l, "scale", 1.0, -100, 100);
+        const double scale = number_field(l, "scale", 1.0, -100, 100);
         choose(static_cast<int>(id), static_cast<float>(scale));
     }
 }
@@ -149,37 +128,37 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const json& body) {
 }
 
 // The fields both endpoints share.
-void common(const json& body, ParsedRequest& r, const infer::Engine& engine,
+void common(const json& body, ParsedRequest& r, const infer::Generator& engine,
             const ApiLimits& limits, int default_max_tokens) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");
     infer::SamplingParams& s = r.params.sampling;
-    s.temperature = static_cast<float>(number(body, "temperature", s.temperature, 0, 2));
-    s.top_p = static_cast<float>(number(body, "top_p", s.top_p, 0, 1));
+    s.temperature = static_cast<float>(number_field(body, "temperature", s.temperature, 0, 2));
+    s.top_p = static_cast<float>(number_field(body, "top_p", s.top_p, 0, 1));
     if (s.top_p <= 0) {  // keeps only the most likely token: greedy
         s.top_p = 1;
         s.temperature = 0;
     }
-    s.top_k = static_cast<int>(integer(body, "top_k", s.top_k, 0, 1 << 20));
-    s.min_p = static_cast<float>(number(body, "min_p", s.min_p, 0, 1));
-    s.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0, -2, 2));
-    s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0, -2, 2));
-    s.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 1, 0, 10));
-    const int64_t seed = integer(body, "seed", -1, INT64_MIN, INT64_MAX);
+    s.top_k = static_cast<int>(integer_field(body, "top_k", s.top_k, 0, 1 << 20));
+    s.min_p = static_cast<float>(number_field(body, "min_p", s.min_p, 0, 1));
+    s.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", 0, -2, 2));
+    s.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0, -2, 2));
+    s.repeat_penalty = static_cast<float>(number_field(body, "repeat_penalty", 1, 0, 10));
+    const int64_t seed = integer_field(body, "seed", -1, INT64_MIN, INT64_MAX);
     s.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
     r.params.ignore_eos = boolean(body, "ignore_eos", false);
     // vLLM's: lower values are scheduled first, and preempt running requests of higher ones.
-    r.params.priority = static_cast<int>(integer(body, "priority", 0, -1000000, 1000000));
+    r.params.priority = static_cast<int>(integer_field(body, "priority", 0, -1000000, 1000000));
     r.params.grammar = output_grammar(body);
-    r.n = static_cast<int>(integer(body, "n", 1, 1, limits.max_n));
+    r.n = static_cast<int>(integer_field(body, "n", 1, 1, limits.max_n));
     r.stream = boolean(body, "stream", false);
     if (const json* so = field(body, "stream_options", [](const json& j) { return j.is_object(); },
                                "an object")) {
         if (!r.stream) bad("stream_options", "'stream_options' needs 'stream': true");
         r.include_usage = boolean(*so, "include_usage", false);
     }
-    const int max_tokens = std::min(limits.max_tokens, engine.config().n_ctx);
+    const int max_tokens = std::min(limits.max_tokens, engine.n_ctx());
     r.params.max_tokens = static_cast<int>(
-        integer(body, "max_tokens", std::min(default_max_tokens, max_tokens), 1, max_tokens));
+        integer_field(body, "max_tokens", std::min(default_max_tokens, max_tokens), 1, max_tokens));
     if (const json* stop = body.contains("stop") ? &body["stop"] : nullptr; stop && !stop->is_null()) {
         if (stop->is_string()) {
             r.params.stop.push_back(stop->get<std::string>());
@@ -194,17 +173,39 @@ void common(const json& body, ParsedRequest& r, const infer::Engine& engine,
     }
 }
 
-void check_length(const std::vector<int32_t>& p, const infer::Engine& engine) {
-    if (static_cast<int64_t>(p.size()) >= engine.config().n_ctx)
+void check_length(const std::vector<int32_t>& p, const infer::Generator& engine) {
+    if (static_cast<int64_t>(p.size()) >= engine.n_ctx())
         throw ApiError{400, "invalid_request_error",
                        "This model's maximum context length is " +
-                           std::to_string(engine.config().n_ctx) + " tokens; the prompt has " +
+                           std::to_string(engine.n_ctx()) + " tokens; the prompt has " +
                            std::to_string(p.size()),
                        "messages", "context_length_exceeded"};
     if (p.empty()) bad("prompt", "the prompt is empty");
 }
 
 }  // namespace
+
+double number_field(const json& body, const char* key, double def, double lo, double hi) {
+    const json* v = field(body, key, [](const json& j) { return j.is_number(); }, "a number");
+    if (!v) return def;
+    const double x = v->get<double>();
+    if (!(x >= lo && x <= hi))
+        bad(key, std::string("'") + key + "' must be between " + json(lo).dump() + " and " +
+                     json(hi).dump());
+    return x;
+}
+
+int64_t integer_field(const json& body, const char* key, int64_t def, int64_t lo, int64_t hi) {
+    const json* v = field(body, key, [](const json& j) { return j.is_number_integer(); },
+                          "an integer");
+    if (!v) return def;
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi)
+        bad(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
+                     std::to_string(hi));
+    return x;
+}
+
 
 json error_body(const ApiError& e) {
     return {{"error",
@@ -215,9 +216,9 @@ json error_body(const ApiError& e) {
 }
 
 int adapter_of_model(const std::string& name, const std::string& model_name,
-                     const infer::Engine& engine) {
+                     const infer::Generator& engine) {
     if (name == model_name) return -1;
-    const auto& loras = engine.config().loras;
+    const auto& loras = engine.loras();
     std::string known = "'" + model_name + "'";
     for (size_t i = 0; i < loras.size(); ++i) {
         if (name == model_name + ":" + loras[i].name) return static_cast<int>(i);
@@ -229,12 +230,12 @@ int adapter_of_model(const std::string& name, const std::string& model_name,
 }
 
 ParsedRequest parse_completion(const json& body, const std::string& model_name,
-                               const infer::Engine& engine, const ApiLimits& limits) {
+                               const infer::Generator& engine, const ApiLimits& limits) {
     ParsedRequest r;
     common(body, r, engine, limits, 16);
     model_and_lora(body, model_name, engine, r.params);
     r.echo = boolean(body, "echo", false);
-    r.params.logprobs = static_cast<int>(integer(body, "logprobs", -1, 0, 5));
+    r.params.logprobs = static_cast<int>(integer_field(body, "logprobs", -1, 0, 5));
     const tokenizer::Tokenizer& tok = engine.tokenizer();
     const int V = engine.model().hparams().n_vocab;
     auto add_text = [&](const std::string& text) {
@@ -354,17 +355,17 @@ std::string chat_prompt(const json& body, tokenizer::ChatFormat format, const To
 }
 
 ParsedRequest parse_chat(const json& body, const std::string& model_name,
-                         const infer::Engine& engine, tokenizer::ChatFormat format,
+                         const infer::Generator& engine, tokenizer::ChatFormat format,
                          const ApiLimits& limits) {
     ParsedRequest r;
     r.chat = true;
     common(body, r, engine, limits, limits.max_tokens);
     model_and_lora(body, model_name, engine, r.params);
     if (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null())
-        r.params.max_tokens = static_cast<int>(integer(
-            body, "max_completion_tokens", 0, 1, std::min(limits.max_tokens, engine.config().n_ctx)));
+        r.params.max_tokens = static_cast<int>(integer_field(
+            body, "max_completion_tokens", 0, 1, std::min(limits.max_tokens, engine.n_ctx())));
     if (boolean(body, "logprobs", false))
-        r.params.logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 0, 20));
+        r.params.logprobs = static_cast<int>(integer_field(body, "top_logprobs", 0, 0, 20));
     r.tools = parse_tools(body, tokenizer::tool_syntax(format));
     if (r.tools.active()) {
         if (r.params.grammar)
@@ -388,7 +389,7 @@ ParsedRequest parse_chat(const json& body, const std::string& model_name,
     check_length(r.prompts.back(), engine);
     r.params.max_tokens = std::min<int>(
         r.params.max_tokens,
-        engine.config().n_ctx - static_cast<int>(r.prompts.back().size()));
+        engine.n_ctx() - static_cast<int>(r.prompts.back().size()));
     return r;
 }
 

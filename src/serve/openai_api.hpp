@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "infer/engine.hpp"
+#include "infer/generator.hpp"
 #include "serve/tool_calls.hpp"
 #include "tokenizer/chat_template.hpp"
 
@@ -27,6 +27,13 @@ nlohmann::ordered_json error_body(const ApiError& e);
 // The text of a JSON answer. Model text may hold invalid UTF-8: it is replaced, never thrown.
 std::string dump(const nlohmann::ordered_json& j);
 int64_t unix_time();
+
+// A body's optional field: `def` when absent or null; a wrong type or a value outside [lo, hi]
+// is a 400 ApiError naming the field.
+double number_field(const nlohmann::ordered_json& body, const char* key, double def, double lo,
+                    double hi);
+int64_t integer_field(const nlohmann::ordered_json& body, const char* key, int64_t def, int64_t lo,
+                      int64_t hi);
 
 struct ApiLimits {
     int max_tokens = 4096;  // per request (and <= the context)
@@ -48,13 +55,13 @@ struct ParsedRequest {
 // The LoRA adapter a request's "model" names: -1 for the served model itself, the adapter's
 // index (EngineConfig::loras) for "<model>:<adapter>"; otherwise a 404 ApiError listing the names.
 int adapter_of_model(const std::string& name, const std::string& model_name,
-                     const infer::Engine& engine);
+                     const infer::Generator& engine);
 
 // Throws ApiError. `model_name`: the one model served ("model" may be omitted or must match).
 ParsedRequest parse_completion(const nlohmann::ordered_json& body, const std::string& model_name,
-                               const infer::Engine& engine, const ApiLimits& limits);
+                               const infer::Generator& engine, const ApiLimits& limits);
 ParsedRequest parse_chat(const nlohmann::ordered_json& body, const std::string& model_name,
-                         const infer::Engine& engine, tokenizer::ChatFormat format,
+                         const infer::Generator& engine, tokenizer::ChatFormat format,
                          const ApiLimits& limits);
 
 // The "messages" of a chat request (roles system / developer / user / assistant / tool, string or

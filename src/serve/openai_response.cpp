@@ -125,6 +125,7 @@ std::pair<int, json> whole_response(const std::vector<ChoiceResult>& all, const 
                                {"logprobs", lp},
                                {"finish_reason", finish_reason_name(c.finish)}});
         }
+        if (!c.fallback.empty()) choices.back()["syslm"] = {{"fallback", c.fallback}};
     }
     return {200,
             {{"id", env.id},
@@ -183,8 +184,8 @@ std::string SseChunks::event(int index, const infer::Event& e) {
     if (e.done && e.finish_reason != infer::FinishReason::Error) {
         const bool called =
             parser && !parser->calls().empty() && e.finish_reason == infer::FinishReason::Stop;
-        out +=
-            piece(index, "", nullptr, called ? "tool_calls" : finish_reason_name(e.finish_reason));
+        out += piece(index, "", nullptr,
+                     called ? "tool_calls" : finish_reason_name(e.finish_reason), e.fallback);
     }
     return out;
 }
@@ -224,14 +225,17 @@ std::string SseChunks::chunk(json choice) const {
                  {"choices", json::array({std::move(choice)})}});
 }
 
-std::string SseChunks::piece(int index, const std::string& text, json lp, json finish) const {
-    if (env_.chat)
-        return chunk({{"index", index},
-                      {"delta", finish.is_null() ? json{{"content", text}} : json::object()},
-                      {"logprobs", lp},
-                      {"finish_reason", finish}});
-    return chunk(
-        {{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}});
+std::string SseChunks::piece(int index, const std::string& text, json lp, json finish,
+                             const std::string& fallback) const {
+    json choice =
+        env_.chat
+            ? json{{"index", index},
+                   {"delta", finish.is_null() ? json{{"content", text}} : json::object()},
+                   {"logprobs", lp},
+                   {"finish_reason", finish}}
+            : json{{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}};
+    if (!fallback.empty()) choice["syslm"] = {{"fallback", fallback}};
+    return chunk(std::move(choice));
 }
 
 }  // namespace syslm::serve

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "infer/engine.hpp"
+#include "infer/generator.hpp"
 #include "serve/openai_api.hpp"
 
 namespace syslm::serve {
@@ -22,6 +22,7 @@ struct ChoiceResult {
     infer::FinishReason finish = infer::FinishReason::Stop;
     infer::Refusal error;
     int64_t n_prompt = 0, n_generated = 0;
+    std::string fallback;  // infer::Event::fallback
     bool done = false;
 };
 
@@ -40,8 +41,8 @@ nlohmann::ordered_json usage(const std::vector<ChoiceResult>& choices, size_t n_
 // The whole answer, once every choice is done: (200, the object), or a choice's error and its
 // status (400 when the KV pool could not hold the request).
 std::pair<int, nlohmann::ordered_json> whole_response(const std::vector<ChoiceResult>& choices,
-                                              const ParsedRequest& pr, const Envelope& env,
-                                              const tokenizer::Tokenizer& tok);
+                                                      const ParsedRequest& pr, const Envelope& env,
+                                                      const tokenizer::Tokenizer& tok);
 
 // The SSE chunks of one request, event by event; an error object for a choice that failed.
 class SseChunks {
@@ -56,9 +57,10 @@ public:
 
 private:
     std::string chunk(nlohmann::ordered_json choice) const;
-    // A text piece (content delta / text) or, with `finish`, a choice's last chunk.
+    // A text piece (content delta / text) or, with `finish`, a choice's last chunk (with
+    // `fallback`: Event::fallback).
     std::string piece(int index, const std::string& text, nlohmann::ordered_json lp,
-                      nlohmann::ordered_json finish) const;
+                      nlohmann::ordered_json finish, const std::string& fallback = {}) const;
     std::string tool_piece(int index, const ToolDelta& d) const;
 
     const Envelope& env_;
