@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
 #include "infer/engine.hpp"
+#include "infer/wire_rows.hpp"
 #include "serve/api_server.hpp"
 #include "serve/edge_generator.hpp"
 #include "train/batch_plan.hpp"
@@ -39,7 +40,9 @@ struct ServeArgs {
     int max_connections = 1024;
     bool no_kv_ring = false, no_prefix_cache = false;
     // Edge and cloud (docs/design/edge_cloud.md).
-    std::string role, verify_at, cascade, defer = "token", link, cloud_key;
+    std::string role, verify_at, cascade, split_cloud, wire = "f16", defer = "token", link,
+                                                       cloud_key;
+    int split_at = -1;
     double defer_below = -1;
     double cloud_timeout = 5, session_timeout = 60;
     int cloud_sessions = 0;
@@ -145,6 +148,18 @@ void add_edge_cloud_options(CLI::App& app, ServeArgs& a) {
         "--verify-at", a.verify_at,
         "Edge: the cloud (http://HOST:PORT, a `serve --role cloud`) whose model verifies "
         "this model's drafts; answers follow the cloud model's distribution");
+    app.add_option("--split-at", a.split_at,
+                   "Edge: run layers [0, L) of the model and the cloud (--cloud) the rest; cloud: "
+                   "take edges' split sessions only at layer L")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--cloud", a.split_cloud,
+                   "Edge, --split-at: the cloud (http://HOST:PORT, a `serve --role cloud` with the "
+                   "same model) that runs the model's other layers");
+    app.add_option("--wire", a.wire,
+                   "Edge, --split-at: the residual rows' format on the link: f16, int8 (a scale "
+                   "per row; half the bytes) or f32 (exact)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"f16", "int8", "f32"}));
     app.add_option("--cascade", a.cascade,
                    "Edge: answer with this model and defer to the cloud at this URL whenever "
                    "the model's top token probability is below --defer-below (calibrate it with "
@@ -200,12 +215,16 @@ void check_edge_options(const ServeArgs& a) {
 // The roles' options agree with --role.
 void check_roles(const ServeArgs& a) {
     const bool edge = a.role == "edge", cloud = a.role == "cloud";
-    usage_check(!edge || a.verify_at.empty() != a.cascade.empty(),
-                "--role edge needs its cloud and mode: --verify-at URL (speculative) or "
-                "--cascade URL --defer-below P");
+    const int modes = !a.verify_at.empty() + !a.cascade.empty() + !a.split_cloud.empty();
+    usage_check(!edge || modes == 1,
+                "--role edge needs its cloud and one mode: --verify-at URL (speculative), "
+                "--cascade URL --defer-below P, or --split-at L --cloud URL");
+    usage_check(edge || (modes == 0 && a.link.empty() && a.cloud_key.empty()),
+                "--verify-at, --cascade, --cloud, --link and --cloud-key are for --role edge");
     usage_check(
-        edge || (a.verify_at.empty() && a.cascade.empty() && a.link.empty() && a.cloud_key.empty()),
-        "--verify-at, --cascade, --link and --cloud-key are for --role edge");
+        a.split_cloud.empty() == (a.split_at < 0 || cloud),
+        edge ? "--split-at and --cloud go together" : "--split-at is for --role edge or cloud");
+    usage_check(!a.split_cloud.empty() || a.wire == "f16", "--wire is for --split-at on an edge");
     usage_check(a.cascade.empty() == (a.defer_below < 0),
                 "--cascade and --defer-below go together");
     usage_check(!a.cascade.empty() || a.defer == "token", "--defer is for --cascade");
@@ -224,8 +243,12 @@ std::unique_ptr<serve::EdgeGenerator> edge_generator(const ServeArgs& a,
                                                      std::shared_ptr<const model::Model> model,
                                                      const tokenizer::Tokenizer& tok) {
     serve::EdgeConfig ec;
-    ec.mode = a.cascade.empty() ? serve::EdgeMode::Speculative : serve::EdgeMode::Cascade;
-    ec.cloud_url = a.cascade.empty() ? a.verify_at : a.cascade;
+    ec.mode = !a.cascade.empty()       ? serve::EdgeMode::Cascade
+              : !a.split_cloud.empty() ? serve::EdgeMode::Split
+                                       : serve::EdgeMode::Speculative;
+    ec.cloud_url = a.verify_at + a.cascade + a.split_cloud;  // the one given
+    ec.split_at = a.split_at;
+    ec.wire = infer::wire_type(a.wire);
     ec.defer_below = a.defer_below;
     ec.defer_request = a.defer == "request";
     if (!a.link.empty()) ec.link = serve::parse_link(a.link);
@@ -279,6 +302,7 @@ void start_engine(const ServeArgs& a, serve::Server& server,
         cc.n_ctx = applied.n_ctx;
         cc.threads = ThreadPool::resolve(a.threads);
         cc.idle_timeout_s = a.session_timeout;
+        cc.split_at = a.split_at;
         server.set_cloud_sessions(std::make_unique<serve::CloudSessions>(model, cc));
     }
     server.set_engine(std::move(engine), name,

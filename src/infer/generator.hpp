@@ -64,6 +64,7 @@ enum class Failure {
     ShuttingDown,    // drain() or the destructor has begun
     KvPoolTooSmall,  // the request needs more KV memory than the whole pool holds
     StepFailed,      // a forward step threw; every request in it ends
+    Upstream,        // an edge's cloud failed where the edge cannot go on alone (a split model)
 };
 struct Refusal {
     Failure kind = Failure::None;

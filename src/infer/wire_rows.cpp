@@ -27,16 +27,17 @@ void check_finite(std::span<const float> x, int64_t width, WireType t) {
 WireType wire_type(std::string_view name) {
     if (name == "f16") return WireType::F16;
     if (name == "int8") return WireType::Int8;
-    fail("wire format '", std::string(name), "': expected f16 or int8");
+    if (name == "f32") return WireType::F32;
+    fail("wire format '", std::string(name), "': expected f16, int8 or f32");
 }
 
 const char* wire_name(WireType t) {
-    return t == WireType::F16 ? "f16" : "int8";
+    return t == WireType::F16 ? "f16" : t == WireType::Int8 ? "int8" : "f32";
 }
 
 size_t wire_bytes(WireType t, int64_t rows, int64_t width) {
     const auto r = static_cast<size_t>(rows), w = static_cast<size_t>(width);
-    return t == WireType::F16 ? r * w * 2 : r * (w + sizeof(float));
+    return t == WireType::F16 ? r * w * 2 : t == WireType::F32 ? r * w * 4 : r * (w + sizeof(float));
 }
 
 std::string encode_rows(WireType t, std::span<const float> x, int64_t rows, int64_t width) {
@@ -44,6 +45,10 @@ std::string encode_rows(WireType t, std::span<const float> x, int64_t rows, int6
                 "wire: ", x.size(), " values are not ", rows, " rows of ", width);
     check_finite(x, width, t);
     std::string out(wire_bytes(t, rows, width), '\0');
+    if (t == WireType::F32) {  // x86 and ARM: little-endian already
+        std::memcpy(out.data(), x.data(), out.size());
+        return out;
+    }
     char* p = out.data();
     for (int64_t r = 0; r < rows; ++r) {
         const float* row = x.data() + r * width;
@@ -73,6 +78,10 @@ void decode_rows(WireType t, std::string_view bytes, int64_t rows, int64_t width
     SYSLM_CHECK(bytes.size() == wire_bytes(t, rows, width), "wire: ", bytes.size(),
                 " bytes are not ", rows, " rows of ", width, " ", wire_name(t), " values (",
                 wire_bytes(t, rows, width), " bytes)");
+    if (t == WireType::F32) {
+        std::memcpy(out, bytes.data(), bytes.size());
+        return;
+    }
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
     for (int64_t r = 0; r < rows; ++r) {
         float* row = out + r * width;

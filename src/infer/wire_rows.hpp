@@ -1,6 +1,6 @@
 // Hidden-state rows on the wire between an edge and a cloud (docs/design/edge_cloud.md): f16,
 // 2 bytes a value; or int8 with one f32 scale per row (absmax / 127), 1 byte a value and 4 a
-// row. Little-endian, rows one after another. Decoding checks the size and the scales, so a
+// row; or f32 as computed (4 bytes a value: the split then changes nothing). Little-endian, rows one after another. Decoding checks the size and the scales, so a
 // truncated or corrupt body is an Error naming what is wrong, never rows of garbage.
 #pragma once
 
@@ -11,9 +11,9 @@
 
 namespace syslm::infer {
 
-enum class WireType { F16, Int8 };
+enum class WireType { F16, Int8, F32 };
 
-WireType wire_type(std::string_view name);  // "f16" | "int8"; throws Error otherwise
+WireType wire_type(std::string_view name);  // "f16" | "int8" | "f32"; throws Error otherwise
 const char* wire_name(WireType t);
 size_t wire_bytes(WireType t, int64_t rows, int64_t width);
 

@@ -193,6 +193,20 @@ std::vector<float> Context::hidden_states(std::span<const int32_t> tokens) {
     return out;
 }
 
+std::span<const float> Context::residual_until(int end, std::span<const int32_t> tokens) {
+    const size_t E = static_cast<size_t>(model_.hparams().n_embd);
+    SYSLM_CHECK(end >= 0 && end <= model_.hparams().n_layer, "split at layer ", end,
+                ": the model has ", model_.hparams().n_layer);
+    logits_.resize(tokens.size() * E);
+    forward_.set_end_layer(end);
+    struct Restore {
+        Forward& f;
+        ~Restore() { f.set_end_layer(-1); }
+    } restore{forward_};
+    run_batches(tokens, true, logits_.data(), E);
+    return {logits_.data(), tokens.size() * E};
+}
+
 std::span<const float> Context::forward_from(int first_layer, std::span<const float> residual) {
     const int64_t E = model_.hparams().n_embd;
     const int64_t T = static_cast<int64_t>(residual.size()) / E;
@@ -286,7 +300,8 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
     const HParams& hp = model_.hparams();
     const Weights& w = model_.weights();
     const int64_t E = hp.n_embd;
-    for (int il = first_layer; il < hp.n_layer; ++il) {
+    const int end = end_layer_ >= 0 ? end_layer_ : hp.n_layer;
+    for (int il = first_layer; il < end; ++il) {
         if (!skip_.empty() && skip_[static_cast<size_t>(il)]) continue;
         attention_block(il, T);
         if (hp.n_expert > 0)
@@ -298,6 +313,10 @@ void Forward::layers_and_output(int first_layer, int64_t T, std::span<const int6
     rows_ = nullptr;
     const int64_t n_out = static_cast<int64_t>(logit_rows.size());
     if (n_out == 0) return;
+    if (end_layer_ >= 0) {  // a split model's first half: the residual rows as they are
+        backend_.gather_rows(x_.data(), logit_rows, E, logits);
+        return;
+    }
     SYSLM_PROFILE_STEPS(prof);
 
     // Only the rows whose logits are wanted go through the final norm and the output matrix:

@@ -126,6 +126,9 @@ public:
     // Instead of logits, write each logit row's final-norm output (n_embd floats): the hidden
     // states that embeddings pool.
     void set_output_hidden(bool hidden) { output_hidden_ = hidden; }
+    // Stop after layer end - 1 and write every row's residual stream (n_embd floats) instead of
+    // logits: the edge's half of a model split at `end` (what run_from(end, ...) takes). -1: off.
+    void set_end_layer(int end) { end_layer_ = end; }
     // The LoRA adapters of the next calls (model/lora.hpp), each with its scale and rows; the
     // adapters must outlive their use. Empty: the base model.
     void set_loras(std::vector<LoraUse> uses) { loras_ = std::move(uses); }
@@ -169,6 +172,7 @@ private:
     ActivationObserver* observer_ = nullptr;
     std::vector<bool> skip_;
     bool output_hidden_ = false;
+    int end_layer_ = -1;
     std::vector<LoraUse> loras_;
     // The row kernel's segments (their rows in lora_rows_) and its scratch.
     std::vector<kernels::LoraSegment> lora_segments_;
@@ -215,6 +219,9 @@ public:
     // Appends tokens as forward does; returns every row's final-norm output (rows x n_embd),
     // the hidden states that embeddings pool.
     std::vector<float> hidden_states(std::span<const int32_t> tokens);
+    // Appends tokens as forward does, through layers [0, end) only; returns every row's residual
+    // stream entering layer `end` (rows x n_embd): an edge's half of a split model.
+    std::span<const float> residual_until(int end, std::span<const int32_t> tokens);
 
     int n_past() const { return n_past_; }
     int n_ctx() const { return cache_.n_ctx(); }

@@ -127,7 +127,8 @@ http::Router Server::routes() {
     r.add("POST", "/v1/chat/completions", Run::Worker, needs_engine(&Server::chat_completion));
     r.add("POST", "/v1/embeddings", Run::Worker, needs_engine(&Server::embeddings));
     r.add("POST", "/v1/responses", Run::Worker, needs_engine(&Server::responses));
-    for (const char* path : {"/v1/syslm/session", "/v1/syslm/verify", "/v1/syslm/close"})
+    for (const char* path :
+         {"/v1/syslm/session", "/v1/syslm/verify", "/v1/syslm/split", "/v1/syslm/close"})
         r.add("POST", path, Run::Worker, needs_engine(&Server::cloud_call));
     return r;
 }
@@ -267,6 +268,8 @@ void Server::cloud_call(const http::Request& req, http::Responder& res) {
     if (!cloud_)
         throw ApiError{404, "invalid_request_error",
                        "this server is not a cloud for edges (serve --role cloud)", "", ""};
+    if (req.path == "/v1/syslm/split")
+        return res.reply(json_response(200, cloud_->split(req.body)));
     const json body = parse_body(req);
     if (req.path == "/v1/syslm/session")
         res.reply(json_response(200, cloud_->open(body)));

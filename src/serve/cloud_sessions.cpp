@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "infer/sampler.hpp"
 #include "infer/speculative.hpp"
+#include "infer/wire_rows.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai_api.hpp"
 
@@ -19,7 +20,8 @@ struct CloudSessions::Session {
     std::mutex mu;  // one call at a time per session
     std::unique_ptr<model::Context> ctx;
     std::unique_ptr<infer::Sampler> sampler;
-    std::unique_ptr<infer::LocalTarget> target;
+    std::unique_ptr<infer::LocalTarget> target;  // speculative and cascade sessions
+    int split_at = -1;                           // split sessions: the first layer this side runs
     Clock::time_point last_use;
     bool closed = false;
 };
@@ -60,6 +62,11 @@ infer::SamplingParams sampling(const json& body) {
     s.top_k = static_cast<int>(integer_field(*j, "top_k", s.top_k, 0, 1 << 30));
     s.top_p = static_cast<float>(number_field(*j, "top_p", s.top_p, 0, 1));
     s.min_p = static_cast<float>(number_field(*j, "min_p", s.min_p, 0, 1));
+    s.repeat_penalty = static_cast<float>(number_field(*j, "repeat_penalty", 1, 0, 10));
+    s.repeat_last_n =
+        static_cast<int>(integer_field(*j, "repeat_last_n", s.repeat_last_n, 0, 1 << 20));
+    s.presence_penalty = static_cast<float>(number_field(*j, "presence_penalty", 0, -2, 2));
+    s.frequency_penalty = static_cast<float>(number_field(*j, "frequency_penalty", 0, -2, 2));
     s.seed = static_cast<uint64_t>(integer_field(*j, "seed", 0, 0, INT64_MAX));
     return s;
 }
@@ -127,8 +134,17 @@ json CloudSessions::open(const json& body) {
     if (edge_vocab != V)
         bad("n_vocab", "the edge's vocabulary has " + std::to_string(edge_vocab) +
                            " tokens; this cloud's model has " + std::to_string(V));
-    const std::vector<int32_t> prompt = token_ids(body, "prompt", V);
-    if (prompt.empty()) bad("prompt", "'prompt' must hold at least one token");
+    const int L = model_->hparams().n_layer;
+    const int split_at = static_cast<int>(integer_field(body, "split_at", -1, 0, L));
+    if (split_at >= 0 && cfg_.split_at >= 0 && split_at != cfg_.split_at)
+        bad("split_at", "this cloud runs its model from layer " + std::to_string(cfg_.split_at) +
+                            " (serve --split-at); the edge asks for " + std::to_string(split_at));
+    // A split session's rows come with its calls; the others start from their prompt.
+    const std::vector<int32_t> prompt =
+        split_at >= 0 ? std::vector<int32_t>{} : token_ids(body, "prompt", V);
+    if (split_at >= 0 && body.contains("prompt"))
+        bad("prompt", "a split session takes its prompt as rows (/v1/syslm/split)");
+    if (split_at < 0 && prompt.empty()) bad("prompt", "'prompt' must hold at least one token");
     const int n_ctx = static_cast<int>(integer_field(body, "n_ctx", cfg_.n_ctx, 2, cfg_.n_ctx));
     if (static_cast<int>(prompt.size()) >= n_ctx)
         bad("prompt", "the prompt has " + std::to_string(prompt.size()) +
@@ -158,8 +174,11 @@ json CloudSessions::open(const json& body) {
     const auto t0 = Clock::now();
     try {
         s->ctx = std::make_unique<model::Context>(*model_, n_ctx, cfg_.threads);
-        s->target = std::make_unique<infer::LocalTarget>(*s->ctx, *s->sampler);
-        s->target->start(prompt);
+        s->split_at = split_at;
+        if (split_at < 0) {
+            s->target = std::make_unique<infer::LocalTarget>(*s->ctx, *s->sampler);
+            s->target->start(prompt);
+        }
         s->last_use = Clock::now();
     } catch (const std::exception& e) {
         s->closed = true;
@@ -202,6 +221,7 @@ json CloudSessions::verify(const json& body) {
     std::lock_guard sl(s->mu);
     if (s->closed)
         throw ApiError{404, "invalid_request_error", "the session was closed", "session", ""};
+    if (!s->target) bad("session", "a split session takes rows (/v1/syslm/split), not drafts");
     const int n_past = s->ctx->n_past();
     if (expect != n_past)
         throw ApiError{409, "invalid_request_error",
@@ -230,6 +250,63 @@ json CloudSessions::verify(const json& body) {
         stats_.forward_seconds += std::chrono::duration<double>(s->last_use - t0).count();
     }
     return {{"accepted", a}, {"tokens", emitted}, {"n_past", s->ctx->n_past()}};
+}
+
+json CloudSessions::split(std::string_view body) {
+    const size_t nl = body.find('\n');
+    if (nl == std::string_view::npos)
+        bad("", "a split call is a JSON header line, then the rows (no newline found)");
+    json head;
+    try {
+        head = json::parse(body.substr(0, nl));
+    } catch (const json::exception& e) {
+        bad("", std::string("the split call's header line is not JSON: ") + e.what());
+    }
+    const std::shared_ptr<Session> s = find(head);
+    const int V = model_->hparams().n_vocab;
+    const int64_t E = model_->hparams().n_embd;
+    const std::vector<int32_t> tokens = token_ids(head, "tokens", V);
+    if (tokens.empty() || tokens.size() > 512)
+        bad("tokens", "a split call carries 1 to 512 rows, one per token");
+    const auto& wire = required(head, "wire");
+    if (!wire.is_string()) bad("wire", "'wire' must be f16, int8 or f32");
+    std::vector<float> rows(tokens.size() * static_cast<size_t>(E));
+    try {
+        infer::decode_rows(infer::wire_type(wire.get<std::string>()), body.substr(nl + 1),
+                           static_cast<int64_t>(tokens.size()), E, rows.data());
+    } catch (const Error& e) {
+        bad("rows", e.what());
+    }
+    const int64_t expect = integer_field(head, "n_past", -1, 0, INT32_MAX);
+    const auto* sample = head.contains("sample") ? &head["sample"] : nullptr;
+    if (sample && !sample->is_boolean()) bad("sample", "'sample' must be a boolean");
+    std::lock_guard sl(s->mu);
+    if (s->closed)
+        throw ApiError{404, "invalid_request_error", "the session was closed", "session", ""};
+    if (s->split_at < 0) bad("session", "not a split session (open it with split_at)");
+    const int n_past = s->ctx->n_past();
+    if (expect != n_past)
+        throw ApiError{409, "invalid_request_error",
+                       "the call expects position " + std::to_string(expect) +
+                           "; the session is at " + std::to_string(n_past),
+                       "n_past", "position_mismatch"};
+    if (n_past + static_cast<int>(tokens.size()) > s->ctx->n_ctx())
+        bad("tokens", std::to_string(tokens.size()) + " rows do not fit: the session is at " +
+                          std::to_string(n_past) + " of " + std::to_string(s->ctx->n_ctx()));
+    const auto t0 = Clock::now();
+    const std::span<const float> logits = s->ctx->forward_from(s->split_at, rows);
+    for (int32_t t : tokens) s->sampler->accept(t);  // the history penalties look at
+    json answer = {{"n_past", s->ctx->n_past()}};
+    if (!sample || sample->get<bool>())
+        answer["token"] = s->sampler->sample(logits.last(static_cast<size_t>(V)));
+    s->last_use = Clock::now();
+    const double seconds = std::chrono::duration<double>(s->last_use - t0).count();
+    answer["seconds"] = seconds;
+    std::lock_guard lk(mu_);
+    ++stats_.split_calls;
+    stats_.split_rows += static_cast<int64_t>(tokens.size());
+    stats_.forward_seconds += seconds;
+    return answer;
 }
 
 json CloudSessions::close(const json& body) {
@@ -262,6 +339,11 @@ std::string CloudSessions::prometheus_text() const {
     prometheus_metric(o, "cloud_verify_calls_total", "counter",
                       "Verify calls (the target's forward passes after the prompts)",
                       static_cast<double>(s.verify_calls));
+    prometheus_metric(o, "cloud_split_calls_total", "counter",
+                      "Split calls (the cloud's layers over an edge's rows)",
+                      static_cast<double>(s.split_calls));
+    prometheus_metric(o, "cloud_split_rows_total", "counter", "Rows received from split edges",
+                      static_cast<double>(s.split_rows));
     prometheus_metric(o, "cloud_context_tokens_total", "counter",
                       "Tokens an edge decided itself, sent with its calls (cascade)",
                       static_cast<double>(s.context_tokens));

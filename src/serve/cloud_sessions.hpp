@@ -3,7 +3,9 @@
 // with the prompt, then each call sends the tokens the edge decided itself since the last one (a
 // cascade's confident tokens) and drafts with the distributions it drew them from (speculative
 // decoding); the session takes both in one forward pass, verifies the drafts (infer::LocalTarget:
-// the usual acceptance rule) and answers the kept drafts and its own next token. Sessions are
+// the usual acceptance rule) and answers the kept drafts and its own next token. A split
+// session (opened with split_at L) instead takes the residual rows entering layer L, runs layers
+// [L, n) and the head, and answers the next token. Sessions are
 // bounded in number, end on close or after an idle timeout, and check the position each call
 // expects, so the two sides can never drift apart.
 #pragma once
@@ -15,6 +17,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "model/transformer.hpp"
 
@@ -22,8 +25,9 @@ namespace syslm::serve {
 
 struct CloudSessionsConfig {
     int max_sessions = 16;
-    int n_ctx = 4096;  // the most positions one session may ask for
-    int threads = 1;   // of each session's forward passes
+    int n_ctx = 4096;   // the most positions one session may ask for
+    int threads = 1;    // of each session's forward passes
+    int split_at = -1;  // split sessions must split here (serve --split-at); -1: where they ask
     double idle_timeout_s = 60;
 };
 
@@ -31,7 +35,8 @@ struct CloudSessionStats {
     int open = 0;
     int64_t opened = 0, expired = 0;
     int64_t prompt_tokens = 0;
-    int64_t verify_calls = 0;    // = the target's forward passes after the prompts
+    int64_t verify_calls = 0;  // = the target's forward passes after the prompts
+    int64_t split_calls = 0, split_rows = 0;
     int64_t context_tokens = 0;  // an edge's own tokens sent with its calls (cascade)
     int64_t drafted = 0, accepted = 0, generated = 0;
     double forward_seconds = 0;  // prompts and verify calls, summed over sessions
@@ -48,6 +53,11 @@ public:
     nlohmann::ordered_json open(const nlohmann::ordered_json& body);
     nlohmann::ordered_json verify(const nlohmann::ordered_json& body);
     nlohmann::ordered_json close(const nlohmann::ordered_json& body);
+    // POST /v1/syslm/split: a JSON header line {session, n_past, tokens, wire, sample}, then the
+    // rows (the residual stream entering the session's split layer, one per token, in `wire`'s
+    // format). Runs this side's layers and the head over them; answers the next token sampled
+    // from the last row (unless sample is false: a prompt's earlier chunks).
+    nlohmann::ordered_json split(std::string_view body);
 
     CloudSessionStats stats() const;
     std::string prometheus_text() const;

@@ -40,6 +40,10 @@ EdgeGenerator::EdgeGenerator(std::shared_ptr<const model::Model> draft, tokenize
                              const EdgeConfig& cfg)
     : model_(std::move(draft)), tok_(std::move(tok)), cfg_(cfg) {
     SYSLM_CHECK(cfg_.slots >= 1, "an edge needs at least one slot");
+    SYSLM_CHECK(cfg_.mode != EdgeMode::Split ||
+                    (cfg_.split_at >= 0 && cfg_.split_at <= model_->hparams().n_layer),
+                "--split-at ", cfg_.split_at, ": the model has ", model_->hparams().n_layer,
+                " layers");
     const infer::SpeculativeOptions& o = cfg_.speculative;
     SYSLM_CHECK(o.k_min >= 1 && o.k_max >= o.k_min && o.k >= 1, "draft lengths must be >= 1");
     for (int i = 0; i < cfg_.slots; ++i) {
@@ -90,7 +94,8 @@ std::string EdgeGenerator::why_refused(const std::vector<int32_t>& prompt,
     if (params.logprobs >= 0) return "logprobs" + here;
     if (!params.lora.empty()) return "this edge serves no LoRA adapters";
     try {
-        if (infer::Sampler(params.sampling).has_penalties())
+        // A split model's cloud samples with the whole history; drafts and deferrals cannot.
+        if (infer::Sampler(params.sampling).has_penalties() && cfg_.mode != EdgeMode::Split)
             return "repetition / presence / frequency penalties" + here;
     } catch (const Error& e) {
         return e.what();
@@ -233,8 +238,10 @@ void EdgeGenerator::run(Slot& slot, Job& job) {
         slot.ctx->reset();
         if (cfg_.mode == EdgeMode::Speculative)
             speculative(slot, r);
-        else
+        else if (cfg_.mode == EdgeMode::Cascade)
             cascade(slot, r);
+        else
+            split(slot, r);
         if (!r.fallback.empty()) {
             std::lock_guard lk(mu_);
             ++fallbacks_;
@@ -245,6 +252,12 @@ void EdgeGenerator::run(Slot& slot, Job& job) {
                                                   : infer::FinishReason::Length;
         if (!r.cancelled) done.text = r.out.finish();
         done.fallback = r.fallback;
+    } catch (const CloudError& e) {  // a split request cannot go on without its cloud
+        done.finish_reason = infer::FinishReason::Error;
+        done.error = {infer::Failure::Upstream, "the cloud at " + cfg_.cloud_url +
+                                                    " failed, and a split model cannot answer "
+                                                    "without it: " +
+                                                    e.what()};
     } catch (const std::exception& e) {
         done.finish_reason = infer::FinishReason::Error;
         done.error = {infer::Failure::StepFailed,
@@ -371,6 +384,115 @@ void EdgeGenerator::cloud_finishes(Slot& slot, Run& r) {
     }
 }
 
+namespace {
+
+// A split session on the cloud: opened with the split point, each call one chunk of rows; closed
+// with this object unless the link failed.
+class SplitSession {
+public:
+    SplitSession(CloudLink& link, const infer::GenerationParams& p, int split_at, int n_ctx,
+                 int n_vocab)
+        : link_(link) {
+        const nlohmann::ordered_json a =
+            call_cloud(link, "/v1/syslm/session",
+                       {{"split_at", split_at},
+                        {"n_ctx", n_ctx},
+                        {"n_vocab", n_vocab},
+                        {"sampling",
+                         {{"temperature", p.sampling.temperature},
+                          {"top_k", p.sampling.top_k},
+                          {"top_p", p.sampling.top_p},
+                          {"min_p", p.sampling.min_p},
+                          {"repeat_penalty", p.sampling.repeat_penalty},
+                          {"repeat_last_n", p.sampling.repeat_last_n},
+                          {"presence_penalty", p.sampling.presence_penalty},
+                          {"frequency_penalty", p.sampling.frequency_penalty},
+                          {"seed", p.sampling.seed & 0x7fffffffffffffffull}}}});
+        if (!a.contains("session") || !a["session"].is_string())
+            throw CloudError("the cloud's session answer lacks 'session'");
+        id_ = a["session"].get<std::string>();
+    }
+    ~SplitSession() {
+        if (failed_) return;
+        try {
+            call_cloud(link_, "/v1/syslm/close", {{"session", id_}});
+        } catch (const CloudError&) {
+        }
+    }
+    // One chunk's rows; the cloud's next token (-1 when not sampled) and its compute seconds.
+    int32_t call(std::span<const int32_t> tokens, std::span<const float> rows, int64_t width,
+                 infer::WireType wire, bool sample, int n_vocab, double* cloud_seconds) {
+        const nlohmann::ordered_json head = {
+            {"session", id_},
+            {"n_past", n_past_},
+            {"tokens", std::vector<int32_t>(tokens.begin(), tokens.end())},
+            {"wire", infer::wire_name(wire)},
+            {"sample", sample}};
+        const std::string body =
+            head.dump() + "\n" +
+            infer::encode_rows(wire, rows, static_cast<int64_t>(tokens.size()), width);
+        nlohmann::ordered_json a;
+        try {
+            a = call_cloud(link_, "/v1/syslm/split", body, "application/octet-stream");
+        } catch (const CloudError&) {
+            failed_ = true;
+            throw;
+        }
+        n_past_ += static_cast<int>(tokens.size());
+        if (a.contains("seconds") && a["seconds"].is_number())
+            *cloud_seconds += a["seconds"].get<double>();
+        if (!sample) return -1;
+        if (!a.contains("token") || !a["token"].is_number_integer() ||
+            a["token"].get<int64_t>() < 0 || a["token"].get<int64_t>() >= n_vocab)
+            throw CloudError("the cloud's split answer lacks a token in the vocabulary");
+        return a["token"].get<int32_t>();
+    }
+
+private:
+    CloudLink& link_;
+    std::string id_;
+    int n_past_ = 0;
+    bool failed_ = false;
+};
+
+}  // namespace
+
+void EdgeGenerator::split(Slot& slot, Run& r) {
+    const infer::GenerationParams& p = r.job.params;
+    model::Context& ctx = *slot.ctx;
+    const int V = model_->hparams().n_vocab;
+    const int64_t E = model_->hparams().n_embd;
+    const int need = static_cast<int>(
+        std::min<int64_t>(cfg_.n_ctx, static_cast<int64_t>(r.tokens.size()) + p.max_tokens + 1));
+    SplitSession cloud(*slot.link, p, cfg_.split_at, need, V);
+    double cloud_seconds = 0;
+    int64_t sent = 0;
+    // The prompt in chunks the cloud takes in one call; the last one's row gives the first token.
+    const std::span<const int32_t> prompt(r.tokens);
+    int32_t t = -1;
+    for (size_t at = 0; at < prompt.size(); at += 512) {
+        const auto chunk = prompt.subspan(at, std::min<size_t>(512, prompt.size() - at));
+        const bool last = at + chunk.size() == prompt.size();
+        t = cloud.call(chunk, ctx.residual_until(cfg_.split_at, chunk), E, cfg_.wire, last, V,
+                       &cloud_seconds);
+        sent += static_cast<int64_t>(chunk.size());
+    }
+    while (true) {
+        if (!p.ignore_eos && tok_.is_eog(t)) {
+            r.eog = true;
+            break;
+        }
+        if (!r.on_token(t) || r.left() <= 0 || static_cast<int>(r.tokens.size()) >= need) break;
+        const std::span<const int32_t> one(&r.tokens.back(), 1);
+        t = cloud.call(one, ctx.residual_until(cfg_.split_at, one), E, cfg_.wire, true, V,
+                       &cloud_seconds);
+        ++sent;
+    }
+    std::lock_guard lk(mu_);
+    split_tokens_ += sent;
+    split_cloud_seconds_ += cloud_seconds;
+}
+
 void EdgeGenerator::alone(Slot& slot, Run& r) {
     // The context may hold drafts past what was taken: back to the last token taken.
     model::Context& ctx = *slot.ctx;
@@ -409,7 +531,8 @@ std::string EdgeGenerator::extra_metrics() {
         l.simulated_seconds += x.simulated_seconds;
     }
     infer::SpeculativeStats sp;
-    int64_t fallbacks = 0, deferred = 0, own = 0, requests_deferred = 0;
+    int64_t fallbacks = 0, deferred = 0, own = 0, requests_deferred = 0, split_rows = 0;
+    double split_cloud_seconds = 0;
     {
         std::lock_guard lk(mu_);
         sp = spec_;
@@ -417,6 +540,8 @@ std::string EdgeGenerator::extra_metrics() {
         deferred = deferred_;
         own = edge_tokens_;
         requests_deferred = requests_deferred_;
+        split_rows = split_tokens_;
+        split_cloud_seconds = split_cloud_seconds_;
     }
     std::ostringstream o;
     prometheus_metric(o, "edge_link_calls_total", "counter", "Calls to the cloud",
@@ -442,6 +567,13 @@ std::string EdgeGenerator::extra_metrics() {
     prometheus_metric(o, "edge_fallbacks_total", "counter",
                       "Requests finished by the edge alone (cloud failed)",
                       static_cast<double>(fallbacks));
+    prometheus_metric(o, "edge_split_rows_total", "counter",
+                      "Split: residual rows sent to the cloud (one per token)",
+                      static_cast<double>(split_rows));
+    prometheus_metric(o, "edge_split_cloud_seconds_total", "counter",
+                      "Split: the cloud's own compute time; the link's added latency is "
+                      "edge_link_seconds_total minus this",
+                      split_cloud_seconds);
     prometheus_metric(o, "edge_cascade_cloud_tokens_total", "counter",
                       "Cascade: tokens the cloud decided (deferred)",
                       static_cast<double>(deferred));

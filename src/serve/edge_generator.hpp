@@ -9,6 +9,10 @@
 //   the cloud whenever its top token's probability is below P: for that token (the cloud's
 //   session catches up on the edge's tokens and answers its own next one), or for the rest of the
 //   request (`--defer request`: the cloud's /v1/completions finishes it).
+// - split (`--split-at L --cloud URL`): the edge runs layers [0, L) of the model, the cloud the
+//   rest and the head; each token's residual row crosses the link (f16, int8 with a scale per
+//   row, or f32) and the cloud answers the next token. Without the cloud the answer cannot go on:
+//   it ends with a 502 naming the cloud and the reason.
 // Requests run in `slots` workers, each with its own context and connection. When the cloud
 // fails or passes its deadline, the answer goes on from the edge's model alone and says so
 // (Event::fallback, "syslm": {"fallback": ...} in the response).
@@ -25,11 +29,12 @@
 
 #include "infer/generator.hpp"
 #include "infer/speculative.hpp"
+#include "infer/wire_rows.hpp"
 #include "serve/cloud_link.hpp"
 
 namespace syslm::serve {
 
-enum class EdgeMode { Speculative, Cascade };
+enum class EdgeMode { Speculative, Cascade, Split };
 
 struct EdgeConfig {
     EdgeMode mode = EdgeMode::Speculative;
@@ -46,6 +51,10 @@ struct EdgeConfig {
     // this; the rest of the request, not one token, when defer_request.
     double defer_below = 0.5;
     bool defer_request = false;
+    // Split: this side runs layers [0, split_at), the cloud the rest and the head; the residual
+    // rows cross in `wire`'s format.
+    int split_at = 0;
+    infer::WireType wire = infer::WireType::F16;
 };
 
 class EdgeGenerator final : public infer::Generator {
@@ -77,6 +86,7 @@ private:
     void run(Slot& slot, Job& job);
     void speculative(Slot& slot, Run& r);
     void cascade(Slot& slot, Run& r);
+    void split(Slot& slot, Run& r);
     void cloud_finishes(Slot& slot, Run& r);  // --defer request
     void alone(Slot& slot, Run& r);           // the rest from the edge's model (a fallback)
     void record_token(Job& job);
@@ -96,6 +106,8 @@ private:
     infer::SpeculativeStats spec_;
     int64_t fallbacks_ = 0;
     int64_t deferred_ = 0, edge_tokens_ = 0, requests_deferred_ = 0;  // cascade
+    int64_t split_tokens_ = 0;                                        // split: rows sent
+    double split_cloud_seconds_ = 0;               // the cloud's own compute time in split calls
     std::deque<std::pair<double, int64_t>> rate_;  // (time, generated total), the last seconds
     std::vector<std::unique_ptr<Slot>> slots_;
     std::vector<std::thread> threads_;

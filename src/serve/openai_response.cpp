@@ -78,6 +78,8 @@ ApiError api_error(const infer::Refusal& r) {
         case infer::Failure::InvalidRequest:
         case infer::Failure::KvPoolTooSmall:
             return {400, "invalid_request_error", r.message, "", ""};
+        case infer::Failure::Upstream:
+            return {502, "server_error", r.message, "", "upstream_failed"};
         case infer::Failure::None:
         case infer::Failure::StepFailed:
             break;

@@ -9,9 +9,14 @@ namespace syslm::serve {
 using json = nlohmann::ordered_json;
 
 json call_cloud(CloudLink& link, const std::string& path, const json& body) {
+    return call_cloud(link, path, body.dump(), "application/json");
+}
+
+json call_cloud(CloudLink& link, const std::string& path, std::string_view body,
+                const std::string& content_type) {
     http::ClientResponse r;
     try {
-        r = link.post(path, body.dump(), "application/json");
+        r = link.post(path, body, content_type);
     } catch (const http::HttpClientError& e) {
         throw CloudError(e.what());
     }

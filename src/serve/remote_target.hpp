@@ -25,6 +25,9 @@ public:
 // answered an error status, or a body that is not JSON).
 nlohmann::ordered_json call_cloud(CloudLink& link, const std::string& path,
                                   const nlohmann::ordered_json& body);
+// The same with a body of another type (a split call's header line and rows).
+nlohmann::ordered_json call_cloud(CloudLink& link, const std::string& path, std::string_view body,
+                                  const std::string& content_type);
 
 class RemoteTarget final : public infer::SpeculativeTarget {
 public:

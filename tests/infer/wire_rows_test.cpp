@@ -68,10 +68,20 @@ TEST(WireRows, Int8IsWithinHalfTheRowsScale) {
     for (int64_t i = 0; i < width; ++i) EXPECT_EQ(y[static_cast<size_t>(3 * width + i)], 0.0f);
 }
 
+TEST(WireRows, F32IsExact) {
+    const std::vector<float> x = random_rows(5, 37, 4);
+    const std::string b = encode_rows(WireType::F32, x, 5, 37);
+    ASSERT_EQ(b.size(), 5u * 37 * 4);
+    std::vector<float> y(x.size());
+    decode_rows(WireType::F32, b, 5, 37, y.data());
+    EXPECT_EQ(y, x);
+    EXPECT_EQ(wire_type("f32"), WireType::F32);
+}
+
 TEST(WireRows, BadInputIsRefusedWithWhatIsWrong) {
     const std::vector<float> x = random_rows(2, 16, 3);
     std::vector<float> y(x.size());
-    for (WireType t : {WireType::F16, WireType::Int8}) {
+    for (WireType t : {WireType::F16, WireType::Int8, WireType::F32}) {
         const std::string b = encode_rows(t, x, 2, 16);
         EXPECT_THROW(decode_rows(t, b.substr(0, b.size() - 1), 2, 16, y.data()), std::exception);
         EXPECT_THROW(decode_rows(t, b, 3, 16, y.data()), std::exception);

@@ -398,6 +398,38 @@ TEST(Forward, RunFromALayerGivesTheWholeForwardsLogits) {
     EXPECT_THROW(c.forward_from(1, std::span<const float>(seen.after[0]).first(47)), Error);
 }
 
+// A model split in two contexts (an edge's layers [0, L), a cloud's [L, n)): the prompt, then
+// token by token, each side keeping its own cache, gives one context's logits bit for bit.
+TEST(Forward, ASplitModelGivesOneContextsLogits) {
+    InitConfig cfg = small("llama");
+    cfg.n_layer = 3;
+    const Model m(make_model("split", cfg));
+    const auto tokens = random_tokens(17, m.hparams().n_vocab, 9);
+    for (int at : {1, 2}) {
+        Context whole(m, 32, 2), edge(m, 32, 2), cloud(m, 32, 2);
+        const auto prompt = std::span<const int32_t>(tokens).first(12);
+        const auto a = whole.forward(prompt, true);
+        const std::vector<float> want(a.begin(), a.end());
+        const auto r = edge.residual_until(at, prompt);
+        ASSERT_EQ(r.size(), prompt.size() * static_cast<size_t>(m.hparams().n_embd));
+        const auto b = cloud.forward_from(at, r);
+        ASSERT_EQ(b.size(), want.size());
+        EXPECT_EQ(std::memcmp(b.data(), want.data(), want.size() * sizeof(float)), 0) << at;
+        for (size_t i = 12; i < tokens.size(); ++i) {
+            const auto one = std::span<const int32_t>(tokens).subspan(i, 1);
+            const auto w = whole.forward(one);
+            const std::vector<float> wv(w.begin(), w.end());
+            const auto c = cloud.forward_from(at, edge.residual_until(at, one));
+            ASSERT_EQ(c.size(), wv.size());
+            EXPECT_EQ(std::memcmp(c.data(), wv.data(), wv.size() * sizeof(float)), 0) << at << i;
+        }
+        EXPECT_EQ(edge.n_past(), 17);
+        EXPECT_EQ(cloud.n_past(), 17);
+    }
+    Context c(m, 32, 2);
+    EXPECT_THROW(c.residual_until(4, std::span<const int32_t>(tokens).first(2)), Error);
+}
+
 TEST(Forward, BadInputsGiveClearErrors) {
     const Model m(make_model("errors", small("llama")));
     Context ctx(m, 8, 1);

@@ -299,3 +299,98 @@ def test_cascade_falls_back_to_the_edge(syslm_bin, models):
         assert "cloud unavailable" in got["syslm"]["fallback"]
     finally:
         stop(proc)
+
+
+def split_edge(syslm_bin, model, cloud_port, at, wire, *extra):
+    return start_server(syslm_bin, model, "--role", "edge", "--split-at", at, "--cloud",
+                        f"http://127.0.0.1:{cloud_port}", "--cloud-key", "secret", "--wire", wire,
+                        "--parallel", "2", "--ctx-size", "512", *extra)
+
+
+def test_a_split_model_answers_as_one_machine(syslm_bin, models, cloud):
+    """Layers [0, L) at the edge, the rest in the cloud: with f32 rows the answers are one
+    machine's, greedy and sampled (penalties too: the cloud's sampler sees every token); with f16
+    rows the greedy ones are (the issue's check: rounding the residual to f16 moves no argmax
+    here)."""
+    # cool enough that the model repeats itself, so that the penalties change draws
+    sampled = dict(temperature=0.3, top_k=40, top_p=0.95, min_p=0.05, seed=3,
+                   repeat_penalty=1.5, presence_penalty=0.5)
+    flags = ["--temp", 0.3, "--top-k", 40, "--top-p", 0.95, "--min-p", 0.05, "--seed", 3,
+             "--repeat-penalty", 1.5, "--presence-penalty", 0.5]
+    for at in (1, 2):
+        proc, port = split_edge(syslm_bin, models[0], cloud, at, "f32")
+        try:
+            for prompt in PROMPTS:
+                want = generate(syslm_bin, models[0], prompt, 30, "--temp", 0)
+                got = complete(port, prompt, max_tokens=30, temperature=0, ignore_eos=True)
+                assert same_text(got["text"]) == want, (at, prompt)
+                text, last = streamed(port, prompt, max_tokens=30, temperature=0, ignore_eos=True)
+                assert same_text(text) == want and last["finish_reason"] == "length"
+            got = complete(port, PROMPTS[0], max_tokens=30, ignore_eos=True, **sampled)
+            assert same_text(got["text"]) == generate(syslm_bin, models[0], PROMPTS[0], 30, *flags)
+            rows = metric(port, "edge_split_rows_total")
+            sent = metric(port, "edge_link_bytes_up_total")
+        finally:
+            stop(proc)
+        assert rows > 0 and sent > rows * 96 * 4  # a row of 96 f32 values per token, and more
+    proc, port = split_edge(syslm_bin, models[0], cloud, 2, "f16")
+    try:
+        for prompt in PROMPTS:
+            got = complete(port, prompt, max_tokens=30, temperature=0, ignore_eos=True)
+            assert same_text(got["text"]) == generate(syslm_bin, models[0], prompt, 30, "--temp", 0)
+    finally:
+        stop(proc)
+    # f16 and int8 rows: smaller, and the answers run to their length
+    per_row = {}
+    for wire in ("f16", "int8"):
+        proc, port = split_edge(syslm_bin, models[0], cloud, 2, wire)
+        try:
+            got = complete(port, PROMPTS[1], max_tokens=20, temperature=0, ignore_eos=True)
+            assert got["finish_reason"] == "length" and "syslm" not in got
+            per_row[wire] = metric(port, "edge_link_bytes_up_total") / metric(
+                port, "edge_split_rows_total")
+        finally:
+            stop(proc)
+    assert per_row["int8"] < per_row["f16"] - 96 / 2
+
+
+def test_a_split_request_fails_clearly_without_its_cloud(syslm_bin, models):
+    cloud_proc, cloud_port = start_server(syslm_bin, models[0], "--role", "cloud", "--parallel",
+                                          "2", "--split-at", "2")
+    try:
+        # the cloud takes splits at layer 2 only
+        proc, port = start_server(syslm_bin, models[0], "--role", "edge", "--split-at", 1,
+                                  "--cloud", f"http://127.0.0.1:{cloud_port}", "--parallel", "1")
+        try:
+            status, body = http(port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 3})
+            assert status == 502 and "layer 2" in body, body
+        finally:
+            stop(proc)
+        proc, port = start_server(syslm_bin, models[0], "--role", "edge", "--split-at", 2,
+                                  "--cloud", f"http://127.0.0.1:{cloud_port}", "--link", "0,20ms",
+                                  "--parallel", "1", "--cloud-timeout", "2")
+        try:
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/completions", method="POST",
+                data=json.dumps({"prompt": PROMPTS[0], "stream": True, "max_tokens": 300,
+                                 "temperature": 0, "ignore_eos": True}).encode())
+            t0, chunks, error = time.time(), 0, None
+            with urllib.request.urlopen(req, timeout=60) as r:
+                for line in r:
+                    line = line.decode().strip()
+                    if not line.startswith("data: {"):
+                        continue
+                    event = json.loads(line[6:])
+                    if "error" in event:
+                        error = event["error"]
+                        continue
+                    chunks += 1
+                    if chunks == 5:
+                        cloud_proc.kill()
+            assert time.time() - t0 < 10
+            assert error and error["code"] == "upstream_failed" and "cloud" in error["message"]
+        finally:
+            stop(proc)
+    finally:
+        if cloud_proc.poll() is None:
+            stop(cloud_proc)
