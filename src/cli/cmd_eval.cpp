@@ -68,6 +68,15 @@ std::function<int()> setup(CLI::App& app) {
                    "Positions cached before each speed test (llama-bench -d)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--split-at", a->o.split_at,
+                   "Also run every model split at this layer (serve --role edge --split-at), "
+                   "its residual rows rounded as each --wires format carries them: the KL the "
+                   "link's format costs")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--wires", a->o.wires, "With --split-at: wire formats (f16, int8, f32)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"f16", "int8", "f32"}))
+        ->needs("--split-at");
     app.add_option("--cache-types", a->o.cache_types,
                    "KV cache types to evaluate every model with (comma-separated; a pair as "
                    "K/V, e.g. f16,q8_0,q4_0,q8_0/q4_0): the first type of the first model is "

@@ -106,8 +106,8 @@ std::string eval_html(const EvalReport& r) {
         h << "<tr><td>" << i + 1 << "</td><td>" << escape_html(eval_label(r, m)) << "</td><td>"
           << fixed_decimals(static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), 2) << "</td><td>"
           << fixed_decimals(m.bits_per_weight, 2) << "</td><td>" << escape_html(m.types)
-          << "</td><td>" << fixed_decimals(m.prefill_ts, 1) << "</td><td>"
-          << fixed_decimals(m.decode_ts, 1) << "</td>";
+          << "</td><td>" << (m.split.empty() ? fixed_decimals(m.prefill_ts, 1) : "-")
+          << "</td><td>" << (m.split.empty() ? fixed_decimals(m.decode_ts, 1) : "-") << "</td>";
         for (const TextEval& e : m.texts)
             h << "<td>" << fixed_decimals(e.ppl, 3) << " ± " << fixed_decimals(e.ppl_stderr, 3)
               << "</td><td>" << fixed_decimals(e.kl, 5) << "</td><td>"

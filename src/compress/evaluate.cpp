@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/html.hpp"
+#include "infer/wire_rows.hpp"
 #include "core/mapped_file.hpp"
 #include "model/transformer.hpp"
 #include "profile/bench_runner.hpp"
@@ -140,6 +142,8 @@ using Models = std::vector<std::unique_ptr<model::Model>>;
 struct Entry {
     const model::Model* model;
     model::KvTypes kv;
+    int split_at = -1;  // >= 0: run split there, the rows crossing as `wire` carries them
+    infer::WireType wire = infer::WireType::F16;
 };
 using Entries = std::vector<Entry>;
 
@@ -162,19 +166,30 @@ Entries make_entries(const Models& models, const std::vector<std::string>& paths
     for (const std::string& name : o.cache_types) types.push_back(model::kv_types_from_name(name));
     if (types.empty()) types.emplace_back();
     r.cache_types = types.size() > 1 || !(types[0] == model::KvTypes{});
+    std::vector<infer::WireType> wires;
+    for (const std::string& w : o.wires) wires.push_back(infer::wire_type(w));
+    SYSLM_CHECK(o.split_at >= 0 || wires.empty(), "eval: wire formats need a split point");
+    if (o.split_at >= 0 && wires.empty()) wires.push_back(infer::WireType::F16);
     Entries entries;
     for (size_t i = 0; i < models.size(); ++i)
         for (const model::KvTypes& kv : types) {
             const model::HParams& hp = models[i]->hparams();
             model::check_kv_types(hp, kv);
-            entries.push_back({models[i].get(), kv});
+            SYSLM_CHECK(o.split_at <= hp.n_layer, "eval: split at layer ", o.split_at, ": ",
+                        paths[i], " has ", hp.n_layer, " layers");
             ModelEval e;
             e.path = paths[i];
             e.cache_type = kv.name();
             e.kv_bytes_per_position =
                 static_cast<double>(hp.n_layer) * static_cast<double>(kv.row_bytes(hp.kv_dim()));
             describe_file(*models[i], e);
-            r.models.push_back(std::move(e));
+            entries.push_back({models[i].get(), kv});
+            r.models.push_back(e);
+            for (infer::WireType w : wires) {
+                entries.push_back({models[i].get(), kv, o.split_at, w});
+                e.split = std::to_string(o.split_at) + "/" + infer::wire_name(w);
+                r.models.push_back(e);
+            }
         }
     return entries;
 }
@@ -189,9 +204,15 @@ public:
           ref_lp_(static_cast<size_t>(o.n_ctx)),
           ref_p_(static_cast<size_t>(o.n_ctx)),
           cascade_(o.cascade) {
-        for (const Entry& e : entries)
-            ctxs_.push_back(std::make_unique<model::Context>(*e.model, o.n_ctx, o.threads,
-                                                             std::min(o.n_ctx, 512), e.kv));
+        for (const Entry& e : entries) {
+            auto make = [&] {
+                return std::make_unique<model::Context>(*e.model, o.n_ctx, o.threads,
+                                                        std::min(o.n_ctx, 512), e.kv);
+            };
+            ctxs_.push_back(make());
+            clouds_.push_back(e.split_at >= 0 ? make() : nullptr);  // the split's other half
+        }
+        entries_ = entries;
     }
 
     // The chunk starting at tokens[start] (its first token replaced by bos when >= 0).
@@ -202,7 +223,8 @@ public:
         if (bos >= 0) chunk_[0] = bos;
         for (size_t m = 0; m < ctxs_.size(); ++m) {
             ctxs_[m]->reset();
-            const std::span<const float> logits = ctxs_[m]->forward(chunk_, true);
+            const std::span<const float> logits =
+                clouds_[m] ? split_logits(m) : ctxs_[m]->forward(chunk_, true);
             for (int j = n_ctx_ / 2; j < n_ctx_ - 1; ++j)
                 score_row(m, j, logits.subspan(static_cast<size_t>(j) * V_, V_),
                           tokens[start + j + 1], acc[m]);
@@ -210,6 +232,29 @@ public:
     }
 
 private:
+    // The chunk through entry m's two halves: layers [0, L) in its context, the rows rounded as
+    // its wire format carries them, the rest in its cloud context, a batch at a time.
+    std::span<const float> split_logits(size_t m) {
+        const Entry& e = entries_[m];
+        const int64_t E = e.model->hparams().n_embd;
+        const std::span<const float> res = ctxs_[m]->residual_until(e.split_at, chunk_);
+        rows_.resize(res.size());
+        infer::decode_rows(e.wire, infer::encode_rows(e.wire, res, n_ctx_, E), n_ctx_, E,
+                           rows_.data());
+        model::Context& cloud = *clouds_[m];
+        cloud.reset();
+        split_out_.resize(static_cast<size_t>(n_ctx_) * V_);
+        const int batch = std::min(n_ctx_, 512);
+        for (int at = 0; at < n_ctx_; at += batch) {
+            const int n = std::min(batch, n_ctx_ - at);
+            const std::span<const float> l = cloud.forward_from(
+                e.split_at, std::span<const float>(rows_).subspan(static_cast<size_t>(at) * E,
+                                                                   static_cast<size_t>(n) * E));
+            std::copy(l.begin(), l.end(), split_out_.begin() + static_cast<std::ptrdiff_t>(at) * V_);
+        }
+        return split_out_;
+    }
+
     // The reference's log-probabilities of a row are kept, with their exponentials (taken once,
     // not once per model), for the models after it.
     void score_row(size_t m, int j, std::span<const float> logits, int32_t next, Accumulator& a) {
@@ -237,7 +282,9 @@ private:
     }
 
     int n_ctx_, V_;
-    std::vector<std::unique_ptr<model::Context>> ctxs_;
+    std::vector<std::unique_ptr<model::Context>> ctxs_, clouds_;
+    Entries entries_;
+    std::vector<float> rows_, split_out_;
     std::vector<std::vector<double>> ref_lp_, ref_p_;
     std::vector<double> lp_;
     std::vector<int32_t> chunk_;
@@ -258,6 +305,7 @@ void measure_speed(const Entries& entries, const EvalOptions& o, EvalReport& r) 
     };
     for (int rep = 0; rep < o.speed_reps; ++rep)
         for (size_t m = 0; m < entries.size(); ++m) {
+            if (entries[m].split_at >= 0) continue;  // its speed is the link's
             ModelEval& e = r.models[m];
             b.kv_types = entries[m].kv;
             const model::Model& mm = *entries[m].model;
@@ -321,7 +369,13 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
 
 std::string eval_label(const EvalReport& r, const ModelEval& m) {
     const std::string name = std::filesystem::path(m.path).filename().string();
-    return r.cache_types ? name + " (KV " + m.cache_type + ")" : name;
+    std::string label = r.cache_types ? name + " (KV " + m.cache_type + ")" : name;
+    if (!m.split.empty()) {
+        const size_t slash = m.split.find('/');
+        label += " (split at " + m.split.substr(0, slash) + ", " + m.split.substr(slash + 1) +
+                 " rows)";
+    }
+    return label;
 }
 
 // The cascade curves (EvalOptions::cascade) as a second table, "" without them.
@@ -356,12 +410,15 @@ std::string eval_markdown(const EvalReport& r) {
     for (const ModelEval& m : r.models)
         for (size_t t = 0; t < m.texts.size(); ++t) {
             const TextEval& e = m.texts[t];
+            // A split's speed is the link's, not measured here.
+            const std::string pp = m.split.empty() ? fixed_decimals(m.prefill_ts, 1) : "-";
+            const std::string tg = m.split.empty() ? fixed_decimals(m.decode_ts, 1) : "-";
             std::snprintf(buf, sizeof buf,
-                          "| %s | %.2f | %.2f | %s | %.3f ± %.3f | %.5f | %.1f%% | %.1f | %.1f |\n",
+                          "| %s | %.2f | %.2f | %s | %.3f ± %.3f | %.5f | %.1f%% | %s | %s |\n",
                           eval_label(r, m).c_str(),
                           static_cast<double>(m.file_bytes) / (1024.0 * 1024.0), m.bits_per_weight,
                           std::filesystem::path(r.texts[t]).filename().c_str(), e.ppl, e.ppl_stderr,
-                          e.kl, 100.0 * e.top1, m.prefill_ts, m.decode_ts);
+                          e.kl, 100.0 * e.top1, pp.c_str(), tg.c_str());
             s << buf;
         }
     s << cascade_markdown(r);
@@ -387,6 +444,7 @@ std::string eval_json(const EvalReport& r) {
                              {"prefill_tokens_per_s_stddev", m.prefill_ts_stddev},
                              {"decode_tokens_per_s", m.decode_ts},
                              {"decode_tokens_per_s_stddev", m.decode_ts_stddev}};
+        if (!m.split.empty()) jm["split"] = m.split;
         for (size_t t = 0; t < m.texts.size(); ++t) {
             const TextEval& e = m.texts[t];
             jm["texts"].push_back({{"text", r.texts[t]},

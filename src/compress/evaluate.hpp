@@ -31,6 +31,12 @@ struct EvalOptions {
     // The cascade curve of every model against the reference (an edge model against its cloud):
     // see CascadePoint.
     bool cascade = false;
+    // A model split between an edge and a cloud (docs/design/edge_cloud.md): with split_at >= 0
+    // every entry is also run split at that layer, its residual rows rounded as each wire format
+    // carries them ("f16", "int8", "f32"), beside itself unsplit; their KL against the reference
+    // is what the link's format costs. Speed is not measured for them (it is the link's).
+    int split_at = -1;
+    std::vector<std::string> wires;
     std::ostream* log = nullptr;
 };
 
@@ -58,6 +64,7 @@ struct TextEval {
 struct ModelEval {
     std::string path;
     std::string cache_type = "f16";    // its KV cache's types (EvalOptions::cache_types)
+    std::string split;                 // "" or, split (EvalOptions::split_at), "L/wire"
     double kv_bytes_per_position = 0;  // K and V of one position, every layer, in those types
     uint64_t file_bytes = 0;
     uint64_t tensor_bytes = 0;

@@ -4,6 +4,7 @@
 // agreement, and the HTML page is self-contained.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -221,6 +222,71 @@ TEST(Evaluate, ChunksMeasuredInTwoPartsMergeToTheWhole) {
     EXPECT_GT(m.kl_stderr, 0.0);
     o.first_chunk = 5;
     EXPECT_THROW(evaluate({f32}, {text_path}, o), Error);
+}
+
+// A split model (eval --split-at): with f32 rows exactly the model (KL 0, the same perplexity);
+// with int8 rows the KL equals a direct computation from the logits of the two halves, the rows
+// rounded as the wire carries them.
+TEST(Evaluate, ASplitModelsKlIsWhatItsWireCosts) {
+    const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
+    const std::string f32 =
+        testing::write_test_model("eval_split", testing::small_model_config("llama", 64, 8));
+    std::string text;
+    for (int i = 0; i < 4; ++i) text += kText;
+    const std::string text_path = dir + "eval_split.txt";
+    std::ofstream(text_path) << text;
+    EvalOptions o;
+    o.n_ctx = 32;
+    o.threads = 2;
+    o.speed_prompt = o.speed_gen = 0;
+    o.split_at = 1;
+    o.wires = {"f32", "int8"};
+    const EvalReport r = evaluate({f32}, {text_path}, o);
+    ASSERT_EQ(r.models.size(), 3u);
+    EXPECT_EQ(r.models[1].split, "1/f32");
+    EXPECT_EQ(r.models[1].texts[0].kl, 0.0);
+    EXPECT_EQ(r.models[1].texts[0].ppl, r.models[0].texts[0].ppl);
+    const double kl8 = r.models[2].texts[0].kl;
+    EXPECT_GT(kl8, 0.0);
+
+    const model::Model m(f32);
+    const auto tok = tokenizer::Tokenizer::from_gguf(m.file());
+    const std::vector<int32_t> tokens = tok.encode(text, true, false);
+    const int V = m.hparams().n_vocab;
+    const int64_t E = m.hparams().n_embd;
+    model::Context whole(m, 32, 2, 32, DType::F16), edge(m, 32, 2, 32, DType::F16),
+        cloud(m, 32, 2, 32, DType::F16);
+    double kl = 0;
+    int n = 0;
+    for (size_t c = 0; c + 32 <= tokens.size(); c += 32) {
+        std::vector<int32_t> chunk(tokens.begin() + c, tokens.begin() + c + 32);
+        chunk[0] = tok.bos();
+        whole.reset();
+        edge.reset();
+        cloud.reset();
+        const auto w = whole.forward(chunk, true);
+        const std::vector<float> lw(w.begin(), w.end());
+        const auto res = edge.residual_until(1, chunk);
+        std::vector<float> rounded(res.size());
+        for (int64_t t = 0; t < 32; ++t) {  // absmax / 127 per row, to nearest
+            float amax = 0;
+            for (int64_t i = 0; i < E; ++i) amax = std::max(amax, std::fabs(res[t * E + i]));
+            const float scale = amax / 127.0f, inv = 1.0f / scale;
+            for (int64_t i = 0; i < E; ++i)
+                rounded[t * E + i] =
+                    scale * std::clamp(std::nearbyint(res[t * E + i] * inv), -127.0f, 127.0f);
+        }
+        const auto s = cloud.forward_from(1, rounded);
+        for (int j = 16; j < 31; ++j) {
+            const auto pa = log_softmax(std::span<const float>(lw).subspan(j * V, V));
+            const auto pb = log_softmax(s.subspan(static_cast<size_t>(j) * V, V));
+            for (int v = 0; v < V; ++v) kl += std::exp(pa[v]) * (pa[v] - pb[v]);
+            ++n;
+        }
+    }
+    EXPECT_NEAR(kl8, kl / n, 1e-9 + 1e-7 * kl / n);  // as MatchesDirectComputation
+    EXPECT_GT(kl8, 1e-8);                             // well above that bound
+    EXPECT_NE(eval_markdown(r).find("split at 1, int8 rows"), std::string::npos);
 }
 
 TEST(Evaluate, RefusesMismatchedVocabularyAndShortText) {
