@@ -12,6 +12,7 @@ edge --verify-at` drafts with its model and `serve --role cloud` verifies with i
 - What the cloud's verification cannot follow is refused; the cloud's calls check their
   session, position and API key."""
 import json
+import os
 import re
 import signal
 import subprocess
@@ -394,3 +395,71 @@ def test_a_split_request_fails_clearly_without_its_cloud(syslm_bin, models):
     finally:
         if cloud_proc.poll() is None:
             stop(cloud_proc)
+
+
+@pytest.fixture
+def cloud_namespace():
+    """A network namespace with one end of a veth pair (10.77.x.1 there, .2 here), where the
+    machine allows it (root with CAP_SYS_ADMIN); removed afterwards."""
+    tag = f"{os.getpid() % 60000}"
+    ns, here, there = f"syslm{tag}", f"sy{tag}a", f"sy{tag}b"
+    subnet = f"10.77.{os.getpid() % 250}"
+    setup = [["ip", "netns", "add", ns],
+             ["ip", "link", "add", here, "type", "veth", "peer", "name", there, "netns", ns],
+             ["ip", "addr", "add", f"{subnet}.2/24", "dev", here],
+             ["ip", "link", "set", here, "up"],
+             ["ip", "-n", ns, "addr", "add", f"{subnet}.1/24", "dev", there],
+             ["ip", "-n", ns, "link", "set", there, "up"],
+             ["ip", "-n", ns, "link", "set", "lo", "up"]]
+    try:
+        for cmd in setup:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                pytest.skip(f"network namespaces not allowed here: {' '.join(cmd)}: "
+                            f"{r.stderr.strip()}")
+        yield ns, f"{subnet}.1", here
+    finally:
+        subprocess.run(["ip", "link", "del", here], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_edge_and_cloud_across_a_network_namespace(syslm_bin, models, cloud_namespace):
+    """The cloud in its own network namespace, reached over a veth pair: split (f16 rows) and
+    speculative answers are one machine's; with netem, where the kernel has it, the link's delay
+    shows in the time the calls take."""
+    ns, address, here = cloud_namespace
+    port = 18000 + os.getpid() % 1000
+    cloud_proc = subprocess.Popen(
+        ["ip", "netns", "exec", ns, str(syslm_bin), "serve", "-m", str(models[0]), "--role",
+         "cloud", "--host", address, "--port", str(port), "-t", "2", "--parallel", "2"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and "ready" not in (cloud_proc.stderr.readline() or "ready"):
+            pass
+        want = generate(syslm_bin, models[0], PROMPTS[0], 30, "--temp", 0)
+        url = f"http://{address}:{port}"
+        for mode in (["--split-at", "2", "--cloud", url], ["--verify-at", url]):
+            proc, eport = start_server(syslm_bin, models[1] if "--verify-at" in mode else models[0],
+                                       "--role", "edge", *mode, "--parallel", "1")
+            try:
+                got = complete(eport, PROMPTS[0], max_tokens=30, temperature=0, ignore_eos=True)
+                assert same_text(got["text"]) == want and "syslm" not in got, mode
+                assert metric(eport, "edge_link_calls_total") > 0
+            finally:
+                stop(proc)
+        netem = subprocess.run(["tc", "qdisc", "add", "dev", here, "root", "netem", "delay",
+                                "20ms"], capture_output=True, text=True)
+        if netem.returncode != 0:
+            return  # no netem in this kernel: the namespaces alone were checked
+        proc, eport = start_server(syslm_bin, models[0], "--role", "edge", "--split-at", "2",
+                                   "--cloud", url, "--parallel", "1")
+        try:
+            complete(eport, PROMPTS[0], max_tokens=10, temperature=0, ignore_eos=True)
+            # 1 session call, 1 prompt call, 9 token calls: each at least the one-way delay
+            assert metric(eport, "edge_link_seconds_total") > 11 * 0.02
+        finally:
+            stop(proc)
+    finally:
+        cloud_proc.kill()
+        cloud_proc.wait(timeout=30)
