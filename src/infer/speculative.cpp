@@ -112,24 +112,36 @@ void LocalTarget::start(std::span<const int32_t> prompt) {
     if (prompt.size() > 1) ctx_.forward(prompt.first(prompt.size() - 1));
 }
 
-int LocalTarget::verify_after(std::span<const int32_t> context, std::span<const int32_t> drafts,
-                              std::span<const std::vector<TokenProb>> q,
-                              std::vector<int32_t>& emitted) {
+const std::vector<int32_t>& LocalTarget::call_rows(std::span<const int32_t> context,
+                                                   std::span<const int32_t> drafts) {
     SYSLM_CHECK(pending_ >= 0, "speculative target: verify before start");
-    SYSLM_CHECK(q.size() == drafts.size(), "speculative target: ", drafts.size(), " drafts but ",
-                q.size(), " draft distributions");
-    const int base = ctx_.n_past();
-    const int m = static_cast<int>(context.size());
-    const int kk = static_cast<int>(drafts.size());
     batch_.assign(1, pending_);
     batch_.insert(batch_.end(), context.begin(), context.end());
     batch_.insert(batch_.end(), drafts.begin(), drafts.end());
+    return batch_;
+}
+
+int LocalTarget::verify_after(std::span<const int32_t> context, std::span<const int32_t> drafts,
+                              std::span<const std::vector<TokenProb>> q,
+                              std::vector<int32_t>& emitted) {
+    const std::vector<int32_t>& rows = call_rows(context, drafts);
     const std::span<const float> all = [&] {
         // Each position's logits exactly as plain decoding computes them.
         const kernels::ExactSmallBatches exact;
-        return ctx_.forward(batch_, /*all_logits=*/true);
+        return ctx_.forward(rows, /*all_logits=*/true);
     }();
+    return take(all, static_cast<int>(context.size()), drafts, q, emitted);
+}
+
+int LocalTarget::take(std::span<const float> all, int m, std::span<const int32_t> drafts,
+                      std::span<const std::vector<TokenProb>> q, std::vector<int32_t>& emitted) {
+    SYSLM_CHECK(q.size() == drafts.size(), "speculative target: ", drafts.size(), " drafts but ",
+                q.size(), " draft distributions");
+    const int kk = static_cast<int>(drafts.size());
+    const int base = ctx_.n_past() - (1 + m + kk);  // before the call's rows
     const int V = ctx_.model().hparams().n_vocab;
+    SYSLM_CHECK(base >= 0 && all.size() == static_cast<size_t>(1 + m + kk) * V,
+                "speculative target: the call's logits are not its rows'");
     const std::span<const float> rows = all.subspan(static_cast<size_t>(m) * V);  // after context
     int a = 0;
     emitted.clear();

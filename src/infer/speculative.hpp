@@ -77,6 +77,14 @@ public:
     // the pending token and before the drafts, in the same forward pass.
     int verify_after(std::span<const int32_t> context, std::span<const int32_t> drafts,
                      std::span<const std::vector<TokenProb>> q, std::vector<int32_t>& emitted);
+    // verify_after in two halves, for a caller that runs the forward pass itself (a cloud's
+    // batch of sessions): the rows of the call (pending, context, drafts), then, once the context
+    // has taken them, the outcome from every row's logits (the context rolled back to what was
+    // kept).
+    const std::vector<int32_t>& call_rows(std::span<const int32_t> context,
+                                          std::span<const int32_t> drafts);
+    int take(std::span<const float> all_logits, int n_context, std::span<const int32_t> drafts,
+             std::span<const std::vector<TokenProb>> q, std::vector<int32_t>& emitted);
     int n_past() const override { return ctx_.n_past(); }
     int n_ctx() const override { return ctx_.n_ctx(); }
     model::Context& context() { return ctx_; }

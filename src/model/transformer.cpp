@@ -36,52 +36,49 @@ const float* KvRows::as_kept(DType type, const float* row, int64_t dim, float* d
     return dst;
 }
 
+int64_t ContiguousRows::position(int64_t row) const {
+    return n_past_ + row;
+}
+
+KvTypes ContiguousRows::kv_types() const {
+    return cache_.types();
+}
+
+void ContiguousRows::store(int il, int64_t row, const float* k, const float* v) {
+    cache_.store(il, n_past_ + row, k, v);
+}
+
+void ContiguousRows::attend(int il, const kernels::AttentionShape& shape, const float* q,
+                            float* out, backend::Backend& be) {
+    if (shape.linear) {  // over its recurrent state: O(d^2) a decoded token
+        k_page_ = cache_.k(il);
+        v_page_ = cache_.v(il);
+        kernels::PagedSequence seq{{&k_page_, &v_page_, cache_.n_ctx()}, q, out, n_rows_, n_past_};
+        seq.linear = &cache_.linear_state(il);
+        be.attention_paged(shape, {&seq, 1});
+        return;
+    }
+    if (!cache_.ring(il)) {
+        be.attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out);
+        return;
+    }
+    const kernels::PagedSequence seq{cache_.ring_view(il), q, out, n_rows_, n_past_};
+    be.attention_paged(shape, {&seq, 1});  // the same bits as the contiguous cache
+}
+
+const float* ContiguousRows::conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
+                                      float* scratch) {
+    if (row >= lag) return as_kept(cache_.types().conv(), a + (row - lag) * dim, dim, scratch);
+    if (n_past_ + row < lag) return nullptr;
+    cache_.load_conv(il, n_past_ + row - lag, scratch);
+    return scratch;
+}
+
+void ContiguousRows::store_conv(int il, int64_t row, const float* a) {
+    cache_.store_conv(il, n_past_ + row, a);
+}
+
 namespace {
-
-// One sequence's new rows over its contiguous cache, from position n_past.
-class ContiguousRows final : public KvRows {
-public:
-    ContiguousRows(KVCache& cache, int64_t n_past, int64_t n_rows)
-        : cache_(cache), n_past_(n_past), n_rows_(n_rows) {}
-    int64_t position(int64_t row) const override { return n_past_ + row; }
-    KvTypes kv_types() const override { return cache_.types(); }
-    void store(int il, int64_t row, const float* k, const float* v) override {
-        cache_.store(il, n_past_ + row, k, v);
-    }
-    void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
-                backend::Backend& be) override {
-        if (shape.linear) {  // over its recurrent state: O(d^2) a decoded token
-            k_page_ = cache_.k(il);
-            v_page_ = cache_.v(il);
-            kernels::PagedSequence seq{
-                {&k_page_, &v_page_, cache_.n_ctx()}, q, out, n_rows_, n_past_};
-            seq.linear = &cache_.linear_state(il);
-            be.attention_paged(shape, {&seq, 1});
-            return;
-        }
-        if (!cache_.ring(il)) {
-            be.attention(shape, q, cache_.k(il), cache_.v(il), n_rows_, n_past_, out);
-            return;
-        }
-        const kernels::PagedSequence seq{cache_.ring_view(il), q, out, n_rows_, n_past_};
-        be.attention_paged(shape, {&seq, 1});  // the same bits as the contiguous cache
-    }
-    const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
-                          float* scratch) override {
-        if (row >= lag) return as_kept(cache_.types().conv(), a + (row - lag) * dim, dim, scratch);
-        if (n_past_ + row < lag) return nullptr;
-        cache_.load_conv(il, n_past_ + row - lag, scratch);
-        return scratch;
-    }
-    void store_conv(int il, int64_t row, const float* a) override {
-        cache_.store_conv(il, n_past_ + row, a);
-    }
-
-private:
-    KVCache& cache_;
-    int64_t n_past_, n_rows_;
-    const void *k_page_ = nullptr, *v_page_ = nullptr;  // a linear layer's cache as one page
-};
 
 // The profile's cost of products run as one step: each matrix's, summed.
 profiler::Cost fused_cost(std::initializer_list<kernels::MatmulOutput> outs, int64_t T) {

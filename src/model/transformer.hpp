@@ -85,6 +85,27 @@ public:
     virtual float expert_top_p(int64_t /*row*/) const { return 0; }
 };
 
+// One sequence's new rows over its contiguous cache, from position n_past (Context's; a cloud's
+// sessions batched together: model/context_batch).
+class ContiguousRows final : public KvRows {
+public:
+    ContiguousRows(KVCache& cache, int64_t n_past, int64_t n_rows)
+        : cache_(cache), n_past_(n_past), n_rows_(n_rows) {}
+    int64_t position(int64_t row) const override;
+    KvTypes kv_types() const override;
+    void store(int il, int64_t row, const float* k, const float* v) override;
+    void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
+                backend::Backend& be) override;
+    const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
+                          float* scratch) override;
+    void store_conv(int il, int64_t row, const float* a) override;
+
+private:
+    KVCache& cache_;
+    int64_t n_past_, n_rows_;
+    const void *k_page_ = nullptr, *v_page_ = nullptr;  // a linear layer's cache as one page
+};
+
 // Sees the float input of every weight-matrix product of Forward::run (importance matrices,
 // activation calibration). `tensor` is the GGUF name ("blk.3.ffn_down.weight"; the token
 // embedding's name for a tied output), `expert` the expert's index in a 3-D expert tensor (-1
@@ -202,6 +223,8 @@ private:
 
 // The mutable state of one sequence: its KV cache, position, and a Forward.
 class Context {
+    friend class ContextBatch;  // runs several contexts' rows in one forward
+
 public:
     // kv_types: F16 (as llama.cpp; the default), F32 (exact; the reference tests use it), or
     // any of KvTypes' (quantized keys and values each). rings: layers

@@ -9,6 +9,7 @@
 #include "infer/sampler.hpp"
 #include "infer/speculative.hpp"
 #include "infer/wire_rows.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai_api.hpp"
 
@@ -107,9 +108,97 @@ std::string new_session_id(uint64_t n) {
 
 CloudSessions::CloudSessions(std::shared_ptr<const model::Model> model,
                              const CloudSessionsConfig& cfg)
-    : model_(std::move(model)), cfg_(cfg) {}
+    : model_(std::move(model)),
+      cfg_(cfg),
+      batch_(*model_, kBatchRows, cfg.threads),
+      batcher_([this] { batch_loop(); }) {}
 
-CloudSessions::~CloudSessions() = default;
+CloudSessions::~CloudSessions() {
+    {
+        std::lock_guard lk(work_mu_);
+        stop_ = true;
+    }
+    work_cv_.notify_all();
+    batcher_.join();
+}
+
+// A call's rows through its session's context: small calls (decode rows, a round's drafts) wait
+// for the batcher, which runs every session's waiting calls in one pass; a prompt's chunk runs
+// here, alone. Every row's logits, or the last row's.
+std::vector<float> CloudSessions::forward(model::Context& ctx, std::span<const int32_t> tokens,
+                                          std::span<const float> residual, int first_layer,
+                                          bool all_logits) {
+    const int64_t E = model_->hparams().n_embd;
+    const int64_t n = tokens.empty() ? static_cast<int64_t>(residual.size()) / E
+                                     : static_cast<int64_t>(tokens.size());
+    if (n > kBatchRows) {
+        const kernels::ExactSmallBatches exact;  // as plain decoding, where it is small enough
+        const std::span<const float> l = tokens.empty() ? ctx.forward_from(first_layer, residual)
+                                                        : ctx.forward(tokens, all_logits);
+        const size_t V = static_cast<size_t>(model_->hparams().n_vocab);
+        return all_logits || l.size() == V ? std::vector<float>(l.begin(), l.end())
+                                           : std::vector<float>(l.end() - V, l.end());
+    }
+    Work w;
+    w.item.ctx = &ctx;
+    w.item.tokens = tokens;
+    w.item.residual = residual;
+    w.item.first_layer = first_layer;
+    w.item.all_logits = all_logits;
+    std::unique_lock lk(work_mu_);
+    queue_.push_back(&w);
+    work_cv_.notify_all();
+    done_cv_.wait(lk, [&] { return w.done; });
+    if (w.error) std::rethrow_exception(w.error);
+    return std::move(w.logits);
+}
+
+// The batcher: every call waiting when a pass starts (up to kBatchRows rows) in one pass of the
+// model, each row computed as its session would alone (ExactSmallBatches: below the GEMM's batch
+// size every product is the row's own dot products).
+void CloudSessions::batch_loop() {
+    const int64_t E = model_->hparams().n_embd;
+    std::vector<Work*> take;
+    std::vector<model::ContextBatch::Item> items;
+    while (true) {
+        {
+            std::unique_lock lk(work_mu_);
+            work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+            if (stop_ && queue_.empty()) return;
+            take.clear();
+            int64_t rows = 0;
+            while (!queue_.empty()) {
+                const auto& it = queue_.front()->item;
+                const int64_t n = it.tokens.empty() ? static_cast<int64_t>(it.residual.size()) / E
+                                                    : static_cast<int64_t>(it.tokens.size());
+                if (!take.empty() && rows + n > kBatchRows) break;
+                rows += n;
+                take.push_back(queue_.front());
+                queue_.pop_front();
+            }
+        }
+        items.clear();
+        for (Work* w : take) items.push_back(w->item);
+        std::exception_ptr error;
+        try {
+            const kernels::ExactSmallBatches exact;
+            batch_.run(items);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        std::lock_guard lk(work_mu_);
+        for (size_t i = 0; i < take.size(); ++i) {
+            if (error)
+                take[i]->error = error;
+            else
+                take[i]->logits.assign(items[i].logits.begin(), items[i].logits.end());
+            take[i]->done = true;
+        }
+        ++stats_batches_;
+        stats_batched_calls_ += static_cast<int64_t>(take.size());
+        done_cv_.notify_all();
+    }
+}
 
 void CloudSessions::expire_idle() {
     const auto now = Clock::now();
@@ -210,6 +299,60 @@ std::shared_ptr<CloudSessions::Session> CloudSessions::find(const json& body) {
     return it->second;
 }
 
+namespace {
+
+// A split call's header line and rows, checked.
+struct SplitCall {
+    json head;
+    std::vector<int32_t> tokens;
+    std::vector<float> rows;
+    int64_t n_past = -1;
+    bool sample = true;
+};
+
+SplitCall read_split(std::string_view body, int V, int64_t E) {
+    const size_t nl = body.find('\n');
+    if (nl == std::string_view::npos)
+        bad("", "a split call is a JSON header line, then the rows (no newline found)");
+    SplitCall c;
+    try {
+        c.head = json::parse(body.substr(0, nl));
+    } catch (const json::exception& e) {
+        bad("", std::string("the split call's header line is not JSON: ") + e.what());
+    }
+    c.tokens = token_ids(c.head, "tokens", V);
+    if (c.tokens.empty() || c.tokens.size() > 512)
+        bad("tokens", "a split call carries 1 to 512 rows, one per token");
+    const auto& wire = required(c.head, "wire");
+    if (!wire.is_string()) bad("wire", "'wire' must be f16, int8 or f32");
+    c.rows.resize(c.tokens.size() * static_cast<size_t>(E));
+    try {
+        infer::decode_rows(infer::wire_type(wire.get<std::string>()), body.substr(nl + 1),
+                           static_cast<int64_t>(c.tokens.size()), E, c.rows.data());
+    } catch (const Error& e) {
+        bad("rows", e.what());
+    }
+    c.n_past = integer_field(c.head, "n_past", -1, 0, INT32_MAX);
+    if (c.head.contains("sample")) {
+        if (!c.head["sample"].is_boolean()) bad("sample", "'sample' must be a boolean");
+        c.sample = c.head["sample"].get<bool>();
+    }
+    return c;
+}
+
+// The call is for the position the session is at, and the session is still open.
+void check_position(bool closed, int n_past, int64_t expect) {
+    if (closed)
+        throw ApiError{404, "invalid_request_error", "the session was closed", "session", ""};
+    if (expect != n_past)
+        throw ApiError{409, "invalid_request_error",
+                       "the call expects position " + std::to_string(expect) +
+                           "; the session is at " + std::to_string(n_past),
+                       "n_past", "position_mismatch"};
+}
+
+}  // namespace
+
 json CloudSessions::verify(const json& body) {
     const int V = model_->hparams().n_vocab;
     const std::shared_ptr<Session> s = find(body);
@@ -219,15 +362,9 @@ json CloudSessions::verify(const json& body) {
     const auto q = draft_dists(body, drafts.size(), V);
     const int64_t expect = integer_field(body, "n_past", -1, 0, INT32_MAX);
     std::lock_guard sl(s->mu);
-    if (s->closed)
-        throw ApiError{404, "invalid_request_error", "the session was closed", "session", ""};
-    if (!s->target) bad("session", "a split session takes rows (/v1/syslm/split), not drafts");
     const int n_past = s->ctx->n_past();
-    if (expect != n_past)
-        throw ApiError{409, "invalid_request_error",
-                       "the call expects position " + std::to_string(expect) +
-                           "; the session is at " + std::to_string(n_past),
-                       "n_past", "position_mismatch"};
+    check_position(s->closed, n_past, expect);
+    if (!s->target) bad("session", "a split session takes rows (/v1/syslm/split), not drafts");
     const int rollback = s->ctx->kv_cache().max_rollback();
     const int m = static_cast<int>(context.size());
     if (n_past + 1 + m + static_cast<int>(drafts.size()) > s->ctx->n_ctx() ||
@@ -238,7 +375,9 @@ json CloudSessions::verify(const json& body) {
                           " positions and can take back " + std::to_string(rollback - 1));
     const auto t0 = Clock::now();
     std::vector<int32_t> emitted;
-    const int a = s->target->verify_after(context, drafts, q, emitted);
+    const std::vector<int32_t> call = s->target->call_rows(context, drafts);
+    const std::vector<float> logits = forward(*s->ctx, call, {}, 0, true);
+    const int a = s->target->take(logits, m, drafts, q, emitted);
     s->last_use = Clock::now();
     {
         std::lock_guard lk(mu_);
@@ -253,52 +392,22 @@ json CloudSessions::verify(const json& body) {
 }
 
 json CloudSessions::split(std::string_view body) {
-    const size_t nl = body.find('\n');
-    if (nl == std::string_view::npos)
-        bad("", "a split call is a JSON header line, then the rows (no newline found)");
-    json head;
-    try {
-        head = json::parse(body.substr(0, nl));
-    } catch (const json::exception& e) {
-        bad("", std::string("the split call's header line is not JSON: ") + e.what());
-    }
-    const std::shared_ptr<Session> s = find(head);
     const int V = model_->hparams().n_vocab;
-    const int64_t E = model_->hparams().n_embd;
-    const std::vector<int32_t> tokens = token_ids(head, "tokens", V);
-    if (tokens.empty() || tokens.size() > 512)
-        bad("tokens", "a split call carries 1 to 512 rows, one per token");
-    const auto& wire = required(head, "wire");
-    if (!wire.is_string()) bad("wire", "'wire' must be f16, int8 or f32");
-    std::vector<float> rows(tokens.size() * static_cast<size_t>(E));
-    try {
-        infer::decode_rows(infer::wire_type(wire.get<std::string>()), body.substr(nl + 1),
-                           static_cast<int64_t>(tokens.size()), E, rows.data());
-    } catch (const Error& e) {
-        bad("rows", e.what());
-    }
-    const int64_t expect = integer_field(head, "n_past", -1, 0, INT32_MAX);
-    const auto* sample = head.contains("sample") ? &head["sample"] : nullptr;
-    if (sample && !sample->is_boolean()) bad("sample", "'sample' must be a boolean");
+    const SplitCall c = read_split(body, V, model_->hparams().n_embd);
+    const std::shared_ptr<Session> s = find(c.head);
+    const std::vector<int32_t>& tokens = c.tokens;
     std::lock_guard sl(s->mu);
-    if (s->closed)
-        throw ApiError{404, "invalid_request_error", "the session was closed", "session", ""};
-    if (s->split_at < 0) bad("session", "not a split session (open it with split_at)");
     const int n_past = s->ctx->n_past();
-    if (expect != n_past)
-        throw ApiError{409, "invalid_request_error",
-                       "the call expects position " + std::to_string(expect) +
-                           "; the session is at " + std::to_string(n_past),
-                       "n_past", "position_mismatch"};
+    check_position(s->closed, n_past, c.n_past);
+    if (s->split_at < 0) bad("session", "not a split session (open it with split_at)");
     if (n_past + static_cast<int>(tokens.size()) > s->ctx->n_ctx())
         bad("tokens", std::to_string(tokens.size()) + " rows do not fit: the session is at " +
                           std::to_string(n_past) + " of " + std::to_string(s->ctx->n_ctx()));
     const auto t0 = Clock::now();
-    const std::span<const float> logits = s->ctx->forward_from(s->split_at, rows);
+    const std::vector<float> logits = forward(*s->ctx, {}, c.rows, s->split_at, false);
     for (int32_t t : tokens) s->sampler->accept(t);  // the history penalties look at
     json answer = {{"n_past", s->ctx->n_past()}};
-    if (!sample || sample->get<bool>())
-        answer["token"] = s->sampler->sample(logits.last(static_cast<size_t>(V)));
+    if (c.sample) answer["token"] = s->sampler->sample(std::span<const float>(logits).last(V));
     s->last_use = Clock::now();
     const double seconds = std::chrono::duration<double>(s->last_use - t0).count();
     answer["seconds"] = seconds;
@@ -322,8 +431,15 @@ json CloudSessions::close(const json& body) {
 }
 
 CloudSessionStats CloudSessions::stats() const {
-    std::lock_guard lk(mu_);
-    return stats_;
+    CloudSessionStats s;
+    {
+        std::lock_guard lk(mu_);
+        s = stats_;
+    }
+    std::lock_guard lk(work_mu_);
+    s.batches = stats_batches_;
+    s.batched_calls = stats_batched_calls_;
+    return s;
 }
 
 std::string CloudSessions::prometheus_text() const {
@@ -339,6 +455,12 @@ std::string CloudSessions::prometheus_text() const {
     prometheus_metric(o, "cloud_verify_calls_total", "counter",
                       "Verify calls (the target's forward passes after the prompts)",
                       static_cast<double>(s.verify_calls));
+    prometheus_metric(o, "cloud_batches_total", "counter",
+                      "Forward passes the batcher ran over edges' calls",
+                      static_cast<double>(s.batches));
+    prometheus_metric(o, "cloud_batched_calls_total", "counter",
+                      "Edges' calls run by the batcher (divided by its passes: calls per pass)",
+                      static_cast<double>(s.batched_calls));
     prometheus_metric(o, "cloud_split_calls_total", "counter",
                       "Split calls (the cloud's layers over an edge's rows)",
                       static_cast<double>(s.split_calls));

@@ -5,20 +5,28 @@
 // decoding); the session takes both in one forward pass, verifies the drafts (infer::LocalTarget:
 // the usual acceptance rule) and answers the kept drafts and its own next token. A split
 // session (opened with split_at L) instead takes the residual rows entering layer L, runs layers
-// [L, n) and the head, and answers the next token. Sessions are
+// [L, n) and the head, and answers the next token. Calls of different sessions that wait at the
+// same time run in one forward pass (model/ContextBatch: the weights read once for all of them),
+// each row computed as its session would alone. Sessions are
 // bounded in number, end on close or after an idle timeout, and check the position each call
 // expects, so the two sides can never drift apart.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
+#include "model/context_batch.hpp"
 #include "model/transformer.hpp"
 
 namespace syslm::serve {
@@ -37,7 +45,8 @@ struct CloudSessionStats {
     int64_t prompt_tokens = 0;
     int64_t verify_calls = 0;  // = the target's forward passes after the prompts
     int64_t split_calls = 0, split_rows = 0;
-    int64_t context_tokens = 0;  // an edge's own tokens sent with its calls (cascade)
+    int64_t batches = 0, batched_calls = 0;  // the batcher's passes and the calls they ran
+    int64_t context_tokens = 0;              // an edge's own tokens sent with its calls (cascade)
     int64_t drafted = 0, accepted = 0, generated = 0;
     double forward_seconds = 0;  // prompts and verify calls, summed over sessions
 };
@@ -64,6 +73,19 @@ public:
 
 private:
     struct Session;
+    // A call waiting for the batcher (its logits copied out, or the error of its pass).
+    struct Work {
+        model::ContextBatch::Item item;
+        std::vector<float> logits;
+        std::exception_ptr error;
+        bool done = false;
+    };
+    // The most rows of one batched pass: below the GEMM's batch size (kernels/cpu/matmul.hpp),
+    // so that every row is computed as its session would alone.
+    static constexpr int kBatchRows = 31;
+    std::vector<float> forward(model::Context& ctx, std::span<const int32_t> tokens,
+                               std::span<const float> residual, int first_layer, bool all_logits);
+    void batch_loop();
     using Clock = std::chrono::steady_clock;
     std::shared_ptr<Session> find(const nlohmann::ordered_json& body);
     void expire_idle();  // under mu_
@@ -74,6 +96,14 @@ private:
     std::map<std::string, std::shared_ptr<Session>> sessions_;
     uint64_t next_ = 1;
     CloudSessionStats stats_;
+
+    model::ContextBatch batch_;
+    mutable std::mutex work_mu_;
+    std::condition_variable work_cv_, done_cv_;
+    std::deque<Work*> queue_;
+    bool stop_ = false;
+    int64_t stats_batches_ = 0, stats_batched_calls_ = 0;
+    std::thread batcher_;  // last: it starts once the above exist
 };
 
 }  // namespace syslm::serve

@@ -208,6 +208,7 @@ void EdgeGenerator::record_token(Job& job) {
 
 // One request's state while it runs.
 struct EdgeGenerator::Run {
+    explicit Run(Job& j) : job(j), out(j.params.stop), tokens(j.prompt) {}
     Job& job;
     infer::StopText out;
     std::vector<int32_t> tokens;  // prompt and answer so far
@@ -219,7 +220,7 @@ struct EdgeGenerator::Run {
 };
 
 void EdgeGenerator::run(Slot& slot, Job& job) {
-    Run r{job, infer::StopText(job.params.stop), job.prompt};
+    Run r(job);
     r.on_token = [&](int32_t t) {
         r.tokens.push_back(t);
         record_token(job);

@@ -36,16 +36,20 @@ def models(tmp_path_factory, syslm_bin, vocab_dir):
 @pytest.fixture(scope="module")
 def cloud(syslm_bin, models):
     proc, port = start_server(syslm_bin, models[0], "--role", "cloud", "--ctx-size", "512",
-                              "--api-key", "secret", "--parallel", "4")
+                              "--api-key", "secret", "--parallel", "4", "--cloud-sessions", "8")
     yield port
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
 
 
+def two_slots(extra):
+    return extra if "--parallel" in extra else ("--parallel", "2", *extra)
+
+
 def edge_server(syslm_bin, draft, cloud_port, *extra):
     return start_server(syslm_bin, draft, "--role", "edge", "--verify-at",
                         f"http://127.0.0.1:{cloud_port}", "--cloud-key", "secret",
-                        "--parallel", "2", "--ctx-size", "512", *extra)
+                        "--ctx-size", "512", *two_slots(extra))
 
 
 def cloud_metric(port, name):
@@ -226,7 +230,7 @@ def test_refusals_and_the_clouds_checks(syslm_bin, models, cloud):
     assert status == 200 and json.loads(body)["n_past"] == 3 + json.loads(body)["accepted"]
     assert call("close", {"session": s["session"]})[0] == 200
     assert call("verify", ok)[0] == 404
-    held = [json.loads(call("session", {"prompt": [1, 2]})[1])["session"] for _ in range(4)]
+    held = [json.loads(call("session", {"prompt": [1, 2]})[1])["session"] for _ in range(8)]
     assert call("session", {"prompt": [1, 2]})[0] == 429
     for h in held:
         call("close", {"session": h})
@@ -305,7 +309,7 @@ def test_cascade_falls_back_to_the_edge(syslm_bin, models):
 def split_edge(syslm_bin, model, cloud_port, at, wire, *extra):
     return start_server(syslm_bin, model, "--role", "edge", "--split-at", at, "--cloud",
                         f"http://127.0.0.1:{cloud_port}", "--cloud-key", "secret", "--wire", wire,
-                        "--parallel", "2", "--ctx-size", "512", *extra)
+                        "--ctx-size", "512", *two_slots(extra))
 
 
 def test_a_split_model_answers_as_one_machine(syslm_bin, models, cloud):
@@ -463,3 +467,30 @@ def test_edge_and_cloud_across_a_network_namespace(syslm_bin, models, cloud_name
     finally:
         cloud_proc.kill()
         cloud_proc.wait(timeout=30)
+
+
+def test_concurrent_sessions_share_the_clouds_passes(syslm_bin, models, cloud):
+    """Several edges' requests at once: the cloud runs their calls together (fewer passes than
+    calls), and every answer is still the cloud model's own."""
+    import concurrent.futures
+    prompts = PROMPTS + ["For God so loved", "Once upon a time", "It was the best of times",
+                         "Call me Ishmael", "All happy families"]
+    want = [generate(syslm_bin, models[0], p, 24, "--temp", 0) for p in prompts]
+    spec, sport = edge_server(syslm_bin, models[1], cloud, "--parallel", "4", "--draft-fixed",
+                              "--draft-k", "2")
+    split, lport = split_edge(syslm_bin, models[0], cloud, 1, "f32", "--parallel", "4")
+    try:
+        passes0 = cloud_metric(cloud, "cloud_batches_total")
+        calls0 = cloud_metric(cloud, "cloud_batched_calls_total")
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            got = list(pool.map(
+                lambda a: same_text(complete(a[0], a[1], max_tokens=24, temperature=0,
+                                             ignore_eos=True)["text"]),
+                [(port, p) for port in (sport, lport) for p in prompts]))
+        assert got == want + want
+        passes = cloud_metric(cloud, "cloud_batches_total") - passes0
+        calls = cloud_metric(cloud, "cloud_batched_calls_total") - calls0
+        assert passes < calls  # some passes ran several sessions' calls
+    finally:
+        stop(spec)
+        stop(split)

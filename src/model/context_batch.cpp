@@ -1,0 +1,137 @@
+#include "model/context_batch.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+
+namespace syslm::model {
+
+namespace {
+
+// Several contexts' rows, one after another: each a ContiguousRows over its own cache, called
+// with its own rows' part of the batch's buffers, so that each computes what it would alone.
+class SessionRows final : public KvRows {
+public:
+    void add(KVCache& cache, int64_t n_past, int64_t n) {
+        starts_.push_back(rows_);
+        parts_.emplace_back(cache, n_past, n);
+        rows_ += n;
+    }
+    int64_t position(int64_t row) const override {
+        const size_t i = part_of(row);
+        return parts_[i].position(row - starts_[i]);
+    }
+    KvTypes kv_types() const override { return parts_.front().kv_types(); }
+    void store(int il, int64_t row, const float* k, const float* v) override {
+        const size_t i = part_of(row);
+        parts_[i].store(il, row - starts_[i], k, v);
+    }
+    void attend(int il, const kernels::AttentionShape& shape, const float* q, float* out,
+                backend::Backend& be) override {
+        const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
+        for (size_t i = 0; i < parts_.size(); ++i)
+            parts_[i].attend(il, shape, q + starts_[i] * q_dim, out + starts_[i] * q_dim, be);
+    }
+    const float* conv_lag(int il, int64_t row, int lag, const float* a, int64_t dim,
+                          float* scratch) override {
+        const size_t i = part_of(row);
+        return parts_[i].conv_lag(il, row - starts_[i], lag, a + starts_[i] * dim, dim, scratch);
+    }
+    void store_conv(int il, int64_t row, const float* a) override {
+        const size_t i = part_of(row);
+        parts_[i].store_conv(il, row - starts_[i], a);
+    }
+
+private:
+    size_t part_of(int64_t row) const {
+        return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), row) -
+                                   starts_.begin()) -
+               1;
+    }
+    std::vector<ContiguousRows> parts_;
+    std::vector<int64_t> starts_;
+    int64_t rows_ = 0;
+};
+
+int64_t rows_of(const ContextBatch::Item& it, int64_t n_embd) {
+    return it.tokens.empty() ? static_cast<int64_t>(it.residual.size()) / n_embd
+                             : static_cast<int64_t>(it.tokens.size());
+}
+
+}  // namespace
+
+ContextBatch::ContextBatch(const Model& model, int n_batch, int n_threads)
+    : model_(model), forward_(model, n_batch, n_threads) {}
+
+void ContextBatch::run(std::span<Item> items) {
+    const HParams& hp = model_.hparams();
+    const int64_t E = hp.n_embd;
+    int64_t total = 0;
+    // One pass per kind of row: token ids, or residual rows entering each layer.
+    std::map<std::pair<bool, int>, std::vector<Item*>> by_layer;
+    for (Item& it : items) {
+        SYSLM_CHECK(it.ctx && &it.ctx->model() == &model_, "batch: a context of another model");
+        SYSLM_CHECK(it.tokens.empty() || it.residual.empty(), "batch: tokens or residual rows");
+        SYSLM_CHECK(it.tokens.empty() || it.first_layer == 0,
+                    "batch: token rows start at the embedding");
+        SYSLM_CHECK(it.first_layer >= 0 && it.first_layer <= hp.n_layer, "batch: layer ",
+                    it.first_layer, " of a model of ", hp.n_layer);
+        const int64_t n = rows_of(it, E);
+        SYSLM_CHECK(
+            n > 0 && (it.tokens.empty() ? it.residual.size() == static_cast<size_t>(n * E) : true),
+            "batch: an item without rows, or residual values that are not rows of ", E);
+        SYSLM_CHECK(it.ctx->n_past() + n <= it.ctx->n_ctx(),
+                    "batch: context is full: ", it.ctx->n_past(), " + ", n, " rows exceed ",
+                    it.ctx->n_ctx());
+        SYSLM_CHECK(it.ctx->kv_cache().types() == items[0].ctx->kv_cache().types(),
+                    "batch: contexts with different cache types");
+        for (int32_t t : it.tokens)
+            SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
+                        hp.n_vocab, " tokens)");
+        total += n;
+        by_layer[{it.tokens.empty(), it.first_layer}].push_back(&it);
+    }
+    SYSLM_CHECK(total <= forward_.n_batch(), "batch: ", total, " rows for a batch of ",
+                forward_.n_batch());
+    size_t out_floats = 0;
+    for (const Item& it : items)
+        out_floats += static_cast<size_t>(it.all_logits ? rows_of(it, E) : 1) * hp.n_vocab;
+    logits_.resize(out_floats);
+    out_at_ = 0;
+    for (auto& [kind, group] : by_layer) run_group(group);
+}
+
+void ContextBatch::run_group(std::span<Item*> group) {
+    const HParams& hp = model_.hparams();
+    const int64_t E = hp.n_embd;
+    const size_t V = static_cast<size_t>(hp.n_vocab);
+    SessionRows rows;
+    tokens_.clear();
+    residual_.clear();
+    logit_rows_.clear();
+    int64_t row = 0;
+    for (Item* it : group) {
+        const int64_t n = rows_of(*it, E);
+        rows.add(it->ctx->cache_, it->ctx->n_past_, n);
+        tokens_.insert(tokens_.end(), it->tokens.begin(), it->tokens.end());
+        residual_.insert(residual_.end(), it->residual.begin(), it->residual.end());
+        for (int64_t r = it->all_logits ? 0 : n - 1; r < n; ++r) logit_rows_.push_back(row + r);
+        row += n;
+    }
+    float* out = logits_.data() + out_at_;
+    const int first = group.front()->first_layer;
+    if (group.front()->tokens.empty())
+        forward_.run_from(first, residual_, rows, logit_rows_, out);
+    else
+        forward_.run(tokens_, rows, logit_rows_, out);
+    for (Item* it : group) {
+        const int64_t n = rows_of(*it, E);
+        const size_t k = static_cast<size_t>(it->all_logits ? n : 1) * V;
+        it->logits = std::span<const float>(logits_.data() + out_at_, k);
+        out_at_ += k;
+        it->ctx->n_past_ += static_cast<int>(n);
+    }
+}
+
+}  // namespace syslm::model

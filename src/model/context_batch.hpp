@@ -1,0 +1,44 @@
+// The new rows of several contexts of one model in one forward pass: a cloud's sessions for its
+// edges (serve/cloud_sessions), each over its own contiguous cache from its own position, the
+// weights read once for all of them. Rows that start at the embedding (token ids) and rows that
+// enter at a layer (an edge's residual stream: a split model) go in one pass per first layer.
+// A context batched alone computes what its own forward computes, bit for bit.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "model/transformer.hpp"
+
+namespace syslm::model {
+
+class ContextBatch {
+public:
+    // n_batch: the most rows of one run (every item together).
+    ContextBatch(const Model& model, int n_batch, int n_threads);
+
+    struct Item {
+        Context* ctx = nullptr;           // of the batch's model; appended to from its n_past()
+        std::span<const int32_t> tokens;  // rows from the embedding; or, with tokens empty,
+        std::span<const float> residual;  // rows (of n_embd) entering first_layer
+        int first_layer = 0;
+        bool all_logits = false;        // every row's logits, else the last row's
+        std::span<const float> logits;  // out: valid until the next run
+    };
+    // Throws Error (nothing run) for more rows than n_batch, a context that is full or of
+    // another model, or caches of different types.
+    void run(std::span<Item> items);
+    int n_batch() const { return forward_.n_batch(); }
+
+private:
+    void run_group(std::span<Item*> group);
+    const Model& model_;
+    Forward forward_;
+    std::vector<float> logits_;
+    std::vector<int32_t> tokens_;
+    std::vector<float> residual_;
+    std::vector<int64_t> logit_rows_;
+    size_t out_at_ = 0;  // floats of logits_ given out so far in this run
+};
+
+}  // namespace syslm::model
