@@ -73,6 +73,11 @@ std::function<int()> setup(CLI::App& app) {
                    "its residual rows rounded as each --wires format carries them: the KL the "
                    "link's format costs")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--split-edge", a->o.split_edge,
+                   "With --split-at: the split's first half from this file (the edge's "
+                   "compressed copy of the model), the rest from the model")
+        ->check(CLI::ExistingFile)
+        ->needs("--split-at");
     app.add_option("--wires", a->o.wires, "With --split-at: wire formats (f16, int8, f32)")
         ->delimiter(',')
         ->check(CLI::IsMember({"f16", "int8", "f32"}))

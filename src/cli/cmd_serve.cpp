@@ -202,14 +202,24 @@ void add_edge_cloud_options(CLI::App& app, ServeArgs& a) {
 
 // An edge serves its model as it is, in contexts of its own (not the engine's KV pool).
 void check_edge_options(const ServeArgs& a) {
-    usage_check(a.loras.empty() && a.plan.empty(),
-                "--role edge serves its model as it is: no --lora or --plan");
+    usage_check(a.loras.empty(), "--role edge serves its model as it is: no --lora");
     const auto given = a.pages_opt->count() + a.kv_memory_opt->count() + a.page_size_opt->count() +
                        a.budget_opt->count();
     usage_check(given == 0 && !a.cache_type.given() && a.prefix_ram.empty() &&
                     a.prefix_dir.empty() && !a.no_prefix_cache && !a.no_kv_ring,
                 "--role edge has no KV pool: the KV, page, token-budget and prefix-cache "
                 "options are for the engine");
+}
+
+// The cascade's and the speculative edge's options go with their mode.
+void check_mode_options(const ServeArgs& a) {
+    usage_check(a.cascade.empty() == (a.defer_below < 0),
+                "--cascade and --defer-below go together");
+    usage_check(!a.cascade.empty() || a.defer == "token", "--defer is for --cascade");
+    const infer::SpeculativeOptions d;
+    usage_check(!a.verify_at.empty() || (a.spec.k == d.k && a.spec.k_min == d.k_min &&
+                                         a.spec.k_max == d.k_max && !a.draft_fixed),
+                "--draft-k, --draft-min, --draft-max and --draft-fixed are for --verify-at");
 }
 
 // The roles' options agree with --role.
@@ -225,15 +235,9 @@ void check_roles(const ServeArgs& a) {
         a.split_cloud.empty() == (a.split_at < 0 || cloud),
         edge ? "--split-at and --cloud go together" : "--split-at is for --role edge or cloud");
     usage_check(!a.split_cloud.empty() || a.wire == "f16", "--wire is for --split-at on an edge");
-    usage_check(a.cascade.empty() == (a.defer_below < 0),
-                "--cascade and --defer-below go together");
-    usage_check(!a.cascade.empty() || a.defer == "token", "--defer is for --cascade");
     usage_check(cloud || a.cloud_sessions == 0, "--cloud-sessions is for --role cloud");
     if (edge) check_edge_options(a);
-    const infer::SpeculativeOptions d;
-    usage_check(!a.verify_at.empty() || (a.spec.k == d.k && a.spec.k_min == d.k_min &&
-                                         a.spec.k_max == d.k_max && !a.draft_fixed),
-                "--draft-k, --draft-min, --draft-max and --draft-fixed are for --verify-at");
+    check_mode_options(a);
     usage_check(edge || a.cloud_timeout == 5, "--cloud-timeout is for --role edge");
     usage_check(cloud || a.session_timeout == 60, "--session-timeout is for --role cloud");
 }
@@ -270,10 +274,13 @@ void start_edge(const ServeArgs& a, serve::Server& server,
                 const std::string& name, tokenizer::ChatFormat format) {
     const int slots = a.parallel_opt->count() ? a.parallel : 4;
     server.set_engine(edge_generator(a, model, tok), name, format);
-    const std::string mode = a.cascade.empty()
-                                 ? "drafts verified by " + a.verify_at
-                                 : "deferring to " + a.cascade + " below " +
-                                       std::to_string(a.defer_below) + " (per " + a.defer + ")";
+    std::string mode = "drafts verified by " + a.verify_at;
+    if (!a.cascade.empty())
+        mode = "deferring to " + a.cascade + " below " + std::to_string(a.defer_below) + " (per " +
+               a.defer + ")";
+    if (!a.split_cloud.empty())
+        mode = "layers [0, " + std::to_string(a.split_at) + "), the rest at " + a.split_cloud +
+               " (" + a.wire + " rows)";
     std::fprintf(stderr,
                  "syslm serve: ready (edge): model '%s', %s; %d slots, context %d, chat "
                  "template %s\n",
@@ -316,7 +323,31 @@ void start_engine(const ServeArgs& a, serve::Server& server,
                  ThreadPool::resolve(applied.threads));
 }
 
+// `--role edge --plan`: a plan from `syslm tune edge`: its model (the edge's copy beside it),
+// split point, wire format and threads; options also given must agree.
+void apply_edge_plan(ServeArgs& a) {
+    const tune::Plan plan = tune::load_plan(a.plan);
+    usage_check(plan.edge.has_value(), a.plan,
+                " has no edge settings (make it with `syslm tune edge`)");
+    if (a.model.empty()) {
+        a.model = (std::filesystem::path(a.plan).parent_path() / "model.gguf").string();
+        SYSLM_CHECK(std::filesystem::exists(a.model), a.plan, ": no model.gguf beside the plan ",
+                    "(give -m)");
+    }
+    usage_check(a.split_at < 0 || a.split_at == plan.edge->split_at, "--split-at ", a.split_at,
+                " contradicts the plan's edge.split_at ", plan.edge->split_at);
+    usage_check(a.wire == "f16" || a.wire == plan.edge->wire, "--wire ", a.wire,
+                " contradicts the plan's edge.wire ", plan.edge->wire);
+    usage_check(!a.split_cloud.empty(),
+                "--plan with an edge section: give the cloud (--cloud URL)");
+    a.split_at = plan.edge->split_at;
+    a.wire = plan.edge->wire;
+    take_from_plan(a.threads_opt, a.threads, plan.threads, "runtime.threads");
+    a.plan.clear();  // applied
+}
+
 int run_serve(ServeArgs& a) {
+    if (a.role == "edge" && !a.plan.empty()) apply_edge_plan(a);
     check_roles(a);
     if (!a.plan.empty()) apply_plan(a);
     usage_check(!a.model.empty(), "give the model (-m) or a tuned plan (--plan)");
@@ -429,7 +460,9 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--plan", a->plan,
                    "A plan from `syslm tune --goal serve` (its plan.json): its model and engine "
                    "settings (threads, parallel, token budget, KV pages, page size, context, "
-                   "cache type), exactly; an option also given must agree with it")
+                   "cache type), exactly; an option also given must agree with it. With --role "
+                   "edge, a plan from `syslm tune edge`: the edge's model, split point, wire "
+                   "and threads (give --cloud)")
         ->check(CLI::ExistingFile);
     app.add_option("--host", a->host, "Address to bind (127.0.0.1: this machine only)")
         ->capture_default_str();

@@ -10,6 +10,7 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/tune_by_length.hpp"
+#include "cli/tune_edge.hpp"
 #include "cli/tune_train.hpp"
 #include "core/error.hpp"
 #include "core/mapped_file.hpp"
@@ -234,8 +235,16 @@ std::function<int()> setup(CLI::App& app) {
         "A top-p MoE model's p by input length: perplexity and speed of each (length, p) on "
         "held-out text, the policy written into the model");
     auto run_experts_tune = setup_tune_by_length(*experts, tune::experts_knob());
-    return [a, train, run_train_tune, window, run_window_tune, experts, run_experts_tune] {
+    CLI::App* edge = app.add_subcommand(
+        "edge",
+        "A model split between a device and its cloud, for a device profile (--device "
+        "2GB,2cores): the split point, the edge copy's weight type and the wire format, each "
+        "point measured (memory, KL, the edge's time per token)");
+    auto run_edge_tune = setup_tune_edge(*edge);
+    return [a, train, run_train_tune, window, run_window_tune, experts, run_experts_tune, edge,
+            run_edge_tune] {
         if (train->parsed()) return run_train_tune();
+        if (edge->parsed()) return run_edge_tune();
         if (window->parsed()) return run_window_tune();
         if (experts->parsed()) return run_experts_tune();
         return run_tune(*a);

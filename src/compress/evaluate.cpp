@@ -12,8 +12,8 @@
 
 #include "core/error.hpp"
 #include "core/html.hpp"
-#include "infer/wire_rows.hpp"
 #include "core/mapped_file.hpp"
+#include "infer/wire_rows.hpp"
 #include "model/transformer.hpp"
 #include "profile/bench_runner.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -144,6 +144,7 @@ struct Entry {
     model::KvTypes kv;
     int split_at = -1;  // >= 0: run split there, the rows crossing as `wire` carries them
     infer::WireType wire = infer::WireType::F16;
+    const model::Model* edge = nullptr;  // the split's first half (null: `model`)
 };
 using Entries = std::vector<Entry>;
 
@@ -161,7 +162,7 @@ Models load_models(const std::vector<std::string>& paths) {
 
 // Every model with every cache type (model-major), described in the report.
 Entries make_entries(const Models& models, const std::vector<std::string>& paths,
-                     const EvalOptions& o, EvalReport& r) {
+                     const EvalOptions& o, EvalReport& r, const model::Model* edge) {
     std::vector<model::KvTypes> types;
     for (const std::string& name : o.cache_types) types.push_back(model::kv_types_from_name(name));
     if (types.empty()) types.emplace_back();
@@ -186,7 +187,7 @@ Entries make_entries(const Models& models, const std::vector<std::string>& paths
             entries.push_back({models[i].get(), kv});
             r.models.push_back(e);
             for (infer::WireType w : wires) {
-                entries.push_back({models[i].get(), kv, o.split_at, w});
+                entries.push_back({models[i].get(), kv, o.split_at, w, edge});
                 e.split = std::to_string(o.split_at) + "/" + infer::wire_name(w);
                 r.models.push_back(e);
             }
@@ -205,12 +206,13 @@ public:
           ref_p_(static_cast<size_t>(o.n_ctx)),
           cascade_(o.cascade) {
         for (const Entry& e : entries) {
-            auto make = [&] {
-                return std::make_unique<model::Context>(*e.model, o.n_ctx, o.threads,
+            auto make = [&](const model::Model& m) {
+                return std::make_unique<model::Context>(m, o.n_ctx, o.threads,
                                                         std::min(o.n_ctx, 512), e.kv);
             };
-            ctxs_.push_back(make());
-            clouds_.push_back(e.split_at >= 0 ? make() : nullptr);  // the split's other half
+            ctxs_.push_back(make(e.edge && e.split_at >= 0 ? *e.edge : *e.model));
+            // the split's other half
+            clouds_.push_back(e.split_at >= 0 ? make(*e.model) : nullptr);
         }
         entries_ = entries;
     }
@@ -249,8 +251,9 @@ private:
             const int n = std::min(batch, n_ctx_ - at);
             const std::span<const float> l = cloud.forward_from(
                 e.split_at, std::span<const float>(rows_).subspan(static_cast<size_t>(at) * E,
-                                                                   static_cast<size_t>(n) * E));
-            std::copy(l.begin(), l.end(), split_out_.begin() + static_cast<std::ptrdiff_t>(at) * V_);
+                                                                  static_cast<size_t>(n) * E));
+            std::copy(l.begin(), l.end(),
+                      split_out_.begin() + static_cast<std::ptrdiff_t>(at) * V_);
         }
         return split_out_;
     }
@@ -337,7 +340,16 @@ EvalReport evaluate(const std::vector<std::string>& paths, const std::vector<std
     r.threads = o.threads;
     r.texts = texts;
     const Models models = load_models(paths);
-    const Entries entries = make_entries(models, paths, o, r);
+    std::unique_ptr<model::Model> edge;
+    if (!o.split_edge.empty()) {
+        SYSLM_CHECK(o.split_at >= 0, "eval: an edge file needs a split point");
+        edge = std::make_unique<model::Model>(o.split_edge);
+        const model::HParams &a = edge->hparams(), &b = models[0]->hparams();
+        SYSLM_CHECK(a.n_vocab == b.n_vocab && a.n_embd == b.n_embd && a.n_layer >= o.split_at,
+                    "eval: ", o.split_edge, " is not a copy of ", paths[0],
+                    "'s first layers (vocabulary, width or layers differ)");
+    }
+    const Entries entries = make_entries(models, paths, o, r, edge.get());
     const auto tok = tokenizer::Tokenizer::from_gguf(models[0]->file());
     const int32_t bos = tok.add_bos() ? tok.bos() : -1;
     {
@@ -372,8 +384,8 @@ std::string eval_label(const EvalReport& r, const ModelEval& m) {
     std::string label = r.cache_types ? name + " (KV " + m.cache_type + ")" : name;
     if (!m.split.empty()) {
         const size_t slash = m.split.find('/');
-        label += " (split at " + m.split.substr(0, slash) + ", " + m.split.substr(slash + 1) +
-                 " rows)";
+        label +=
+            " (split at " + m.split.substr(0, slash) + ", " + m.split.substr(slash + 1) + " rows)";
     }
     return label;
 }

@@ -37,6 +37,9 @@ struct EvalOptions {
     // is what the link's format costs. Speed is not measured for them (it is the link's).
     int split_at = -1;
     std::vector<std::string> wires;
+    // The split's first half from this file instead (an edge's compressed copy of the model,
+    // same shape and vocabulary); empty: the model itself.
+    std::string split_edge;
     std::ostream* log = nullptr;
 };
 

@@ -248,6 +248,7 @@ void EdgeGenerator::run(Slot& slot, Job& job) {
             ++fallbacks_;
         }
         if (!r.fallback.empty() && !r.ended()) alone(slot, r);
+        if (r.eog) record_token(job);  // counted as generated, as the engine counts it
         done.finish_reason = r.cancelled          ? infer::FinishReason::Cancelled
                              : r.stopped || r.eog ? infer::FinishReason::Stop
                                                   : infer::FinishReason::Length;
@@ -374,7 +375,8 @@ void EdgeGenerator::cloud_finishes(Slot& slot, Run& r) {
         infer::Event e;
         e.text = r.out.push(c.at("text").get<std::string>(), &r.stopped);
         if (r.job.cancelled || !r.job.cb(e)) r.cancelled = true;
-        r.eog = c.at("finish_reason") == "stop";  // a stop string or the end of generation
+        // a stop string or the end of generation (its token already in the cloud's count)
+        if (c.at("finish_reason") == "stop") r.stopped = true;
         std::lock_guard lk(mu_);
         ++requests_deferred_;
         deferred_ += n;

@@ -121,6 +121,7 @@ nlohmann::json Plan::to_json() const {
                       {"adaptive", draft->adaptive},
                       {"k_min", draft->k_min},
                       {"k_max", draft->k_max}};
+    if (edge) j["edge"] = {{"split_at", edge->split_at}, {"wire", edge->wire}};
     return j;
 }
 
@@ -129,7 +130,8 @@ Plan Plan::from_json(const nlohmann::json& j) {
         SYSLM_CHECK(j.is_object() && j.value("syslm_plan", 0) == kVersion,
                     "not a syslm plan of version ", kVersion, " (key \"syslm_plan\")");
         Plan p;
-        check_keys(j, "the plan", {"syslm_plan", "model", "runtime", "serve", "train", "draft"});
+        check_keys(j, "the plan",
+                   {"syslm_plan", "model", "runtime", "serve", "train", "draft", "edge"});
         read_model(j.at("model"), p);
         const nlohmann::json r = j.value("runtime", nlohmann::json::object());
         check_keys(r, "runtime", {"threads", "batch", "window", "expert_top_p"});
@@ -177,6 +179,14 @@ Plan Plan::from_json(const nlohmann::json& j) {
             d.k_max = in_range(t, "draft", "k_max", d.k_max, d.k_min, 256);
             d.k = in_range(t, "draft", "k", d.k, 1, 256);
             p.draft = d;
+        }
+        if (j.contains("edge")) {
+            const nlohmann::json& t = j["edge"];
+            check_keys(t, "edge", {"split_at", "wire"});
+            EdgeSettings d;
+            d.split_at = in_range(t, "edge", "split_at", d.split_at, 0, 1 << 16);
+            d.wire = one_of(t, "edge", "wire", d.wire, {"f16", "int8", "f32"});
+            p.edge = d;
         }
         return p;
     } catch (const nlohmann::json::exception& e) {

@@ -62,6 +62,14 @@ struct DraftSettings {
     bool operator==(const DraftSettings&) const = default;
 };
 
+// `serve --role edge --plan`: a model split between an edge and its cloud (`syslm tune edge`).
+// The plan's model.gguf is the edge's file; the cloud serves the input with --split-at.
+struct EdgeSettings {
+    int split_at = 1;          // the edge runs layers [0, split_at)
+    std::string wire = "f16";  // the residual rows' format on the link
+    bool operator==(const EdgeSettings&) const = default;
+};
+
 struct Plan {
     // The weight matrices' types; those absent keep the recipe's choice (`recipe`, a
     // quantize target name such as "Q4_K_M"; empty: every listed matrix as given, the rest as in
@@ -80,6 +88,7 @@ struct Plan {
     std::optional<ServeSettings> serve;
     std::optional<TrainSettings> train;
     std::optional<DraftSettings> draft;
+    std::optional<EdgeSettings> edge;
 
     nlohmann::json to_json() const;
     static Plan from_json(const nlohmann::json& j);  // throws Error naming what is wrong
