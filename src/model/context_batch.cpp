@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "core/error.hpp"
 
@@ -59,44 +60,58 @@ int64_t rows_of(const ContextBatch::Item& it, int64_t n_embd) {
                              : static_cast<int64_t>(it.tokens.size());
 }
 
+// Floats of an item's output: every row's residual, or every row's or the last row's logits.
+size_t out_size(const ContextBatch::Item& it, int64_t n_embd, int64_t n_vocab) {
+    const int64_t n = rows_of(it, n_embd);
+    if (it.end_layer >= 0) return static_cast<size_t>(n * n_embd);
+    return static_cast<size_t>((it.all_logits ? n : 1) * n_vocab);
+}
+
 }  // namespace
 
 ContextBatch::ContextBatch(const Model& model, int n_batch, int n_threads)
     : model_(model), forward_(model, n_batch, n_threads) {}
 
+void ContextBatch::check(const Item& it) const {
+    const HParams& hp = model_.hparams();
+    const int64_t E = hp.n_embd;
+    SYSLM_CHECK(it.ctx && &it.ctx->model() == &model_, "batch: a context of another model");
+    SYSLM_CHECK(it.tokens.empty() != it.residual.empty(), "batch: token ids or residual rows");
+    SYSLM_CHECK(it.tokens.empty() || it.first_layer == 0,
+                "batch: token rows start at the embedding");
+    SYSLM_CHECK(it.first_layer >= 0 && it.first_layer <= hp.n_layer, "batch: layer ",
+                it.first_layer, " of a model of ", hp.n_layer);
+    SYSLM_CHECK(it.end_layer < 0 || (it.end_layer >= it.first_layer && it.end_layer <= hp.n_layer),
+                "batch: rows from layer ", it.first_layer, " stopping at ", it.end_layer);
+    SYSLM_CHECK(it.residual.size() % static_cast<size_t>(E) == 0,
+                "batch: residual values that are not rows of ", E);
+    const int64_t n = rows_of(it, E);
+    SYSLM_CHECK(it.ctx->n_past() + n <= it.ctx->n_ctx(),
+                "batch: context is full: ", it.ctx->n_past(), " + ", n, " rows exceed ",
+                it.ctx->n_ctx());
+    for (int32_t t : it.tokens)
+        SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
+                    hp.n_vocab, " tokens)");
+}
+
 void ContextBatch::run(std::span<Item> items) {
     const HParams& hp = model_.hparams();
     const int64_t E = hp.n_embd;
     int64_t total = 0;
-    // One pass per kind of row: token ids, or residual rows entering each layer.
-    std::map<std::pair<bool, int>, std::vector<Item*>> by_layer;
+    // One pass per kind of row: token ids or residual rows entering each layer, up to the head
+    // or to a layer.
+    std::map<std::tuple<bool, int, int>, std::vector<Item*>> by_layer;
     for (Item& it : items) {
-        SYSLM_CHECK(it.ctx && &it.ctx->model() == &model_, "batch: a context of another model");
-        SYSLM_CHECK(it.tokens.empty() || it.residual.empty(), "batch: tokens or residual rows");
-        SYSLM_CHECK(it.tokens.empty() || it.first_layer == 0,
-                    "batch: token rows start at the embedding");
-        SYSLM_CHECK(it.first_layer >= 0 && it.first_layer <= hp.n_layer, "batch: layer ",
-                    it.first_layer, " of a model of ", hp.n_layer);
-        const int64_t n = rows_of(it, E);
-        SYSLM_CHECK(
-            n > 0 && (it.tokens.empty() ? it.residual.size() == static_cast<size_t>(n * E) : true),
-            "batch: an item without rows, or residual values that are not rows of ", E);
-        SYSLM_CHECK(it.ctx->n_past() + n <= it.ctx->n_ctx(),
-                    "batch: context is full: ", it.ctx->n_past(), " + ", n, " rows exceed ",
-                    it.ctx->n_ctx());
+        check(it);
         SYSLM_CHECK(it.ctx->kv_cache().types() == items[0].ctx->kv_cache().types(),
                     "batch: contexts with different cache types");
-        for (int32_t t : it.tokens)
-            SYSLM_CHECK(t >= 0 && t < hp.n_vocab, "token id ", t, " is outside the vocabulary (",
-                        hp.n_vocab, " tokens)");
-        total += n;
-        by_layer[{it.tokens.empty(), it.first_layer}].push_back(&it);
+        total += rows_of(it, E);
+        by_layer[{it.tokens.empty(), it.first_layer, it.end_layer}].push_back(&it);
     }
     SYSLM_CHECK(total <= forward_.n_batch(), "batch: ", total, " rows for a batch of ",
                 forward_.n_batch());
     size_t out_floats = 0;
-    for (const Item& it : items)
-        out_floats += static_cast<size_t>(it.all_logits ? rows_of(it, E) : 1) * hp.n_vocab;
+    for (const Item& it : items) out_floats += out_size(it, E, hp.n_vocab);
     logits_.resize(out_floats);
     out_at_ = 0;
     for (auto& [kind, group] : by_layer) run_group(group);
@@ -116,18 +131,24 @@ void ContextBatch::run_group(std::span<Item*> group) {
         rows.add(it->ctx->cache_, it->ctx->n_past_, n);
         tokens_.insert(tokens_.end(), it->tokens.begin(), it->tokens.end());
         residual_.insert(residual_.end(), it->residual.begin(), it->residual.end());
-        for (int64_t r = it->all_logits ? 0 : n - 1; r < n; ++r) logit_rows_.push_back(row + r);
+        const bool every_row = it->all_logits || it->end_layer >= 0;
+        for (int64_t r = every_row ? 0 : n - 1; r < n; ++r) logit_rows_.push_back(row + r);
         row += n;
     }
     float* out = logits_.data() + out_at_;
     const int first = group.front()->first_layer;
+    forward_.set_end_layer(group.front()->end_layer);
+    struct Restore {
+        Forward& f;
+        ~Restore() { f.set_end_layer(-1); }
+    } restore{forward_};
     if (group.front()->tokens.empty())
         forward_.run_from(first, residual_, rows, logit_rows_, out);
     else
         forward_.run(tokens_, rows, logit_rows_, out);
     for (Item* it : group) {
         const int64_t n = rows_of(*it, E);
-        const size_t k = static_cast<size_t>(it->all_logits ? n : 1) * V;
+        const size_t k = out_size(*it, E, static_cast<int64_t>(V));
         it->logits = std::span<const float>(logits_.data() + out_at_, k);
         out_at_ += k;
         it->ctx->n_past_ += static_cast<int>(n);

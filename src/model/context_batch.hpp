@@ -1,7 +1,8 @@
 // The new rows of several contexts of one model in one forward pass: a cloud's sessions for its
 // edges (serve/cloud_sessions), each over its own contiguous cache from its own position, the
 // weights read once for all of them. Rows that start at the embedding (token ids) and rows that
-// enter at a layer (an edge's residual stream: a split model) go in one pass per first layer.
+// enter at a layer (an edge's residual stream: a split model) go in one pass per first layer,
+// and rows that stop at a layer (an edge's half) in one pass per last layer.
 // A context batched alone computes what its own forward computes, bit for bit.
 #pragma once
 
@@ -22,12 +23,19 @@ public:
         std::span<const int32_t> tokens;  // rows from the embedding; or, with tokens empty,
         std::span<const float> residual;  // rows (of n_embd) entering first_layer
         int first_layer = 0;
+        // >= 0: stop before this layer and give every row's residual stream (n_embd floats a
+        // row; an edge's half of a split model) instead of logits.
+        int end_layer = -1;
         bool all_logits = false;        // every row's logits, else the last row's
-        std::span<const float> logits;  // out: valid until the next run
+        std::span<const float> logits;  // out (logits, or residual rows): until the next run
     };
-    // Throws Error (nothing run) for more rows than n_batch, a context that is full or of
-    // another model, or caches of different types.
+    // Throws Error (nothing run) for more rows than n_batch, an item check() refuses, or caches
+    // of different types.
     void run(std::span<Item> items);
+    // Throws Error for an item that cannot run: a context of another model or too full for its
+    // rows, both or neither of tokens and residual rows, a token outside the vocabulary, layers
+    // out of range.
+    void check(const Item& item) const;
     int n_batch() const { return forward_.n_batch(); }
 
 private:

@@ -9,7 +9,6 @@
 #include "infer/sampler.hpp"
 #include "infer/speculative.hpp"
 #include "infer/wire_rows.hpp"
-#include "kernels/cpu/matmul.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai_api.hpp"
 
@@ -108,96 +107,21 @@ std::string new_session_id(uint64_t n) {
 
 CloudSessions::CloudSessions(std::shared_ptr<const model::Model> model,
                              const CloudSessionsConfig& cfg)
-    : model_(std::move(model)),
-      cfg_(cfg),
-      batch_(*model_, kBatchRows, cfg.threads),
-      batcher_([this] { batch_loop(); }) {}
+    : model_(std::move(model)), cfg_(cfg), batcher_(*model_, cfg.threads) {}
 
-CloudSessions::~CloudSessions() {
-    {
-        std::lock_guard lk(work_mu_);
-        stop_ = true;
-    }
-    work_cv_.notify_all();
-    batcher_.join();
-}
+CloudSessions::~CloudSessions() = default;
 
-// A call's rows through its session's context: small calls (decode rows, a round's drafts) wait
-// for the batcher, which runs every session's waiting calls in one pass; a prompt's chunk runs
-// here, alone. Every row's logits, or the last row's.
+// A call's rows through its session's context, batched with the other sessions' waiting calls.
 std::vector<float> CloudSessions::forward(model::Context& ctx, std::span<const int32_t> tokens,
                                           std::span<const float> residual, int first_layer,
                                           bool all_logits) {
-    const int64_t E = model_->hparams().n_embd;
-    const int64_t n = tokens.empty() ? static_cast<int64_t>(residual.size()) / E
-                                     : static_cast<int64_t>(tokens.size());
-    if (n > kBatchRows) {
-        const kernels::ExactSmallBatches exact;  // as plain decoding, where it is small enough
-        const std::span<const float> l = tokens.empty() ? ctx.forward_from(first_layer, residual)
-                                                        : ctx.forward(tokens, all_logits);
-        const size_t V = static_cast<size_t>(model_->hparams().n_vocab);
-        return all_logits || l.size() == V ? std::vector<float>(l.begin(), l.end())
-                                           : std::vector<float>(l.end() - V, l.end());
-    }
-    Work w;
-    w.item.ctx = &ctx;
-    w.item.tokens = tokens;
-    w.item.residual = residual;
-    w.item.first_layer = first_layer;
-    w.item.all_logits = all_logits;
-    std::unique_lock lk(work_mu_);
-    queue_.push_back(&w);
-    work_cv_.notify_all();
-    done_cv_.wait(lk, [&] { return w.done; });
-    if (w.error) std::rethrow_exception(w.error);
-    return std::move(w.logits);
-}
-
-// The batcher: every call waiting when a pass starts (up to kBatchRows rows) in one pass of the
-// model, each row computed as its session would alone (ExactSmallBatches: below the GEMM's batch
-// size every product is the row's own dot products).
-void CloudSessions::batch_loop() {
-    const int64_t E = model_->hparams().n_embd;
-    std::vector<Work*> take;
-    std::vector<model::ContextBatch::Item> items;
-    while (true) {
-        {
-            std::unique_lock lk(work_mu_);
-            work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-            if (stop_ && queue_.empty()) return;
-            take.clear();
-            int64_t rows = 0;
-            while (!queue_.empty()) {
-                const auto& it = queue_.front()->item;
-                const int64_t n = it.tokens.empty() ? static_cast<int64_t>(it.residual.size()) / E
-                                                    : static_cast<int64_t>(it.tokens.size());
-                if (!take.empty() && rows + n > kBatchRows) break;
-                rows += n;
-                take.push_back(queue_.front());
-                queue_.pop_front();
-            }
-        }
-        items.clear();
-        for (Work* w : take) items.push_back(w->item);
-        std::exception_ptr error;
-        try {
-            const kernels::ExactSmallBatches exact;
-            batch_.run(items);
-        } catch (...) {
-            error = std::current_exception();
-        }
-        std::lock_guard lk(work_mu_);
-        for (size_t i = 0; i < take.size(); ++i) {
-            if (error)
-                take[i]->error = error;
-            else
-                take[i]->logits.assign(items[i].logits.begin(), items[i].logits.end());
-            take[i]->done = true;
-        }
-        ++stats_batches_;
-        stats_batched_calls_ += static_cast<int64_t>(take.size());
-        done_cv_.notify_all();
-    }
+    model::ContextBatch::Item it;
+    it.ctx = &ctx;
+    it.tokens = tokens;
+    it.residual = residual;
+    it.first_layer = first_layer;
+    it.all_logits = all_logits;
+    return batcher_.run(it);
 }
 
 void CloudSessions::expire_idle() {
@@ -436,9 +360,9 @@ CloudSessionStats CloudSessions::stats() const {
         std::lock_guard lk(mu_);
         s = stats_;
     }
-    std::lock_guard lk(work_mu_);
-    s.batches = stats_batches_;
-    s.batched_calls = stats_batched_calls_;
+    const infer::BatcherStats b = batcher_.stats();
+    s.batches = b.passes;
+    s.batched_calls = b.calls;
     return s;
 }
 

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/context_batch.hpp"
+#include "infer/context_batcher.hpp"
 #include "model/transformer.hpp"
 
 namespace syslm::serve {
@@ -73,19 +73,8 @@ public:
 
 private:
     struct Session;
-    // A call waiting for the batcher (its logits copied out, or the error of its pass).
-    struct Work {
-        model::ContextBatch::Item item;
-        std::vector<float> logits;
-        std::exception_ptr error;
-        bool done = false;
-    };
-    // The most rows of one batched pass: below the GEMM's batch size (kernels/cpu/matmul.hpp),
-    // so that every row is computed as its session would alone.
-    static constexpr int kBatchRows = 31;
     std::vector<float> forward(model::Context& ctx, std::span<const int32_t> tokens,
                                std::span<const float> residual, int first_layer, bool all_logits);
-    void batch_loop();
     using Clock = std::chrono::steady_clock;
     std::shared_ptr<Session> find(const nlohmann::ordered_json& body);
     void expire_idle();  // under mu_
@@ -97,13 +86,7 @@ private:
     uint64_t next_ = 1;
     CloudSessionStats stats_;
 
-    model::ContextBatch batch_;
-    mutable std::mutex work_mu_;
-    std::condition_variable work_cv_, done_cv_;
-    std::deque<Work*> queue_;
-    bool stop_ = false;
-    int64_t stats_batches_ = 0, stats_batched_calls_ = 0;
-    std::thread batcher_;  // last: it starts once the above exist
+    infer::ContextBatcher batcher_;  // every waiting session's call in one pass
 };
 
 }  // namespace syslm::serve

@@ -38,7 +38,7 @@ struct EdgeGenerator::Slot {
 
 EdgeGenerator::EdgeGenerator(std::shared_ptr<const model::Model> draft, tokenizer::Tokenizer tok,
                              const EdgeConfig& cfg)
-    : model_(std::move(draft)), tok_(std::move(tok)), cfg_(cfg) {
+    : model_(std::move(draft)), tok_(std::move(tok)), cfg_(cfg), batcher_(*model_, cfg.threads) {
     SYSLM_CHECK(cfg_.slots >= 1, "an edge needs at least one slot");
     SYSLM_CHECK(cfg_.mode != EdgeMode::Split ||
                     (cfg_.split_at >= 0 && cfg_.split_at <= model_->hparams().n_layer),
@@ -305,13 +305,31 @@ double top_probability(std::span<const float> logits) {
 
 }  // namespace
 
+// The next rows of a request's context, batched with the other slots' waiting rows: the last
+// row's logits, or (a split) every row's residual stream entering the cloud's layers.
+std::vector<float> EdgeGenerator::logits_of(model::Context& ctx, std::span<const int32_t> tokens) {
+    model::ContextBatch::Item it;
+    it.ctx = &ctx;
+    it.tokens = tokens;
+    return batcher_.run(it);
+}
+
+std::vector<float> EdgeGenerator::residual_of(model::Context& ctx,
+                                              std::span<const int32_t> tokens) {
+    model::ContextBatch::Item it;
+    it.ctx = &ctx;
+    it.tokens = tokens;
+    it.end_layer = cfg_.split_at;
+    return batcher_.run(it);
+}
+
 void EdgeGenerator::cascade(Slot& slot, Run& r) {
     const infer::GenerationParams& p = r.job.params;
     model::Context& ctx = *slot.ctx;
     infer::Sampler sampler(p.sampling);
     std::unique_ptr<RemoteTarget> cloud;  // opened at the first deferral
     std::vector<int32_t> since;           // the edge's tokens the cloud has not seen
-    std::span<const float> logits = ctx.forward(r.tokens);
+    std::vector<float> logits = logits_of(ctx, r.tokens);
     int64_t deferred = 0, own = 0;
     while (r.left() > 0 && static_cast<int>(r.tokens.size()) < ctx.n_ctx()) {
         int32_t t = -1;
@@ -347,7 +365,7 @@ void EdgeGenerator::cascade(Slot& slot, Run& r) {
             break;
         }
         if (!r.on_token(t)) break;
-        logits = ctx.forward(std::span<const int32_t>(&t, 1));
+        logits = logits_of(ctx, std::span<const int32_t>(&t, 1));
     }
     std::lock_guard lk(mu_);
     deferred_ += deferred;
@@ -476,8 +494,7 @@ void EdgeGenerator::split(Slot& slot, Run& r) {
     for (size_t at = 0; at < prompt.size(); at += 512) {
         const auto chunk = prompt.subspan(at, std::min<size_t>(512, prompt.size() - at));
         const bool last = at + chunk.size() == prompt.size();
-        t = cloud.call(chunk, ctx.residual_until(cfg_.split_at, chunk), E, cfg_.wire, last, V,
-                       &cloud_seconds);
+        t = cloud.call(chunk, residual_of(ctx, chunk), E, cfg_.wire, last, V, &cloud_seconds);
         sent += static_cast<int64_t>(chunk.size());
     }
     while (true) {
@@ -487,8 +504,7 @@ void EdgeGenerator::split(Slot& slot, Run& r) {
         }
         if (!r.on_token(t) || r.left() <= 0 || static_cast<int>(r.tokens.size()) >= need) break;
         const std::span<const int32_t> one(&r.tokens.back(), 1);
-        t = cloud.call(one, ctx.residual_until(cfg_.split_at, one), E, cfg_.wire, true, V,
-                       &cloud_seconds);
+        t = cloud.call(one, residual_of(ctx, one), E, cfg_.wire, true, V, &cloud_seconds);
         ++sent;
     }
     std::lock_guard lk(mu_);
@@ -504,7 +520,7 @@ void EdgeGenerator::alone(Slot& slot, Run& r) {
     while (r.left() > 0 && static_cast<int>(r.tokens.size()) < ctx.n_ctx()) {
         const std::span<const int32_t> feed(r.tokens.data() + ctx.n_past(),
                                             r.tokens.size() - static_cast<size_t>(ctx.n_past()));
-        const int32_t t = sampler.sample(ctx.forward(feed));
+        const int32_t t = sampler.sample(logits_of(ctx, feed));
         if (!r.job.params.ignore_eos && tok_.is_eog(t)) {
             r.eog = true;
             return;
@@ -577,6 +593,13 @@ std::string EdgeGenerator::extra_metrics() {
                       "Split: the cloud's own compute time; the link's added latency is "
                       "edge_link_seconds_total minus this",
                       split_cloud_seconds);
+    const infer::BatcherStats b = batcher_.stats();
+    prometheus_metric(o, "edge_batches_total", "counter",
+                      "Forward passes over the slots' waiting rows (cascade, split)",
+                      static_cast<double>(b.passes));
+    prometheus_metric(o, "edge_batched_calls_total", "counter",
+                      "The slots' calls those passes ran (divided by the passes: calls per pass)",
+                      static_cast<double>(b.calls));
     prometheus_metric(o, "edge_cascade_cloud_tokens_total", "counter",
                       "Cascade: tokens the cloud decided (deferred)",
                       static_cast<double>(deferred));

@@ -13,7 +13,9 @@
 //   rest and the head; each token's residual row crosses the link (f16, int8 with a scale per
 //   row, or f32) and the cloud answers the next token. Without the cloud the answer cannot go on:
 //   it ends with a 502 naming the cloud and the reason.
-// Requests run in `slots` workers, each with its own context and connection. When the cloud
+// Requests run in `slots` workers, each with its own context and connection; the cascade's and
+// the split's forward rows of all slots run together (infer::ContextBatcher; a speculative
+// edge's drafts run alone). When the cloud
 // fails or passes its deadline, the answer goes on from the edge's model alone and says so
 // (Event::fallback, "syslm": {"fallback": ...} in the response).
 #pragma once
@@ -27,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "infer/context_batcher.hpp"
 #include "infer/generator.hpp"
 #include "infer/speculative.hpp"
 #include "infer/wire_rows.hpp"
@@ -89,12 +92,15 @@ private:
     void split(Slot& slot, Run& r);
     void cloud_finishes(Slot& slot, Run& r);  // --defer request
     void alone(Slot& slot, Run& r);           // the rest from the edge's model (a fallback)
+    std::vector<float> logits_of(model::Context& ctx, std::span<const int32_t> tokens);
+    std::vector<float> residual_of(model::Context& ctx, std::span<const int32_t> tokens);
     void record_token(Job& job);
 
     std::shared_ptr<const model::Model> model_;
     tokenizer::Tokenizer tok_;
     EdgeConfig cfg_;
     std::vector<infer::NamedLora> no_loras_;
+    infer::ContextBatcher batcher_;  // the slots' cascade and split rows, one pass for all waiting
 
     std::mutex mu_;
     std::condition_variable cv_, idle_cv_;

@@ -1,6 +1,7 @@
 // ContextBatch (a cloud's sessions in one forward): every context's logits bit for bit what it
-// computes alone, for token rows, several rows with every row's logits (a verify call), and
-// residual rows entering a layer (a split model's cloud half), mixed in one run; over several
+// computes alone, for token rows, several rows with every row's logits (a verify call), residual
+// rows entering a layer (a split model's cloud half) and rows stopping at one (its edge half),
+// mixed in one run; over several
 // steps, so that each context's cache holds what its own forward would have stored. Also a
 // sliding-window model (ring caches). Bad items are refused before anything runs.
 #include <gtest/gtest.h>
@@ -48,7 +49,8 @@ void check_batched_equals_alone(const Model& m) {
     const int V = m.hparams().n_vocab;
     const auto tokens = testing::random_tokens(40, V, 3);
     // Three sessions at different positions and a split edge feeding the third kind of item.
-    Context a(m, 64, 2), b(m, 64, 2), c(m, 64, 2), edge(m, 64, 2);
+    Context a(m, 64, 2), b(m, 64, 2), c(m, 64, 2), edge(m, 64, 2), edge2(m, 64, 2),
+        ref_edge(m, 64, 2);
     Context ra(m, 64, 2), rb(m, 64, 2), rc(m, 64, 2);
     const std::span<const int32_t> t(tokens);
     a.forward(t.first(5));
@@ -56,6 +58,8 @@ void check_batched_equals_alone(const Model& m) {
     b.forward(t.subspan(5, 11));
     rb.forward(t.subspan(5, 11));
     c.forward_from(2, edge.residual_until(2, t.subspan(16, 7)));
+    edge2.residual_until(2, t.subspan(16, 7));
+    ref_edge.residual_until(2, t.subspan(16, 7));
     rc.forward(t.subspan(16, 7));
     ContextBatch batch(m, 31, 2);
     for (int step = 0; step < 4; ++step) {
@@ -63,7 +67,7 @@ void check_batched_equals_alone(const Model& m) {
         const auto tc = t.subspan(23 + step, 2);
         const std::span<const float> rows = edge.residual_until(2, tc);
         const std::vector<float> res(rows.begin(), rows.end());
-        std::vector<ContextBatch::Item> items(3);
+        std::vector<ContextBatch::Item> items(4);
         items[0].ctx = &a;
         items[0].tokens = ta;
         items[1].ctx = &b;
@@ -72,7 +76,12 @@ void check_batched_equals_alone(const Model& m) {
         items[2].ctx = &c;
         items[2].residual = res;
         items[2].first_layer = 2;
+        items[3].ctx = &edge2;  // an edge's half: rows up to layer 2
+        items[3].tokens = tc;
+        items[3].end_layer = 2;
         batch.run(items);
+        const auto r2 = ref_edge.residual_until(2, tc);
+        EXPECT_TRUE(same_bits(items[3].logits, r2)) << step;
         const auto la = ra.forward(ta);
         EXPECT_TRUE(same_bits(items[0].logits, la)) << step;
         const auto lb = rb.forward(tb, true);

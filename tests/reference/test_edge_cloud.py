@@ -471,7 +471,7 @@ def test_edge_and_cloud_across_a_network_namespace(syslm_bin, models, cloud_name
 
 def test_concurrent_sessions_share_the_clouds_passes(syslm_bin, models, cloud):
     """Several edges' requests at once: the cloud runs their calls together (fewer passes than
-    calls), and every answer is still the cloud model's own."""
+    calls), a split edge its slots' rows, and every answer is still the cloud model's own."""
     import concurrent.futures
     prompts = PROMPTS + ["For God so loved", "Once upon a time", "It was the best of times",
                          "Call me Ishmael", "All happy families"]
@@ -491,6 +491,8 @@ def test_concurrent_sessions_share_the_clouds_passes(syslm_bin, models, cloud):
         passes = cloud_metric(cloud, "cloud_batches_total") - passes0
         calls = cloud_metric(cloud, "cloud_batched_calls_total") - calls0
         assert passes < calls  # some passes ran several sessions' calls
+        # and the split edge ran its slots' rows together
+        assert metric(lport, "edge_batches_total") < metric(lport, "edge_batched_calls_total")
     finally:
         stop(spec)
         stop(split)

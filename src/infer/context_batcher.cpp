@@ -1,0 +1,110 @@
+#include "infer/context_batcher.hpp"
+
+#include "core/error.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace syslm::infer {
+
+namespace {
+
+int64_t rows_of(const model::ContextBatch::Item& it, int64_t n_embd) {
+    return it.tokens.empty() ? static_cast<int64_t>(it.residual.size()) / n_embd
+                             : static_cast<int64_t>(it.tokens.size());
+}
+
+}  // namespace
+
+ContextBatcher::ContextBatcher(const model::Model& model, int threads, int max_rows)
+    : model_(model),
+      max_rows_(max_rows),
+      batch_(model, max_rows, threads),
+      thread_([this] { loop(); }) {}
+
+ContextBatcher::~ContextBatcher() {
+    {
+        std::lock_guard lk(mu_);
+        stop_ = true;
+    }
+    work_cv_.notify_all();
+    thread_.join();
+}
+
+// A large call on the caller's thread, through the context's own forward.
+std::vector<float> ContextBatcher::run_alone(const model::ContextBatch::Item& it) {
+    const kernels::ExactSmallBatches exact;  // as plain decoding, where it is small enough
+    model::Context& ctx = *it.ctx;
+    std::span<const float> out;
+    if (it.end_layer >= 0) {
+        SYSLM_CHECK(!it.tokens.empty() && it.first_layer == 0,
+                    "batcher: residual rows up to a layer start from token ids");
+        out = ctx.residual_until(it.end_layer, it.tokens);
+        return {out.begin(), out.end()};
+    }
+    const size_t V = static_cast<size_t>(model_.hparams().n_vocab);
+    out = it.tokens.empty() ? ctx.forward_from(it.first_layer, it.residual)
+                            : ctx.forward(it.tokens, it.all_logits);
+    if (!it.all_logits && out.size() > V) out = out.last(V);
+    return {out.begin(), out.end()};
+}
+
+std::vector<float> ContextBatcher::run(const model::ContextBatch::Item& item) {
+    batch_.check(item);  // a bad call fails alone, not the pass it would have joined
+    if (rows_of(item, model_.hparams().n_embd) > max_rows_) return run_alone(item);
+    Work w;
+    w.item = item;
+    std::unique_lock lk(mu_);
+    queue_.push_back(&w);
+    work_cv_.notify_all();
+    done_cv_.wait(lk, [&] { return w.done; });
+    if (w.error) std::rethrow_exception(w.error);
+    return std::move(w.out);
+}
+
+BatcherStats ContextBatcher::stats() const {
+    std::lock_guard lk(mu_);
+    return stats_;
+}
+
+void ContextBatcher::loop() {
+    const int64_t E = model_.hparams().n_embd;
+    std::vector<Work*> take;
+    std::vector<model::ContextBatch::Item> items;
+    while (true) {
+        {
+            std::unique_lock lk(mu_);
+            work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+            if (stop_ && queue_.empty()) return;
+            take.clear();
+            int64_t rows = 0;
+            while (!queue_.empty()) {
+                const int64_t n = rows_of(queue_.front()->item, E);
+                if (!take.empty() && rows + n > max_rows_) break;
+                rows += n;
+                take.push_back(queue_.front());
+                queue_.pop_front();
+            }
+        }
+        items.clear();
+        for (Work* w : take) items.push_back(w->item);
+        std::exception_ptr error;
+        try {
+            const kernels::ExactSmallBatches exact;
+            batch_.run(items);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        std::lock_guard lk(mu_);
+        for (size_t i = 0; i < take.size(); ++i) {
+            if (error)
+                take[i]->error = error;
+            else
+                take[i]->out.assign(items[i].logits.begin(), items[i].logits.end());
+            take[i]->done = true;
+        }
+        ++stats_.passes;
+        stats_.calls += static_cast<int64_t>(take.size());
+        done_cv_.notify_all();
+    }
+}
+
+}  // namespace syslm::infer
