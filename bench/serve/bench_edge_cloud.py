@@ -23,6 +23,7 @@ cloud; answers are greedy, one request at a time.
         --edge student.gguf --text runs/kjv-demo/heldout-books.txt --thresholds 0.1,0.2,0.4
 """
 import argparse
+import concurrent.futures
 import http.client
 import json
 import subprocess
@@ -82,16 +83,18 @@ def run_edge(args, mode_flags, prompts, reference, rtt_ms):
     link = f"{args.rate},{rtt_ms:g}ms"
     edge = start([args.syslm, "serve", "-m", args.edge or args.cloud, "--role", "edge",
                   "--port", str(EDGE_PORT), "--link", link, "-t", str(args.threads),
-                  "--parallel", "1", *mode_flags], EDGE_PORT)
+                  "--parallel", str(args.clients), *mode_flags], EDGE_PORT)
     try:
         c0 = bench_serve.metrics(CLOUD_PORT)
-        same, tokens, seconds, fallbacks = 0, 0, 0.0, 0
-        for p, ref in zip(prompts, reference):
-            text, n, dt, flag = complete(EDGE_PORT, p, args.gen)
-            same += text == ref
-            tokens += n
-            seconds += dt
-            fallbacks += flag is not None
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(args.clients) as pool:
+            answers = list(pool.map(lambda p: complete(EDGE_PORT, p, args.gen), prompts))
+        wall = time.perf_counter() - t0
+        same = sum(a[0] == ref for a, ref in zip(answers, reference))
+        tokens = sum(a[1] for a in answers)
+        fallbacks = sum(a[3] is not None for a in answers)
+        # one client: the requests' own times; several: the wall time of all of them
+        seconds = sum(a[2] for a in answers) if args.clients == 1 else wall
         c1, e = bench_serve.metrics(CLOUD_PORT), bench_serve.metrics(EDGE_PORT)
     finally:
         stop(edge)
@@ -126,24 +129,29 @@ def speculative(args, prompts, reference, cloud_alone):
 
 
 def split(args, prompts, reference, cloud_alone):
-    print(f"split at layer {args.split_at}")
-    print("| wire | RTT | identical | bytes / token | added latency / token | tokens/s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print(f"split at layer {args.split_at}, {args.clients} client(s)")
+    print("| wire | RTT | identical | bytes / token | added latency / token | tokens/s | "
+          "calls per pass, edge / cloud |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows = []
     for wire in args.wires.split(","):
         for rtt in args.rtts:
             r = run_edge(args, ["--split-at", str(args.split_at), "--cloud",
                                 f"http://127.0.0.1:{CLOUD_PORT}", "--wire", wire],
                          prompts, reference, rtt)
-            r.pop("cloud")
+            c = r.pop("cloud")
             e = r.pop("edge")
+            r["edge_calls_per_pass"] = e["edge_batched_calls_total"] / e["edge_batches_total"]
+            r["cloud_calls_per_pass"] = c["cloud_batched_calls_total"] / max(
+                c["cloud_batches_total"], 1)
             # per generated token: the link's time over the whole answer (prompt rows included)
             added = (e["edge_link_seconds_total"] - e["edge_split_cloud_seconds_total"]) / \
                 r["tokens"]
             r.update(wire=wire, added_ms_per_token=1e3 * added)
             print(f"| {wire} | {rtt:g} ms | {r['identical']}/{r['answers']} | "
                   f"{r['bytes_per_token']:.0f} | {r['added_ms_per_token']:.2f} ms | "
-                  f"{r['tokens_per_s']:.0f} |")
+                  f"{r['tokens_per_s']:.0f} | {r['edge_calls_per_pass']:.2f} / "
+                  f"{r['cloud_calls_per_pass']:.2f} |")
             rows.append(r)
     return rows
 
@@ -184,6 +192,9 @@ def main():
     ap.add_argument("--split-at", type=int, default=2)
     ap.add_argument("--wires", default="f16,int8")
     ap.add_argument("--thresholds", default="0.05,0.1,0.15,0.25,0.45")
+    ap.add_argument("--clients", type=int, default=1,
+                    help="concurrent requests (the edge's --parallel); tokens/s is then over "
+                         "the wall time of all of them")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args()

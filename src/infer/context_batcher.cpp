@@ -15,19 +15,7 @@ int64_t rows_of(const model::ContextBatch::Item& it, int64_t n_embd) {
 }  // namespace
 
 ContextBatcher::ContextBatcher(const model::Model& model, int threads, int max_rows)
-    : model_(model),
-      max_rows_(max_rows),
-      batch_(model, max_rows, threads),
-      thread_([this] { loop(); }) {}
-
-ContextBatcher::~ContextBatcher() {
-    {
-        std::lock_guard lk(mu_);
-        stop_ = true;
-    }
-    work_cv_.notify_all();
-    thread_.join();
-}
+    : model_(model), max_rows_(max_rows), batch_(model, max_rows, threads) {}
 
 // A large call on the caller's thread, through the context's own forward.
 std::vector<float> ContextBatcher::run_alone(const model::ContextBatch::Item& it) {
@@ -54,8 +42,12 @@ std::vector<float> ContextBatcher::run(const model::ContextBatch::Item& item) {
     w.item = item;
     std::unique_lock lk(mu_);
     queue_.push_back(&w);
-    work_cv_.notify_all();
-    done_cv_.wait(lk, [&] { return w.done; });
+    while (!w.done) {
+        if (!running_)
+            run_pass(lk);  // this caller runs the waiting calls, its own among them
+        else
+            done_cv_.wait(lk);
+    }
     if (w.error) std::rethrow_exception(w.error);
     return std::move(w.out);
 }
@@ -65,46 +57,40 @@ BatcherStats ContextBatcher::stats() const {
     return stats_;
 }
 
-void ContextBatcher::loop() {
+void ContextBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
     const int64_t E = model_.hparams().n_embd;
     std::vector<Work*> take;
-    std::vector<model::ContextBatch::Item> items;
-    while (true) {
-        {
-            std::unique_lock lk(mu_);
-            work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-            if (stop_ && queue_.empty()) return;
-            take.clear();
-            int64_t rows = 0;
-            while (!queue_.empty()) {
-                const int64_t n = rows_of(queue_.front()->item, E);
-                if (!take.empty() && rows + n > max_rows_) break;
-                rows += n;
-                take.push_back(queue_.front());
-                queue_.pop_front();
-            }
-        }
-        items.clear();
-        for (Work* w : take) items.push_back(w->item);
-        std::exception_ptr error;
-        try {
-            const kernels::ExactSmallBatches exact;
-            batch_.run(items);
-        } catch (...) {
-            error = std::current_exception();
-        }
-        std::lock_guard lk(mu_);
-        for (size_t i = 0; i < take.size(); ++i) {
-            if (error)
-                take[i]->error = error;
-            else
-                take[i]->out.assign(items[i].logits.begin(), items[i].logits.end());
-            take[i]->done = true;
-        }
-        ++stats_.passes;
-        stats_.calls += static_cast<int64_t>(take.size());
-        done_cv_.notify_all();
+    int64_t rows = 0;
+    while (!queue_.empty()) {
+        const int64_t n = rows_of(queue_.front()->item, E);
+        if (!take.empty() && rows + n > max_rows_) break;
+        rows += n;
+        take.push_back(queue_.front());
+        queue_.pop_front();
     }
+    running_ = true;
+    lk.unlock();
+    std::vector<model::ContextBatch::Item> items;
+    for (Work* w : take) items.push_back(w->item);
+    std::exception_ptr error;
+    try {
+        const kernels::ExactSmallBatches exact;
+        batch_.run(items);
+    } catch (...) {
+        error = std::current_exception();
+    }
+    lk.lock();
+    for (size_t i = 0; i < take.size(); ++i) {
+        if (error)
+            take[i]->error = error;
+        else
+            take[i]->out.assign(items[i].logits.begin(), items[i].logits.end());
+        take[i]->done = true;
+    }
+    ++stats_.passes;
+    stats_.calls += static_cast<int64_t>(take.size());
+    running_ = false;
+    done_cv_.notify_all();  // the finished callers, and one of the others to run the next pass
 }
 
 }  // namespace syslm::infer

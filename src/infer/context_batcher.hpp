@@ -1,7 +1,9 @@
 // Calls of many threads on their own contexts of one model, run together: a thread asks for its
 // context's next rows (model::ContextBatch::Item: token ids or residual rows, up to the head or a
-// layer) and waits; one batcher thread takes every call waiting when a pass starts, up to
-// `max_rows` rows, into one forward pass (the weights read once for all). Below the GEMM's batch
+// layer). When no pass is running, the caller runs one itself, taking every call waiting then, up
+// to `max_rows` rows (the weights read once for all); calls that arrive during a pass wait for
+// it, and one of them runs the next with all of them (flat combining: no hand-off to another
+// thread when the calls do not overlap). Below the GEMM's batch
 // size, under ExactSmallBatches, each row is computed as its context would alone, bit for bit.
 // Larger calls (a prompt's chunk) run alone on the caller's thread. A cloud's sessions
 // (serve/cloud_sessions) and an edge's requests (serve/edge_generator) share passes this way.
@@ -13,7 +15,6 @@
 #include <exception>
 #include <mutex>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "model/context_batch.hpp"
@@ -28,7 +29,6 @@ class ContextBatcher {
 public:
     // max_rows below kernels::kGemmMinTokens keeps every row exact (the default).
     ContextBatcher(const model::Model& model, int threads, int max_rows = 31);
-    ~ContextBatcher();
     ContextBatcher(const ContextBatcher&) = delete;
     ContextBatcher& operator=(const ContextBatcher&) = delete;
 
@@ -46,17 +46,16 @@ private:
         bool done = false;
     };
     std::vector<float> run_alone(const model::ContextBatch::Item& item);
-    void loop();
+    void run_pass(std::unique_lock<std::mutex>& lk);  // under mu_, released while it runs
 
     const model::Model& model_;
     const int max_rows_;
     model::ContextBatch batch_;
     mutable std::mutex mu_;
-    std::condition_variable work_cv_, done_cv_;
+    std::condition_variable done_cv_;
     std::deque<Work*> queue_;
-    bool stop_ = false;
+    bool running_ = false;  // a caller is running a pass
     BatcherStats stats_;
-    std::thread thread_;  // last: it starts once the above exist
 };
 
 }  // namespace syslm::infer
