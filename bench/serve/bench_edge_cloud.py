@@ -202,7 +202,8 @@ def main():
         ap.error(f"--mode {args.mode} needs --edge")
     args.rtts = [float(r) for r in args.rtts.split(",")]
     cloud = start([args.syslm, "serve", "-m", args.cloud, "--role", "cloud", "--port",
-                   str(CLOUD_PORT), "-t", str(args.threads), "--parallel", "4"], CLOUD_PORT)
+                   str(CLOUD_PORT), "-t", str(args.threads), "--parallel", "4",
+                   "--cloud-sessions", str(max(16, args.clients))], CLOUD_PORT)
     try:
         prompts = prompts_from(args.text, args.prompts, args.prompt_tokens)
         m0 = bench_serve.metrics(CLOUD_PORT)
