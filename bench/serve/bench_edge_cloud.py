@@ -106,13 +106,17 @@ def run_edge(args, mode_flags, prompts, reference, rtt_ms):
 
 
 def speculative(args, prompts, reference, cloud_alone):
-    print("| RTT | identical | cloud passes / token | ratio to cloud-only | acceptance | "
-          "tokens / round | bytes / token | tokens/s |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| draft length | RTT | identical | cloud passes / token | ratio to cloud-only | "
+          "acceptance | tokens / round | bytes / token | tokens/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows = []
-    for rtt in args.rtts:
-        r = run_edge(args, ["--verify-at", f"http://127.0.0.1:{CLOUD_PORT}", "--draft-max",
-                            str(args.draft_max)], prompts, reference, rtt)
+    policies = [("adaptive", ["--draft-max", str(args.draft_max)])]
+    if args.fixed_k:
+        policies.append((f"k = {args.fixed_k}", ["--draft-fixed", "--draft-k", str(args.fixed_k)]))
+    for (policy, flags), rtt in ((p, r) for p in policies for r in args.rtts):
+        r = run_edge(args, ["--verify-at", f"http://127.0.0.1:{CLOUD_PORT}", *flags], prompts,
+                     reference, rtt)
+        r["draft_length"] = policy
         d = r.pop("cloud")
         r.pop("edge")
         passes = d["cloud_sessions_total"] + d["cloud_verify_calls_total"]
@@ -121,7 +125,8 @@ def speculative(args, prompts, reference, cloud_alone):
                                                                    1),
                  tokens_per_round=d["cloud_generated_tokens_total"] / d["cloud_verify_calls_total"])
         r["ratio"] = r["passes_per_token"] / cloud_alone["passes_per_token"]
-        print(f"| {rtt:g} ms | {r['identical']}/{r['answers']} | {r['passes_per_token']:.3f} | "
+        print(f"| {policy} | {rtt:g} ms | {r['identical']}/{r['answers']} | "
+              f"{r['passes_per_token']:.3f} | "
               f"{r['ratio']:.2f} | {r['acceptance']:.1%} | {r['tokens_per_round']:.2f} | "
               f"{r['bytes_per_token']:.0f} | {r['tokens_per_s']:.0f} |")
         rows.append(r)
@@ -189,6 +194,8 @@ def main():
     ap.add_argument("--rtts", default="0,10,30", help="round-trip times to simulate, in ms")
     ap.add_argument("--rate", default="0", help="the link's rate (e.g. 20mbit; 0: unlimited)")
     ap.add_argument("--draft-max", type=int, default=16)
+    ap.add_argument("--fixed-k", type=int, default=0,
+                    help="speculative: also a fixed draft length (--draft-fixed --draft-k K)")
     ap.add_argument("--split-at", type=int, default=2)
     ap.add_argument("--wires", default="f16,int8")
     ap.add_argument("--thresholds", default="0.05,0.1,0.15,0.25,0.45")

@@ -48,6 +48,7 @@ struct ServeArgs {
     int cloud_sessions = 0;
     infer::SpeculativeOptions spec;
     bool draft_fixed = false;
+    double spare_cloud = 0.2;
     double request_timeout = 5, keep_alive_timeout = 30, write_timeout = 30;
     size_t max_body = 1 << 20;
     // The options a plan sets (to tell a contradicting command line).
@@ -187,6 +188,12 @@ void add_edge_cloud_options(CLI::App& app, ServeArgs& a) {
         ->capture_default_str();
     app.add_option("--draft-max", a.spec.k_max, "Edge: largest adaptive draft length")
         ->capture_default_str();
+    app.add_option("--spare-cloud", a.spare_cloud,
+                   "Edge, --verify-at: the adaptive draft length takes the longest drafts (the "
+                   "fewest cloud passes per token) predicted within this fraction of the fastest "
+                   "(0: the fastest)")
+        ->capture_default_str()
+        ->check(finite_in(0.0, 1.0));
     app.add_flag("--draft-fixed", a.draft_fixed,
                  "Edge: keep the draft length at --draft-k (default: adapt it to the acceptance "
                  "rate and the measured cost of drafting and of a call to the cloud)");
@@ -217,9 +224,11 @@ void check_mode_options(const ServeArgs& a) {
                 "--cascade and --defer-below go together");
     usage_check(!a.cascade.empty() || a.defer == "token", "--defer is for --cascade");
     const infer::SpeculativeOptions d;
-    usage_check(!a.verify_at.empty() || (a.spec.k == d.k && a.spec.k_min == d.k_min &&
-                                         a.spec.k_max == d.k_max && !a.draft_fixed),
-                "--draft-k, --draft-min, --draft-max and --draft-fixed are for --verify-at");
+    usage_check(
+        !a.verify_at.empty() || (a.spec.k == d.k && a.spec.k_min == d.k_min &&
+                                 a.spec.k_max == d.k_max && !a.draft_fixed && a.spare_cloud == 0.2),
+        "--draft-k, --draft-min, --draft-max, --draft-fixed and --spare-cloud are for "
+        "--verify-at");
 }
 
 // The roles' options agree with --role.
@@ -265,6 +274,7 @@ std::unique_ptr<serve::EdgeGenerator> edge_generator(const ServeArgs& a,
     ec.max_waiting = a.max_queue;
     ec.speculative = a.spec;
     ec.speculative.adaptive = !a.draft_fixed;
+    ec.speculative.spare_target = a.spare_cloud;
     return std::make_unique<serve::EdgeGenerator>(std::move(model), tok, ec);
 }
 

@@ -52,18 +52,20 @@ struct VerifyCost {
 // The draft length with the most expected tokens per second: a round of k drafts yields
 // (1 - a^(k+1)) / (1 - a) tokens and costs k draft steps plus one target call of k + 1 tokens;
 // k = 0 is plain decoding (one token per call of one).
-int best_k(double a, double draft_step, const VerifyCost& verify, int lo, int hi) {
+int best_k(double a, double draft_step, const VerifyCost& verify, int lo, int hi,
+           double spare_target) {
     a = std::clamp(a, 0.0, 0.999);
-    int best = 0;
-    double best_rate = 1.0 / std::max(verify.at(1), 1e-12);
+    std::vector<std::pair<int, double>> rates = {{0, 1.0 / std::max(verify.at(1), 1e-12)}};
     for (int k = lo; k <= hi; ++k) {
         const double tokens = (1 - std::pow(a, k + 1)) / (1 - a);
-        const double rate = tokens / std::max(k * draft_step + verify.at(k + 1), 1e-12);
-        if (rate > best_rate) {
-            best_rate = rate;
-            best = k;
-        }
+        rates.emplace_back(k, tokens / std::max(k * draft_step + verify.at(k + 1), 1e-12));
     }
+    double best_rate = 0;
+    for (const auto& [k, rate] : rates) best_rate = std::max(best_rate, rate);
+    // The longest drafts (the fewest target calls per token) within spare_target of the fastest.
+    int best = 0;
+    for (const auto& [k, rate] : rates)
+        if (rate >= (1 - spare_target) * best_rate) best = std::max(best, k);
     return best;
 }
 
@@ -186,6 +188,9 @@ void check_speculative_draft(const model::Context& draft, int target_vocab,
 
 namespace {
 
+// The draft length of a trial round while drafting is off (see planned_length).
+constexpr int kExplore = 4;
+
 // One generation: rounds of drafting k tokens, verifying them in one target call, passing on
 // what was kept, and (adaptive) choosing the next k from the measured acceptance and costs.
 class SpeculativeDecoder {
@@ -251,7 +256,10 @@ private:
     // + k - 1.
     int planned_length(int n_predict) {
         int planned = k_;
-        if (o_.adaptive && ++round_ % 16 == 0) planned = k_ == 0 ? o_.k_min : 0;
+        // Off, the trial drafts kExplore: a call of k_min + 1 tokens costs about what a call of
+        // one does, so the slope fitted from those two sizes is mostly noise; a wider one fits it.
+        if (o_.adaptive && ++round_ % 16 == 0)
+            planned = k_ == 0 ? std::clamp(kExplore, o_.k_min, o_.k_max) : 0;
         const int kk = std::min({planned, n_predict - gs_.n_generated - 1,
                                  target_.n_ctx() - target_.n_past() - 1,
                                  draft_.n_ctx() - static_cast<int>(tokens_.size())});
@@ -302,7 +310,8 @@ private:
             draft_step_ = draft_step_ > 0 ? 0.8 * draft_step_ + 0.2 * per_draft : per_draft;
         }
         if (draft_step_ > 0)
-            k_ = best_k(acc_sum_ / trials_, draft_step_, verify_cost_, o_.k_min, o_.k_max);
+            k_ = best_k(acc_sum_ / trials_, draft_step_, verify_cost_, o_.k_min, o_.k_max,
+                        o_.spare_target);
     }
 
     SpeculativeTarget& target_;

@@ -10,9 +10,10 @@
 // k adapts: after every round the acceptance rate a (per draft token, running average), the
 // draft's time per token d and a running fit of the target call's time against the tokens it
 // verifies, v(n) = v0 + v1 n, pick the k in {0} u [k_min, k_max] with the most expected tokens
-// per second, (1 - a^(k+1)) / ((1 - a) (k d + v(k + 1))). k = 0 is plain decoding: chosen when the
-// target is compute-bound (verifying k + 1 tokens costs about k + 1 steps), so a draft never makes
-// generation much slower; every 16th round tries the other regime to keep the estimates fresh.
+// per second, (1 - a^(k+1)) / ((1 - a) (k d + v(k + 1))) (or, with spare_target, the longest within
+// that fraction of it). k = 0 is plain decoding: chosen when the target is compute-bound
+// (verifying k + 1 tokens costs about k + 1 steps), so a draft never makes generation much slower;
+// every 16th round tries the other regime to keep the estimates fresh.
 #pragma once
 
 #include <functional>
@@ -31,6 +32,10 @@ struct SpeculativeOptions {
     int k_min = 1;  // smallest length when drafting (adaptive may also turn drafting off)
     int k_max = 16;
     bool adaptive = true;
+    // Adaptive: the longest draft length (the fewest target calls per token) whose predicted
+    // tokens/s is within this fraction of the fastest. 0: the fastest. A target across a link
+    // (a shared cloud) is worth sparing at a small cost in speed.
+    double spare_target = 0;
 };
 
 struct SpeculativeStats {

@@ -102,6 +102,30 @@ TEST(Speculative, GreedyTokensEqualTheTargetsAlone) {
 // The rule's output is distributed as p for any q: simulated.
 // A target with a linear-attention layer: each rejected draft rolls its recurrent state back
 // (to the verify call's checkpoint), and the greedy tokens stay the target's own.
+// spare_target 1: every length is within 100% of the fastest, so the adaptive rule takes the
+// longest (k_max) once it has measured a round; the target drafting for itself keeps every draft.
+TEST(Speculative, SparingTheTargetTakesTheLongestDrafts) {
+    Models& m = models();
+    const std::vector<int32_t> prompt = {11, 25, 301, 77};
+    const int n = 60;
+    model::Context tc(m.target, 256, 2, 64, DType::F32), dc(m.target, 256, 2, 64, DType::F32);
+    SamplingParams sp;
+    sp.temperature = 0;
+    Sampler s(sp);
+    SpeculativeOptions o;
+    o.k = 2;
+    o.k_max = 8;
+    o.spare_target = 1.0;
+    SpeculativeStats st;
+    std::string text;
+    speculative_generate(
+        tc, dc, m.tok, prompt, n, s, /*ignore_eos=*/true, [&](std::string_view t) { text += t; }, o,
+        &st);
+    EXPECT_EQ(text, decode_all(greedy_plain(prompt, n)));
+    // 3 tokens in the first round, then 9 a round (the 16th round would be a trial without).
+    EXPECT_EQ(st.rounds, 1 + (n - 3 + 8) / 9);
+}
+
 TEST(Speculative, ALinearAttentionTargetRollsItsStateBack) {
     Models& m = models();
     model::InitConfig c = testing::small_model_config("llama_linear", 256, 43);
