@@ -12,7 +12,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
           libopenmpi-dev openmpi-bin chromium chromium-driver
           libjs-marked libjs-highlight.js node-dompurify
           bible-kjv fortunes fortunes-de fortunes-it fortunes-es fortunes-ru fortunes-pl fortunes-eo
-          wordnet-base python3-venv strace)
+          wordnet-base python3-venv strace iproute2)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
