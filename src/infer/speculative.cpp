@@ -198,9 +198,10 @@ public:
     SpeculativeDecoder(SpeculativeTarget& target, model::Context& draft,
                        const tokenizer::Tokenizer& tok, const Sampler& sampler, bool ignore_eos,
                        const std::function<bool(int32_t)>& on_token, const SpeculativeOptions& o,
-                       SpeculativeStats& st, GenerateStats& gs)
+                       SpeculativeStats& st, GenerateStats& gs, const DraftForward* draft_forward)
         : target_(target),
           draft_(draft),
+          draft_forward_(draft_forward),
           tok_(tok),
           draft_sampler_(draft_params(sampler)),
           ignore_eos_(ignore_eos),
@@ -215,7 +216,7 @@ public:
         tokens_.assign(prompt.begin(), prompt.end());
         const auto t0 = Clock::now();
         target_.start(prompt);
-        if (prompt.size() > 1) draft_.forward(prompt.first(prompt.size() - 1));
+        if (prompt.size() > 1) draft_logits(prompt.first(prompt.size() - 1));
         gs_.prompt_seconds = seconds(t0);
     }
 
@@ -244,6 +245,12 @@ public:
     }
 
 private:
+    std::span<const float> draft_logits(std::span<const int32_t> tokens) {
+        if (!draft_forward_) return draft_.forward(tokens);
+        draft_out_ = (*draft_forward_)(draft_, tokens);
+        return draft_out_;
+    }
+
     static SamplingParams draft_params(const Sampler& sampler) {
         SamplingParams dp = sampler.params();
         dp.seed = sampler.params().seed ^ 0x9e3779b97f4a7c15ull;
@@ -274,7 +281,7 @@ private:
         std::span<const int32_t> feed(tokens_.data() + draft_.n_past(),
                                       tokens_.size() - static_cast<size_t>(draft_.n_past()));
         for (int i = 0; i < kk; ++i) {
-            const std::span<const float> logits = draft_.forward(feed);
+            const std::span<const float> logits = draft_logits(feed);
             const std::span<const TokenProb> dist = draft_sampler_.distribution(logits);
             q_.emplace_back(dist.begin(), dist.end());
             drafts_.push_back(draft_sampler_.draw(q_.back()));
@@ -316,6 +323,8 @@ private:
 
     SpeculativeTarget& target_;
     model::Context& draft_;
+    const DraftForward* draft_forward_;
+    std::vector<float> draft_out_;
     const tokenizer::Tokenizer& tok_;
     Sampler draft_sampler_;
     const bool ignore_eos_;
@@ -338,12 +347,13 @@ GenerateStats speculative_tokens(SpeculativeTarget& target, model::Context& draf
                                  const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
                                  int n_predict, const Sampler& sampler, bool ignore_eos,
                                  const std::function<bool(int32_t)>& on_token,
-                                 const SpeculativeOptions& o, SpeculativeStats* stats) {
+                                 const SpeculativeOptions& o, SpeculativeStats* stats,
+                                 const DraftForward* draft_forward) {
     SpeculativeStats local;
     GenerateStats gs;
     gs.n_prompt = static_cast<int>(prompt.size());
     SpeculativeDecoder d(target, draft, tok, sampler, ignore_eos, on_token, o,
-                         stats ? *stats : local, gs);
+                         stats ? *stats : local, gs, draft_forward);
     d.prefill(prompt);
     d.generate(n_predict);
     return gs;

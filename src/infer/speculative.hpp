@@ -108,15 +108,21 @@ void check_speculative_draft(const model::Context& draft, int target_vocab,
                              std::span<const int32_t> prompt, const Sampler& sampler,
                              const SpeculativeOptions& options);
 
+// The draft's forward passes run by someone else (an edge batching its requests' drafts:
+// infer/context_batcher): the last row's logits of these tokens appended to the context.
+using DraftForward = std::function<std::vector<float>(model::Context&, std::span<const int32_t>)>;
+
 // The rounds, token by token: the prompt goes to both sides, then drafting and verification
 // until n_predict tokens, an end-of-generation token (unless ignore_eos; it is not passed on),
 // the target's context is full, or on_token returns false. The draft uses a copy of `sampler`'s
-// parameters with its own generator; the draft context must be empty.
+// parameters with its own generator; the draft context must be empty. draft_forward: null, the
+// draft context's own forward.
 GenerateStats speculative_tokens(SpeculativeTarget& target, model::Context& draft,
                                  const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
                                  int n_predict, const Sampler& sampler, bool ignore_eos,
                                  const std::function<bool(int32_t)>& on_token,
-                                 const SpeculativeOptions& options, SpeculativeStats* stats);
+                                 const SpeculativeOptions& options, SpeculativeStats* stats,
+                                 const DraftForward* draft_forward = nullptr);
 
 // Like generate(), with the target in a local context: text as it is produced. `sampler`
 // samples for the target; both contexts must be empty and share the vocabulary.

@@ -278,9 +278,15 @@ void EdgeGenerator::speculative(Slot& slot, Run& r) {
     infer::SpeculativeStats st;
     try {
         RemoteTarget target(*slot.link, p.sampling, need, model_->hparams().n_vocab);
+        // The slots' drafts run together (the batcher's passes).
+        const infer::DraftForward draft_forward = [this](model::Context& ctx,
+                                                         std::span<const int32_t> tokens) {
+            return logits_of(ctx, tokens);
+        };
         const infer::Sampler sampler(p.sampling);
         r.eog = infer::speculative_tokens(target, *slot.ctx, tok_, r.job.prompt, p.max_tokens,
-                                          sampler, p.ignore_eos, r.on_token, cfg_.speculative, &st)
+                                          sampler, p.ignore_eos, r.on_token, cfg_.speculative, &st,
+                                          &draft_forward)
                     .stopped_at_eog;
     } catch (const CloudError& e) {
         r.fallback = std::string("cloud unavailable: ") + e.what();

@@ -13,9 +13,8 @@
 //   rest and the head; each token's residual row crosses the link (f16, int8 with a scale per
 //   row, or f32) and the cloud answers the next token. Without the cloud the answer cannot go on:
 //   it ends with a 502 naming the cloud and the reason.
-// Requests run in `slots` workers, each with its own context and connection; the cascade's and
-// the split's forward rows of all slots run together (infer::ContextBatcher; a speculative
-// edge's drafts run alone). When the cloud
+// Requests run in `slots` workers, each with its own context and connection; the slots' forward
+// rows (drafts, a cascade's tokens, a split's layers) run together (infer::ContextBatcher). When the cloud
 // fails or passes its deadline, the answer goes on from the edge's model alone and says so
 // (Event::fallback, "syslm": {"fallback": ...} in the response).
 #pragma once
