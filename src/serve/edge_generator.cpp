@@ -411,79 +411,6 @@ void EdgeGenerator::cloud_finishes(Slot& slot, Run& r) {
     }
 }
 
-namespace {
-
-// A split session on the cloud: opened with the split point, each call one chunk of rows; closed
-// with this object unless the link failed.
-class SplitSession {
-public:
-    SplitSession(CloudLink& link, const infer::GenerationParams& p, int split_at, int n_ctx,
-                 int n_vocab)
-        : link_(link) {
-        const nlohmann::ordered_json a =
-            call_cloud(link, "/v1/syslm/session",
-                       {{"split_at", split_at},
-                        {"n_ctx", n_ctx},
-                        {"n_vocab", n_vocab},
-                        {"sampling",
-                         {{"temperature", p.sampling.temperature},
-                          {"top_k", p.sampling.top_k},
-                          {"top_p", p.sampling.top_p},
-                          {"min_p", p.sampling.min_p},
-                          {"repeat_penalty", p.sampling.repeat_penalty},
-                          {"repeat_last_n", p.sampling.repeat_last_n},
-                          {"presence_penalty", p.sampling.presence_penalty},
-                          {"frequency_penalty", p.sampling.frequency_penalty},
-                          {"seed", p.sampling.seed & 0x7fffffffffffffffull}}}});
-        if (!a.contains("session") || !a["session"].is_string())
-            throw CloudError("the cloud's session answer lacks 'session'");
-        id_ = a["session"].get<std::string>();
-    }
-    ~SplitSession() {
-        if (failed_) return;
-        try {
-            call_cloud(link_, "/v1/syslm/close", {{"session", id_}});
-        } catch (const CloudError&) {
-        }
-    }
-    // One chunk's rows; the cloud's next token (-1 when not sampled) and its compute seconds.
-    int32_t call(std::span<const int32_t> tokens, std::span<const float> rows, int64_t width,
-                 infer::WireType wire, bool sample, int n_vocab, double* cloud_seconds) {
-        const nlohmann::ordered_json head = {
-            {"session", id_},
-            {"n_past", n_past_},
-            {"tokens", std::vector<int32_t>(tokens.begin(), tokens.end())},
-            {"wire", infer::wire_name(wire)},
-            {"sample", sample}};
-        const std::string body =
-            head.dump() + "\n" +
-            infer::encode_rows(wire, rows, static_cast<int64_t>(tokens.size()), width);
-        nlohmann::ordered_json a;
-        try {
-            a = call_cloud(link_, "/v1/syslm/split", body, "application/octet-stream");
-        } catch (const CloudError&) {
-            failed_ = true;
-            throw;
-        }
-        n_past_ += static_cast<int>(tokens.size());
-        if (a.contains("seconds") && a["seconds"].is_number())
-            *cloud_seconds += a["seconds"].get<double>();
-        if (!sample) return -1;
-        if (!a.contains("token") || !a["token"].is_number_integer() ||
-            a["token"].get<int64_t>() < 0 || a["token"].get<int64_t>() >= n_vocab)
-            throw CloudError("the cloud's split answer lacks a token in the vocabulary");
-        return a["token"].get<int32_t>();
-    }
-
-private:
-    CloudLink& link_;
-    std::string id_;
-    int n_past_ = 0;
-    bool failed_ = false;
-};
-
-}  // namespace
-
 void EdgeGenerator::split(Slot& slot, Run& r) {
     const infer::GenerationParams& p = r.job.params;
     model::Context& ctx = *slot.ctx;
@@ -491,7 +418,7 @@ void EdgeGenerator::split(Slot& slot, Run& r) {
     const int64_t E = model_->hparams().n_embd;
     const int need = static_cast<int>(
         std::min<int64_t>(cfg_.n_ctx, static_cast<int64_t>(r.tokens.size()) + p.max_tokens + 1));
-    SplitSession cloud(*slot.link, p, cfg_.split_at, need, V);
+    RemoteSplit cloud(*slot.link, p.sampling, cfg_.split_at, need, V);
     double cloud_seconds = 0;
     int64_t sent = 0;
     // The prompt in chunks the cloud takes in one call; the last one's row gives the first token.

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "infer/wire_rows.hpp"
 #include "serve/http_client.hpp"
 
 namespace syslm::serve {
@@ -56,11 +57,7 @@ RemoteTarget::~RemoteTarget() {
 }
 
 void RemoteTarget::start(std::span<const int32_t> prompt) {
-    const json s = {{"temperature", sampling_.temperature},
-                    {"top_k", sampling_.top_k},
-                    {"top_p", sampling_.top_p},
-                    {"min_p", sampling_.min_p},
-                    {"seed", sampling_.seed & 0x7fffffffffffffffull}};
+    const json s = sampling_json(sampling_);
     const json a =
         call("/v1/syslm/session", {{"prompt", std::vector<int32_t>(prompt.begin(), prompt.end())},
                                    {"n_ctx", n_ctx_},
@@ -124,6 +121,67 @@ int RemoteTarget::round(std::span<const int32_t> context, std::span<const int32_
     const int kept = read_round(a, drafts, n_vocab_, emitted);
     n_past_ += 1 + static_cast<int>(context.size()) + kept;
     return kept;
+}
+
+json sampling_json(const infer::SamplingParams& s) {
+    return {{"temperature", s.temperature},
+            {"top_k", s.top_k},
+            {"top_p", s.top_p},
+            {"min_p", s.min_p},
+            {"repeat_penalty", s.repeat_penalty},
+            {"repeat_last_n", s.repeat_last_n},
+            {"presence_penalty", s.presence_penalty},
+            {"frequency_penalty", s.frequency_penalty},
+            {"seed", s.seed & 0x7fffffffffffffffull}};
+}
+
+RemoteSplit::RemoteSplit(CloudLink& link, const infer::SamplingParams& sampling, int split_at,
+                         int n_ctx, int n_vocab)
+    : link_(link) {
+    const json a = call_cloud(link, "/v1/syslm/session",
+                              {{"split_at", split_at},
+                               {"n_ctx", n_ctx},
+                               {"n_vocab", n_vocab},
+                               {"sampling", sampling_json(sampling)}});
+    if (!a.contains("session") || !a["session"].is_string())
+        throw CloudError("the cloud's session answer lacks 'session'");
+    id_ = a["session"].get<std::string>();
+}
+
+RemoteSplit::~RemoteSplit() {
+    if (failed_) return;
+    try {
+        call_cloud(link_, "/v1/syslm/close", {{"session", id_}});
+    } catch (const CloudError&) {
+    }
+}
+
+int32_t RemoteSplit::call(std::span<const int32_t> tokens, std::span<const float> rows,
+                          int64_t width, infer::WireType wire, bool sample, int n_vocab,
+                          double* cloud_seconds) {
+    const json head = {{"session", id_},
+                       {"n_past", n_past_},
+                       {"tokens", std::vector<int32_t>(tokens.begin(), tokens.end())},
+                       {"wire", infer::wire_name(wire)},
+                       {"sample", sample}};
+    const std::string body =
+        head.dump() + "\n" +
+        infer::encode_rows(wire, rows, static_cast<int64_t>(tokens.size()), width);
+    json a;
+    try {
+        a = call_cloud(link_, "/v1/syslm/split", body, "application/octet-stream");
+    } catch (const CloudError&) {
+        failed_ = true;
+        throw;
+    }
+    n_past_ += static_cast<int>(tokens.size());
+    if (a.contains("seconds") && a["seconds"].is_number())
+        *cloud_seconds += a["seconds"].get<double>();
+    if (!sample) return -1;
+    if (!a.contains("token") || !a["token"].is_number_integer() || a["token"].get<int64_t>() < 0 ||
+        a["token"].get<int64_t>() >= n_vocab)
+        throw CloudError("the cloud's split answer lacks a token in the vocabulary");
+    return a["token"].get<int32_t>();
 }
 
 }  // namespace syslm::serve

@@ -2,9 +2,10 @@
 // side is serve/cloud_sessions), as the target of speculative decoding or a cascade's deferrals:
 // start opens the session with the prompt and the request's sampling parameters, each verify is
 // one call carrying the drafts and the distributions they were drawn from, each defer one call
-// with the edge's own tokens since the last, and the session closes with this object. A link that
-// fails, passes its deadline, or a cloud that answers an error throws CloudError: the caller
-// decides what to do without the cloud (the edge answers alone).
+// with the edge's own tokens since the last, and the session closes with this object; and (split)
+// the cloud's layers of a split model in a session (RemoteSplit). A link that fails, passes its
+// deadline, or a cloud that answers an error throws CloudError: the caller decides what to do
+// without the cloud (the edge answers alone, or a split answer ends with a 502).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "infer/speculative.hpp"
+#include "infer/wire_rows.hpp"
 #include "serve/cloud_link.hpp"
 
 namespace syslm::serve {
@@ -28,6 +30,9 @@ nlohmann::ordered_json call_cloud(CloudLink& link, const std::string& path,
 // The same with a body of another type (a split call's header line and rows).
 nlohmann::ordered_json call_cloud(CloudLink& link, const std::string& path, std::string_view body,
                                   const std::string& content_type);
+
+// The request's sampling parameters as a session's "sampling" object.
+nlohmann::ordered_json sampling_json(const infer::SamplingParams& s);
 
 class RemoteTarget final : public infer::SpeculativeTarget {
 public:
@@ -58,6 +63,27 @@ private:
     int n_past_ = 0;
     std::string session_;
     bool failed_ = false;  // the link failed once: the session is left to the cloud's timeout
+};
+
+// A split model's session on the cloud (`serve --role edge --split-at L`): opened with the split
+// point and the sampling parameters, each call one chunk of residual rows entering layer L (a
+// JSON header line, then the rows in the wire format); closed with this object unless the link
+// failed.
+class RemoteSplit {
+public:
+    RemoteSplit(CloudLink& link, const infer::SamplingParams& sampling, int split_at, int n_ctx,
+                int n_vocab);
+    ~RemoteSplit();
+    // One chunk's rows; the cloud's next token (-1 when not sampled); its compute time added to
+    // *cloud_seconds.
+    int32_t call(std::span<const int32_t> tokens, std::span<const float> rows, int64_t width,
+                 infer::WireType wire, bool sample, int n_vocab, double* cloud_seconds);
+
+private:
+    CloudLink& link_;
+    std::string id_;
+    int n_past_ = 0;
+    bool failed_ = false;
 };
 
 }  // namespace syslm::serve
