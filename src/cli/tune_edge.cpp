@@ -54,7 +54,7 @@ std::function<int()> setup_tune_edge(CLI::App& sub) {
     sub.add_option("-o,--out", o.out_dir, "Directory for the report, plan.json and model.gguf")
         ->required();
     sub.add_option("--device", a->device,
-                   "The edge: its memory and cores, e.g. 2GB,2cores (units KB MB GB KiB MiB GiB)")
+                   "The edge: its memory and cores, e.g. 2GB,2cores (units B, KB, MB, GB, KiB, MiB, GiB)")
         ->required();
     sub.add_option("--link", a->link, "The link to the cloud, RATE,RTT (e.g. 20mbit,30ms)")
         ->capture_default_str();

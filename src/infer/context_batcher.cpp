@@ -5,15 +5,6 @@
 
 namespace syslm::infer {
 
-namespace {
-
-int64_t rows_of(const model::ContextBatch::Item& it, int64_t n_embd) {
-    return it.tokens.empty() ? static_cast<int64_t>(it.residual.size()) / n_embd
-                             : static_cast<int64_t>(it.tokens.size());
-}
-
-}  // namespace
-
 ContextBatcher::ContextBatcher(const model::Model& model, int threads, int max_rows)
     : model_(model), max_rows_(max_rows), batch_(model, max_rows, threads) {}
 
@@ -37,7 +28,7 @@ std::vector<float> ContextBatcher::run_alone(const model::ContextBatch::Item& it
 
 std::vector<float> ContextBatcher::run(const model::ContextBatch::Item& item) {
     batch_.check(item);  // a bad call fails alone, not the pass it would have joined
-    if (rows_of(item, model_.hparams().n_embd) > max_rows_) return run_alone(item);
+    if (batch_.rows(item) > max_rows_) return run_alone(item);
     Work w;
     w.item = item;
     std::unique_lock lk(mu_);
@@ -58,11 +49,12 @@ BatcherStats ContextBatcher::stats() const {
 }
 
 void ContextBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
-    const int64_t E = model_.hparams().n_embd;
-    std::vector<Work*> take;
+    std::vector<Work*>& take = take_;  // only the caller running the pass uses these
+    std::vector<model::ContextBatch::Item>& items = items_;
+    take.clear();
     int64_t rows = 0;
     while (!queue_.empty()) {
-        const int64_t n = rows_of(queue_.front()->item, E);
+        const int64_t n = batch_.rows(queue_.front()->item);
         if (!take.empty() && rows + n > max_rows_) break;
         rows += n;
         take.push_back(queue_.front());
@@ -70,7 +62,7 @@ void ContextBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
     }
     running_ = true;
     lk.unlock();
-    std::vector<model::ContextBatch::Item> items;
+    items.clear();
     for (Work* w : take) items.push_back(w->item);
     std::exception_ptr error;
     try {

@@ -55,6 +55,9 @@ private:
     std::condition_variable done_cv_;
     std::deque<Work*> queue_;
     bool running_ = false;  // a caller is running a pass
+    // The running pass's calls and items (kept for their capacity; the running caller's alone).
+    std::vector<Work*> take_;
+    std::vector<model::ContextBatch::Item> items_;
     BatcherStats stats_;
 };
 

@@ -1,19 +1,21 @@
 #include "model/context_batch.hpp"
 
 #include <algorithm>
-#include <map>
 #include <tuple>
 
 #include "core/error.hpp"
 
 namespace syslm::model {
 
-namespace {
-
 // Several contexts' rows, one after another: each a ContiguousRows over its own cache, called
 // with its own rows' part of the batch's buffers, so that each computes what it would alone.
 class SessionRows final : public KvRows {
 public:
+    void clear() {
+        parts_.clear();
+        starts_.clear();
+        rows_ = 0;
+    }
     void add(KVCache& cache, int64_t n_past, int64_t n) {
         starts_.push_back(rows_);
         parts_.emplace_back(cache, n_past, n);
@@ -55,22 +57,31 @@ private:
     int64_t rows_ = 0;
 };
 
-int64_t rows_of(const ContextBatch::Item& it, int64_t n_embd) {
-    return it.tokens.empty() ? static_cast<int64_t>(it.residual.size()) / n_embd
-                             : static_cast<int64_t>(it.tokens.size());
+namespace {
+
+// The pass an item's rows go in: token ids or residual rows, from and up to which layers.
+std::tuple<bool, int, int> pass_of(const ContextBatch::Item& it) {
+    return {it.tokens.empty(), it.first_layer, it.end_layer};
 }
 
-// Floats of an item's output: every row's residual, or every row's or the last row's logits.
-size_t out_size(const ContextBatch::Item& it, int64_t n_embd, int64_t n_vocab) {
-    const int64_t n = rows_of(it, n_embd);
-    if (it.end_layer >= 0) return static_cast<size_t>(n * n_embd);
-    return static_cast<size_t>((it.all_logits ? n : 1) * n_vocab);
+// Floats of an item's output (n rows): every row's residual, or every row's or the last row's
+// logits.
+size_t out_size(const ContextBatch::Item& it, int64_t n, const HParams& hp) {
+    if (it.end_layer >= 0) return static_cast<size_t>(n * hp.n_embd);
+    return static_cast<size_t>((it.all_logits ? n : 1) * hp.n_vocab);
 }
 
 }  // namespace
 
 ContextBatch::ContextBatch(const Model& model, int n_batch, int n_threads)
-    : model_(model), forward_(model, n_batch, n_threads) {}
+    : model_(model), forward_(model, n_batch, n_threads), rows_(std::make_unique<SessionRows>()) {}
+
+ContextBatch::~ContextBatch() = default;
+
+int64_t ContextBatch::rows(const Item& it) const {
+    return it.tokens.empty() ? static_cast<int64_t>(it.residual.size()) / model_.hparams().n_embd
+                             : static_cast<int64_t>(it.tokens.size());
+}
 
 void ContextBatch::check(const Item& it) const {
     const HParams& hp = model_.hparams();
@@ -85,7 +96,7 @@ void ContextBatch::check(const Item& it) const {
                 "batch: rows from layer ", it.first_layer, " stopping at ", it.end_layer);
     SYSLM_CHECK(it.residual.size() % static_cast<size_t>(E) == 0,
                 "batch: residual values that are not rows of ", E);
-    const int64_t n = rows_of(it, E);
+    const int64_t n = rows(it);
     SYSLM_CHECK(it.ctx->n_past() + n <= it.ctx->n_ctx(),
                 "batch: context is full: ", it.ctx->n_past(), " + ", n, " rows exceed ",
                 it.ctx->n_ctx());
@@ -96,39 +107,42 @@ void ContextBatch::check(const Item& it) const {
 
 void ContextBatch::run(std::span<Item> items) {
     const HParams& hp = model_.hparams();
-    const int64_t E = hp.n_embd;
     int64_t total = 0;
-    // One pass per kind of row: token ids or residual rows entering each layer, up to the head
-    // or to a layer.
-    std::map<std::tuple<bool, int, int>, std::vector<Item*>> by_layer;
+    size_t out_floats = 0;
+    order_.clear();
     for (Item& it : items) {
         check(it);
         SYSLM_CHECK(it.ctx->kv_cache().types() == items[0].ctx->kv_cache().types(),
                     "batch: contexts with different cache types");
-        total += rows_of(it, E);
-        by_layer[{it.tokens.empty(), it.first_layer, it.end_layer}].push_back(&it);
+        const int64_t n = rows(it);
+        total += n;
+        out_floats += out_size(it, n, hp);
+        order_.push_back(&it);
     }
     SYSLM_CHECK(total <= forward_.n_batch(), "batch: ", total, " rows for a batch of ",
                 forward_.n_batch());
-    size_t out_floats = 0;
-    for (const Item& it : items) out_floats += out_size(it, E, hp.n_vocab);
     logits_.resize(out_floats);
     out_at_ = 0;
-    for (auto& [kind, group] : by_layer) run_group(group);
+    // One pass per kind of row (pass_of), in a stable order.
+    std::stable_sort(order_.begin(), order_.end(),
+                     [](const Item* a, const Item* b) { return pass_of(*a) < pass_of(*b); });
+    for (size_t i = 0, j = 0; i < order_.size(); i = j) {
+        while (j < order_.size() && pass_of(*order_[j]) == pass_of(*order_[i])) ++j;
+        run_group(std::span<Item*>(order_).subspan(i, j - i));
+    }
 }
 
 void ContextBatch::run_group(std::span<Item*> group) {
     const HParams& hp = model_.hparams();
-    const int64_t E = hp.n_embd;
-    const size_t V = static_cast<size_t>(hp.n_vocab);
-    SessionRows rows;
+    SessionRows& kv = *rows_;
+    kv.clear();
     tokens_.clear();
     residual_.clear();
     logit_rows_.clear();
     int64_t row = 0;
     for (Item* it : group) {
-        const int64_t n = rows_of(*it, E);
-        rows.add(it->ctx->cache_, it->ctx->n_past_, n);
+        const int64_t n = rows(*it);
+        kv.add(it->ctx->cache_, it->ctx->n_past_, n);
         tokens_.insert(tokens_.end(), it->tokens.begin(), it->tokens.end());
         residual_.insert(residual_.end(), it->residual.begin(), it->residual.end());
         const bool every_row = it->all_logits || it->end_layer >= 0;
@@ -143,12 +157,12 @@ void ContextBatch::run_group(std::span<Item*> group) {
         ~Restore() { f.set_end_layer(-1); }
     } restore{forward_};
     if (group.front()->tokens.empty())
-        forward_.run_from(first, residual_, rows, logit_rows_, out);
+        forward_.run_from(first, residual_, kv, logit_rows_, out);
     else
-        forward_.run(tokens_, rows, logit_rows_, out);
+        forward_.run(tokens_, kv, logit_rows_, out);
     for (Item* it : group) {
-        const int64_t n = rows_of(*it, E);
-        const size_t k = out_size(*it, E, static_cast<int64_t>(V));
+        const int64_t n = rows(*it);
+        const size_t k = out_size(*it, n, hp);
         it->logits = std::span<const float>(logits_.data() + out_at_, k);
         out_at_ += k;
         it->ctx->n_past_ += static_cast<int>(n);

@@ -6,6 +6,7 @@
 // A context batched alone computes what its own forward computes, bit for bit.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -36,12 +37,17 @@ public:
     // rows, both or neither of tokens and residual rows, a token outside the vocabulary, layers
     // out of range.
     void check(const Item& item) const;
+    int64_t rows(const Item& item) const;  // the item's rows (tokens or residual rows)
     int n_batch() const { return forward_.n_batch(); }
+    ~ContextBatch();
 
 private:
     void run_group(std::span<Item*> group);
     const Model& model_;
     Forward forward_;
+    // Kept between runs (their capacity: nothing is allocated per step once warm).
+    std::unique_ptr<class SessionRows> rows_;
+    std::vector<Item*> order_;
     std::vector<float> logits_;
     std::vector<int32_t> tokens_;
     std::vector<float> residual_;

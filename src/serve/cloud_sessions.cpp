@@ -138,7 +138,6 @@ void CloudSessions::expire_idle() {
             ++it;
         }
     }
-    stats_.open = static_cast<int>(sessions_.size());
 }
 
 json CloudSessions::open(const json& body) {
@@ -182,7 +181,6 @@ json CloudSessions::open(const json& body) {
         s->last_use = Clock::now();
         sessions_.emplace(id, s);  // its slot is held while the prompt runs
         ++stats_.opened;
-        stats_.open = static_cast<int>(sessions_.size());
     }
     const auto t0 = Clock::now();
     try {
@@ -198,7 +196,6 @@ json CloudSessions::open(const json& body) {
         sl.unlock();
         std::lock_guard lk(mu_);
         sessions_.erase(id);
-        stats_.open = static_cast<int>(sessions_.size());
         throw ApiError{500, "server_error", std::string("the session's prompt failed: ") + e.what(),
                        "", ""};
     }
@@ -299,7 +296,7 @@ json CloudSessions::verify(const json& body) {
                           " positions and can take back " + std::to_string(rollback - 1));
     const auto t0 = Clock::now();
     std::vector<int32_t> emitted;
-    const std::vector<int32_t> call = s->target->call_rows(context, drafts);
+    const std::vector<int32_t>& call = s->target->call_rows(context, drafts);
     const std::vector<float> logits = forward(*s->ctx, call, {}, 0, true);
     const int a = s->target->take(logits, m, drafts, q, emitted);
     s->last_use = Clock::now();
@@ -350,7 +347,6 @@ json CloudSessions::close(const json& body) {
     }
     std::lock_guard lk(mu_);
     sessions_.erase(body["session"].get<std::string>());
-    stats_.open = static_cast<int>(sessions_.size());
     return {{"closed", true}};
 }
 
@@ -359,6 +355,7 @@ CloudSessionStats CloudSessions::stats() const {
     {
         std::lock_guard lk(mu_);
         s = stats_;
+        s.open = static_cast<int>(sessions_.size());
     }
     const infer::BatcherStats b = batcher_.stats();
     s.batches = b.passes;

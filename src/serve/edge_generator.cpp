@@ -129,7 +129,6 @@ bool EdgeGenerator::submit(std::vector<int32_t> prompt, const infer::GenerationP
             return w->params.priority > job->params.priority;
         });
         waiting_.insert(at, std::move(job));
-        stats_.waiting = static_cast<int>(waiting_.size());
     }
     cv_.notify_one();
     return true;
@@ -146,7 +145,6 @@ void EdgeGenerator::cancel(int64_t id) {
         if (it != waiting_.end()) {
             queued = std::move(*it);
             waiting_.erase(it);
-            stats_.waiting = static_cast<int>(waiting_.size());
         }
     }
     if (queued) {
@@ -178,15 +176,12 @@ void EdgeGenerator::worker(Slot& slot) {
             if (stop_) return;
             job = std::move(waiting_.front());
             waiting_.pop_front();
-            stats_.waiting = static_cast<int>(waiting_.size());
             running_.push_back(job.get());
-            stats_.running = static_cast<int>(running_.size());
         }
         run(slot, *job);
         {
             std::lock_guard lk(mu_);
             running_.erase(std::find(running_.begin(), running_.end(), job.get()));
-            stats_.running = static_cast<int>(running_.size());
         }
         idle_cv_.notify_all();
     }
@@ -465,6 +460,8 @@ void EdgeGenerator::alone(Slot& slot, Run& r) {
 infer::EngineStats EdgeGenerator::stats() {
     std::lock_guard lk(mu_);
     infer::EngineStats s = stats_;
+    s.running = static_cast<int>(running_.size());
+    s.waiting = static_cast<int>(waiting_.size());
     if (rate_.size() >= 2 && rate_.back().first > rate_.front().first)
         s.tokens_per_s = static_cast<double>(rate_.back().second - rate_.front().second) /
                          (rate_.back().first - rate_.front().first);

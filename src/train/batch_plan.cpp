@@ -46,8 +46,12 @@ size_t parse_memory_size(const std::string& text) {
     else if (unit == "K" || unit == "KiB") mult = 1024.0;
     else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
     else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+    else if (unit == "KB") mult = 1e3;  // a device's "2 GB" is decimal
+    else if (unit == "MB") mult = 1e6;
+    else if (unit == "GB") mult = 1e9;
     SYSLM_CHECK(value > 0 && mult > 0 && std::isfinite(value * mult), "memory size '", text,
-                "': expected a positive number with an optional unit B, KiB, MiB or GiB");
+                "': expected a positive number with an optional unit B, KiB, MiB, GiB, KB, MB "
+                "or GB");
     return static_cast<size_t>(value * mult);
 }
 

@@ -29,7 +29,7 @@ size_t training_memory_bytes(TrainModel& model, OptimizerKind optimizer, int B, 
 BatchPlan plan_batches(TrainModel& model, OptimizerKind optimizer, int T, int sequences,
                        size_t memory_limit);
 
-// "512MiB", "2GiB", "1.5G", "100000000" (bytes); Error otherwise.
+// "512MiB", "2GiB", "1.5G", "100000000" (bytes), "2GB" (decimal); Error otherwise.
 size_t parse_memory_size(const std::string& text);
 
 }  // namespace syslm::train

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "infer/wire_rows.hpp"
 #include "model/transformer.hpp"
-#include "tokenizer/tokenizer.hpp"
+#include "train/batch_plan.hpp"
 #include "tune/plan.hpp"
 
 namespace syslm::tune {
@@ -22,30 +22,6 @@ namespace syslm::tune {
 namespace fs = std::filesystem;
 
 namespace {
-
-// "2GB" -> bytes; decimal and binary units.
-uint64_t parse_size(std::string_view s, std::string_view spec) {
-    size_t i = 0;
-    while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-    double v = 0;
-    try {
-        v = std::stod(std::string(s.substr(0, i)));
-    } catch (const std::exception&) {
-        fail("--device '", std::string(spec), "': expected MEMORY,CORES such as 2GB,2cores");
-    }
-    const std::string unit(s.substr(i));
-    const std::pair<const char*, double> units[] = {{"B", 1},
-                                                    {"KB", 1e3},
-                                                    {"MB", 1e6},
-                                                    {"GB", 1e9},
-                                                    {"KiB", 1 << 10},
-                                                    {"MiB", 1 << 20},
-                                                    {"GiB", double(1 << 30)}};
-    for (const auto& [name, scale] : units)
-        if (unit == name) return static_cast<uint64_t>(v * scale);
-    fail("--device '", std::string(spec), "': memory unit '", unit,
-         "' (B, KB, MB, GB, KiB, MiB or GiB)");
-}
 
 // The model's layer a tensor belongs to ("blk.3.attn_q.weight" -> 3), -1 for the others.
 int layer_of(const std::string& name) {
@@ -129,7 +105,11 @@ DeviceProfile parse_device(std::string_view spec) {
     SYSLM_CHECK(comma != std::string_view::npos, "--device '", std::string(spec),
                 "': expected MEMORY,CORES such as 2GB,2cores");
     DeviceProfile d;
-    d.memory_bytes = parse_size(spec.substr(0, comma), spec);
+    try {
+        d.memory_bytes = train::parse_memory_size(std::string(spec.substr(0, comma)));
+    } catch (const Error& e) {
+        fail("--device '", std::string(spec), "': ", e.what());
+    }
     const std::string_view cores = spec.substr(comma + 1);
     const size_t digits = cores.find_first_not_of("0123456789");
     const std::string_view unit = digits == std::string_view::npos ? "" : cores.substr(digits);

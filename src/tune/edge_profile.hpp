@@ -23,7 +23,8 @@ struct DeviceProfile {
     uint64_t memory_bytes = 0;
     int cores = 1;
 };
-// "2GB,2cores", "512MiB,1core" (units KB MB GB, KiB MiB GiB); throws Error saying what is wrong.
+// "2GB,2cores", "512MiB,1core" (train::parse_memory_size's units); throws Error saying what is
+// wrong.
 DeviceProfile parse_device(std::string_view spec);
 
 struct EdgeTuneOptions {

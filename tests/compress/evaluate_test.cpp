@@ -26,6 +26,19 @@ constexpr const char* kText =
     "void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face "
     "of the waters. And God said, Let there be light: and there was light. ";
 
+std::string repeated(int copies) {
+    std::string text;
+    for (int i = 0; i < copies; ++i) text += kText;
+    return text;
+}
+
+// The text in a file of the test folder; its path.
+std::string write_file(const std::string& name, const std::string& text) {
+    const std::string path = std::string(SYSLM_TEST_TMP) + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
 std::vector<double> log_softmax(std::span<const float> l) {
     double mx = l[0], sum = 0;
     for (float v : l) mx = std::max<double>(mx, v);
@@ -78,10 +91,8 @@ TEST(Evaluate, MatchesDirectComputation) {
     q.target = {DType::Q4_0, KMix::None};  // 48-wide rows fall back to F16: a different model
     quantize_model(f32, dir + "eval_q.gguf", q);
     const std::string other = dir + "eval_q.gguf";
-    std::string text;
-    for (int i = 0; i < 6; ++i) text += kText;
-    const std::string text_path = dir + "eval_text.txt";
-    std::ofstream(text_path) << text;
+    const std::string text = repeated(6);
+    const std::string text_path = write_file("eval_text.txt", text);
 
     EvalOptions o;
     o.n_ctx = 32;
@@ -139,10 +150,8 @@ TEST(Evaluate, CascadeCurveMatchesDirectComputation) {
     q.target = {DType::Q4_0, KMix::None};
     quantize_model(cloud, dir + "cascade_edge.gguf", q);
     const std::string edge = dir + "cascade_edge.gguf";
-    std::string text;
-    for (int i = 0; i < 5; ++i) text += kText;
-    const std::string text_path = dir + "cascade_text.txt";
-    std::ofstream(text_path) << text;
+    const std::string text = repeated(5);
+    const std::string text_path = write_file("cascade_text.txt", text);
     EvalOptions o;
     o.n_ctx = 32;
     o.threads = 2;
@@ -194,10 +203,8 @@ TEST(Evaluate, ChunksMeasuredInTwoPartsMergeToTheWhole) {
     QuantizeOptions q;
     q.target = {DType::Q8_0, KMix::None};
     quantize_model(f32, dir + "eval_parts_q.gguf", q);
-    std::string text;
-    for (int i = 0; i < 6; ++i) text += kText;
-    const std::string text_path = dir + "eval_parts.txt";
-    std::ofstream(text_path) << text;
+    const std::string text = repeated(6);
+    const std::string text_path = write_file("eval_parts.txt", text);
     EvalOptions o;
     o.n_ctx = 32;
     o.threads = 2;
@@ -228,13 +235,10 @@ TEST(Evaluate, ChunksMeasuredInTwoPartsMergeToTheWhole) {
 // with int8 rows the KL equals a direct computation from the logits of the two halves, the rows
 // rounded as the wire carries them.
 TEST(Evaluate, ASplitModelsKlIsWhatItsWireCosts) {
-    const std::string dir = std::string(SYSLM_TEST_TMP) + "/";
     const std::string f32 =
         testing::write_test_model("eval_split", testing::small_model_config("llama", 64, 8));
-    std::string text;
-    for (int i = 0; i < 4; ++i) text += kText;
-    const std::string text_path = dir + "eval_split.txt";
-    std::ofstream(text_path) << text;
+    const std::string text = repeated(4);
+    const std::string text_path = write_file("eval_split.txt", text);
     EvalOptions o;
     o.n_ctx = 32;
     o.threads = 2;

@@ -59,6 +59,8 @@ TEST(BatchPlan, MemorySizesParseWithUnits) {
     EXPECT_EQ(parse_memory_size("512MiB"), size_t{512} << 20);
     EXPECT_EQ(parse_memory_size("2G"), size_t{2} << 30);
     EXPECT_EQ(parse_memory_size("1.5GiB"), size_t{3} << 29);
+    EXPECT_EQ(parse_memory_size("2GB"), size_t{2000000000});
+    EXPECT_EQ(parse_memory_size("19MB"), size_t{19000000});
     for (const char* bad : {"", "MiB", "-1G", "12 GB", "1e3", "0", "1.2.3"})
         EXPECT_THROW(parse_memory_size(bad), Error) << bad;
 }
