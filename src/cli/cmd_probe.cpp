@@ -53,7 +53,10 @@ void print_kernel_choices() {
         const DType t = kernels::load_layout(file_type, 2048);  // what the weights run as
         const kernels::GemmCrossover& c = kernels::gemm_crossover(t);
         const std::string what = "GEMM from, " + std::string(dtype_name(t));
-        std::printf("  %-26s %lld tokens%s\n", what.c_str(), static_cast<long long>(c.min_tokens),
+        const std::string from = c.record.value == "never"
+                                     ? std::string("never (the int8 dots at every size)")
+                                     : std::to_string(c.min_tokens) + " tokens";
+        std::printf("  %-26s %s%s\n", what.c_str(), from.c_str(),
                     c.record.value.empty() ? " (not timed)" : origin(c.record).c_str());
     }
     for (DType t : {DType::Q8_0_G8W, DType::Q4_0_G8}) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -266,15 +267,20 @@ std::vector<uint8_t> timing_rows(const TypeTraits& tt, int64_t rows, int64_t K, 
 // all) and keeps the smallest batch from which the GEMM wins at every size tried, 48 at the
 // latest: the vec_dot's four-tokens-per-block K-quant dots beat the GEMM at 32 tokens on Zen 4
 // (L110M Q4_K_M pp32 +17%), but where this small timing still had the vec_dot ahead at 48 (Q6_K)
-// the model's larger matrices on two threads ran pp48 13% faster on the GEMM.
+// the model's larger matrices on two threads ran pp48 13% faster on the GEMM. Only where the
+// vec_dot is clearly ahead at 48 (by the margin) are larger batches timed, up to 512, and the
+// switch may move past 48 or away ("never"): on an AVX2-only AMD EPYC (Zen 3) the int8 Q4_0_G8
+// dots beat the f32 GEMM at every size (L110M Q4_0 pp512 704-781 against 453-640 t/s).
 constexpr int64_t kMaxCrossoverTokens = 48;
+constexpr int64_t kMaxExtendedTokens = 512;
+constexpr int64_t kNeverGemm = std::numeric_limits<int32_t>::max();
 
 GemmCrossover measure_crossover(DType type) {
     GemmCrossover c;
     const TypeTraits& tt = type_traits(type);
     if (float_type(type) || !tt.from_float || gemm_panel(type, active_isa()) == GemmPanel::None)
         return c;
-    constexpr int64_t K = 2048, N = 256, kMaxTokens = kMaxCrossoverTokens;
+    constexpr int64_t K = 2048, N = 256, kMaxTokens = kMaxExtendedTokens;
     uint64_t s = 0x9E3779B97F4A7C15ull;
     const std::vector<uint8_t> wq = timing_rows(tt, N, K, s, 0.02f);
     std::vector<float> x(static_cast<size_t>(kMaxTokens * K));
@@ -293,20 +299,26 @@ GemmCrossover measure_crossover(DType type) {
         }
         return best;
     };
-    for (int64_t n : {2, 3, 4, 6, 8, 12, 16, 24, 32, 48}) {
+    for (int64_t n : {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256, 512}) {
+        if (n > kMaxCrossoverTokens &&
+            c.timings.back().vec_dot_s * kGemmCrossoverMargin >= c.timings.back().gemm_s)
+            break;  // the vec_dot is not clearly ahead at the last size: no larger ones timed
         const double v = best_of_3([&] { matmul_vec_dot(w, x.data(), n, y.data(), pool); });
         const double g = best_of_3(
             [&] { gemm(w, x.data(), n, y.data(), pool, nullptr, active_isa(), panel); });
         c.timings.push_back({n, v, g});
     }
     // The smallest tried size from which the GEMM is clearly faster (kGemmCrossoverMargin) at
-    // every larger one; the largest when it is not there either. A batch's logits differ in their
-    // last bits between the paths, so a near tie must not move the switch from run to run.
-    c.min_tokens = kMaxTokens;
+    // every larger one; when it is not there either, 48, or never where the vec_dot is still
+    // clearly ahead at 512. A batch's logits differ in their last bits between the paths, so a
+    // near tie must not move the switch from run to run.
+    const GemmCrossover::Timing& last = c.timings.back();
+    const bool vec_dot_ahead = last.vec_dot_s * kGemmCrossoverMargin < last.gemm_s;
+    c.min_tokens = last.tokens > kMaxCrossoverTokens && vec_dot_ahead ? kNeverGemm : last.tokens;
     for (auto it = c.timings.rbegin();
          it != c.timings.rend() && it->gemm_s * kGemmCrossoverMargin < it->vec_dot_s; ++it)
         c.min_tokens = it->tokens;
-    c.record.value = std::to_string(c.min_tokens);
+    c.record.value = c.min_tokens == kNeverGemm ? "never" : std::to_string(c.min_tokens);
     char line[96];
     for (const auto& t : c.timings) {
         std::snprintf(line, sizeof line, "%s%lld: %.0f/%.0f us", c.record.timings.empty() ? "" : ", ",
@@ -324,16 +336,18 @@ GemmCrossover remembered_crossover(DType type) {
         return {};
     GemmCrossover c;
     c.record = remembered_kernel_choice(
-        std::string("gemm-crossover-") + std::string(dtype_name(type)),
+        // v2: since batches past 48 may be timed (2026-12-05); choices made before are re-timed.
+        std::string("gemm-crossover-v2-") + std::string(dtype_name(type)),
         [&] {
             c = measure_crossover(type);
             return c.record;
         },
         [](const std::string& v) {
-            return v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 3 &&
-                   std::stoi(v) >= 2 && std::stoi(v) <= kMaxCrossoverTokens;
+            return v == "never" ||
+                   (v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 3 &&
+                    std::stoi(v) >= 2 && std::stoi(v) <= kMaxExtendedTokens);
         });
-    c.min_tokens = std::stoi(c.record.value);
+    c.min_tokens = c.record.value == "never" ? kNeverGemm : std::stoi(c.record.value);
     return c;
 }
 

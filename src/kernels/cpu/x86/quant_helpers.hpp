@@ -44,7 +44,7 @@ void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
 }
 
 // Q3_K's 16 six-bit scales (stored + 32), unpacked to int8 (see block_layouts.hpp).
-__m128i q3_k_scales(const uint8_t* s) {
+inline __m128i q3_k_scales(const uint8_t* s) {
     const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
     const uint32_t lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
     const uint32_t s0 = (a & lo4) | ((c & lo2) << 4);

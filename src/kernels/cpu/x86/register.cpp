@@ -19,6 +19,7 @@ void register_avx2_kernels(TypeTraits* rows, int n) {
     x86::register_float_avx2(rows, n);
     x86::register_quant_avx2(rows, n);
     x86::register_act_quant_avx2(rows, n);
+    x86::register_dequant_avx2(rows, n);
 }
 
 void register_avx512_kernels(TypeTraits* rows, int n) {

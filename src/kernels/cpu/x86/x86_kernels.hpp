@@ -13,6 +13,7 @@ TypeTraits* find_row(TypeTraits* rows, int n, DType type);
 void register_float_avx2(TypeTraits* rows, int n);      // F32, F16, BF16 vec_dot
 void register_quant_avx2(TypeTraits* rows, int n);      // quant vec_dot (quant_dot_body.hpp)
 void register_act_quant_avx2(TypeTraits* rows, int n);  // Q8_0/Q8_1/Q8_K from_float_fast
+void register_dequant_avx2(TypeTraits* rows, int n);    // to_float of the GEMM's quant types
 
 void register_float_avx512(TypeTraits* rows, int n);  // F32, F16 vec_dot
 void register_quant_avx512(TypeTraits* rows, int n);  // quant vec_dot on VNNI
