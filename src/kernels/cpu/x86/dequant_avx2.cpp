@@ -107,23 +107,12 @@ void dequant_q5_k(const void* src, float* y, int64_t n) {
 // each), less 32, times d * scale per 16 elements.
 void dequant_q6_k(const void* src, float* y, int64_t n) {
     const auto* x = static_cast<const BlockQ6_K*>(src);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const __m256i c32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QK_K; ++i, y += QK_K) {
         const float d = f16(x[i].d);
         for (int h = 0; h < 2; ++h) {
-            const auto* ql = reinterpret_cast<const __m256i*>(x[i].ql + 64 * h);
-            const __m256i l0 = _mm256_loadu_si256(ql), l1 = _mm256_loadu_si256(ql + 1);
-            const __m256i qh =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh + 32 * h));
-            const __m256i v[4] = {_mm256_or_si256(_mm256_and_si256(l0, m4),
-                                                  _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-                                  _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                                  _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                                  _mm256_and_si256(qh, m30)),
-                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                                  _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
+            __m256i v[4];
+            q6_k_levels(x[i], h, v);
             const int8_t* sc = x[i].scales + 8 * h;
             for (int k = 0; k < 4; ++k)
                 levels32_to_float<false>(

@@ -450,7 +450,6 @@ float dot_q5_k_q8_k(int64_t n, const void* x, const void* y) {
 float dot_q6_k_q8_k(int64_t n, const void* vx, const void* vy) {
     const auto* x = static_cast<const BlockQ6_K*>(vx);
     const auto* y = static_cast<const BlockQ8_K*>(vy);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     float off_sum = 0;
     for (int64_t i = 0; i < n / QK_K; ++i) {
@@ -461,22 +460,9 @@ float dot_q6_k_q8_k(int64_t n, const void* vx, const void* vy) {
         const __m256i sc_hi = prep_scale(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)));
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h) {
-            const __m256i ql0 = load256(x[i].ql + 64 * h);
-            const __m256i ql1 = load256(x[i].ql + 64 * h + 32);
-            const __m256i qh = load256(x[i].qh + 32 * h);
             const __m256i scales = h == 0 ? sc_lo : sc_hi;
-            // Groups of 32 elements: low nibbles of ql0 / ql1, then their high nibbles; the two
-            // high bits come from successive bit pairs of qh.
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                                _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
-                _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                _mm256_and_si256(qh, m2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
-            };
+            __m256i q[4];
+            q6_k_levels(x[i], h, q);
             for (int p = 0; p < 4; ++p) {
                 const __m256i yq = load256(y[i].qs + 128 * h + 32 * p);
                 isum = _mm256_add_epi32(isum, dot4_scaled(q[p], yq, pair_scales(scales, p)));

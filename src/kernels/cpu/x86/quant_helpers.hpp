@@ -1,7 +1,7 @@
-// Helpers the quantized-block kernel files share (quant_dot_body.hpp, quant_zmm_avx512.cpp):
-// unaligned scalar loads, f16 widening, the K-quants' packed scales, and the software prefetch
-// of the weight stream. Internal linkage, included only by ISA files (kernels/isa.hpp), so no
-// ISA-compiled copy can serve code that runs on an older CPU.
+// Helpers the quantized-block kernel files share (quant_dot_body.hpp, quant_zmm_avx512.cpp,
+// dequant_avx2.cpp): unaligned scalar loads, f16 widening, the K-quants' packed scales, Q6_K's
+// levels, and the software prefetch of the weight stream. Internal linkage, included only by ISA
+// files (kernels/isa.hpp), so no ISA-compiled copy can serve code that runs on an older CPU.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/cpu/x86/simd.hpp"
+#include "kernels/quants/block_layouts.hpp"
 
 namespace syslm::kernels::x86 {
 namespace {
@@ -41,6 +42,24 @@ void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
     const uint32_t m_lo = b & lo6, m_hi = ((c >> 4) & lo4) | ((b >> 2) & top);
     scales = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
     mins = m_lo | (static_cast<uint64_t>(m_hi) << 32);
+}
+
+// Q6_K's levels u in [0, 63] (unsigned: u - 32 is the value) of half h of block b, in four
+// runs of 32 elements: the low nibbles of ql[0..31] / ql[32..63], then their high nibbles; the
+// two high bits come from successive bit pairs of qh.
+inline void q6_k_levels(const BlockQ6_K& b, int h, __m256i (&q)[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    q[0] =
+        _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+    q[1] =
+        _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+    q[2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
 }
 
 // Q3_K's 16 six-bit scales (stored + 32), unpacked to int8 (see block_layouts.hpp).
