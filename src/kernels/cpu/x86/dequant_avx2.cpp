@@ -82,11 +82,7 @@ void dequant_k4(const void* src, float* y, int64_t n) {
             __m256i v[2] = {_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)};
             for (int k = 0; k < 2; ++k) {
                 const int j = 2 * c + k;
-                if constexpr (HighBit) {
-                    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
-                    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-                    v[k] = _mm256_or_si256(v[k], _mm256_and_si256(set, _mm256_set1_epi8(16)));
-                }
+                if constexpr (HighBit) v[k] = _mm256_or_si256(v[k], bit_to(qh, j, 4));
                 const float dl = d * static_cast<float>((sc8 >> (8 * j)) & 0xFF);
                 const float ml = dmin * static_cast<float>((mn8 >> (8 * j)) & 0xFF);
                 levels32_to_float<true>(v[k], dl, dl, ml, y + 32 * j);

@@ -85,13 +85,6 @@ __m256i bits_to_bytes(const uint8_t* p, char value) {
     return _mm256_and_si256(set, _mm256_set1_epi8(value));
 }
 
-// Bit k of every byte moved to bit `pos` of the same byte, all other bits cleared. Shifting
-// 16-bit lanes lets bits cross into the neighbouring byte, but never onto bit `pos`.
-__m256i bit_to(__m256i v, int k, int pos) {
-    const __m256i moved = k < pos ? _mm256_slli_epi16(v, pos - k) : _mm256_srli_epi16(v, k - pos);
-    return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << pos)));
-}
-
 // Lanes 0..3 = lane 2t of s, lanes 4..7 = lane 2t + 1: the scales of the two 16-element
 // sub-blocks in a 32-byte group (t in 0..3).
 __m256i pair_scales(__m256i s, int t) {

@@ -34,6 +34,13 @@ float f16(uint16_t h) {
     return _cvtsh_ss(h);
 }
 
+// Bit k of every byte moved to bit `pos` of the same byte, all other bits cleared. Shifting
+// 16-bit lanes lets bits cross into the neighbouring byte, but never onto bit `pos`.
+inline __m256i bit_to(__m256i v, int k, int pos) {
+    const __m256i moved = k < pos ? _mm256_slli_epi16(v, pos - k) : _mm256_srli_epi16(v, k - pos);
+    return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << pos)));
+}
+
 // Q4_K/Q5_K: 8 six-bit scales and mins from 12 bytes (block_layouts.hpp), as 8 bytes each.
 void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
     const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
