@@ -96,6 +96,20 @@ CacheRowsOf cache_rows_of(DType type, int64_t stride, Isa isa) {
             plain ? nullptr : type_traits(type, isa).to_float};
 }
 
+// Asks for the cache lines gather_rows will read (the same arguments), so that the misses of
+// K's and V's rows overlap instead of surfacing one widening loop at a time.
+void prefetch_rows(const CacheRowsOf& L, const void* cache, const void* const* pages, int page_size,
+                   int64_t p0, int np, int64_t col, int d) {
+    const size_t col_bytes = row_bytes(L.type, col), span = row_bytes(L.type, d);
+    for (int j = 0; j < np; ++j) {
+        const int64_t p = p0 + j;
+        const void* base = pages ? pages[p / page_size] : cache;
+        const int64_t row = pages ? p % page_size : p;
+        const char* first = static_cast<const char*>(base) + row * L.row_bytes + col_bytes;
+        for (size_t off = 0; off < span; off += 64) __builtin_prefetch(first + off);
+    }
+}
+
 // Rows [p0, p0 + np) of a cache (contiguous, or in pages when `pages`), columns
 // [col, col + d), to dst[j * d + i] as floats: F16 widened, F32 copied, others dequantized
 // (col and d are whole blocks: kv_rows checks the head size).
@@ -433,6 +447,8 @@ struct KvRows {
             return stride;
         }
         if (gathered) {
+            prefetch_rows(kl, k_cache, k_pages, page_size, p0, np, kv_off, D);
+            prefetch_rows(vl, v_cache, v_pages, page_size, p0, np, kv_off, D);
             gather_rows(*kern, kl, k_cache, k_pages, page_size, p0, np, kv_off, D, kw);
             gather_rows(*kern, vl, v_cache, v_pages, page_size, p0, np, kv_off, D, vw);
             *k = kw;
