@@ -16,11 +16,12 @@
 #include "cli/command.hpp"
 #include "cli/config_file.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "core/mapped_file.hpp"
-#include "parallel/communicator.hpp"
-#include "parallel/planner.hpp"
 #include "io/gguf.hpp"
 #include "model/hparams.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/planner.hpp"
 #include "profile/machine_probe.hpp"
 #include "train/trainer.hpp"
 
@@ -70,17 +71,6 @@ parallel::ModelShape shape_of(const PlanArgs& a) {
                 "file.toml with those keys, or --model model.gguf)");
     SYSLM_CHECK(m.dim % m.heads == 0, "plan: dim ", m.dim, " is not a multiple of heads ", m.heads);
     return m;
-}
-
-double mem_total_bytes() {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    double kib = 0;
-    while (in >> key >> kib) {
-        if (key == "MemTotal:") return kib * 1024;
-        in.ignore(1 << 10, '\n');
-    }
-    return 0;
 }
 
 // Applies a calibration file: the device's rates and the reduction's overlap.
@@ -183,7 +173,7 @@ int calibrate(const PlanArgs& a) {
     j["ranks"] = world->size();
     j["peak_flops"] = probe.fma_f32_for(a.threads) * 1e9;
     j["train_flops"] = train_flops;
-    j["memory"] = mem_total_bytes() / world->size();
+    j["memory"] = static_cast<double>(meminfo_bytes("MemTotal")) / world->size();
     if (world->size() > 1) {
         j["overlap"] = run(world.get()).second;
         // All-reduce sweep: t = steps x latency + wire bytes / bandwidth, least squares.

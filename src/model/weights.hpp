@@ -1,14 +1,14 @@
 // The tensors of a model, bound by llama.cpp's tensor names and checked against the
 // hyper-parameters. Vectors (norms, biases, rope factors) are small and converted to float32
-// once at load. Matrices (any weight type) are zero-copy views into the mapped GGUF file, except
-// those whose type has a faster load-time layout (kernels/repack.hpp: Q4_0 -> Q4_0_G8, Q8_0 ->
-// Q8_0_G8W): those are converted into one anonymous buffer on transparent huge pages, and their
-// pages of the file
-// released as they are converted, so the resident size stays that of the file. SYSLM_REPACK=0
-// keeps every matrix as stored; SYSLM_WEIGHTS=copy copies all matrices to that buffer (decode
-// streams every weight once per token, and `syslm probe` reads 4 KiB pages at ~60% of the
-// bandwidth of huge pages; not the default until measured on a quiet machine). The token
-// embedding is always read from the file, and so is the output matrix when it is tied to it.
+// once at load. Matrices (any weight type) are copied at load into one anonymous buffer on
+// transparent huge pages, converted on the way where their type has a faster load-time layout
+// (kernels/repack.hpp: Q4_0 -> Q4_0_G8, Q8_0 -> Q8_0_G8W), and their pages of the file released
+// as they go, so the resident size stays that of the file: decode streams every weight once per
+// token, and huge pages spare it the TLB misses of 4 KiB ones. Where huge pages cannot be had or
+// memory is short, only the repacked matrices are copied and the rest stay zero-copy views of the
+// mapped file (SYSLM_WEIGHTS=mmap always, =copy always; SYSLM_REPACK=0 keeps every matrix as
+// stored). The token embedding is always read from the file, and so is the output matrix when it
+// is tied to it.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 
 #include "../common/model_checks.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/type_traits.hpp"
 #include "model/random_init.hpp"
@@ -630,6 +631,48 @@ TEST(Load, RepackedQ4_0DecodesLikeTheFileLayout) {
         EXPECT_EQ(repacked.weights().layers[0].ffn_down.type, DType::Q4_0_G8);
     }
     EXPECT_LT(max_rel_diff(decode(repacked), decode(file_layout)), 1e-5f);
+}
+
+// SYSLM_WEIGHTS places the matrices: views of the mapped file (mmap), a huge-page copy (copy),
+// or the copy where huge pages and memory allow (auto, the default); the logits are the same
+// bytes' either way, and an unknown value is refused by name.
+TEST(Load, WeightPlacementFollowsSyslmWeights) {
+    const std::string path = make_model("placement", small("llama"));
+    const auto tokens = random_tokens(6, 32000, 5);
+    auto load = [&](const char* mode) {
+        setenv("SYSLM_WEIGHTS", mode, 1);
+        auto m = std::make_unique<Model>(path);
+        unsetenv("SYSLM_WEIGHTS");
+        return m;
+    };
+    auto logits = [&](const Model& m) {
+        Context ctx(m, 8, 2);
+        const auto row = ctx.forward(tokens);
+        return std::vector<float>(row.begin(), row.end());
+    };
+    auto in_copy = [](const Model& m) {
+        const Weights& w = m.weights();
+        const auto* p = static_cast<const uint8_t*>(w.layers[0].ffn_up.data);
+        const auto* b = static_cast<const uint8_t*>(w.copy.get());
+        return b && p >= b && p < b + w.copy_bytes;
+    };
+    const auto mapped = load("mmap"), copied = load("copy"), chosen = load("auto");
+    EXPECT_FALSE(in_copy(*mapped));
+    EXPECT_TRUE(in_copy(*copied));
+    const bool expect_copy = huge_pages_available() &&
+                             std::filesystem::file_size(path) < meminfo_bytes("MemAvailable") / 2;
+    EXPECT_EQ(in_copy(*chosen), expect_copy);
+    const auto a = logits(*mapped), b = logits(*copied);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+    try {
+        load("hugepages");
+        FAIL() << "accepted SYSLM_WEIGHTS=hugepages";
+    } catch (const Error& e) {
+        unsetenv("SYSLM_WEIGHTS");
+        EXPECT_NE(std::string(e.what()).find("SYSLM_WEIGHTS='hugepages'"), std::string::npos)
+            << e.what();
+    }
 }
 
 }  // namespace
