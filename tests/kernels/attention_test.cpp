@@ -370,6 +370,36 @@ TEST(Attention, PagedCacheEqualsContiguousBitForBit) {
                 }
 }
 
+// An F16 cache gives exactly the output of an F32 cache holding the same values: decode reads
+// the f16 rows in place and prefill widens them, and either way the arithmetic is the F32
+// cache's. Decode (row mode, head tails, windows, position slices) and a prefill, every ISA.
+TEST(Attention, F16CacheEqualsF32CacheOfTheSameValuesBitForBit) {
+    std::mt19937 rng(23);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (Isa isa : syslm::testing::supported_isas())
+        for (const Case c :
+             {Case{6, 2, 36, 0, 1, 150}, Case{4, 1, 20, 0, 1, 700}, Case{4, 4, 64, 50, 1, 130},
+              Case{2, 2, 12, 0, 2, 67}, Case{4, 2, 16, 0, 37, 100}}) {
+            ThreadPool pool(2);
+            AttentionShape s{c.n_head,   c.n_head_kv,
+                             c.head_dim, int64_t(c.n_head_kv) * c.head_dim,
+                             c.window,   1.0f / std::sqrt(float(c.head_dim))};
+            const int64_t total = c.pos0 + c.n_tokens;
+            std::vector<float> kf(total * s.kv_stride), vf(kf.size()),
+                q(c.n_tokens * c.n_head * c.head_dim), a(q.size()), b(q.size());
+            for (auto* buf : {&kf, &vf, &q})
+                for (float& x : *buf) x = nd(rng);
+            const std::vector<uint16_t> kh = to_f16_in_place(kf), vh = to_f16_in_place(vf);
+            attention(s, q.data(), kf.data(), vf.data(), c.n_tokens, c.pos0, a.data(), pool, isa);
+            s.k_type = s.v_type = DType::F16;
+            attention(s, q.data(), kh.data(), vh.data(), c.n_tokens, c.pos0, b.data(), pool, isa);
+            for (size_t i = 0; i < a.size(); ++i)
+                ASSERT_EQ(a[i], b[i])
+                    << isa_name(isa) << " heads " << c.n_head << "/" << c.n_head_kv << " dim "
+                    << c.head_dim << " tokens " << c.n_tokens << " at " << i;
+        }
+}
+
 // A serving step's batch of sequences (attention_paged over a span): every sequence's output is
 // the contiguous cache's, bit for bit, whether it joins the shared decode loop (one query tile,
 // heads inside the job, enough sequences to fill the pool) or runs as a call of its own; row and

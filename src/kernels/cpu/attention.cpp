@@ -239,7 +239,7 @@ const AttentionChoice& attention_prefill_choice() {
 
 const AttentionKernels& attention_kernels(Isa isa) {
     static const AttentionKernels tables[3] = {
-        AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr, widen_f16_scalar,
+        AttentionKernels{Isa::Scalar, 1, attend_block_scalar, nullptr, nullptr, widen_f16_scalar,
                          backward_job_scalar, linear_attention_table<VScalar>(),
                          lora_table<VScalar>()},
         isa_supported(Isa::Avx2) ? x86::attention_kernels_avx2() : AttentionKernels{},
@@ -436,6 +436,30 @@ struct KvRows {
         });
     }
 
+    // Whether row-mode jobs read the rows in place as f16 instead of widening them first.
+    bool f16_in_place() const {
+        return kl.type == DType::F16 && vl.type == DType::F16 && !up_front &&
+               kern->block_rows_f16 != nullptr;
+    }
+
+    // Attends row-mode columns c to positions [p0, p0 + np) of KV head columns [kv_off, ...)
+    // of F16 caches (f16_in_place), read where they lie, in one kernel call as a gathered block
+    // would be (so that paged and contiguous caches give the same bits).
+    void attend_f16(const AttentionColumns& c, int64_t p0, int np, int64_t kv_off, int D) const {
+        prefetch_rows(kl, k_cache, k_pages, page_size, p0, np, kv_off, D);
+        prefetch_rows(vl, v_cache, v_pages, page_size, p0, np, kv_off, D);
+        const uint16_t* k[kAttentionBlock];
+        const uint16_t* v[kAttentionBlock];
+        for (int j = 0; j < np; ++j) {
+            const int64_t p = p0 + j, row = k_pages ? p % page_size : p;
+            const void* kb = k_pages ? k_pages[p / page_size] : k_cache;
+            const void* vb = v_pages ? v_pages[p / page_size] : v_cache;
+            k[j] = static_cast<const uint16_t*>(kb) + row * stride + kv_off;
+            v[j] = static_cast<const uint16_t*>(vb) + row * stride + kv_off;
+        }
+        kern->block_rows_f16(c, k, v, p0, np);
+    }
+
     // Positions [p0, p0 + np) of the columns [kv_off, kv_off + D): K and V row pointers and
     // their row stride (kw / vw: the job's scratch, filled when the rows are gathered here).
     int64_t block(int64_t p0, int np, int64_t kv_off, int D, float* kw, float* vw, const float** k,
@@ -498,10 +522,16 @@ struct AttentionJobs {
         const bool rows = nq * 4 <= kern.lanes;
         for (int hk = 0; hk < H; ++hk) cols[hk] = begin(0, n_tokens, hk, head_scratch(sc, hk));
         const auto block = rows ? kern.block_rows : kern.block;
+        const bool in_place = rows && kv.f16_in_place();
         const auto visit = [&](int64_t lo_p, int64_t hi_p, bool global) {
             for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
                 const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
                 for (int hk = 0; hk < H; ++hk) {
+                    if (in_place) {
+                        kv.attend_f16(global ? globals(cols[hk], head_scratch(sc, hk)) : cols[hk],
+                                      p0, np, static_cast<int64_t>(hk) * D, D);
+                        continue;
+                    }
                     const float *k, *v;
                     const int64_t stride =
                         kv.block(p0, np, static_cast<int64_t>(hk) * D, D, sc.kw, sc.vw, &k, &v);
@@ -650,10 +680,16 @@ private:
             return;
         }
         const AttentionColumns cols = begin(t0, t1, hk, x);
-        const auto block = nq * 4 <= kern.lanes ? kern.block_rows : kern.block;  // row mode
+        const bool row_mode = nq * 4 <= kern.lanes;
+        const auto block = row_mode ? kern.block_rows : kern.block;
+        const bool in_place = row_mode && kv.f16_in_place();
         const auto visit = [&](const AttentionColumns& c, int64_t lo_p, int64_t hi_p) {
             for (int64_t p0 = lo_p; p0 < hi_p; p0 += kAttentionBlock) {
                 const int np = static_cast<int>(std::min<int64_t>(kAttentionBlock, hi_p - p0));
+                if (in_place) {
+                    kv.attend_f16(c, p0, np, kv_off, D);
+                    continue;
+                }
                 const float *k, *v;
                 const int64_t stride = kv.block(p0, np, kv_off, D, x.kw, x.vw, &k, &v);
                 block(c, k, v, stride, p0, np);

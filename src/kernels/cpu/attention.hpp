@@ -248,6 +248,10 @@ struct AttentionKernels {
     // positions lie along the lanes. Null in the scalar table (lanes = 1: never used).
     void (*block_rows)(const AttentionColumns& c, const float* k, const float* v, int64_t stride,
                        int64_t p0, int np);
+    // block_rows over the f16 rows of F16 caches, read in place: k[j] and v[j] point at
+    // position p0 + j's columns of the job's KV head, wherever its page lies.
+    void (*block_rows_f16)(const AttentionColumns& c, const uint16_t* const* k,
+                           const uint16_t* const* v, int64_t p0, int np);
     // dst[j * d + i] = src[j * stride + i] (f16 -> float) for j < np, i < d.
     void (*widen_f16)(const uint16_t* src, int64_t stride, int np, int d, float* dst);
     void (*backward_job)(const AttentionBackwardJob& job);

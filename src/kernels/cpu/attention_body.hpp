@@ -19,6 +19,38 @@
 namespace syslm::kernels {
 namespace {
 
+// A vector of K or V elements: floats as they are, f16 (an F16 cache read in place) widened.
+template <class V>
+typename V::T load_kv(const float* p) {
+    return V::load(p);
+}
+template <class V>
+typename V::T load_kv(const uint16_t* p) {
+    return V::load_h(p);
+}
+template <class V>
+typename V::T load_kv_n(const float* p, int n) {
+    return V::load_n(p, n);
+}
+template <class V>
+typename V::T load_kv_n(const uint16_t* p, int n) {
+    return V::load_h_n(p, n);
+}
+
+// The K or V rows of a block: row j at base + j * stride, or (an F16 cache read in place across
+// pages) wherever a table of row pointers says.
+template <class E>
+struct StridedRows {
+    const E* base;
+    int64_t stride;
+    const E* operator[](int j) const { return base + j * stride; }
+};
+template <class E>
+struct RowTable {
+    const E* const* rows;
+    const E* operator[](int j) const { return rows[j]; }
+};
+
 // S rows j..j+R (key rows kr[r]) x query vectors i..i+C.
 template <class V, int R, int C>
 void score_tile(const float* const* kr, const float* qt, int nqp, int d, float* s) {
@@ -43,13 +75,12 @@ void score_rows(const float* const* kr, const float* qt, int nqp, int d, float* 
 }
 
 // O rows i..i+R (rescaled by c[i]) += sum_j P[j][i] V[j][d0 .. d0 + C vectors]; with Tail the
-// last vector holds only `tail` floats.
-template <class V, int R, int C, bool Tail>
-void pv_tile(const AttentionColumns& a, int i, int d0, int tail, const float* v, int64_t stride,
-             int np) {
+// last vector holds only `tail` floats. V rows are floats or f16, placed as `Rows` says.
+template <class V, int R, int C, bool Tail, class Rows>
+void pv_tile(const AttentionColumns& a, int i, int d0, int tail, Rows v, int np) {
     typename V::T acc[R][C];
-    auto ld = [&](const float* p, int c) {
-        return Tail && c == C - 1 ? V::load_n(p + c * V::W, tail) : V::load(p + c * V::W);
+    auto ld = [&](const auto* p, int c) {
+        return Tail && c == C - 1 ? load_kv_n<V>(p + c * V::W, tail) : load_kv<V>(p + c * V::W);
     };
     for (int r = 0; r < R; ++r) {
         const typename V::T cr = V::set1(a.c[i + r]);
@@ -57,7 +88,7 @@ void pv_tile(const AttentionColumns& a, int i, int d0, int tail, const float* v,
         for (int c = 0; c < C; ++c) acc[r][c] = V::mul(ld(o, c), cr);
     }
     for (int j = 0; j < np; ++j) {
-        const float* vr = v + j * stride + d0;
+        const auto* vr = v[j] + d0;
         const float* pj = a.s + static_cast<int64_t>(j) * a.nqp + i;
         typename V::T vv[C];
         for (int c = 0; c < C; ++c) vv[c] = ld(vr, c);
@@ -78,14 +109,14 @@ void pv_tile(const AttentionColumns& a, int i, int d0, int tail, const float* v,
 }
 
 // All of d for query rows i..i+R.
-template <class V, int R>
-void pv_rows(const AttentionColumns& a, int i, const float* v, int64_t stride, int np) {
+template <class V, int R, class Rows>
+void pv_rows(const AttentionColumns& a, int i, Rows v, int np) {
     constexpr int W = V::W, C = V::kPvVecs;
     const int full = a.d / W, tail = a.d % W;
     int c = 0;
-    for (; c + C <= full; c += C) pv_tile<V, R, C, false>(a, i, c * W, 0, v, stride, np);
-    for (; c < full; ++c) pv_tile<V, R, 1, false>(a, i, c * W, 0, v, stride, np);
-    if (tail) pv_tile<V, R, 1, true>(a, i, full * W, tail, v, stride, np);
+    for (; c + C <= full; c += C) pv_tile<V, R, C, false>(a, i, c * W, 0, v, np);
+    for (; c < full; ++c) pv_tile<V, R, 1, false>(a, i, c * W, 0, v, np);
+    if (tail) pv_tile<V, R, 1, true>(a, i, full * W, tail, v, np);
 }
 
 template <class V, int R>
@@ -93,7 +124,7 @@ void pv_remainder(const AttentionColumns& a, int i, int rows, const float* v, in
                   int np) {
     if constexpr (R > 0) {
         if (rows == R)
-            pv_rows<V, R>(a, i, v, stride, np);
+            pv_rows<V, R>(a, i, StridedRows<float>{v, stride}, np);
         else
             pv_remainder<V, R - 1>(a, i, rows, v, stride, np);
     }
@@ -160,17 +191,18 @@ void attend_block(const AttentionColumns& a, const float* k, const float* v, int
     // 3. O = O * c + P.V for the real (unpadded) columns.
     constexpr int RP = V::kPvRows;
     int i = 0;
-    for (; i + RP <= a.nq; i += RP) pv_rows<V, RP>(a, i, v, stride, np);
+    for (; i + RP <= a.nq; i += RP) pv_rows<V, RP>(a, i, StridedRows<float>{v, stride}, np);
     if (i < a.nq) pv_remainder<V, RP - 1>(a, i, a.nq - i, v, stride, np);
 }
 
 // Row mode, for jobs with only a few columns (decode without a large GQA group), where query lanes
 // would sit mostly empty: qt holds the queries as rows [nq][d] and the positions lie along the
 // lanes. Scores are dot products along d, the softmax runs along each row of s
-// ([nq][kAttentionBlock]) and P.V is pv_rows on a one-row view.
-template <class V>
-void attend_block_rows(const AttentionColumns& a, const float* k, const float* v, int64_t stride,
-                       int64_t p0, int np) {
+// ([nq][kAttentionBlock]) and P.V is pv_rows on a one-row view. K and V rows are floats, or the
+// f16 rows of an F16 cache read in place (the same values as widened rows, and the same
+// arithmetic, without writing and re-reading a widened copy).
+template <class V, class Rows>
+void attend_block_rows(const AttentionColumns& a, Rows k, Rows v, int64_t p0, int np) {
     constexpr int W = V::W;
     const int full = a.d / W * W, tail = a.d - full;
     const int np_w = (np + W - 1) / W * W;  // <= kAttentionBlock, a multiple of W
@@ -184,10 +216,11 @@ void attend_block_rows(const AttentionColumns& a, const float* k, const float* v
         float m = a.m[i];
         const float slope = a.slope ? a.slope[i] : 0.0f;
         for (int j = static_cast<int>(ja); j < jz; ++j) {
-            const float* kr = k + j * stride;
+            const auto* kr = k[j];
             typename V::T acc = V::zero();
-            for (int d = 0; d < full; d += W) acc = V::fmadd(V::load(q + d), V::load(kr + d), acc);
-            if (tail) acc = V::fmadd(V::load_n(q + full, tail), V::load_n(kr + full, tail), acc);
+            for (int d = 0; d < full; d += W)
+                acc = V::fmadd(V::load(q + d), load_kv<V>(kr + d), acc);
+            if (tail) acc = V::fmadd(V::load_n(q + full, tail), load_kv_n<V>(kr + full, tail), acc);
             s[j] = V::hsum(acc);
         }
         if (a.softcap > 0) {
@@ -221,8 +254,20 @@ void attend_block_rows(const AttentionColumns& a, const float* k, const float* v
         row.nqp = 1;
         row.c = a.c + i;
         row.o = a.o + static_cast<int64_t>(i) * a.d;
-        pv_rows<V, 1>(row, 0, v, stride, np);
+        pv_rows<V, 1>(row, 0, v, np);
     }
+}
+
+template <class V>
+void attend_block_rows_f32(const AttentionColumns& a, const float* k, const float* v,
+                           int64_t stride, int64_t p0, int np) {
+    attend_block_rows<V>(a, StridedRows<float>{k, stride}, StridedRows<float>{v, stride}, p0, np);
+}
+
+template <class V>
+void attend_block_rows_f16(const AttentionColumns& a, const uint16_t* const* k,
+                           const uint16_t* const* v, int64_t p0, int np) {
+    attend_block_rows<V>(a, RowTable<uint16_t>{k}, RowTable<uint16_t>{v}, p0, np);
 }
 
 // F16 cache rows widened to floats (AttentionKernels::widen_f16).

@@ -19,7 +19,8 @@ AttentionKernels attention_table(Isa isa) {
     k.isa = isa;
     k.lanes = V::W;
     k.block = attend_block<V>;
-    k.block_rows = attend_block_rows<V>;
+    k.block_rows = attend_block_rows_f32<V>;
+    k.block_rows_f16 = attend_block_rows_f16<V>;
     k.widen_f16 = widen_f16_rows<V>;
     k.backward_job = attention_backward_job<V>;
     k.linear = linear_attention_table<V>();
