@@ -3,7 +3,8 @@
 // (groups of four plus leftovers), awkward lengths, row strides wider than a row, weights from
 // the reference quantizer with Q8_0's extreme levels (-128, 127) forced in, activations from the
 // reference partner quantizer. Block integer sums are exact in both; the variants sum scaled
-// blocks in float where the reference uses double: tolerance 1e-5 of the dot's magnitude.
+// blocks in float where the reference uses double: tolerance 1e-5 of the dot's magnitude. Each
+// row also equals its variant's own vec_dot bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -108,6 +109,10 @@ TEST_P(VecDotRows, EqualsTheScalarLoopOverVecDot) {
                     xmax = std::max(xmax, std::fabs(static_cast<double>(xd[i])));
                 }
                 EXPECT_NEAR(got[r], want[r], 1e-5 * (mag + xmax * ysum) + 1e-30)
+                    << "n=" << n << " nr=" << nr << " row " << r;
+                // A multi-row kernel is the same arithmetic as its tier's vec_dot, so a row's
+                // logit does not depend on which path of the matmul computed it.
+                EXPECT_EQ(got[r], var.vec_dot(n, w.data() + r * stride, y.data()))
                     << "n=" << n << " nr=" << nr << " row " << r;
             }
         }

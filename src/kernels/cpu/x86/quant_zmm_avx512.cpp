@@ -552,8 +552,13 @@ void register_quant_zmm_avx512(TypeTraits* rows, int n) {
         VecDotFn fn;
     } dots[] = {{DType::Q2_K, dot_q2_k}, {DType::Q3_K, dot_q3_k}, {DType::Q4_K, dot_q4_k},
                 {DType::Q5_K, dot_q5_k}, {DType::Q6_K, dot_q6_k}, {DType::Q8_0_G8W, dot_q8_0_g8w}};
+    // A multi-row kernel registered below this tier runs the old vec_dot's arithmetic: drop it,
+    // so that every path of these types gives this vec_dot's bits.
     for (const auto& d : dots)
-        if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
+        if (TypeTraits* r = find_row(rows, n, d.type)) {
+            r->vec_dot = d.fn;
+            r->vec_dot_rows = nullptr;
+        }
     const struct {
         DType type;
         VecDotTokensFn fn;
