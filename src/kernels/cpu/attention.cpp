@@ -96,16 +96,20 @@ CacheRowsOf cache_rows_of(DType type, int64_t stride, Isa isa) {
             plain ? nullptr : type_traits(type, isa).to_float};
 }
 
+// Position p's row of a cache (contiguous, or in pages when `pages`).
+const uint8_t* cache_row(const CacheRowsOf& L, const void* cache, const void* const* pages,
+                         int page_size, int64_t p) {
+    const void* base = pages ? pages[p / page_size] : cache;
+    return static_cast<const uint8_t*>(base) + (pages ? p % page_size : p) * L.row_bytes;
+}
+
 // Asks for the cache lines gather_rows will read (the same arguments), so that the misses of
 // K's and V's rows overlap instead of surfacing one widening loop at a time.
 void prefetch_rows(const CacheRowsOf& L, const void* cache, const void* const* pages, int page_size,
                    int64_t p0, int np, int64_t col, int d) {
     const size_t col_bytes = row_bytes(L.type, col), span = row_bytes(L.type, d);
     for (int j = 0; j < np; ++j) {
-        const int64_t p = p0 + j;
-        const void* base = pages ? pages[p / page_size] : cache;
-        const int64_t row = pages ? p % page_size : p;
-        const char* first = static_cast<const char*>(base) + row * L.row_bytes + col_bytes;
+        const uint8_t* first = cache_row(L, cache, pages, page_size, p0 + j) + col_bytes;
         for (size_t off = 0; off < span; off += 64) __builtin_prefetch(first + off);
     }
 }
@@ -119,10 +123,9 @@ void gather_rows(const AttentionKernels& kern, const CacheRowsOf& L, const void*
     const size_t col_bytes = row_bytes(L.type, col);
     for (int j = 0; j < np;) {
         const int64_t p = p0 + j;
-        const void* base = pages ? pages[p / page_size] : cache;
-        const int64_t row = pages ? p % page_size : p;
-        const int n = pages ? static_cast<int>(std::min<int64_t>(np - j, page_size - row)) : np - j;
-        const uint8_t* first = static_cast<const uint8_t*>(base) + row * L.row_bytes + col_bytes;
+        const int n =
+            pages ? static_cast<int>(std::min<int64_t>(np - j, page_size - p % page_size)) : np - j;
+        const uint8_t* first = cache_row(L, cache, pages, page_size, p) + col_bytes;
         float* out = dst + static_cast<int64_t>(j) * d;
         if (L.type == DType::F16) {
             kern.widen_f16(reinterpret_cast<const uint16_t*>(first), L.stride, n, d, out);
@@ -451,11 +454,12 @@ struct KvRows {
         const uint16_t* k[kAttentionBlock];
         const uint16_t* v[kAttentionBlock];
         for (int j = 0; j < np; ++j) {
-            const int64_t p = p0 + j, row = k_pages ? p % page_size : p;
-            const void* kb = k_pages ? k_pages[p / page_size] : k_cache;
-            const void* vb = v_pages ? v_pages[p / page_size] : v_cache;
-            k[j] = static_cast<const uint16_t*>(kb) + row * stride + kv_off;
-            v[j] = static_cast<const uint16_t*>(vb) + row * stride + kv_off;
+            k[j] = reinterpret_cast<const uint16_t*>(
+                       cache_row(kl, k_cache, k_pages, page_size, p0 + j)) +
+                   kv_off;
+            v[j] = reinterpret_cast<const uint16_t*>(
+                       cache_row(vl, v_cache, v_pages, page_size, p0 + j)) +
+                   kv_off;
         }
         kern->block_rows_f16(c, k, v, p0, np);
     }

@@ -434,28 +434,6 @@ float dot_k4(int64_t n, const void* vx, const void* vy) {
     return hsum_ps(acc) - min_sum;
 }
 
-// Rows in pairs against one activation row, each row's arithmetic exactly dot_k4's (so
-// s[r] == dot_k4 of row r): two independent chains per step keep the core busy where rows are
-// short (a 768-wide matrix has 3 super-blocks a row, and one row's closing sums would stall).
-template <typename Block, bool with_high>
-void dot_k4_rows(int64_t n, int nr, const void* vx, size_t bx, const void* vy, float* s) {
-    const auto* y = static_cast<const BlockQ8_K*>(vy);
-    int r = 0;
-    for (; r + 2 <= nr; r += 2) {
-        const auto* x0 = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(vx) + r * bx);
-        const auto* x1 = reinterpret_cast<const Block*>(reinterpret_cast<const uint8_t*>(x0) + bx);
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        float min0 = 0, min1 = 0;
-        for (int64_t i = 0; i < n / QK_K; ++i) {
-            k4_step<Block, with_high>(x0[i], y[i], acc0, min0);
-            k4_step<Block, with_high>(x1[i], y[i], acc1, min1);
-        }
-        s[r] = hsum_ps(acc0) - min0;
-        s[r + 1] = hsum_ps(acc1) - min1;
-    }
-    if (r < nr) s[r] = dot_k4<Block, with_high>(n, static_cast<const uint8_t*>(vx) + r * bx, vy);
-}
-
 float dot_q4_k_q8_k(int64_t n, const void* x, const void* y) {
     return dot_k4<BlockQ4_K, false>(n, x, y);
 }
@@ -497,31 +475,34 @@ float dot_q6_k_q8_k(int64_t n, const void* vx, const void* vy) {
     return hsum_ps(acc) - off_sum;
 }
 
-// Rows in pairs, each exactly dot_q6_k_q8_k (as dot_k4_rows).
-void dot_q6_k_rows(int64_t n, int nr, const void* vx, size_t bx, const void* vy, float* s) {
+// Rows in pairs against one activation row of Q8_K, each row's arithmetic exactly its one-row
+// dot's (Step per super-block into (acc, scalar), then hsum(acc) - scalar): two independent
+// chains per step keep the core busy where rows are short (a 768-wide matrix has 3 super-blocks
+// a row, and one row's closing sums would stall).
+template <typename Block, void (*Step)(const Block&, const BlockQ8_K&, __m256&, float&),
+          float (*Dot)(int64_t, const void*, const void*)>
+void dot_rows_by2(int64_t n, int nr, const void* vx, size_t bx, const void* vy, float* s) {
     const auto* y = static_cast<const BlockQ8_K*>(vy);
     int r = 0;
     for (; r + 2 <= nr; r += 2) {
-        const auto* x0 =
-            reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(vx) + r * bx);
-        const auto* x1 =
-            reinterpret_cast<const BlockQ6_K*>(reinterpret_cast<const uint8_t*>(x0) + bx);
+        const auto* x0 = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(vx) + r * bx);
+        const auto* x1 = reinterpret_cast<const Block*>(reinterpret_cast<const uint8_t*>(x0) + bx);
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        float off0 = 0, off1 = 0;
+        float sub0 = 0, sub1 = 0;
         for (int64_t i = 0; i < n / QK_K; ++i) {
-            q6_k_step(x0[i], y[i], acc0, off0);
-            q6_k_step(x1[i], y[i], acc1, off1);
+            Step(x0[i], y[i], acc0, sub0);
+            Step(x1[i], y[i], acc1, sub1);
         }
-        s[r] = hsum_ps(acc0) - off0;
-        s[r + 1] = hsum_ps(acc1) - off1;
+        s[r] = hsum_ps(acc0) - sub0;
+        s[r + 1] = hsum_ps(acc1) - sub1;
     }
-    if (r < nr) s[r] = dot_q6_k_q8_k(n, static_cast<const uint8_t*>(vx) + r * bx, vy);
+    if (r < nr) s[r] = Dot(n, static_cast<const uint8_t*>(vx) + r * bx, vy);
 }
 
 // A multi-row decode kernel (four weight rows per activation block, shared activation loads)
 // measured +17% for Q4_0 in isolation but halved L1B Q4_0 decode inside matmul (24.8 vs 42 t/s,
 // 16-row tiles on 2 threads), and was 10-35% slower for Q8_0/Q4_K/Q6_K; it was removed. Only
-// Q4_K / Q5_K have one now, dot_k4_rows, which shares nothing and changes no arithmetic: it
+// Q4_K / Q5_K / Q6_K have one now, dot_rows_by2, which shares nothing and changes no arithmetic: it
 // runs two rows' chains side by side (Zen 3, one thread in L2: 12.8 -> 11.1 ns per super-block
 // on 768-wide rows, 10.8 -> 10.0 at 2048, 9.9 -> 9.7 at 5632). Other types keep vec_dot_rows =
 // null here, so matmul loops over the fast vec_dot.
@@ -541,10 +522,13 @@ void set_quant_dots(TypeTraits* rows, int n) {
     for (const auto& d : dots)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->vec_dot = d.fn;
     if (TypeTraits* r = find_row(rows, n, DType::Q4_K))
-        r->vec_dot_rows = dot_k4_rows<BlockQ4_K, false>;
+        r->vec_dot_rows =
+            dot_rows_by2<BlockQ4_K, k4_step<BlockQ4_K, false>, dot_k4<BlockQ4_K, false>>;
     if (TypeTraits* r = find_row(rows, n, DType::Q5_K))
-        r->vec_dot_rows = dot_k4_rows<BlockQ5_K, true>;
-    if (TypeTraits* r = find_row(rows, n, DType::Q6_K)) r->vec_dot_rows = dot_q6_k_rows;
+        r->vec_dot_rows =
+            dot_rows_by2<BlockQ5_K, k4_step<BlockQ5_K, true>, dot_k4<BlockQ5_K, true>>;
+    if (TypeTraits* r = find_row(rows, n, DType::Q6_K))
+        r->vec_dot_rows = dot_rows_by2<BlockQ6_K, q6_k_step, dot_q6_k_q8_k>;
     if (TypeTraits* r = find_row(rows, n, DType::Q4_0_G8)) r->vec_dot_tokens = dot_tokens_by4<BlockQ4_0G8, Q4_0G8Tokens>;
 }
 
