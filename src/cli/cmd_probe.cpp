@@ -49,6 +49,12 @@ void print_kernel_choices() {
     std::printf("  %-26s %s%s\n", "prefill GEMM panels", kernels::gemm_panel_name(pc.panel),
                 pc.record.value.empty() ? " (the only one, or SYSLM_GEMM_PANEL)"
                                         : origin(pc.record).c_str());
+    for (DType file_type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const kernels::KernelChoice& lc = kernels::lane_order_choice(file_type);
+        const std::string what = "decode order, " + std::string(dtype_name(file_type));
+        std::printf("  %-26s %s%s\n", what.c_str(), lc.value.empty() ? "file" : lc.value.c_str(),
+                    lc.value.empty() ? " (the only one on this ISA)" : origin(lc).c_str());
+    }
     for (DType file_type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
         const DType t = kernels::load_layout(file_type, 2048);  // what the weights run as
         const kernels::GemmCrossover& c = kernels::gemm_crossover(t);

@@ -41,6 +41,10 @@ constexpr std::array kTypes = {
     Row{DType::Q4_0_G8, {"Q4_0_G8", 8 * QK, 8 * (2 + QK / 2), true, true}},
     Row{DType::Q8_0_G8, {"Q8_0_G8", 8 * QK, 8 * (4 + 4 + QK), true, true}},
     Row{DType::Q8_0_G8W, {"Q8_0_G8W", 8 * QK, 8 * (2 + QK), true, true}},
+    Row{DType::Q4_K_LANE, {"Q4_K_LANE", QK_K, 2 + 2 + 12 + QK_K / 2, true, true}},
+    Row{DType::Q5_K_LANE, {"Q5_K_LANE", QK_K, 2 + 2 + 12 + QK_K / 8 + QK_K / 2, true, true}},
+    Row{DType::Q6_K_LANE, {"Q6_K_LANE", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, true, true}},
+    Row{DType::Q8_K_LANE, {"Q8_K_LANE", QK_K, 4 + QK_K + QK_K / 16 * 2, true, true}},
 };
 
 }  // namespace

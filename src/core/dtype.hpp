@@ -33,9 +33,13 @@ enum class DType : uint32_t {
     BF16 = 30,
     // Run-time layouts, never in a file (GGUF readers and writers refuse them): weights repacked
     // at load time for the SIMD kernels, and their activation partners (kernels/repack.hpp).
-    Q4_0_G8 = 0x10002,  // Q4_0 in groups of 8 blocks: the 8 scales first, then the 8 nibble sets
-    Q8_0_G8 = 0x10008,  // Q8_0 activations laid out for Q4_0_G8 (block_layouts.hpp)
-    Q8_0_G8W = 0x20008,  // Q8_0 weights in groups of 8 blocks, offset to u8 (block_layouts.hpp)
+    Q4_0_G8 = 0x10002,    // Q4_0 in groups of 8 blocks: the 8 scales first, then the 8 nibble sets
+    Q8_0_G8 = 0x10008,    // Q8_0 activations laid out for Q4_0_G8 (block_layouts.hpp)
+    Q8_0_G8W = 0x20008,   // Q8_0 weights in groups of 8 blocks, offset to u8 (block_layouts.hpp)
+    Q4_K_LANE = 0x1000C,  // Q4_K with each block's levels in lane order (block_layouts.hpp)
+    Q5_K_LANE = 0x1000D,  // Q5_K likewise
+    Q6_K_LANE = 0x1000E,  // Q6_K likewise
+    Q8_K_LANE = 0x1000F,  // Q8_K activations in lane order, partner of both
 };
 
 // Layout facts of one type (the compute functions live in kernels/, see kernels/type_traits.hpp).

@@ -1,8 +1,9 @@
 // The per-type table of scalar reference kernels (see type_traits.hpp). Partners follow ggml:
 // legacy symmetric types dot against Q8_0, legacy types with a min against Q8_1 (whose block sum
 // serves the min term), K-quants against Q8_K. Q8_1 and Q8_K, which ggml uses only as partners,
-// dot against themselves so every row of the table is complete; so does Q8_0_G8, the partner
-// of the load-time layouts Q4_0_G8 and Q8_0_G8W (kernels/repack.hpp).
+// dot against themselves so every row of the table is complete; so do Q8_0_G8, the partner
+// of the load-time layouts Q4_0_G8 and Q8_0_G8W, and Q8_K_LANE, that of Q4_K_LANE, Q5_K_LANE and
+// Q6_K_LANE (kernels/repack.hpp).
 #include "kernels/type_traits.hpp"
 
 #include <array>
@@ -21,24 +22,55 @@ void vec_dot_rows_loop(int64_t n, int nr, const void* x, size_t bx, const void* 
 }
 
 constexpr std::array kTraits = {
-    TypeTraits{DType::F32, dequantize_row_f32, quantize_row_f32, quantize_row_f32, vec_dot_f32_f32, DType::F32, vec_dot_rows_loop<vec_dot_f32_f32>},
-    TypeTraits{DType::F16, dequantize_row_f16, quantize_row_f16, quantize_row_f16, vec_dot_f16_f16, DType::F16, vec_dot_rows_loop<vec_dot_f16_f16>},
-    TypeTraits{DType::BF16, dequantize_row_bf16, quantize_row_bf16, quantize_row_bf16, vec_dot_bf16_bf16, DType::BF16, vec_dot_rows_loop<vec_dot_bf16_bf16>},
-    TypeTraits{DType::Q4_0, dequantize_row_q4_0, quantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q4_0_q8_0>},
-    TypeTraits{DType::Q4_1, dequantize_row_q4_1, quantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q4_1_q8_1>},
-    TypeTraits{DType::Q5_0, dequantize_row_q5_0, quantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q5_0_q8_0>},
-    TypeTraits{DType::Q5_1, dequantize_row_q5_1, quantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q5_1_q8_1>},
-    TypeTraits{DType::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q8_0_q8_0>},
-    TypeTraits{DType::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, quantize_row_q8_1, vec_dot_q8_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q8_1_q8_1>},
-    TypeTraits{DType::Q2_K, dequantize_row_q2_k, quantize_row_q2_k, quantize_row_q2_k, vec_dot_q2_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q2_k_q8_k>},
-    TypeTraits{DType::Q3_K, dequantize_row_q3_k, quantize_row_q3_k, quantize_row_q3_k, vec_dot_q3_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q3_k_q8_k>},
-    TypeTraits{DType::Q4_K, dequantize_row_q4_k, quantize_row_q4_k, quantize_row_q4_k, vec_dot_q4_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q4_k_q8_k>},
-    TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, quantize_row_q5_k, vec_dot_q5_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q5_k_q8_k>},
-    TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, quantize_row_q6_k, vec_dot_q6_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q6_k_q8_k>},
-    TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k, vec_dot_q8_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q8_k_q8_k>},
-    TypeTraits{DType::Q4_0_G8, dequantize_row_q4_0_g8, quantize_row_q4_0_g8, quantize_row_q4_0_g8, vec_dot_q4_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q4_0_g8_q8_0_g8>},
-    TypeTraits{DType::Q8_0_G8W, dequantize_row_q8_0_g8w, quantize_row_q8_0_g8w, quantize_row_q8_0_g8w, vec_dot_q8_0_g8w_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q8_0_g8w_q8_0_g8>},
-    TypeTraits{DType::Q8_0_G8, dequantize_row_q8_0_g8, quantize_row_q8_0_g8, quantize_row_q8_0_g8, vec_dot_q8_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q8_0_g8_q8_0_g8>},
+    TypeTraits{DType::F32, dequantize_row_f32, quantize_row_f32, quantize_row_f32, vec_dot_f32_f32,
+               DType::F32, vec_dot_rows_loop<vec_dot_f32_f32>},
+    TypeTraits{DType::F16, dequantize_row_f16, quantize_row_f16, quantize_row_f16, vec_dot_f16_f16,
+               DType::F16, vec_dot_rows_loop<vec_dot_f16_f16>},
+    TypeTraits{DType::BF16, dequantize_row_bf16, quantize_row_bf16, quantize_row_bf16,
+               vec_dot_bf16_bf16, DType::BF16, vec_dot_rows_loop<vec_dot_bf16_bf16>},
+    TypeTraits{DType::Q4_0, dequantize_row_q4_0, quantize_row_q4_0, quantize_row_q4_0,
+               vec_dot_q4_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q4_0_q8_0>},
+    TypeTraits{DType::Q4_1, dequantize_row_q4_1, quantize_row_q4_1, quantize_row_q4_1,
+               vec_dot_q4_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q4_1_q8_1>},
+    TypeTraits{DType::Q5_0, dequantize_row_q5_0, quantize_row_q5_0, quantize_row_q5_0,
+               vec_dot_q5_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q5_0_q8_0>},
+    TypeTraits{DType::Q5_1, dequantize_row_q5_1, quantize_row_q5_1, quantize_row_q5_1,
+               vec_dot_q5_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q5_1_q8_1>},
+    TypeTraits{DType::Q8_0, dequantize_row_q8_0, quantize_row_q8_0, quantize_row_q8_0,
+               vec_dot_q8_0_q8_0, DType::Q8_0, vec_dot_rows_loop<vec_dot_q8_0_q8_0>},
+    TypeTraits{DType::Q8_1, dequantize_row_q8_1, quantize_row_q8_1, quantize_row_q8_1,
+               vec_dot_q8_1_q8_1, DType::Q8_1, vec_dot_rows_loop<vec_dot_q8_1_q8_1>},
+    TypeTraits{DType::Q2_K, dequantize_row_q2_k, quantize_row_q2_k, quantize_row_q2_k,
+               vec_dot_q2_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q2_k_q8_k>},
+    TypeTraits{DType::Q3_K, dequantize_row_q3_k, quantize_row_q3_k, quantize_row_q3_k,
+               vec_dot_q3_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q3_k_q8_k>},
+    TypeTraits{DType::Q4_K, dequantize_row_q4_k, quantize_row_q4_k, quantize_row_q4_k,
+               vec_dot_q4_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q4_k_q8_k>},
+    TypeTraits{DType::Q5_K, dequantize_row_q5_k, quantize_row_q5_k, quantize_row_q5_k,
+               vec_dot_q5_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q5_k_q8_k>},
+    TypeTraits{DType::Q6_K, dequantize_row_q6_k, quantize_row_q6_k, quantize_row_q6_k,
+               vec_dot_q6_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q6_k_q8_k>},
+    TypeTraits{DType::Q8_K, dequantize_row_q8_k, quantize_row_q8_k, quantize_row_q8_k,
+               vec_dot_q8_k_q8_k, DType::Q8_K, vec_dot_rows_loop<vec_dot_q8_k_q8_k>},
+    TypeTraits{DType::Q4_0_G8, dequantize_row_q4_0_g8, quantize_row_q4_0_g8, quantize_row_q4_0_g8,
+               vec_dot_q4_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q4_0_g8_q8_0_g8>},
+    TypeTraits{DType::Q8_0_G8W, dequantize_row_q8_0_g8w, quantize_row_q8_0_g8w,
+               quantize_row_q8_0_g8w, vec_dot_q8_0_g8w_q8_0_g8, DType::Q8_0_G8,
+               vec_dot_rows_loop<vec_dot_q8_0_g8w_q8_0_g8>},
+    TypeTraits{DType::Q8_0_G8, dequantize_row_q8_0_g8, quantize_row_q8_0_g8, quantize_row_q8_0_g8,
+               vec_dot_q8_0_g8_q8_0_g8, DType::Q8_0_G8, vec_dot_rows_loop<vec_dot_q8_0_g8_q8_0_g8>},
+    TypeTraits{DType::Q4_K_LANE, dequantize_row_q4_k_lane, quantize_row_q4_k_lane,
+               quantize_row_q4_k_lane, vec_dot_q4_k_lane_q8_k_lane, DType::Q8_K_LANE,
+               vec_dot_rows_loop<vec_dot_q4_k_lane_q8_k_lane>},
+    TypeTraits{DType::Q5_K_LANE, dequantize_row_q5_k_lane, quantize_row_q5_k_lane,
+               quantize_row_q5_k_lane, vec_dot_q5_k_lane_q8_k_lane, DType::Q8_K_LANE,
+               vec_dot_rows_loop<vec_dot_q5_k_lane_q8_k_lane>},
+    TypeTraits{DType::Q6_K_LANE, dequantize_row_q6_k_lane, quantize_row_q6_k_lane,
+               quantize_row_q6_k_lane, vec_dot_q6_k_lane_q8_k_lane, DType::Q8_K_LANE,
+               vec_dot_rows_loop<vec_dot_q6_k_lane_q8_k_lane>},
+    TypeTraits{DType::Q8_K_LANE, dequantize_row_q8_k_lane, quantize_row_q8_k_lane,
+               quantize_row_q8_k_lane, vec_dot_q8_k_lane_q8_k_lane, DType::Q8_K_LANE,
+               vec_dot_rows_loop<vec_dot_q8_k_lane_q8_k_lane>},
 };
 
 using Table = std::array<TypeTraits, kTraits.size()>;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -36,6 +37,14 @@ TEST(DType, BlockSizesMatchGgml) {
     EXPECT_TRUE(dtype_info(DType::Q8_0_G8W).runtime_only);
     EXPECT_FALSE(dtype_from_name("Q8_0_G8W").has_value());
     EXPECT_EQ(dtype_info(DType::Q8_0_G8W).type_size, 8 * dtype_info(DType::Q8_0).type_size);
+    for (const auto& [lane, file] :
+         {std::pair{DType::Q4_K_LANE, DType::Q4_K}, std::pair{DType::Q5_K_LANE, DType::Q5_K},
+          std::pair{DType::Q6_K_LANE, DType::Q6_K}, std::pair{DType::Q8_K_LANE, DType::Q8_K}}) {
+        EXPECT_TRUE(dtype_info(lane).runtime_only);
+        EXPECT_FALSE(dtype_from_name(dtype_name(lane)).has_value());
+        EXPECT_EQ(dtype_info(lane).type_size, dtype_info(file).type_size);
+        EXPECT_EQ(dtype_info(lane).block_size, dtype_info(file).block_size);
+    }
 }
 
 // Reference conversion through the compiler's own correctly rounded _Float16.

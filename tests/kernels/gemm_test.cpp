@@ -61,7 +61,8 @@ std::vector<Case> cases() {
         for (int64_t k : {96, 97, 2080}) out.push_back({t, k});
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
         for (int64_t k : {96, 2080}) out.push_back({t, k});
-    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                    DType::Q4_K_LANE, DType::Q5_K_LANE, DType::Q6_K_LANE})
         for (int64_t k : {256, 2304}) out.push_back({t, k});
     return out;
 }
@@ -144,7 +145,8 @@ TEST(GemmRouting, MatmulUsesTheGemmForPrefillOnly) {
     const Isa isa = active_isa();
     const int64_t K = 512, N = 45;
     ThreadPool pool(2);
-    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K}) {
+    for (DType type :
+         {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q6_K_LANE}) {
         EXPECT_EQ(matmul_gemm_panel(type, 1), GemmPanel::None) << "decode stays on vec_dot";
         if (gemm_crossover(type).record.value == "never") {  // the vec_dot won at every size
             EXPECT_EQ(matmul_gemm_panel(type, 4096), GemmPanel::None);
@@ -172,7 +174,8 @@ TEST(GemmCrossover, StartsWhereTheGemmWinsAtEveryLargerBatchTried) {
     if (std::getenv("SYSLM_GEMM_MIN_TOKENS")) GTEST_SKIP() << "SYSLM_GEMM_MIN_TOKENS overrides it";
     for (DType type : {DType::F32, DType::F16, DType::BF16})
         EXPECT_EQ(gemm_min_tokens(type), kGemmMinTokens) << dtype_info(type).name;
-    for (DType type : {DType::Q8_0, DType::Q4_0_G8, DType::Q8_0_G8W, DType::Q4_K, DType::Q6_K}) {
+    for (DType type : {DType::Q8_0, DType::Q4_0_G8, DType::Q8_0_G8W, DType::Q4_K, DType::Q6_K,
+                       DType::Q4_K_LANE, DType::Q6_K_LANE}) {
         const GemmCrossover& c = gemm_crossover(type);
         EXPECT_EQ(gemm_min_tokens(type), c.min_tokens);
         if (active_isa() == Isa::Scalar) {

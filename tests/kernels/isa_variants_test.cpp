@@ -21,6 +21,7 @@
 
 #include "core/dtype.hpp"
 #include "core/half.hpp"
+#include "dot_magnitude.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/quants/block_layouts.hpp"
 #include "kernels/type_traits.hpp"
@@ -29,14 +30,16 @@
 namespace syslm::kernels {
 namespace {
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16,    DType::Q4_0,   DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q8_0,    DType::Q8_1,   DType::Q2_K,
-                        DType::Q3_K, DType::Q4_K, DType::Q5_K,    DType::Q6_K,   DType::Q8_K,
-                        DType::Q4_0_G8, DType::Q8_0_G8, DType::Q8_0_G8W};
+const DType kTypes[] = {DType::F32,       DType::F16,      DType::BF16,      DType::Q4_0,
+                        DType::Q4_1,      DType::Q5_0,     DType::Q5_1,      DType::Q8_0,
+                        DType::Q8_1,      DType::Q2_K,     DType::Q3_K,      DType::Q4_K,
+                        DType::Q5_K,      DType::Q6_K,     DType::Q8_K,      DType::Q4_0_G8,
+                        DType::Q8_0_G8,   DType::Q8_0_G8W, DType::Q4_K_LANE, DType::Q5_K_LANE,
+                        DType::Q6_K_LANE, DType::Q8_K_LANE};
 
 // Partner-only layouts whose own vec_dot (against themselves) no kernel uses: only the scalar.
 bool scalar_vec_dot_only(DType t) {
-    return t == DType::Q8_0_G8;
+    return t == DType::Q8_0_G8 || t == DType::Q8_K_LANE;
 }
 
 const Isa kVariants[] = {Isa::Avx2, Isa::Avx512};
@@ -78,23 +81,6 @@ std::vector<float> dequantize(DType t, const std::vector<uint8_t>& q, int64_t n)
     return out;
 }
 
-// sum |x_i * y_i| over the dequantized rows, plus, for types whose kernels split each element
-// into a level part and a min/offset part (which cancel in x_i), the magnitude of those parts:
-// |min_i * y_i| where min_i is what a zero level decodes to. The variants round both parts.
-double dot_magnitude(DType t, const std::vector<float>& xd, const std::vector<float>& yd) {
-    double mag = 0;
-    for (size_t i = 0; i < xd.size(); ++i) mag += std::fabs(static_cast<double>(xd[i]) * yd[i]);
-    if (t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q2_K || t == DType::Q3_K ||
-        t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) {
-        // Bound |min part| by max|x| of the row's decodable range: twice the row's max |x_i|
-        // covers d * sc * level_max and the min (both are at most the block's range).
-        double amax = 0;
-        for (float v : xd) amax = std::max(amax, std::fabs(static_cast<double>(v)));
-        for (float v : yd) mag += 2 * amax * std::fabs(static_cast<double>(v));
-    }
-    return mag;
-}
-
 class IsaVariant : public ::testing::TestWithParam<Case> {
 protected:
     void SetUp() override {
@@ -127,7 +113,8 @@ TEST_P(IsaVariant, VecDotMatchesScalarOnQuantizedRows) {
             const std::vector<float> b = testing::make_weight_like(seed++, 1, n);
             const auto xq = quantize(ref().from_float, t, swap ? b : a);
             const auto yq = quantize(type_traits(p, Isa::Scalar).from_float, p, swap ? a : b);
-            const double mag = dot_magnitude(t, dequantize(t, xq, n), dequantize(p, yq, n));
+            const double mag =
+                testing::dot_magnitude(t, dequantize(t, xq, n), dequantize(p, yq, n));
             const float want = ref().vec_dot(n, xq.data(), yq.data());
             const float got = var().vec_dot(n, xq.data(), yq.data());
             expect_dot_close(got, want, mag,
@@ -157,10 +144,13 @@ std::vector<size_t> f16_fields(DType t) {
         case DType::Q3_K:
             return {offsetof(BlockQ3_K, d)};
         case DType::Q4_K:
+        case DType::Q4_K_LANE:
             return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
         case DType::Q5_K:
+        case DType::Q5_K_LANE:
             return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
         case DType::Q6_K:
+        case DType::Q6_K_LANE:
             return {offsetof(BlockQ6_K, d)};
         case DType::Q4_0_G8: {
             std::vector<size_t> d;
@@ -180,7 +170,8 @@ std::vector<size_t> f16_fields(DType t) {
 TEST_P(IsaVariant, VecDotMatchesScalarOnRandomBits) {
     const DType t = GetParam().type;
     if (block_of(t) == 1) GTEST_SKIP() << "float type: random bits would be NaN/Inf";
-    if (t == DType::Q8_0_G8) GTEST_SKIP() << "activation layout: its sums derive from its quants";
+    if (t == DType::Q8_0_G8 || t == DType::Q8_K_LANE)
+        GTEST_SKIP() << "activation layout: its sums derive from its quants";
     const DType p = ref().vec_dot_type;
     testing::SplitMix64 rng(77 + static_cast<uint64_t>(t));
     for (int64_t n : lengths(t)) {
@@ -199,7 +190,7 @@ TEST_P(IsaVariant, VecDotMatchesScalarOnRandomBits) {
         }
         const std::vector<float> b = testing::make_quant_input(rng.next(), n);
         const auto yq = quantize(type_traits(p, Isa::Scalar).from_float, p, b);
-        const double mag = dot_magnitude(t, dequantize(t, xq, n), dequantize(p, yq, n));
+        const double mag = testing::dot_magnitude(t, dequantize(t, xq, n), dequantize(p, yq, n));
         const float want = ref().vec_dot(n, xq.data(), yq.data());
         const float got = var().vec_dot(n, xq.data(), yq.data());
         expect_dot_close(got, want, mag, "random bits, n=" + std::to_string(n));
@@ -261,7 +252,7 @@ TEST(IsaVariantTable, AcceleratedKernelsAreRegistered) {
             EXPECT_NE(type_traits(t, isa).vec_dot, type_traits(t, Isa::Scalar).vec_dot)
                 << dtype_name(t) << " " << isa_name(isa);
         }
-        for (DType t : {DType::Q8_0, DType::Q8_1, DType::Q8_K, DType::Q8_0_G8})
+        for (DType t : {DType::Q8_0, DType::Q8_1, DType::Q8_K, DType::Q8_0_G8, DType::Q8_K_LANE})
             EXPECT_NE(type_traits(t, isa).from_float_fast, type_traits(t, Isa::Scalar).from_float)
                 << dtype_name(t) << " " << isa_name(isa);
     }

@@ -1,7 +1,8 @@
 // vec_dot of every type against its partner equals the dot product of the two dequantized rows,
 // computed independently here in double from to_float. The kernels multiply integers exactly and
 // scale per block, so the only differences are float roundings: the tolerance is a few float
-// ulps of sum |x_i * y_i|.
+// ulps of sum |x_i * y_i| and, where the kernel rounds a level part and a min / offset part on
+// their own, of those parts too (dot_magnitude.hpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,16 +10,19 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "dot_magnitude.hpp"
 #include "kernels/type_traits.hpp"
 #include "quant_test_inputs.hpp"
 
 namespace syslm::kernels {
 namespace {
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1, DType::Q2_K,
-                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
-                        DType::Q4_0_G8, DType::Q8_0_G8, DType::Q8_0_G8W};
+const DType kTypes[] = {DType::F32,       DType::F16,      DType::BF16,      DType::Q4_0,
+                        DType::Q4_1,      DType::Q5_0,     DType::Q5_1,      DType::Q8_0,
+                        DType::Q8_1,      DType::Q2_K,     DType::Q3_K,      DType::Q4_K,
+                        DType::Q5_K,      DType::Q6_K,     DType::Q8_K,      DType::Q4_0_G8,
+                        DType::Q8_0_G8,   DType::Q8_0_G8W, DType::Q4_K_LANE, DType::Q5_K_LANE,
+                        DType::Q6_K_LANE, DType::Q8_K_LANE};
 
 struct Quantized {
     std::vector<uint8_t> bytes;
@@ -51,12 +55,10 @@ TEST_P(QuantVecDot, EqualsDotOfDequantizedRows) {
             const std::vector<float> b = testing::make_weight_like(seed++, 1, n);
             const Quantized x = quantize(t, swap ? b : a);
             const Quantized y = quantize(tr.vec_dot_type, swap ? a : b);
-            double ref = 0, mag = 0;
-            for (int64_t i = 0; i < n; ++i) {
-                const double p = static_cast<double>(x.dequantized[i]) * y.dequantized[i];
-                ref += p;
-                mag += std::fabs(p);
-            }
+            double ref = 0;
+            for (int64_t i = 0; i < n; ++i)
+                ref += static_cast<double>(x.dequantized[i]) * y.dequantized[i];
+            const double mag = testing::dot_magnitude(t, x.dequantized, y.dequantized);
             const float got = tr.vec_dot(n, x.bytes.data(), y.bytes.data());
             EXPECT_NEAR(got, ref, 4e-7 * mag + 1e-30)
                 << dtype_name(t) << " . " << dtype_name(tr.vec_dot_type) << " n=" << n;

@@ -3,14 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "dot_magnitude.hpp"
 #include "kernels/isa.hpp"
 #include "kernels/quants/block_layouts.hpp"
 #include "kernels/quants/quant_rows.hpp"
@@ -41,8 +44,19 @@ TEST(Repack, LayoutChoice) {
     EXPECT_EQ(load_layout(DType::Q8_0, 2048),
               active_isa() == Isa::Avx512 ? DType::Q8_0_G8W : DType::Q8_0);
     EXPECT_EQ(load_layout(DType::Q8_0, 96), DType::Q8_0);
-    for (DType t : {DType::F16, DType::Q4_K, DType::Q6_K}) EXPECT_EQ(load_layout(t, 2048), t);
+    EXPECT_EQ(load_layout(DType::F16, 2048), DType::F16);
+    // Q4_K / Q6_K: lane order where it timed faster here, never on the scalar tier.
+    for (const auto& [file, lane] :
+         {std::pair{DType::Q4_K, DType::Q4_K_LANE}, std::pair{DType::Q5_K, DType::Q5_K_LANE},
+          std::pair{DType::Q6_K, DType::Q6_K_LANE}}) {
+        EXPECT_EQ(lane_layout(file), lane);
+        const std::string& v = lane_order_choice(file).value;
+        EXPECT_TRUE(simd ? v == "lane" || v == "file" : v.empty()) << v;
+        EXPECT_EQ(load_layout(file, 2048), v == "lane" ? lane : file);
+    }
+    EXPECT_TRUE(lane_order_choice(DType::Q8_0).value.empty());
     EXPECT_THROW(repack_rows(DType::Q8_0, DType::Q4_0_G8, nullptr, nullptr, 256, 1), Error);
+    EXPECT_THROW(repack_rows(DType::Q4_K, DType::Q6_K_LANE, nullptr, nullptr, 256, 1), Error);
 }
 
 // Random rows (every quant pattern, finite scales) keep every value through the repack.
@@ -50,18 +64,34 @@ TEST(Repack, RowsKeepTheirValues) {
     struct Case {
         DType from, to;
         size_t block;
+        std::vector<size_t> f16_fields;  // sane finite scales there, random bits elsewhere
+        void (*back_to_file)(const void*, void*, int64_t);
     };
-    for (const Case c : {Case{DType::Q4_0, DType::Q4_0_G8, sizeof(BlockQ4_0)},
-                         Case{DType::Q8_0, DType::Q8_0_G8W, sizeof(BlockQ8_0)}}) {
+    const Case cases[] = {
+        {DType::Q4_0, DType::Q4_0_G8, sizeof(BlockQ4_0), {0}, g8_to_q4_0},
+        {DType::Q8_0, DType::Q8_0_G8W, sizeof(BlockQ8_0), {0}, g8w_to_q8_0},
+        {DType::Q4_K,
+         DType::Q4_K_LANE,
+         sizeof(BlockQ4_K),
+         {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)},
+         lane_to_q4_k},
+        {DType::Q5_K,
+         DType::Q5_K_LANE,
+         sizeof(BlockQ5_K),
+         {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)},
+         lane_to_q5_k},
+        {DType::Q6_K, DType::Q6_K_LANE, sizeof(BlockQ6_K), {offsetof(BlockQ6_K, d)}, lane_to_q6_k}};
+    for (const Case& c : cases) {
         testing::SplitMix64 rng(5);
         const int64_t n = 256 * 3, rows = 5;
         const size_t rb = row_bytes(c.from, n);
         std::vector<uint8_t> src(rb * rows), dst(rb * rows), back(rb * rows);
         for (auto& b : src) b = static_cast<uint8_t>(rng.next());
-        for (size_t off = 0; off < src.size(); off += c.block) {
-            const uint16_t d = f32_to_f16((rng.uniform() - 0.5f) * 0.1f);
-            std::memcpy(&src[off], &d, sizeof d);
-        }
+        for (size_t off = 0; off < src.size(); off += c.block)
+            for (size_t f : c.f16_fields) {
+                const uint16_t d = f32_to_f16((rng.uniform() - 0.5f) * 0.1f);
+                std::memcpy(&src[off + f], &d, sizeof d);
+            }
         repack_rows(c.from, c.to, src.data(), dst.data(), n, rows);
         for (int64_t r = 0; r < rows; ++r) {
             const std::vector<uint8_t> a(src.begin() + r * rb, src.begin() + (r + 1) * rb);
@@ -69,10 +99,11 @@ TEST(Repack, RowsKeepTheirValues) {
             EXPECT_EQ(to_floats(c.from, a, n), to_floats(c.to, b, n))
                 << dtype_name(c.to) << " row " << r;
         }
-        if (c.to == DType::Q8_0_G8W) {  // every int8 q, -128 included, maps to q + 128 and back
-            g8w_to_q8_0(dst.data(), back.data(), n * rows);
-            EXPECT_EQ(back, src) << "Q8_0 -> Q8_0_G8W -> Q8_0 is the identity";
-        }
+        // Every bit comes back (Q8_0_G8W: every int8 q, -128 included, maps to q + 128 and
+        // back), and the layout really moved them.
+        c.back_to_file(dst.data(), back.data(), n * rows);
+        EXPECT_EQ(back, src) << dtype_name(c.from) << " -> " << dtype_name(c.to) << " and back";
+        EXPECT_NE(dst, src) << dtype_name(c.to);
     }
 }
 
@@ -91,25 +122,30 @@ TEST(Repack, Q8_0G8HoldsQ8_0AndItsSums) {
     }
 }
 
-// The whole path a matmul takes: repacked weights . activations quantized to Q8_0_G8 by the
-// active ISA equals the file path (Q4_0 or Q8_0 . Q8_0) up to float summation order.
+// The whole path a matmul takes: repacked weights . activations quantized to their partner
+// (Q8_0_G8, Q8_K_LANE) by the active ISA equals the file path (against Q8_0, Q8_K) up to float
+// summation order; for the K-quants the magnitude includes the min / offset parts, which the
+// kernels round separately (as in isa_variants_test).
 TEST(Repack, DotOverRepackedRowsEqualsFileTypeDot) {
-    for (const auto& [from, to] : {std::pair{DType::Q4_0, DType::Q4_0_G8},
-                                   std::pair{DType::Q8_0, DType::Q8_0_G8W}})
+    for (const auto& [from, to] :
+         {std::pair{DType::Q4_0, DType::Q4_0_G8}, std::pair{DType::Q8_0, DType::Q8_0_G8W},
+          std::pair{DType::Q4_K, DType::Q4_K_LANE}, std::pair{DType::Q5_K, DType::Q5_K_LANE},
+          std::pair{DType::Q6_K, DType::Q6_K_LANE}})
         for (int64_t groups : {1, 2, 7, 22}) {
             const int64_t n = 256 * groups;
             const auto w = quantize(from, testing::make_weight_like(groups, 1, n));
             const std::vector<float> x = testing::make_quant_input(100 + groups, n);
             std::vector<uint8_t> wg(w.size());
             repack_rows(from, to, w.data(), wg.data(), n, 1);
-            std::vector<uint8_t> xg(row_bytes(DType::Q8_0_G8, n));
-            type_traits(DType::Q8_0_G8).from_float_fast(x.data(), xg.data(), n);
-            const auto xq = quantize(DType::Q8_0, x);
+            const DType partner = type_traits(to).vec_dot_type;
+            const DType file_partner = type_traits(from).vec_dot_type;
+            std::vector<uint8_t> xg(row_bytes(partner, n));
+            type_traits(partner).from_float_fast(x.data(), xg.data(), n);
+            const auto xq = quantize(file_partner, x);
             const float want = type_traits(from, Isa::Scalar).vec_dot(n, w.data(), xq.data());
             const float got = type_traits(to).vec_dot(n, wg.data(), xg.data());
-            const auto wf = to_floats(from, w, n), xf = to_floats(DType::Q8_0, xq, n);
-            double mag = 0;
-            for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+            const auto wf = to_floats(from, w, n), xf = to_floats(file_partner, xq, n);
+            const double mag = testing::dot_magnitude(from, wf, xf);
             EXPECT_NEAR(got, want, 1e-6 * mag) << dtype_name(to) << " n=" << n;
         }
 }

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
 #include "kernels/isa.hpp"
+#include "kernels/repack.hpp"
 #include "kernels/type_traits.hpp"
 #include "model/random_init.hpp"
 #include "model/transformer.hpp"
@@ -587,50 +588,58 @@ TEST(Load, MissingOrMisshapenTensorNamesTheTensor) {
     }
 }
 
-// Q4_0 matrices are regrouped at load (kernels/repack.hpp); decode over the regrouped layout
-// gives the logits of the file layout (SYSLM_REPACK=0) up to float summation order.
-TEST(Load, RepackedQ4_0DecodesLikeTheFileLayout) {
+// Q4_0 and K-quant matrices are repacked at load where that is faster (kernels/repack.hpp:
+// Q4_0_G8, Q4_K_LANE, Q5_K_LANE, Q6_K_LANE); decode over the repacked layout gives the logits of
+// the file layout (SYSLM_REPACK=0) up to float summation order.
+TEST(Load, RepackedMatricesDecodeLikeTheFileLayout) {
     InitConfig cfg = small("llama");
     cfg.n_embd = 256;
     cfg.n_head = 4;
     cfg.n_ff = 512;
-    const io::GGUFFile base(make_model("q4_0_base", cfg));
-    const std::string path = std::string(SYSLM_TEST_TMP) + "/model_q4_0.gguf";
-    {
-        io::GGUFWriter w;
-        for (const auto& [k, v] : base.metadata()) w.set(k, v);
-        std::vector<std::vector<uint8_t>> keep;
-        for (const auto& t : base.tensors()) {
-            if (t.ne.size() != 2 || t.name.rfind("blk.", 0) != 0) {
-                w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-                continue;
+    const io::GGUFFile base(make_model("repack_base", cfg));
+    for (const DType type : {DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        const std::string path = std::string(SYSLM_TEST_TMP) + "/model_repack_" +
+                                 std::string(dtype_name(type)) + ".gguf";
+        {
+            io::GGUFWriter w;
+            for (const auto& [k, v] : base.metadata()) w.set(k, v);
+            std::vector<std::vector<uint8_t>> keep;
+            for (const auto& t : base.tensors()) {
+                if (t.ne.size() != 2 || t.name.rfind("blk.", 0) != 0) {
+                    w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+                    continue;
+                }
+                auto& q = keep.emplace_back(row_bytes(type, t.ne[0]) * t.ne[1]);
+                kernels::type_traits(type).from_float(reinterpret_cast<const float*>(t.data),
+                                                      q.data(), t.ne[0] * t.ne[1]);
+                w.add_tensor(t.name, type, t.ne, q.data(), q.size());
             }
-            auto& q = keep.emplace_back(row_bytes(DType::Q4_0, t.ne[0]) * t.ne[1]);
-            kernels::type_traits(DType::Q4_0)
-                .from_float(reinterpret_cast<const float*>(t.data), q.data(), t.ne[0] * t.ne[1]);
-            w.add_tensor(t.name, DType::Q4_0, t.ne, q.data(), q.size());
+            w.write(path);
         }
-        w.write(path);
-    }
-    const auto tokens = random_tokens(12, 32000, 3);
-    auto decode = [&](const Model& m) {
-        Context ctx(m, 16, 2);
-        std::vector<float> all;
-        for (int32_t t : tokens) {
-            const auto row = ctx.forward(std::span(&t, 1));
-            all.insert(all.end(), row.begin(), row.end());
+        const auto tokens = random_tokens(12, 32000, 3);
+        auto decode = [&](const Model& m) {
+            // An f32 cache: an f16 one would round two nearly equal keys to f16 values an ulp
+            // (2^-11) apart now and then, and carry that up to the logits.
+            Context ctx(m, 16, 2, 512, KvTypes(DType::F32));
+            std::vector<float> all;
+            for (int32_t t : tokens) {
+                const auto row = ctx.forward(std::span(&t, 1));
+                all.insert(all.end(), row.begin(), row.end());
+            }
+            return all;
+        };
+        setenv("SYSLM_REPACK", "0", 1);
+        const Model file_layout(path);
+        unsetenv("SYSLM_REPACK");
+        const Model repacked(path);
+        EXPECT_EQ(file_layout.weights().layers[0].wq.type, type);
+        const DType expected = kernels::load_layout(type, cfg.n_ff);
+        EXPECT_EQ(repacked.weights().layers[0].ffn_down.type, expected) << dtype_name(type);
+        if (type == DType::Q4_0 && kernels::active_isa() != kernels::Isa::Scalar) {
+            EXPECT_EQ(expected, DType::Q4_0_G8);
         }
-        return all;
-    };
-    setenv("SYSLM_REPACK", "0", 1);
-    const Model file_layout(path);
-    unsetenv("SYSLM_REPACK");
-    const Model repacked(path);
-    EXPECT_EQ(file_layout.weights().layers[0].wq.type, DType::Q4_0);
-    if (kernels::active_isa() != kernels::Isa::Scalar) {
-        EXPECT_EQ(repacked.weights().layers[0].ffn_down.type, DType::Q4_0_G8);
+        EXPECT_LT(max_rel_diff(decode(repacked), decode(file_layout)), 1e-5f) << dtype_name(type);
     }
-    EXPECT_LT(max_rel_diff(decode(repacked), decode(file_layout)), 1e-5f);
 }
 
 // SYSLM_WEIGHTS places the matrices: views of the mapped file (mmap), a huge-page copy (copy),

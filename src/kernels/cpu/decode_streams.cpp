@@ -109,9 +109,10 @@ std::string describe_decode_streams() {
         return "decode weights read as " + std::to_string(e) +
                (e == 1 ? " stream" : " streams") + " per thread (SYSLM_DECODE_STREAMS)\n";
     std::string out;
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                    DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                    DType::Q6_K, DType::Q4_0_G8, DType::Q8_0_G8W}) {
+    for (DType t :
+         {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+          DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+          DType::Q4_0_G8, DType::Q8_0_G8W, DType::Q4_K_LANE, DType::Q5_K_LANE, DType::Q6_K_LANE}) {
         const DecodeStreamsChoice c = decode_streams_choice(t);
         const TrialState& s = state(t);
         if (c.streams != 0 && !s.remembered.empty()) {

@@ -43,6 +43,16 @@
 //            order, then the quants plus 128, as u8 — vpdpbusd's unsigned operand, the
 //            activations its signed one; the offset comes back out through the activations'
 //            sums — in Q8_0_G8's pair order.
+// Lane order (Q4_K_LANE, Q6_K_LANE and their partner Q8_K_LANE): the block's fields and packing
+// are the file type's, but its 256 levels are permuted. Read as an 8 x 8 matrix of 4-element
+// units, element 32j + 4v + k (k < 4) moves to where element 32v + 4j + k was: the matrix is
+// transposed, so the permutation is its own inverse (lane_position). The unpacking code of the
+// file type then yields level vectors v = 0..7 (32 bytes each) whose int32 lane j holds only
+// elements of the 32-element group j: Q4_K's sub-block j, Q6_K's sub-blocks 2j (v < 4) and
+// 2j + 1 (v >= 4). One scale vector then serves every level vector of a block (or half), so the
+// SIMD dot sums the lanes' products first and scales each lane once (quant_dot_body.hpp), where
+// the file layout needs one broadcast scale per sub-block. Q8_K_LANE keeps Q8_K's d and bsums
+// (sums over the file order's 16-element runs) and permutes only qs.
 #pragma once
 
 #include <cstdint>
@@ -162,6 +172,11 @@ static_assert(sizeof(BlockQ8_0G8W) == 8 * sizeof(BlockQ8_0));
 constexpr int g8_pair_offset(int b, int half) {
     return (b / 2) * 64 + half * 32 + (b % 2) * 16;
 }
+// Where element e of a 256-element block sits in lane order (see above); its own inverse.
+constexpr int lane_position(int e) {
+    return 32 * ((e % 32) / 4) + 4 * (e / 32) + e % 4;
+}
+static_assert(lane_position(lane_position(77)) == 77 && lane_position(6) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_0G8) == 8 * sizeof(BlockQ4_0));
 static_assert(sizeof(BlockQ8_0G8) == 320);

@@ -9,6 +9,7 @@
 // round-to-nearest-even as core/half.hpp does. Inputs with NaN give some valid block.
 #include <cstring>
 
+#include "kernels/cpu/x86/quant_helpers.hpp"
 #include "kernels/cpu/x86/simd.hpp"
 
 #include "kernels/cpu/x86/x86_kernels.hpp"
@@ -155,6 +156,19 @@ void quantize_q8_k_fast(const float* x, void* dst, int64_t n) {
     }
 }
 
+// Q8_K_LANE: Q8_K's blocks with their quants transposed into lane order (block_layouts.hpp).
+void quantize_q8_k_lane_fast(const float* x, void* dst, int64_t n) {
+    quantize_q8_k_fast(x, dst, n);
+    auto* y = static_cast<BlockQ8_K*>(dst);
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        auto* q = reinterpret_cast<__m256i*>(y[i].qs);
+        __m256i v[8];
+        for (int k = 0; k < 8; ++k) v[k] = _mm256_loadu_si256(q + k);
+        transpose8x8_epi32(v);
+        for (int k = 0; k < 8; ++k) _mm256_storeu_si256(q + k, v[k]);
+    }
+}
+
 }  // namespace
 
 void register_act_quant_avx2(TypeTraits* rows, int n) {
@@ -163,6 +177,8 @@ void register_act_quant_avx2(TypeTraits* rows, int n) {
     if (TypeTraits* r = find_row(rows, n, DType::Q8_K)) r->from_float_fast = quantize_q8_k_fast;
     if (TypeTraits* r = find_row(rows, n, DType::Q8_0_G8))
         r->from_float_fast = quantize_q8_0_g8_fast;
+    if (TypeTraits* r = find_row(rows, n, DType::Q8_K_LANE))
+        r->from_float_fast = quantize_q8_k_lane_fast;
 }
 
 }  // namespace syslm::kernels::x86

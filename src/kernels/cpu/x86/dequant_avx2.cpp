@@ -65,8 +65,9 @@ void dequant_q8_0(const void* src, float* y, int64_t n) {
 }
 
 // Q4_K / Q5_K: per 32-element group j, (d * sc_j) * level - dmin * m_j; levels of groups 2c and
-// 2c + 1 are the low and high nibbles of qs[32c..32c+31], Q5_K's bit 4 is bit j of qh[l].
-template <typename Block, bool HighBit>
+// 2c + 1 are the low and high nibbles of qs[32c..32c+31], Q5_K's bit 4 is bit j of qh[l]. In
+// lane order (Lanes, block_layouts.hpp) the same unpacking gives the level vectors transposed.
+template <typename Block, bool HighBit, bool Lanes = false>
 void dequant_k4(const void* src, float* y, int64_t n) {
     const auto* x = static_cast<const Block*>(src);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -76,17 +77,20 @@ void dequant_k4(const void* src, float* y, int64_t n) {
         const float d = f16(x[i].d), dmin = f16(x[i].dmin);
         __m256i qh = _mm256_setzero_si256();
         if constexpr (HighBit) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh));
+        __m256i v[8];
         for (int c = 0; c < QK_K / 64; ++c) {
             const __m256i q =
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + 32 * c));
-            __m256i v[2] = {_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)};
-            for (int k = 0; k < 2; ++k) {
-                const int j = 2 * c + k;
-                if constexpr (HighBit) v[k] = _mm256_or_si256(v[k], bit_to(qh, j, 4));
-                const float dl = d * static_cast<float>((sc8 >> (8 * j)) & 0xFF);
-                const float ml = dmin * static_cast<float>((mn8 >> (8 * j)) & 0xFF);
-                levels32_to_float<true>(v[k], dl, dl, ml, y + 32 * j);
-            }
+            v[2 * c] = _mm256_and_si256(q, m4);
+            v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+        if constexpr (HighBit)
+            for (int j = 0; j < 8; ++j) v[j] = _mm256_or_si256(v[j], bit_to(qh, j, 4));
+        if constexpr (Lanes) transpose8x8_epi32(v);
+        for (int j = 0; j < 8; ++j) {
+            const float dl = d * static_cast<float>((sc8 >> (8 * j)) & 0xFF);
+            const float ml = dmin * static_cast<float>((mn8 >> (8 * j)) & 0xFF);
+            levels32_to_float<true>(v[j], dl, dl, ml, y + 32 * j);
         }
     }
 }
@@ -99,23 +103,40 @@ void dequant_q5_k(const void* src, float* y, int64_t n) {
     dequant_k4<BlockQ5_K, true>(src, y, n);
 }
 
+void dequant_q4_k_lane(const void* src, float* y, int64_t n) {
+    dequant_k4<BlockQ4_K, false, true>(src, y, n);
+}
+
+void dequant_q5_k_lane(const void* src, float* y, int64_t n) {
+    dequant_k4<BlockQ5_K, true, true>(src, y, n);
+}
+
 // Q6_K: per half of 128 elements, four runs of 32 levels from ql (low 4 bits) and qh (2 bits
-// each), less 32, times d * scale per 16 elements.
-void dequant_q6_k(const void* src, float* y, int64_t n) {
+// each), less 32, times d * scale per 16 elements. Lanes: as for dequant_k4.
+template <bool Lanes>
+void dequant_q6_k_order(const void* src, float* y, int64_t n) {
     const auto* x = static_cast<const BlockQ6_K*>(src);
     const __m256i c32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QK_K; ++i, y += QK_K) {
         const float d = f16(x[i].d);
-        for (int h = 0; h < 2; ++h) {
-            __m256i v[4];
-            q6_k_levels(x[i], h, v);
-            const int8_t* sc = x[i].scales + 8 * h;
-            for (int k = 0; k < 4; ++k)
-                levels32_to_float<false>(
-                    _mm256_sub_epi8(v[k], c32), d * static_cast<float>(sc[2 * k]),
-                    d * static_cast<float>(sc[2 * k + 1]), 0.0f, y + 128 * h + 32 * k);
-        }
+        __m256i half[2][4], v[8];
+        q6_k_levels(x[i], 0, half[0]);
+        q6_k_levels(x[i], 1, half[1]);
+        for (int j = 0; j < 8; ++j) v[j] = half[j / 4][j % 4];
+        if constexpr (Lanes) transpose8x8_epi32(v);
+        const int8_t* sc = x[i].scales;
+        for (int j = 0; j < 8; ++j)
+            levels32_to_float<false>(_mm256_sub_epi8(v[j], c32), d * static_cast<float>(sc[2 * j]),
+                                     d * static_cast<float>(sc[2 * j + 1]), 0.0f, y + 32 * j);
     }
+}
+
+void dequant_q6_k(const void* src, float* y, int64_t n) {
+    dequant_q6_k_order<false>(src, y, n);
+}
+
+void dequant_q6_k_lane(const void* src, float* y, int64_t n) {
+    dequant_q6_k_order<true>(src, y, n);
 }
 
 }  // namespace
@@ -124,9 +145,11 @@ void register_dequant_avx2(TypeTraits* rows, int n) {
     const struct {
         DType type;
         ToFloatFn fn;
-    } deqs[] = {{DType::Q4_K, dequant_q4_k}, {DType::Q5_K, dequant_q5_k},
-                {DType::Q6_K, dequant_q6_k}, {DType::Q8_0, dequant_q8_0},
-                {DType::Q4_0, dequant_q4_0}, {DType::Q4_0_G8, dequant_q4_0_g8}};
+    } deqs[] = {{DType::Q4_K, dequant_q4_k},           {DType::Q5_K, dequant_q5_k},
+                {DType::Q6_K, dequant_q6_k},           {DType::Q8_0, dequant_q8_0},
+                {DType::Q4_0, dequant_q4_0},           {DType::Q4_0_G8, dequant_q4_0_g8},
+                {DType::Q4_K_LANE, dequant_q4_k_lane}, {DType::Q5_K_LANE, dequant_q5_k_lane},
+                {DType::Q6_K_LANE, dequant_q6_k_lane}};
     for (const auto& d : deqs)
         if (TypeTraits* r = find_row(rows, n, d.type)) r->to_float = d.fn;
 }

@@ -33,6 +33,16 @@ __m256i dot4_scaled(__m256i u, __m256i s, __m256i scale) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale);
 }
 
+// Pair sums in int16: the caller bounds how many add up (quant_dot_body.hpp).
+__m256i lane_acc(__m256i a, __m256i u, __m256i s) {
+    return _mm256_add_epi16(a, _mm256_maddubs_epi16(u, s));
+}
+
+// Each scale twice (both int16 halves of its lane) for vpmaddwd.
+__m256i lane_scaled(__m256i a, __m128i sc) {
+    return _mm256_madd_epi16(a, _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(sc, sc)));
+}
+
 }  // namespace
 }  // namespace syslm::kernels::x86
 

@@ -33,6 +33,14 @@ __m256i dot4_scaled(__m256i u, __m256i s, __m256i scale) {
     return _mm256_mullo_epi32(dot4(u, s), scale);
 }
 
+__m256i lane_acc(__m256i a, __m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(a, u, s);
+}
+
+__m256i lane_scaled(__m256i a, __m128i sc) {
+    return _mm256_mullo_epi32(a, _mm256_cvtepi8_epi32(sc));
+}
+
 }  // namespace
 }  // namespace syslm::kernels::x86
 

@@ -24,13 +24,13 @@ void prefetch_ahead(const Block* b) {
     for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
 }
 
-uint32_t load_u32(const void* p) {
+inline uint32_t load_u32(const void* p) {
     uint32_t v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 
-float f16(uint16_t h) {
+inline float f16(uint16_t h) {
     return _cvtsh_ss(h);
 }
 
@@ -41,8 +41,28 @@ inline __m256i bit_to(__m256i v, int k, int pos) {
     return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << pos)));
 }
 
+// v[0..7] read as an 8 x 8 matrix of int32 transposed in place: the move between a block's file
+// order and lane order (block_layouts.hpp), either way, on its level vectors or its Q8_K quants.
+inline void transpose8x8_epi32(__m256i (&v)[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+    }
+}
+
 // Q4_K/Q5_K: 8 six-bit scales and mins from 12 bytes (block_layouts.hpp), as 8 bytes each.
-void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
+inline void k4_scales_mins(const uint8_t* s, uint64_t& scales, uint64_t& mins) {
     const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
     const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top = 0x30303030u;
     const uint32_t sc_lo = a & lo6, sc_hi = (c & lo4) | ((a >> 2) & top);
@@ -87,8 +107,8 @@ inline __m128i q3_k_scales(const uint8_t* s) {
 // vphaddd into the 8 block sums in slot order, less 2^Shift (the weights' level offset) times
 // each activation block's quant sum, scaled by both blocks' scales, added to acc.
 template <int Shift>
-__m256 g8_group_fma(const __m256i (&pair)[4], const int32_t* y_sums, const uint16_t* x_d,
-                    const float* y_d, __m256 acc) {
+inline __m256 g8_group_fma(const __m256i (&pair)[4], const int32_t* y_sums, const uint16_t* x_d,
+                           const float* y_d, __m256 acc) {
     __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[0], pair[1]),
                                      _mm256_hadd_epi32(pair[2], pair[3]));
     sums = _mm256_sub_epi32(
