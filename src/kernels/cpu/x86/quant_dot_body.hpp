@@ -415,11 +415,25 @@ float dot_row(int64_t n, const void* vx, const void* vy) {
     return sum.finish();
 }
 
+// Chunk c of a Q4_K / Q5_K block: its low-nibble and high-nibble level vectors (2c and 2c + 1),
+// Q5_K's bit 4 from hbits (its qh).
+template <typename Block, bool with_high>
+[[gnu::always_inline]] inline void k4_chunk_levels(const Block& xb, __m256i hbits, int c,
+                                                   __m256i& lo, __m256i& hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = load256(xb.qs + 32 * c);
+    lo = _mm256_and_si256(v, m4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if constexpr (with_high) {
+        lo = _mm256_or_si256(lo, bit_to(hbits, 2 * c, 4));
+        hi = _mm256_or_si256(hi, bit_to(hbits, 2 * c + 1, 4));
+    }
+}
+
 // Q4_K (with_high = false) and Q5_K (5th bit from qh): each 32-byte chunk of qs holds two
 // sub-blocks, low nibbles then high nibbles. One super-block of one row into its sums.
 template <typename Block, bool with_high>
 [[gnu::always_inline]] inline void k4_step(const Block& xb, const BlockQ8_K& yb, KSum& sum) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     prefetch_ahead(&xb);
     uint64_t sc8, mn8;
     k4_scales_mins(xb.scales, sc8, mn8);
@@ -431,13 +445,8 @@ template <typename Block, bool with_high>
     __m256i isum = _mm256_setzero_si256();
     __m256i sub[8];  // per sub-block dot products (kScaleAfterSum)
     for (int c = 0; c < 4; ++c) {
-        const __m256i v = load256(xb.qs + 32 * c);
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (with_high) {
-            lo = _mm256_or_si256(lo, bit_to(hbits, 2 * c, 4));
-            hi = _mm256_or_si256(hi, bit_to(hbits, 2 * c + 1, 4));
-        }
+        __m256i lo, hi;
+        k4_chunk_levels<Block, with_high>(xb, hbits, c, lo, hi);
         const int8_t* yq = yb.qs + 64 * c;
         if constexpr (kScaleAfterSum) {
             sub[2 * c] = dot4(lo, load256(yq));
@@ -502,7 +511,6 @@ float dot_q6_k_q8_k(int64_t n, const void* x, const void* y) {
 template <typename Block, bool with_high>
 [[gnu::always_inline]] inline void k4_lane_step(const Block& xb, const BlockQ8_K& yb,
                                                 KLaneSum& sum) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     prefetch_ahead(&xb);
     uint64_t sc8, mn8;
     k4_scales_mins(xb.scales, sc8, mn8);
@@ -513,13 +521,8 @@ template <typename Block, bool with_high>
     if constexpr (with_high) hbits = load256(xb.qh);
     __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int c = 0; c < 4; ++c) {
-        const __m256i v = load256(xb.qs + 32 * c);
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (with_high) {
-            lo = _mm256_or_si256(lo, bit_to(hbits, 2 * c, 4));
-            hi = _mm256_or_si256(hi, bit_to(hbits, 2 * c + 1, 4));
-        }
+        __m256i lo, hi;
+        k4_chunk_levels<Block, with_high>(xb, hbits, c, lo, hi);
         __m256i& a = acc[with_high ? c / 2 : 0];
         a = lane_acc(a, lo, load256(yb.qs + 64 * c));
         a = lane_acc(a, hi, load256(yb.qs + 64 * c + 32));
