@@ -215,7 +215,32 @@ void attend_block_rows(const AttentionColumns& a, Rows k, Rows v, int64_t p0, in
         if (ja >= jz) continue;  // nothing visible: m, l, o stay as they are
         float m = a.m[i];
         const float slope = a.slope ? a.slope[i] : 0.0f;
-        for (int j = static_cast<int>(ja); j < jz; ++j) {
+        // Four positions at a time: four independent FMA chains instead of one, each position's
+        // sum taken in the same order as alone (the same bits).
+        int j = static_cast<int>(ja);
+        for (; j + 4 <= jz; j += 4) {
+            const auto *k0 = k[j], *k1 = k[j + 1], *k2 = k[j + 2], *k3 = k[j + 3];
+            typename V::T a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+            for (int d = 0; d < full; d += W) {
+                const typename V::T qv = V::load(q + d);
+                a0 = V::fmadd(qv, load_kv<V>(k0 + d), a0);
+                a1 = V::fmadd(qv, load_kv<V>(k1 + d), a1);
+                a2 = V::fmadd(qv, load_kv<V>(k2 + d), a2);
+                a3 = V::fmadd(qv, load_kv<V>(k3 + d), a3);
+            }
+            if (tail) {
+                const typename V::T qv = V::load_n(q + full, tail);
+                a0 = V::fmadd(qv, load_kv_n<V>(k0 + full, tail), a0);
+                a1 = V::fmadd(qv, load_kv_n<V>(k1 + full, tail), a1);
+                a2 = V::fmadd(qv, load_kv_n<V>(k2 + full, tail), a2);
+                a3 = V::fmadd(qv, load_kv_n<V>(k3 + full, tail), a3);
+            }
+            s[j] = V::hsum(a0);
+            s[j + 1] = V::hsum(a1);
+            s[j + 2] = V::hsum(a2);
+            s[j + 3] = V::hsum(a3);
+        }
+        for (; j < jz; ++j) {
             const auto* kr = k[j];
             typename V::T acc = V::zero();
             for (int d = 0; d < full; d += W)
