@@ -163,7 +163,9 @@ void vec_dot_rows(const TypeTraits& tt, int64_t n, int nr, const void* x, size_t
 
 void vec_dot_tokens(const TypeTraits& tt, int64_t n, int nr, const void* x, size_t bx, int nt,
                     const void* y, size_t by, float* s, size_t bs) {
-    if (tt.vec_dot_tokens) {
+    // One token takes the multi-row kernel where the type has one (each row is its vec_dot
+    // either way): the tokens kernels go row by row.
+    if (tt.vec_dot_tokens && (nt > 1 || !tt.vec_dot_rows)) {
         tt.vec_dot_tokens(n, nr, x, bx, nt, y, by, s, bs);
         return;
     }
