@@ -505,34 +505,57 @@ float dot_q6_k_q8_k(int64_t n, const void* x, const void* y) {
 // their own after broadcasting its scale. Zen 3, one thread in L2, ns per super-block on rows of
 // 768 / 2048: Q4_K 11.6 / 10.9 in file order, 6.9 / 6.4 in lane order.
 
+// A block of one row against NT tokens' blocks yb[t], into their sums sum[t]: the weights'
+// levels, scales and mins are unpacked once for all NT (prefill, serving's batched decode), and
+// each token's arithmetic is exactly what it gets alone (NT = 1, lane_step).
+
 // Q4_K_LANE / Q5_K_LANE: the unpacking of Q4_K / Q5_K. Levels below 16 let all eight level
 // vectors' int16 lane sums add up under 2^15 on AVX2; Q5_K's, below 32, four at a time. The min
 // term stays in four lanes until the row's end.
 template <typename Block, bool with_high>
-[[gnu::always_inline]] inline void k4_lane_step(const Block& xb, const BlockQ8_K& yb,
-                                                KLaneSum& sum) {
-    prefetch_ahead(&xb);
-    uint64_t sc8, mn8;
-    k4_scales_mins(xb.scales, sc8, mn8);
-    const __m128i pairs = _mm_hadd_epi16(load128(yb.bsums), load128(yb.bsums + 8));
-    const __m128i mins =
-        _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn8))), pairs);
-    __m256i hbits = _mm256_setzero_si256();
-    if constexpr (with_high) hbits = load256(xb.qh);
-    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (int c = 0; c < 4; ++c) {
-        __m256i lo, hi;
-        k4_chunk_levels<Block, with_high>(xb, hbits, c, lo, hi);
-        __m256i& a = acc[with_high ? c / 2 : 0];
-        a = lane_acc(a, lo, load256(yb.qs + 64 * c));
-        a = lane_acc(a, hi, load256(yb.qs + 64 * c + 32));
+struct K4Lane {
+    using Sum = KLaneSum;
+    template <int NT>
+    [[gnu::always_inline]] static void block(const Block& xb, const BlockQ8_K* const* __restrict yb,
+                                             Sum* __restrict sum) {
+        prefetch_ahead(&xb);
+        uint64_t sc8, mn8;
+        k4_scales_mins(xb.scales, sc8, mn8);
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn8)));
+        __m256i hbits = _mm256_setzero_si256();
+        if constexpr (with_high) hbits = load256(xb.qh);
+        __m256i acc[NT][2];
+        for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            __m256i lo, hi;
+            k4_chunk_levels<Block, with_high>(xb, hbits, c, lo, hi);
+            for (int t = 0; t < NT; ++t) {
+                __m256i& a = acc[t][with_high ? c / 2 : 0];
+                a = lane_acc(a, lo, load256(yb[t]->qs + 64 * c));
+                a = lane_acc(a, hi, load256(yb[t]->qs + 64 * c + 32));
+            }
+        }
+        const __m128i scales = _mm_cvtsi64_si128(static_cast<long long>(sc8));
+        const float xd = f16(xb.d), xdmin = f16(xb.dmin);
+        for (int t = 0; t < NT; ++t) {
+            const __m128i pairs = _mm_hadd_epi16(load128(yb[t]->bsums), load128(yb[t]->bsums + 8));
+            const __m128i mins = _mm_madd_epi16(m16, pairs);
+            __m256i isum = lane_scaled(acc[t][0], scales);
+            if constexpr (with_high) isum = _mm256_add_epi32(isum, lane_scaled(acc[t][1], scales));
+            const float dy = yb[t]->d;
+            sum[t].acc =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * xd), sum[t].acc);
+            sum[t].sub = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(dy * xdmin), sum[t].sub);
+        }
     }
-    const __m128i scales = _mm_cvtsi64_si128(static_cast<long long>(sc8));
-    __m256i isum = lane_scaled(acc[0], scales);
-    if constexpr (with_high) isum = _mm256_add_epi32(isum, lane_scaled(acc[1], scales));
-    const float dy = yb.d;
-    sum.acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * f16(xb.d)), sum.acc);
-    sum.sub = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(dy * f16(xb.dmin)), sum.sub);
+};
+
+// One token: the Step of dot_row / dot_rows_by2.
+template <typename Block, typename Lane>
+[[gnu::always_inline]] inline void lane_step(const Block& xb, const BlockQ8_K& yb,
+                                             typename Lane::Sum& sum) {
+    const BlockQ8_K* y = &yb;
+    Lane::template block<1>(xb, &y, &sum);
 }
 
 // Q6_K_LANE: the unpacking of Q6_K (levels below 64: two int16 lane sums stay under 2^15 on
@@ -566,64 +589,28 @@ float dot_q6_k_lane(int64_t n, const void* x, const void* y) {
     return dot_row<BlockQ6_K, KSum, q6_k_lane_step>(n, x, y);
 }
 
-// Lane-order dots against NT tokens (Q8_K_LANE rows `by` bytes apart; s[t * bs] for token t),
-// for prefill and serving's batched decode: each block's levels, scales and mins are unpacked
-// once for all NT tokens, and each token's arithmetic is exactly its one-token dot's (dot_row).
-// Zen 3, one thread, 64 rows x 16 tokens in L2, against the loop over tokens of the two-row
-// kernel: Q5_K 25.3 -> 21.5 us (rows of 768), 61.8 -> 48.5 (2048); Q6_K 27.5 -> 20.8, 66.9 ->
-// 48.1; Q4_K, whose unpacking is cheapest, 18.8 -> 20.3 and 44.5 -> 45.9, so Q4_K keeps the loop.
-template <typename Block, bool with_high>
-struct K4LaneTokens {
+// Against NT tokens (Q8_K_LANE rows `by` bytes apart; s[t * bs] for token t), for
+// dot_tokens_by4. Zen 3, one thread, 64 rows x 16 tokens in L2, against the loop over tokens of
+// the two-row kernel: Q5_K 25.3 -> 21.5 us (rows of 768), 61.8 -> 48.5 (2048); Q6_K 27.5 ->
+// 20.8, 66.9 -> 48.1; Q4_K, whose unpacking is cheapest, 18.8 -> 20.3 and 44.5 -> 45.9, so Q4_K
+// keeps the loop.
+template <typename Block, typename Lane>
+struct LaneTokens {
     template <int NT>
     static void run(int64_t n, const Block* x, const uint8_t* y, size_t by, float* s, size_t bs) {
-        if constexpr (NT == 1) {
-            *s = dot_row<Block, KLaneSum, k4_lane_step<Block, with_high>>(n, x, y);
-        } else {
-            KLaneSum sum[NT];
-            for (int64_t i = 0; i < n / QK_K; ++i) {
-                const Block& xb = x[i];
-                const BlockQ8_K* yb[NT];
-                for (int t = 0; t < NT; ++t)
-                    yb[t] = reinterpret_cast<const BlockQ8_K*>(y + t * by) + i;
-                prefetch_ahead(&xb);
-                uint64_t sc8, mn8;
-                k4_scales_mins(xb.scales, sc8, mn8);
-                const __m128i m16 =
-                    _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn8)));
-                __m256i hbits = _mm256_setzero_si256();
-                if constexpr (with_high) hbits = load256(xb.qh);
-                __m256i acc[NT][2];
-                for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
-                for (int c = 0; c < 4; ++c) {
-                    __m256i lo, hi;
-                    k4_chunk_levels<Block, with_high>(xb, hbits, c, lo, hi);
-                    for (int t = 0; t < NT; ++t) {
-                        __m256i& a = acc[t][with_high ? c / 2 : 0];
-                        a = lane_acc(a, lo, load256(yb[t]->qs + 64 * c));
-                        a = lane_acc(a, hi, load256(yb[t]->qs + 64 * c + 32));
-                    }
-                }
-                const __m128i scales = _mm_cvtsi64_si128(static_cast<long long>(sc8));
-                const float xd = f16(xb.d), xdmin = f16(xb.dmin);
-                for (int t = 0; t < NT; ++t) {
-                    const __m128i pairs =
-                        _mm_hadd_epi16(load128(yb[t]->bsums), load128(yb[t]->bsums + 8));
-                    const __m128i mins = _mm_madd_epi16(m16, pairs);
-                    __m256i isum = lane_scaled(acc[t][0], scales);
-                    if constexpr (with_high)
-                        isum = _mm256_add_epi32(isum, lane_scaled(acc[t][1], scales));
-                    const float dy = yb[t]->d;
-                    sum[t].acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * xd),
-                                                 sum[t].acc);
-                    sum[t].sub =
-                        _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(dy * xdmin), sum[t].sub);
-                }
-            }
-            for (int t = 0; t < NT; ++t) s[t * bs] = sum[t].finish();
+        typename Lane::Sum sum[NT];
+        for (int64_t i = 0; i < n / QK_K; ++i) {
+            const BlockQ8_K* yb[NT];
+            for (int t = 0; t < NT; ++t) yb[t] = reinterpret_cast<const BlockQ8_K*>(y + t * by) + i;
+            Lane::template block<NT>(x[i], yb, sum);
         }
+        for (int t = 0; t < NT; ++t) s[t * bs] = sum[t].finish();
     }
 };
 
+// Q6_K_LANE's tokens kernel: q6_k_lane_step's arithmetic for NT tokens. Written apart from it
+// because Q6_K_LANE through the shared K4Lane-style per-block body measured 5-10% slower for one
+// token (Zen 3, 256 x 2048: 17.6-18.9 against 16.9-17.3 us).
 struct Q6KLaneTokens {
     template <int NT>
     static void run(int64_t n, const BlockQ6_K* x, const uint8_t* y, size_t by, float* s,
@@ -721,14 +708,16 @@ void set_quant_dots(TypeTraits* rows, int n) {
         r->vec_dot_rows = dot_rows_by2<BlockQ5_K, KSum, k4_step<BlockQ5_K, true>>;
     if (TypeTraits* r = find_row(rows, n, DType::Q6_K))
         r->vec_dot_rows = dot_rows_by2<BlockQ6_K, KSum, q6_k_step>;
+    using Q4KL = K4Lane<BlockQ4_K, false>;
+    using Q5KL = K4Lane<BlockQ5_K, true>;
     if (TypeTraits* r = find_row(rows, n, DType::Q4_K_LANE)) {
-        r->vec_dot = dot_row<BlockQ4_K, KLaneSum, k4_lane_step<BlockQ4_K, false>>;
-        r->vec_dot_rows = dot_rows_by2<BlockQ4_K, KLaneSum, k4_lane_step<BlockQ4_K, false>>;
+        r->vec_dot = dot_row<BlockQ4_K, KLaneSum, lane_step<BlockQ4_K, Q4KL>>;
+        r->vec_dot_rows = dot_rows_by2<BlockQ4_K, KLaneSum, lane_step<BlockQ4_K, Q4KL>>;
     }
     if (TypeTraits* r = find_row(rows, n, DType::Q5_K_LANE)) {
-        r->vec_dot = dot_row<BlockQ5_K, KLaneSum, k4_lane_step<BlockQ5_K, true>>;
-        r->vec_dot_rows = dot_rows_by2<BlockQ5_K, KLaneSum, k4_lane_step<BlockQ5_K, true>>;
-        r->vec_dot_tokens = dot_tokens_by4<BlockQ5_K, K4LaneTokens<BlockQ5_K, true>>;
+        r->vec_dot = dot_row<BlockQ5_K, KLaneSum, lane_step<BlockQ5_K, Q5KL>>;
+        r->vec_dot_rows = dot_rows_by2<BlockQ5_K, KLaneSum, lane_step<BlockQ5_K, Q5KL>>;
+        r->vec_dot_tokens = dot_tokens_by4<BlockQ5_K, LaneTokens<BlockQ5_K, Q5KL>>;
     }
     if (TypeTraits* r = find_row(rows, n, DType::Q6_K_LANE)) {
         r->vec_dot = dot_q6_k_lane;
