@@ -149,6 +149,7 @@ def main():
                     "syslm_ts": mean([r["avg_ts"] for r in o]),
                     "syslm_sd": mean([r["stddev_ts"] for r in o]),
                     "roofline": mean([r["roofline_fraction"] for r in o]),
+                    "read_gbs": [r["read_gbs"] for r in o if r["n_gen"] > 0],
                     "llama_ts": mean([r["avg_ts"] for r in theirs.get(test, [])]),
                     "llama_sd": mean([r["stddev_ts"] for r in theirs.get(test, [])]),
                 }
@@ -167,6 +168,12 @@ def main():
                f"FP32 {probe['fma_f32_gflops']:.0f} GFLOP/s, int8 {probe['int8_gops']:.0f} GOP/s")
     except (subprocess.CalledProcessError, ValueError, KeyError):
         pass
+    # Decode's roofline is the read bandwidth syslm bench measured around each test: a shared
+    # machine's drifts, so the probe's cached figure is shown for reference only.
+    gbs = [g for r in rows for g in r["read_gbs"]]
+    if gbs:
+        cpu += (f"; decode's roofline: read bandwidth measured around each test, "
+                f"{min(gbs):.1f}-{max(gbs):.1f} GB/s")
     lines = [
         f"pp{args.n_prompt} / tg{args.n_gen}, {args.threads} threads, {args.reps} repetitions x "
         f"{args.rounds} interleaved rounds, {time.strftime('%Y-%m-%d')}. {cpu}",

@@ -16,6 +16,7 @@
 #include "kernels/isa.hpp"
 #include "profile/bench_runner.hpp"
 #include "profile/machine_probe.hpp"
+#include "profile/memory_bandwidth.hpp"
 #include "profile/model_costs.hpp"
 #include "profile/op_report.hpp"
 
@@ -102,7 +103,8 @@ std::string size_label(double bytes) {
 nlohmann::json bench_json(const BenchArgs& a, const profile::ProbeResult& probe,
                           const profile::ModelCosts& costs, const std::string& model_type,
                           const profile::BenchTest& test, const profile::BenchResult& r,
-                          const std::string& test_time, double roof_ts, const char* basis) {
+                          const std::string& test_time, double roof_ts, const char* basis,
+                          double read_gbs) {
     return {
         {"build_commit", "syslm"},
         {"cpu_info", probe.cpu},
@@ -135,6 +137,9 @@ nlohmann::json bench_json(const BenchArgs& a, const profile::ProbeResult& probe,
         {"roofline_ts", roof_ts},
         {"roofline_fraction", r.avg_ts / roof_ts},
         {"roofline_basis", basis},
+        // decode's roof: the read bandwidth measured around the test, and the probe's figure
+        {"read_gbs", read_gbs},
+        {"read_gbs_probe", probe.read_gbs_for(a.threads)},
     };
 }
 
@@ -151,18 +156,27 @@ void print_table_header() {
 }
 
 // What the "of roof" column is measured against, and where the figures come from.
+// GB/s of the probe's read sum on `threads` threads now: 256 MiB, best of 4 passes (~0.1 s).
+double read_bandwidth_now(int threads) {
+    ThreadPool pool(threads);
+    return profile::measure_read_bandwidth(pool, size_t{256} << 20, 4);
+}
+
 void print_roofline_note(const BenchArgs& a, const profile::ProbeResult& probe,
-                         const profile::ModelCosts& costs) {
+                         const profile::ModelCosts& costs, double bandwidth_now) {
     char amx[96] = "";
     if (probe.amx_bf16 > 0)
         std::snprintf(amx, sizeof amx, ", AMX BF16 tiles %.0f GFLOP/s",
                       probe.amx_bf16_for(a.threads));
     std::printf(
-        "\nroofline: decode at %.1f GB/s read bandwidth / %.1f MB per token (weights touched "
-        "+ KV cache at mid-run); prefill at the peak of the units each weight type's GEMM "
+        "\nroofline: decode at %.1f GB/s read bandwidth (%s; the probe's: %.1f) / %.1f MB per "
+        "token (weights touched + KV cache at mid-run); prefill at the peak of the units each "
+        "weight type's GEMM "
         "was measured fastest on (%s: FP32 FMA %.0f, BF16 dot %.0f GFLOP/s%s; int8 %.0f GOP/s "
         "where no GEMM runs; %d threads), attention at the FP32 FMA peak, from `syslm probe` "
         "(%s).\n",
+        bandwidth_now > 0 ? bandwidth_now : probe.read_gbs_for(a.threads),
+        bandwidth_now > 0 ? "measured just before and after the test" : "no decode test",
         probe.read_gbs_for(a.threads),
         (costs.decode_weight_bytes + costs.decode_kv_bytes(a.n_gen) / std::max(a.n_gen, 1)) / 1e6,
         probe.isa.c_str(), probe.fma_f32_for(a.threads), probe.bf16_for(a.threads), amx,
@@ -235,6 +249,7 @@ int run_bench_cmd(const BenchArgs& a) {
     if (a.n_gen > 0) tests.push_back({0, a.n_gen, a.n_depth});
 
     const bool profiling = a.profile || !a.trace.empty();
+    double bandwidth_now = 0;  // the last decode test's (for the note)
     nlohmann::json out = nlohmann::json::array();
     std::vector<profile::OpReport> reports;
     if (!a.json) print_table_header();
@@ -242,17 +257,28 @@ int run_bench_cmd(const BenchArgs& a) {
         if (profiling) profiler::reset();
         const profile::BenchOptions opt = bench_options(a, profiling);
         const std::string test_time = utc_now();
-        const profile::BenchResult r = profile::run_bench(m, test, opt);
         const bool decode = test.n_gen > 0;
-        const double roof_s = decode ? profile::decode_roofline_seconds(costs, test.n_gen, probe,
-                                                                        a.threads, a.n_depth)
+        // A shared machine's bandwidth drifts (by a sixth within an hour on the VMs this was
+        // built on), so decode's roof is the bandwidth measured just before and after the test,
+        // not the probe's figure from another hour.
+        const double gbs_before = decode ? read_bandwidth_now(a.threads) : 0;
+        const profile::BenchResult r = profile::run_bench(m, test, opt);
+        profile::ProbeResult roof_probe = probe;
+        if (decode) {
+            roof_probe.read_gbs = roof_probe.read_gbs_1 =
+                std::max(gbs_before, read_bandwidth_now(a.threads));
+            bandwidth_now = roof_probe.read_gbs;
+        }
+        const double roof_s = decode ? profile::decode_roofline_seconds(
+                                           costs, test.n_gen, roof_probe, a.threads, a.n_depth)
                                      : profile::prefill_roofline_seconds(
                                            costs, test.n_prompt, probe, a.threads, a.n_depth);
         const double roof_ts = test.n_tokens() / roof_s;
         char basis[96];
         if (decode)
-            std::snprintf(basis, sizeof basis, "read bandwidth %.1f GB/s",
-                          probe.read_gbs_for(a.threads));
+            std::snprintf(basis, sizeof basis,
+                          "read bandwidth %.1f GB/s (measured around the test)",
+                          roof_probe.read_gbs);
         else
             std::snprintf(basis, sizeof basis, "matrix peaks of the weight types");
         if (profiling) {
@@ -260,10 +286,11 @@ int run_bench_cmd(const BenchArgs& a) {
             for (double ns : r.samples_ns) wall += ns * 1e-9;
             reports.push_back(
                 profile::make_op_report((decode ? "decode " : "prefill ") + test.name(),
-                                        profiler::collect(), wall, costs, probe, a.threads));
+                                        profiler::collect(), wall, costs, roof_probe, a.threads));
         }
 
-        out.push_back(bench_json(a, probe, costs, model_type, test, r, test_time, roof_ts, basis));
+        out.push_back(bench_json(a, probe, costs, model_type, test, r, test_time, roof_ts, basis,
+                                 roof_probe.read_gbs_for(a.threads)));
         if (!a.json) print_row(a, costs, model_type, test, r, roof_ts);
     }
     profiler::set_trace(false);
@@ -271,7 +298,7 @@ int run_bench_cmd(const BenchArgs& a) {
     if (a.json) {
         std::printf("%s\n", out.dump(2).c_str());
     } else {
-        print_roofline_note(a, probe, costs);
+        print_roofline_note(a, probe, costs, bandwidth_now);
         std::printf("%s", kernels::describe_decode_streams().c_str());
     }
     print_profiles(a, reports);
@@ -286,8 +313,10 @@ std::function<int()> setup(CLI::App& app) {
         "after D random tokens already cached (prefilled untimed). Each test runs once "
         "untimed, then -r times; t/s is the mean ± sample standard deviation over the "
         "repetitions. 'of roof' is the figure as a fraction of its roofline: decode against the "
-        "read bandwidth measured by `syslm probe` divided by the bytes a step reads (weights "
-        "touched + KV cache), prefill against the arithmetic peak of the units each weight type's "
+        "read bandwidth (`syslm probe`'s read sum, measured again just before and after the test, "
+        "the better of the two: a shared machine's bandwidth drifts) divided by the bytes a step "
+        "reads (weights touched + KV cache), prefill against the arithmetic peak of the units each "
+        "weight type's "
         "GEMM runs on, as measured at startup (AMX BF16 tiles, BF16 dot products or FP32 FMA; "
         "int8 dot products where no GEMM runs), attention against the FP32 FMA peak. The "
         "probe result is cached; run `syslm probe --refresh` on a quiet machine for good "
