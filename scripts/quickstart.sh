@@ -4,7 +4,7 @@
 #   tokenizer train (byte-level BPE) -> data prepare (token shards, 2% held out) ->
 #   train (live progress: step, loss, tokens/s, MFU, ETA; held-out loss) -> perplexity on three
 #   whole books kept out of training -> generate -> quantize (Q8_0) -> generate again.
-# About 5-8 minutes of training on 2 cores (5 on a Xeon with AMX). Everything lands in runs/kjv-demo/; the model is
+# About 5-9 minutes of training on 2 cores (5 on a Xeon with AMX). Everything lands in runs/kjv-demo/; the model is
 # runs/kjv-demo/model.gguf (F32 GGUF: llama.cpp loads it too).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -259,14 +259,15 @@ int run_bench_cmd(const BenchArgs& a) {
         const std::string test_time = utc_now();
         const bool decode = test.n_gen > 0;
         // A shared machine's bandwidth drifts (by a sixth within an hour on the VMs this was
-        // built on), so decode's roof is the bandwidth measured just before and after the test,
-        // not the probe's figure from another hour.
+        // built on, and single passes ran from 25 to 45 GB/s), so decode's roof is the mean of
+        // the bandwidth measured just before and just after the test, not the probe's figure
+        // from another hour.
         const double gbs_before = decode ? read_bandwidth_now(a.threads) : 0;
         const profile::BenchResult r = profile::run_bench(m, test, opt);
         profile::ProbeResult roof_probe = probe;
         if (decode) {
             roof_probe.read_gbs = roof_probe.read_gbs_1 =
-                std::max(gbs_before, read_bandwidth_now(a.threads));
+                0.5 * (gbs_before + read_bandwidth_now(a.threads));
             bandwidth_now = roof_probe.read_gbs;
         }
         const double roof_s = decode ? profile::decode_roofline_seconds(
@@ -314,7 +315,7 @@ std::function<int()> setup(CLI::App& app) {
         "untimed, then -r times; t/s is the mean ± sample standard deviation over the "
         "repetitions. 'of roof' is the figure as a fraction of its roofline: decode against the "
         "read bandwidth (`syslm probe`'s read sum, measured again just before and after the test, "
-        "the better of the two: a shared machine's bandwidth drifts) divided by the bytes a step "
+        "their mean: a shared machine's bandwidth drifts) divided by the bytes a step "
         "reads (weights touched + KV cache), prefill against the arithmetic peak of the units each "
         "weight type's "
         "GEMM runs on, as measured at startup (AMX BF16 tiles, BF16 dot products or FP32 FMA; "
