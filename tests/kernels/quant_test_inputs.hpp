@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 // The golden fingerprints need these exact floats: no fused multiply-adds (GCC's ISO mode never
 // contracts; clang would with FMA targets).
 #ifdef __clang__
@@ -20,6 +22,14 @@
 #endif
 
 namespace syslm::kernels::testing {
+
+// Every weight and partner type with a vec_dot, for the tests that run them all.
+inline constexpr DType kVecDotTypes[] = {
+    DType::F32,       DType::F16,      DType::BF16,     DType::Q4_0,      DType::Q4_1,
+    DType::Q5_0,      DType::Q5_1,     DType::Q8_0,     DType::Q8_1,      DType::Q2_K,
+    DType::Q3_K,      DType::Q4_K,     DType::Q5_K,     DType::Q6_K,      DType::Q8_K,
+    DType::Q4_0_G8,   DType::Q8_0_G8,  DType::Q8_0_G8W, DType::Q4_K_LANE, DType::Q5_K_LANE,
+    DType::Q6_K_LANE, DType::Q8_K_LANE};
 
 class SplitMix64 {
 public:

@@ -17,12 +17,7 @@
 namespace syslm::kernels {
 namespace {
 
-const DType kTypes[] = {DType::F32,       DType::F16,      DType::BF16,      DType::Q4_0,
-                        DType::Q4_1,      DType::Q5_0,     DType::Q5_1,      DType::Q8_0,
-                        DType::Q8_1,      DType::Q2_K,     DType::Q3_K,      DType::Q4_K,
-                        DType::Q5_K,      DType::Q6_K,     DType::Q8_K,      DType::Q4_0_G8,
-                        DType::Q8_0_G8,   DType::Q8_0_G8W, DType::Q4_K_LANE, DType::Q5_K_LANE,
-                        DType::Q6_K_LANE, DType::Q8_K_LANE};
+constexpr const auto& kTypes = testing::kVecDotTypes;
 
 struct Quantized {
     std::vector<uint8_t> bytes;

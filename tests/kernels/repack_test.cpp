@@ -65,7 +65,7 @@ TEST(Repack, RowsKeepTheirValues) {
         DType from, to;
         size_t block;
         std::vector<size_t> f16_fields;  // sane finite scales there, random bits elsewhere
-        void (*back_to_file)(const void*, void*, int64_t);
+        void (*back_to_file)(const void*, void*, int64_t);  // lane order: its own inverse
     };
     const Case cases[] = {
         {DType::Q4_0, DType::Q4_0_G8, sizeof(BlockQ4_0), {0}, g8_to_q4_0},
@@ -74,13 +74,13 @@ TEST(Repack, RowsKeepTheirValues) {
          DType::Q4_K_LANE,
          sizeof(BlockQ4_K),
          {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)},
-         lane_to_q4_k},
+         q4_k_to_lane},
         {DType::Q5_K,
          DType::Q5_K_LANE,
          sizeof(BlockQ5_K),
          {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)},
-         lane_to_q5_k},
-        {DType::Q6_K, DType::Q6_K_LANE, sizeof(BlockQ6_K), {offsetof(BlockQ6_K, d)}, lane_to_q6_k}};
+         q5_k_to_lane},
+        {DType::Q6_K, DType::Q6_K_LANE, sizeof(BlockQ6_K), {offsetof(BlockQ6_K, d)}, q6_k_to_lane}};
     for (const Case& c : cases) {
         testing::SplitMix64 rng(5);
         const int64_t n = 256 * 3, rows = 5;

@@ -140,15 +140,7 @@ void q4_k_to_lane(const void* src, void* dst, int64_t n) {
     permute_row<BlockQ4_K, Q4KUnits>(src, dst, n);
 }
 
-void lane_to_q4_k(const void* src, void* dst, int64_t n) {
-    permute_row<BlockQ4_K, Q4KUnits>(src, dst, n);
-}
-
 void q5_k_to_lane(const void* src, void* dst, int64_t n) {
-    permute_row<BlockQ5_K, Q5KUnits>(src, dst, n);
-}
-
-void lane_to_q5_k(const void* src, void* dst, int64_t n) {
     permute_row<BlockQ5_K, Q5KUnits>(src, dst, n);
 }
 
@@ -156,18 +148,10 @@ void q6_k_to_lane(const void* src, void* dst, int64_t n) {
     permute_row<BlockQ6_K, Q6KUnits>(src, dst, n);
 }
 
-void lane_to_q6_k(const void* src, void* dst, int64_t n) {
-    permute_row<BlockQ6_K, Q6KUnits>(src, dst, n);
-}
-
 void q8_k_to_lane(const void* src, void* dst, int64_t n) {
     const auto* in = static_cast<const BlockQ8_K*>(src);
     auto* out = static_cast<BlockQ8_K*>(dst);
     for (int64_t i = 0; i < n / QK_K; ++i) permute_q8_k(in[i], out[i]);
-}
-
-void lane_to_q8_k(const void* src, void* dst, int64_t n) {
-    q8_k_to_lane(src, dst, n);
 }
 
 void dequantize_row_q4_k_lane(const void* src, float* dst, int64_t n) {

@@ -106,15 +106,12 @@ float vec_dot_q8_0_g8w_q8_0_g8(int64_t n, const void* x, const void* y);
 
 // lane_quants.cpp: Q4_K_LANE, Q5_K_LANE, Q6_K_LANE and Q8_K_LANE, the file types' blocks with their
 // levels in lane order (block_layouts.hpp), each defined by its conversion from and to the file
-// type.
-void q4_k_to_lane(const void* src, void* dst, int64_t n);  // Q4_K row -> Q4_K_LANE row
-void lane_to_q4_k(const void* src, void* dst, int64_t n);
-void q5_k_to_lane(const void* src, void* dst, int64_t n);  // Q5_K row -> Q5_K_LANE row
-void lane_to_q5_k(const void* src, void* dst, int64_t n);
-void q6_k_to_lane(const void* src, void* dst, int64_t n);  // Q6_K row -> Q6_K_LANE row
-void lane_to_q6_k(const void* src, void* dst, int64_t n);
-void q8_k_to_lane(const void* src, void* dst, int64_t n);  // Q8_K row -> Q8_K_LANE row
-void lane_to_q8_k(const void* src, void* dst, int64_t n);
+// type. The lane order is a transpose, its own inverse: each *_to_lane also turns a lane-order
+// row back into the file type's.
+void q4_k_to_lane(const void* src, void* dst, int64_t n);  // Q4_K row <-> Q4_K_LANE row
+void q5_k_to_lane(const void* src, void* dst, int64_t n);  // Q5_K row <-> Q5_K_LANE row
+void q6_k_to_lane(const void* src, void* dst, int64_t n);  // Q6_K row <-> Q6_K_LANE row
+void q8_k_to_lane(const void* src, void* dst, int64_t n);  // Q8_K row <-> Q8_K_LANE row
 void dequantize_row_q4_k_lane(const void* src, float* dst, int64_t n);
 void quantize_row_q4_k_lane(const float* src, void* dst, int64_t n);
 float vec_dot_q4_k_lane_q8_k_lane(int64_t n, const void* x, const void* y);
